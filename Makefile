@@ -1,0 +1,159 @@
+# sandq - one GNU Makefile for every binary, library, test and benchmark.
+#
+#   make                 build build/sandqd, build/sandq-worker, build/sandq
+#   make test            install missing Debian packages, build, run every test
+#   make demo            run the example jobs against a private redis + sandqd
+#   make bench           run the benchmark (prints ratios against the floors)
+#   make SANITIZER=address test    (or undefined) build and test with a sanitizer
+#   make asan / ubsan    shorthands for the two above
+#   make install [PREFIX=/usr/local] [DESTDIR=]
+#
+# Each binary lists its own sources and libraries, so the link lines show the
+# privilege split: only sandqd links hiredis and libuv; the worker links
+# neither and never talks to the network.
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBEXECDIR ?= $(PREFIX)/libexec/sandq
+B := build
+
+CC ?= cc
+SANITIZER ?=
+WERROR ?=
+OPT ?= -O2 -g
+
+WARN := -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes -Wshadow \
+	-Wpointer-arith -Wcast-qual -Wformat=2 -Wno-format-nonliteral \
+	-Wvla -Wnull-dereference -Wimplicit-fallthrough
+HARDEN := -D_FORTIFY_SOURCE=3 -fstack-protector-strong \
+	-fstack-clash-protection -fPIE
+HARDEN_LD := -pie -Wl,-z,relro,-z,now,-z,noexecstack
+
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(HARDEN) -MMD -MP \
+	-DSANDQ_LIBEXECDIR='"$(LIBEXECDIR)"' $(if $(WERROR),-Werror) $(CFLAGS)
+LDFLAGS_ALL := $(HARDEN_LD) $(LDFLAGS)
+
+ifneq ($(SANITIZER),)
+CFLAGS_ALL += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS_ALL += -fsanitize=$(SANITIZER)
+# FORTIFY and ASan disagree about some interceptors.
+CFLAGS_ALL := $(filter-out -D_FORTIFY_SOURCE=3,$(CFLAGS_ALL))
+endif
+
+# Rebuild everything when the flags change (Redis .make-settings).
+SETTINGS := $(B)/.make-settings
+SETTINGS_NOW := $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL)
+$(shell mkdir -p $(B) && \
+  if [ "$$(cat $(SETTINGS) 2>/dev/null)" != "$(SETTINGS_NOW)" ]; then \
+    rm -rf $(B)/obj $(B)/tests; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
+
+COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
+PAYLOAD_SRCS := queue/payload.c queue/keys.c
+CONFIG_SRCS := config/config.c
+SANDBOX_SRCS := sandbox/sandbox.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c \
+	sandbox/limits.c sandbox/exec.c sandbox/image.c
+WORKER_SRCS := worker/main.c worker/job.c
+DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
+	queue/redis.c
+CLIENT_SRCS := client/libsandq.c
+CLI_SRCS := client/cli.c
+
+LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih
+LIBS_WORKER := -lseccomp -lmsgpackc
+LIBS_CLIENT := -lhiredis -lmsgpackc
+LIBS_CLI := $(LIBS_CLIENT) -ljansson
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+CLI_OBJS := $(call obj,$(CLI_SRCS))
+
+BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq
+
+all: $(BINS) $(B)/libsandq.a
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(B)/sandqd: $(SANDQD_OBJS)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_DISPATCHER)
+
+$(B)/sandq-worker: $(WORKER_OBJS)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_WORKER)
+
+$(B)/libsandq.a: $(LIBSANDQ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLI)
+
+### Tests ###################################################################
+
+# Unit tests: pure code, no root, no network.
+UNIT_TESTS := msg payload config limits
+# Integration tests: real redis-server, real sandqd, real sandboxes.
+INTEG_TESTS := e2e
+TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
+
+$(B)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -c -o $@ $<
+
+$(B)/tests/msg_test: $(B)/tests/msg_test.o $(call obj,$(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
+$(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PAYLOAD_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
+$(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih
+$(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(PAYLOAD_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
+$(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT)
+
+deps:
+	@sh deploy/install-deps.sh
+
+# `make test` installs what is missing first, then builds with its own make
+# so the build sees the freshly installed headers.
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: all $(TEST_BINS)
+	@sh tests/run.sh $(TEST_BINS)
+
+check: test
+asan:
+	$(MAKE) SANITIZER=address test
+ubsan:
+	$(MAKE) SANITIZER=undefined test
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@sh deploy/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(B)/bench
+	@sh bench/run.sh
+
+$(B)/bench: bench/bench.c $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ bench/bench.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
+	install -m 0755 $(B)/sandqd $(B)/sandq $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/sandq-worker $(DESTDIR)$(LIBEXECDIR)/
+
+lint:
+	cppcheck --quiet --enable=warning,portability --std=c11 --error-exitcode=1 \
+		-I. common queue dispatcher worker sandbox client config
+
+clean:
+	rm -rf $(B)
+
+.PHONY: all deps test test-run check asan ubsan demo bench install lint clean
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,121 @@
+/*
+ * msg.h - the framed message protocol between sandqd and its workers.
+ *
+ * The channel is a socketpair(AF_UNIX, SOCK_SEQPACKET): the kernel keeps each
+ * sendmsg() one record, so a frame always arrives whole and the dispatcher
+ * never reassembles partial frames on its event loop. A frame is
+ *
+ *     struct msg_hdr (16 bytes, host byte order) + len payload bytes
+ *
+ * with len <= MSG_MAX. A payload larger than MSG_MAX travels as a sealed
+ * memfd passed with SCM_RIGHTS: the frame then has MSG_F_MEMFD set and an
+ * 8-byte payload holding the blob size, which must be <= MSG_BLOB_MAX.
+ * A frame may also carry one plain file descriptor (MSG_F_FD).
+ *
+ * Types are numbered by direction: 1xx dispatcher -> worker, 2xx worker ->
+ * dispatcher, 3xx worker log records. Changing the layout of any frame or the
+ * meaning of a type means bumping MSG_VERSION; the first frame a worker sends
+ * is MSG_HELLO with its version, and the dispatcher refuses a mismatch.
+ *
+ * Lifecycle: msg_recv() fills a struct msg that owns its payload; the caller
+ * releases it with msg_clear(). A malformed or oversized frame is reported as
+ * -EBADMSG: the peer is treated as compromised (workers exit; the dispatcher
+ * kills and respawns the worker).
+ */
+#ifndef SANDQ_MSG_H
+#define SANDQ_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSG_VERSION 1
+/* Largest inline payload: under the default socket buffer (212992 bytes). */
+#define MSG_MAX (128u * 1024u)
+/* Largest blob passed as a memfd (jobs, results with captured output). */
+#define MSG_BLOB_MAX (256u * 1024u * 1024u)
+
+#define MSG_F_MEMFD 0x1		/* payload is a memfd; inline part is u64 size */
+#define MSG_F_FD 0x2		/* one extra descriptor rides with the frame */
+
+enum msg_type {
+	/* 1xx: dispatcher -> worker. */
+	MSG_JOB_RUN = 100,	/* payload: normalised job (msgpack) */
+	MSG_SHUTDOWN = 101,	/* empty: finish and exit */
+	/* 2xx: worker -> dispatcher. */
+	MSG_HELLO = 200,	/* payload: struct msg_hello */
+	MSG_JOB_DONE = 201,	/* payload: result (msgpack) */
+	MSG_JOB_STARTED = 202,	/* empty: the job's process is running */
+	/* 3xx: log records from a worker. */
+	MSG_LOG = 300,		/* payload: u32 level + text */
+	/* 4xx: worker <-> its prepared sandbox's init process. */
+	MSG_SBX_SPEC = 400,	/* payload: normalised job (msgpack) */
+	MSG_SBX_EXEC = 401,	/* init -> worker: struct msg_sbx_exec */
+	MSG_SBX_EXIT = 402,	/* init -> worker: struct msg_sbx_exit */
+	MSG_SBX_FAIL = 403,	/* init -> worker: text naming the failing step */
+};
+
+struct msg_hdr {
+	uint32_t type;		/* enum msg_type */
+	uint32_t len;		/* payload bytes that follow */
+	uint32_t job_id;	/* dispatcher's job sequence number, or 0 */
+	uint16_t version;	/* MSG_VERSION */
+	uint16_t flags;		/* MSG_F_* */
+};
+_Static_assert(sizeof(struct msg_hdr) == 16, "msg_hdr is a wire struct");
+
+struct msg_hello {
+	uint32_t pid;		/* the worker's pid */
+	uint32_t index;		/* the worker's slot in the pool */
+};
+_Static_assert(sizeof(struct msg_hello) == 8, "msg_hello is a wire struct");
+
+struct msg_sbx_exec {
+	int64_t started_ns;	/* CLOCK_MONOTONIC when the job was exec'd */
+};
+_Static_assert(sizeof(struct msg_sbx_exec) == 8, "wire struct");
+
+struct msg_sbx_exit {
+	int32_t status;		/* wait status of the job's main process */
+	int32_t fs_error;	/* 1 if the job hit ENOSPC/EDQUOT on a tmpfs */
+};
+_Static_assert(sizeof(struct msg_sbx_exit) == 8, "wire struct");
+
+/* A received frame. Owns data and fd. */
+struct msg {
+	struct msg_hdr hdr;	/* header as received */
+	uint8_t *data;		/* payload (heap; NULL when len is 0) */
+	size_t len;		/* payload length (blob size for memfd frames) */
+	int fd;			/* descriptor passed with MSG_F_FD, or -1 */
+};
+
+/*
+ * Sends one frame. If len > MSG_MAX the payload is copied into a sealed
+ * memfd and sent by descriptor. fd, if >= 0, is passed along (not closed).
+ * Blocks until sent (workers) unless the socket is non-blocking, in which
+ * case -EAGAIN may be returned and nothing was sent.
+ * Returns 0 or -errno (-EMSGSIZE if len > MSG_BLOB_MAX).
+ */
+int msg_send(int sock, uint32_t type, uint32_t job_id, const void *data,
+    size_t len, int fd);
+
+/*
+ * Receives one frame into m (which must be msg_init'ed or cleared).
+ * Returns 1 on a frame, 0 on orderly EOF, -EAGAIN if non-blocking and
+ * nothing is ready, -EBADMSG if the frame is malformed (bad size, version,
+ * flags, unexpected descriptors, oversized blob), other -errno on I/O errors.
+ * max_blob bounds memfd payloads (<= MSG_BLOB_MAX).
+ */
+int msg_recv(int sock, struct msg *m, size_t max_blob);
+
+/* Validates a frame header against the protocol's bounds (pure). */
+int msg_check_hdr(const struct msg_hdr *h, size_t got, bool have_fd);
+
+void msg_init(struct msg *m);
+/* Frees the payload and closes the descriptor; m can be reused. */
+void msg_clear(struct msg *m);
+
+/* Returns a static name for a type, or "unknown". */
+const char *msg_type_name(uint32_t type);
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * config.h - sandqd's configuration: one table of every option.
+ *
+ * Only the dispatcher parses configuration; workers receive validated,
+ * fully resolved per-job limits in each job message. The option table in
+ * config.c (name, section, type, default, bounds, reloadable, offsetof) drives
+ * the INI parser, `sandqd --print-config` and docs/operations.md, so an option
+ * exists in exactly one place.
+ *
+ * Lifecycle: config_defaults() -> config_load_file() (optional) ->
+ * config_set() for each command-line override -> config_finish() (derives
+ * values such as the worker count and host name and checks cross-field
+ * rules) -> use -> config_free().
+ *
+ * Errors name their origin: "sandq.conf:12: workers: must be at most 1024",
+ * or "--set workers: ..." for command-line overrides.
+ */
+#ifndef SANDQ_CONFIG_H
+#define SANDQ_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../common/err.h"
+#include "../queue/payload.h"
+
+#define CONFIG_TENANTS_MAX 256
+#define CONFIG_TENANT_NAME_MAX 64
+
+struct config {
+	/* [sandqd] */
+	char *redis;			/* redis://HOST:PORT or unix:///PATH */
+	char *state;			/* state folder (image, run dirs) */
+	int64_t workers;		/* 0 = number of CPUs */
+	char **tenants;			/* names, NULL-terminated */
+	size_t ntenants;
+	char *prefix;			/* key prefix, default "sandq" */
+	char *host;			/* host name in results; "" = gethostname */
+	char *log_level;		/* error|warn|info|debug */
+	int64_t drain_timeout_ms;	/* SIGTERM: time running jobs get */
+	int64_t result_ttl_s;		/* TTL of res and done keys */
+	int64_t read_block_ms;		/* XREADGROUP BLOCK */
+	char *worker_path;		/* "" = next to sandqd, then libexec */
+	int64_t sandbox_uid_base;	/* host uid of worker i's jobs: base + i */
+	char *default_preset;		/* strict|normal|permissive */
+	int64_t max_job_bytes;		/* largest stream entry accepted */
+	int64_t respawn_backoff_ms;	/* first delay before respawning a worker */
+	/* [limits]: ceilings a job may ask for. */
+	struct job_limits ceiling;
+};
+
+/* Fills c with every option's default (allocates strings). */
+void config_defaults(struct config *c);
+/* Frees every member; c can be defaulted again. */
+void config_free(struct config *c);
+
+/*
+ * Parses an INI file over the current values. Returns 0, -errno if the file
+ * cannot be read, or -EINVAL with e->msg = "FILE:LINE: key: problem".
+ * Unknown sections or keys are errors.
+ */
+int config_load_file(struct config *c, const char *path, struct err *e);
+/* Same, from a string (for tests); name is used in messages. */
+int config_load_string(struct config *c, const char *text, const char *name,
+    struct err *e);
+
+/*
+ * Sets one option from "key=value" or "section.key=value" (command line).
+ * Returns 0 or -EINVAL with e->msg naming the key and the problem.
+ */
+int config_set(struct config *c, const char *assignment, struct err *e);
+
+/* Derives defaults that depend on the machine and checks cross-field rules. */
+int config_finish(struct config *c, struct err *e);
+
+/* Writes the effective configuration as a valid INI file. */
+void config_print(const struct config *c, FILE *f);
+
+/*
+ * Resolves a job's limits: the preset's numbers (the job's preset, else the
+ * config's default_preset), overridden by each limit the job set. Fills out
+ * with all seven limits. Returns 0, or -EINVAL if one exceeds the ceiling,
+ * with e->msg = "field 'limits.memory_bytes': 9000000000 is above the
+ * ceiling of 8589934592".
+ */
+int config_job_limits(const struct config *c, const struct job *j,
+    struct job_limits *out, struct err *e);
+
+/* The numbers of a preset (documented in docs/protocol.md). */
+const struct job_limits *config_preset_limits(enum job_preset p);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * keys.c - builds the Redis key names of ARCHITECTURE.md section 3.
+ *
+ * Tenant names are restricted to [A-Za-z0-9_-] so that a name can never
+ * contain the braces of a hash tag or the ':' that separates key parts.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "keys.h"
+
+static int
+key_fmt(char *buf, const char *prefix, const char *tenant, const char *kind,
+    const char *id)
+{
+	int n;
+
+	if (id)
+		n = snprintf(buf, KEY_MAX, "%s:{%s}:%s:%s", prefix, tenant, kind, id);
+	else
+		n = snprintf(buf, KEY_MAX, "%s:{%s}:%s", prefix, tenant, kind);
+	if (n < 0 || n >= KEY_MAX)
+		return -ENAMETOOLONG;
+	return n;
+}
+
+int
+key_jobs(char *buf, const char *prefix, const char *tenant)
+{
+	return key_fmt(buf, prefix, tenant, "jobs", NULL);
+}
+
+int
+key_res(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "res", id);
+}
+
+int
+key_done(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "done", id);
+}
+
+int
+key_dead(char *buf, const char *prefix, const char *tenant)
+{
+	return key_fmt(buf, prefix, tenant, "dead", NULL);
+}
+
+int
+key_tenant_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}

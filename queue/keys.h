@@ -1,0 +1,24 @@
+/*
+ * keys.h - Redis key names (ARCHITECTURE.md section 3), in one place.
+ *
+ * Every per-tenant key carries the tenant in a {hash tag}, so all of one
+ * tenant's keys share a Redis Cluster slot and one MULTI can touch them.
+ * Functions write a NUL-terminated name into buf (KEY_MAX bytes) and return
+ * its length, or -ENAMETOOLONG. Pure.
+ */
+#ifndef SANDQ_KEYS_H
+#define SANDQ_KEYS_H
+
+#include <stddef.h>
+
+#define KEY_MAX 512
+#define KEY_GROUP "sandq"	/* the consumer group of every job stream */
+
+int key_jobs(char *buf, const char *prefix, const char *tenant);
+int key_res(char *buf, const char *prefix, const char *tenant, const char *id);
+int key_done(char *buf, const char *prefix, const char *tenant, const char *id);
+int key_dead(char *buf, const char *prefix, const char *tenant);
+/* True if name is a valid tenant name: 1..64 bytes of [A-Za-z0-9_-]. */
+int key_tenant_valid(const char *name);
+
+#endif

@@ -1,0 +1,202 @@
+/*
+ * payload.h - jobs and results as plain structs, and their msgpack codecs.
+ *
+ * Pure code: no I/O, no globals. Used by the dispatcher (decode untrusted
+ * jobs from Redis, encode results), the worker (decode the normalised job the
+ * dispatcher re-encoded, encode results), and libsandq (encode jobs, decode
+ * results). docs/protocol.md is the field-by-field reference.
+ *
+ * Decoding is bounded twice: payload_scan() walks the raw bytes first and
+ * refuses any container whose announced count exceeds the bytes left, or any
+ * nesting deeper than PAYLOAD_MAX_DEPTH, so msgpack-c never allocates for a
+ * count a 5-byte input can claim; then each field is checked against the
+ * limits below and reported by name ("field 'limits.wall_ms': ...").
+ *
+ * Lifecycle: job_new()/payload_job_decode() -> use -> job_free();
+ * result_new() -> fill -> payload_result_encode() -> result_free().
+ */
+#ifndef SANDQ_PAYLOAD_H
+#define SANDQ_PAYLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+
+#define PAYLOAD_VERSION 1
+
+/* Bounds on decoded jobs (docs/protocol.md "Limits"). */
+#define JOB_ID_MAX 128			/* bytes of an id: [A-Za-z0-9._:-] */
+#define JOB_ARGV_MAX 4096		/* argv entries */
+#define JOB_ARG_MAX (128u * 1024u)	/* bytes per argument (MAX_ARG_STRLEN) */
+#define JOB_ENV_MAX 1024		/* environment entries */
+#define JOB_ENV_NAME_MAX 256		/* bytes of a variable name */
+#define JOB_EXEC_BYTES_MAX (1024u * 1024u)  /* argv + env total */
+#define JOB_SCRIPT_MAX (1024u * 1024u)	/* sh script / python code */
+#define JOB_STDIN_MAX (16u * 1024u * 1024u)
+#define JOB_FILES_MAX 1024		/* seeded files */
+#define JOB_FILES_BYTES_MAX (64u * 1024u * 1024u)
+#define JOB_PATH_MAX 4096		/* bytes of a sandbox path */
+#define JOB_NAME_MAX 255		/* bytes of one path component */
+#define JOB_LABELS_MAX 64
+#define JOB_LABEL_MAX 256
+#define PAYLOAD_MAX_DEPTH 16
+#define RESULT_OUTPUT_MAX (1u << 30)	/* bytes of stdout or stderr in a result */
+
+enum job_op {
+	OP_NONE = 0,
+	OP_EXEC,		/* argv */
+	OP_SH,			/* script, run by bash */
+	OP_PYTHON,		/* code, run by python3 */
+};
+
+enum job_preset {
+	PRESET_DEFAULT = 0,	/* the config's default preset */
+	PRESET_STRICT,
+	PRESET_NORMAL,
+	PRESET_PERMISSIVE,
+};
+
+enum res_status {
+	ST_OK = 0,
+	ST_EXIT,
+	ST_SIGNAL,
+	ST_TIMEOUT,
+	ST_CPU_LIMIT,
+	ST_MEMORY_LIMIT,
+	ST_PIDS_LIMIT,
+	ST_OUTPUT_LIMIT,
+	ST_DISK_LIMIT,
+	ST_REJECTED,
+	ST_CANCELLED,
+	ST_EXPIRED,
+	ST_INTERNAL,
+	ST__COUNT,
+};
+
+/* Resource limits; 0 means "not set" (taken from the preset). */
+struct job_limits {
+	uint64_t wall_ms;	/* wall-clock time */
+	uint64_t cpu_ms;	/* CPU time (RLIMIT_CPU, rounded up to seconds) */
+	uint64_t memory_bytes;	/* address space */
+	uint64_t pids;		/* processes (and threads) */
+	uint64_t output_bytes;	/* captured bytes per stream */
+	uint64_t disk_bytes;	/* /workspace and /tmp tmpfs size, file size */
+	uint64_t files;		/* open files (RLIMIT_NOFILE) */
+};
+
+struct job_file {
+	char *path;		/* normalised, relative to /workspace, no '..' */
+	uint8_t *data;		/* contents (owned) */
+	size_t len;		/* bytes */
+};
+
+struct job {
+	char *id;		/* client-made, JOB_ID_MAX, key-safe */
+	enum job_op op;
+	char **argv;		/* exec: NULL-terminated; sh/python: built */
+	size_t argc;
+	char *script;		/* sh: the script (owned) */
+	char *code;		/* python: the code (owned) */
+	uint8_t *stdin_data;	/* bytes fed to stdin, or NULL */
+	size_t stdin_len;
+	char **env;		/* "K=V" strings, NULL-terminated, or NULL */
+	size_t nenv;
+	char *cwd;		/* absolute path inside the sandbox, or NULL */
+	struct job_limits limits;
+	enum job_preset preset;
+	struct job_file *files;
+	size_t nfiles;
+	char **labels;		/* key, value, key, value..., or NULL */
+	size_t nlabels;		/* pairs */
+	char *net;		/* "none" or NULL */
+	int64_t priority;	/* higher runs first within a tenant */
+	int64_t deadline_ms;	/* epoch ms, 0 = none (checked by dispatcher) */
+};
+
+struct result {
+	char *id;
+	enum res_status status;
+	int exit_code;		/* valid for ok/exit; -1 otherwise */
+	int signal;		/* valid for signal/timeout kills; 0 otherwise */
+	uint8_t *out;		/* captured stdout (owned) */
+	size_t out_len;
+	bool out_truncated;
+	uint8_t *err;		/* captured stderr (owned) */
+	size_t err_len;
+	bool err_truncated;
+	uint64_t wall_ms;
+	uint64_t cpu_ms;
+	uint64_t max_rss_kb;
+	uint64_t queued_at;	/* epoch ms */
+	uint64_t started_at;	/* epoch ms, 0 if never started */
+	uint64_t finished_at;	/* epoch ms */
+	char *host;
+	int64_t worker;		/* worker slot, -1 if none */
+	int64_t attempt;
+	char *error_code;	/* machine-readable, with error_message */
+	char *error_message;
+};
+
+/*** Jobs ***/
+
+struct job *job_new(void);
+/* Frees every member; NULL is a no-op. */
+void job_free(struct job *j);
+
+/*
+ * Checks raw msgpack bytes for structural sanity without allocating:
+ * exactly one object, every count within the bytes left, depth bounded.
+ * Returns 0 or -EBADMSG with e naming the problem.
+ */
+int payload_scan(const void *buf, size_t len, struct err *e);
+
+/*
+ * Decodes and validates a job. On success returns 0 and *out owns a job.
+ * On failure returns -EINVAL (or -EBADMSG for bytes that are not one msgpack
+ * map) with e->msg naming the field; *out is NULL. idbuf (JOB_ID_MAX + 1
+ * bytes, may be NULL) receives the job's id whenever it could be read and is
+ * valid, even if another field failed; otherwise idbuf[0] is '\0'.
+ */
+int payload_job_decode(const void *buf, size_t len, struct job **out,
+    char *idbuf, struct err *e);
+
+/*
+ * Encodes a job as msgpack (the same format decode reads). *out is malloc'd
+ * and owned by the caller. Returns 0 or -ENOMEM.
+ */
+int payload_job_encode(const struct job *j, char **out, size_t *outlen);
+
+/* True if s is a valid job id (1..JOB_ID_MAX bytes of [A-Za-z0-9._:-]). */
+bool payload_id_valid(const char *s, size_t len);
+
+/*
+ * Normalises a sandbox path ("a/b", "/a/b", "./a//b/") to "a/b" in out
+ * (JOB_PATH_MAX + 1 bytes). Refuses '..', empty, NUL, control characters and
+ * components longer than JOB_NAME_MAX. Returns 0 or -EINVAL with e set.
+ */
+int payload_path_normalise(const char *in, size_t len, char *out,
+    const char *field, struct err *e);
+
+const char *job_op_name(enum job_op op);
+const char *job_preset_name(enum job_preset p);
+int job_preset_parse(const char *s, enum job_preset *p);
+
+/*** Results ***/
+
+struct result *result_new(const char *id);
+void result_free(struct result *r);
+/* Sets error_code/error_message (copied) and the status. */
+void result_set_error(struct result *r, enum res_status st, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+int payload_result_encode(const struct result *r, char **out, size_t *outlen);
+/* Decodes a result; returns 0, -EBADMSG or -EINVAL with e set. */
+int payload_result_decode(const void *buf, size_t len, struct result **out,
+    struct err *e);
+
+const char *res_status_name(enum res_status st);
+int res_status_parse(const char *s, enum res_status *st);
+
+#endif
