@@ -51,6 +51,7 @@ msg_type_name(uint32_t type)
 	case MSG_JOB_STARTED: return "JOB_STARTED";
 	case MSG_LOG: return "LOG";
 	case MSG_SBX_SPEC: return "SBX_SPEC";
+	case MSG_SBX_READY: return "SBX_READY";
 	case MSG_SBX_EXEC: return "SBX_EXEC";
 	case MSG_SBX_EXIT: return "SBX_EXIT";
 	case MSG_SBX_FAIL: return "SBX_FAIL";

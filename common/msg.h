@@ -49,10 +49,11 @@ enum msg_type {
 	/* 3xx: log records from a worker. */
 	MSG_LOG = 300,		/* payload: u32 level + text */
 	/* 4xx: worker <-> its prepared sandbox's init process. */
-	MSG_SBX_SPEC = 400,	/* payload: normalised job (msgpack) */
-	MSG_SBX_EXEC = 401,	/* init -> worker: struct msg_sbx_exec */
-	MSG_SBX_EXIT = 402,	/* init -> worker: struct msg_sbx_exit */
-	MSG_SBX_FAIL = 403,	/* init -> worker: text naming the failing step */
+	MSG_SBX_SPEC = 400,	/* worker -> init: normalised job (msgpack) */
+	MSG_SBX_READY = 401,	/* init -> worker: empty, the image is built */
+	MSG_SBX_EXEC = 402,	/* init -> worker: struct msg_sbx_exec */
+	MSG_SBX_EXIT = 403,	/* init -> worker: struct msg_sbx_exit */
+	MSG_SBX_FAIL = 404,	/* init -> worker: u8 kind + text of the step */
 };
 
 struct msg_hdr {
@@ -77,7 +78,13 @@ _Static_assert(sizeof(struct msg_sbx_exec) == 8, "wire struct");
 
 struct msg_sbx_exit {
 	int32_t status;		/* wait status of the job's main process */
-	int32_t fs_error;	/* 1 if the job hit ENOSPC/EDQUOT on a tmpfs */
+	int32_t reserved;	/* 0 */
+};
+
+/* First byte of a MSG_SBX_FAIL payload. */
+enum msg_sbx_fail_kind {
+	SBX_FAIL_INTERNAL = 0,	/* the sandbox could not be built */
+	SBX_FAIL_INPUT = 1,	/* the job's own input cannot be set up */
 };
 _Static_assert(sizeof(struct msg_sbx_exit) == 8, "wire struct");
 

@@ -19,6 +19,8 @@ libcriterion-dev
 redis-server
 redis-tools
 python3
+python3-msgpack
+python3-redis
 bubblewrap
 "
 

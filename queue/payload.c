@@ -1014,7 +1014,7 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
-	uint32_t n = 18 + !!r->host + !!r->error_code;
+	uint32_t n = 17 + !!r->host + !!r->error_code;
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);

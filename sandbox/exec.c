@@ -1,0 +1,218 @@
+/*
+ * exec.c - the job's own process, and the per-job files it starts with.
+ *
+ * exec_job() runs in the process that becomes the job, forked by the
+ * sandbox's init. The order is the security argument, each step relying on
+ * the one before:
+ *
+ *   1. stdio onto 0/1/2, every other descriptor closed (close_range), so
+ *      nothing of the worker or init leaks into the job;
+ *   2. a new session, default signal dispositions and an empty mask;
+ *   3. chdir to the job's cwd (still privileged: it may be a fresh folder);
+ *   4. rlimits (limits.c), lowered while we still may;
+ *   5. every capability dropped: bounding set, ambient, inheritable,
+ *      permitted, effective; then NO_NEW_PRIVS, so no setuid binary or file
+ *      capability can give any back;
+ *   6. the job's deny filter (seccomp.c), last, because it forbids calls the
+ *      steps above make;
+ *   7. execvpe with the job's own environment only.
+ *
+ * A failure before exec is reported on the job's stderr like a shell would
+ * ("sandq: python4: No such file or directory") with exit code 127 (not
+ * found) or 126 (found, could not run), so the result stays the job's own.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "internal.h"
+
+#define JOB_PATH_ENV "/usr/local/bin:/usr/bin:/bin"
+
+static void __attribute__((noreturn))
+job_fail(int code, const char *what, int errnum)
+{
+	char buf[512];
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "sandq: %s: %s\n", what, strerror(errnum));
+	if (n > 0)
+		(void)write_all(STDERR_FILENO, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	_exit(code);
+}
+
+static int
+drop_capabilities(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	for (int cap = 0; cap <= 63; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		return -errno;
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Builds the job's environment: its own variables plus defaults it lacks. */
+static char **
+job_environ(const struct job *j, char **storage, size_t nstorage)
+{
+	static const char *const defaults[] = {
+		"PATH=" JOB_PATH_ENV, "HOME=/workspace", "LANG=C.UTF-8",
+	};
+	size_t n = 0;
+
+	for (size_t i = 0; i < j->nenv && n + 1 < nstorage; i++)
+		storage[n++] = j->env[i];
+	for (size_t d = 0; d < sizeof(defaults) / sizeof(defaults[0]); d++) {
+		size_t klen = (size_t)(strchr(defaults[d], '=') - defaults[d]) + 1;
+		bool have = false;
+
+		for (size_t i = 0; i < j->nenv; i++)
+			if (strncmp(j->env[i], defaults[d], klen) == 0)
+				have = true;
+		if (!have && n + 1 < nstorage)
+			storage[n++] = (char *)(uintptr_t)defaults[d];
+	}
+	storage[n] = NULL;
+	return storage;
+}
+
+void
+exec_job(const struct exec_spec *s)
+{
+	const struct job *j = s->job;
+	char *envstore[JOB_ENV_MAX + 8];
+	char **envp;
+	sigset_t all;
+	struct err e = { 0 };
+	const char *path;
+
+	if (dup2(s->stdin_fd, 0) < 0 || dup2(s->stdout_fd, 1) < 0 ||
+	    dup2(s->stderr_fd, 2) < 0)
+		_exit(126);
+	if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+		_exit(126);
+	setsid();
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+
+	if (chdir(j->cwd ? j->cwd : "/workspace") < 0)
+		job_fail(126, j->cwd ? j->cwd : "/workspace", errno);
+	if (limits_apply(&j->limits, &e) < 0)
+		job_fail(126, e.msg, -e.code);
+	if (drop_capabilities() < 0)
+		job_fail(126, "drop capabilities", errno);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		job_fail(126, "no_new_privs", errno);
+	if (seccomp_job_install(&e) < 0)
+		job_fail(126, e.msg, -e.code);
+
+	envp = job_environ(j, envstore, sizeof(envstore) / sizeof(envstore[0]));
+	/* execvpe searches the caller's PATH: give it the job's. */
+	path = JOB_PATH_ENV;
+	for (char **p = envp; *p; p++)
+		if (strncmp(*p, "PATH=", 5) == 0)
+			path = *p + 5;
+	setenv("PATH", path, 1);
+	execvpe(j->argv[0], j->argv, envp);
+	job_fail(errno == ENOENT || errno == ENOTDIR ? 127 : 126, j->argv[0], errno);
+}
+
+/* mkdir -p of the parents of rel (relative to dirfd), owned by the job. */
+static int
+make_parents(int dirfd, const char *rel, struct err *e)
+{
+	char buf[JOB_PATH_MAX + 1];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", rel);
+	for (p = strchr(buf, '/'); p; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		if (mkdirat(dirfd, buf, 0755) < 0 && errno != EEXIST)
+			return err_set(e, -errno, "mkdir %s: %s", buf, strerror(errno));
+		*p = '/';
+	}
+	return 0;
+}
+
+int
+exec_seed_files(const struct job *j, struct err *e)
+{
+	int dirfd, rc = 0;
+
+	if (j->nfiles == 0)
+		return 0;
+	dirfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return err_set(e, -errno, "open /workspace: %s", strerror(errno));
+	/*
+	 * The workspace is a fresh tmpfs nobody else has touched, and paths were
+	 * normalised by the decoder (no '..', no empty parts), so plain *at()
+	 * calls under it stay under it.
+	 */
+	for (size_t i = 0; i < j->nfiles; i++) {
+		const struct job_file *f = &j->files[i];
+		int fd;
+
+		if ((rc = make_parents(dirfd, f->path, e)) < 0)
+			break;
+		fd = openat(dirfd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+		    O_CLOEXEC, 0644);
+		if (fd < 0) {
+			rc = err_set(e, -errno, "file '%s': %s", f->path, strerror(errno));
+			break;
+		}
+		rc = write_all(fd, f->data, f->len);
+		close(fd);
+		if (rc < 0) {
+			err_set(e, rc, "file '%s': %s", f->path, strerror(-rc));
+			break;
+		}
+	}
+	close(dirfd);
+	return rc;
+}
+
+int
+exec_prepare_cwd(const struct job *j, struct err *e)
+{
+	const char *rel;
+	char buf[JOB_PATH_MAX + 16];
+	int dirfd, rc;
+
+	if (j->cwd == NULL)
+		return 0;
+	if (strncmp(j->cwd, "/workspace/", 11) == 0) {
+		dirfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rel = j->cwd + 11;
+	} else if (strncmp(j->cwd, "/tmp/", 5) == 0) {
+		dirfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rel = j->cwd + 5;
+	} else {
+		return 0;	/* must exist already; exec_job reports it if not */
+	}
+	if (dirfd < 0)
+		return err_set(e, -errno, "open cwd root: %s", strerror(errno));
+	snprintf(buf, sizeof(buf), "%s/", rel);
+	rc = make_parents(dirfd, buf, e);
+	close(dirfd);
+	return rc;
+}

@@ -1,0 +1,86 @@
+/*
+ * internal.h - what the files of sandbox/ share, and nothing else sees.
+ *
+ * One file per mechanism: ns.c (clone into namespaces, id maps, loopback),
+ * mount.c (root, image, /dev, /proc, pivot), image.c (the generated /etc),
+ * limits.c (rlimits), seccomp.c (worker and job filters), exec.c (the job's
+ * own process: stdio, credentials, exec), sandbox.c (orchestration: init's
+ * life and the worker's supervision loop).
+ */
+#ifndef SANDQ_SANDBOX_INTERNAL_H
+#define SANDQ_SANDBOX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "../common/err.h"
+#include "../queue/payload.h"
+#include "sandbox.h"
+
+/*** ns.c ***/
+
+/* Namespaces each sandbox gets. */
+#define SBX_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | \
+	CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+
+/* fork()-like clone into new namespaces: returns 0 in the child. */
+pid_t ns_clone(int flags);
+/* Writes uid_map and gid_map of pid: SANDBOX_UID -> host_uid. */
+int ns_write_id_maps(pid_t pid, uid_t host_uid, struct err *e);
+/* In the child: become SANDBOX_UID/GID keeping capabilities in the userns. */
+int ns_become_sandbox_user(struct err *e);
+/* In the child: bring up loopback of the new network namespace. */
+int ns_loopback_up(struct err *e);
+
+/*** mount.c ***/
+
+/* In the child: builds the whole read-only root and pivots into it. */
+int mount_build_root(const char *run_dir, struct err *e);
+/* In the child, per job: size-capped /workspace, /tmp and /dev/shm. */
+int mount_job_tmpfs(const struct job_limits *l, struct err *e);
+
+/*** image.c ***/
+
+int image_build_etc(const char *run_dir, struct err *e);
+
+/*** limits.c ***/
+
+#define LIMITS_NRLIMITS 7
+
+struct limits_rlimit {
+	int resource;		/* RLIMIT_* */
+	struct rlimit rl;	/* soft and hard */
+};
+
+/* Pure: translates resolved job limits to the rlimits a job gets. */
+size_t limits_to_rlimits(const struct job_limits *l,
+    struct limits_rlimit out[LIMITS_NRLIMITS]);
+/* Applies them to the calling process. */
+int limits_apply(const struct job_limits *l, struct err *e);
+
+/*** seccomp.c ***/
+
+/* The worker's own filter (inherited by every sandbox it starts). */
+int seccomp_worker_install(struct err *e);
+/* The job's deny filter, installed last before exec. */
+int seccomp_job_install(struct err *e);
+
+/*** exec.c ***/
+
+struct exec_spec {
+	const struct job *job;	/* argv, env, cwd, limits */
+	int stdin_fd;		/* becomes fd 0 */
+	int stdout_fd;		/* becomes fd 1 */
+	int stderr_fd;		/* becomes fd 2 */
+};
+
+/* In the job's process: never returns (execs or _exits 126/127). */
+void exec_job(const struct exec_spec *s) __attribute__((noreturn));
+/* In init, per job: creates every seeded file under /workspace. */
+int exec_seed_files(const struct job *j, struct err *e);
+/* In init, per job: ensures the cwd exists when it is under /workspace or /tmp. */
+int exec_prepare_cwd(const struct job *j, struct err *e);
+
+#endif

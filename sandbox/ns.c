@@ -1,0 +1,119 @@
+/*
+ * ns.c - namespaces: the clone into them, the uid/gid maps, loopback.
+ *
+ * The sandbox's init is created with one clone() that unshares user, mount,
+ * pid, net, ipc and uts namespaces at once, so there is no moment where it
+ * shares any of them with the worker. Its uid inside is SANDBOX_UID, mapped to
+ * one unprivileged host uid per worker: the job is never host root, and two
+ * workers' jobs never share a host uid.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "internal.h"
+
+pid_t
+ns_clone(int flags)
+{
+	/*
+	 * The raw syscall gives fork() semantics (the child continues here on a
+	 * copy of our stack), which glibc's clone() wrapper does not.
+	 */
+	return (pid_t)syscall(SYS_clone, (unsigned long)flags | SIGCHLD, 0UL,
+	    0UL, 0UL, 0UL);
+}
+
+static int
+write_file(const char *path, const char *text, struct err *e)
+{
+	int fd, rc;
+
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, -errno, "open %s: %s", path, strerror(errno));
+	rc = write_all(fd, text, strlen(text));
+	close(fd);
+	if (rc < 0)
+		return err_set(e, rc, "write %s: %s", path, strerror(-rc));
+	return 0;
+}
+
+int
+ns_write_id_maps(pid_t pid, uid_t host_uid, struct err *e)
+{
+	char path[64], map[64];
+	int rc;
+
+	/*
+	 * One id inside, one unprivileged id outside. Written by the worker
+	 * (root in the parent namespace), so setgroups stays "allow" for the
+	 * child to clear its supplementary groups with.
+	 */
+	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_UID, (unsigned)host_uid);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	if ((rc = write_file(path, map, e)) < 0)
+		return rc;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	return write_file(path, map, e);
+}
+
+int
+ns_become_sandbox_user(struct err *e)
+{
+	/*
+	 * Keep capabilities across the uid change: init still has to mount and
+	 * pivot inside its user namespace. The job's own process drops them
+	 * all before exec (exec.c).
+	 */
+	if (prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
+		return err_set(e, -errno, "set securebits: %s", strerror(errno));
+	if (setgroups(0, NULL) < 0)
+		return err_set(e, -errno, "setgroups: %s", strerror(errno));
+	if (setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) < 0)
+		return err_set(e, -errno, "setresgid: %s", strerror(errno));
+	if (setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) < 0)
+		return err_set(e, -errno, "setresuid: %s", strerror(errno));
+	return 0;
+}
+
+int
+ns_loopback_up(struct err *e)
+{
+	struct ifreq ifr;
+	int fd, rc = 0;
+
+	/*
+	 * An AF_UNIX socket is enough: interface ioctls fall through to the
+	 * socket's network namespace, and the worker's filter allows no other
+	 * family.
+	 */
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return err_set(e, -errno, "socket: %s", strerror(errno));
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+		rc = err_set(e, -errno, "loopback flags: %s", strerror(errno));
+		goto out_close;
+	}
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		rc = err_set(e, -errno, "loopback up: %s", strerror(errno));
+out_close:
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,538 @@
+/*
+ * sandbox.c - orchestration: the sandbox's init, and the worker's supervision.
+ *
+ * DESIGN. sandbox_prepare() clones an init process into fresh namespaces
+ * (ns.c) and returns at once; init builds the read-only image (mount.c) while
+ * the worker goes back to waiting for a job, then reports MSG_SBX_READY and
+ * waits for the job. sandbox_run() sends the job; init mounts the job's
+ * tmpfs, seeds its files, forks the job's process (exec.c), reports
+ * MSG_SBX_EXEC, reaps every process of the namespace, and on the main
+ * process's exit reports MSG_SBX_EXIT and exits itself, which makes the kernel
+ * kill whatever the job left behind: nothing outlives a job.
+ *
+ * The worker meanwhile polls the job's stdout and stderr pipes and init's
+ * channel, caps captured output at the job's output limit (reading and
+ * discarding the rest so the job never blocks on a full pipe), and at the
+ * wall-clock deadline kills init, which takes the whole pid namespace down.
+ * CPU time and peak RSS come from wait4() on init, which has reaped every
+ * process of the job tree before it exits.
+ *
+ * Sections: init (runs in the sandbox) / prepare / run / free.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/msg.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "internal.h"
+
+#define READY_TIMEOUT_MS 10000	/* image build; normally about a millisecond */
+#define DRAIN_AFTER_KILL_MS 2000
+
+struct sandbox {
+	pid_t init_pid;		/* pid 1 of the sandbox, -1 once reaped */
+	int ctl;		/* SEQPACKET channel to init */
+	int out_rd;		/* job's stdout, read end */
+	int err_rd;		/* job's stderr, read end */
+	bool ready;		/* MSG_SBX_READY seen */
+};
+
+/*** Init: runs inside the sandbox ***/
+
+static void __attribute__((noreturn))
+init_fail(int ctl, uint8_t kind, const struct err *e)
+{
+	char buf[1 + sizeof(e->msg)];
+	size_t n = strlen(e->msg);
+
+	buf[0] = (char)kind;
+	memcpy(buf + 1, e->msg, n);
+	(void)msg_send(ctl, MSG_SBX_FAIL, 0, buf, n + 1, -1);
+	_exit(1);
+}
+
+static int
+init_stdin(const struct job *j, struct err *e)
+{
+	int fd, rc;
+
+	if (j->stdin_data == NULL) {
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return err_set(e, -errno, "open /dev/null: %s", strerror(errno));
+		return fd;
+	}
+	fd = memfd_create("stdin", MFD_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, -errno, "memfd: %s", strerror(errno));
+	if ((rc = write_all(fd, j->stdin_data, j->stdin_len)) < 0 ||
+	    lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return err_set(e, rc < 0 ? rc : -errno, "stdin: %s",
+		    strerror(rc < 0 ? -rc : errno));
+	}
+	return fd;
+}
+
+/* Runs one job in this sandbox and exits with it. */
+static void __attribute__((noreturn))
+init_run_job(int ctl, int out_wr, int err_wr, const struct msg *m)
+{
+	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr };
+	struct msg_sbx_exec ex;
+	struct err e = { 0 };
+	struct job *j = NULL;
+	pid_t job_pid;
+	int st;
+
+	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (mount_job_tmpfs(&j->limits, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (exec_seed_files(j, &e) < 0 || exec_prepare_cwd(j, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INPUT, &e);
+	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	spec.job = j;
+
+	job_pid = fork();
+	if (job_pid < 0) {
+		err_set(&e, -errno, "fork: %s", strerror(errno));
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
+	if (job_pid == 0)
+		exec_job(&spec);
+	ex.started_ns = mono_ns();
+	/* Only the job holds the pipes now: EOF comes when it and its children end. */
+	close(spec.stdin_fd);
+	close(out_wr);
+	close(err_wr);
+	(void)msg_send(ctl, MSG_SBX_EXEC, 0, &ex, sizeof(ex), -1);
+
+	/* As pid 1, reap every process of the namespace, orphans included. */
+	for (;;) {
+		pid_t p = waitpid(-1, &st, 0);
+
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p < 0)
+			_exit(1);
+		if (p == job_pid) {
+			struct msg_sbx_exit x = { .status = st };
+
+			(void)msg_send(ctl, MSG_SBX_EXIT, 0, &x, sizeof(x), -1);
+			/* Our exit kills the rest of the pid namespace. */
+			_exit(0);
+		}
+	}
+}
+
+static void __attribute__((noreturn))
+init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
+    int sync_rd)
+{
+	struct err e = { 0 };
+	struct msg m;
+	char c;
+	int rc;
+
+	/*
+	 * Die with the worker. If it died before this call, the sync pipe
+	 * reads EOF below and we exit.
+	 */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (read(sync_rd, &c, 1) != 1)
+		_exit(1);
+	close(sync_rd);
+
+	/* The uid map is written: take the sandbox user's identity. */
+	if (ns_become_sandbox_user(&e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (mount_build_root(conf->run_dir, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (ns_loopback_up(&e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (sethostname("sandbox", 7) < 0) {
+		err_set(&e, -errno, "sethostname: %s", strerror(errno));
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
+	if (msg_send(ctl, MSG_SBX_READY, 0, NULL, 0, -1) < 0)
+		_exit(1);
+
+	msg_init(&m);
+	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SBX_SPEC)
+		_exit(rc == 0 ? 0 : 1);	/* the worker is gone or confused */
+	init_run_job(ctl, out_wr, err_wr, &m);
+}
+
+/*** Prepare ***/
+
+int
+sandbox_setup_host(const struct sandbox_conf *conf, struct err *e)
+{
+	char path[512];
+
+	if (conf->host_uid == 0)
+		return err_set(e, -EINVAL, "sandbox uid must not be host root");
+	if (mkdir(conf->run_dir, 0755) < 0 && errno != EEXIST)
+		return err_set(e, -errno, "mkdir %s: %s", conf->run_dir, strerror(errno));
+	snprintf(path, sizeof(path), "%s/root", conf->run_dir);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
+	return image_build_etc(conf->run_dir, e);
+}
+
+static void
+close_pair(int p[2])
+{
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+	p[0] = p[1] = -1;
+}
+
+int
+sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
+    struct err *e)
+{
+	int ctl[2] = { -1, -1 }, outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	int syncp[2] = { -1, -1 };
+	struct sandbox *s;
+	pid_t pid;
+	int rc;
+
+	*out = NULL;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0 ||
+	    pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    pipe2(syncp, O_CLOEXEC) < 0) {
+		rc = err_set(e, -errno, "sandbox channels: %s", strerror(errno));
+		goto out_close;
+	}
+	pid = ns_clone(SBX_CLONE_FLAGS);
+	if (pid < 0) {
+		rc = err_set(e, -errno, "clone into new namespaces: %s", strerror(errno));
+		goto out_close;
+	}
+	if (pid == 0) {
+		close(ctl[0]);
+		close(outp[0]);
+		close(errp[0]);
+		close(syncp[1]);
+		init_main(conf, ctl[1], outp[1], errp[1], syncp[0]);
+	}
+	close(ctl[1]);
+	close(outp[1]);
+	close(errp[1]);
+	close(syncp[0]);
+	ctl[1] = outp[1] = errp[1] = syncp[0] = -1;
+
+	s = xcalloc(1, sizeof(*s));
+	s->init_pid = pid;
+	s->ctl = ctl[0];
+	s->out_rd = outp[0];
+	s->err_rd = errp[0];
+	if ((rc = ns_write_id_maps(pid, conf->host_uid, e)) < 0) {
+		close(syncp[1]);
+		sandbox_free(s);
+		return rc;
+	}
+	/* Let init go on. */
+	if (write(syncp[1], "g", 1) != 1) {
+		rc = err_set(e, -errno, "start sandbox init: %s", strerror(errno));
+		close(syncp[1]);
+		sandbox_free(s);
+		return rc;
+	}
+	close(syncp[1]);
+	*out = s;
+	return 0;
+
+out_close:
+	close_pair(ctl);
+	close_pair(outp);
+	close_pair(errp);
+	close_pair(syncp);
+	return rc;
+}
+
+/*** Run ***/
+
+struct capture {
+	uint8_t *buf;
+	size_t len;
+	size_t cap;		/* output limit */
+	bool truncated;
+	bool eof;
+};
+
+static void
+capture_read(int fd, struct capture *c)
+{
+	uint8_t tmp[65536];
+
+	for (;;) {
+		ssize_t n = read(fd, tmp, sizeof(tmp));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return;		/* EAGAIN: nothing more for now */
+		if (n == 0) {
+			c->eof = true;
+			return;
+		}
+		size_t keep = (size_t)n;
+		if (c->len + keep > c->cap) {
+			keep = c->cap - c->len;
+			c->truncated = true;
+		}
+		if (keep > 0) {
+			c->buf = xreallocarray(c->buf, c->len + keep, 1);
+			memcpy(c->buf + c->len, tmp, keep);
+			c->len += keep;
+		}
+	}
+}
+
+/* Waits for init's READY; returns 0, or fills res and returns -1. */
+static int
+wait_ready(struct sandbox *s, struct result *res)
+{
+	struct pollfd pfd = { .fd = s->ctl, .events = POLLIN };
+	struct msg m;
+	int rc;
+
+	if (s->ready)
+		return 0;
+	msg_init(&m);
+	rc = poll(&pfd, 1, READY_TIMEOUT_MS);
+	if (rc <= 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "sandbox did not become ready in %d ms", READY_TIMEOUT_MS);
+		return -1;
+	}
+	rc = msg_recv(s->ctl, &m, MSG_MAX);
+	if (rc == 1 && m.hdr.type == MSG_SBX_READY) {
+		s->ready = true;
+		msg_clear(&m);
+		return 0;
+	}
+	if (rc == 1 && m.hdr.type == MSG_SBX_FAIL && m.len >= 1)
+		result_set_error(res, ST_INTERNAL, "sandbox", "sandbox set-up failed: %.*s",
+		    (int)(m.len - 1), (const char *)m.data + 1);
+	else
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "sandbox init ended during set-up");
+	msg_clear(&m);
+	return -1;
+}
+
+/* Handles one frame from init. Returns false once init's channel is done. */
+static bool
+handle_ctl(struct sandbox *s, int64_t *exec_ns, int *status, bool *exited,
+    struct result *res)
+{
+	struct msg m;
+	int rc;
+
+	msg_init(&m);
+	rc = msg_recv(s->ctl, &m, MSG_MAX);
+	if (rc == -EAGAIN)
+		return true;
+	if (rc <= 0)
+		return false;
+	switch (m.hdr.type) {
+	case MSG_SBX_EXEC:
+		if (m.len == sizeof(struct msg_sbx_exec)) {
+			struct msg_sbx_exec ex;
+			memcpy(&ex, m.data, sizeof(ex));
+			*exec_ns = ex.started_ns;
+		}
+		break;
+	case MSG_SBX_EXIT:
+		if (m.len == sizeof(struct msg_sbx_exit)) {
+			struct msg_sbx_exit x;
+			memcpy(&x, m.data, sizeof(x));
+			*status = x.status;
+			*exited = true;
+		}
+		break;
+	case MSG_SBX_FAIL:
+		if (m.len >= 1) {
+			bool input = m.data[0] == SBX_FAIL_INPUT;
+			result_set_error(res, input ? ST_REJECTED : ST_INTERNAL,
+			    input ? "bad_input" : "sandbox", "%s%.*s",
+			    input ? "" : "sandbox set-up failed: ",
+			    (int)(m.len - 1), (const char *)m.data + 1);
+		}
+		break;
+	default:
+		log_warnx("unexpected %s frame from sandbox init", msg_type_name(m.hdr.type));
+		break;
+	}
+	msg_clear(&m);
+	return true;
+}
+
+static void
+fill_status(struct result *res, int status, bool timed_out,
+    const struct job_limits *l, uint64_t cpu_ms)
+{
+	if (res->error_code != NULL)
+		return;		/* set-up failure already recorded */
+	if (timed_out) {
+		res->status = ST_TIMEOUT;
+		res->signal = SIGKILL;
+		return;
+	}
+	if (WIFEXITED(status)) {
+		res->exit_code = WEXITSTATUS(status);
+		res->status = res->exit_code == 0 ? ST_OK : ST_EXIT;
+	} else if (WIFSIGNALED(status)) {
+		res->signal = WTERMSIG(status);
+		/* SIGXCPU at the soft limit, SIGKILL at the hard one a second later. */
+		if (res->signal == SIGXCPU ||
+		    (res->signal == SIGKILL && cpu_ms >= l->cpu_ms))
+			res->status = ST_CPU_LIMIT;
+		else
+			res->status = ST_SIGNAL;
+	} else {
+		result_set_error(res, ST_INTERNAL, "sandbox", "unknown wait status %d", status);
+	}
+}
+
+int
+sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
+{
+	struct capture out = { .cap = j->limits.output_bytes };
+	struct capture err = { .cap = j->limits.output_bytes };
+	int64_t t0, deadline, exec_ns = 0, end_ns = 0;
+	bool exited = false, ctl_open = true, timed_out = false;
+	int status = 0, rc = 0;
+	struct rusage ru;
+	char *spec = NULL;
+	size_t speclen = 0;
+
+	t0 = mono_ns();
+	res->started_at = now_ms();
+	if (wait_ready(s, res) < 0)
+		goto out_finish;
+	if (payload_job_encode(j, &spec, &speclen) < 0 ||
+	    (rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, -1)) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox", "cannot hand the job to its sandbox: %s",
+		    strerror(rc < 0 ? -rc : ENOMEM));
+		free(spec);
+		goto out_finish;
+	}
+	free(spec);
+	fd_set_nonblock(s->out_rd, true);
+	fd_set_nonblock(s->err_rd, true);
+	fd_set_nonblock(s->ctl, true);
+	deadline = t0 + (int64_t)j->limits.wall_ms * 1000000;
+
+	while (ctl_open || !out.eof || !err.eof) {
+		struct pollfd pfd[3];
+		nfds_t n = 0;
+		int64_t now = mono_ns(), wait_ms;
+
+		if (!timed_out && !exited && now >= deadline) {
+			/* Killing pid 1 kills the whole pid namespace. */
+			kill(s->init_pid, SIGKILL);
+			timed_out = true;
+			end_ns = now;
+			deadline = now + (int64_t)DRAIN_AFTER_KILL_MS * 1000000;
+		} else if (timed_out && now >= deadline) {
+			log_warnx("sandbox output still open %d ms after the kill",
+			    DRAIN_AFTER_KILL_MS);
+			break;
+		}
+		wait_ms = (deadline - now + 999999) / 1000000;
+		if (!out.eof)
+			pfd[n++] = (struct pollfd){ .fd = s->out_rd, .events = POLLIN };
+		if (!err.eof)
+			pfd[n++] = (struct pollfd){ .fd = s->err_rd, .events = POLLIN };
+		if (ctl_open)
+			pfd[n++] = (struct pollfd){ .fd = s->ctl, .events = POLLIN };
+		if (poll(pfd, n, exited ? -1 : (int)wait_ms) < 0 && errno != EINTR) {
+			log_warn("poll");
+			break;
+		}
+		for (nfds_t i = 0; i < n; i++) {
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if (pfd[i].fd == s->out_rd)
+				capture_read(s->out_rd, &out);
+			else if (pfd[i].fd == s->err_rd)
+				capture_read(s->err_rd, &err);
+			else if (!handle_ctl(s, &exec_ns, &status, &exited, res))
+				ctl_open = false;
+			if (exited && end_ns == 0)
+				end_ns = mono_ns();
+		}
+	}
+
+out_finish:
+	if (s->init_pid > 0) {
+		if (!exited)
+			kill(s->init_pid, SIGKILL);
+		while (wait4(s->init_pid, &rc, 0, &ru) < 0 && errno == EINTR)
+			;
+		s->init_pid = -1;
+		res->cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+		    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+		res->max_rss_kb = (uint64_t)ru.ru_maxrss;
+	}
+	if (end_ns == 0)
+		end_ns = mono_ns();
+	res->wall_ms = exec_ns > 0 ? (uint64_t)(end_ns - exec_ns) / 1000000 : 0;
+	res->finished_at = now_ms();
+	res->out = out.buf;
+	res->out_len = out.len;
+	res->out_truncated = out.truncated;
+	res->err = err.buf;
+	res->err_len = err.len;
+	res->err_truncated = err.truncated;
+	if (!exited && !timed_out && res->error_code == NULL)
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "sandbox init ended before the job did");
+	fill_status(res, status, timed_out, &j->limits, res->cpu_ms);
+	return 0;
+}
+
+/*** Free ***/
+
+void
+sandbox_free(struct sandbox *s)
+{
+	if (s == NULL)
+		return;
+	if (s->init_pid > 0) {
+		kill(s->init_pid, SIGKILL);
+		while (waitpid(s->init_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (s->ctl >= 0)
+		close(s->ctl);
+	if (s->out_rd >= 0)
+		close(s->out_rd);
+	if (s->err_rd >= 0)
+		close(s->err_rd);
+	free(s);
+}

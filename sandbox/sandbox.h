@@ -1,0 +1,67 @@
+/*
+ * sandbox.h - a fresh Linux sandbox per job, prepared ahead of the job.
+ *
+ * A sandbox is a process tree whose root is an init process that is pid 1 of
+ * new user, mount, pid, net, ipc and uts namespaces. Building the namespaces,
+ * the read-only image, /proc and /dev costs about a millisecond, so the worker
+ * prepares the next sandbox while it is idle; when a job arrives only the
+ * job-specific steps remain (size-capped /workspace and /tmp, seeded files,
+ * rlimits, fork, exec). No job code ever runs in a sandbox before its job:
+ * each sandbox serves exactly one job and dies with it.
+ *
+ * Lifecycle:
+ *   sandbox_setup_host(conf)          once per worker, before its seccomp filter
+ *   sandbox_prepare(conf) -> sbx      clone + uid map; init builds the image
+ *   sandbox_run(sbx, job, res)        runs one job, fills the result
+ *   sandbox_free(sbx)                 kills what is left, reaps, closes
+ *
+ * Only sandbox/ knows the mechanisms; worker/ sees this header.
+ */
+#ifndef SANDQ_SANDBOX_H
+#define SANDQ_SANDBOX_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/err.h"
+#include "../queue/payload.h"
+
+#define SANDBOX_UID 1000	/* the job's uid and gid inside the sandbox */
+
+struct sandbox_conf {
+	const char *run_dir;	/* per-worker folder: etc/ image, root/ mountpoint */
+	uid_t host_uid;		/* host uid (and gid) the job's uid maps to; never 0 */
+	int index;		/* worker slot, for names */
+};
+
+struct sandbox;
+
+/*
+ * Creates run_dir/etc (the generated minimal /etc) and run_dir/root (the
+ * mountpoint of each sandbox's root). Idempotent. Returns 0 or -errno with e.
+ */
+int sandbox_setup_host(const struct sandbox_conf *conf, struct err *e);
+
+/*
+ * Starts a new sandbox: clones its init into fresh namespaces, maps its uid
+ * and lets it build the image in the background. Does not wait for it.
+ * On success *out owns the sandbox. Returns 0 or -errno with e.
+ */
+int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
+    struct err *e);
+
+/*
+ * Runs job j (limits already resolved: every field of j->limits is set) in a
+ * prepared sandbox, supervising its wall clock and capturing its output, and
+ * fills res: status, exit_code, signal, stdout/stderr (+ truncated flags),
+ * wall_ms, cpu_ms, max_rss_kb, started_at, finished_at, and error fields for
+ * rejected/internal outcomes. The sandbox is spent afterwards.
+ * Returns 0 when res describes the outcome (whatever it is); -errno only if
+ * the worker itself failed (it then fills an internal result as well).
+ */
+int sandbox_run(struct sandbox *sbx, const struct job *j, struct result *res);
+
+/* Kills the sandbox's init (and so every process in it), reaps it, frees. */
+void sandbox_free(struct sandbox *sbx);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * main.c - sandq-worker start-up. Started only by sandqd, never by hand.
+ *
+ *   sandq-worker --index N --run-dir DIR --uid UID [--log-level L]
+ *
+ * sandqd creates a SOCK_SEQPACKET socketpair, forks, puts its end on fd 3,
+ * closes every other descriptor but stdio, and execs this binary (a fresh
+ * address space: nothing of the dispatcher's memory, Redis credentials
+ * included, survives into a worker). The steps below run in this order:
+ *
+ *   1. PR_SET_PDEATHSIG: a worker never outlives its dispatcher;
+ *   2. signals back to defaults, so a job's processes inherit sane ones;
+ *   3. no supplementary groups: the host's group 0 must not follow into a
+ *      sandbox;
+ *   4. the host side of the sandbox (run folder, generated /etc);
+ *   5. the seccomp filter, last, so set-up may use what jobs may not;
+ *   6. MSG_HELLO with our version, pid and slot; then the job loop.
+ *
+ * The worker links neither hiredis nor libuv: it never talks to the network.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/msg.h"
+#include "../common/util.h"
+#include "../sandbox/internal.h"
+#include "worker.h"
+
+static void __attribute__((noreturn))
+usage(void)
+{
+	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --uid UID "
+	    "[--log-level LEVEL]\n(started by sandqd; not meant to be run by hand)\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "index", required_argument, NULL, 'i' },
+		{ "run-dir", required_argument, NULL, 'r' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct worker w = { .fd = WORKER_FD };
+	struct msg_hello hello;
+	struct err e = { 0 };
+	int64_t idx = -1, uid = -1;
+	char prefix[32];
+	sigset_t none;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			if (parse_i64(optarg, 0, 1023, &idx) < 0)
+				usage();
+			break;
+		case 'r':
+			w.sbx_conf.run_dir = optarg;
+			break;
+		case 'u':
+			if (parse_i64(optarg, 1, 4294967294LL, &uid) < 0)
+				usage();
+			break;
+		case 'l':
+			if (log_setlevel(optarg) < 0)
+				usage();
+			break;
+		default:
+			usage();
+		}
+	}
+	if (idx < 0 || uid < 0 || w.sbx_conf.run_dir == NULL)
+		usage();
+	w.sbx_conf.index = (int)idx;
+	w.sbx_conf.host_uid = (uid_t)uid;
+	snprintf(prefix, sizeof(prefix), "worker/%d", (int)idx);
+	log_procinit(prefix);
+
+	/* 1. Die with the dispatcher; if it is already gone, stop now. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		fatal("PR_SET_PDEATHSIG");
+	if (getppid() == 1)
+		fatalx("dispatcher already gone");
+	/* 2. Default signal dispositions and an empty mask. */
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* 3. No supplementary groups. */
+	if (setgroups(0, NULL) < 0)
+		fatal("setgroups");
+	/* 4. The host side of every sandbox this worker will start. */
+	if (sandbox_setup_host(&w.sbx_conf, &e) < 0)
+		fatalx("sandbox set-up: %s", e.msg);
+	/* 5. Our own filter, last. */
+	if (seccomp_worker_install(&e) < 0)
+		fatalx("seccomp: %s", e.msg);
+	/* 6. Introduce ourselves. */
+	hello.pid = (uint32_t)getpid();
+	hello.index = (uint32_t)idx;
+	if (msg_send(w.fd, MSG_HELLO, 0, &hello, sizeof(hello), -1) < 0)
+		fatal("hello");
+	return worker_loop(&w);
+}

@@ -1,0 +1,26 @@
+/*
+ * worker.h - the worker process: one job at a time, from the dispatcher's
+ * channel (fd 3) into a prepared sandbox and back.
+ *
+ * Lifecycle: main() sets the process up (worker_main.c order), then
+ * worker_loop() runs until the dispatcher closes the channel or sends
+ * MSG_SHUTDOWN.
+ */
+#ifndef SANDQ_WORKER_H
+#define SANDQ_WORKER_H
+
+#include "../sandbox/sandbox.h"
+
+#define WORKER_FD 3
+
+struct worker {
+	int fd;				/* channel to the dispatcher */
+	struct sandbox_conf sbx_conf;	/* where and as whom jobs run */
+	struct sandbox *next;		/* prepared sandbox, or NULL */
+	unsigned long jobs;		/* jobs run so far */
+};
+
+/* Serves jobs until the channel closes. Returns the process exit code. */
+int worker_loop(struct worker *w);
+
+#endif
