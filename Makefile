@@ -48,13 +48,13 @@ $(shell mkdir -p $(B) && \
     rm -rf $(B)/obj $(B)/tests; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
-PAYLOAD_SRCS := queue/payload.c queue/keys.c
+PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
 WORKER_SRCS := worker/main.c worker/job.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
-	queue/redis.c
+	dispatcher/jobs.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
 CLI_SRCS := client/cli.c
 

@@ -36,17 +36,20 @@ rd_be(const uint8_t *p, size_t n, uint64_t *v)
 	return 0;
 }
 
-int
-payload_scan(const void *buf, size_t len, struct err *e)
+/*
+ * Skips exactly one object (with everything nested in it) starting at *off.
+ * Every container's count must fit in the bytes left (each element takes at
+ * least one byte) and nesting is bounded, so no input can make a later
+ * decoder allocate more than a small multiple of its length.
+ */
+static int
+scan_object(const uint8_t *p, size_t len, size_t *offp, struct err *e)
 {
-	const uint8_t *p = buf;
 	uint64_t stack[PAYLOAD_MAX_DEPTH + 1];
-	size_t off = 0;
+	size_t off = *offp;
 	int depth = 0;
 
-	if (len == 0)
-		return err_set(e, -EBADMSG, "empty payload");
-	stack[0] = 1;		/* one top-level object */
+	stack[0] = 1;
 	while (depth >= 0) {
 		uint64_t skip = 0, count = 0, n;
 		uint8_t b;
@@ -107,7 +110,6 @@ payload_scan(const void *buf, size_t len, struct err *e)
 			return err_set(e, -EBADMSG, "msgpack value at byte %zu runs past the end", off);
 		off += (size_t)skip;
 		if (count > 0) {
-			/* Every element takes at least one byte. */
 			if (count > len - off)
 				return err_set(e, -EBADMSG,
 				    "msgpack container at byte %zu announces %llu items in %zu bytes",
@@ -118,10 +120,95 @@ payload_scan(const void *buf, size_t len, struct err *e)
 			stack[++depth] = count;
 		}
 	}
+	*offp = off;
+	return 0;
+}
+
+int
+payload_scan(const void *buf, size_t len, struct err *e)
+{
+	size_t off = 0;
+	int rc;
+
+	if (len == 0)
+		return err_set(e, -EBADMSG, "empty payload");
+	if ((rc = scan_object(buf, len, &off, e)) < 0)
+		return rc;
 	if (off != len)
 		return err_set(e, -EBADMSG, "%zu trailing bytes after the msgpack object",
 		    len - off);
 	return 0;
+}
+
+/* Reads a str header at *off: returns its length and moves *off to the body. */
+static bool
+peek_str(const uint8_t *p, size_t len, size_t *off, size_t *n)
+{
+	uint8_t b;
+	uint64_t v;
+	size_t lb;
+
+	if (*off >= len)
+		return false;
+	b = p[*off];
+	if (b >= 0xa0 && b <= 0xbf) {
+		*n = b & 0x1f;
+		lb = 0;
+	} else if (b == 0xd9 || b == 0xc4) {
+		lb = 1;
+	} else if (b == 0xda || b == 0xc5) {
+		lb = 2;
+	} else if (b == 0xdb || b == 0xc6) {
+		lb = 4;
+	} else {
+		return false;
+	}
+	if (lb) {
+		if (len - *off < 1 + lb)
+			return false;
+		rd_be(p + *off + 1, lb, &v);
+		*n = (size_t)v;
+	}
+	*off += 1 + lb;
+	return *n <= len - *off;
+}
+
+bool
+payload_peek_id(const void *buf, size_t len, char *idbuf)
+{
+	const uint8_t *p = buf;
+	size_t off = 0, pairs, n;
+	uint64_t v;
+	struct err e;
+
+	idbuf[0] = '\0';
+	if (len == 0)
+		return false;
+	if (p[0] >= 0x80 && p[0] <= 0x8f) {
+		pairs = p[0] & 0x0f;
+		off = 1;
+	} else if ((p[0] == 0xde || p[0] == 0xdf) && len >= (p[0] == 0xde ? 3u : 5u)) {
+		rd_be(p + 1, p[0] == 0xde ? 2 : 4, &v);
+		pairs = (size_t)v;
+		off = p[0] == 0xde ? 3 : 5;
+	} else {
+		return false;
+	}
+	for (size_t i = 0; i < pairs; i++) {
+		size_t koff = off;
+
+		if (peek_str(p, len, &koff, &n) && n == 2 && memcmp(p + koff, "id", 2) == 0) {
+			off = koff + 2;
+			if (!peek_str(p, len, &off, &n) || !payload_id_valid((const char *)p + off, n))
+				return false;
+			memcpy(idbuf, p + off, n);
+			idbuf[n] = '\0';
+			return true;
+		}
+		if (scan_object(p, len, &off, &e) < 0 || scan_object(p, len, &off, &e) < 0)
+			return false;
+	}
+	return false;
 }
 
 /*** Field readers ***/
@@ -624,6 +711,21 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 		const msgpack_object *v = &root->via.map.ptr[i].val;
 		int rc = 0;
 
+		/*
+		 * A repeated key would decode its field twice and replace an
+		 * array whose count was kept (files, env, labels: a heap
+		 * overflow). Every earlier key was a distinct known field, or
+		 * decoding would have stopped, so this loop is short.
+		 */
+		for (uint32_t p = 0; p < i; p++) {
+			const msgpack_object *pk = &root->via.map.ptr[p].key;
+
+			if (k->type == MSGPACK_OBJECT_STR && pk->type == k->type &&
+			    pk->via.str.size == k->via.str.size &&
+			    memcmp(pk->via.str.ptr, k->via.str.ptr, k->via.str.size) == 0)
+				return err_set(e, -EINVAL, "field '%.*s': given twice",
+				    (int)k->via.str.size, k->via.str.ptr);
+		}
 		if (key_is(k, "v")) {
 			if (get_u64(v, "v", PAYLOAD_VERSION, PAYLOAD_VERSION, &u, e) < 0)
 				return -EINVAL;
@@ -1078,9 +1180,13 @@ decode_result_field(const msgpack_object *k, const msgpack_object *v,
 		r->signal = (int)i;
 	} else if (key_is(k, "stdout")) {
 		free(r->out);
+		r->out = NULL;
+		r->out_len = 0;
 		return get_bytes(v, "stdout", RESULT_OUTPUT_MAX, &r->out, &r->out_len, e);
 	} else if (key_is(k, "stderr")) {
 		free(r->err);
+		r->err = NULL;
+		r->err_len = 0;
 		return get_bytes(v, "stderr", RESULT_OUTPUT_MAX, &r->err, &r->err_len, e);
 	} else if (key_is(k, "stdout_truncated")) {
 		return get_bool(v, "stdout_truncated", &r->out_truncated, e);

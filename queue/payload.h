@@ -168,6 +168,14 @@ int payload_job_decode(const void *buf, size_t len, struct job **out,
  */
 int payload_job_encode(const struct job *j, char **out, size_t *outlen);
 
+/*
+ * Finds the job's id in raw bytes without allocating or decoding the rest,
+ * so an oversized or malformed job can still be answered under its id.
+ * Returns true and fills idbuf (JOB_ID_MAX + 1 bytes) if the top-level map
+ * has a valid "id" before any structural damage; false otherwise.
+ */
+bool payload_peek_id(const void *buf, size_t len, char *idbuf);
+
 /* True if s is a valid job id (1..JOB_ID_MAX bytes of [A-Za-z0-9._:-]). */
 bool payload_id_valid(const char *s, size_t len);
 

@@ -1,0 +1,144 @@
+/*
+ * dispatcher.h - what the files of dispatcher/ share (sandqd only).
+ *
+ *   main.c   start-up, signals, drain, shutdown
+ *   jobs.c   stream entries -> validated jobs; results -> Redis (with retry)
+ *   sched.c  per-tenant queues, fair pick, how much to read
+ *   pool.c   the worker table: spawn, handshake, dispatch, reap, respawn
+ *
+ * A job's life in the dispatcher: jobs_entry() validates it (or answers it
+ * at once: rejected / expired / dead-lettered) -> sched_enqueue() ->
+ * sched_dispatch() hands it to an idle worker (pool_send_job) -> the worker's
+ * MSG_JOB_DONE, or its death, makes a result -> jobs_publish() stores the
+ * result and acks the entry in one transaction, retrying across Redis
+ * outages -> the job is freed. Nothing is acknowledged before its result is
+ * stored, so a crash of sandqd at any point leaves the entry pending.
+ */
+#ifndef SANDQ_DISPATCHER_H
+#define SANDQ_DISPATCHER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "../config/config.h"
+#include "../queue/payload.h"
+#include "../queue/redis.h"
+
+struct djob {
+	uint32_t seq;			/* job_id in worker frames */
+	size_t tenant;			/* index into d->tenants */
+	char entry_id[48];		/* stream entry id */
+	char id[JOB_ID_MAX + 1];	/* the job's id */
+	struct job *job;		/* decoded job, NULL once answered early */
+	char *norm;			/* normalised job sent to the worker */
+	size_t normlen;
+	uint64_t queued_at;		/* epoch ms, from the entry id */
+	int worker;			/* slot running it, or -1 */
+	char *res;			/* encoded result awaiting publication */
+	size_t reslen;
+	char *dead_reason;		/* set: goes to the dead-letter stream */
+	char *dead_raw;			/* the entry's bytes, for the record */
+	size_t dead_rawlen;
+	bool publishing;		/* a transaction for it is in flight */
+	struct sandqd *d;		/* owner, for publish callbacks */
+	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
+};
+TAILQ_HEAD(djob_list, djob);
+
+struct tenant {
+	char *name;
+	struct djob_list queue;		/* validated, waiting for a worker */
+	size_t queued;			/* length of queue */
+	size_t running;			/* jobs on workers */
+	uint64_t done;			/* results published */
+};
+
+enum wstate {
+	W_DOWN = 0,			/* not running (respawn pending) */
+	W_STARTING,			/* forked, no HELLO yet */
+	W_IDLE,				/* ready for a job */
+	W_BUSY,				/* running d->slots[i].job */
+	W_DEAD,				/* killed or channel closed, not reaped */
+};
+
+struct wslot {
+	int index;			/* slot number */
+	enum wstate state;
+	pid_t pid;			/* worker pid, or 0 */
+	int fd;				/* channel, or -1 */
+	uv_poll_t *poll;		/* readable channel (heap: freed on close) */
+	struct sandqd *d;		/* owner */
+	struct djob *job;		/* job in flight */
+	uv_timer_t respawn;		/* respawn delay */
+	int64_t backoff_ms;		/* next respawn delay */
+	uint64_t jobs;			/* jobs completed */
+	uint64_t started_ms;		/* spawn time (uv_now) */
+};
+
+struct sandqd {
+	uv_loop_t *loop;
+	struct config cfg;
+	struct rq *rq;
+	struct tenant *tenants;
+	size_t ntenants;
+	size_t rr;			/* round-robin position */
+	struct wslot *slots;
+	size_t nslots;
+	char *worker_path;		/* sandq-worker binary */
+	struct djob_list publish;	/* results waiting for Redis */
+	size_t inflight_publish;	/* publishes sent, reply due */
+	uint32_t next_seq;
+	bool history_done;		/* our pending entries re-read */
+	bool draining;			/* SIGTERM: no new reads */
+	bool stopping;			/* workers being shut down */
+	bool drain_grace;		/* past the drain timeout */
+	uv_signal_t sig_term, sig_int, sig_chld;
+	uv_timer_t read_retry;		/* read again after an error */
+	uv_timer_t publish_retry;	/* publish again after an outage */
+	uv_timer_t drain_timer;		/* drain deadline */
+	uint64_t jobs_done;		/* results published */
+	uint64_t jobs_rejected;
+};
+
+/*** jobs.c ***/
+void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
+    const char *job, size_t joblen, size_t nfields);
+/* The worker's result (bytes from MSG_JOB_DONE), checked and completed. */
+void jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
+    const void *buf, size_t len);
+/* An internal result for a job whose worker failed it. */
+void jobs_fail(struct sandqd *d, struct djob *j, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void jobs_publish_pending(struct sandqd *d);
+void jobs_publish_pending_cb(uv_timer_t *t);
+void djob_free(struct djob *j);
+
+/*** sched.c ***/
+void sched_enqueue(struct sandqd *d, struct djob *j);
+/* Hands queued jobs to idle workers; then reads more if there is room. */
+void sched_dispatch(struct sandqd *d);
+size_t sched_queued(const struct sandqd *d);
+size_t sched_running(const struct sandqd *d);
+/* rq's read_done callback lands here. */
+void sched_read_done(struct sandqd *d, int status, size_t n);
+
+/*** pool.c ***/
+int pool_start(struct sandqd *d);
+struct wslot *pool_idle(struct sandqd *d);
+size_t pool_count(const struct sandqd *d, enum wstate st);
+int pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j);
+void pool_reap(struct sandqd *d);
+/* Closes every channel (workers exit on EOF) or kills them all. */
+void pool_stop(struct sandqd *d, bool kill_now);
+/* True once no worker process is left. */
+bool pool_all_down(const struct sandqd *d);
+/* Closes every libuv handle the pool owns (before the loop's last run). */
+void pool_close_handles(struct sandqd *d);
+
+/*** main.c ***/
+void sandqd_check_drained(struct sandqd *d);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * jobs.c - from stream entry to published result.
+ *
+ * Every entry read from a tenant's stream ends in exactly one of:
+ *   - a result under its id (ok/exit/.../rejected/expired/internal), stored
+ *     and acknowledged in one transaction (rq_publish), or
+ *   - when no id can be read, an entry on the tenant's dead-letter stream with
+ *     the reason, acknowledged in the same transaction (rq_dead).
+ * Until that transaction succeeds the djob stays on d->publish and is sent
+ * again whenever Redis is reachable, so a Redis outage delays results but
+ * never loses them, and nothing is acknowledged unanswered.
+ *
+ * The entry's bytes are untrusted: they are checked against max_job_bytes,
+ * walked by payload_scan() and decoded by the strict decoder before anything
+ * else looks at them. The worker gets a re-encoded, normalised job with every
+ * limit resolved, never the tenant's bytes.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "dispatcher.h"
+
+#define PUBLISH_RETRY_MS 500
+
+static void publish(struct sandqd *d, struct djob *j);
+
+static struct djob *
+djob_new(struct sandqd *d, size_t tenant, const char *entry_id)
+{
+	struct djob *j = xcalloc(1, sizeof(*j));
+	unsigned long long ms = 0;
+
+	j->seq = ++d->next_seq;
+	if (j->seq == 0)
+		j->seq = ++d->next_seq;
+	j->tenant = tenant;
+	j->worker = -1;
+	snprintf(j->entry_id, sizeof(j->entry_id), "%s", entry_id);
+	/* An entry id is "<ms>-<seq>": the time the client added the job. */
+	if (sscanf(entry_id, "%llu-", &ms) == 1)
+		j->queued_at = ms;
+	return j;
+}
+
+void
+djob_free(struct djob *j)
+{
+	if (j == NULL)
+		return;
+	job_free(j->job);
+	free(j->norm);
+	free(j->res);
+	free(j->dead_reason);
+	free(j->dead_raw);
+	free(j);
+}
+
+/* Completes r with what the dispatcher knows, encodes it, publishes it. */
+static void
+answer(struct sandqd *d, struct djob *j, struct result *r)
+{
+	free(r->host);
+	r->host = xstrdup(d->cfg.host);
+	r->queued_at = j->queued_at;
+	if (r->finished_at == 0)
+		r->finished_at = now_ms();
+	if (payload_result_encode(r, &j->res, &j->reslen) < 0)
+		fatalx("cannot encode a result");
+	if (r->status == ST_REJECTED)
+		d->jobs_rejected++;
+	log_debug("job %s (%s): %s", j->id, d->tenants[j->tenant].name,
+	    res_status_name(r->status));
+	publish(d, j);
+}
+
+static void
+answer_early(struct sandqd *d, struct djob *j, enum res_status st,
+    const char *code, const char *msg)
+{
+	struct result *r = result_new(j->id);
+
+	result_set_error(r, st, code, "%s", msg);
+	answer(d, j, r);
+	result_free(r);
+}
+
+static void
+dead_letter(struct sandqd *d, struct djob *j, const char *reason,
+    const char *raw, size_t rawlen)
+{
+	log_warnx("tenant %s: entry %s dead-lettered: %s",
+	    d->tenants[j->tenant].name, j->entry_id, reason);
+	j->dead_reason = xstrdup(reason);
+	if (raw != NULL) {
+		j->dead_raw = xmemdup0(raw, rawlen);
+		j->dead_rawlen = rawlen;
+	}
+	publish(d, j);
+}
+
+void
+jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
+    const char *raw, size_t rawlen, size_t nfields)
+{
+	struct djob *j = djob_new(d, tenant, entry_id);
+	struct job_limits lim;
+	struct err e = { 0 };
+	struct job *job = NULL;
+
+	if (raw == NULL) {
+		dead_letter(d, j, nfields == 0 ?
+		    "entry has no fields (deleted while pending?)" :
+		    "entry has no 'job' field", NULL, 0);
+		return;
+	}
+	if (rawlen > (uint64_t)d->cfg.max_job_bytes) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "job is %zu bytes, above the limit of %lld "
+		    "(max_job_bytes)", rawlen, (long long)d->cfg.max_job_bytes);
+		if (payload_peek_id(raw, rawlen, j->id))
+			answer_early(d, j, ST_REJECTED, "too_large", msg);
+		else
+			dead_letter(d, j, msg, raw, rawlen);
+		return;
+	}
+	if (payload_job_decode(raw, rawlen, &job, j->id, &e) < 0) {
+		if (j->id[0] == '\0')
+			payload_peek_id(raw, rawlen, j->id);
+		if (j->id[0] != '\0')
+			answer_early(d, j, ST_REJECTED, "invalid_job", e.msg);
+		else
+			dead_letter(d, j, e.msg, raw, rawlen);
+		return;
+	}
+	if (job->deadline_ms > 0 && now_ms() > (uint64_t)job->deadline_ms) {
+		job_free(job);
+		answer_early(d, j, ST_EXPIRED, "deadline",
+		    "deadline passed before the job could start");
+		return;
+	}
+	if (config_job_limits(&d->cfg, job, &lim, &e) < 0) {
+		job_free(job);
+		answer_early(d, j, ST_REJECTED, "limit", e.msg);
+		return;
+	}
+	job->limits = lim;
+	if (payload_job_encode(job, &j->norm, &j->normlen) < 0)
+		fatalx("cannot encode a job");
+	j->job = job;
+	sched_enqueue(d, j);
+}
+
+void
+jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
+    const void *buf, size_t len)
+{
+	struct result *r = NULL;
+	struct err e = { 0 };
+
+	if (payload_result_decode(buf, len, &r, &e) < 0 || strcmp(r->id, j->id) != 0) {
+		log_warnx("worker/%d: bad result for job %s: %s", worker, j->id,
+		    r ? "id mismatch" : e.msg);
+		result_free(r);
+		jobs_fail(d, j, "worker %d returned a malformed result", worker);
+		return;
+	}
+	r->worker = worker;
+	answer(d, j, r);
+	result_free(r);
+}
+
+void
+jobs_fail(struct sandqd *d, struct djob *j, const char *fmt, ...)
+{
+	struct result *r = result_new(j->id);
+	va_list ap;
+	char msg[256];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	result_set_error(r, ST_INTERNAL, "internal", "%s", msg);
+	r->worker = j->worker;
+	answer(d, j, r);
+	result_free(r);
+}
+
+/*** Publishing ***/
+
+static void
+publish_done(void *arg, int status)
+{
+	struct djob *j = arg;
+	struct sandqd *d = j->d;
+
+	d->inflight_publish--;
+	j->publishing = false;
+	if (status < 0) {
+		/* Stays on the list; the transaction applied nothing. */
+		if (!uv_is_active((uv_handle_t *)&d->publish_retry))
+			uv_timer_start(&d->publish_retry, jobs_publish_pending_cb,
+			    PUBLISH_RETRY_MS, 0);
+		return;
+	}
+	TAILQ_REMOVE(&d->publish, j, link);
+	if (j->dead_reason == NULL) {
+		d->jobs_done++;
+		d->tenants[j->tenant].done++;
+	}
+	djob_free(j);
+	sandqd_check_drained(d);
+}
+
+static void
+publish(struct sandqd *d, struct djob *j)
+{
+	j->d = d;
+	TAILQ_INSERT_TAIL(&d->publish, j, link);
+	jobs_publish_pending(d);
+}
+
+void
+jobs_publish_pending_cb(uv_timer_t *t)
+{
+	jobs_publish_pending(t->data);
+}
+
+void
+jobs_publish_pending(struct sandqd *d)
+{
+	struct djob *j;
+	int rc;
+
+	TAILQ_FOREACH(j, &d->publish, link) {
+		if (j->publishing)
+			continue;
+		if (j->dead_reason != NULL)
+			rc = rq_dead(d->rq, j->tenant, j->entry_id, j->dead_reason,
+			    j->dead_raw, j->dead_rawlen, publish_done, j);
+		else
+			rc = rq_publish(d->rq, j->tenant, j->id, j->entry_id, j->res,
+			    j->reslen, d->cfg.result_ttl_s * 1000, publish_done, j);
+		if (rc == -ENOTCONN)
+			return;		/* ready() will call us again */
+		if (rc < 0) {
+			log_warnx("cannot publish job %s: %s", j->id, strerror(-rc));
+			return;
+		}
+		j->publishing = true;
+		d->inflight_publish++;
+	}
+}

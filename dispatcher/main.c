@@ -1,0 +1,388 @@
+/*
+ * main.c - sandqd: start-up, signals, drain and shutdown.
+ *
+ *   sandqd --redis URL --state DIR [--workers N] [--config FILE]
+ *          [--set KEY=VALUE]... [--log-level LEVEL] [-n] [--print-config]
+ *
+ * Options are applied in order: built-in defaults, then the config file,
+ * then command-line flags, so a flag always wins. Serves in the foreground and
+ * logs to stderr.
+ *
+ * SIGTERM or SIGINT drains: no new reads (a blocked read is woken with
+ * CLIENT UNBLOCK), jobs already read run to completion and their results are
+ * published, then workers are stopped and sandqd exits 0. Past
+ * drain_timeout_ms the remaining jobs are killed and answered `internal`;
+ * if Redis is unreachable even then, sandqd exits after a further grace
+ * period, and the unanswered entries, still pending, are re-run by the next
+ * start on this host (history read in sched.c).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "dispatcher.h"
+
+#define SANDQ_VERSION "0.1.0"
+#define DRAIN_GRACE_MS 5000
+
+static void __attribute__((noreturn))
+usage(int code)
+{
+	fprintf(code ? stderr : stdout,
+"usage: sandqd --redis URL --state DIR [options]\n"
+"\n"
+"Serves sandq jobs from Redis: pulls them from every tenant's stream, runs\n"
+"each in a fresh sandbox on a pre-forked worker, publishes the results.\n"
+"\n"
+"  --redis URL          redis://HOST:PORT or unix:///PATH (config: redis)\n"
+"  --state DIR          state folder, created if missing (config: state)\n"
+"  --workers N          worker processes; 0 = one per CPU (config: workers)\n"
+"  --config FILE        read options from an INI file first\n"
+"  --set KEY=VALUE      set any option, e.g. --set limits.wall_ms=60000\n"
+"  --log-level LEVEL    error, warn, info or debug\n"
+"  -n, --check          check the configuration, print \"configuration OK\", exit\n"
+"  --print-config       print the effective configuration as INI and exit\n"
+"  -h, --help           this text\n"
+"  -V, --version        print the version\n"
+"\n"
+"SIGTERM or SIGINT drains: running jobs finish (up to drain_timeout_ms),\n"
+"then sandqd exits 0. See config/sandq.conf.example for every option.\n");
+	exit(code);
+}
+
+static void
+set_or_die(struct config *c, const char *key, const char *value)
+{
+	struct err e = { 0 };
+	char *kv;
+
+	xasprintf(&kv, "%s=%s", key, value);
+	if (config_set(c, kv, &e) < 0)
+		fatalx("%s", e.msg);
+	free(kv);
+}
+
+/* The worker binary: configured, else beside sandqd, else in libexec. */
+static char *
+find_worker(const struct config *c)
+{
+	char self[PATH_MAX], *p;
+	ssize_t n;
+
+	if (c->worker_path[0] != '\0')
+		return xstrdup(c->worker_path);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		xasprintf(&p, "%s/sandq-worker", dirname(self));
+		if (access(p, X_OK) == 0)
+			return p;
+		free(p);
+	}
+	return xstrdup(SANDQ_LIBEXECDIR "/sandq-worker");
+}
+
+static void
+mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			fatal("mkdir %s", buf);
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		fatal("mkdir %s", buf);
+}
+
+/*** Redis callbacks ***/
+
+static void
+on_ready(void *arg)
+{
+	struct sandqd *d = arg;
+
+	jobs_publish_pending(d);
+	sched_dispatch(d);
+}
+
+static void
+on_lost(void *arg)
+{
+	(void)arg;
+	log_warnx("redis: lost; results are kept until it is back");
+}
+
+static void
+on_entry(void *arg, size_t tenant, const char *entry_id, const char *job,
+    size_t joblen, size_t nfields)
+{
+	jobs_entry(arg, tenant, entry_id, job, joblen, nfields);
+}
+
+static void
+on_read_done(void *arg, int status, size_t n)
+{
+	sched_read_done(arg, status, n);
+}
+
+/*** Drain and shutdown ***/
+
+static void
+close_all(struct sandqd *d)
+{
+	uv_signal_stop(&d->sig_term);
+	uv_signal_stop(&d->sig_int);
+	uv_signal_stop(&d->sig_chld);
+	uv_close((uv_handle_t *)&d->sig_term, NULL);
+	uv_close((uv_handle_t *)&d->sig_int, NULL);
+	uv_close((uv_handle_t *)&d->sig_chld, NULL);
+	uv_close((uv_handle_t *)&d->read_retry, NULL);
+	uv_close((uv_handle_t *)&d->publish_retry, NULL);
+	uv_close((uv_handle_t *)&d->drain_timer, NULL);
+	pool_close_handles(d);
+	rq_close(d->rq);
+}
+
+/* Stops workers and waits for them (they exit on EOF, at once). */
+static void
+stop_workers(struct sandqd *d)
+{
+	int64_t deadline = mono_ns() + 2000000000LL;
+
+	pool_stop(d, false);
+	while (!pool_all_down(d)) {
+		pid_t pid = waitpid(-1, NULL, WNOHANG);
+
+		if (pid > 0) {
+			for (size_t i = 0; i < d->nslots; i++)
+				if (d->slots[i].pid == pid)
+					d->slots[i].pid = 0;
+			continue;
+		}
+		if (pid < 0 && errno == ECHILD)
+			break;
+		if (mono_ns() > deadline) {
+			pool_stop(d, true);
+			deadline = mono_ns() + 2000000000LL;
+		}
+		nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+	}
+}
+
+void
+sandqd_check_drained(struct sandqd *d)
+{
+	if (!d->draining || d->stopping)
+		return;
+	if (rq_read_pending(d->rq) || sched_queued(d) > 0 || sched_running(d) > 0 ||
+	    !TAILQ_EMPTY(&d->publish))
+		return;
+	log_info("drained: %llu job%s answered; stopping",
+	    (unsigned long long)d->jobs_done, d->jobs_done == 1 ? "" : "s");
+	stop_workers(d);
+	close_all(d);
+}
+
+static void
+on_drain_timeout(uv_timer_t *t)
+{
+	struct sandqd *d = t->data;
+
+	if (d->stopping) {
+		/* Past the grace period: Redis never took the last results. */
+		log_warnx("exiting with %zu result%s unpublished; their entries stay "
+		    "pending and run again on the next start",
+		    (size_t)0 + !TAILQ_EMPTY(&d->publish), "(s)");
+		close_all(d);
+		return;
+	}
+	log_warnx("drain timeout: killing %zu running job%s",
+	    sched_running(d), sched_running(d) == 1 ? "" : "s");
+	/* Queued jobs fail too: no worker will take them now. */
+	for (size_t i = 0; i < d->ntenants; i++) {
+		struct djob *j;
+
+		while ((j = TAILQ_FIRST(&d->tenants[i].queue)) != NULL) {
+			TAILQ_REMOVE(&d->tenants[i].queue, j, link);
+			d->tenants[i].queued--;
+			jobs_fail(d, j, "sandqd shut down before the job started");
+		}
+	}
+	pool_stop(d, true);
+	d->stopping = false;	/* let the reaper answer the killed jobs */
+	uv_timer_start(&d->drain_timer, on_drain_timeout, DRAIN_GRACE_MS, 0);
+	d->drain_grace = true;
+}
+
+static void
+start_drain(struct sandqd *d, const char *why)
+{
+	if (d->draining)
+		return;
+	log_info("%s: draining (%zu running, %zu queued)", why, sched_running(d),
+	    sched_queued(d));
+	d->draining = true;
+	rq_unblock(d->rq);
+	uv_timer_start(&d->drain_timer, on_drain_timeout,
+	    (uint64_t)d->cfg.drain_timeout_ms, 0);
+	sandqd_check_drained(d);
+}
+
+static void
+on_signal(uv_signal_t *h, int signum)
+{
+	struct sandqd *d = h->data;
+
+	if (signum == SIGCHLD)
+		pool_reap(d);
+	else
+		start_drain(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/*** Main ***/
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "redis", required_argument, NULL, 'r' },
+		{ "state", required_argument, NULL, 's' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "set", required_argument, NULL, 'o' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "check", no_argument, NULL, 'n' },
+		{ "print-config", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sandqd sd, *d = &sd;
+	struct rq_callbacks cb = { on_ready, on_lost, on_entry, on_read_done };
+	struct err e = { 0 };
+	const char *config_file = NULL;
+	bool check = false, print = false;
+	char *run;
+	int c;
+
+	memset(d, 0, sizeof(*d));
+	log_procinit("sandqd");
+	config_defaults(&d->cfg);
+
+	/* The config file first, wherever --config appears, then the flags. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			config_file = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			config_file = argv[i] + 9;
+	}
+	if (config_file != NULL && config_load_file(&d->cfg, config_file, &e) < 0)
+		fatalx("%s", e.msg);
+	while ((c = getopt_long(argc, argv, "nhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': set_or_die(&d->cfg, "redis", optarg); break;
+		case 's': set_or_die(&d->cfg, "state", optarg); break;
+		case 'w': set_or_die(&d->cfg, "workers", optarg); break;
+		case 'c': break;
+		case 'o':
+			if (config_set(&d->cfg, optarg, &e) < 0)
+				fatalx("%s", e.msg);
+			break;
+		case 'l': set_or_die(&d->cfg, "log_level", optarg); break;
+		case 'n': check = true; break;
+		case 'p': print = true; break;
+		case 'h': usage(0);
+		case 'V': printf("sandqd %s\n", SANDQ_VERSION); return 0;
+		default: usage(2);
+		}
+	}
+	if (optind != argc)
+		usage(2);
+	if (config_finish(&d->cfg, &e) < 0)
+		fatalx("%s", e.msg);
+	if (check) {
+		printf("configuration OK\n");
+		return 0;
+	}
+	if (print) {
+		config_print(&d->cfg, stdout);
+		return 0;
+	}
+	log_setlevel(d->cfg.log_level);
+
+	/* hiredis writes to sockets that may close under it. */
+	signal(SIGPIPE, SIG_IGN);
+	mkdir_p(d->cfg.state);
+	xasprintf(&run, "%s/run", d->cfg.state);
+	mkdir_p(run);
+	free(run);
+	d->worker_path = find_worker(&d->cfg);
+	if (access(d->worker_path, X_OK) < 0)
+		fatal("worker binary %s", d->worker_path);
+
+	d->loop = uv_default_loop();
+	d->ntenants = d->cfg.ntenants;
+	d->tenants = xcalloc(d->ntenants, sizeof(*d->tenants));
+	for (size_t i = 0; i < d->ntenants; i++) {
+		d->tenants[i].name = d->cfg.tenants[i];
+		TAILQ_INIT(&d->tenants[i].queue);
+	}
+	TAILQ_INIT(&d->publish);
+	d->nslots = (size_t)d->cfg.workers;
+	d->rq = rq_new(d->loop, d->cfg.redis, d->cfg.prefix, d->cfg.host,
+	    d->cfg.tenants, d->cfg.ntenants, &cb, d, &e);
+	if (d->rq == NULL)
+		fatalx("%s", e.msg);
+
+	uv_signal_init(d->loop, &d->sig_term);
+	uv_signal_init(d->loop, &d->sig_int);
+	uv_signal_init(d->loop, &d->sig_chld);
+	d->sig_term.data = d->sig_int.data = d->sig_chld.data = d;
+	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&d->sig_int, on_signal, SIGINT);
+	uv_signal_start(&d->sig_chld, on_signal, SIGCHLD);
+	uv_timer_init(d->loop, &d->read_retry);
+	uv_timer_init(d->loop, &d->publish_retry);
+	uv_timer_init(d->loop, &d->drain_timer);
+	d->read_retry.data = d->publish_retry.data = d->drain_timer.data = d;
+
+	log_info("sandqd %s: host %s, %zu worker%s, %zu tenant%s, redis %s, state %s",
+	    SANDQ_VERSION, d->cfg.host, d->nslots, d->nslots == 1 ? "" : "s",
+	    d->ntenants, d->ntenants == 1 ? "" : "s", d->cfg.redis, d->cfg.state);
+	pool_start(d);
+	rq_start(d->rq);
+	uv_run(d->loop, UV_RUN_DEFAULT);
+
+	/* Everything is closed; free what is left. */
+	while (!TAILQ_EMPTY(&d->publish)) {
+		struct djob *j = TAILQ_FIRST(&d->publish);
+		TAILQ_REMOVE(&d->publish, j, link);
+		djob_free(j);
+	}
+	uv_loop_close(d->loop);
+	rq_free(d->rq);
+	free(d->slots);
+	free(d->tenants);
+	free(d->worker_path);
+	config_free(&d->cfg);
+	log_info("stopped");
+	return 0;
+}

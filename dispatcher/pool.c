@@ -1,0 +1,385 @@
+/*
+ * pool.c - the worker table: spawn, handshake, dispatch, reap, respawn.
+ *
+ * Start-up of a worker (STYLE 11): socketpair(SOCK_SEQPACKET) -> fork ->
+ * in the child, the channel onto fd 3, every other descriptor but stdio
+ * closed (the Redis sockets included), exec of sandq-worker for a fresh
+ * address space. The worker introduces itself with MSG_HELLO; only then is
+ * it idle.
+ *
+ * What a worker may send, and when, is the table `wdispatch` below: a frame
+ * of a type it lists, in a state it allows, goes to its handler; anything
+ * else, and any malformed frame, means the worker is broken or compromised:
+ * it is killed, its job gets an `internal` result, and it is respawned.
+ *
+ * Reaping is driven by SIGCHLD (uv_signal_t -> pool_reap). A worker that died
+ * is respawned after a delay that doubles from respawn_backoff_ms up to 10 s
+ * while workers keep dying without finishing a job, so a crash loop cannot
+ * spin the host.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/msg.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "dispatcher.h"
+
+#define RESPAWN_MAX_MS 10000
+
+static void spawn(struct sandqd *d, struct wslot *w);
+
+/*** Dispatch table ***/
+
+#define WS(st) (1u << (st))
+
+typedef void wmsg_handler(struct sandqd *, struct wslot *, struct msg *);
+
+static wmsg_handler h_hello, h_done, h_started;
+
+static const struct {
+	uint32_t type;
+	unsigned states;		/* WS() bits the frame is allowed in */
+	wmsg_handler *fn;
+} wdispatch[] = {
+	{ MSG_HELLO, WS(W_STARTING), h_hello },
+	{ MSG_JOB_DONE, WS(W_BUSY), h_done },
+	{ MSG_JOB_STARTED, WS(W_BUSY), h_started },
+};
+
+/* Frees the poll handle once libuv is done with it. */
+static void
+poll_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void
+close_channel(struct wslot *w)
+{
+	if (w->poll != NULL) {
+		uv_poll_stop(w->poll);
+		uv_close((uv_handle_t *)w->poll, poll_closed);
+		w->poll = NULL;
+	}
+	if (w->fd >= 0) {
+		close(w->fd);
+		w->fd = -1;
+	}
+}
+
+/* Fails the slot's job, if any, with an internal result. */
+static void
+fail_job(struct sandqd *d, struct wslot *w, const char *why)
+{
+	struct djob *j = w->job;
+
+	if (j == NULL)
+		return;
+	w->job = NULL;
+	d->tenants[j->tenant].running--;
+	jobs_fail(d, j, "worker %d %s while running the job", w->index, why);
+}
+
+/* A broken or compromised worker: kill it; SIGCHLD brings the respawn. */
+static void
+worker_broken(struct sandqd *d, struct wslot *w, const char *why)
+{
+	log_warnx("worker/%d: %s; killing it", w->index, why);
+	if (w->pid > 0)
+		kill(w->pid, SIGKILL);
+	close_channel(w);
+	fail_job(d, w, "failed");
+	w->state = W_DEAD;
+}
+
+static void
+h_hello(struct sandqd *d, struct wslot *w, struct msg *m)
+{
+	struct msg_hello h;
+
+	if (m->len != sizeof(h)) {
+		worker_broken(d, w, "malformed HELLO");
+		return;
+	}
+	memcpy(&h, m->data, sizeof(h));
+	if ((pid_t)h.pid != w->pid || (int)h.index != w->index) {
+		worker_broken(d, w, "HELLO from the wrong worker");
+		return;
+	}
+	w->state = W_IDLE;
+	log_debug("worker/%d: ready (pid %d)", w->index, (int)w->pid);
+	sched_dispatch(d);
+}
+
+static void
+h_started(struct sandqd *d, struct wslot *w, struct msg *m)
+{
+	(void)d;
+	(void)w;
+	(void)m;
+}
+
+static void
+h_done(struct sandqd *d, struct wslot *w, struct msg *m)
+{
+	struct djob *j = w->job;
+
+	if (m->hdr.job_id != j->seq) {
+		worker_broken(d, w, "result for a job it was not running");
+		return;
+	}
+	w->job = NULL;
+	w->state = W_IDLE;
+	w->jobs++;
+	w->backoff_ms = d->cfg.respawn_backoff_ms;
+	d->tenants[j->tenant].running--;
+	jobs_worker_result(d, j, w->index, m->data, m->len);
+	sched_dispatch(d);
+	sandqd_check_drained(d);
+}
+
+static void
+on_readable(uv_poll_t *h, int status, int events)
+{
+	struct wslot *w = h->data;
+	struct sandqd *d = w->d;
+	struct msg m;
+	int rc;
+
+	(void)events;
+	if (status < 0) {
+		worker_broken(d, w, "channel error");
+		return;
+	}
+	msg_init(&m);
+	/* Bounded: each readable event handles what is queued, then returns. */
+	for (int i = 0; i < 16 && w->fd >= 0; i++) {
+		size_t k;
+
+		rc = msg_recv(w->fd, &m, 2 * (size_t)d->cfg.ceiling.output_bytes + MSG_MAX);
+		if (rc == -EAGAIN)
+			break;
+		if (rc == 0) {
+			worker_broken(d, w, "closed its channel");
+			break;
+		}
+		if (rc < 0) {
+			worker_broken(d, w, rc == -EBADMSG ? "sent a malformed frame" :
+			    "channel read failed");
+			break;
+		}
+		for (k = 0; k < sizeof(wdispatch) / sizeof(wdispatch[0]); k++)
+			if (wdispatch[k].type == m.hdr.type)
+				break;
+		if (k == sizeof(wdispatch) / sizeof(wdispatch[0]) ||
+		    !(wdispatch[k].states & WS(w->state))) {
+			char why[96];
+			snprintf(why, sizeof(why), "sent %s (%u) out of place",
+			    msg_type_name(m.hdr.type), m.hdr.type);
+			worker_broken(d, w, why);
+			break;
+		}
+		wdispatch[k].fn(d, w, &m);
+		msg_clear(&m);
+	}
+	msg_clear(&m);
+}
+
+/*** Spawn and respawn ***/
+
+static void
+respawn_cb(uv_timer_t *t)
+{
+	struct wslot *w = t->data;
+
+	spawn(w->d, w);
+}
+
+static void
+spawn(struct sandqd *d, struct wslot *w)
+{
+	char idx[16], uid[24], rundir[1024];
+	int sv[2];
+	pid_t pid;
+
+	if (d->stopping)
+		return;
+	snprintf(idx, sizeof(idx), "%d", w->index);
+	snprintf(uid, sizeof(uid), "%lld", (long long)d->cfg.sandbox_uid_base + w->index);
+	snprintf(rundir, sizeof(rundir), "%s/run/w%d", d->cfg.state, w->index);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_warn("worker/%d: socketpair", w->index);
+		goto out_retry;
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_warn("worker/%d: fork", w->index);
+		close(sv[0]);
+		close(sv[1]);
+		goto out_retry;
+	}
+	if (pid == 0) {
+		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
+		    "--uid", uid, "--log-level", d->cfg.log_level, NULL };
+		sigset_t none;
+
+		/* The channel on fd 3; nothing else of ours crosses exec. */
+		if (dup2(sv[1], 3) < 0)
+			_exit(127);
+		syscall(SYS_close_range, 4U, ~0U, 0U);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(d->worker_path, argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	fd_set_nonblock(sv[0], true);
+	w->fd = sv[0];
+	w->pid = pid;
+	w->state = W_STARTING;
+	w->started_ms = uv_now(d->loop);
+	w->poll = xcalloc(1, sizeof(*w->poll));
+	w->poll->data = w;
+	uv_poll_init(d->loop, w->poll, w->fd);
+	uv_poll_start(w->poll, UV_READABLE | UV_DISCONNECT, on_readable);
+	return;
+
+out_retry:
+	w->state = W_DOWN;
+	uv_timer_start(&w->respawn, respawn_cb, (uint64_t)w->backoff_ms, 0);
+}
+
+int
+pool_start(struct sandqd *d)
+{
+	d->slots = xcalloc(d->nslots, sizeof(*d->slots));
+	for (size_t i = 0; i < d->nslots; i++) {
+		struct wslot *w = &d->slots[i];
+
+		w->index = (int)i;
+		w->fd = -1;
+		w->d = d;
+		w->backoff_ms = d->cfg.respawn_backoff_ms;
+		uv_timer_init(d->loop, &w->respawn);
+		w->respawn.data = w;
+		spawn(d, w);
+	}
+	return 0;
+}
+
+void
+pool_reap(struct sandqd *d)
+{
+	pid_t pid;
+	int st;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		struct wslot *w = NULL;
+		char why[64];
+
+		for (size_t i = 0; i < d->nslots; i++)
+			if (d->slots[i].pid == pid)
+				w = &d->slots[i];
+		if (w == NULL)
+			continue;
+		if (WIFSIGNALED(st))
+			snprintf(why, sizeof(why), "died of signal %d", WTERMSIG(st));
+		else
+			snprintf(why, sizeof(why), "exited with status %d", WEXITSTATUS(st));
+		if (!d->stopping || w->job != NULL)
+			log_warnx("worker/%d (pid %d) %s", w->index, (int)pid, why);
+		fail_job(d, w, why);
+		close_channel(w);
+		w->pid = 0;
+		w->state = W_DOWN;
+		if (!d->stopping) {
+			uv_timer_start(&w->respawn, respawn_cb, (uint64_t)w->backoff_ms, 0);
+			w->backoff_ms = w->backoff_ms * 2 + 1;
+			if (w->backoff_ms > RESPAWN_MAX_MS)
+				w->backoff_ms = RESPAWN_MAX_MS;
+		}
+	}
+	sched_dispatch(d);
+	sandqd_check_drained(d);
+}
+
+/*** Use ***/
+
+struct wslot *
+pool_idle(struct sandqd *d)
+{
+	for (size_t i = 0; i < d->nslots; i++)
+		if (d->slots[i].state == W_IDLE)
+			return &d->slots[i];
+	return NULL;
+}
+
+size_t
+pool_count(const struct sandqd *d, enum wstate st)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->nslots; i++)
+		n += d->slots[i].state == st;
+	return n;
+}
+
+int
+pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j)
+{
+	int rc;
+
+	rc = msg_send(w->fd, MSG_JOB_RUN, j->seq, j->norm, j->normlen, -1);
+	if (rc < 0) {
+		worker_broken(d, w, "cannot take a job");
+		return rc;
+	}
+	w->job = j;
+	w->state = W_BUSY;
+	j->worker = w->index;
+	return 0;
+}
+
+bool
+pool_all_down(const struct sandqd *d)
+{
+	for (size_t i = 0; i < d->nslots; i++)
+		if (d->slots[i].pid > 0)
+			return false;
+	return true;
+}
+
+void
+pool_stop(struct sandqd *d, bool kill_now)
+{
+	d->stopping = true;
+	for (size_t i = 0; i < d->nslots; i++) {
+		struct wslot *w = &d->slots[i];
+
+		uv_timer_stop(&w->respawn);
+		if (kill_now && w->pid > 0)
+			kill(w->pid, SIGKILL);
+		/* A worker reads EOF and exits after its current job. */
+		if (w->job == NULL || kill_now)
+			close_channel(w);
+	}
+}
+
+void
+pool_close_handles(struct sandqd *d)
+{
+	for (size_t i = 0; i < d->nslots; i++) {
+		close_channel(&d->slots[i]);
+		uv_close((uv_handle_t *)&d->slots[i].respawn, NULL);
+	}
+}

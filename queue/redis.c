@@ -1,0 +1,614 @@
+/*
+ * redis.c - sandqd's Redis side: two hiredis async connections on libuv.
+ *
+ * DESIGN. conn[RQ_READ] carries only XREADGROUP ... BLOCK, so waiting for
+ * new jobs never queues a result behind it; conn[RQ_CMD] carries the rest.
+ * Each connection is a small state machine: down -> connecting -> up, with a
+ * reconnect timer doubling from 100 ms to 5 s. On (re)connect the command
+ * connection authenticates and creates every tenant's consumer group
+ * (XGROUP CREATE ... 0 MKSTREAM: a stream filled before the first sandqd
+ * started is served from its first entry); the read connection authenticates
+ * and learns its CLIENT ID so a drain can unblock it. ready() fires when both
+ * are up and every group exists.
+ *
+ * A result is stored and its entry acknowledged in one MULTI/EXEC: SET res,
+ * DEL+RPUSH+PEXPIRE done, XACK, XDEL. Redis applies all of it or, if the
+ * connection drops first, none of it; the entry then stays pending and the
+ * caller publishes again after the reconnect.
+ *
+ * hiredis frees each reply after its callback returns, so callbacks copy what
+ * they keep; replies are walked with type and size checks throughout.
+ */
+#include <errno.h>
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/xmalloc.h"
+#include "keys.h"
+#include "redis.h"
+#include "url.h"
+
+#define RQ_READ 0
+#define RQ_CMD 1
+#define RQ_BACKOFF_MIN_MS 100
+#define RQ_BACKOFF_MAX_MS 5000
+#define RQ_DEAD_MAXLEN "10000"
+#define RQ_DEAD_RAW_MAX 4096
+
+struct rconn {
+	struct rq *q;			/* owner */
+	int which;			/* RQ_READ or RQ_CMD */
+	redisAsyncContext *ac;		/* NULL while down */
+	bool up;			/* connect callback said OK, auth done */
+	int64_t backoff_ms;		/* next reconnect delay */
+	uv_timer_t timer;		/* reconnect timer */
+	long long client_id;		/* CLIENT ID (read connection) */
+	unsigned gen;			/* bumped per connection attempt */
+};
+
+struct rq {
+	uv_loop_t *loop;
+	struct redis_url url;
+	char *prefix;
+	char *consumer;
+	char **tenants;
+	size_t ntenants;
+	char (*jobs_keys)[KEY_MAX];	/* sandq:{T}:jobs per tenant */
+	struct rconn conn[2];
+	size_t groups_pending;		/* XGROUP replies still due */
+	bool groups_ok;			/* every group exists */
+	bool ready;			/* ready() fired since the last loss */
+	bool read_pending;		/* an XREADGROUP is outstanding */
+	bool closing;			/* rq_close() called */
+	struct rq_callbacks cb;
+	void *arg;
+};
+
+static void conn_connect(struct rconn *c);
+
+static void
+check_ready(struct rq *q)
+{
+	if (q->ready || q->closing)
+		return;
+	if (q->conn[RQ_READ].up && q->conn[RQ_CMD].up && q->groups_ok) {
+		q->ready = true;
+		log_info("redis: connected, %zu tenant stream%s ready", q->ntenants,
+		    q->ntenants == 1 ? "" : "s");
+		q->cb.ready(q->arg);
+	}
+}
+
+static void
+reconnect_cb(uv_timer_t *t)
+{
+	conn_connect(t->data);
+}
+
+static void
+schedule_reconnect(struct rconn *c)
+{
+	if (c->q->closing)
+		return;
+	uv_timer_start(&c->timer, reconnect_cb, (uint64_t)c->backoff_ms, 0);
+	c->backoff_ms *= 2;
+	if (c->backoff_ms > RQ_BACKOFF_MAX_MS)
+		c->backoff_ms = RQ_BACKOFF_MAX_MS;
+}
+
+static void
+conn_lost(struct rconn *c)
+{
+	struct rq *q = c->q;
+	bool was_ready = q->ready;
+
+	c->ac = NULL;
+	c->up = false;
+	if (c->which == RQ_CMD)
+		q->groups_ok = false;
+	q->ready = false;
+	if (q->closing)
+		return;
+	if (was_ready)
+		q->cb.lost(q->arg);
+	schedule_reconnect(c);
+}
+
+static void
+on_connect(const redisAsyncContext *ac, int status)
+{
+	struct rconn *c = ac->data;
+
+	if (status != REDIS_OK) {
+		log_warnx("redis: cannot connect: %s", ac->errstr);
+		/* hiredis frees the context after this callback. */
+		conn_lost(c);
+	}
+}
+
+static void
+on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct rconn *c = ac->data;
+
+	if (status != REDIS_OK && !c->q->closing)
+		log_warnx("redis: connection lost: %s", ac->errstr);
+	conn_lost(c);
+}
+
+/* Replies to AUTH/SELECT/CLIENT during set-up; any error drops the link. */
+static void
+on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rconn *c = ac->data;
+	redisReply *reply = r;
+	const char *what = priv;
+
+	if (reply == NULL)
+		return;		/* disconnecting */
+	if (reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("redis: %s failed: %s", what, reply->str);
+		redisAsyncDisconnect(ac);
+		return;
+	}
+	if (strcmp(what, "CLIENT ID") == 0 && reply->type == REDIS_REPLY_INTEGER)
+		c->client_id = reply->integer;
+	if (strcmp(what, "ping") == 0) {
+		c->up = true;
+		c->backoff_ms = RQ_BACKOFF_MIN_MS;
+		check_ready(c->q);
+	}
+}
+
+static void
+on_group_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rconn *c = ac->data;
+	struct rq *q = c->q;
+	redisReply *reply = r;
+	unsigned gen = (unsigned)(uintptr_t)priv;
+
+	if (reply == NULL || gen != c->gen)
+		return;
+	if (reply->type == REDIS_REPLY_ERROR &&
+	    strncmp(reply->str, "BUSYGROUP", 9) != 0) {
+		log_warnx("redis: XGROUP CREATE failed: %s", reply->str);
+		redisAsyncDisconnect(ac);
+		return;
+	}
+	if (q->groups_pending > 0 && --q->groups_pending == 0) {
+		q->groups_ok = true;
+		check_ready(q);
+	}
+}
+
+static void
+create_groups(struct rconn *c)
+{
+	struct rq *q = c->q;
+
+	q->groups_pending = q->ntenants;
+	q->groups_ok = false;
+	for (size_t i = 0; i < q->ntenants; i++)
+		redisAsyncCommand(c->ac, on_group_reply, (void *)(uintptr_t)c->gen,
+		    "XGROUP CREATE %s %s 0 MKSTREAM", q->jobs_keys[i], KEY_GROUP);
+}
+
+static void
+conn_connect(struct rconn *c)
+{
+	struct rq *q = c->q;
+	redisAsyncContext *ac;
+
+	if (q->closing || c->ac != NULL)
+		return;
+	if (q->url.path[0])
+		ac = redisAsyncConnectUnix(q->url.path);
+	else
+		ac = redisAsyncConnect(q->url.host, q->url.port);
+	if (ac == NULL) {
+		log_warnx("redis: out of memory connecting");
+		schedule_reconnect(c);
+		return;
+	}
+	if (ac->err) {
+		log_warnx("redis: cannot connect: %s", ac->errstr);
+		redisAsyncFree(ac);
+		schedule_reconnect(c);
+		return;
+	}
+	c->gen++;
+	c->ac = ac;
+	ac->data = c;
+	redisLibuvAttach(ac, q->loop);
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	/* Commands queue up until the socket connects; replies come in order. */
+	if (q->url.pass[0]) {
+		if (q->url.user[0])
+			redisAsyncCommand(ac, on_setup_reply, (void *)"AUTH",
+			    "AUTH %s %s", q->url.user, q->url.pass);
+		else
+			redisAsyncCommand(ac, on_setup_reply, (void *)"AUTH",
+			    "AUTH %s", q->url.pass);
+	}
+	if (q->url.db)
+		redisAsyncCommand(ac, on_setup_reply, (void *)"SELECT", "SELECT %d",
+		    q->url.db);
+	redisAsyncCommand(ac, on_setup_reply, (void *)"CLIENT SETNAME",
+	    "CLIENT SETNAME sandqd-%s", c->which == RQ_READ ? "read" : "cmd");
+	if (c->which == RQ_READ)
+		redisAsyncCommand(ac, on_setup_reply, (void *)"CLIENT ID", "CLIENT ID");
+	else
+		create_groups(c);
+	redisAsyncCommand(ac, on_setup_reply, (void *)"ping", "PING");
+}
+
+struct rq *
+rq_new(uv_loop_t *loop, const char *url, const char *prefix,
+    const char *consumer, char *const *tenants, size_t ntenants,
+    const struct rq_callbacks *cb, void *arg, struct err *e)
+{
+	struct rq *q = xcalloc(1, sizeof(*q));
+
+	if (redis_url_parse(url, &q->url, e) < 0) {
+		free(q);
+		return NULL;
+	}
+	q->loop = loop;
+	q->prefix = xstrdup(prefix);
+	q->consumer = xstrdup(consumer);
+	q->ntenants = ntenants;
+	q->tenants = xcalloc(ntenants, sizeof(char *));
+	q->jobs_keys = xcalloc(ntenants, sizeof(*q->jobs_keys));
+	for (size_t i = 0; i < ntenants; i++) {
+		q->tenants[i] = xstrdup(tenants[i]);
+		if (key_jobs(q->jobs_keys[i], prefix, tenants[i]) < 0) {
+			err_set(e, -ENAMETOOLONG, "tenant %s: key name too long", tenants[i]);
+			rq_free(q);
+			return NULL;
+		}
+	}
+	q->cb = *cb;
+	q->arg = arg;
+	for (int i = 0; i < 2; i++) {
+		q->conn[i].q = q;
+		q->conn[i].which = i;
+		q->conn[i].backoff_ms = RQ_BACKOFF_MIN_MS;
+		uv_timer_init(loop, &q->conn[i].timer);
+		q->conn[i].timer.data = &q->conn[i];
+	}
+	return q;
+}
+
+void
+rq_start(struct rq *q)
+{
+	conn_connect(&q->conn[RQ_READ]);
+	conn_connect(&q->conn[RQ_CMD]);
+}
+
+bool
+rq_is_ready(const struct rq *q)
+{
+	return q->ready;
+}
+
+bool
+rq_read_pending(const struct rq *q)
+{
+	return q->read_pending;
+}
+
+/*** Reading ***/
+
+static bool
+reply_is_str(const redisReply *r)
+{
+	return r != NULL && (r->type == REDIS_REPLY_STRING ||
+	    r->type == REDIS_REPLY_STATUS);
+}
+
+static size_t
+tenant_of(const struct rq *q, const redisReply *name)
+{
+	for (size_t i = 0; i < q->ntenants; i++)
+		if (strlen(q->jobs_keys[i]) == name->len &&
+		    memcmp(q->jobs_keys[i], name->str, name->len) == 0)
+			return i;
+	return SIZE_MAX;
+}
+
+static void
+on_read_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	redisReply *reply = r;
+	size_t n = 0;
+
+	(void)priv;
+	q->read_pending = false;
+	if (reply == NULL) {
+		q->cb.read_done(q->arg, -ENOTCONN, 0);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_NIL) {
+		q->cb.read_done(q->arg, 0, 0);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("redis: XREADGROUP failed: %s", reply->str);
+		/* A stream or group deleted under us: recreate the groups. */
+		if (strncmp(reply->str, "NOGROUP", 7) == 0 && q->conn[RQ_CMD].ac)
+			create_groups(&q->conn[RQ_CMD]);
+		q->cb.read_done(q->arg, -EIO, 0);
+		return;
+	}
+	if (reply->type != REDIS_REPLY_ARRAY) {
+		q->cb.read_done(q->arg, -EPROTO, 0);
+		return;
+	}
+	for (size_t s = 0; s < reply->elements; s++) {
+		const redisReply *st = reply->element[s];
+		size_t t;
+
+		if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
+		    !reply_is_str(st->element[0]) ||
+		    st->element[1]->type != REDIS_REPLY_ARRAY)
+			continue;
+		if ((t = tenant_of(q, st->element[0])) == SIZE_MAX)
+			continue;
+		for (size_t i = 0; i < st->element[1]->elements; i++) {
+			const redisReply *en = st->element[1]->element[i];
+			const redisReply *fields;
+			const char *job = NULL;
+			size_t joblen = 0, nf = 0;
+
+			if (en->type != REDIS_REPLY_ARRAY || en->elements != 2 ||
+			    !reply_is_str(en->element[0]))
+				continue;
+			fields = en->element[1];
+			if (fields->type == REDIS_REPLY_ARRAY) {
+				nf = fields->elements / 2;
+				for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+					const redisReply *k = fields->element[f];
+					const redisReply *v = fields->element[f + 1];
+					if (reply_is_str(k) && reply_is_str(v) &&
+					    k->len == 3 && memcmp(k->str, "job", 3) == 0) {
+						job = v->str;
+						joblen = v->len;
+					}
+				}
+			}
+			q->cb.entry(q->arg, t, en->element[0]->str, job, joblen, nf);
+			n++;
+		}
+	}
+	q->cb.read_done(q->arg, 0, n);
+}
+
+int
+rq_read(struct rq *q, bool history, size_t count, int64_t block_ms)
+{
+	size_t argc = 0, nargs = 9 + 2 * q->ntenants;
+	const char **argv;
+	size_t *argvlen;
+	char cnt[24], blk[24];
+	int rc;
+
+	if (!q->ready || q->conn[RQ_READ].ac == NULL)
+		return -ENOTCONN;
+	if (q->read_pending)
+		return -EBUSY;
+	argv = xcalloc(nargs, sizeof(*argv));
+	argvlen = xcalloc(nargs, sizeof(*argvlen));
+	snprintf(cnt, sizeof(cnt), "%zu", count ? count : 1);
+	snprintf(blk, sizeof(blk), "%lld", (long long)block_ms);
+	argv[argc++] = "XREADGROUP";
+	argv[argc++] = "GROUP";
+	argv[argc++] = KEY_GROUP;
+	argv[argc++] = q->consumer;
+	argv[argc++] = "COUNT";
+	argv[argc++] = cnt;
+	if (!history) {
+		argv[argc++] = "BLOCK";
+		argv[argc++] = blk;
+	}
+	argv[argc++] = "STREAMS";
+	for (size_t i = 0; i < q->ntenants; i++)
+		argv[argc++] = q->jobs_keys[i];
+	for (size_t i = 0; i < q->ntenants; i++)
+		argv[argc++] = history ? "0" : ">";
+	for (size_t i = 0; i < argc; i++)
+		argvlen[i] = strlen(argv[i]);
+	rc = redisAsyncCommandArgv(q->conn[RQ_READ].ac, on_read_reply, NULL,
+	    (int)argc, argv, argvlen);
+	free(argv);
+	free(argvlen);
+	if (rc != REDIS_OK)
+		return -EIO;
+	q->read_pending = true;
+	return 0;
+}
+
+void
+rq_unblock(struct rq *q)
+{
+	if (!q->read_pending || q->conn[RQ_CMD].ac == NULL ||
+	    q->conn[RQ_READ].client_id == 0)
+		return;
+	redisAsyncCommand(q->conn[RQ_CMD].ac, NULL, NULL, "CLIENT UNBLOCK %lld",
+	    q->conn[RQ_READ].client_id);
+}
+
+/*** Writing ***/
+
+struct rq_op {
+	rq_done_cb *cb;
+	void *arg;
+};
+
+static void
+on_exec_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq_op *op = priv;
+	redisReply *reply = r;
+	int status = 0;
+
+	(void)ac;
+	if (reply == NULL) {
+		status = -ENOTCONN;
+	} else if (reply->type != REDIS_REPLY_ARRAY) {
+		/* EXECABORT, or a nil EXEC: nothing was applied. */
+		log_warnx("redis: transaction failed: %s",
+		    reply->type == REDIS_REPLY_ERROR ? reply->str : "aborted");
+		status = -EIO;
+	} else {
+		for (size_t i = 0; i < reply->elements; i++)
+			if (reply->element[i]->type == REDIS_REPLY_ERROR) {
+				log_warnx("redis: command in transaction failed: %s",
+				    reply->element[i]->str);
+				status = -EIO;
+			}
+	}
+	op->cb(op->arg, status);
+	free(op);
+}
+
+static int
+cmd(struct rq *q, int argc, const char **argv, const size_t *len)
+{
+	return redisAsyncCommandArgv(q->conn[RQ_CMD].ac, NULL, NULL, argc, argv, len)
+	    == REDIS_OK ? 0 : -EIO;
+}
+
+static int
+exec_with(struct rq *q, rq_done_cb *cb, void *arg)
+{
+	struct rq_op *op = xcalloc(1, sizeof(*op));
+
+	op->cb = cb;
+	op->arg = arg;
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_exec_reply, op, "EXEC") != REDIS_OK) {
+		free(op);
+		return -EIO;
+	}
+	return 0;
+}
+
+int
+rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
+    const void *res, size_t reslen, int64_t ttl_ms, rq_done_cb *cb, void *arg)
+{
+	char reskey[KEY_MAX], donekey[KEY_MAX], ttl[24];
+	const char *t = q->tenants[tenant];
+	int rc = 0;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_res(reskey, q->prefix, t, id) < 0 || key_done(donekey, q->prefix, t, id) < 0)
+		return -ENAMETOOLONG;
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+	{
+		const char *multi[] = { "MULTI" };
+		const char *set[] = { "SET", reskey, res, "PX", ttl };
+		const char *del[] = { "DEL", donekey };
+		const char *push[] = { "RPUSH", donekey, res };
+		const char *exp[] = { "PEXPIRE", donekey, ttl };
+		const char *ack[] = { "XACK", q->jobs_keys[tenant], KEY_GROUP, entry_id };
+		const char *xdel[] = { "XDEL", q->jobs_keys[tenant], entry_id };
+		size_t l_multi[] = { 5 };
+		size_t l_set[] = { 3, strlen(reskey), reslen, 2, strlen(ttl) };
+		size_t l_del[] = { 3, strlen(donekey) };
+		size_t l_push[] = { 5, strlen(donekey), reslen };
+		size_t l_exp[] = { 7, strlen(donekey), strlen(ttl) };
+		size_t l_ack[] = { 4, strlen(q->jobs_keys[tenant]), strlen(KEY_GROUP),
+		    strlen(entry_id) };
+		size_t l_xdel[] = { 4, strlen(q->jobs_keys[tenant]), strlen(entry_id) };
+
+		rc |= cmd(q, 1, multi, l_multi);
+		rc |= cmd(q, 5, set, l_set);
+		rc |= cmd(q, 2, del, l_del);
+		rc |= cmd(q, 3, push, l_push);
+		rc |= cmd(q, 3, exp, l_exp);
+		rc |= cmd(q, 4, ack, l_ack);
+		rc |= cmd(q, 3, xdel, l_xdel);
+	}
+	if (rc != 0)
+		return -EIO;
+	return exec_with(q, cb, arg);
+}
+
+int
+rq_dead(struct rq *q, size_t tenant, const char *entry_id, const char *reason,
+    const void *raw, size_t rawlen, rq_done_cb *cb, void *arg)
+{
+	char deadkey[KEY_MAX], now[24];
+	int rc = 0;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_dead(deadkey, q->prefix, q->tenants[tenant]) < 0)
+		return -ENAMETOOLONG;
+	if (rawlen > RQ_DEAD_RAW_MAX)
+		rawlen = RQ_DEAD_RAW_MAX;
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)uv_now(q->loop));
+	{
+		const char *multi[] = { "MULTI" };
+		const char *xadd[] = { "XADD", deadkey, "MAXLEN", "~", RQ_DEAD_MAXLEN, "*",
+		    "entry", entry_id, "reason", reason, "payload", raw ? raw : "" };
+		const char *ack[] = { "XACK", q->jobs_keys[tenant], KEY_GROUP, entry_id };
+		const char *xdel[] = { "XDEL", q->jobs_keys[tenant], entry_id };
+		size_t l_multi[] = { 5 };
+		size_t l_xadd[] = { 4, strlen(deadkey), 6, 1, strlen(RQ_DEAD_MAXLEN), 1,
+		    5, strlen(entry_id), 6, strlen(reason), 7, raw ? rawlen : 0 };
+		size_t l_ack[] = { 4, strlen(q->jobs_keys[tenant]), strlen(KEY_GROUP),
+		    strlen(entry_id) };
+		size_t l_xdel[] = { 4, strlen(q->jobs_keys[tenant]), strlen(entry_id) };
+
+		rc |= cmd(q, 1, multi, l_multi);
+		rc |= cmd(q, 12, xadd, l_xadd);
+		rc |= cmd(q, 4, ack, l_ack);
+		rc |= cmd(q, 3, xdel, l_xdel);
+	}
+	if (rc != 0)
+		return -EIO;
+	return exec_with(q, cb, arg);
+}
+
+/*** Shutdown ***/
+
+void
+rq_close(struct rq *q)
+{
+	q->closing = true;
+	for (int i = 0; i < 2; i++) {
+		uv_timer_stop(&q->conn[i].timer);
+		uv_close((uv_handle_t *)&q->conn[i].timer, NULL);
+		if (q->conn[i].ac != NULL) {
+			redisAsyncContext *ac = q->conn[i].ac;
+			q->conn[i].ac = NULL;
+			/* Pending callbacks run with a NULL reply. */
+			redisAsyncFree(ac);
+		}
+	}
+}
+
+void
+rq_free(struct rq *q)
+{
+	if (q == NULL)
+		return;
+	for (size_t i = 0; i < q->ntenants; i++)
+		free(q->tenants[i]);
+	free(q->tenants);
+	free(q->jobs_keys);
+	free(q->prefix);
+	free(q->consumer);
+	free(q);
+}

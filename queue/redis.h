@@ -1,0 +1,85 @@
+/*
+ * redis.h - sandqd's two Redis connections, on its libuv loop.
+ *
+ * One connection only ever carries the blocking XREADGROUP (so a read that
+ * waits for jobs never delays a result), the other carries everything else:
+ * consumer-group creation, results, acks, dead letters. Both reconnect on
+ * their own with backoff (100 ms doubling to 5 s); while either is down,
+ * commands fail with -ENOTCONN and the caller keeps what it must retry.
+ *
+ * Lifecycle: rq_new(loop, url, tenants, callbacks) -> rq_start() ->
+ * rq_read()/rq_publish()/rq_dead() as needed -> rq_close() -> rq_free()
+ * after the loop has run the close callbacks.
+ */
+#ifndef SANDQ_REDIS_H
+#define SANDQ_REDIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../common/err.h"
+
+struct rq;
+
+struct rq_callbacks {
+	/* Both connections are up and every group exists. */
+	void (*ready)(void *arg);
+	/* A connection was lost; reads and publishes in flight have failed. */
+	void (*lost)(void *arg);
+	/*
+	 * One stream entry from rq_read(). tenant indexes the tenant list;
+	 * job/joblen is the entry's `job` field, or NULL when the entry has
+	 * none (or was deleted); nfields counts the entry's field-value pairs.
+	 */
+	void (*entry)(void *arg, size_t tenant, const char *entry_id,
+	    const char *job, size_t joblen, size_t nfields);
+	/* rq_read() finished: status 0 (n entries delivered) or -errno. */
+	void (*read_done)(void *arg, int status, size_t n);
+};
+
+/* Completion of rq_publish()/rq_dead(): status 0 or -errno. */
+typedef void rq_done_cb(void *arg, int status);
+
+/*
+ * Creates the connection pair (not yet connected). Copies url, prefix,
+ * consumer and tenant names. Returns NULL with e set on a bad url.
+ */
+struct rq *rq_new(uv_loop_t *loop, const char *url, const char *prefix,
+    const char *consumer, char *const *tenants, size_t ntenants,
+    const struct rq_callbacks *cb, void *arg, struct err *e);
+/* Connects both; ready() fires once the groups exist. */
+void rq_start(struct rq *q);
+bool rq_is_ready(const struct rq *q);
+
+/*
+ * XREADGROUP over every tenant stream: history (our own pending entries,
+ * after a restart) when history is true, else new entries; up to count per
+ * stream; blocks up to block_ms. One read at a time: -EBUSY otherwise.
+ */
+int rq_read(struct rq *q, bool history, size_t count, int64_t block_ms);
+bool rq_read_pending(const struct rq *q);
+/* Wakes a blocked read at once (CLIENT UNBLOCK), e.g. to drain. */
+void rq_unblock(struct rq *q);
+
+/*
+ * Stores a result and acknowledges its entry in one MULTI/EXEC: SET res
+ * (TTL), DEL+RPUSH+PEXPIRE done, XACK. The ack never precedes the store.
+ */
+int rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
+    const void *res, size_t reslen, int64_t ttl_ms, rq_done_cb *cb, void *arg);
+
+/*
+ * Records an entry that cannot be answered (no readable id) on the tenant's
+ * dead-letter stream with the reason, and acknowledges it, in one MULTI/EXEC.
+ */
+int rq_dead(struct rq *q, size_t tenant, const char *entry_id,
+    const char *reason, const void *raw, size_t rawlen, rq_done_cb *cb,
+    void *arg);
+
+/* Disconnects both connections; rq_free() after the loop has run. */
+void rq_close(struct rq *q);
+void rq_free(struct rq *q);
+
+#endif
