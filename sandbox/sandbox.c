@@ -163,6 +163,18 @@ init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	/* The uid map is written: take the sandbox user's identity. */
 	if (ns_become_sandbox_user(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	/*
+	 * A credential change clears the parent-death signal: set it again,
+	 * then make sure the worker did not die in between (its end of the
+	 * channel would be closed).
+	 */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	{
+		struct pollfd pfd = { .fd = ctl, .events = 0 };
+
+		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR)))
+			_exit(1);
+	}
 	if (mount_build_root(conf->run_dir, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (ns_loopback_up(&e) < 0)

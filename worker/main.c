@@ -34,6 +34,20 @@
 #include "../sandbox/internal.h"
 #include "worker.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/*
+ * LeakSanitizer stops the world with ptrace, which this process's own
+ * seccomp filter refuses by design; leak checks of the worker's code run in
+ * the unit tests of its parts instead.
+ */
+const char *__asan_default_options(void);
+const char *
+__asan_default_options(void)
+{
+	return "detect_leaks=0";
+}
+#endif
+
 static void __attribute__((noreturn))
 usage(void)
 {

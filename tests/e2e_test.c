@@ -1,0 +1,573 @@
+/*
+ * e2e_test.c - sandq end to end: real redis-server, real sandqd and workers,
+ * real sandboxes, driven through libsandq and the sandq CLI.
+ *
+ * Needs root (sandqd maps each worker's jobs to an unprivileged host uid);
+ * every test says so and stops if it runs without it.
+ */
+#include <criterion/criterion.h>
+#include <msgpack.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static struct harness H;
+
+static void
+setup(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
+		    (int)geteuid());
+	/* Planted in sandqd's environment: no job may ever see it. */
+	setenv("SANDQ_TEST_HOST_SECRET", "host-secret-value", 1);
+	harness_start(&H, 2, NULL);
+}
+
+static void
+teardown(void)
+{
+	harness_stop(&H);
+}
+
+TestSuite(e2e, .init = setup, .fini = teardown, .timeout = 180);
+
+static struct sandq_result *
+sh(struct sandq *c, const char *script)
+{
+	return harness_sh(c, script, NULL);
+}
+
+Test(e2e, runs_a_shell_pipeline)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = sh(c, "printf 'b\\na\\nc\\n' | sort | tr a-z A-Z | head -2");
+
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_eq(r->exit_code, 0);
+	cr_expect_str_eq((char *)r->stdout_data, "A\nB\n");
+	cr_expect_gt(r->finished_at, 0);
+	cr_expect_geq(r->finished_at, r->started_at);
+	cr_expect_geq(r->started_at, r->queued_at);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, runs_a_python_snippet_with_stdin)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .stdin_data = "world", .stdin_len = 5, .has_stdin = true };
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	cr_assert(sandq_submit_python(c, "import sys\nprint('hello', sys.stdin.read())", &o, id) == 0);
+	cr_assert(sandq_wait(c, id, 60000, &r) == 0);
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_str_eq((char *)r->stdout_data, "hello world\n");
+	cr_expect_gt(r->max_rss_kb, 1000, "python's peak RSS is reported");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, exec_gets_argv_env_cwd_and_seeded_files)
+{
+	struct sandq *c = harness_client(&H);
+	const char *argv[] = { "sh", "-c", "pwd; echo \"$GREETING\"; cat ../data/in.txt; echo \"$1\"", "sh", "arg with spaces", NULL };
+	const char *env[] = { "GREETING=hi there", NULL };
+	struct sandq_file f = { .path = "/data/in.txt", .data = "seeded\n", .len = 7 };
+	struct sandq_job_opts o = { .env = env, .cwd = "sub/dir", .files = &f, .nfiles = 1 };
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	cr_assert(sandq_submit_exec(c, argv, &o, id) == 0, "%s", sandq_last_error(c));
+	cr_assert(sandq_wait(c, id, 60000, &r) == 0);
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_str_eq((char *)r->stdout_data,
+	    "/workspace/sub/dir\nhi there\nseeded\narg with spaces\n");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, reports_exit_code_and_signal)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = sh(c, "echo oops >&2; exit 3");
+
+	cr_expect_str_eq(r->status, "exit");
+	cr_expect_eq(r->exit_code, 3);
+	cr_expect_str_eq((char *)r->stderr_data, "oops\n");
+	sandq_result_free(r);
+	r = sh(c, "kill -SEGV $$");
+	cr_expect_str_eq(r->status, "signal");
+	cr_expect_eq(r->signal, SIGSEGV);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+static bool
+no_marker_processes(void *arg)
+{
+	pid_t pids[8];
+
+	return harness_pgrep((const char *)arg, pids, 8) == 0;
+}
+
+Test(e2e, timeout_kills_every_process_of_the_job)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .limits.wall_ms = 500 };
+	/* A background child, a double-forked daemon, and the foreground. */
+	struct sandq_result *r = harness_sh(c,
+	    "sleep 4343 & (setsid sleep 4344 &); exec sleep 4345", &o);
+
+	cr_expect_str_eq(r->status, "timeout");
+	cr_expect_eq(r->signal, SIGKILL);
+	cr_expect_geq(r->wall_ms, 500);
+	cr_expect(harness_wait_for(no_marker_processes, "sleep 434", 5000),
+	    "a process of the timed-out job survived it");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, output_is_capped_with_truncated_flags)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .limits.output_bytes = 1000 };
+	struct sandq_result *r = harness_sh(c,
+	    "head -c 100000 /dev/zero | tr '\\0' a; head -c 10 /dev/zero | tr '\\0' b >&2", &o);
+
+	cr_expect_str_eq(r->status, "ok", "the job still finishes: output is drained");
+	cr_expect_eq(r->stdout_len, 1000);
+	cr_expect(r->stdout_truncated);
+	cr_expect_eq(r->stderr_len, 10);
+	cr_expect_not(r->stderr_truncated);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, environment_holds_only_the_jobs_variables)
+{
+	struct sandq *c = harness_client(&H);
+	const char *env[] = { "MINE=1", NULL };
+	struct sandq_job_opts o = { .env = env };
+	struct sandq_result *r = harness_sh(c, "env | sort", &o);
+
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_null(strstr((char *)r->stdout_data, "SANDQ_TEST_HOST_SECRET"),
+	    "host environment leaked: %s", r->stdout_data);
+	cr_expect_not_null(strstr((char *)r->stdout_data, "MINE=1\n"));
+	cr_expect_not_null(strstr((char *)r->stdout_data, "HOME=/workspace\n"));
+	cr_expect_not_null(strstr((char *)r->stdout_data, "LANG=C.UTF-8\n"));
+	cr_expect_not_null(strstr((char *)r->stdout_data, "PATH=/usr/local/bin:/usr/bin:/bin\n"));
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, job_runs_unprivileged_in_its_own_namespaces)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = sh(c,
+	    "id -u; awk '{print $1, $2, $3}' /proc/self/uid_map; hostname; "
+	    "grep CapEff /proc/self/status; "
+	    "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+	unsigned inside = 0, host = 0, count = 0;
+	char *p;
+
+	cr_assert_str_eq(r->status, "ok", "%s", r->stderr_data);
+	p = (char *)r->stdout_data;
+	cr_expect_eq(strncmp(p, "1000\n", 5), 0, "uid inside: %s", p);
+	/* uid 1000 inside maps to one unprivileged host uid, never root. */
+	cr_assert_eq(sscanf(p + 5, "%u %u %u", &inside, &host, &count), 3, "%s", p);
+	cr_expect_eq(inside, 1000);
+	cr_expect_geq(host, 100000, "mapped to host uid %u", host);
+	cr_expect_eq(count, 1);
+	cr_expect_not_null(strstr(p, "\nsandbox\n"));
+	cr_expect_not_null(strstr(p, "CapEff:\t0000000000000000\n"));
+	/* The network namespace holds loopback and nothing else. */
+	cr_expect(strstr(p, "\nlo\n") != NULL && strstr(p, "eth") == NULL, "%s", p);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, image_is_read_only_and_workspace_and_tmp_are_writable)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = sh(c,
+	    "touch /usr/x 2>/dev/null && echo usr-writable; "
+	    "touch /etc/x 2>/dev/null && echo etc-writable; "
+	    "touch /x 2>/dev/null && echo root-writable; "
+	    "touch /workspace/x && touch /tmp/x && echo ok; "
+	    "test -e /root && echo host-root-visible; ls /sys 2>/dev/null | head -1");
+
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_str_eq((char *)r->stdout_data, "ok\n");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, rlimits_bound_memory_processes_and_cpu)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .limits.memory_bytes = 128u << 20 };
+	struct sandq_result *r;
+
+	r = harness_sh(c, "python3 -c 'x = bytearray(512 << 20)'", &o);
+	cr_expect_str_eq(r->status, "exit");
+	cr_expect_not_null(strstr((char *)r->stderr_data, "MemoryError"), "%s", r->stderr_data);
+	sandq_result_free(r);
+
+	o = (struct sandq_job_opts){ .limits.pids = 8 };
+	r = harness_sh(c, "for i in $(seq 20); do sleep 5 & done 2>&1 | head -1; echo done", &o);
+	cr_expect_not_null(strstr((char *)r->stdout_data, "fork"), "%s", r->stdout_data);
+	sandq_result_free(r);
+
+	o = (struct sandq_job_opts){ .limits.cpu_ms = 1000, .limits.wall_ms = 20000 };
+	r = harness_sh(c, "while :; do :; done", &o);
+	cr_expect_str_eq(r->status, "cpu_limit");
+	cr_expect_geq(r->cpu_ms, 900);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+struct many {
+	struct sandq *c;
+	char ids[200][SANDQ_ID_MAX + 1];
+};
+
+Test(e2e, two_hundred_concurrent_jobs_all_return_their_own_output)
+{
+	struct sandq *c = harness_client(&H);
+	struct many *m = calloc(1, sizeof(*m));
+	char script[64], want[32];
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(script, sizeof(script), "echo job-%d", i);
+		cr_assert(sandq_submit_sh(c, script, NULL, m->ids[i]) == 0);
+	}
+	for (int i = 0; i < 200; i++) {
+		struct sandq_result *r = NULL;
+
+		cr_assert(sandq_wait(c, m->ids[i], 120000, &r) == 0, "job %d", i);
+		snprintf(want, sizeof(want), "job-%d\n", i);
+		cr_expect_str_eq(r->status, "ok");
+		cr_expect_str_eq((char *)r->stdout_data, want);
+		sandq_result_free(r);
+	}
+	free(m);
+	sandq_close(c);
+}
+
+/*** Bad input ***/
+
+static void
+pack_str(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str(pk, strlen(s));
+	msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+/* Submits raw bytes, waits for the rejected result under id. */
+static void
+expect_rejected(struct sandq *c, const void *buf, size_t len, const char *id,
+    const char *needle)
+{
+	struct sandq_result *r = NULL;
+
+	cr_assert(sandq_submit_raw(c, buf, len) == 0);
+	cr_assert(sandq_wait(c, id, 30000, &r) == 0, "no result for %s", id);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_not_null(r->error_message);
+	cr_expect_not_null(strstr(r->error_message, needle), "message '%s' lacks '%s'",
+	    r->error_message, needle);
+	sandq_result_free(r);
+}
+
+static char *
+dead_letters(void)
+{
+	const char *args[] = { "XRANGE", "sandq:{default}:dead", "-", "+", NULL };
+
+	return harness_redis_cli(&H, args);
+}
+
+static bool
+has_dead_reason(void *needle)
+{
+	char *out = dead_letters();
+	bool found = strstr(out, needle) != NULL;
+
+	free(out);
+	return found;
+}
+
+static bool
+nothing_pending(void *arg)
+{
+	const char *args[] = { "XPENDING", "sandq:{default}:jobs", "sandq", NULL };
+	char *out = harness_redis_cli(&H, args);
+	bool zero = strncmp(out, "1) (integer) 0", 14) == 0;
+
+	(void)arg;
+	free(out);
+	return zero;
+}
+
+Test(e2e, bad_entries_are_answered_or_dead_lettered_and_never_left_pending)
+{
+	struct sandq *c = harness_client(&H);
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	char *big;
+
+	/* Not msgpack at all: no id to answer, so a dead letter with the reason. */
+	cr_assert(sandq_submit_raw(c, "\xc1not msgpack", 12) == 0);
+	cr_expect(harness_wait_for(has_dead_reason, "invalid msgpack", 30000));
+	/* A msgpack map without an id. */
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1);
+	pack_str(&pk, "op");
+	pack_str(&pk, "sh");
+	cr_assert(sandq_submit_raw(c, sb.data, sb.size) == 0);
+	cr_expect(harness_wait_for(has_dead_reason, "field 'id': missing", 30000));
+	msgpack_sbuffer_clear(&sb);
+
+	/* Readable id: a rejected result naming the field. */
+	msgpack_pack_map(&pk, 1);
+	pack_str(&pk, "id");
+	pack_str(&pk, "bad-1");
+	expect_rejected(c, sb.data, sb.size, "bad-1", "field 'op'");
+	msgpack_sbuffer_clear(&sb);
+
+	msgpack_pack_map(&pk, 3);
+	pack_str(&pk, "id");
+	pack_str(&pk, "bad-2");
+	pack_str(&pk, "op");
+	pack_str(&pk, "exec");
+	pack_str(&pk, "argv");
+	msgpack_pack_int(&pk, 7);
+	expect_rejected(c, sb.data, sb.size, "bad-2", "field 'argv'");
+	msgpack_sbuffer_clear(&sb);
+
+	msgpack_pack_map(&pk, 2);
+	pack_str(&pk, "id");
+	pack_str(&pk, "bad-3");
+	pack_str(&pk, "op");
+	pack_str(&pk, "teleport");
+	expect_rejected(c, sb.data, sb.size, "bad-3", "unknown op");
+	msgpack_sbuffer_clear(&sb);
+
+	/* An oversized field: one argument past the kernel's per-argument cap. */
+	big = malloc(200000);
+	memset(big, 'x', 199999);
+	big[199999] = '\0';
+	msgpack_pack_map(&pk, 3);
+	pack_str(&pk, "id");
+	pack_str(&pk, "bad-4");
+	pack_str(&pk, "op");
+	pack_str(&pk, "exec");
+	pack_str(&pk, "argv");
+	msgpack_pack_array(&pk, 1);
+	pack_str(&pk, big);
+	expect_rejected(c, sb.data, sb.size, "bad-4", "field 'argv[0]'");
+	msgpack_sbuffer_clear(&sb);
+
+	/* A limit above the host's ceiling. */
+	msgpack_pack_map(&pk, 4);
+	pack_str(&pk, "id");
+	pack_str(&pk, "bad-5");
+	pack_str(&pk, "op");
+	pack_str(&pk, "sh");
+	pack_str(&pk, "script");
+	pack_str(&pk, "true");
+	pack_str(&pk, "limits");
+	msgpack_pack_map(&pk, 1);
+	pack_str(&pk, "pids");
+	msgpack_pack_uint64(&pk, 1u << 20);
+	expect_rejected(c, sb.data, sb.size, "bad-5", "limits.pids");
+	msgpack_sbuffer_clear(&sb);
+
+	/* An unknown field (a typo must not silently run with defaults). */
+	msgpack_pack_map(&pk, 4);
+	pack_str(&pk, "id");
+	pack_str(&pk, "bad-6");
+	pack_str(&pk, "op");
+	pack_str(&pk, "sh");
+	pack_str(&pk, "script");
+	pack_str(&pk, "true");
+	pack_str(&pk, "limts");
+	msgpack_pack_map(&pk, 0);
+	expect_rejected(c, sb.data, sb.size, "bad-6", "unknown field 'limts'");
+	msgpack_sbuffer_destroy(&sb);
+	free(big);
+
+	/* The dispatcher kept serving, and no entry is left pending. */
+	{
+		struct sandq_result *r = sh(c, "echo still-serving");
+		cr_expect_str_eq((char *)r->stdout_data, "still-serving\n");
+		sandq_result_free(r);
+	}
+	cr_expect(harness_wait_for(nothing_pending, NULL, 30000), "entries left pending");
+	sandq_close(c);
+}
+
+Test(e2e, oversized_job_is_rejected_under_its_id)
+{
+	struct sandq *c = harness_client(&H);
+	size_t n = 33u << 20;	/* above the default max_job_bytes of 32M */
+	char *big = malloc(n);
+	struct sandq_file f = { .path = "big.bin", .data = big, .len = n };
+	struct sandq_job_opts o = { .files = &f, .nfiles = 1 };
+	struct sandq_result *r;
+
+	memset(big, 'z', n);
+	r = harness_sh(c, "true", &o);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_not_null(strstr(r->error_message, "max_job_bytes"), "%s", r->error_message);
+	sandq_result_free(r);
+	free(big);
+	sandq_close(c);
+}
+
+/*** Failures of the system itself ***/
+
+static pid_t
+parent_of(pid_t pid)
+{
+	char path[64], buf[4096], *p;
+	FILE *f;
+	pid_t pp = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(buf, sizeof(buf), f))
+		if ((p = strstr(buf, "PPid:")) == buf)
+			pp = (pid_t)atoi(buf + 5);
+	fclose(f);
+	return pp;
+}
+
+static bool
+marker_running(void *arg)
+{
+	pid_t pids[4];
+
+	return harness_pgrep((const char *)arg, pids, 4) > 0;
+}
+
+Test(e2e, a_crashed_worker_fails_its_job_and_is_replaced)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+	pid_t job[4], init, worker;
+
+	cr_assert(sandq_submit_sh(c, "exec sleep 4646", NULL, id) == 0);
+	cr_assert(harness_wait_for(marker_running, "sleep 4646", 30000));
+	cr_assert_eq(harness_pgrep("sleep 4646", job, 4), 1);
+	init = parent_of(job[0]);
+	worker = parent_of(init);
+	cr_assert_gt(worker, 1);
+	{
+		pid_t w[8];
+		bool is_worker = false;
+		int n = harness_pgrep("sandq-worker", w, 8);
+		for (int i = 0; i < n; i++)
+			is_worker |= w[i] == worker;
+		cr_assert(is_worker, "pid %d is not a worker", (int)worker);
+	}
+	cr_assert(kill(worker, SIGKILL) == 0);
+	cr_assert(sandq_wait(c, id, 30000, &r) == 0);
+	cr_expect_str_eq(r->status, "internal");
+	cr_expect_not_null(strstr(r->error_message, "died"), "%s", r->error_message);
+	sandq_result_free(r);
+	cr_expect(harness_wait_for(no_marker_processes, "sleep 4646", 5000),
+	    "the job outlived its worker");
+	/* Both slots serve again: run more jobs than one worker could hold. */
+	for (int i = 0; i < 4; i++) {
+		r = sh(c, "echo again");
+		cr_expect_str_eq((char *)r->stdout_data, "again\n");
+		sandq_result_free(r);
+	}
+	cr_expect(harness_wait_for(nothing_pending, NULL, 30000));
+	sandq_close(c);
+}
+
+Test(e2e, sigterm_drains_running_jobs_then_exits_zero)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	cr_assert(sandq_submit_sh(c, "sleep 1; echo finished", NULL, id) == 0);
+	cr_assert(harness_wait_for(marker_running, "sleep 1", 30000));
+	cr_expect_eq(harness_stop_sandqd(&H, 30000), 0, "sandqd did not exit 0");
+	cr_assert(sandq_result_get(c, id, &r) == 0, "the running job's result was not published");
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_str_eq((char *)r->stdout_data, "finished\n");
+	sandq_result_free(r);
+	cr_expect(harness_wait_for(nothing_pending, NULL, 5000));
+	cr_expect(harness_wait_for(no_marker_processes, "sandq-worker", 5000),
+	    "workers outlived sandqd");
+	sandq_close(c);
+}
+
+/*** The CLI ***/
+
+static int
+cli(const char *args, char **out)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd), "build/sandq --redis %s %s", H.url, args);
+	return harness_run(cmd, out);
+}
+
+Test(e2e, cli_prints_output_and_exits_with_the_jobs_status)
+{
+	char *out = NULL;
+
+	cr_expect_eq(cli("sh 'echo hi; exit 3'", &out), 3);
+	cr_expect_str_eq(out, "hi\n");
+	free(out);
+	cr_expect_eq(cli("run -- python3 -c 'print(6*7)'", &out), 0);
+	cr_expect_str_eq(out, "42\n");
+	free(out);
+	cr_expect_eq(cli("--timeout 0.3 sh 'sleep 5'", &out), 124);
+	free(out);
+	cr_expect_eq(cli("--memory 1T sh true 2>&1", &out), 125);
+	cr_expect_not_null(strstr(out, "limits.memory_bytes"), "%s", out);
+	free(out);
+	cr_expect_eq(cli("--file job.sh=/dev/null sh 'test -f /workspace/job.sh && echo seeded'", &out), 0);
+	cr_expect_str_eq(out, "seeded\n");
+	free(out);
+	cr_expect_eq(cli("--stdin - python 'import sys; print(sys.stdin.read().upper())' < /etc/hostname", &out), 0);
+	cr_expect_gt(strlen(out), 1);
+	free(out);
+}
+
+Test(e2e, cli_detach_then_wait_and_result)
+{
+	char *id = NULL, *out = NULL, cmd[512];
+
+	cr_assert_eq(cli("--detach --env A=42 sh 'echo $A'", &id), 0);
+	id[strcspn(id, "\n")] = '\0';
+	cr_assert_gt(strlen(id), 0);
+	snprintf(cmd, sizeof(cmd), "wait %s", id);
+	cr_expect_eq(cli(cmd, &out), 0);
+	cr_expect_str_eq(out, "42\n");
+	free(out);
+	snprintf(cmd, sizeof(cmd), "--json result %s", id);
+	cr_expect_eq(cli(cmd, &out), 0);
+	cr_expect_not_null(strstr(out, "\"status\": \"ok\"") ? out : strstr(out, "\"status\":\"ok\""),
+	    "%s", out);
+	free(out);
+	cr_expect_eq(cli("result no-such-job 2>/dev/null", &out), 125);
+	free(out);
+	free(id);
+}

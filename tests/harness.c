@@ -1,0 +1,319 @@
+/*
+ * harness.c - starts and stops a private redis-server and sandqd.
+ *
+ * Waits are conditions polled every few milliseconds up to a generous
+ * deadline (never a fixed sleep), so the tests hold on a loaded 2-core
+ * machine.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static void
+msleep(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static long long
+now_ms_(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool
+harness_wait_for(bool (*pred)(void *), void *arg, int timeout_ms)
+{
+	long long end = now_ms_() + timeout_ms;
+
+	for (;;) {
+		if (pred(arg))
+			return true;
+		if (now_ms_() > end)
+			return false;
+		msleep(5);
+	}
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	cr_assert(fd >= 0);
+	cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	cr_assert(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+	port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+static pid_t
+spawn(const char *const *argv, const char *logpath)
+{
+	pid_t pid = fork();
+
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setpgid(0, 0);
+		execv(argv[0], (char *const *)(uintptr_t)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+struct ping_arg {
+	const struct harness *h;
+	pid_t pid;
+};
+
+static bool
+redis_answers(void *p)
+{
+	struct ping_arg *a = p;
+	char cmd[400], *out = NULL;
+	int st;
+
+	if (waitpid(a->pid, &st, WNOHANG) == a->pid) {
+		a->pid = -1;
+		return true;	/* exited: the caller checks */
+	}
+	snprintf(cmd, sizeof(cmd), "redis-cli -p %d ping 2>/dev/null", a->h->port);
+	st = harness_run(cmd, &out);
+	bool ok = st == 0 && out && strncmp(out, "PONG", 4) == 0;
+	free(out);
+	return ok;
+}
+
+void
+harness_start(struct harness *h, int workers, const char *const *extra)
+{
+	char portstr[16], state[300], workers_s[16], rlog[300];
+	const char *argv[64];
+	size_t n = 0;
+
+	memset(h, 0, sizeof(*h));
+	snprintf(h->dir, sizeof(h->dir), "/tmp/sandq-test-XXXXXX");
+	cr_assert(mkdtemp(h->dir) != NULL);
+	snprintf(rlog, sizeof(rlog), "%s/redis.log", h->dir);
+	for (int attempt = 0; attempt < 10; attempt++) {
+		struct ping_arg a = { h, 0 };
+
+		h->port = free_port();
+		snprintf(portstr, sizeof(portstr), "%d", h->port);
+		{
+			const char *rargv[] = { "/usr/bin/redis-server", "--port", portstr,
+			    "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			    "--dir", h->dir, NULL };
+			h->redis_pid = spawn(rargv, rlog);
+		}
+		a.pid = h->redis_pid;
+		cr_assert(harness_wait_for(redis_answers, &a, 10000),
+		    "redis-server did not answer on port %d", h->port);
+		if (a.pid > 0)
+			break;
+		h->redis_pid = 0;	/* lost the port race: try another */
+	}
+	cr_assert(h->redis_pid > 0, "could not start redis-server");
+	snprintf(h->url, sizeof(h->url), "redis://127.0.0.1:%d", h->port);
+	snprintf(state, sizeof(state), "%s/state", h->dir);
+	snprintf(workers_s, sizeof(workers_s), "%d", workers);
+	snprintf(h->log, sizeof(h->log), "%s/sandqd.log", h->dir);
+	argv[n++] = "build/sandqd";
+	argv[n++] = "--redis";
+	argv[n++] = h->url;
+	argv[n++] = "--state";
+	argv[n++] = state;
+	argv[n++] = "--workers";
+	argv[n++] = workers_s;
+	for (size_t i = 0; extra && extra[i] && n < 62; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	h->sandqd_pid = spawn(argv, h->log);
+
+	/* Ready means a job went all the way through. */
+	{
+		struct sandq *c = harness_client(h);
+		struct sandq_result *r = NULL;
+		char id[SANDQ_ID_MAX + 1];
+		const char *tr[] = { "true", NULL };
+
+		cr_assert(sandq_submit_exec(c, tr, NULL, id) == 0, "%s", sandq_last_error(c));
+		cr_assert(sandq_wait(c, id, 60000, &r) == 0, "sandqd never answered; see %s",
+		    h->log);
+		cr_assert_str_eq(r->status, "ok");
+		sandq_result_free(r);
+		sandq_close(c);
+	}
+}
+
+int
+harness_stop_sandqd(struct harness *h, int timeout_ms)
+{
+	long long end = now_ms_() + timeout_ms;
+	int st;
+
+	if (h->sandqd_pid <= 0)
+		return -1;
+	kill(h->sandqd_pid, SIGTERM);
+	for (;;) {
+		pid_t p = waitpid(h->sandqd_pid, &st, WNOHANG);
+
+		if (p == h->sandqd_pid)
+			break;
+		if (now_ms_() > end) {
+			kill(h->sandqd_pid, SIGKILL);
+			waitpid(h->sandqd_pid, &st, 0);
+			h->sandqd_pid = 0;
+			return -1;
+		}
+		msleep(5);
+	}
+	h->sandqd_pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int
+rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+void
+harness_stop(struct harness *h)
+{
+	harness_stop_sandqd(h, 30000);
+	if (h->redis_pid > 0) {
+		kill(h->redis_pid, SIGTERM);
+		waitpid(h->redis_pid, NULL, 0);
+		h->redis_pid = 0;
+	}
+	if (h->dir[0])
+		nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+struct sandq *
+harness_client(const struct harness *h)
+{
+	char err[256];
+	struct sandq *c = sandq_connect(h->url, "default", err, sizeof(err));
+
+	cr_assert(c != NULL, "connect: %s", err);
+	return c;
+}
+
+struct sandq_result *
+harness_sh(struct sandq *c, const char *script, const struct sandq_job_opts *o)
+{
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	cr_assert(sandq_submit_sh(c, script, o, id) == 0, "submit: %s",
+	    sandq_last_error(c));
+	cr_assert(sandq_wait(c, id, 60000, &r) == 0, "wait: %s", sandq_last_error(c));
+	return r;
+}
+
+int
+harness_run(const char *cmdline, char **out)
+{
+	FILE *f = popen(cmdline, "r");
+	size_t len = 0, cap = 4096;
+	char *buf;
+	size_t n;
+	int st;
+
+	cr_assert(f != NULL);
+	buf = malloc(cap);
+	while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+		}
+	}
+	buf[len] = '\0';
+	st = pclose(f);
+	if (out)
+		*out = buf;
+	else
+		free(buf);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+char *
+harness_redis_cli(const struct harness *h, const char *const *args)
+{
+	char cmd[4096];
+	size_t n;
+	char *out = NULL;
+
+	n = (size_t)snprintf(cmd, sizeof(cmd), "redis-cli -p %d --no-raw", h->port);
+	for (size_t i = 0; args[i] && n < sizeof(cmd); i++)
+		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " '%s'", args[i]);
+	harness_run(cmd, &out);
+	return out;
+}
+
+int
+harness_pgrep(const char *needle, pid_t *pids, int max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	cr_assert(d != NULL);
+	while ((de = readdir(d)) != NULL && n < max) {
+		char path[300], cmd[4096];
+		ssize_t len;
+		int fd;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		len = read(fd, cmd, sizeof(cmd) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		for (ssize_t i = 0; i < len; i++)
+			if (cmd[i] == '\0')
+				cmd[i] = ' ';
+		cmd[len] = '\0';
+		if (strstr(cmd, needle) != NULL)
+			pids[n++] = (pid_t)atoi(de->d_name);
+	}
+	closedir(d);
+	return n;
+}
