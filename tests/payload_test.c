@@ -1,0 +1,1978 @@
+/*
+ * payload_test.c - unit tests for the job/result codecs in queue/payload.c.
+ *
+ * Inputs are built with msgpack-c's own packer (a struct jb collects a map's
+ * entries and counts them, so a test lists fields and never counts by hand),
+ * or written byte by byte where a test needs an encoding the packer would
+ * not choose (array32 of one item, a container announcing more items than
+ * there are bytes). Every rejection test checks three things: the return
+ * code, that e.msg names the field, and what idbuf holds (the id when it was
+ * readable and valid, "" otherwise), since that is what lets the dispatcher
+ * write a `rejected` result instead of a dead letter.
+ *
+ * Everything allocated is freed: the suite runs under ASan with LSan.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <msgpack.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../queue/payload.h"
+
+TestSuite(payload, .timeout = 20);
+
+/*** Job builder ***/
+
+/* A msgpack map under construction: entries go to body, n counts them. */
+struct jb {
+	msgpack_sbuffer body;	/* packed key/value pairs */
+	msgpack_packer pk;	/* packs into body */
+	uint32_t n;		/* pairs so far */
+	msgpack_sbuffer out;	/* the finished map */
+};
+
+static void
+jb_init(struct jb *b)
+{
+	memset(b, 0, sizeof(*b));
+	msgpack_sbuffer_init(&b->body);
+	msgpack_sbuffer_init(&b->out);
+	msgpack_packer_init(&b->pk, &b->body, msgpack_sbuffer_write);
+}
+
+static void
+jb_destroy(struct jb *b)
+{
+	msgpack_sbuffer_destroy(&b->body);
+	msgpack_sbuffer_destroy(&b->out);
+}
+
+static void
+pstr(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str(pk, strlen(s));
+	msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static void
+pbin(msgpack_packer *pk, const void *p, size_t n)
+{
+	msgpack_pack_bin(pk, n);
+	msgpack_pack_bin_body(pk, p, n);
+}
+
+/* Starts an entry: packs the key; the caller packs the value with b->pk. */
+static msgpack_packer *
+jb_key(struct jb *b, const char *k)
+{
+	b->n++;
+	pstr(&b->pk, k);
+	return &b->pk;
+}
+
+static void
+jb_str(struct jb *b, const char *k, const char *v)
+{
+	pstr(jb_key(b, k), v);
+}
+
+static void
+jb_int(struct jb *b, const char *k, int64_t v)
+{
+	msgpack_pack_int64(jb_key(b, k), v);
+}
+
+static void
+jb_bool(struct jb *b, const char *k, bool v)
+{
+	if (v)
+		msgpack_pack_true(jb_key(b, k));
+	else
+		msgpack_pack_false(jb_key(b, k));
+}
+
+/* Packs an array of n C strings. */
+static void
+jb_strv(struct jb *b, const char *k, const char *const *v, size_t n)
+{
+	msgpack_packer *pk = jb_key(b, k);
+
+	msgpack_pack_array(pk, n);
+	for (size_t i = 0; i < n; i++)
+		pstr(pk, v[i]);
+}
+
+/* Packs a map of n string pairs kv[2i] -> kv[2i+1]. */
+static void
+jb_strmap(struct jb *b, const char *k, const char *const *kv, size_t n)
+{
+	msgpack_packer *pk = jb_key(b, k);
+
+	msgpack_pack_map(pk, n);
+	for (size_t i = 0; i < 2 * n; i++)
+		pstr(pk, kv[i]);
+}
+
+/* Packs a one-entry map {k2: v}. */
+static void
+jb_map1_int(struct jb *b, const char *k, const char *k2, int64_t v)
+{
+	msgpack_packer *pk = jb_key(b, k);
+
+	msgpack_pack_map(pk, 1);
+	pstr(pk, k2);
+	msgpack_pack_int64(pk, v);
+}
+
+/* The smallest valid exec job: id, op, argv ["true"]. */
+static void
+jb_exec(struct jb *b, const char *id)
+{
+	static const char *const argv[] = { "true" };
+
+	jb_str(b, "id", id);
+	jb_str(b, "op", "exec");
+	jb_strv(b, "argv", argv, 1);
+}
+
+/* Finishes the map; returns its bytes (owned by b). */
+static const char *
+jb_finish(struct jb *b, size_t *len)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_clear(&b->out);
+	msgpack_packer_init(&pk, &b->out, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, b->n);
+	msgpack_sbuffer_write(&b->out, b->body.data, b->body.size);
+	*len = b->out.size;
+	return b->out.data;
+}
+
+/* Decodes b's map, asserts success, and returns the job. */
+static struct job *
+jb_decode_ok(struct jb *b)
+{
+	struct job *j = NULL;
+	struct err e = { 0 };
+	char id[JOB_ID_MAX + 1];
+	size_t len;
+	const char *buf = jb_finish(b, &len);
+	int rc = payload_job_decode(buf, len, &j, id, &e);
+
+	cr_assert_eq(rc, 0, "decode failed: %d %s", rc, e.msg);
+	cr_assert_not_null(j);
+	cr_expect_str_eq(id, j->id);
+	return j;
+}
+
+/*
+ * Decodes b's map and expects rc, an e.msg containing want_msg, *out NULL,
+ * and idbuf equal to want_id ("" when the id could not be read).
+ */
+static void
+jb_expect_reject(struct jb *b, int want_rc, const char *want_msg,
+    const char *want_id)
+{
+	struct job *j = (struct job *)(uintptr_t)1;
+	struct err e = { 0 };
+	char id[JOB_ID_MAX + 1];
+	size_t len;
+	const char *buf = jb_finish(b, &len);
+	int rc;
+
+	memset(id, 'X', sizeof(id));
+	rc = payload_job_decode(buf, len, &j, id, &e);
+	cr_expect_eq(rc, want_rc, "rc %d, want %d (msg: %s)", rc, want_rc, e.msg);
+	cr_expect_null(j);
+	cr_expect_eq(e.code, want_rc);
+	cr_expect(strstr(e.msg, want_msg) != NULL, "msg '%s' lacks '%s'", e.msg,
+	    want_msg);
+	cr_expect_str_eq(id, want_id);
+	job_free(rc == 0 ? j : NULL);
+}
+
+/* Builds {id:"j1", op:"exec", argv:["true"]} + one more field, expects reject. */
+#define REJECT_EXEC_WITH(want_msg, ...)					\
+	do {								\
+		struct jb b_;						\
+		jb_init(&b_);						\
+		jb_exec(&b_, "j1");					\
+		{ struct jb *b = &b_; __VA_ARGS__; }			\
+		jb_expect_reject(&b_, -EINVAL, (want_msg), "j1");	\
+		jb_destroy(&b_);					\
+	} while (0)
+
+/*** Decoding jobs ***/
+
+static void
+expect_no_optional_fields(const struct job *j)
+{
+	cr_expect_null(j->stdin_data);
+	cr_expect_eq(j->stdin_len, 0);
+	cr_expect_null(j->env);
+	cr_expect_eq(j->nenv, 0);
+	cr_expect_null(j->cwd);
+	cr_expect_eq(j->limits.wall_ms, 0);
+	cr_expect_eq(j->limits.cpu_ms, 0);
+	cr_expect_eq(j->limits.memory_bytes, 0);
+	cr_expect_eq(j->limits.pids, 0);
+	cr_expect_eq(j->limits.output_bytes, 0);
+	cr_expect_eq(j->limits.disk_bytes, 0);
+	cr_expect_eq(j->limits.files, 0);
+	cr_expect_eq(j->preset, PRESET_DEFAULT);
+	cr_expect_eq(j->nfiles, 0);
+	cr_expect_null(j->labels);
+	cr_expect_eq(j->nlabels, 0);
+	cr_expect_null(j->net);
+	cr_expect_eq(j->priority, 0);
+	cr_expect_eq(j->deadline_ms, 0);
+}
+
+Test(payload, decodes_minimal_exec_job)
+{
+	static const char *const argv[] = { "/bin/echo", "hello", "" };
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_str(&b, "id", "job-1");
+	jb_str(&b, "op", "exec");
+	jb_strv(&b, "argv", argv, 3);
+	j = jb_decode_ok(&b);
+	cr_expect_str_eq(j->id, "job-1");
+	cr_expect_eq(j->op, OP_EXEC);
+	cr_assert_eq(j->argc, 3);
+	cr_expect_str_eq(j->argv[0], "/bin/echo");
+	cr_expect_str_eq(j->argv[1], "hello");
+	cr_expect_str_eq(j->argv[2], "");
+	cr_expect_null(j->argv[3]);
+	cr_expect_null(j->script);
+	cr_expect_null(j->code);
+	expect_no_optional_fields(j);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_minimal_sh_job_as_bash_c)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_int(&b, "v", 1);
+	jb_str(&b, "id", "sh.1");
+	jb_str(&b, "op", "sh");
+	jb_str(&b, "script", "echo hi; exit 3");
+	j = jb_decode_ok(&b);
+	cr_expect_eq(j->op, OP_SH);
+	cr_expect_str_eq(j->script, "echo hi; exit 3");
+	cr_expect_null(j->code);
+	cr_assert_eq(j->argc, 3);
+	cr_expect_str_eq(j->argv[0], "bash");
+	cr_expect_str_eq(j->argv[1], "-c");
+	cr_expect_str_eq(j->argv[2], "echo hi; exit 3");
+	cr_expect_null(j->argv[3]);
+	expect_no_optional_fields(j);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_minimal_python_job_as_python3_c)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_str(&b, "op", "python");
+	jb_str(&b, "code", "print(1)");
+	jb_str(&b, "id", "py:1");		/* the id need not come first */
+	j = jb_decode_ok(&b);
+	cr_expect_eq(j->op, OP_PYTHON);
+	cr_expect_str_eq(j->code, "print(1)");
+	cr_expect_null(j->script);
+	cr_assert_eq(j->argc, 3);
+	cr_expect_str_eq(j->argv[0], "python3");
+	cr_expect_str_eq(j->argv[1], "-c");
+	cr_expect_str_eq(j->argv[2], "print(1)");
+	cr_expect_null(j->argv[3]);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, accepts_id_of_max_length)
+{
+	char id[JOB_ID_MAX + 1];
+	struct jb b;
+	struct job *j;
+
+	memset(id, 'a', JOB_ID_MAX);
+	id[JOB_ID_MAX] = '\0';
+	jb_init(&b);
+	jb_exec(&b, id);
+	j = jb_decode_ok(&b);
+	cr_expect_str_eq(j->id, id);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_stdin_as_str)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_str(&b, "stdin", "line\n");
+	j = jb_decode_ok(&b);
+	cr_assert_eq(j->stdin_len, 5);
+	cr_expect_arr_eq(j->stdin_data, "line\n", 5);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_stdin_as_bin_with_nul_bytes)
+{
+	static const uint8_t in[] = { 0, 1, 0xff, 0, 'x' };
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	pbin(jb_key(&b, "stdin"), in, sizeof(in));
+	j = jb_decode_ok(&b);
+	cr_assert_eq(j->stdin_len, sizeof(in));
+	cr_expect_arr_eq(j->stdin_data, in, sizeof(in));
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_empty_stdin_as_present)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_str(&b, "stdin", "");
+	j = jb_decode_ok(&b);
+	cr_expect_not_null(j->stdin_data);
+	cr_expect_eq(j->stdin_len, 0);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_env_as_k_eq_v)
+{
+	static const char *const env[] = { "A", "1", "_B_2", "x=y", "EMPTY", "" };
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_strmap(&b, "env", env, 3);
+	j = jb_decode_ok(&b);
+	cr_assert_eq(j->nenv, 3);
+	cr_expect_str_eq(j->env[0], "A=1");
+	cr_expect_str_eq(j->env[1], "_B_2=x=y");
+	cr_expect_str_eq(j->env[2], "EMPTY=");
+	cr_expect_null(j->env[3]);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_empty_env_as_empty_list)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_strmap(&b, "env", NULL, 0);
+	j = jb_decode_ok(&b);
+	cr_assert_not_null(j->env);
+	cr_expect_eq(j->nenv, 0);
+	cr_expect_null(j->env[0]);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_cwd_relative_to_workspace)
+{
+	static const struct { const char *in, *want; } t[] = {
+		{ "x", "/workspace/x" },
+		{ "./x//y/", "/workspace/x/y" },
+		{ "a/./b/.", "/workspace/a/b" },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct jb b;
+		struct job *j;
+
+		jb_init(&b);
+		jb_exec(&b, "j1");
+		jb_str(&b, "cwd", t[i].in);
+		j = jb_decode_ok(&b);
+		cr_expect_str_eq(j->cwd, t[i].want, "cwd '%s'", t[i].in);
+		job_free(j);
+		jb_destroy(&b);
+	}
+}
+
+Test(payload, decodes_cwd_absolute)
+{
+	static const struct { const char *in, *want; } t[] = {
+		{ "/", "/" },
+		{ "/tmp", "/tmp" },
+		{ "/workspace/x", "/workspace/x" },
+		{ "//tmp//a/./", "/tmp/a" },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct jb b;
+		struct job *j;
+
+		jb_init(&b);
+		jb_exec(&b, "j1");
+		jb_str(&b, "cwd", t[i].in);
+		j = jb_decode_ok(&b);
+		cr_expect_str_eq(j->cwd, t[i].want, "cwd '%s'", t[i].in);
+		job_free(j);
+		jb_destroy(&b);
+	}
+}
+
+/* Packs limits with every key set to base + its index. */
+static void
+jb_all_limits(struct jb *b, uint64_t base)
+{
+	static const char *const names[] = { "wall_ms", "cpu_ms", "memory_bytes",
+	    "pids", "output_bytes", "disk_bytes", "files" };
+	msgpack_packer *pk = jb_key(b, "limits");
+
+	msgpack_pack_map(pk, 7);
+	for (size_t i = 0; i < 7; i++) {
+		pstr(pk, names[i]);
+		msgpack_pack_uint64(pk, base + i);
+	}
+}
+
+Test(payload, decodes_every_limit)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_all_limits(&b, 1000);
+	j = jb_decode_ok(&b);
+	cr_expect_eq(j->limits.wall_ms, 1000);
+	cr_expect_eq(j->limits.cpu_ms, 1001);
+	cr_expect_eq(j->limits.memory_bytes, 1002);
+	cr_expect_eq(j->limits.pids, 1003);
+	cr_expect_eq(j->limits.output_bytes, 1004);
+	cr_expect_eq(j->limits.disk_bytes, 1005);
+	cr_expect_eq(j->limits.files, 1006);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_limits_at_their_maxima)
+{
+	static const struct { const char *name; uint64_t max; } t[] = {
+		{ "wall_ms", 86400000ull }, { "cpu_ms", 86400000ull },
+		{ "memory_bytes", 1ull << 46 }, { "pids", 1u << 22 },
+		{ "output_bytes", 1ull << 30 }, { "disk_bytes", 1ull << 40 },
+		{ "files", 1u << 20 },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct jb b;
+		struct job *j;
+
+		jb_init(&b);
+		jb_exec(&b, "j1");
+		jb_map1_int(&b, "limits", t[i].name, (int64_t)t[i].max);
+		j = jb_decode_ok(&b);
+		job_free(j);
+		jb_destroy(&b);
+
+		jb_init(&b);
+		jb_exec(&b, "j1");
+		jb_map1_int(&b, "limits", t[i].name, (int64_t)t[i].max + 1);
+		char want[64];
+		snprintf(want, sizeof(want), "field 'limits.%s': must be at most", t[i].name);
+		jb_expect_reject(&b, -EINVAL, want, "j1");
+		jb_destroy(&b);
+	}
+}
+
+Test(payload, decodes_each_preset)
+{
+	static const struct { const char *name; enum job_preset p; } t[] = {
+		{ "strict", PRESET_STRICT }, { "normal", PRESET_NORMAL },
+		{ "permissive", PRESET_PERMISSIVE },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct jb b;
+		struct job *j;
+
+		jb_init(&b);
+		jb_exec(&b, "j1");
+		jb_str(&b, "preset", t[i].name);
+		j = jb_decode_ok(&b);
+		cr_expect_eq(j->preset, t[i].p, "preset %s", t[i].name);
+		job_free(j);
+		jb_destroy(&b);
+	}
+}
+
+Test(payload, decodes_files_with_normalised_paths)
+{
+	static const uint8_t blob[] = { 0, 'b', 0 };
+	struct jb b;
+	struct job *j;
+	msgpack_packer *pk;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	pk = jb_key(&b, "files");
+	msgpack_pack_map(pk, 4);
+	pstr(pk, "/a//b/./c");
+	pstr(pk, "one");
+	pstr(pk, "/workspace/x");
+	pbin(pk, blob, sizeof(blob));
+	pstr(pk, "./d/");
+	pstr(pk, "");
+	pstr(pk, "workspace/sub/y");
+	pstr(pk, "y");
+	j = jb_decode_ok(&b);
+	cr_assert_eq(j->nfiles, 4);
+	cr_expect_str_eq(j->files[0].path, "a/b/c");
+	cr_expect_eq(j->files[0].len, 3);
+	cr_expect_arr_eq(j->files[0].data, "one", 3);
+	cr_expect_str_eq(j->files[1].path, "x");
+	cr_expect_eq(j->files[1].len, sizeof(blob));
+	cr_expect_arr_eq(j->files[1].data, blob, sizeof(blob));
+	cr_expect_str_eq(j->files[2].path, "d");
+	cr_expect_eq(j->files[2].len, 0);
+	cr_expect_str_eq(j->files[3].path, "sub/y");
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_labels_as_pairs)
+{
+	static const char *const kv[] = { "team", "infra", "run", "42" };
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_strmap(&b, "labels", kv, 2);
+	j = jb_decode_ok(&b);
+	cr_assert_eq(j->nlabels, 2);
+	for (size_t i = 0; i < 4; i++)
+		cr_expect_str_eq(j->labels[i], kv[i]);
+	cr_expect_null(j->labels[4]);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, decodes_net_priority_deadline_and_false_flags)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_str(&b, "net", "none");
+	jb_int(&b, "priority", -7);
+	jb_int(&b, "deadline_ms", 1700000000123);
+	jb_bool(&b, "stream", false);
+	jb_bool(&b, "persist", false);
+	j = jb_decode_ok(&b);
+	cr_expect_str_eq(j->net, "none");
+	cr_expect_eq(j->priority, -7);
+	cr_expect_eq(j->deadline_ms, 1700000000123);
+	job_free(j);
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_int(&b, "priority", INT64_MAX);
+	j = jb_decode_ok(&b);
+	cr_expect_eq(j->priority, INT64_MAX);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+/*** Encode -> decode ***/
+
+static char *
+xdup(const char *s)
+{
+	char *p = strdup(s);
+
+	cr_assert_not_null(p);
+	return p;
+}
+
+static char **
+strv_new(const char *const *v, size_t n)
+{
+	char **out = calloc(n + 1, sizeof(*out));
+
+	cr_assert_not_null(out);
+	for (size_t i = 0; i < n; i++)
+		out[i] = xdup(v[i]);
+	return out;
+}
+
+/* Compares every field of two jobs. */
+static void
+expect_jobs_equal(const struct job *a, const struct job *b)
+{
+	cr_expect_str_eq(a->id, b->id);
+	cr_expect_eq(a->op, b->op);
+	cr_assert_eq(a->argc, b->argc);
+	for (size_t i = 0; i < a->argc; i++)
+		cr_expect_str_eq(a->argv[i], b->argv[i], "argv[%zu]", i);
+	cr_expect_null(b->argv[b->argc]);
+	cr_expect_eq(a->script == NULL, b->script == NULL);
+	if (a->script && b->script)
+		cr_expect_str_eq(a->script, b->script);
+	cr_expect_eq(a->code == NULL, b->code == NULL);
+	if (a->code && b->code)
+		cr_expect_str_eq(a->code, b->code);
+	cr_assert_eq(a->stdin_len, b->stdin_len);
+	cr_expect_eq(a->stdin_data == NULL, b->stdin_data == NULL);
+	if (a->stdin_len)
+		cr_expect_arr_eq(a->stdin_data, b->stdin_data, a->stdin_len);
+	cr_assert_eq(a->nenv, b->nenv);
+	cr_expect_eq(a->env == NULL, b->env == NULL);
+	for (size_t i = 0; i < a->nenv; i++)
+		cr_expect_str_eq(a->env[i], b->env[i]);
+	cr_expect_eq(a->cwd == NULL, b->cwd == NULL);
+	if (a->cwd && b->cwd)
+		cr_expect_str_eq(a->cwd, b->cwd);
+	cr_expect_eq(memcmp(&a->limits, &b->limits, sizeof(a->limits)), 0);
+	cr_expect_eq(a->preset, b->preset);
+	cr_assert_eq(a->nfiles, b->nfiles);
+	for (size_t i = 0; i < a->nfiles; i++) {
+		cr_expect_str_eq(a->files[i].path, b->files[i].path);
+		cr_assert_eq(a->files[i].len, b->files[i].len);
+		if (a->files[i].len)
+			cr_expect_arr_eq(a->files[i].data, b->files[i].data, a->files[i].len);
+	}
+	cr_assert_eq(a->nlabels, b->nlabels);
+	for (size_t i = 0; i < 2 * a->nlabels; i++)
+		cr_expect_str_eq(a->labels[i], b->labels[i]);
+	cr_expect_eq(a->net == NULL, b->net == NULL);
+	if (a->net && b->net)
+		cr_expect_str_eq(a->net, b->net);
+	cr_expect_eq(a->priority, b->priority);
+	cr_expect_eq(a->deadline_ms, b->deadline_ms);
+}
+
+/* Encodes j, decodes the bytes, and compares. */
+static void
+expect_job_round_trip(const struct job *j)
+{
+	struct job *back = NULL;
+	struct err e = { 0 };
+	char id[JOB_ID_MAX + 1];
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	cr_assert_eq(payload_job_encode(j, &buf, &len), 0);
+	cr_assert_not_null(buf);
+	cr_expect_eq(payload_scan(buf, len, &e), 0, "%s", e.msg);
+	rc = payload_job_decode(buf, len, &back, id, &e);
+	cr_assert_eq(rc, 0, "decode of encoded job failed: %s", e.msg);
+	expect_jobs_equal(j, back);
+	job_free(back);
+	free(buf);
+}
+
+Test(payload, round_trips_every_job_field)
+{
+	static const char *const argv[] = { "/usr/bin/env", "-i", "a b", "ü" };
+	static const char *const env[] = { "A=1", "PATH_X=/x:/y", "E=" };
+	static const char *const labels[] = { "k1", "v1", "k2", "" };
+	static const uint8_t in[] = { 0, 1, 2, 0xff };
+	struct job *j = job_new();
+
+	j->id = xdup("round-trip:1");
+	j->op = OP_EXEC;
+	j->argv = strv_new(argv, 4);
+	j->argc = 4;
+	j->stdin_data = malloc(sizeof(in));
+	memcpy(j->stdin_data, in, sizeof(in));
+	j->stdin_len = sizeof(in);
+	j->env = strv_new(env, 3);
+	j->nenv = 3;
+	j->cwd = xdup("/workspace/sub");
+	j->limits = (struct job_limits){ .wall_ms = 5000, .cpu_ms = 4000,
+	    .memory_bytes = 256u << 20, .pids = 64, .output_bytes = 1u << 20,
+	    .disk_bytes = 1u << 30, .files = 256 };
+	j->preset = PRESET_PERMISSIVE;
+	j->files = calloc(2, sizeof(*j->files));
+	j->files[0].path = xdup("a/b.txt");
+	j->files[0].data = (uint8_t *)xdup("hello");
+	j->files[0].len = 5;
+	j->files[1].path = xdup("bin");
+	j->files[1].data = malloc(sizeof(in));
+	memcpy(j->files[1].data, in, sizeof(in));
+	j->files[1].len = sizeof(in);
+	j->nfiles = 2;
+	j->labels = strv_new(labels, 4);
+	j->nlabels = 2;
+	j->net = xdup("none");
+	j->priority = -3;
+	j->deadline_ms = 1700000000000;
+	expect_job_round_trip(j);
+	job_free(j);
+}
+
+Test(payload, round_trips_decoded_sh_and_python_jobs)
+{
+	static const char *const env[] = { "X", "y" };
+	static const char *const ops[][2] = { { "sh", "script" }, { "python", "code" } };
+
+	for (size_t i = 0; i < 2; i++) {
+		struct jb b;
+		struct job *j;
+
+		jb_init(&b);
+		jb_str(&b, "id", "rt");
+		jb_str(&b, "op", ops[i][0]);
+		jb_str(&b, ops[i][1], "body\nline 2");
+		jb_strmap(&b, "env", env, 1);
+		jb_str(&b, "cwd", "/");
+		jb_all_limits(&b, 1);
+		jb_str(&b, "preset", "strict");
+		jb_int(&b, "priority", 9);
+		j = jb_decode_ok(&b);
+		expect_job_round_trip(j);
+		job_free(j);
+		jb_destroy(&b);
+	}
+}
+
+Test(payload, round_trips_minimal_job)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "min");
+	j = jb_decode_ok(&b);
+	expect_job_round_trip(j);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+/*** Rejected jobs: each names its field ***/
+
+Test(payload, rejects_missing_id)
+{
+	static const char *const argv[] = { "true" };
+	struct jb b;
+
+	jb_init(&b);
+	jb_str(&b, "op", "exec");
+	jb_strv(&b, "argv", argv, 1);
+	jb_expect_reject(&b, -EINVAL, "field 'id': missing", "");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_bad_id_with_empty_idbuf)
+{
+	static const char *const bad[] = { "", "a b", "a/b", "x*", "é", "{t}", "a\nb" };
+	char longid[JOB_ID_MAX + 2];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct jb b;
+
+		jb_init(&b);
+		jb_exec(&b, bad[i]);
+		jb_expect_reject(&b, -EINVAL, "field 'id'", "");
+		jb_destroy(&b);
+	}
+	memset(longid, 'a', JOB_ID_MAX + 1);
+	longid[JOB_ID_MAX + 1] = '\0';
+	{
+		struct jb b;
+
+		jb_init(&b);
+		jb_exec(&b, longid);
+		jb_expect_reject(&b, -EINVAL, "field 'id'", "");
+		jb_destroy(&b);
+	}
+}
+
+Test(payload, rejects_id_with_nul_byte)
+{
+	static const char *const argv[] = { "true" };
+	struct jb b;
+	msgpack_packer *pk;
+
+	jb_init(&b);
+	pk = jb_key(&b, "id");
+	msgpack_pack_str(pk, 3);
+	msgpack_pack_str_body(pk, "a\0b", 3);
+	jb_str(&b, "op", "exec");
+	jb_strv(&b, "argv", argv, 1);
+	jb_expect_reject(&b, -EINVAL, "field 'id'", "");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_id_that_is_not_a_string)
+{
+	static const char *const argv[] = { "true" };
+	struct jb b;
+
+	jb_init(&b);
+	jb_int(&b, "id", 12);
+	jb_str(&b, "op", "exec");
+	jb_strv(&b, "argv", argv, 1);
+	jb_expect_reject(&b, -EINVAL, "field 'id'", "");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_id_given_twice)
+{
+	struct jb b;
+
+	jb_init(&b);
+	jb_exec(&b, "first");
+	jb_str(&b, "id", "second");
+	jb_expect_reject(&b, -EINVAL, "field 'id': given twice", "");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_missing_op)
+{
+	static const char *const argv[] = { "true" };
+	struct jb b;
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_strv(&b, "argv", argv, 1);
+	jb_expect_reject(&b, -EINVAL, "field 'op': missing", "j1");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_unknown_and_non_string_op)
+{
+	struct jb b;
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "execute");
+	jb_expect_reject(&b, -EINVAL, "field 'op': unknown op 'execute'", "j1");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "none");
+	jb_expect_reject(&b, -EINVAL, "field 'op'", "j1");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_int(&b, "op", 1);
+	jb_expect_reject(&b, -EINVAL, "field 'op': expected a string", "j1");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_later_ops_as_not_available)
+{
+	static const char *const later[] = {
+		"fs.read", "fs.write", "fs.list", "fs.stat", "fs.delete",
+		"kv.get", "kv.set", "kv.delete", "kv.keys",
+		"sandbox.create", "sandbox.fork", "sandbox.delete",
+		"sandbox.export", "sandbox.import", "sandbox.history",
+	};
+
+	for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++) {
+		struct jb b;
+		char want[96];
+
+		jb_init(&b);
+		jb_str(&b, "id", "j1");
+		jb_str(&b, "op", later[i]);
+		snprintf(want, sizeof(want), "field 'op': '%s' is not available", later[i]);
+		jb_expect_reject(&b, -EINVAL, want, "j1");
+		jb_destroy(&b);
+	}
+}
+
+Test(payload, rejects_bad_argv)
+{
+	static const char *const one[] = { "x" };
+	static const char *const empty0[] = { "" , "x" };
+	struct jb b;
+	msgpack_packer *pk;
+
+	/* Missing. */
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	jb_expect_reject(&b, -EINVAL, "field 'argv': missing", "j1");
+	jb_destroy(&b);
+
+	/* Not an array. */
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	jb_str(&b, "argv", "true");
+	jb_expect_reject(&b, -EINVAL, "field 'argv': expected an array", "j1");
+	jb_destroy(&b);
+
+	/* Empty. */
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	jb_strv(&b, "argv", one, 0);
+	jb_expect_reject(&b, -EINVAL, "field 'argv': must not be empty", "j1");
+	jb_destroy(&b);
+
+	/* An element that is not a string. */
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	pk = jb_key(&b, "argv");
+	msgpack_pack_array(pk, 2);
+	pstr(pk, "echo");
+	msgpack_pack_int(pk, 5);
+	jb_expect_reject(&b, -EINVAL, "field 'argv[1]': expected a string", "j1");
+	jb_destroy(&b);
+
+	/* A NUL byte inside an argument. */
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	pk = jb_key(&b, "argv");
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_str(pk, 4);
+	msgpack_pack_str_body(pk, "ab\0c", 4);
+	jb_expect_reject(&b, -EINVAL, "field 'argv[0]': contains a NUL byte", "j1");
+	jb_destroy(&b);
+
+	/* An empty program name. */
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	jb_strv(&b, "argv", empty0, 2);
+	jb_expect_reject(&b, -EINVAL, "field 'argv[0]': must not be empty", "j1");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_argv_over_exec_bytes_max)
+{
+	/* 9 arguments of 128 KiB - 1 exceed the 1 MiB argv + env budget. */
+	size_t n = JOB_ARG_MAX - 1;
+	char *big = malloc(n + 1);
+	struct jb b;
+	msgpack_packer *pk;
+
+	cr_assert_not_null(big);
+	memset(big, 'a', n);
+	big[n] = '\0';
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	pk = jb_key(&b, "argv");
+	msgpack_pack_array(pk, 9);
+	for (int i = 0; i < 9; i++)
+		pstr(pk, big);
+	jb_expect_reject(&b, -EINVAL, "field 'argv': arguments and environment exceed",
+	    "j1");
+	jb_destroy(&b);
+
+	/* One argument of JOB_ARG_MAX bytes is too long by itself. */
+	big = realloc(big, JOB_ARG_MAX + 1);
+	cr_assert_not_null(big);
+	memset(big, 'a', JOB_ARG_MAX);
+	big[JOB_ARG_MAX] = '\0';
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "exec");
+	jb_strv(&b, "argv", (const char *const *)&big, 1);
+	jb_expect_reject(&b, -EINVAL, "field 'argv[0]': longer than", "j1");
+	jb_destroy(&b);
+	free(big);
+}
+
+Test(payload, rejects_bad_env)
+{
+	static const char *const bad_names[] = { "1A", "A-B", "", "A=B", "A B" };
+
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		const char *kv[] = { bad_names[i], "v" };
+
+		REJECT_EXEC_WITH("field 'env': variable names must match",
+		    jb_strmap(b, "env", kv, 1));
+	}
+	/* A value that is not a string names the variable. */
+	REJECT_EXEC_WITH("field 'env.HOME': expected a string",
+	    jb_map1_int(b, "env", "HOME", 1));
+	/* Not a map. */
+	REJECT_EXEC_WITH("field 'env': expected a map", jb_str(b, "env", "A=1"));
+
+	/* A non-string key. */
+	REJECT_EXEC_WITH("field 'env': variable names must match",
+	    { msgpack_packer *pk = jb_key(b, "env");
+	      msgpack_pack_map(pk, 1); msgpack_pack_int(pk, 1); pstr(pk, "v"); });
+}
+
+Test(payload, rejects_bad_limits)
+{
+	/* Unknown key. */
+	REJECT_EXEC_WITH("field 'limits': unknown limit 'walltime'",
+	    jb_map1_int(b, "limits", "walltime", 5));
+	/* Zero: 0 means "not set", so a client cannot send it. */
+	REJECT_EXEC_WITH("field 'limits.wall_ms': must be at least 1",
+	    jb_map1_int(b, "limits", "wall_ms", 0));
+	/* Negative. */
+	REJECT_EXEC_WITH("field 'limits.cpu_ms': must be at least 1",
+	    jb_map1_int(b, "limits", "cpu_ms", -1));
+	/* Wrong type. */
+	REJECT_EXEC_WITH("field 'limits.pids': expected an integer",
+	    { msgpack_packer *pk = jb_key(b, "limits");
+	      msgpack_pack_map(pk, 1); pstr(pk, "pids"); pstr(pk, "10"); });
+	REJECT_EXEC_WITH("field 'limits.memory_bytes': expected an integer",
+	    { msgpack_packer *pk = jb_key(b, "limits");
+	      msgpack_pack_map(pk, 1); pstr(pk, "memory_bytes");
+	      msgpack_pack_double(pk, 1.5); });
+	/* Not a map. */
+	REJECT_EXEC_WITH("field 'limits': expected a map", jb_int(b, "limits", 5));
+}
+
+Test(payload, rejects_unknown_preset)
+{
+	REJECT_EXEC_WITH("field 'preset'", jb_str(b, "preset", "paranoid"));
+	REJECT_EXEC_WITH("field 'preset'", jb_str(b, "preset", "default"));
+	REJECT_EXEC_WITH("field 'preset'", jb_int(b, "preset", 1));
+}
+
+/* Packs files as a map of paths, each to "x". */
+static void
+jb_files(struct jb *b, const char *const *paths, size_t n)
+{
+	msgpack_packer *pk = jb_key(b, "files");
+
+	msgpack_pack_map(pk, n);
+	for (size_t i = 0; i < n; i++) {
+		pstr(pk, paths[i]);
+		pstr(pk, "x");
+	}
+}
+
+Test(payload, rejects_bad_files)
+{
+	static const char *const dotdot[] = { "a/../b" };
+	static const char *const dotdot2[] = { "../x" };
+	static const char *const dup[] = { "a/b", "/a//b/" };
+	static const char *const dup_ws[] = { "x", "/workspace/x" };
+	static const char *const file_dir[] = { "a", "a/b" };
+	static const char *const dir_file[] = { "a/b/c", "a/b" };
+	static const char *const ws[] = { "/workspace" };
+	static const char *const empty[] = { "/" };
+	static const char *const ctl[] = { "a\tb" };
+
+	REJECT_EXEC_WITH("field 'files': path must not contain '..'",
+	    jb_files(b, dotdot, 1));
+	REJECT_EXEC_WITH("field 'files': path must not contain '..'",
+	    jb_files(b, dotdot2, 1));
+	REJECT_EXEC_WITH("field 'files': 'a/b' given twice", jb_files(b, dup, 2));
+	REJECT_EXEC_WITH("field 'files': 'x' given twice", jb_files(b, dup_ws, 2));
+	REJECT_EXEC_WITH("field 'files': 'a' is both a file and a directory",
+	    jb_files(b, file_dir, 2));
+	REJECT_EXEC_WITH("field 'files': 'a/b' is both a file and a directory",
+	    jb_files(b, dir_file, 2));
+	REJECT_EXEC_WITH("field 'files'", jb_files(b, ws, 1));
+	REJECT_EXEC_WITH("field 'files': path is empty", jb_files(b, empty, 1));
+	REJECT_EXEC_WITH("field 'files': path has a control character",
+	    jb_files(b, ctl, 1));
+	REJECT_EXEC_WITH("field 'files': expected a map", jb_str(b, "files", "a"));
+	REJECT_EXEC_WITH("field 'files': expected bytes",
+	    jb_map1_int(b, "files", "a", 1));
+	REJECT_EXEC_WITH("field 'files': a path contains a NUL byte",
+	    { msgpack_packer *pk = jb_key(b, "files");
+	      msgpack_pack_map(pk, 1); msgpack_pack_str(pk, 3);
+	      msgpack_pack_str_body(pk, "a\0b", 3); pstr(pk, "x"); });
+}
+
+Test(payload, rejects_bad_cwd)
+{
+	REJECT_EXEC_WITH("field 'cwd': path must not contain '..'",
+	    jb_str(b, "cwd", "/workspace/../etc"));
+	REJECT_EXEC_WITH("field 'cwd': path is empty", jb_str(b, "cwd", ""));
+	REJECT_EXEC_WITH("field 'cwd': expected a string", jb_int(b, "cwd", 1));
+}
+
+Test(payload, rejects_bad_labels)
+{
+	REJECT_EXEC_WITH("field 'labels': expected a map", jb_str(b, "labels", "x"));
+	REJECT_EXEC_WITH("field 'labels': expected a string",
+	    jb_map1_int(b, "labels", "k", 1));
+}
+
+Test(payload, rejects_script_or_code_for_exec)
+{
+	REJECT_EXEC_WITH("field 'script': not used by op exec",
+	    jb_str(b, "script", "echo"));
+	REJECT_EXEC_WITH("field 'code': not used by op exec", jb_str(b, "code", "1"));
+}
+
+Test(payload, rejects_wrong_source_fields_for_sh_and_python)
+{
+	static const char *const argv[] = { "true" };
+	struct jb b;
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "sh");
+	jb_expect_reject(&b, -EINVAL, "field 'script': missing (op sh)", "j1");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "sh");
+	jb_str(&b, "code", "print(1)");
+	jb_expect_reject(&b, -EINVAL, "field 'script': missing", "j1");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "python");
+	jb_expect_reject(&b, -EINVAL, "field 'code': missing (op python)", "j1");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "sh");
+	jb_str(&b, "script", "true");
+	jb_strv(&b, "argv", argv, 1);
+	jb_expect_reject(&b, -EINVAL, "field 'argv': not used by op sh", "j1");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "python");
+	jb_str(&b, "code", "1");
+	jb_str(&b, "script", "true");
+	jb_expect_reject(&b, -EINVAL, "field 'script': not used by op python", "j1");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "sh");
+	jb_int(&b, "script", 3);
+	jb_expect_reject(&b, -EINVAL, "field 'script': expected a string", "j1");
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_stream_and_persist_true)
+{
+	REJECT_EXEC_WITH("field 'stream': live output is not available",
+	    jb_bool(b, "stream", true));
+	REJECT_EXEC_WITH("field 'stream': expected true or false",
+	    jb_int(b, "stream", 1));
+	REJECT_EXEC_WITH("field 'persist'", jb_bool(b, "persist", true));
+}
+
+Test(payload, rejects_fields_of_later_versions)
+{
+	static const char *const names[] = { "sandbox", "perms", "perm_preset", "image" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "field '%s': not available", names[i]);
+		REJECT_EXEC_WITH(want, jb_str(b, names[i], "x"));
+	}
+}
+
+Test(payload, rejects_unknown_top_level_field)
+{
+	REJECT_EXEC_WITH("unknown field 'limts'", jb_map1_int(b, "limts", "wall_ms", 1));
+	/* A non-string key. */
+	REJECT_EXEC_WITH("unknown field", { b->n++; msgpack_pack_int(&b->pk, 1);
+	    msgpack_pack_int(&b->pk, 2); });
+}
+
+Test(payload, rejects_other_versions)
+{
+	REJECT_EXEC_WITH("field 'v'", jb_int(b, "v", 2));
+	REJECT_EXEC_WITH("field 'v'", jb_int(b, "v", 0));
+	REJECT_EXEC_WITH("field 'v'", jb_str(b, "v", "1"));
+}
+
+Test(payload, rejects_bad_net_priority_deadline)
+{
+	REJECT_EXEC_WITH("field 'net': mode 'host' is not allowed",
+	    jb_str(b, "net", "host"));
+	REJECT_EXEC_WITH("field 'priority': expected an integer",
+	    jb_str(b, "priority", "high"));
+	REJECT_EXEC_WITH("field 'deadline_ms'", jb_int(b, "deadline_ms", -1));
+	REJECT_EXEC_WITH("field 'deadline_ms'",
+	    { msgpack_pack_uint64(jb_key(b, "deadline_ms"), UINT64_MAX); });
+	REJECT_EXEC_WITH("field 'stdin': expected bytes", jb_int(b, "stdin", 1));
+}
+
+/*
+ * A repeated top-level key must be refused rather than decoded twice: the
+ * second "files", "env" or "labels" would otherwise replace an array whose
+ * count was kept from the first (a heap overflow), and a second "stdin",
+ * "cwd" or "net" would leak the first.
+ */
+Test(payload, rejects_repeated_top_level_field)
+{
+	static const char *const two[] = { "a", "b" };
+	static const char *const one[] = { "c" };
+	static const char *const kv2[] = { "A", "1", "B", "2" };
+	static const char *const kv1[] = { "C", "3" };
+
+	REJECT_EXEC_WITH("field 'files': given twice",
+	    jb_files(b, two, 2); jb_files(b, one, 1));
+	REJECT_EXEC_WITH("field 'env': given twice",
+	    jb_strmap(b, "env", kv2, 2); jb_strmap(b, "env", kv1, 1));
+	REJECT_EXEC_WITH("field 'labels': given twice",
+	    jb_strmap(b, "labels", kv2, 2); jb_strmap(b, "labels", NULL, 0));
+	REJECT_EXEC_WITH("field 'stdin': given twice",
+	    jb_str(b, "stdin", "a"); jb_str(b, "stdin", "b"));
+	REJECT_EXEC_WITH("field 'cwd': given twice",
+	    jb_str(b, "cwd", "a"); jb_str(b, "cwd", "b"));
+	REJECT_EXEC_WITH("field 'net': given twice",
+	    jb_str(b, "net", "none"); jb_str(b, "net", "none"));
+	REJECT_EXEC_WITH("field 'op': given twice", jb_str(b, "op", "sh"));
+	REJECT_EXEC_WITH("field 'argv': given twice", jb_strv(b, "argv", one, 1));
+}
+
+Test(payload, rejects_input_that_is_not_one_map)
+{
+	static const uint8_t array[] = { 0x91, 0xc0 };
+	static const uint8_t str[] = { 0xa1, 'x' };
+	static const uint8_t junk[] = { 0xc1 };
+	static const struct { const uint8_t *p; size_t n; } t[] = {
+		{ array, sizeof(array) }, { str, sizeof(str) }, { junk, sizeof(junk) },
+		{ array, 1 }, { array, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct job *j = NULL;
+		struct err e = { 0 };
+		char id[JOB_ID_MAX + 1] = "stale";
+
+		cr_expect_eq(payload_job_decode(t[i].p, t[i].n, &j, id, &e), -EBADMSG,
+		    "case %zu", i);
+		cr_expect_null(j);
+		cr_expect_str_eq(id, "");
+		cr_expect_neq(e.msg[0], '\0');
+	}
+}
+
+Test(payload, decodes_with_null_idbuf)
+{
+	struct jb b;
+	struct job *j = NULL;
+	struct err e = { 0 };
+	size_t len;
+	const char *buf;
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	buf = jb_finish(&b, &len);
+	cr_expect_eq(payload_job_decode(buf, len, &j, NULL, &e), -EINVAL);
+	cr_expect(strstr(e.msg, "field 'op'") != NULL);
+	jb_destroy(&b);
+}
+
+/*** payload_scan ***/
+
+static int
+scan(const uint8_t *p, size_t n, struct err *e)
+{
+	memset(e, 0, sizeof(*e));
+	return payload_scan(p, n, e);
+}
+
+Test(payload, scan_rejects_empty_input)
+{
+	struct err e;
+
+	cr_expect_eq(scan((const uint8_t *)"", 0, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "empty") != NULL, "%s", e.msg);
+}
+
+Test(payload, scan_rejects_every_truncation_of_a_job)
+{
+	struct jb b;
+	size_t len;
+	const uint8_t *buf;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_str(&b, "stdin", "some input");
+	jb_all_limits(&b, 100000);
+	jb_int(&b, "deadline_ms", 1700000000000);
+	buf = (const uint8_t *)jb_finish(&b, &len);
+	cr_assert_eq(payload_scan(buf, len, NULL), 0);
+	for (size_t n = 1; n < len; n++) {
+		struct err e;
+		struct job *j = NULL;
+		struct result *r = NULL;
+
+		cr_expect_eq(scan(buf, n, &e), -EBADMSG, "prefix of %zu bytes", n);
+		cr_expect_eq(payload_job_decode(buf, n, &j, NULL, &e), -EBADMSG);
+		cr_expect_eq(payload_result_decode(buf, n, &r, &e), -EBADMSG);
+	}
+	jb_destroy(&b);
+}
+
+/*
+ * Each input announces far more items or bytes than it holds. msgpack-c
+ * would allocate the announced count before noticing (32 GiB for the
+ * first), so decode must stop at the scan; the test would die of OOM or
+ * ASan's allocation limit if it did not.
+ */
+Test(payload, scan_rejects_counts_beyond_the_input)
+{
+	static const uint8_t a32[] = { 0xdd, 0x7f, 0xff, 0xff, 0xff };
+	static const uint8_t a32b[] = { 0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0, 0xc0 };
+	static const uint8_t a16[] = { 0xdc, 0xff, 0xff, 0xc0 };
+	static const uint8_t m32[] = { 0xdf, 0x7f, 0xff, 0xff, 0xff, 0xc0 };
+	static const uint8_t m16[] = { 0xde, 0x00, 0x02, 0xc0, 0xc0, 0xc0 };
+	static const uint8_t fixa[] = { 0x93, 0xc0, 0xc0 };
+	static const uint8_t fixm[] = { 0x81, 0xc0 };
+	static const uint8_t nested[] = { 0x91, 0xdd, 0x7f, 0xff, 0xff, 0xff };
+	static const uint8_t s32[] = { 0xdb, 0x00, 0x00, 0x01, 0x00, 'a' };
+	static const uint8_t s32max[] = { 0xdb, 0xff, 0xff, 0xff, 0xff, 'a' };
+	static const uint8_t s8[] = { 0xd9, 0x02, 'a' };
+	static const uint8_t s16[] = { 0xda, 0x01, 0x00, 'a' };
+	static const uint8_t fixs[] = { 0xa3, 'a', 'b' };
+	static const uint8_t b32[] = { 0xc6, 0x7f, 0xff, 0xff, 0xff };
+	static const uint8_t e32[] = { 0xc9, 0x00, 0x00, 0x00, 0x01, 0x05 };
+	static const uint8_t e8[] = { 0xc7, 0x00 };
+	static const uint8_t fe16[] = { 0xd8, 0x01, 0x02 };
+	static const uint8_t u16[] = { 0xcd, 0x01 };
+	static const uint8_t u64[] = { 0xcf, 0, 0, 0, 0, 0, 0, 0 };
+	static const uint8_t f64[] = { 0xcb, 0, 0 };
+	static const uint8_t hdr32[] = { 0xdd, 0x00, 0x00 };
+	static const uint8_t key_no_val[] = { 0x82, 0xa1, 'a', 0x01, 0xa1, 'b' };
+	static const struct { const char *name; const uint8_t *p; size_t n; } t[] = {
+#define C(x) { #x, x, sizeof(x) }
+		C(a32), C(a32b), C(a16), C(m32), C(m16), C(fixa), C(fixm), C(nested),
+		C(s32), C(s32max), C(s8), C(s16), C(fixs), C(b32), C(e32), C(e8),
+		C(fe16), C(u16), C(u64), C(f64), C(hdr32), C(key_no_val),
+#undef C
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct err e;
+		struct job *j = NULL;
+		struct result *r = NULL;
+
+		cr_expect_eq(scan(t[i].p, t[i].n, &e), -EBADMSG, "case %s", t[i].name);
+		cr_expect_neq(e.msg[0], '\0', "case %s", t[i].name);
+		cr_expect_eq(payload_job_decode(t[i].p, t[i].n, &j, NULL, &e), -EBADMSG,
+		    "case %s", t[i].name);
+		cr_expect_eq(payload_result_decode(t[i].p, t[i].n, &r, &e), -EBADMSG,
+		    "case %s", t[i].name);
+	}
+}
+
+/* n nested one-element containers (array or map) around a nil. */
+static uint8_t *
+nest_new(size_t depth, bool maps, size_t *len)
+{
+	uint8_t *p = malloc(2 * depth + 1);
+	size_t o = 0;
+
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < depth; i++) {
+		if (maps) {
+			p[o++] = 0x81;	/* {nil: ...} */
+			p[o++] = 0xc0;
+		} else {
+			p[o++] = 0x91;	/* [...] */
+		}
+	}
+	p[o++] = 0xc0;
+	*len = o;
+	return p;
+}
+
+Test(payload, scan_bounds_nesting_depth)
+{
+	for (int maps = 0; maps < 2; maps++) {
+		struct err e;
+		size_t len;
+		uint8_t *p = nest_new(PAYLOAD_MAX_DEPTH, maps, &len);
+
+		cr_expect_eq(scan(p, len, &e), 0, "depth %d: %s", PAYLOAD_MAX_DEPTH, e.msg);
+		free(p);
+		p = nest_new(PAYLOAD_MAX_DEPTH + 1, maps, &len);
+		cr_expect_eq(scan(p, len, &e), -EBADMSG);
+		cr_expect(strstr(e.msg, "nested deeper") != NULL, "%s", e.msg);
+		free(p);
+		p = nest_new(10000, maps, &len);
+		cr_expect_eq(scan(p, len, &e), -EBADMSG);
+		free(p);
+	}
+}
+
+Test(payload, scan_rejects_trailing_bytes_and_0xc1)
+{
+	static const uint8_t trailing[] = { 0xc0, 0xc0 };
+	static const uint8_t trailing_map[] = { 0x80, 0x00 };
+	static const uint8_t c1[] = { 0xc1 };
+	static const uint8_t c1_inside[] = { 0x92, 0xc0, 0xc1 };
+	struct err e;
+
+	cr_expect_eq(scan(trailing, sizeof(trailing), &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "trailing") != NULL, "%s", e.msg);
+	cr_expect_eq(scan(trailing_map, sizeof(trailing_map), &e), -EBADMSG);
+	cr_expect_eq(scan(c1, sizeof(c1), &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "0xc1") != NULL, "%s", e.msg);
+	cr_expect_eq(scan(c1_inside, sizeof(c1_inside), &e), -EBADMSG);
+}
+
+/* Asserts that scan and msgpack-c both accept p as exactly one object. */
+static void
+expect_scan_accepts(const char *name, const void *p, size_t n)
+{
+	msgpack_unpacked up;
+	struct err e;
+	size_t off = 0;
+
+	cr_expect_eq(scan(p, n, &e), 0, "case %s: %s", name, e.msg);
+	msgpack_unpacked_init(&up);
+	cr_expect_eq(msgpack_unpack_next(&up, p, n, &off), MSGPACK_UNPACK_SUCCESS,
+	    "case %s: msgpack-c disagrees", name);
+	cr_expect_eq(off, n, "case %s", name);
+	msgpack_unpacked_destroy(&up);
+}
+
+Test(payload, scan_accepts_every_msgpack_type)
+{
+	static const uint8_t fixext16[18] = { 0xd8, 0x05 };
+	static const uint8_t enc[][12] = {
+		{ 0xc0 }, { 0xc2 }, { 0xc3 }, { 0x00 }, { 0x7f }, { 0xe0 }, { 0xff },
+		{ 0xcc, 0xff }, { 0xcd, 0xff, 0xff }, { 0xce, 1, 2, 3, 4 },
+		{ 0xcf, 1, 2, 3, 4, 5, 6, 7, 8 },
+		{ 0xd0, 0x80 }, { 0xd1, 0x80, 0x00 }, { 0xd2, 0x80, 0, 0, 0 },
+		{ 0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0 },
+		{ 0xca, 0x3f, 0xc0, 0, 0 }, { 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0 },
+		{ 0xa0 }, { 0xa2, 'h', 'i' }, { 0xd9, 0x00 }, { 0xd9, 0x01, 'x' },
+		{ 0xda, 0x00, 0x01, 'x' }, { 0xdb, 0x00, 0x00, 0x00, 0x01, 'x' },
+		{ 0xc4, 0x00 }, { 0xc4, 0x01, 0x00 }, { 0xc5, 0x00, 0x01, 0x00 },
+		{ 0xc6, 0x00, 0x00, 0x00, 0x02, 0x00, 0x01 },
+		{ 0xd4, 0x01, 0xaa }, { 0xd5, 0x01, 0xaa, 0xbb },
+		{ 0xd6, 0xff, 1, 2, 3, 4 }, { 0xd7, 0x80, 1, 2, 3, 4, 5, 6, 7, 8 },
+		{ 0xc7, 0x00, 0x05 }, { 0xc7, 0x02, 0x05, 1, 2 },
+		{ 0xc8, 0x00, 0x01, 0x05, 1 }, { 0xc9, 0x00, 0x00, 0x00, 0x01, 0x05, 1 },
+		{ 0x90 }, { 0x80 }, { 0x92, 0xc0, 0xc3 }, { 0x81, 0xa1, 'k', 0x01 },
+		{ 0xdc, 0x00, 0x00 }, { 0xdc, 0x00, 0x01, 0xc0 },
+		{ 0xdd, 0x00, 0x00, 0x00, 0x01, 0xc0 },
+		{ 0xde, 0x00, 0x01, 0xc0, 0xc0 }, { 0xdf, 0x00, 0x00, 0x00, 0x01, 0xc0, 0xc0 },
+	};
+	static const uint8_t lens[] = {
+		1, 1, 1, 1, 1, 1, 1, 2, 3, 5, 9, 2, 3, 5, 9, 5, 9, 1, 3, 2, 3, 4, 6,
+		2, 3, 4, 7, 3, 4, 6, 10, 3, 5, 5, 7, 1, 1, 3, 4, 3, 4, 6, 5, 7,
+	};
+
+	_Static_assert(sizeof(lens) == sizeof(enc) / sizeof(enc[0]), "table");
+	for (size_t i = 0; i < sizeof(lens); i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "0x%02x#%zu", enc[i][0], i);
+		expect_scan_accepts(name, enc[i], lens[i]);
+	}
+	expect_scan_accepts("fixext16", fixext16, sizeof(fixext16));
+}
+
+/* Packs one of everything with msgpack-c, each size class of str/bin/ext. */
+Test(payload, scan_accepts_what_msgpack_c_packs)
+{
+	static const size_t sizes[] = { 0, 1, 31, 32, 255, 256, 65535, 65536, 70000 };
+	static const size_t ext_sizes[] = { 1, 2, 3, 4, 8, 16, 17, 300, 70000 };
+	char *blob = calloc(1, 70000);
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	cr_assert_not_null(blob);
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 17 + 3 * 9 + 3);
+	msgpack_pack_nil(&pk);
+	msgpack_pack_true(&pk);
+	msgpack_pack_false(&pk);
+	msgpack_pack_int(&pk, 5);
+	msgpack_pack_int(&pk, -5);
+	msgpack_pack_uint8(&pk, 200);
+	msgpack_pack_uint16(&pk, 60000);
+	msgpack_pack_uint32(&pk, 4000000000u);
+	msgpack_pack_uint64(&pk, UINT64_MAX);
+	msgpack_pack_int8(&pk, -100);
+	msgpack_pack_int16(&pk, -30000);
+	msgpack_pack_int32(&pk, INT32_MIN);
+	msgpack_pack_int64(&pk, INT64_MIN);
+	msgpack_pack_float(&pk, 1.5f);
+	msgpack_pack_double(&pk, -2.25);
+	msgpack_pack_array(&pk, 0);
+	msgpack_pack_map(&pk, 0);
+	for (size_t i = 0; i < 9; i++) {
+		msgpack_pack_str(&pk, sizes[i]);
+		msgpack_pack_str_body(&pk, blob, sizes[i]);
+		msgpack_pack_bin(&pk, sizes[i]);
+		msgpack_pack_bin_body(&pk, blob, sizes[i]);
+		msgpack_pack_ext(&pk, ext_sizes[i], 7);
+		msgpack_pack_ext_body(&pk, blob, ext_sizes[i]);
+	}
+	/* array16, map16 and array32 by count. */
+	msgpack_pack_array(&pk, 20);
+	for (int i = 0; i < 20; i++)
+		msgpack_pack_int(&pk, i);
+	msgpack_pack_map(&pk, 20);
+	for (int i = 0; i < 40; i++)
+		msgpack_pack_int(&pk, i);
+	msgpack_pack_array(&pk, 70000);
+	for (int i = 0; i < 70000; i++)
+		msgpack_pack_nil(&pk);
+	expect_scan_accepts("packed", sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	free(blob);
+}
+
+Test(payload, scan_accepts_nested_maps_and_arrays_at_max_depth)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	/* Alternate maps and arrays, each with siblings around the child. */
+	for (int d = 0; d < PAYLOAD_MAX_DEPTH; d++) {
+		if (d % 2 == 0) {
+			msgpack_pack_map(&pk, 2);
+			pstr(&pk, "a");
+			msgpack_pack_int(&pk, d);
+			pstr(&pk, "child");
+		} else {
+			msgpack_pack_array(&pk, 3);
+			msgpack_pack_true(&pk);
+		}
+	}
+	msgpack_pack_nil(&pk);
+	/* Close the arrays' trailing siblings, innermost first. */
+	for (int d = PAYLOAD_MAX_DEPTH - 1; d >= 0; d--)
+		if (d % 2 == 1)
+			msgpack_pack_array(&pk, 0);
+	expect_scan_accepts("alternating", sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+/*** payload_path_normalise ***/
+
+Test(payload, path_normalise_cases)
+{
+	static const struct { const char *in, *want; } ok[] = {
+		{ "a", "a" }, { "a/b", "a/b" }, { "/a/b", "a/b" }, { "./a//b/", "a/b" },
+		{ "/a//b/./c", "a/b/c" }, { "a/./b/.", "a/b" }, { "///x///", "x" },
+		{ "...", "..." }, { "..a/b..", "..a/b.." }, { ".hidden", ".hidden" },
+		{ "/workspace/x", "workspace/x" }, { "sp ace/ü", "sp ace/ü" },
+	};
+	static const struct { const char *in; size_t len; const char *why; } bad[] = {
+		{ "", 0, "empty" }, { "/", 1, "empty" }, { ".", 1, "empty" },
+		{ "./", 2, "empty" }, { "//./", 4, "empty" },
+		{ "..", 2, "'..'" }, { "a/../b", 6, "'..'" }, { "../a", 4, "'..'" },
+		{ "a/..", 4, "'..'" }, { "/a/b/../../..", 13, "'..'" },
+		{ "a\nb", 3, "control" }, { "a\x7f", 2, "control" }, { "a\0b", 3, "control" },
+		{ "\x1b[0m", 4, "control" },
+	};
+	char out[JOB_PATH_MAX + 1];
+	struct err e;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		cr_expect_eq(payload_path_normalise(ok[i].in, strlen(ok[i].in), out,
+		    "files", &e), 0, "'%s': %s", ok[i].in, e.msg);
+		cr_expect_str_eq(out, ok[i].want, "'%s'", ok[i].in);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		cr_expect_eq(payload_path_normalise(bad[i].in, bad[i].len, out, "cwd", &e),
+		    -EINVAL, "case %zu", i);
+		cr_expect(strstr(e.msg, "field 'cwd'") != NULL, "case %zu: %s", i, e.msg);
+		cr_expect(strstr(e.msg, bad[i].why) != NULL, "case %zu: %s", i, e.msg);
+	}
+}
+
+Test(payload, path_normalise_bounds)
+{
+	char in[JOB_PATH_MAX + 2];
+	char out[JOB_PATH_MAX + 1];
+	struct err e;
+
+	/* A component of JOB_NAME_MAX bytes is fine; one more is not. */
+	memset(in, 'n', JOB_NAME_MAX + 1);
+	cr_expect_eq(payload_path_normalise(in, JOB_NAME_MAX, out, "files", &e), 0);
+	cr_expect_eq(strlen(out), JOB_NAME_MAX);
+	cr_expect_eq(payload_path_normalise(in, JOB_NAME_MAX + 1, out, "files", &e),
+	    -EINVAL);
+	cr_expect(strstr(e.msg, "component longer") != NULL, "%s", e.msg);
+
+	/* A path of JOB_PATH_MAX bytes fills out exactly; one more is refused. */
+	for (size_t i = 0; i < JOB_PATH_MAX + 1; i++)
+		in[i] = (i % 2) ? '/' : 'a';
+	cr_expect_eq(payload_path_normalise(in, JOB_PATH_MAX, out, "files", &e), 0,
+	    "%s", e.msg);
+	cr_expect_eq(strlen(out), JOB_PATH_MAX - 1);
+	in[JOB_PATH_MAX - 1] = 'b';
+	cr_expect_eq(payload_path_normalise(in, JOB_PATH_MAX, out, "files", &e), 0);
+	cr_expect_eq(strlen(out), JOB_PATH_MAX);
+	cr_expect_eq(payload_path_normalise(in, JOB_PATH_MAX + 1, out, "files", &e),
+	    -EINVAL);
+	cr_expect(strstr(e.msg, "longer than") != NULL, "%s", e.msg);
+}
+
+/*** payload_id_valid ***/
+
+Test(payload, id_valid_cases)
+{
+	static const char *const good[] = {
+		"a", "Z", "0", "job-1", "A.b_c:d-9", "...", "tenant:job:123",
+	};
+	static const char *const bad[] = {
+		"a b", "a/b", "a*", "{x}", "é", "a\tb", "a,b", "a\"b", "a@b",
+	};
+	char s[JOB_ID_MAX + 2];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_expect(payload_id_valid(good[i], strlen(good[i])), "'%s'", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_not(payload_id_valid(bad[i], strlen(bad[i])), "'%s'", bad[i]);
+	cr_expect_not(payload_id_valid("", 0));
+	cr_expect_not(payload_id_valid("a\0b", 3));
+	/* The length is what counts, not a NUL. */
+	cr_expect(payload_id_valid("ab\0", 2));
+	memset(s, 'x', sizeof(s));
+	cr_expect(payload_id_valid(s, JOB_ID_MAX));
+	cr_expect_not(payload_id_valid(s, JOB_ID_MAX + 1));
+}
+
+/*** Names ***/
+
+Test(payload, op_and_preset_names)
+{
+	enum job_preset p = PRESET_DEFAULT;
+
+	cr_expect_str_eq(job_op_name(OP_EXEC), "exec");
+	cr_expect_str_eq(job_op_name(OP_SH), "sh");
+	cr_expect_str_eq(job_op_name(OP_PYTHON), "python");
+	cr_expect_str_eq(job_op_name((enum job_op)99), "unknown");
+	for (int i = PRESET_STRICT; i <= PRESET_PERMISSIVE; i++) {
+		cr_expect_eq(job_preset_parse(job_preset_name((enum job_preset)i), &p), 0);
+		cr_expect_eq(p, (enum job_preset)i);
+	}
+	cr_expect_eq(job_preset_parse("default", &p), -EINVAL);
+	cr_expect_eq(job_preset_parse("", &p), -EINVAL);
+	cr_expect_str_eq(job_preset_name((enum job_preset)42), "unknown");
+}
+
+Test(payload, res_status_name_parse_round_trip)
+{
+	static const char *const names[ST__COUNT] = {
+		"ok", "exit", "signal", "timeout", "cpu_limit", "memory_limit",
+		"pids_limit", "output_limit", "disk_limit", "rejected", "cancelled",
+		"expired", "internal",
+	};
+	enum res_status st;
+
+	for (int i = 0; i < ST__COUNT; i++) {
+		cr_expect_str_eq(res_status_name((enum res_status)i), names[i]);
+		st = ST__COUNT;
+		cr_expect_eq(res_status_parse(names[i], &st), 0);
+		cr_expect_eq(st, (enum res_status)i);
+	}
+	cr_expect_str_eq(res_status_name(ST__COUNT), "unknown");
+	cr_expect_str_eq(res_status_name((enum res_status)-1), "unknown");
+	cr_expect_eq(res_status_parse("unknown", &st), -EINVAL);
+	cr_expect_eq(res_status_parse("OK", &st), -EINVAL);
+	cr_expect_eq(res_status_parse("", &st), -EINVAL);
+}
+
+/*** Results ***/
+
+static void
+expect_results_equal(const struct result *a, const struct result *b)
+{
+	cr_expect_str_eq(a->id, b->id);
+	cr_expect_eq(a->status, b->status);
+	cr_expect_eq(a->exit_code, b->exit_code);
+	cr_expect_eq(a->signal, b->signal);
+	cr_assert_eq(a->out_len, b->out_len);
+	if (a->out_len)
+		cr_expect_arr_eq(a->out, b->out, a->out_len);
+	cr_expect_eq(a->out_truncated, b->out_truncated);
+	cr_assert_eq(a->err_len, b->err_len);
+	if (a->err_len)
+		cr_expect_arr_eq(a->err, b->err, a->err_len);
+	cr_expect_eq(a->err_truncated, b->err_truncated);
+	cr_expect_eq(a->wall_ms, b->wall_ms);
+	cr_expect_eq(a->cpu_ms, b->cpu_ms);
+	cr_expect_eq(a->max_rss_kb, b->max_rss_kb);
+	cr_expect_eq(a->queued_at, b->queued_at);
+	cr_expect_eq(a->started_at, b->started_at);
+	cr_expect_eq(a->finished_at, b->finished_at);
+	cr_expect_eq(a->host == NULL, b->host == NULL);
+	if (a->host && b->host)
+		cr_expect_str_eq(a->host, b->host);
+	cr_expect_eq(a->worker, b->worker);
+	cr_expect_eq(a->attempt, b->attempt);
+	cr_expect_eq(a->error_code == NULL, b->error_code == NULL);
+	if (a->error_code && b->error_code)
+		cr_expect_str_eq(a->error_code, b->error_code);
+	cr_expect_eq(a->error_message == NULL, b->error_message == NULL);
+	if (a->error_message && b->error_message)
+		cr_expect_str_eq(a->error_message, b->error_message);
+}
+
+static struct result *
+result_round_trip(const struct result *r)
+{
+	struct result *back = NULL;
+	struct err e = { 0 };
+	char *buf = NULL;
+	size_t len = 0;
+
+	cr_assert_eq(payload_result_encode(r, &buf, &len), 0);
+	cr_assert_eq(payload_scan(buf, len, &e), 0, "encoded result: %s", e.msg);
+	cr_assert_eq(payload_result_decode(buf, len, &back, &e), 0, "%s", e.msg);
+	free(buf);
+	return back;
+}
+
+Test(payload, result_round_trips_every_field)
+{
+	static const uint8_t out[] = { 'o', 0, 'u', 0xff, 0, 't' };
+	static const uint8_t err[] = { 0, 0, 0 };
+	struct result *r = result_new("job-7");
+	struct result *back;
+
+	r->status = ST_SIGNAL;
+	r->exit_code = -1;
+	r->signal = 9;
+	r->out = malloc(sizeof(out));
+	memcpy(r->out, out, sizeof(out));
+	r->out_len = sizeof(out);
+	r->out_truncated = true;
+	r->err = malloc(sizeof(err));
+	memcpy(r->err, err, sizeof(err));
+	r->err_len = sizeof(err);
+	r->err_truncated = true;
+	r->wall_ms = 1234;
+	r->cpu_ms = 567;
+	r->max_rss_kb = UINT64_MAX;
+	r->queued_at = 1700000000000;
+	r->started_at = 1700000000100;
+	r->finished_at = 1700000001334;
+	r->host = xdup("host-a");
+	r->worker = 3;
+	r->attempt = 2;
+	result_set_error(r, ST_SIGNAL, "killed", "killed by signal %d", 9);
+	back = result_round_trip(r);
+	expect_results_equal(r, back);
+	cr_expect_str_eq(back->error_code, "killed");
+	cr_expect_str_eq(back->error_message, "killed by signal 9");
+	result_free(back);
+	result_free(r);
+}
+
+Test(payload, result_round_trips_defaults)
+{
+	struct result *r = result_new("j");
+	struct result *back = result_round_trip(r);
+
+	expect_results_equal(r, back);
+	cr_expect_eq(back->exit_code, -1);
+	cr_expect_eq(back->worker, -1);
+	cr_expect_eq(back->attempt, 1);
+	cr_expect_null(back->host);
+	cr_expect_null(back->error_code);
+	result_free(back);
+	result_free(r);
+}
+
+Test(payload, result_round_trips_every_status)
+{
+	for (int i = 0; i < ST__COUNT; i++) {
+		struct result *r = result_new("s");
+		struct result *back;
+
+		r->status = (enum res_status)i;
+		r->exit_code = i;
+		back = result_round_trip(r);
+		cr_expect_eq(back->status, (enum res_status)i, "%s",
+		    res_status_name((enum res_status)i));
+		cr_expect_eq(back->exit_code, i);
+		result_free(back);
+		result_free(r);
+	}
+}
+
+Test(payload, result_decode_ignores_unknown_fields)
+{
+	struct jb b;
+	struct result *r = NULL;
+	struct err e = { 0 };
+	msgpack_packer *pk;
+	size_t len;
+	const char *buf;
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "status", "exit");
+	jb_int(&b, "exit_code", 2);
+	pk = jb_key(&b, "snapshot");
+	msgpack_pack_map(pk, 1);
+	pstr(pk, "parts");
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_int(pk, 1);
+	msgpack_pack_nil(pk);
+	jb_str(&b, "sandbox", "sb-1");
+	jb_int(&b, "v", 2);
+	pk = jb_key(&b, "error");
+	msgpack_pack_map(pk, 3);
+	pstr(pk, "code");
+	pstr(pk, "E1");
+	pstr(pk, "detail");
+	msgpack_pack_int(pk, 5);
+	pstr(pk, "message");
+	pstr(pk, "m");
+	buf = jb_finish(&b, &len);
+	cr_assert_eq(payload_result_decode(buf, len, &r, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(r->id, "j1");
+	cr_expect_eq(r->status, ST_EXIT);
+	cr_expect_eq(r->exit_code, 2);
+	cr_expect_str_eq(r->error_code, "E1");
+	cr_expect_str_eq(r->error_message, "m");
+	result_free(r);
+	jb_destroy(&b);
+}
+
+/* Decodes b as a result and expects -EINVAL naming want. */
+static void
+jb_expect_result_reject(struct jb *b, const char *want)
+{
+	struct result *r = (struct result *)(uintptr_t)1;
+	struct err e = { 0 };
+	size_t len;
+	const char *buf = jb_finish(b, &len);
+
+	cr_expect_eq(payload_result_decode(buf, len, &r, &e), -EINVAL, "%s", e.msg);
+	cr_expect_null(r);
+	cr_expect(strstr(e.msg, want) != NULL, "msg '%s' lacks '%s'", e.msg, want);
+}
+
+Test(payload, result_decode_rejects_bad_fields)
+{
+	struct jb b;
+
+	jb_init(&b);
+	jb_str(&b, "status", "done");
+	jb_expect_result_reject(&b, "field 'status': unknown status 'done'");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "exit_code", "1");
+	jb_expect_result_reject(&b, "field 'exit_code'");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_int(&b, "wall_ms", -1);
+	jb_expect_result_reject(&b, "field 'wall_ms'");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_int(&b, "stdout_truncated", 1);
+	jb_expect_result_reject(&b, "field 'stdout_truncated'");
+	jb_destroy(&b);
+
+	jb_init(&b);
+	jb_str(&b, "error", "boom");
+	jb_expect_result_reject(&b, "field 'error'");
+	jb_destroy(&b);
+}
+
+/*
+ * A repeated "stdout" whose second value is bad: decode frees the first
+ * buffer before reading the second, and must not leave the freed pointer
+ * for result_free() to free again (ASan reports a double free).
+ */
+Test(payload, result_decode_survives_repeated_bad_output_field)
+{
+	static const char *const keys[] = { "stdout", "stderr", "host" };
+
+	for (size_t i = 0; i < 3; i++) {
+		struct jb b;
+
+		jb_init(&b);
+		jb_str(&b, "id", "j1");
+		jb_str(&b, keys[i], "first");
+		jb_int(&b, keys[i], 5);
+		jb_expect_result_reject(&b, keys[i]);
+		jb_destroy(&b);
+	}
+}
+
+Test(payload, result_decode_keeps_the_last_repeated_field)
+{
+	struct jb b;
+	struct result *r = NULL;
+	struct err e = { 0 };
+	size_t len;
+	const char *buf;
+
+	jb_init(&b);
+	jb_str(&b, "id", "a");
+	jb_str(&b, "id", "b");
+	jb_str(&b, "stdout", "one");
+	jb_str(&b, "stdout", "two!");
+	jb_str(&b, "host", "h1");
+	jb_str(&b, "host", "h2");
+	buf = jb_finish(&b, &len);
+	cr_assert_eq(payload_result_decode(buf, len, &r, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(r->id, "b");
+	cr_expect_eq(r->out_len, 4);
+	cr_expect_arr_eq(r->out, "two!", 4);
+	cr_expect_str_eq(r->host, "h2");
+	result_free(r);
+	jb_destroy(&b);
+}
+
+Test(payload, result_decode_rejects_non_map)
+{
+	static const uint8_t arr[] = { 0x90 };
+	struct result *r = NULL;
+	struct err e = { 0 };
+
+	cr_expect_eq(payload_result_decode(arr, sizeof(arr), &r, &e), -EBADMSG);
+	cr_expect_null(r);
+	cr_expect_eq(payload_result_decode(arr, 0, &r, &e), -EBADMSG);
+}
+
+Test(payload, free_functions_accept_null)
+{
+	job_free(NULL);
+	result_free(NULL);
+}
