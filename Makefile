@@ -61,7 +61,7 @@ CLI_SRCS := client/cli.c
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih
 LIBS_WORKER := -lseccomp -lmsgpackc
 LIBS_CLIENT := -lhiredis -lmsgpackc
-LIBS_CLI := $(LIBS_CLIENT) -ljansson
+LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 

@@ -76,6 +76,7 @@ struct wslot {
 	int64_t backoff_ms;		/* next respawn delay */
 	uint64_t jobs;			/* jobs completed */
 	uint64_t started_ms;		/* spawn time (uv_now) */
+	char why[96];			/* why sandqd killed it, until reaped */
 };
 
 struct sandqd {

@@ -90,15 +90,21 @@ fail_job(struct sandqd *d, struct wslot *w, const char *why)
 	jobs_fail(d, j, "worker %d %s while running the job", w->index, why);
 }
 
-/* A broken or compromised worker: kill it; SIGCHLD brings the respawn. */
+/*
+ * A broken or compromised worker: kill it. Its job stays on the slot until
+ * SIGCHLD reaps the worker, so the job's result can say how it ended.
+ */
 static void
 worker_broken(struct sandqd *d, struct wslot *w, const char *why)
 {
+	(void)d;
+	if (w->state == W_DEAD)
+		return;
 	log_warnx("worker/%d: %s; killing it", w->index, why);
+	snprintf(w->why, sizeof(w->why), "%s", why);
 	if (w->pid > 0)
 		kill(w->pid, SIGKILL);
 	close_channel(w);
-	fail_job(d, w, "failed");
 	w->state = W_DEAD;
 }
 
@@ -285,17 +291,20 @@ pool_reap(struct sandqd *d)
 
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 		struct wslot *w = NULL;
-		char why[64];
+		char why[160];
 
 		for (size_t i = 0; i < d->nslots; i++)
 			if (d->slots[i].pid == pid)
 				w = &d->slots[i];
 		if (w == NULL)
 			continue;
-		if (WIFSIGNALED(st))
+		if (w->why[0] && strcmp(w->why, "closed its channel") != 0)
+			snprintf(why, sizeof(why), "was killed (it %s)", w->why);
+		else if (WIFSIGNALED(st))
 			snprintf(why, sizeof(why), "died of signal %d", WTERMSIG(st));
 		else
 			snprintf(why, sizeof(why), "exited with status %d", WEXITSTATUS(st));
+		w->why[0] = '\0';
 		if (!d->stopping || w->job != NULL)
 			log_warnx("worker/%d (pid %d) %s", w->index, (int)pid, why);
 		fail_job(d, w, why);

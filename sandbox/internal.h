@@ -36,8 +36,11 @@ int ns_loopback_up(struct err *e);
 
 /*** mount.c ***/
 
-/* In the child: builds the whole read-only root and pivots into it. */
-int mount_build_root(const char *run_dir, struct err *e);
+/*
+ * In the child, with the worker's run_dir as the current folder: builds the
+ * whole read-only root on its root/ folder and pivots into it.
+ */
+int mount_build_root(struct err *e);
 /* In the child, per job: size-capped /workspace, /tmp and /dev/shm. */
 int mount_job_tmpfs(const struct job_limits *l, struct err *e);
 

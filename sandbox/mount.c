@@ -155,13 +155,15 @@ build_dev(struct err *e)
 }
 
 int
-mount_build_root(const char *run_dir, struct err *e)
+mount_build_root(struct err *e)
 {
-	char root[512], etc[512];
+	/*
+	 * Relative to run_dir, init's current folder (entered before it took
+	 * the sandbox's uid): only run_dir and below need be searchable by that
+	 * uid, whatever the modes of the folders above it.
+	 */
+	const char *root = "root", *etc = "../etc";
 	int rc;
-
-	snprintf(root, sizeof(root), "%s/root", run_dir);
-	snprintf(etc, sizeof(etc), "%s/etc", run_dir);
 
 	/* Nothing we mount may propagate back to the host's namespace. */
 	if ((rc = do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, e)) < 0)
@@ -171,16 +173,18 @@ mount_build_root(const char *run_dir, struct err *e)
 		return rc;
 	if (chdir(root) < 0)
 		return err_set(e, -errno, "chdir %s: %s", root, strerror(errno));
+	if (mk_dir("etc", 0755, e) < 0)
+		return e->code;
+	if ((rc = bind_ro(etc, "etc", MS_NODEV, e)) < 0)
+		return rc;
 
 	for (size_t i = 0; i < sizeof(host_dirs) / sizeof(host_dirs[0]); i++)
 		if ((rc = mirror_host_dir(host_dirs[i], e)) < 0)
 			return rc;
-	if (mk_dir("etc", 0755, e) < 0 || mk_dir("proc", 0555, e) < 0 ||
+	if (mk_dir("proc", 0555, e) < 0 ||
 	    mk_dir("dev", 0755, e) < 0 || mk_dir("tmp", 01777, e) < 0 ||
 	    mk_dir("workspace", 0755, e) < 0)
 		return e->code;
-	if ((rc = bind_ro(etc, "etc", MS_NODEV, e)) < 0)
-		return rc;
 	if ((rc = build_dev(e)) < 0)
 		return rc;
 	/* We are pid 1 of the new pid namespace: this procfs shows only it. */

@@ -160,6 +160,14 @@ init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 		_exit(1);
 	close(sync_rd);
 
+	/*
+	 * Enter run_dir while we still hold the host identity that owns it:
+	 * the folders above it may be closed to the sandbox's uid.
+	 */
+	if (chdir(conf->run_dir) < 0) {
+		err_set(&e, -errno, "chdir %s: %s", conf->run_dir, strerror(errno));
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
 	/* The uid map is written: take the sandbox user's identity. */
 	if (ns_become_sandbox_user(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -175,7 +183,7 @@ init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR)))
 			_exit(1);
 	}
-	if (mount_build_root(conf->run_dir, &e) < 0)
+	if (mount_build_root(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (ns_loopback_up(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -436,7 +444,7 @@ sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
 	struct capture out = { .cap = j->limits.output_bytes };
 	struct capture err = { .cap = j->limits.output_bytes };
 	int64_t t0, deadline, exec_ns = 0, end_ns = 0;
-	bool exited = false, ctl_open = true, timed_out = false;
+	bool exited = false, ctl_open = true, timed_out = false, exec_seen = false;
 	int status = 0, rc = 0;
 	struct rusage ru;
 	char *spec = NULL;
@@ -457,7 +465,11 @@ sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
 	fd_set_nonblock(s->out_rd, true);
 	fd_set_nonblock(s->err_rd, true);
 	fd_set_nonblock(s->ctl, true);
-	deadline = t0 + (int64_t)j->limits.wall_ms * 1000000;
+	/*
+	 * The wall clock runs from exec; until init reports the exec, set-up
+	 * gets the ready timeout on top.
+	 */
+	deadline = t0 + ((int64_t)j->limits.wall_ms + READY_TIMEOUT_MS) * 1000000;
 
 	while (ctl_open || !out.eof || !err.eof) {
 		struct pollfd pfd[3];
@@ -495,6 +507,11 @@ sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
 				capture_read(s->err_rd, &err);
 			else if (!handle_ctl(s, &exec_ns, &status, &exited, res))
 				ctl_open = false;
+			if (exec_ns > 0 && !exec_seen) {
+				exec_seen = true;
+				if (!timed_out)
+					deadline = exec_ns + (int64_t)j->limits.wall_ms * 1000000;
+			}
 			if (exited && end_ns == 0)
 				end_ns = mono_ns();
 		}

@@ -76,7 +76,7 @@ Test(e2e, runs_a_python_snippet_with_stdin)
 Test(e2e, exec_gets_argv_env_cwd_and_seeded_files)
 {
 	struct sandq *c = harness_client(&H);
-	const char *argv[] = { "sh", "-c", "pwd; echo \"$GREETING\"; cat ../data/in.txt; echo \"$1\"", "sh", "arg with spaces", NULL };
+	const char *argv[] = { "sh", "-c", "pwd; echo \"$GREETING\"; cat ../../data/in.txt; echo \"$1\"", "sh", "arg with spaces", NULL };
 	const char *env[] = { "GREETING=hi there", NULL };
 	struct sandq_file f = { .path = "/data/in.txt", .data = "seeded\n", .len = 7 };
 	struct sandq_job_opts o = { .env = env, .cwd = "sub/dir", .files = &f, .nfiles = 1 };
@@ -476,10 +476,11 @@ Test(e2e, a_crashed_worker_fails_its_job_and_is_replaced)
 	{
 		pid_t w[8];
 		bool is_worker = false;
-		int n = harness_pgrep("sandq-worker", w, 8);
+		int n = harness_pgrep_workers(&H, w, 8);
 		for (int i = 0; i < n; i++)
 			is_worker |= w[i] == worker;
-		cr_assert(is_worker, "pid %d is not a worker", (int)worker);
+		cr_assert(is_worker, "pid %d (parent of %d, parent of job %d) is not a worker",
+		    (int)worker, (int)init, (int)job[0]);
 	}
 	cr_assert(kill(worker, SIGKILL) == 0);
 	cr_assert(sandq_wait(c, id, 30000, &r) == 0);
@@ -498,6 +499,15 @@ Test(e2e, a_crashed_worker_fails_its_job_and_is_replaced)
 	sandq_close(c);
 }
 
+static bool
+no_workers(void *arg)
+{
+	pid_t pids[8];
+
+	(void)arg;
+	return harness_pgrep_workers(&H, pids, 8) == 0;
+}
+
 Test(e2e, sigterm_drains_running_jobs_then_exits_zero)
 {
 	struct sandq *c = harness_client(&H);
@@ -512,8 +522,7 @@ Test(e2e, sigterm_drains_running_jobs_then_exits_zero)
 	cr_expect_str_eq((char *)r->stdout_data, "finished\n");
 	sandq_result_free(r);
 	cr_expect(harness_wait_for(nothing_pending, NULL, 5000));
-	cr_expect(harness_wait_for(no_marker_processes, "sandq-worker", 5000),
-	    "workers outlived sandqd");
+	cr_expect(harness_wait_for(no_workers, NULL, 5000), "workers outlived sandqd");
 	sandq_close(c);
 }
 

@@ -135,13 +135,18 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 			h->redis_pid = spawn(rargv, rlog);
 		}
 		a.pid = h->redis_pid;
-		cr_assert(harness_wait_for(redis_answers, &a, 10000),
-		    "redis-server did not answer on port %d", h->port);
+		if (!harness_wait_for(redis_answers, &a, 10000)) {
+			harness_stop(h);
+			cr_assert_fail("redis-server did not answer on port %d", h->port);
+		}
 		if (a.pid > 0)
 			break;
 		h->redis_pid = 0;	/* lost the port race: try another */
 	}
-	cr_assert(h->redis_pid > 0, "could not start redis-server");
+	if (h->redis_pid <= 0) {
+		harness_stop(h);
+		cr_assert_fail("could not start redis-server");
+	}
 	snprintf(h->url, sizeof(h->url), "redis://127.0.0.1:%d", h->port);
 	snprintf(state, sizeof(state), "%s/state", h->dir);
 	snprintf(workers_s, sizeof(workers_s), "%d", workers);
@@ -158,19 +163,33 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 	argv[n] = NULL;
 	h->sandqd_pid = spawn(argv, h->log);
 
-	/* Ready means a job went all the way through. */
+	/*
+	 * Ready means a job went all the way through. On failure everything
+	 * started so far is stopped before the test fails.
+	 */
 	{
 		struct sandq *c = harness_client(h);
 		struct sandq_result *r = NULL;
-		char id[SANDQ_ID_MAX + 1];
+		char id[SANDQ_ID_MAX + 1], why[512] = "";
 		const char *tr[] = { "true", NULL };
 
-		cr_assert(sandq_submit_exec(c, tr, NULL, id) == 0, "%s", sandq_last_error(c));
-		cr_assert(sandq_wait(c, id, 60000, &r) == 0, "sandqd never answered; see %s",
-		    h->log);
-		cr_assert_str_eq(r->status, "ok");
+		if (sandq_submit_exec(c, tr, NULL, id) < 0 ||
+		    sandq_wait(c, id, 60000, &r) < 0)
+			snprintf(why, sizeof(why), "sandqd never answered: %s",
+			    sandq_last_error(c));
+		else if (strcmp(r->status, "ok") != 0)
+			snprintf(why, sizeof(why), "first job: %s: %s", r->status,
+			    r->error_message ? r->error_message : "");
 		sandq_result_free(r);
 		sandq_close(c);
+		if (why[0]) {
+			char *log = NULL, cmd[400];
+
+			snprintf(cmd, sizeof(cmd), "tail -20 %s", h->log);
+			harness_run(cmd, &log);
+			harness_stop(h);
+			cr_assert_fail("%s\nsandqd log:\n%s", why, log ? log : "");
+		}
 	}
 }
 
@@ -229,6 +248,16 @@ harness_client(const struct harness *h)
 
 	cr_assert(c != NULL, "connect: %s", err);
 	return c;
+}
+
+int
+harness_pgrep_workers(const struct harness *h, pid_t *pids, int max)
+{
+	char needle[300];
+
+	/* Workers (and sandbox inits, their forks) of this harness only. */
+	snprintf(needle, sizeof(needle), "--run-dir %s/state/run/", h->dir);
+	return harness_pgrep(needle, pids, max);
 }
 
 struct sandq_result *

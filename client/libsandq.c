@@ -1,0 +1,924 @@
+/*
+ * libsandq.c - the client library of client/sandq.h: submits jobs to a
+ * tenant's Redis stream and waits for their results, over one synchronous
+ * hiredis connection.
+ *
+ * DESIGN. A job is built as a struct job and encoded by queue/payload.c, the
+ * codec the dispatcher decodes with, so client and server cannot drift apart
+ * on the wire format; this file only converts the public options into that
+ * struct and checks what the protocol cannot carry (bad ids, env names,
+ * paths, sizes past the protocol's bounds) before anything is sent.
+ *
+ * Waiting reads sandq:{T}:res:ID first, then BLPOPs sandq:{T}:done:ID in
+ * slices of at most WAIT_SLICE_MS with a GET between slices. The done list
+ * holds one copy of the result: a second waiter on the same id, or a waiter
+ * after one that died holding the popped element, would otherwise block
+ * until its timeout although the result sits in res:ID.
+ *
+ * Sockets: hiredis 0.14 turns the connect timeout into SO_RCVTIMEO. Ordinary
+ * commands run with CMD_TIMEOUT_MS so a dead server is noticed; a BLPOP gets
+ * its own slice plus BLPOP_GRACE_MS and the default is restored after it.
+ * hiredis marks a context dead after any I/O or protocol error; the next call
+ * reconnects (redisReconnect) and repeats AUTH and SELECT. Reads are also
+ * retried at once after a broken socket; an XADD is not, since it may have
+ * landed: the caller decides whether to submit again under the same id.
+ *
+ * Sections: errors, connection, building jobs, submitting, results.
+ */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/time.h>
+
+#include "../common/err.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "../queue/keys.h"
+#include "../queue/payload.h"
+#include "../queue/url.h"
+#include "sandq.h"
+
+_Static_assert(SANDQ_ID_MAX == JOB_ID_MAX, "public and wire id bounds differ");
+
+#define SANDQ_PREFIX "sandq"		/* key prefix (ARCHITECTURE.md section 3) */
+#define SANDQ_DEFAULT_TENANT "default"
+#define CONNECT_TIMEOUT_MS 5000		/* TCP or unix connect */
+#define CMD_TIMEOUT_MS 30000		/* one recv/send of an ordinary command */
+#define BLPOP_GRACE_MS 5000		/* socket timeout beyond a BLPOP's own */
+#define WAIT_SLICE_MS 10000		/* longest single BLPOP */
+#define ID_RANDOM_BYTES 12		/* "j-" + 24 hex chars */
+
+struct sandq {
+	redisContext *rc;		/* the connection; never NULL once open */
+	struct redis_url url;		/* kept for reconnects; wiped on close */
+	char *tenant;			/* validated tenant name */
+	char where[300];		/* "HOST:PORT" or the socket path */
+	bool set_up;			/* AUTH and SELECT done on this socket */
+	char errbuf[512];		/* message of the last failure */
+};
+
+/*** Errors ***/
+
+/* Formats the message of the last failure into c->errbuf; returns code. */
+static int __attribute__((format(printf, 3, 4)))
+fail(struct sandq *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* Records the hiredis context's own error ("Connection refused"). -EIO. */
+static int
+fail_io(struct sandq *c)
+{
+	return fail(c, -EIO, "redis %s: %s", c->where,
+	    c->rc->errstr[0] ? c->rc->errstr : "connection lost");
+}
+
+static struct timeval
+tv_ms(int64_t ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	return tv;
+}
+
+/*** Connection ***/
+
+/*
+ * Runs one command with explicit argument lengths (binary-safe). Returns 0
+ * with *out owning a reply that is not an error reply, or -EIO with the
+ * message set: hiredis's for I/O failures, "redis: ERR ..." for error replies.
+ */
+static int
+cmd(struct sandq *c, redisReply **out, int argc, const char **argv,
+    const size_t *lens)
+{
+	redisReply *r;
+
+	*out = NULL;
+	r = redisCommandArgv(c->rc, argc, argv, lens);
+	if (r == NULL)
+		return fail_io(c);
+	if (r->type == REDIS_REPLY_ERROR) {
+		fail(c, -EIO, "redis: %.*s", (int)r->len, r->str);
+		freeReplyObject(r);
+		return -EIO;
+	}
+	*out = r;
+	return 0;
+}
+
+/* Runs a command whose reply is not needed. 0 or -EIO. */
+static int
+cmd_ok(struct sandq *c, int argc, const char **argv, const size_t *lens)
+{
+	redisReply *r = NULL;
+	int rc;
+
+	if ((rc = cmd(c, &r, argc, argv, lens)) == 0)
+		freeReplyObject(r);
+	return rc;
+}
+
+/*
+ * Authenticates and selects the database the URL names, on a fresh or
+ * re-established socket. The password goes as an argument with its length,
+ * so any byte is safe in it.
+ */
+static int
+conn_setup(struct sandq *c)
+{
+	const char *argv[3];
+	size_t lens[3];
+	char db[16];
+	int argc = 0;
+
+	c->set_up = false;
+	if (c->url.user[0] || c->url.pass[0]) {
+		argv[argc] = "AUTH";
+		lens[argc++] = 4;
+		if (c->url.user[0]) {
+			argv[argc] = c->url.user;
+			lens[argc++] = strlen(c->url.user);
+		}
+		argv[argc] = c->url.pass;
+		lens[argc++] = strlen(c->url.pass);
+		if (cmd_ok(c, argc, argv, lens) < 0)
+			return -EIO;
+	}
+	if (c->url.db != 0) {
+		snprintf(db, sizeof(db), "%d", c->url.db);
+		argv[0] = "SELECT";
+		lens[0] = 6;
+		argv[1] = db;
+		lens[1] = strlen(db);
+		if (cmd_ok(c, 2, argv, lens) < 0)
+			return -EIO;
+	}
+	c->set_up = true;
+	return 0;
+}
+
+/* Opens the socket c->url names and sets the command timeout. 0 or -EIO. */
+static int
+conn_open(struct sandq *c)
+{
+	if (c->url.path[0]) {
+		snprintf(c->where, sizeof(c->where), "%s", c->url.path);
+		c->rc = redisConnectUnixWithTimeout(c->url.path, tv_ms(CONNECT_TIMEOUT_MS));
+	} else {
+		snprintf(c->where, sizeof(c->where), "%s:%d", c->url.host, c->url.port);
+		c->rc = redisConnectWithTimeout(c->url.host, c->url.port,
+		    tv_ms(CONNECT_TIMEOUT_MS));
+	}
+	if (c->rc == NULL)
+		return fail(c, -ENOMEM, "redis %s: cannot allocate a context", c->where);
+	if (c->rc->err)
+		return fail_io(c);
+	if (redisSetTimeout(c->rc, tv_ms(CMD_TIMEOUT_MS)) != REDIS_OK)
+		return fail_io(c);
+	return conn_setup(c);
+}
+
+/*
+ * Makes sure the connection is usable: after an I/O or protocol error
+ * hiredis refuses every further command, so reconnect once and set up
+ * again; a socket whose AUTH or SELECT failed is set up again too, so no
+ * command runs unauthenticated or on the wrong database. 0 or -EIO.
+ */
+static int
+conn_ready(struct sandq *c)
+{
+	if (c->rc->err == 0 && c->set_up)
+		return 0;
+	if (c->rc->err == 0)
+		return conn_setup(c);
+	if (redisReconnect(c->rc) != REDIS_OK || c->rc->err)
+		return fail_io(c);
+	if (redisSetTimeout(c->rc, tv_ms(CMD_TIMEOUT_MS)) != REDIS_OK)
+		return fail_io(c);
+	return conn_setup(c);
+}
+
+/*
+ * Like cmd(), for commands that are safe to repeat (GET): when the
+ * connection turns out to be broken, not answered with an error, reconnects
+ * and tries once more. A long-lived client otherwise fails one call after
+ * every Redis restart.
+ */
+static int
+cmd_again(struct sandq *c, redisReply **out, int argc, const char **argv,
+    const size_t *lens)
+{
+	int rc = cmd(c, out, argc, argv, lens);
+
+	if (rc == -EIO && c->rc->err != 0 && conn_ready(c) == 0)
+		rc = cmd(c, out, argc, argv, lens);
+	return rc;
+}
+
+/* Copies msg into the caller's buffer, if it gave one. */
+static void
+copy_err(char *err, size_t errlen, const char *msg)
+{
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "%s", msg);
+}
+
+/*
+ * NULL as tenant means "default", the tenant every sandqd serves unless
+ * configured otherwise.
+ */
+struct sandq *
+sandq_connect(const char *url, const char *tenant, char *err, size_t errlen)
+{
+	struct sandq *c = xcalloc(1, sizeof(*c));
+	struct err e = { 0 };
+
+	if (tenant == NULL)
+		tenant = SANDQ_DEFAULT_TENANT;
+	if (!key_tenant_valid(tenant)) {
+		fail(c, -EINVAL, "tenant '%.64s': expected 1..64 bytes of [A-Za-z0-9_-]",
+		    tenant);
+		goto out_free;
+	}
+	if (url == NULL || redis_url_parse(url, &c->url, &e) < 0) {
+		fail(c, -EINVAL, "%s", url ? e.msg : "no redis url");
+		goto out_free;
+	}
+	c->tenant = xstrdup(tenant);
+	if (conn_open(c) < 0)
+		goto out_free;
+	return c;
+
+out_free:
+	copy_err(err, errlen, c->errbuf);
+	sandq_close(c);
+	return NULL;
+}
+
+void
+sandq_close(struct sandq *c)
+{
+	if (c == NULL)
+		return;
+	if (c->rc)
+		redisFree(c->rc);
+	/* The URL holds the password. */
+	explicit_bzero(&c->url, sizeof(c->url));
+	free(c->tenant);
+	free(c);
+}
+
+const char *
+sandq_last_error(const struct sandq *c)
+{
+	if (c == NULL)
+		return "no connection";
+	return c->errbuf;
+}
+
+/*** Building jobs ***/
+
+/* The checks of env_name_valid() in queue/payload.c, on "NAME=..." input. */
+static bool
+env_name_valid(const char *p, size_t n)
+{
+	if (n == 0 || n > JOB_ENV_NAME_MAX || (p[0] >= '0' && p[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = p[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '_'))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Copies the "K=V" strings into j->env. A name given twice keeps its last
+ * value, as with env(1): left duplicated, getenv() would see the first and
+ * a shell the last. Adds the bytes to *total (the protocol bounds argv and
+ * env together).
+ */
+static int
+job_set_env(struct sandq *c, struct job *j, const char *const *env, size_t *total)
+{
+	size_t n = 0;
+
+	while (env[n] != NULL)
+		n++;
+	if (n > JOB_ENV_MAX)
+		return fail(c, -EINVAL, "env: more than %d variables", JOB_ENV_MAX);
+	j->env = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(env[i], '=');
+		size_t klen = eq ? (size_t)(eq - env[i]) : 0;
+		size_t k;
+
+		if (eq == NULL)
+			return fail(c, -EINVAL, "env: '%.64s' is not NAME=VALUE", env[i]);
+		if (!env_name_valid(env[i], klen))
+			return fail(c, -EINVAL,
+			    "env: '%.*s' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
+			    (int)(klen > 64 ? 64 : klen), env[i]);
+		for (k = 0; k < j->nenv; k++)
+			if (strncmp(j->env[k], env[i], klen + 1) == 0)
+				break;
+		if (k < j->nenv) {
+			*total -= strlen(j->env[k]) + 1;
+			free(j->env[k]);
+		} else {
+			j->nenv++;
+		}
+		j->env[k] = xstrdup(env[i]);
+		*total += strlen(env[i]) + 1;
+	}
+	return 0;
+}
+
+/*
+ * Checks cwd as the decoder will ("/" alone, or a path that normalises),
+ * and sends it as given: the dispatcher resolves relative ones against
+ * /workspace.
+ */
+static int
+job_set_cwd(struct sandq *c, struct job *j, const char *cwd)
+{
+	char path[JOB_PATH_MAX + 1];
+	struct err e = { 0 };
+
+	if (strcmp(cwd, "/") != 0 &&
+	    payload_path_normalise(cwd, strlen(cwd), path, "cwd", &e) < 0)
+		return fail(c, -EINVAL, "%s", e.msg);
+	j->cwd = xstrdup(cwd);
+	return 0;
+}
+
+/* Normalises and copies the seeded files ("/a/b" and "a/b" are the same). */
+static int
+job_set_files(struct sandq *c, struct job *j, const struct sandq_file *files,
+    size_t nfiles)
+{
+	char path[JOB_PATH_MAX + 1];
+	struct err e = { 0 };
+	size_t total = 0;
+
+	if (nfiles > JOB_FILES_MAX)
+		return fail(c, -EINVAL, "files: more than %d files", JOB_FILES_MAX);
+	j->files = xcalloc(nfiles, sizeof(*j->files));
+	for (size_t i = 0; i < nfiles; i++) {
+		const struct sandq_file *f = &files[i];
+
+		if (f->path == NULL ||
+		    payload_path_normalise(f->path, strlen(f->path), path, "files", &e) < 0)
+			return fail(c, -EINVAL, "%s (path '%.200s')",
+			    f->path ? e.msg : "files: path is NULL",
+			    f->path ? f->path : "");
+		if (f->len > 0 && f->data == NULL)
+			return fail(c, -EINVAL, "files: '%s' has a length but no data", path);
+		/* total stays <= the bound, so adding one bounded len cannot wrap. */
+		if (f->len > JOB_FILES_BYTES_MAX || total + f->len > JOB_FILES_BYTES_MAX)
+			return fail(c, -EINVAL, "files: more than %u bytes in all",
+			    JOB_FILES_BYTES_MAX);
+		total += f->len;
+		j->files[i].path = xstrdup(path);
+		j->files[i].data = (uint8_t *)xmemdup0(f->data, f->len);
+		j->files[i].len = f->len;
+		j->nfiles++;
+	}
+	return 0;
+}
+
+/* Writes "j-" and 24 random lowercase hex digits into idbuf. */
+static int
+id_generate(struct sandq *c, char *idbuf)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char rnd[ID_RANDOM_BYTES];
+	size_t got = 0;
+
+	while (got < sizeof(rnd)) {
+		ssize_t n = getrandom(rnd + got, sizeof(rnd) - got, 0);
+		if (n < 0) {
+			int rc = -errno;
+
+			if (rc == -EINTR)
+				continue;
+			return fail(c, rc, "getrandom: %s", strerror(-rc));
+		}
+		got += (size_t)n;
+	}
+	idbuf[0] = 'j';
+	idbuf[1] = '-';
+	for (size_t i = 0; i < sizeof(rnd); i++) {
+		idbuf[2 + 2 * i] = hex[rnd[i] >> 4];
+		idbuf[3 + 2 * i] = hex[rnd[i] & 15];
+	}
+	idbuf[2 + 2 * sizeof(rnd)] = '\0';
+	return 0;
+}
+
+/*
+ * Fills the options common to every op into j. *total accumulates the
+ * bytes of argv and env. Returns 0 or -EINVAL with the message set.
+ */
+static int
+job_set_opts(struct sandq *c, struct job *j, const struct sandq_job_opts *o,
+    size_t *total)
+{
+	if (o->env && job_set_env(c, j, o->env, total) < 0)
+		return -EINVAL;
+	if (o->cwd && job_set_cwd(c, j, o->cwd) < 0)
+		return -EINVAL;
+	if (o->has_stdin) {
+		if (o->stdin_len > JOB_STDIN_MAX)
+			return fail(c, -EINVAL, "stdin: more than %u bytes", JOB_STDIN_MAX);
+		if (o->stdin_len > 0 && o->stdin_data == NULL)
+			return fail(c, -EINVAL, "stdin: a length but no data");
+		/* Never NULL, so an empty stdin is sent as an empty one. */
+		j->stdin_data = (uint8_t *)xmemdup0(o->stdin_data, o->stdin_len);
+		j->stdin_len = o->stdin_len;
+	}
+	j->limits.wall_ms = o->limits.wall_ms;
+	j->limits.cpu_ms = o->limits.cpu_ms;
+	j->limits.memory_bytes = o->limits.memory_bytes;
+	j->limits.pids = o->limits.pids;
+	j->limits.output_bytes = o->limits.output_bytes;
+	j->limits.disk_bytes = o->limits.disk_bytes;
+	j->limits.files = o->limits.files;
+	if (o->preset && job_preset_parse(o->preset, &j->preset) < 0)
+		return fail(c, -EINVAL,
+		    "preset '%.32s': expected strict, normal or permissive", o->preset);
+	if (o->nfiles > 0 && o->files == NULL)
+		return fail(c, -EINVAL, "files: a count but no array");
+	if (o->nfiles && job_set_files(c, j, o->files, o->nfiles) < 0)
+		return -EINVAL;
+	if (o->deadline_ms < 0)
+		return fail(c, -EINVAL, "deadline_ms: must not be negative");
+	j->priority = o->priority;
+	j->deadline_ms = o->deadline_ms;
+	return 0;
+}
+
+/*
+ * Builds the job of one op: argv for exec, text (the script or the code)
+ * for sh and python. idbuf receives the id once the job is built. Returns
+ * 0 with *out owning the job, or -EINVAL/-errno with the message set.
+ */
+static int
+job_build(struct sandq *c, enum job_op op, const char *const *argv,
+    const char *text, const struct sandq_job_opts *o, char *idbuf,
+    struct job **out)
+{
+	static const struct sandq_job_opts none;
+	struct job *j = job_new();
+	char id[JOB_ID_MAX + 1];
+	size_t total = 0;
+	int rc;
+
+	*out = NULL;
+	if (idbuf)
+		idbuf[0] = '\0';
+	if (o == NULL)
+		o = &none;
+	if (o->id) {
+		if (!payload_id_valid(o->id, strlen(o->id))) {
+			rc = fail(c, -EINVAL,
+			    "id '%.64s': expected 1..%d bytes of [A-Za-z0-9._:-]",
+			    o->id, JOB_ID_MAX);
+			goto out_free;
+		}
+		snprintf(id, sizeof(id), "%s", o->id);
+	} else if ((rc = id_generate(c, id)) < 0) {
+		goto out_free;
+	}
+	j->id = xstrdup(id);
+	j->op = op;
+
+	if (op == OP_EXEC) {
+		size_t n = 0;
+
+		while (argv && argv[n])
+			n++;
+		if (n == 0 || argv[0][0] == '\0') {
+			rc = fail(c, -EINVAL, "argv: empty, or an empty program name");
+			goto out_free;
+		}
+		if (n > JOB_ARGV_MAX) {
+			rc = fail(c, -EINVAL, "argv: more than %d entries", JOB_ARGV_MAX);
+			goto out_free;
+		}
+		j->argv = xcalloc(n + 1, sizeof(char *));
+		for (size_t i = 0; i < n; i++) {
+			size_t len = strlen(argv[i]);
+
+			if (len > JOB_ARG_MAX - 1) {
+				rc = fail(c, -EINVAL, "argv[%zu]: longer than %u bytes", i,
+				    JOB_ARG_MAX - 1);
+				goto out_free;
+			}
+			j->argv[i] = xstrdup(argv[i]);
+			j->argc++;
+			total += len + 1;
+		}
+	} else {
+		const char *what = op == OP_SH ? "script" : "code";
+		size_t len;
+
+		if (text == NULL) {
+			rc = fail(c, -EINVAL, "%s: NULL", what);
+			goto out_free;
+		}
+		/* It becomes one argument of bash -c / python3 -c. */
+		len = strlen(text);
+		if (len > JOB_ARG_MAX - 1) {
+			rc = fail(c, -EINVAL, "%s: longer than %u bytes, the kernel's limit "
+			    "on one argument; seed it as a file instead", what,
+			    JOB_ARG_MAX - 1);
+			goto out_free;
+		}
+		if (op == OP_SH)
+			j->script = xstrdup(text);
+		else
+			j->code = xstrdup(text);
+		total += len + 12;
+	}
+	if ((rc = job_set_opts(c, j, o, &total)) < 0)
+		goto out_free;
+	if (total > JOB_EXEC_BYTES_MAX) {
+		rc = fail(c, -EINVAL, "arguments and environment exceed %u bytes",
+		    JOB_EXEC_BYTES_MAX);
+		goto out_free;
+	}
+	if (idbuf)
+		snprintf(idbuf, SANDQ_ID_MAX + 1, "%s", id);
+	*out = j;
+	return 0;
+
+out_free:
+	job_free(j);
+	return rc;
+}
+
+/*** Submitting ***/
+
+/* XADD sandq:{T}:jobs * job BYTES. 0 or -EIO/-ENAMETOOLONG. */
+static int
+xadd(struct sandq *c, const void *buf, size_t len)
+{
+	char key[KEY_MAX];
+	const char *argv[5];
+	size_t lens[5];
+	redisReply *r = NULL;
+	int rc;
+
+	if (key_jobs(key, SANDQ_PREFIX, c->tenant) < 0)
+		return fail(c, -ENAMETOOLONG, "key of tenant '%s' too long", c->tenant);
+	if ((rc = conn_ready(c)) < 0)
+		return rc;
+	argv[0] = "XADD";
+	lens[0] = 4;
+	argv[1] = key;
+	lens[1] = strlen(key);
+	argv[2] = "*";
+	lens[2] = 1;
+	argv[3] = "job";
+	lens[3] = 3;
+	argv[4] = buf;
+	lens[4] = len;
+	if ((rc = cmd(c, &r, 5, argv, lens)) < 0)
+		return rc;
+	if (r->type != REDIS_REPLY_STRING)
+		rc = fail(c, -EIO, "redis: XADD answered with reply type %d", r->type);
+	freeReplyObject(r);
+	return rc;
+}
+
+/* Builds, encodes and adds one job. */
+static int
+submit(struct sandq *c, enum job_op op, const char *const *argv,
+    const char *text, const struct sandq_job_opts *o, char *idbuf)
+{
+	struct job *j = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	if ((rc = job_build(c, op, argv, text, o, idbuf, &j)) < 0)
+		return rc;
+	if ((rc = payload_job_encode(j, &buf, &len)) < 0) {
+		fail(c, rc, "cannot encode the job");
+		goto out_job;
+	}
+	rc = xadd(c, buf, len);
+	free(buf);
+out_job:
+	job_free(j);
+	return rc;
+}
+
+int
+sandq_submit_exec(struct sandq *c, const char *const *argv,
+    const struct sandq_job_opts *o, char *idbuf)
+{
+	return submit(c, OP_EXEC, argv, NULL, o, idbuf);
+}
+
+int
+sandq_submit_sh(struct sandq *c, const char *script,
+    const struct sandq_job_opts *o, char *idbuf)
+{
+	return submit(c, OP_SH, NULL, script, o, idbuf);
+}
+
+int
+sandq_submit_python(struct sandq *c, const char *code,
+    const struct sandq_job_opts *o, char *idbuf)
+{
+	return submit(c, OP_PYTHON, NULL, code, o, idbuf);
+}
+
+int
+sandq_submit_raw(struct sandq *c, const void *job, size_t len)
+{
+	if (job == NULL && len > 0)
+		return fail(c, -EINVAL, "raw job: a length but no data");
+	return xadd(c, job ? job : "", len);
+}
+
+/*** Results ***/
+
+/*
+ * Moves a decoded result into the public struct. The output buffers are
+ * taken over and grown by one byte for the NUL the header promises,
+ * not copied: they can be as large as RESULT_OUTPUT_MAX.
+ */
+static struct sandq_result *
+result_export(struct result *in)
+{
+	struct sandq_result *r = xcalloc(1, sizeof(*r));
+
+	r->id = in->id;
+	in->id = NULL;
+	r->status = xstrdup(res_status_name(in->status));
+	r->exit_code = in->exit_code;
+	r->signal = in->signal;
+	r->stdout_data = xreallocarray(in->out, in->out_len + 1, 1);
+	r->stdout_data[in->out_len] = '\0';
+	r->stdout_len = in->out_len;
+	r->stdout_truncated = in->out_truncated;
+	in->out = NULL;
+	r->stderr_data = xreallocarray(in->err, in->err_len + 1, 1);
+	r->stderr_data[in->err_len] = '\0';
+	r->stderr_len = in->err_len;
+	r->stderr_truncated = in->err_truncated;
+	in->err = NULL;
+	r->wall_ms = in->wall_ms;
+	r->cpu_ms = in->cpu_ms;
+	r->max_rss_kb = in->max_rss_kb;
+	r->queued_at = in->queued_at;
+	r->started_at = in->started_at;
+	r->finished_at = in->finished_at;
+	r->host = in->host;
+	in->host = NULL;
+	r->worker = in->worker;
+	r->attempt = in->attempt;
+	r->error_code = in->error_code;
+	in->error_code = NULL;
+	r->error_message = in->error_message;
+	in->error_message = NULL;
+	/* The header promises a message whenever there is an error. */
+	if (r->error_code && r->error_message == NULL)
+		r->error_message = xstrdup("");
+	return r;
+}
+
+/* Decodes into e; the public sandq_result_decode() has nowhere to say why. */
+static int
+result_decode(const void *buf, size_t len, struct sandq_result **out,
+    struct err *e)
+{
+	struct result *in = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = payload_result_decode(buf, len, &in, e)) < 0)
+		return rc;
+	*out = result_export(in);
+	result_free(in);
+	return 0;
+}
+
+int
+sandq_result_decode(const void *buf, size_t len, struct sandq_result **out)
+{
+	struct err e = { 0 };
+
+	return result_decode(buf, len, out, &e);
+}
+
+/* Decodes a result Redis returned for id, or explains why it cannot. */
+static int
+reply_result(struct sandq *c, const char *id, const redisReply *r,
+    struct sandq_result **out)
+{
+	struct err e = { 0 };
+
+	if (r->type != REDIS_REPLY_STRING)
+		return fail(c, -EPROTO, "redis: result of %s has reply type %d", id,
+		    r->type);
+	if (result_decode(r->str, r->len, out, &e) < 0)
+		return fail(c, -EBADMSG, "result of %s: %s", id, e.msg);
+	return 0;
+}
+
+/* Checks an id before it becomes part of a key. */
+static int
+check_id(struct sandq *c, const char *id)
+{
+	if (id == NULL || !payload_id_valid(id, strlen(id)))
+		return fail(c, -EINVAL, "id '%.64s': expected 1..%d bytes of [A-Za-z0-9._:-]",
+		    id ? id : "(null)", JOB_ID_MAX);
+	return 0;
+}
+
+int
+sandq_result_get(struct sandq *c, const char *id, struct sandq_result **out)
+{
+	char key[KEY_MAX];
+	const char *argv[2];
+	size_t lens[2];
+	redisReply *r = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = check_id(c, id)) < 0)
+		return rc;
+	if (key_res(key, SANDQ_PREFIX, c->tenant, id) < 0)
+		return fail(c, -ENAMETOOLONG, "key of job %s too long", id);
+	if ((rc = conn_ready(c)) < 0)
+		return rc;
+	argv[0] = "GET";
+	lens[0] = 3;
+	argv[1] = key;
+	lens[1] = strlen(key);
+	if ((rc = cmd_again(c, &r, 2, argv, lens)) < 0)
+		return rc;
+	if (r->type == REDIS_REPLY_NIL)
+		rc = fail(c, -ENOENT, "no result for %s", id);
+	else
+		rc = reply_result(c, id, r, out);
+	freeReplyObject(r);
+	return rc;
+}
+
+/*
+ * One BLPOP on the done list for up to slice_ms (> 0). Returns 0 with *out
+ * set, -EAGAIN when the slice passed without a result, or an error.
+ */
+static int
+blpop_slice(struct sandq *c, const char *id, int64_t slice_ms,
+    struct sandq_result **out)
+{
+	char key[KEY_MAX], secs[32];
+	const char *argv[3];
+	size_t lens[3];
+	redisReply *r = NULL;
+	int rc;
+
+	if (key_done(key, SANDQ_PREFIX, c->tenant, id) < 0)
+		return fail(c, -ENAMETOOLONG, "key of job %s too long", id);
+	/* Redis 6 and later read the timeout as seconds with a fraction. */
+	snprintf(secs, sizeof(secs), "%" PRId64 ".%03" PRId64, slice_ms / 1000,
+	    slice_ms % 1000);
+	argv[0] = "BLPOP";
+	lens[0] = 5;
+	argv[1] = key;
+	lens[1] = strlen(key);
+	argv[2] = secs;
+	lens[2] = strlen(secs);
+	/* The socket must outlast the server-side wait, or hiredis cuts it. */
+	if (redisSetTimeout(c->rc, tv_ms(slice_ms + BLPOP_GRACE_MS)) != REDIS_OK)
+		return fail_io(c);
+	rc = cmd(c, &r, 3, argv, lens);
+	if (c->rc->err == 0 && redisSetTimeout(c->rc, tv_ms(CMD_TIMEOUT_MS)) != REDIS_OK) {
+		freeReplyObject(r);
+		return fail_io(c);
+	}
+	if (rc < 0)
+		return rc;
+	if (r->type == REDIS_REPLY_NIL)
+		rc = -EAGAIN;
+	else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+		rc = fail(c, -EPROTO, "redis: BLPOP answered with reply type %d", r->type);
+	else
+		rc = reply_result(c, id, r->element[1], out);
+	freeReplyObject(r);
+	return rc;
+}
+
+int
+sandq_wait(struct sandq *c, const char *id, int64_t timeout_ms,
+    struct sandq_result **out)
+{
+	int64_t deadline = 0;
+	bool retried = false;
+	int rc;
+
+	*out = NULL;
+	if ((rc = check_id(c, id)) < 0)
+		return rc;
+	/* A timeout past any real wait (INT64_MAX) would overflow: no limit. */
+	if (timeout_ms > INT64_MAX / 4)
+		timeout_ms = -1;
+	if (timeout_ms >= 0)
+		deadline = mono_ns() / 1000000 + timeout_ms;
+	for (;;) {
+		int64_t slice = WAIT_SLICE_MS;
+
+		rc = sandq_result_get(c, id, out);
+		if (rc != -ENOENT)
+			return rc;
+		if (timeout_ms >= 0) {
+			int64_t left = deadline - mono_ns() / 1000000;
+
+			if (left <= 0)
+				break;
+			if (left < slice)
+				slice = left;
+		}
+		rc = blpop_slice(c, id, slice, out);
+		/*
+		 * A connection that broke during the BLPOP is opened again by
+		 * the next GET, once: the result is still in res:ID even if
+		 * the popped element was lost with the socket.
+		 */
+		if (rc == -EIO && c->rc->err != 0 && !retried) {
+			retried = true;
+			continue;
+		}
+		if (rc != -EAGAIN)
+			return rc;
+		retried = false;
+	}
+	return fail(c, -ETIMEDOUT, "no result for %s after %" PRId64 " ms", id,
+	    timeout_ms);
+}
+
+void
+sandq_result_free(struct sandq_result *r)
+{
+	if (r == NULL)
+		return;
+	free(r->id);
+	free(r->status);
+	free(r->stdout_data);
+	free(r->stderr_data);
+	free(r->host);
+	free(r->error_code);
+	free(r->error_message);
+	free(r);
+}
+
+int
+sandq_result_exit_status(const struct sandq_result *r)
+{
+	enum res_status st;
+
+	if (r == NULL || r->status == NULL || res_status_parse(r->status, &st) < 0)
+		return 125;
+	switch (st) {
+	case ST_OK:
+		return 0;
+	case ST_EXIT:
+		/* An exit status is 0..255; anything else is not one we can give. */
+		return r->exit_code >= 0 && r->exit_code <= 255 ? r->exit_code : 125;
+	case ST_SIGNAL:
+		return r->signal > 0 && r->signal < 128 ? 128 + r->signal : 125;
+	case ST_TIMEOUT:
+	case ST_CPU_LIMIT:
+	case ST_MEMORY_LIMIT:
+	case ST_PIDS_LIMIT:
+	case ST_OUTPUT_LIMIT:
+	case ST_DISK_LIMIT:
+		return 124;
+	case ST_REJECTED:
+	case ST_CANCELLED:
+	case ST_EXPIRED:
+	case ST_INTERNAL:
+	case ST__COUNT:
+		break;
+	}
+	return 125;
+}
