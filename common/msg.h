@@ -79,14 +79,16 @@ _Static_assert(sizeof(struct msg_sbx_exec) == 8, "wire struct");
 struct msg_sbx_exit {
 	int32_t status;		/* wait status of the job's main process */
 	int32_t reserved;	/* 0 */
+	int64_t cpu_us;		/* user + system CPU of every reaped process */
+	int64_t max_rss_kb;	/* largest peak RSS among them */
 };
+_Static_assert(sizeof(struct msg_sbx_exit) == 24, "wire struct");
 
 /* First byte of a MSG_SBX_FAIL payload. */
 enum msg_sbx_fail_kind {
 	SBX_FAIL_INTERNAL = 0,	/* the sandbox could not be built */
 	SBX_FAIL_INPUT = 1,	/* the job's own input cannot be set up */
 };
-_Static_assert(sizeof(struct msg_sbx_exit) == 8, "wire struct");
 
 /* A received frame. Owns data and fd. */
 struct msg {

@@ -77,6 +77,7 @@ struct wslot {
 	uint64_t jobs;			/* jobs completed */
 	uint64_t started_ms;		/* spawn time (uv_now) */
 	char why[96];			/* why sandqd killed it, until reaped */
+	uint64_t idle_seq;		/* when it last became idle (ordinal) */
 };
 
 struct sandqd {
@@ -92,6 +93,7 @@ struct sandqd {
 	struct djob_list publish;	/* results waiting for Redis */
 	size_t inflight_publish;	/* publishes sent, reply due */
 	uint32_t next_seq;
+	uint64_t idle_seq;		/* ordinal of the last worker to go idle */
 	bool history_done;		/* our pending entries re-read */
 	bool draining;			/* SIGTERM: no new reads */
 	bool stopping;			/* workers being shut down */

@@ -123,6 +123,7 @@ h_hello(struct sandqd *d, struct wslot *w, struct msg *m)
 		return;
 	}
 	w->state = W_IDLE;
+	w->idle_seq = ++d->idle_seq;
 	log_debug("worker/%d: ready (pid %d)", w->index, (int)w->pid);
 	sched_dispatch(d);
 }
@@ -146,6 +147,7 @@ h_done(struct sandqd *d, struct wslot *w, struct msg *m)
 	}
 	w->job = NULL;
 	w->state = W_IDLE;
+	w->idle_seq = ++d->idle_seq;
 	w->jobs++;
 	w->backoff_ms = d->cfg.respawn_backoff_ms;
 	d->tenants[j->tenant].running--;
@@ -324,13 +326,22 @@ pool_reap(struct sandqd *d)
 
 /*** Use ***/
 
+/*
+ * The worker idle the longest: it has had the most time to prepare its next
+ * sandbox, so the job does not wait for one to be built.
+ */
 struct wslot *
 pool_idle(struct sandqd *d)
 {
-	for (size_t i = 0; i < d->nslots; i++)
-		if (d->slots[i].state == W_IDLE)
-			return &d->slots[i];
-	return NULL;
+	struct wslot *best = NULL;
+
+	for (size_t i = 0; i < d->nslots; i++) {
+		struct wslot *w = &d->slots[i];
+
+		if (w->state == W_IDLE && (best == NULL || w->idle_seq < best->idle_seq))
+			best = w;
+	}
+	return best;
 }
 
 size_t

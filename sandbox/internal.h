@@ -67,6 +67,8 @@ int limits_apply(const struct job_limits *l, struct err *e);
 
 /* The worker's own filter (inherited by every sandbox it starts). */
 int seccomp_worker_install(struct err *e);
+/* Compiles the job's deny filter to BPF once (the worker, at start-up). */
+int seccomp_job_compile(struct err *e);
 /* The job's deny filter, installed last before exec. */
 int seccomp_job_install(struct err *e);
 

@@ -134,7 +134,14 @@ init_run_job(int ctl, int out_wr, int err_wr, const struct msg *m)
 			_exit(1);
 		if (p == job_pid) {
 			struct msg_sbx_exit x = { .status = st };
+			struct rusage ru;
 
+			/* Every process reaped so far: the job and its orphans. */
+			if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+				x.cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
+				    1000000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+				x.max_rss_kb = ru.ru_maxrss;
+			}
 			(void)msg_send(ctl, MSG_SBX_EXIT, 0, &x, sizeof(x), -1);
 			/* Our exit kills the rest of the pid namespace. */
 			_exit(0);
@@ -392,6 +399,8 @@ handle_ctl(struct sandbox *s, int64_t *exec_ns, int *status, bool *exited,
 			memcpy(&x, m.data, sizeof(x));
 			*status = x.status;
 			*exited = true;
+			res->cpu_ms = x.cpu_us > 0 ? (uint64_t)x.cpu_us / 1000 : 0;
+			res->max_rss_kb = x.max_rss_kb > 0 ? (uint64_t)x.max_rss_kb : 0;
 		}
 		break;
 	case MSG_SBX_FAIL:
@@ -471,7 +480,12 @@ sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
 	 */
 	deadline = t0 + ((int64_t)j->limits.wall_ms + READY_TIMEOUT_MS) * 1000000;
 
-	while (ctl_open || !out.eof || !err.eof) {
+	/*
+	 * Done once the job's exit is known and its output is closed; init's own
+	 * exit (which tears the namespaces down) is reaped later, off the path
+	 * from the job's end to its result (sandbox_free()).
+	 */
+	while (!(out.eof && err.eof && (exited || !ctl_open))) {
 		struct pollfd pfd[3];
 		nfds_t n = 0;
 		int64_t now = mono_ns(), wait_ms;
@@ -518,9 +532,9 @@ sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
 	}
 
 out_finish:
-	if (s->init_pid > 0) {
-		if (!exited)
-			kill(s->init_pid, SIGKILL);
+	if (s->init_pid > 0 && !exited) {
+		/* Killed or failed: what it used is known only once it is reaped. */
+		kill(s->init_pid, SIGKILL);
 		while (wait4(s->init_pid, &rc, 0, &ru) < 0 && errno == EINTR)
 			;
 		s->init_pid = -1;

@@ -14,14 +14,23 @@
  * before any rule, and x32 numbers fail that check.
  */
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "../common/xmalloc.h"
 #include "internal.h"
 
 #ifndef CLONE_NEWTIME
@@ -117,8 +126,12 @@ out_release:
 	return rc;
 }
 
-int
-seccomp_job_install(struct err *e)
+/* The job filter as BPF, compiled once per worker by seccomp_job_compile(). */
+static struct sock_fprog job_prog;
+
+/* Builds the job filter's rules into a new context. */
+static scmp_filter_ctx
+job_filter(struct err *e)
 {
 	static const unsigned long ns_flags[] = {
 		CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
@@ -128,7 +141,7 @@ seccomp_job_install(struct err *e)
 	int rc;
 
 	if ((ctx = filter_new(e)) == NULL)
-		return e->code;
+		return NULL;
 	if ((rc = deny_names(ctx, job_denied,
 	    sizeof(job_denied) / sizeof(job_denied[0]), e)) < 0)
 		goto out_release;
@@ -155,10 +168,71 @@ seccomp_job_install(struct err *e)
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
 	    SCMP_A0(SCMP_CMP_NE, PER_LINUX))) < 0)
 		goto out_rule;
-	return filter_load(ctx, e);
+	return ctx;
 out_rule:
 	err_set(e, rc, "seccomp job rule: %s", strerror(-rc));
 out_release:
 	seccomp_release(ctx);
+	return NULL;
+}
+
+int
+seccomp_job_compile(struct err *e)
+{
+	scmp_filter_ctx ctx;
+	struct stat st;
+	int fd, rc;
+
+	if (job_prog.filter != NULL)
+		return 0;
+	if ((ctx = job_filter(e)) == NULL)
+		return e->code;
+	/*
+	 * libseccomp 2.5 exports BPF only to a descriptor: through a memfd
+	 * into memory, once, so each job's process loads it with one call.
+	 */
+	fd = memfd_create("seccomp-job", MFD_CLOEXEC);
+	if (fd < 0) {
+		rc = err_set(e, -errno, "memfd: %s", strerror(errno));
+		goto out_release;
+	}
+	if ((rc = seccomp_export_bpf(ctx, fd)) < 0) {
+		err_set(e, rc, "seccomp_export_bpf: %s", strerror(-rc));
+		goto out_close;
+	}
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
+	    st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		rc = err_set(e, -EINVAL, "seccomp: exported filter has a bad size");
+		goto out_close;
+	}
+	job_prog.filter = xmalloc((size_t)st.st_size);
+	job_prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	if (pread(fd, job_prog.filter, (size_t)st.st_size, 0) != st.st_size) {
+		rc = err_set(e, -EIO, "seccomp: cannot read the exported filter");
+		free(job_prog.filter);
+		job_prog.filter = NULL;
+		goto out_close;
+	}
+	rc = 0;
+out_close:
+	close(fd);
+out_release:
+	seccomp_release(ctx);
 	return rc;
+}
+
+int
+seccomp_job_install(struct err *e)
+{
+	scmp_filter_ctx ctx;
+
+	if (job_prog.filter != NULL) {
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &job_prog) < 0)
+			return err_set(e, -errno, "seccomp: %s", strerror(errno));
+		return 0;
+	}
+	if ((ctx = job_filter(e)) == NULL)
+		return e->code;
+	return filter_load(ctx, e);
 }

@@ -63,7 +63,8 @@ run_job(struct worker *w, const struct msg *m)
 		res->started_at = res->finished_at = now_ms();
 	} else {
 		sandbox_run(w->next, j, res);
-		sandbox_free(w->next);
+		/* Reaped after the result is out and the next sandbox started. */
+		w->spent = w->next;
 		w->next = NULL;
 	}
 	w->jobs++;
@@ -94,6 +95,9 @@ worker_loop(struct worker *w)
 			if (run_job(w, &m) < 0)
 				fatalx("cannot send a result to the dispatcher");
 			prepare_next(w);
+			/* By now the spent sandbox's init has usually exited. */
+			sandbox_free(w->spent);
+			w->spent = NULL;
 			break;
 		case MSG_SHUTDOWN:
 			goto out;
@@ -105,6 +109,7 @@ worker_loop(struct worker *w)
 	}
 out:
 	msg_clear(&m);
+	sandbox_free(w->spent);
 	sandbox_free(w->next);
 	w->next = NULL;
 	return 0;

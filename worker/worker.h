@@ -17,6 +17,7 @@ struct worker {
 	int fd;				/* channel to the dispatcher */
 	struct sandbox_conf sbx_conf;	/* where and as whom jobs run */
 	struct sandbox *next;		/* prepared sandbox, or NULL */
+	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
 	unsigned long jobs;		/* jobs run so far */
 };
 
