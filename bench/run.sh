@@ -18,7 +18,7 @@ redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 	--dir "$dir" >"$dir/redis.log" 2>&1 &
 redis_pid=$!
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.02; done
-"$B/sandqd" --redis "redis://127.0.0.1:$port" --state "$dir/state" \
+"$B/sandqd" --redis "redis://127.0.0.1:$port" --state "$dir/state" ${SANDQ_BENCH_WORKERS:+--workers $SANDQ_BENCH_WORKERS} \
 	--log-level warn 2>"$dir/sandqd.log" &
 sandqd_pid=$!
 echo "sandq bench on $(nproc) CPUs, $(uname -r)"
