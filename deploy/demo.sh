@@ -39,7 +39,7 @@ step() {
 echo "sandq demo: redis-server on $url, sandqd with 2 workers, state in $dir"
 # The first job also waits for sandqd to come up.
 step "$B/sandq" --wait-timeout 60 sh 'echo "hello from $(hostname), uid $(id -u)" | tr a-z A-Z; ls /'
-step "$B/sandq" sh 'seq 1 100000 | awk "{s+=\$1} END {print s}" | rev'
+step "$B/sandq" sh 'seq 1 1000 | awk "{s += \$1} END {printf \"sum %d\\n\", s}"; printf "b\\na\\nc\\n" | sort | paste -sd,'
 step "$B/sandq" python 'import platform, sys; print("python", platform.python_version(), "in", sys.prefix)
 print(sum(i * i for i in range(10**6)))'
 step "$B/sandq" --timeout 0.5 sh 'echo started; sleep 30; echo never'
