@@ -3,31 +3,8 @@
 # state folder, three example jobs through the sandq CLI, then everything
 # stopped and removed. Needs root (sandqd maps sandbox uids).
 set -u
-B=${B:-build}
-dir=$(mktemp -d /tmp/sandq-demo-XXXXXX)
-redis_pid=""
-sandqd_pid=""
-
-cleanup() {
-	[ -n "$sandqd_pid" ] && kill -TERM "$sandqd_pid" 2>/dev/null && wait "$sandqd_pid" 2>/dev/null
-	[ -n "$redis_pid" ] && kill -TERM "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-
-# A free loopback port: ask the kernel for one.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-	--dir "$dir" >"$dir/redis.log" 2>&1 &
-redis_pid=$!
-i=0
-until redis-cli -p "$port" ping >/dev/null 2>&1; do
-	i=$((i + 1)); [ $i -gt 500 ] && { echo "redis-server did not start" >&2; exit 1; }
-	sleep 0.02
-done
-url="redis://127.0.0.1:$port"
-"$B/sandqd" --redis "$url" --state "$dir/state" --workers 2 2>"$dir/sandqd.log" &
-sandqd_pid=$!
+. "$(dirname "$0")/private-stack.sh"
+stack_start --workers 2
 export SANDQ_REDIS="$url"
 
 step() {

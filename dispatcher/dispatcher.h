@@ -136,6 +136,8 @@ int pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j);
 void pool_reap(struct sandqd *d);
 /* Closes every channel (workers exit on EOF) or kills them all. */
 void pool_stop(struct sandqd *d, bool kill_now);
+/* SIGKILLs every worker; the reaper then answers their jobs. */
+void pool_kill(struct sandqd *d);
 /* True once no worker process is left. */
 bool pool_all_down(const struct sandqd *d);
 /* Closes every libuv handle the pool owns (before the loop's last run). */

@@ -201,35 +201,43 @@ sandqd_check_drained(struct sandqd *d)
 	close_all(d);
 }
 
+/*
+ * First expiry: the drain timeout. Queued jobs are failed and running ones
+ * killed; the reaper answers them `internal`, and the drain completes once
+ * those answers are published. Second expiry, DRAIN_GRACE_MS later: Redis
+ * never took them; exit anyway (the entries stay pending for the next start).
+ */
 static void
 on_drain_timeout(uv_timer_t *t)
 {
 	struct sandqd *d = t->data;
+	size_t unpublished = 0;
+	struct djob *j;
 
-	if (d->stopping) {
-		/* Past the grace period: Redis never took the last results. */
+	if (d->drain_grace) {
+		TAILQ_FOREACH(j, &d->publish, link)
+			unpublished++;
 		log_warnx("exiting with %zu result%s unpublished; their entries stay "
-		    "pending and run again on the next start",
-		    (size_t)0 + !TAILQ_EMPTY(&d->publish), "(s)");
+		    "pending and run again on the next start", unpublished,
+		    unpublished == 1 ? "" : "s");
+		pool_kill(d);
+		d->stopping = true;
 		close_all(d);
 		return;
 	}
 	log_warnx("drain timeout: killing %zu running job%s",
 	    sched_running(d), sched_running(d) == 1 ? "" : "s");
-	/* Queued jobs fail too: no worker will take them now. */
 	for (size_t i = 0; i < d->ntenants; i++) {
-		struct djob *j;
-
 		while ((j = TAILQ_FIRST(&d->tenants[i].queue)) != NULL) {
 			TAILQ_REMOVE(&d->tenants[i].queue, j, link);
 			d->tenants[i].queued--;
 			jobs_fail(d, j, "sandqd shut down before the job started");
 		}
 	}
-	pool_stop(d, true);
-	d->stopping = false;	/* let the reaper answer the killed jobs */
-	uv_timer_start(&d->drain_timer, on_drain_timeout, DRAIN_GRACE_MS, 0);
 	d->drain_grace = true;
+	pool_kill(d);
+	uv_timer_start(&d->drain_timer, on_drain_timeout, DRAIN_GRACE_MS, 0);
+	sandqd_check_drained(d);
 }
 
 static void

@@ -313,7 +313,8 @@ pool_reap(struct sandqd *d)
 		close_channel(w);
 		w->pid = 0;
 		w->state = W_DOWN;
-		if (!d->stopping) {
+		/* While draining, no replacement: the others finish what is left. */
+		if (!d->stopping && !d->draining) {
 			uv_timer_start(&w->respawn, respawn_cb, (uint64_t)w->backoff_ms, 0);
 			w->backoff_ms = w->backoff_ms * 2 + 1;
 			if (w->backoff_ms > RESPAWN_MAX_MS)
@@ -392,6 +393,18 @@ pool_stop(struct sandqd *d, bool kill_now)
 		/* A worker reads EOF and exits after its current job. */
 		if (w->job == NULL || kill_now)
 			close_channel(w);
+	}
+}
+
+void
+pool_kill(struct sandqd *d)
+{
+	for (size_t i = 0; i < d->nslots; i++) {
+		struct wslot *w = &d->slots[i];
+
+		uv_timer_stop(&w->respawn);
+		if (w->pid > 0)
+			kill(w->pid, SIGKILL);
 	}
 }
 

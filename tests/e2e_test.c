@@ -526,6 +526,33 @@ Test(e2e, sigterm_drains_running_jobs_then_exits_zero)
 	sandq_close(c);
 }
 
+/* Its own sandqd with a short drain timeout, so no shared fixture. */
+TestSuite(e2e_drain, .timeout = 180);
+
+Test(e2e_drain, timeout_answers_the_jobs_it_kills_and_exits_zero)
+{
+	const char *extra[] = { "--set", "drain_timeout_ms=300", NULL };
+	struct harness h;
+	struct sandq *c;
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids");
+	harness_start(&h, 1, extra);
+	c = harness_client(&h);
+	cr_assert(sandq_submit_sh(c, "exec sleep 4747", NULL, id) == 0);
+	cr_assert(harness_wait_for(marker_running, "sleep 4747", 30000));
+	cr_expect_eq(harness_stop_sandqd(&h, 30000), 0, "sandqd did not exit 0");
+	cr_assert(sandq_result_get(c, id, &r) == 0, "the killed job was not answered");
+	cr_expect_str_eq(r->status, "internal");
+	cr_expect_not_null(strstr(r->error_message, "worker"), "%s", r->error_message);
+	sandq_result_free(r);
+	cr_expect(harness_wait_for(no_marker_processes, "sleep 4747", 5000));
+	sandq_close(c);
+	harness_stop(&h);
+}
+
 /*** The CLI ***/
 
 static int
