@@ -550,6 +550,10 @@ decode_env(const msgpack_object *o, struct job *j, size_t *total, struct err *e)
 			    "field 'env': variable names must match [A-Za-z_][A-Za-z0-9_]*");
 		char field[JOB_ENV_NAME_MAX + 8];
 		snprintf(field, sizeof(field), "env.%.*s", (int)nlen, name);
+		/* A name given twice would reach the job twice, in either order. */
+		for (size_t k = 0; k < j->nenv; k++)
+			if (strncmp(j->env[k], name, nlen) == 0 && j->env[k][nlen] == '=')
+				return err_set(e, -EINVAL, "field '%s': given twice", field);
 		if (get_cstr(&kv->val, field, JOB_ARG_MAX - 2 - nlen, &val, e) < 0)
 			return -EINVAL;
 		xasprintf(&j->env[i], "%.*s=%s", (int)nlen, name, val);

@@ -1030,6 +1030,11 @@ Test(payload, rejects_bad_env)
 	REJECT_EXEC_WITH("field 'env': variable names must match",
 	    { msgpack_packer *pk = jb_key(b, "env");
 	      msgpack_pack_map(pk, 1); msgpack_pack_int(pk, 1); pstr(pk, "v"); });
+	/* The same name twice (a prefix of another name is fine). */
+	REJECT_EXEC_WITH("field 'env.A': given twice",
+	    { msgpack_packer *pk = jb_key(b, "env");
+	      msgpack_pack_map(pk, 3); pstr(pk, "A"); pstr(pk, "1");
+	      pstr(pk, "AB"); pstr(pk, "2"); pstr(pk, "A"); pstr(pk, "3"); });
 }
 
 Test(payload, rejects_bad_limits)
