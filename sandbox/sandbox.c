@@ -448,7 +448,8 @@ fill_status(struct result *res, int status, bool timed_out,
 }
 
 int
-sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
+sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
+    size_t speclen, struct result *res)
 {
 	struct capture out = { .cap = j->limits.output_bytes };
 	struct capture err = { .cap = j->limits.output_bytes };
@@ -456,21 +457,16 @@ sandbox_run(struct sandbox *s, const struct job *j, struct result *res)
 	bool exited = false, ctl_open = true, timed_out = false, exec_seen = false;
 	int status = 0, rc = 0;
 	struct rusage ru;
-	char *spec = NULL;
-	size_t speclen = 0;
 
 	t0 = mono_ns();
 	res->started_at = now_ms();
 	if (wait_ready(s, res) < 0)
 		goto out_finish;
-	if (payload_job_encode(j, &spec, &speclen) < 0 ||
-	    (rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, -1)) < 0) {
-		result_set_error(res, ST_INTERNAL, "sandbox", "cannot hand the job to its sandbox: %s",
-		    strerror(rc < 0 ? -rc : ENOMEM));
-		free(spec);
+	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, -1)) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "cannot hand the job to its sandbox: %s", strerror(-rc));
 		goto out_finish;
 	}
-	free(spec);
 	fd_set_nonblock(s->out_rd, true);
 	fd_set_nonblock(s->err_rd, true);
 	fd_set_nonblock(s->ctl, true);

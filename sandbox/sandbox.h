@@ -51,15 +51,17 @@ int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
     struct err *e);
 
 /*
- * Runs job j (limits already resolved: every field of j->limits is set) in a
- * prepared sandbox, supervising its wall clock and capturing its output, and
+ * Runs job j (limits already resolved: every field of j->limits is set),
+ * whose normalised msgpack encoding is spec/speclen (what the dispatcher
+ * sent; handed to the sandbox's init as it is), in a prepared sandbox, supervising its wall clock and capturing its output, and
  * fills res: status, exit_code, signal, stdout/stderr (+ truncated flags),
  * wall_ms, cpu_ms, max_rss_kb, started_at, finished_at, and error fields for
  * rejected/internal outcomes. The sandbox is spent afterwards.
  * Returns 0 when res describes the outcome (whatever it is); -errno only if
  * the worker itself failed (it then fills an internal result as well).
  */
-int sandbox_run(struct sandbox *sbx, const struct job *j, struct result *res);
+int sandbox_run(struct sandbox *sbx, const struct job *j, const void *spec,
+    size_t speclen, struct result *res);
 
 /* Kills the sandbox's init (and so every process in it), reaps it, frees. */
 void sandbox_free(struct sandbox *sbx);

@@ -62,7 +62,7 @@ run_job(struct worker *w, const struct msg *m)
 		    "no sandbox could be prepared on this worker");
 		res->started_at = res->finished_at = now_ms();
 	} else {
-		sandbox_run(w->next, j, res);
+		sandbox_run(w->next, j, m->data, m->len, res);
 		/* Reaped after the result is out and the next sandbox started. */
 		w->spent = w->next;
 		w->next = NULL;
