@@ -48,7 +48,6 @@ msg_type_name(uint32_t type)
 	case MSG_SHUTDOWN: return "SHUTDOWN";
 	case MSG_HELLO: return "HELLO";
 	case MSG_JOB_DONE: return "JOB_DONE";
-	case MSG_JOB_STARTED: return "JOB_STARTED";
 	case MSG_LOG: return "LOG";
 	case MSG_SBX_SPEC: return "SBX_SPEC";
 	case MSG_SBX_READY: return "SBX_READY";

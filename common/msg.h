@@ -45,7 +45,6 @@ enum msg_type {
 	/* 2xx: worker -> dispatcher. */
 	MSG_HELLO = 200,	/* payload: struct msg_hello */
 	MSG_JOB_DONE = 201,	/* payload: result (msgpack) */
-	MSG_JOB_STARTED = 202,	/* empty: the job's process is running */
 	/* 3xx: log records from a worker. */
 	MSG_LOG = 300,		/* payload: u32 level + text */
 	/* 4xx: worker <-> its prepared sandbox's init process. */

@@ -53,7 +53,6 @@ struct tenant {
 	struct djob_list queue;		/* validated, waiting for a worker */
 	size_t queued;			/* length of queue */
 	size_t running;			/* jobs on workers */
-	uint64_t done;			/* results published */
 };
 
 enum wstate {
@@ -75,7 +74,6 @@ struct wslot {
 	uv_timer_t respawn;		/* respawn delay */
 	int64_t backoff_ms;		/* next respawn delay */
 	uint64_t jobs;			/* jobs completed */
-	uint64_t started_ms;		/* spawn time (uv_now) */
 	char why[96];			/* why sandqd killed it, until reaped */
 	uint64_t idle_seq;		/* when it last became idle (ordinal) */
 };
@@ -103,7 +101,6 @@ struct sandqd {
 	uv_timer_t publish_retry;	/* publish again after an outage */
 	uv_timer_t drain_timer;		/* drain deadline */
 	uint64_t jobs_done;		/* results published */
-	uint64_t jobs_rejected;
 };
 
 /*** jobs.c ***/

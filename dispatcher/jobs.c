@@ -72,8 +72,6 @@ answer(struct sandqd *d, struct djob *j, struct result *r)
 		r->finished_at = now_ms();
 	if (payload_result_encode(r, &j->res, &j->reslen) < 0)
 		fatalx("cannot encode a result");
-	if (r->status == ST_REJECTED)
-		d->jobs_rejected++;
 	log_debug("job %s (%s): %s", j->id, d->tenants[j->tenant].name,
 	    res_status_name(r->status));
 	publish(d, j);
@@ -210,10 +208,8 @@ publish_done(void *arg, int status)
 		return;
 	}
 	TAILQ_REMOVE(&d->publish, j, link);
-	if (j->dead_reason == NULL) {
+	if (j->dead_reason == NULL)
 		d->jobs_done++;
-		d->tenants[j->tenant].done++;
-	}
 	djob_free(j);
 	sandqd_check_drained(d);
 }

@@ -44,7 +44,7 @@ static void spawn(struct sandqd *d, struct wslot *w);
 
 typedef void wmsg_handler(struct sandqd *, struct wslot *, struct msg *);
 
-static wmsg_handler h_hello, h_done, h_started;
+static wmsg_handler h_hello, h_done;
 
 static const struct {
 	uint32_t type;
@@ -53,7 +53,6 @@ static const struct {
 } wdispatch[] = {
 	{ MSG_HELLO, WS(W_STARTING), h_hello },
 	{ MSG_JOB_DONE, WS(W_BUSY), h_done },
-	{ MSG_JOB_STARTED, WS(W_BUSY), h_started },
 };
 
 /* Frees the poll handle once libuv is done with it. */
@@ -126,14 +125,6 @@ h_hello(struct sandqd *d, struct wslot *w, struct msg *m)
 	w->idle_seq = ++d->idle_seq;
 	log_debug("worker/%d: ready (pid %d)", w->index, (int)w->pid);
 	sched_dispatch(d);
-}
-
-static void
-h_started(struct sandqd *d, struct wslot *w, struct msg *m)
-{
-	(void)d;
-	(void)w;
-	(void)m;
 }
 
 static void
@@ -255,7 +246,6 @@ spawn(struct sandqd *d, struct wslot *w)
 	w->fd = sv[0];
 	w->pid = pid;
 	w->state = W_STARTING;
-	w->started_ms = uv_now(d->loop);
 	w->poll = xcalloc(1, sizeof(*w->poll));
 	w->poll->data = w;
 	uv_poll_init(d->loop, w->poll, w->fd);

@@ -634,7 +634,7 @@ Test(msg, type_name_known_and_unknown)
 	} t[] = {
 		{ MSG_JOB_RUN, "JOB_RUN" }, { MSG_SHUTDOWN, "SHUTDOWN" },
 		{ MSG_HELLO, "HELLO" }, { MSG_JOB_DONE, "JOB_DONE" },
-		{ MSG_JOB_STARTED, "JOB_STARTED" }, { MSG_LOG, "LOG" },
+		{ MSG_LOG, "LOG" },
 		{ MSG_SBX_SPEC, "SBX_SPEC" }, { MSG_SBX_READY, "SBX_READY" },
 		{ MSG_SBX_EXEC, "SBX_EXEC" }, { MSG_SBX_EXIT, "SBX_EXIT" },
 		{ MSG_SBX_FAIL, "SBX_FAIL" },
