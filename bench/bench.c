@@ -12,16 +12,22 @@
  *   throughput  M jobs from C concurrent clients (threads, one connection
  *             each): each submits its share, then waits for all of them;
  *             jobs/s from the first submit to the last result
+ *   floor 3   the same count of /bin/true runs from C threads, each a child
+ *             cloned into new user, mount, pid, net, ipc and uts namespaces
+ *             (no mounts, no limits, no queue): the kernel's own price for
+ *             the namespaces every sandq job gets, as jobs/s
  * and prints the ratios the issue's targets are stated in. Numbers, not
  * assertions: the machine is shared and noisy, so nothing here fails on time.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +91,59 @@ report(const char *name, double *ms, size_t n, double *p50, double *p99)
 	printf("%-34s n=%-5zu p50 %7.3f ms   p99 %7.3f ms\n", name, n, *p50, *p99);
 }
 
+#define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | \
+    CLONE_NEWIPC | CLONE_NEWUTS)
+
+struct nsfloor {
+	size_t n;
+	int failures;
+};
+
+/* n runs of /bin/true, each in a child cloned into fresh namespaces. */
+static void *
+nsfloor_run(void *arg)
+{
+	struct nsfloor *f = arg;
+	char *const tru[] = { "/bin/true", NULL };
+
+	for (size_t i = 0; i < f->n; i++) {
+		long pid = syscall(SYS_clone, NS_FLAGS | SIGCHLD, 0L, 0L, 0L, 0L);
+		int st;
+
+		if (pid == 0) {
+			execve(tru[0], tru, environ);
+			_exit(127);
+		}
+		if (pid < 0 || waitpid((pid_t)pid, &st, 0) < 0 || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) != 0)
+			f->failures++;
+	}
+	return NULL;
+}
+
+/* jobs/s of n namespaced /bin/true runs from nthreads threads, or NAN. */
+static double
+nsfloor_rate(size_t n, int nthreads)
+{
+	pthread_t *th = calloc((size_t)nthreads, sizeof(*th));
+	struct nsfloor *f = calloc((size_t)nthreads, sizeof(*f));
+	int failures = 0;
+	double t0 = now_ms(), elapsed;
+
+	for (int i = 0; i < nthreads; i++) {
+		f[i].n = n / (size_t)nthreads + ((size_t)i < n % (size_t)nthreads);
+		pthread_create(&th[i], NULL, nsfloor_run, &f[i]);
+	}
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(th[i], NULL);
+		failures += f[i].failures;
+	}
+	elapsed = now_ms() - t0;
+	free(th);
+	free(f);
+	return failures ? NAN : (double)n / (elapsed / 1e3);
+}
+
 struct client {
 	const char *url;
 	size_t njobs;
@@ -126,7 +185,7 @@ main(int argc, char **argv)
 	size_t nlat = 1000, ntp = 5000, nfloor = 1000, nbwrap = 300;
 	int nclients = 4;
 	const char *url;
-	double *ms, f50, f99, b50, b99, e50, e99, t0, elapsed;
+	double *ms, f50, f99, b50, b99, e50, e99, t0, elapsed, ns_rate;
 	char err[256];
 	struct sandq *c;
 	int failures = 0;
@@ -228,6 +287,13 @@ main(int argc, char **argv)
 		free(th);
 		free(cl);
 	}
+	ns_rate = nsfloor_rate(ntp, nclients);
+	if (isnan(ns_rate))
+		printf("%-34s failed (are user namespaces allowed?)\n",
+		    "floor: 6 namespaces + exec true");
+	else
+		printf("%-34s %zu runs, %d threads: %.0f runs/s\n",
+		    "floor: 6 namespaces + exec true", ntp, nclients, ns_rate);
 
 	printf("\nratios (targets: latency p50 <= 3x fork+exec; throughput >= 800 jobs/s)\n");
 	printf("  p50 latency / fork+exec floor   %6.2fx\n", e50 / f50);
@@ -236,6 +302,9 @@ main(int argc, char **argv)
 		printf("  p50 latency / bwrap floor       %6.2fx\n", e50 / b50);
 	printf("  throughput / 800 jobs/s target  %6.2fx\n",
 	    ((double)ntp / (elapsed / 1e3)) / 800.0);
+	if (!isnan(ns_rate))
+		printf("  throughput / namespaces floor   %6.2fx\n",
+		    ((double)ntp / (elapsed / 1e3)) / ns_rate);
 	if (failures)
 		printf("\n%d job(s) failed\n", failures);
 	free(ms);

@@ -74,15 +74,22 @@ int seccomp_job_install(struct err *e);
 
 /*** exec.c ***/
 
+#define EXEC_STACK_SIZE (256 * 1024)	/* the job's process until it execs */
+
 struct exec_spec {
 	const struct job *job;	/* argv, env, cwd, limits */
 	int stdin_fd;		/* becomes fd 0 */
 	int stdout_fd;		/* becomes fd 1 */
 	int stderr_fd;		/* becomes fd 2 */
+	char **envp;		/* set by exec_spawn(), in envstore */
+	char *envstore[JOB_ENV_MAX + 8];
 };
 
-/* In the job's process: never returns (execs or _exits 126/127). */
-void exec_job(const struct exec_spec *s) __attribute__((noreturn));
+/*
+ * In init, per job: starts the job's process, which execs the job or _exits
+ * 126/127 as a shell would. Returns its pid, or fills e.
+ */
+pid_t exec_spawn(struct exec_spec *s, struct err *e);
 /* In init, per job: creates every seeded file under /workspace. */
 int exec_seed_files(const struct job *j, struct err *e);
 /* In init, per job: ensures the cwd exists when it is under /workspace or /tmp. */

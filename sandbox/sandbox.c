@@ -110,13 +110,8 @@ init_run_job(int ctl, int out_wr, int err_wr, const struct msg *m)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	spec.job = j;
 
-	job_pid = fork();
-	if (job_pid < 0) {
-		err_set(&e, -errno, "fork: %s", strerror(errno));
+	if ((job_pid = exec_spawn(&spec, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	}
-	if (job_pid == 0)
-		exec_job(&spec);
 	ex.started_ns = mono_ns();
 	/* Only the job holds the pipes now: EOF comes when it and its children end. */
 	close(spec.stdin_fd);

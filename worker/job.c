@@ -11,6 +11,7 @@
  * dispatcher fails the job and respawns it.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,12 @@ worker_loop(struct worker *w)
 		case MSG_JOB_RUN:
 			if (run_job(w, &m) < 0)
 				fatalx("cannot send a result to the dispatcher");
+			/*
+			 * The result woke the dispatcher, often onto this CPU:
+			 * let it publish before the next sandbox's clone, about
+			 * a millisecond of kernel work, delays it.
+			 */
+			sched_yield();
 			prepare_next(w);
 			/* By now the spent sandbox's init has usually exited. */
 			sandbox_free(w->spent);
