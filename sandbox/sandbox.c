@@ -5,7 +5,7 @@
  * (ns.c) and returns at once; init builds the read-only image (mount.c) while
  * the worker goes back to waiting for a job, then reports MSG_SBX_READY and
  * waits for the job. sandbox_run() sends the job; init mounts the job's
- * tmpfs, seeds its files, forks the job's process (exec.c), reports
+ * tmpfs, seeds its files, spawns the job's process (exec.c), reports
  * MSG_SBX_EXEC, reaps every process of the namespace, and on the main
  * process's exit reports MSG_SBX_EXIT and exits itself, which makes the kernel
  * kill whatever the job left behind: nothing outlives a job.
