@@ -50,7 +50,7 @@ $(shell mkdir -p $(B) && \
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
-SANDBOX_SRCS := sandbox/sandbox.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c \
+SANDBOX_SRCS := sandbox/sandbox.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
 WORKER_SRCS := worker/main.c worker/job.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
@@ -65,7 +65,7 @@ LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) sandbox/cgroup.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))

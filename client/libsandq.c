@@ -468,6 +468,11 @@ job_set_opts(struct sandq *c, struct job *j, const struct sandq_job_opts *o,
 		return fail(c, -EINVAL, "deadline_ms: must not be negative");
 	j->priority = o->priority;
 	j->deadline_ms = o->deadline_ms;
+	if (o->net != NULL) {
+		if (strlen(o->net) > 32)
+			return fail(c, -EINVAL, "net: longer than 32 bytes");
+		j->net = xstrdup(o->net);
+	}
 	return 0;
 }
 
@@ -888,6 +893,9 @@ sandq_result_free(struct sandq_result *r)
 	free(r->host);
 	free(r->error_code);
 	free(r->error_message);
+	for (size_t i = 0; i < r->nrefused; i++)
+		free(r->refused[i].syscall);
+	free(r->refused);
 	free(r);
 }
 

@@ -61,6 +61,13 @@ struct sandq_job_opts {
 	size_t nfiles;
 	int64_t priority;		/* higher first within the tenant */
 	int64_t deadline_ms;		/* epoch ms; 0 = none */
+	const char *net;		/* network mode; NULL = "none" */
+};
+
+/* A system call the job's seccomp filter refused, and how many times. */
+struct sandq_refusal {
+	char *syscall;			/* its name, e.g. "mount" */
+	uint64_t count;
 };
 
 /* A result (docs/protocol.md "Result"). Owned by the caller. */
@@ -86,6 +93,8 @@ struct sandq_result {
 	int64_t attempt;
 	char *error_code;		/* NULL unless the result carries an error */
 	char *error_message;
+	struct sandq_refusal *refused;	/* syscalls refused to the job, by name */
+	size_t nrefused;
 };
 
 /*

@@ -75,9 +75,12 @@ struct msg_sbx_exec {
 };
 _Static_assert(sizeof(struct msg_sbx_exec) == 8, "wire struct");
 
+/* msg_sbx_exit.flags */
+#define SBX_EXIT_DISK_FULL 0x1	/* /workspace, /tmp or /dev/shm was full at the end */
+
 struct msg_sbx_exit {
 	int32_t status;		/* wait status of the job's main process */
-	int32_t reserved;	/* 0 */
+	int32_t flags;		/* SBX_EXIT_* */
 	int64_t cpu_us;		/* user + system CPU of every reaped process */
 	int64_t max_rss_kb;	/* largest peak RSS among them */
 };

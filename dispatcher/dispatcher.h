@@ -26,6 +26,7 @@
 #include "../config/config.h"
 #include "../queue/payload.h"
 #include "../queue/redis.h"
+#include "../sandbox/cgroup.h"
 
 struct djob {
 	uint32_t seq;			/* job_id in worker frames */
@@ -88,6 +89,7 @@ struct sandqd {
 	struct wslot *slots;
 	size_t nslots;
 	char *worker_path;		/* sandq-worker binary */
+	struct cg_sys cg;		/* the host's cgroups for jobs, or CG_NONE */
 	struct djob_list publish;	/* results waiting for Redis */
 	size_t inflight_publish;	/* publishes sent, reply due */
 	uint32_t next_seq;

@@ -375,6 +375,14 @@ main(int argc, char **argv)
 	log_info("sandqd %s: host %s, %zu worker%s, %zu tenant%s, redis %s, state %s",
 	    SANDQ_VERSION, d->cfg.host, d->nslots, d->nslots == 1 ? "" : "s",
 	    d->ntenants, d->ntenants == 1 ? "" : "s", d->cfg.redis, d->cfg.state);
+	cg_detect(&d->cg);
+	if (cg_host_setup(&d->cg, getpid(), &e) < 0)
+		log_warnx("cgroups unusable: %s", e.msg);
+	if (d->cg.version == CG_NONE)
+		log_warnx("no cgroups for jobs (%s): memory and processes are bounded "
+		    "per process by rlimits only", d->cg.why);
+	else
+		log_info("jobs run in cgroup v%d", (int)d->cg.version);
 	pool_start(d);
 	rq_start(d->rq);
 	uv_run(d->loop, UV_RUN_DEFAULT);
@@ -386,6 +394,7 @@ main(int argc, char **argv)
 		djob_free(j);
 	}
 	uv_loop_close(d->loop);
+	cg_host_cleanup(&d->cg, getpid());
 	rq_free(d->rq);
 	free(d->slots);
 	free(d->tenants);

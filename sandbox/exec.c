@@ -126,7 +126,7 @@ exec_job(const struct exec_spec *s)
 
 	if (chdir(j->cwd ? j->cwd : "/workspace") < 0)
 		job_fail(126, j->cwd ? j->cwd : "/workspace", errno);
-	if (limits_apply(&j->limits, &e) < 0)
+	if (limits_apply(&j->limits, s->cg_memory, &e) < 0)
 		job_fail(126, e.msg, -e.code);
 	if (drop_capabilities() < 0)
 		job_fail(126, "drop capabilities", errno);

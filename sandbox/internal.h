@@ -57,11 +57,15 @@ struct limits_rlimit {
 	struct rlimit rl;	/* soft and hard */
 };
 
-/* Pure: translates resolved job limits to the rlimits a job gets. */
-size_t limits_to_rlimits(const struct job_limits *l,
+/*
+ * Pure: translates resolved job limits to the rlimits a job gets. With
+ * cgroup set, memory and processes are bounded by the job's cgroup, and the
+ * rlimits on them stay out of its way (see limits.c).
+ */
+size_t limits_to_rlimits(const struct job_limits *l, bool cgroup,
     struct limits_rlimit out[LIMITS_NRLIMITS]);
 /* Applies them to the calling process. */
-int limits_apply(const struct job_limits *l, struct err *e);
+int limits_apply(const struct job_limits *l, bool cgroup, struct err *e);
 
 /*** seccomp.c ***/
 
@@ -81,6 +85,7 @@ struct exec_spec {
 	int stdin_fd;		/* becomes fd 0 */
 	int stdout_fd;		/* becomes fd 1 */
 	int stderr_fd;		/* becomes fd 2 */
+	bool cg_memory;		/* a memory cgroup bounds the job (RLIMIT_AS need not) */
 	char **envp;		/* set by exec_spawn(), in envstore */
 	char *envstore[JOB_ENV_MAX + 8];
 };

@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -32,6 +33,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +45,7 @@
 
 #define READY_TIMEOUT_MS 10000	/* image build; normally about a millisecond */
 #define DRAIN_AFTER_KILL_MS 2000
+#define CPU_CHECK_MS 50		/* how often the job's cgroup CPU time is read */
 
 struct sandbox {
 	pid_t init_pid;		/* pid 1 of the sandbox, -1 once reaped */
@@ -50,6 +53,7 @@ struct sandbox {
 	int out_rd;		/* job's stdout, read end */
 	int err_rd;		/* job's stderr, read end */
 	bool ready;		/* MSG_SBX_READY seen */
+	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 };
 
 /*** Init: runs inside the sandbox ***/
@@ -89,11 +93,28 @@ init_stdin(const struct job *j, struct err *e)
 	return fd;
 }
 
+/* Whether any of the job's tmpfs has no block or no inode left. */
+static bool
+init_disk_full(void)
+{
+	static const char *const dirs[] = { "/workspace", "/tmp", "/dev/shm" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		struct statfs sf;
+
+		if (statfs(dirs[i], &sf) == 0 && (sf.f_bavail == 0 || sf.f_ffree == 0))
+			return true;
+	}
+	return false;
+}
+
 /* Runs one job in this sandbox and exits with it. */
 static void __attribute__((noreturn))
-init_run_job(int ctl, int out_wr, int err_wr, const struct msg *m)
+init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
+    const struct msg *m)
 {
-	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr };
+	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr,
+	    .cg_memory = conf->cg.version != CG_NONE };
 	struct msg_sbx_exec ex;
 	struct err e = { 0 };
 	struct job *j = NULL;
@@ -131,6 +152,8 @@ init_run_job(int ctl, int out_wr, int err_wr, const struct msg *m)
 			struct msg_sbx_exit x = { .status = st };
 			struct rusage ru;
 
+			if (init_disk_full())
+				x.flags |= SBX_EXIT_DISK_FULL;
 			/* Every process reaped so far: the job and its orphans. */
 			if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
 				x.cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
@@ -200,7 +223,7 @@ init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
 	if (rc <= 0 || m.hdr.type != MSG_SBX_SPEC)
 		_exit(rc == 0 ? 0 : 1);	/* the worker is gone or confused */
-	init_run_job(ctl, out_wr, err_wr, &m);
+	init_run_job(conf, ctl, out_wr, err_wr, &m);
 }
 
 /*** Prepare ***/
@@ -234,6 +257,7 @@ int
 sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
     struct err *e)
 {
+	static uint64_t sandboxes;	/* names each sandbox's cgroup */
 	int ctl[2] = { -1, -1 }, outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	int syncp[2] = { -1, -1 };
 	struct sandbox *s;
@@ -270,7 +294,8 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	s->ctl = ctl[0];
 	s->out_rd = outp[0];
 	s->err_rd = errp[0];
-	if ((rc = ns_write_id_maps(pid, conf->host_uid, e)) < 0) {
+	if ((rc = ns_write_id_maps(pid, conf->host_uid, e)) < 0 ||
+	    (rc = cg_job_create(&conf->cg, ++sandboxes, pid, &s->cg, e)) < 0) {
 		close(syncp[1]);
 		sandbox_free(s);
 		return rc;
@@ -366,10 +391,22 @@ wait_ready(struct sandbox *s, struct result *res)
 	return -1;
 }
 
+/* Why the worker killed the sandbox, if it did. */
+enum kill_reason { KILLED_NONE, KILLED_TIMEOUT, KILLED_CPU, KILLED_OUTPUT };
+
+/* What the worker learns while a job runs. */
+struct run {
+	int64_t exec_ns;	/* when init saw the exec, 0 until then */
+	int64_t end_ns;		/* when the job ended or was killed */
+	int status;		/* wait status of the job's main process */
+	bool exited;		/* MSG_SBX_EXIT seen */
+	bool disk_full;		/* a tmpfs of the job was full at its end */
+	enum kill_reason killed;
+};
+
 /* Handles one frame from init. Returns false once init's channel is done. */
 static bool
-handle_ctl(struct sandbox *s, int64_t *exec_ns, int *status, bool *exited,
-    struct result *res)
+handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 {
 	struct msg m;
 	int rc;
@@ -385,15 +422,16 @@ handle_ctl(struct sandbox *s, int64_t *exec_ns, int *status, bool *exited,
 		if (m.len == sizeof(struct msg_sbx_exec)) {
 			struct msg_sbx_exec ex;
 			memcpy(&ex, m.data, sizeof(ex));
-			*exec_ns = ex.started_ns;
+			run->exec_ns = ex.started_ns;
 		}
 		break;
 	case MSG_SBX_EXIT:
 		if (m.len == sizeof(struct msg_sbx_exit)) {
 			struct msg_sbx_exit x;
 			memcpy(&x, m.data, sizeof(x));
-			*status = x.status;
-			*exited = true;
+			run->status = x.status;
+			run->exited = true;
+			run->disk_full = (x.flags & SBX_EXIT_DISK_FULL) != 0;
 			res->cpu_ms = x.cpu_us > 0 ? (uint64_t)x.cpu_us / 1000 : 0;
 			res->max_rss_kb = x.max_rss_kb > 0 ? (uint64_t)x.max_rss_kb : 0;
 		}
@@ -415,48 +453,109 @@ handle_ctl(struct sandbox *s, int64_t *exec_ns, int *status, bool *exited,
 	return true;
 }
 
+/*
+ * The status says what really happened. A job that exited 0 is ok whatever
+ * it ran into. Otherwise the limit it ran into names the outcome, most
+ * telling first: the kernel's OOM kill, a refused fork, a full workspace
+ * (or SIGXFSZ), the output cap, CPU time, the wall clock; then its own exit
+ * code or signal. error.message says which limit and what else happened.
+ */
 static void
-fill_status(struct result *res, int status, bool timed_out,
-    const struct job_limits *l, uint64_t cpu_ms)
+fill_status(struct result *res, const struct run *run, const struct job_limits *l,
+    const struct cg_usage *u)
 {
+	int sig = 0, code = -1;
+	const char *after = "";
+
 	if (res->error_code != NULL)
 		return;		/* set-up failure already recorded */
-	if (timed_out) {
-		res->status = ST_TIMEOUT;
-		res->signal = SIGKILL;
+	if (run->exited && WIFEXITED(run->status))
+		code = WEXITSTATUS(run->status);
+	else if (run->exited && WIFSIGNALED(run->status))
+		sig = WTERMSIG(run->status);
+	if (run->killed == KILLED_NONE && code == 0) {
+		res->status = ST_OK;
+		res->exit_code = 0;
 		return;
 	}
-	if (WIFEXITED(status)) {
-		res->exit_code = WEXITSTATUS(status);
-		res->status = res->exit_code == 0 ? ST_OK : ST_EXIT;
-	} else if (WIFSIGNALED(status)) {
-		res->signal = WTERMSIG(status);
-		/* SIGXCPU at the soft limit, SIGKILL at the hard one a second later. */
-		if (res->signal == SIGXCPU ||
-		    (res->signal == SIGKILL && cpu_ms >= l->cpu_ms))
-			res->status = ST_CPU_LIMIT;
-		else
-			res->status = ST_SIGNAL;
-	} else {
-		result_set_error(res, ST_INTERNAL, "sandbox", "unknown wait status %d", status);
+	if (run->killed != KILLED_NONE) {
+		sig = SIGKILL;
+		code = -1;
+		after = run->killed == KILLED_TIMEOUT ? "; it was then stopped at its wall-clock limit" :
+		    run->killed == KILLED_CPU ? "; it was then stopped at its CPU limit" :
+		    "; it was then stopped at its output limit";
 	}
+	res->exit_code = code;
+	res->signal = sig;
+	if (u->oom_kills > 0) {
+		result_set_error(res, ST_MEMORY_LIMIT, "memory_limit",
+		    "the job reached its memory limit of %" PRIu64 " bytes and the kernel "
+		    "killed %" PRIu64 " of its processes%s", l->memory_bytes, u->oom_kills, after);
+	} else if (u->pids_refused > 0) {
+		result_set_error(res, ST_PIDS_LIMIT, "pids_limit",
+		    "the job reached its limit of %" PRIu64 " processes; %" PRIu64
+		    " fork%s refused%s", l->pids, u->pids_refused,
+		    u->pids_refused == 1 ? " was" : "s were", after);
+	} else if (run->disk_full || sig == SIGXFSZ) {
+		result_set_error(res, ST_DISK_LIMIT, "disk_limit",
+		    "the job filled its %" PRIu64 "-byte %s%s", l->disk_bytes,
+		    sig == SIGXFSZ ? "file size limit" : "workspace, /tmp or /dev/shm", after);
+	} else if (run->killed == KILLED_OUTPUT) {
+		result_set_error(res, ST_OUTPUT_LIMIT, "output_limit",
+		    "the job wrote more than its output limit of %" PRIu64 " bytes and was "
+		    "stopped", l->output_bytes);
+	} else if (run->killed == KILLED_CPU || sig == SIGXCPU ||
+	    (sig == SIGKILL && res->cpu_ms >= l->cpu_ms)) {
+		result_set_error(res, ST_CPU_LIMIT, "cpu_limit",
+		    "the job used its CPU limit of %" PRIu64 " ms", l->cpu_ms);
+	} else if (run->killed == KILLED_TIMEOUT) {
+		result_set_error(res, ST_TIMEOUT, "timeout",
+		    "the job ran past its wall-clock limit of %" PRIu64 " ms", l->wall_ms);
+	} else if (sig != 0) {
+		res->status = ST_SIGNAL;
+	} else if (code > 0) {
+		res->status = ST_EXIT;
+	} else {
+		result_set_error(res, ST_INTERNAL, "sandbox", "unknown wait status %d",
+		    run->status);
+	}
+}
+
+/* Kills the sandbox (its init, so the whole pid namespace) for reason r. */
+static void
+kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now)
+{
+	if (run->killed != KILLED_NONE || run->exited)
+		return;
+	kill(s->init_pid, SIGKILL);
+	run->killed = r;
+	run->end_ns = now;
 }
 
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, struct result *res)
 {
-	struct capture out = { .cap = j->limits.output_bytes };
-	struct capture err = { .cap = j->limits.output_bytes };
-	int64_t t0, deadline, exec_ns = 0, end_ns = 0;
-	bool exited = false, ctl_open = true, timed_out = false, exec_seen = false;
-	int status = 0, rc = 0;
+	const struct job_limits *l = &j->limits;
+	struct capture out = { .cap = l->output_bytes };
+	struct capture err = { .cap = l->output_bytes };
+	struct run run = { 0 };
+	struct cg_usage u = { 0 };
+	struct err e = { 0 };
+	int64_t t0, deadline, drain_until = 0, next_cpu_check;
+	bool ctl_open = true, exec_seen = false;
+	bool cpu_by_cgroup = s->cg.sys != NULL && cg_has(s->cg.sys, CG_CPUACCT);
+	int rc = 0;
 	struct rusage ru;
 
 	t0 = mono_ns();
 	res->started_at = now_ms();
 	if (wait_ready(s, res) < 0)
 		goto out_finish;
+	if (cg_job_limit(&s->cg, l->memory_bytes, l->pids, &e) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox", "cgroup: %s", e.msg);
+		goto out_finish;
+	}
 	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, -1)) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "cannot hand the job to its sandbox: %s", strerror(-rc));
@@ -469,37 +568,49 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	 * The wall clock runs from exec; until init reports the exec, set-up
 	 * gets the ready timeout on top.
 	 */
-	deadline = t0 + ((int64_t)j->limits.wall_ms + READY_TIMEOUT_MS) * 1000000;
+	deadline = t0 + ((int64_t)l->wall_ms + READY_TIMEOUT_MS) * 1000000;
+	next_cpu_check = t0 + (int64_t)CPU_CHECK_MS * 1000000;
 
 	/*
 	 * Done once the job's exit is known and its output is closed; init's own
 	 * exit (which tears the namespaces down) is reaped later, off the path
 	 * from the job's end to its result (sandbox_free()).
 	 */
-	while (!(out.eof && err.eof && (exited || !ctl_open))) {
+	while (!(out.eof && err.eof && (run.exited || !ctl_open))) {
 		struct pollfd pfd[3];
 		nfds_t n = 0;
-		int64_t now = mono_ns(), wait_ms;
+		int64_t now = mono_ns(), wake;
 
-		if (!timed_out && !exited && now >= deadline) {
-			/* Killing pid 1 kills the whole pid namespace. */
-			kill(s->init_pid, SIGKILL);
-			timed_out = true;
-			end_ns = now;
-			deadline = now + (int64_t)DRAIN_AFTER_KILL_MS * 1000000;
-		} else if (timed_out && now >= deadline) {
+		if (run.killed == KILLED_NONE && !run.exited) {
+			if (now >= deadline)
+				kill_sandbox(s, &run, KILLED_TIMEOUT, now);
+			else if (out.truncated || err.truncated)
+				kill_sandbox(s, &run, KILLED_OUTPUT, now);
+			else if (cpu_by_cgroup && now >= next_cpu_check) {
+				/* All processes together, reaped or not. */
+				cg_job_usage(&s->cg, &u);
+				if (u.has_cpu && u.cpu_ns >= l->cpu_ms * 1000000)
+					kill_sandbox(s, &run, KILLED_CPU, now);
+				next_cpu_check = now + (int64_t)CPU_CHECK_MS * 1000000;
+			}
+			if (run.killed != KILLED_NONE)
+				drain_until = now + (int64_t)DRAIN_AFTER_KILL_MS * 1000000;
+		} else if (run.killed != KILLED_NONE && now >= drain_until) {
 			log_warnx("sandbox output still open %d ms after the kill",
 			    DRAIN_AFTER_KILL_MS);
 			break;
 		}
-		wait_ms = (deadline - now + 999999) / 1000000;
+		wake = run.killed != KILLED_NONE ? drain_until : deadline;
+		if (run.killed == KILLED_NONE && cpu_by_cgroup && next_cpu_check < wake)
+			wake = next_cpu_check;
 		if (!out.eof)
 			pfd[n++] = (struct pollfd){ .fd = s->out_rd, .events = POLLIN };
 		if (!err.eof)
 			pfd[n++] = (struct pollfd){ .fd = s->err_rd, .events = POLLIN };
 		if (ctl_open)
 			pfd[n++] = (struct pollfd){ .fd = s->ctl, .events = POLLIN };
-		if (poll(pfd, n, exited ? -1 : (int)wait_ms) < 0 && errno != EINTR) {
+		if (poll(pfd, n, run.exited ? -1 : (int)((wake - now + 999999) / 1000000)) < 0 &&
+		    errno != EINTR) {
 			log_warn("poll");
 			break;
 		}
@@ -510,20 +621,19 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 				capture_read(s->out_rd, &out);
 			else if (pfd[i].fd == s->err_rd)
 				capture_read(s->err_rd, &err);
-			else if (!handle_ctl(s, &exec_ns, &status, &exited, res))
+			else if (!handle_ctl(s, &run, res))
 				ctl_open = false;
-			if (exec_ns > 0 && !exec_seen) {
+			if (run.exec_ns > 0 && !exec_seen) {
 				exec_seen = true;
-				if (!timed_out)
-					deadline = exec_ns + (int64_t)j->limits.wall_ms * 1000000;
+				deadline = run.exec_ns + (int64_t)l->wall_ms * 1000000;
 			}
-			if (exited && end_ns == 0)
-				end_ns = mono_ns();
+			if (run.exited && run.end_ns == 0)
+				run.end_ns = mono_ns();
 		}
 	}
 
 out_finish:
-	if (s->init_pid > 0 && !exited) {
+	if (s->init_pid > 0 && !run.exited) {
 		/* Killed or failed: what it used is known only once it is reaped. */
 		kill(s->init_pid, SIGKILL);
 		while (wait4(s->init_pid, &rc, 0, &ru) < 0 && errno == EINTR)
@@ -533,9 +643,13 @@ out_finish:
 		    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 		res->max_rss_kb = (uint64_t)ru.ru_maxrss;
 	}
-	if (end_ns == 0)
-		end_ns = mono_ns();
-	res->wall_ms = exec_ns > 0 ? (uint64_t)(end_ns - exec_ns) / 1000000 : 0;
+	/* The cgroup counts every process, including any not reaped yet. */
+	cg_job_usage(&s->cg, &u);
+	if (u.has_cpu && u.cpu_ns / 1000000 > res->cpu_ms)
+		res->cpu_ms = u.cpu_ns / 1000000;
+	if (run.end_ns == 0)
+		run.end_ns = mono_ns();
+	res->wall_ms = run.exec_ns > 0 ? (uint64_t)(run.end_ns - run.exec_ns) / 1000000 : 0;
 	res->finished_at = now_ms();
 	res->out = out.buf;
 	res->out_len = out.len;
@@ -543,10 +657,10 @@ out_finish:
 	res->err = err.buf;
 	res->err_len = err.len;
 	res->err_truncated = err.truncated;
-	if (!exited && !timed_out && res->error_code == NULL)
+	if (!run.exited && run.killed == KILLED_NONE && res->error_code == NULL)
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "sandbox init ended before the job did");
-	fill_status(res, status, timed_out, &j->limits, res->cpu_ms);
+	fill_status(res, &run, l, &u);
 	return 0;
 }
 
@@ -568,5 +682,7 @@ sandbox_free(struct sandbox *s)
 		close(s->out_rd);
 	if (s->err_rd >= 0)
 		close(s->err_rd);
+	/* Init is reaped, so its pid namespace is empty: nothing holds the cgroup. */
+	cg_job_destroy(&s->cg);
 	free(s);
 }

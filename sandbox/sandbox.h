@@ -25,6 +25,7 @@
 
 #include "../common/err.h"
 #include "../queue/payload.h"
+#include "cgroup.h"
 
 #define SANDBOX_UID 1000	/* the job's uid and gid inside the sandbox */
 
@@ -32,6 +33,7 @@ struct sandbox_conf {
 	const char *run_dir;	/* per-worker folder: etc/ image, root/ mountpoint */
 	uid_t host_uid;		/* host uid (and gid) the job's uid maps to; never 0 */
 	int index;		/* worker slot, for names */
+	struct cg_sys cg;	/* this worker's cgroup folder, or CG_NONE */
 };
 
 struct sandbox;

@@ -138,9 +138,10 @@ Test(e2e, output_is_capped_with_truncated_flags)
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .limits.output_bytes = 1000 };
 	struct sandq_result *r = harness_sh(c,
-	    "head -c 100000 /dev/zero | tr '\\0' a; head -c 10 /dev/zero | tr '\\0' b >&2", &o);
+	    "head -c 10 /dev/zero | tr '\\0' b >&2; head -c 100000 /dev/zero | tr '\\0' a; "
+	    "echo still-running >&2", &o);
 
-	cr_expect_str_eq(r->status, "ok", "the job still finishes: output is drained");
+	cr_expect_str_eq(r->status, "output_limit", "the job is stopped at its output cap");
 	cr_expect_eq(r->stdout_len, 1000);
 	cr_expect(r->stdout_truncated);
 	cr_expect_eq(r->stderr_len, 10);
@@ -209,20 +210,39 @@ Test(e2e, image_is_read_only_and_workspace_and_tmp_are_writable)
 	sandq_close(c);
 }
 
-Test(e2e, rlimits_bound_memory_processes_and_cpu)
+Test(e2e, limits_bound_memory_processes_and_cpu_with_honest_statuses)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .limits.memory_bytes = 128u << 20 };
 	struct sandq_result *r;
 
+	/* The memory cgroup's OOM kill, not an allocation failure, ends it. */
 	r = harness_sh(c, "python3 -c 'x = bytearray(512 << 20)'", &o);
-	cr_expect_str_eq(r->status, "exit");
-	cr_expect_not_null(strstr((char *)r->stderr_data, "MemoryError"), "%s", r->stderr_data);
+	cr_expect_str_eq(r->status, "memory_limit", "%s", r->stderr_data);
+	cr_expect_eq(r->signal, SIGKILL);
+	cr_expect_not_null(r->error_message);
 	sandq_result_free(r);
 
+	/* A refused fork the job does not survive. */
 	o = (struct sandq_job_opts){ .limits.pids = 8 };
+	r = harness_sh(c, "python3 -c 'import os, time\n"
+	    "for i in range(20):\n    if os.fork() == 0: time.sleep(5); os._exit(0)'", &o);
+	cr_expect_str_eq(r->status, "pids_limit", "%s", r->stderr_data);
+	cr_expect_not_null(strstr((char *)r->stderr_data, "BlockingIOError"), "%s",
+	    r->stderr_data);
+	sandq_result_free(r);
+
+	/* A refused fork the job survives is no failure. */
 	r = harness_sh(c, "for i in $(seq 20); do sleep 5 & done 2>&1 | head -1; echo done", &o);
+	cr_expect_str_eq(r->status, "ok");
 	cr_expect_not_null(strstr((char *)r->stdout_data, "fork"), "%s", r->stdout_data);
+	sandq_result_free(r);
+
+	/* CPU time of all processes together, not of each one. */
+	o = (struct sandq_job_opts){ .limits.cpu_ms = 1500, .limits.wall_ms = 60000 };
+	r = harness_sh(c, "for i in 1 2 3; do (while :; do :; done) & done; wait", &o);
+	cr_expect_str_eq(r->status, "cpu_limit");
+	cr_expect_geq(r->cpu_ms, 1500);
 	sandq_result_free(r);
 
 	o = (struct sandq_job_opts){ .limits.cpu_ms = 1000, .limits.wall_ms = 20000 };

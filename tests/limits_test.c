@@ -31,13 +31,13 @@ Test(limits, cpu_rounds_up_to_seconds_with_a_later_hard_limit)
 {
 	struct limits_rlimit rl[LIMITS_NRLIMITS];
 	struct job_limits l = base();
-	size_t n = limits_to_rlimits(&l, rl);
+	size_t n = limits_to_rlimits(&l, false, rl);
 	struct rlimit cpu = find(rl, n, RLIMIT_CPU);
 
 	cr_expect_eq(cpu.rlim_cur, 3, "2500 ms rounds up to 3 s");
 	cr_expect_eq(cpu.rlim_max, 4, "SIGKILL one second after SIGXCPU");
 	l.cpu_ms = 1;
-	n = limits_to_rlimits(&l, rl);
+	n = limits_to_rlimits(&l, false, rl);
 	cr_expect_eq(find(rl, n, RLIMIT_CPU).rlim_cur, 1);
 }
 
@@ -45,7 +45,7 @@ Test(limits, memory_processes_and_file_size_map_one_to_one)
 {
 	struct limits_rlimit rl[LIMITS_NRLIMITS];
 	struct job_limits l = base();
-	size_t n = limits_to_rlimits(&l, rl);
+	size_t n = limits_to_rlimits(&l, false, rl);
 
 	cr_expect_eq(find(rl, n, RLIMIT_AS).rlim_cur, 256u << 20);
 	cr_expect_eq(find(rl, n, RLIMIT_AS).rlim_max, 256u << 20);
@@ -55,6 +55,20 @@ Test(limits, memory_processes_and_file_size_map_one_to_one)
 	cr_expect_eq(find(rl, n, RLIMIT_NOFILE).rlim_cur, 1024);
 }
 
+Test(limits, with_a_cgroup_memory_and_processes_are_left_to_it)
+{
+	struct limits_rlimit rl[LIMITS_NRLIMITS];
+	struct job_limits l = base();
+	size_t n = limits_to_rlimits(&l, true, rl);
+
+	cr_expect_eq(find(rl, n, RLIMIT_AS).rlim_cur, RLIM_INFINITY,
+	    "the memory cgroup bounds memory and reports the OOM kill");
+	cr_expect_eq(find(rl, n, RLIMIT_NPROC).rlim_cur, 34,
+	    "one above the cgroup's pids.max, so the cgroup refuses first");
+	cr_expect_eq(find(rl, n, RLIMIT_FSIZE).rlim_cur, 16u << 20, "unchanged");
+	cr_expect_eq(find(rl, n, RLIMIT_CPU).rlim_cur, 3, "unchanged");
+}
+
 Test(limits, stack_never_exceeds_memory)
 {
 	struct limits_rlimit rl[LIMITS_NRLIMITS];
@@ -62,10 +76,10 @@ Test(limits, stack_never_exceeds_memory)
 	size_t n;
 
 	l.memory_bytes = 4u << 20;
-	n = limits_to_rlimits(&l, rl);
+	n = limits_to_rlimits(&l, false, rl);
 	cr_expect_eq(find(rl, n, RLIMIT_STACK).rlim_cur, 4u << 20);
 	l.memory_bytes = 1u << 30;
-	n = limits_to_rlimits(&l, rl);
+	n = limits_to_rlimits(&l, false, rl);
 	cr_expect_eq(find(rl, n, RLIMIT_STACK).rlim_cur, 8u << 20);
 }
 
@@ -73,7 +87,7 @@ Test(limits, every_rlimit_has_soft_at_most_hard)
 {
 	struct limits_rlimit rl[LIMITS_NRLIMITS];
 	struct job_limits l = base();
-	size_t n = limits_to_rlimits(&l, rl);
+	size_t n = limits_to_rlimits(&l, false, rl);
 
 	cr_expect_eq(n, LIMITS_NRLIMITS);
 	for (size_t i = 0; i < n; i++)
@@ -97,7 +111,7 @@ Test(limits, apply_sets_the_calling_process_limits)
 		struct err e = { 0 };
 		struct rlimit r;
 
-		if (limits_apply(&l, &e) < 0)
+		if (limits_apply(&l, false, &e) < 0)
 			_exit(1);
 		if (getrlimit(RLIMIT_NPROC, &r) < 0 || r.rlim_cur != 33)
 			_exit(2);

@@ -1,0 +1,568 @@
+/*
+ * cgroup.c - per-job control groups, v1 (memory, pids, cpuacct hierarchies)
+ * or v2 (the unified hierarchy). See cgroup.h for the layout.
+ *
+ * Only three controllers matter to a job: memory (memory_bytes, OOM kills,
+ * peak), pids (the pids limit and the forks it refused) and CPU accounting
+ * (every process's CPU time, reaped or not, which rlimits cannot give).
+ * Everything here is plain file I/O on cgroupfs; nothing parses more than a
+ * "key value" line.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "cgroup.h"
+
+#define DESTROY_TRIES 200	/* x 10 ms: an exiting tree gets 2 s to leave */
+
+static const char *const ctrl_names[CG__NCTRL] = {
+	[CG_MEMORY] = "memory", [CG_PIDS] = "pids", [CG_CPU] = "cpu",
+	[CG_CPUACCT] = "cpuacct",
+};
+
+/* The controllers a job's cgroup is made in (cpu is reported, not used). */
+static const enum cg_ctrl job_ctrls[] = { CG_MEMORY, CG_PIDS, CG_CPUACCT };
+#define NJOB_CTRLS (sizeof(job_ctrls) / sizeof(job_ctrls[0]))
+
+const char *
+cg_ctrl_name(enum cg_ctrl c)
+{
+	return c < CG__NCTRL ? ctrl_names[c] : "?";
+}
+
+bool
+cg_has(const struct cg_sys *s, enum cg_ctrl c)
+{
+	return s->version != CG_NONE && s->dir[c][0] != '\0';
+}
+
+/*** Small file helpers ***/
+
+/* snprintf into a path buffer; false if it did not fit. */
+static bool __attribute__((format(printf, 3, 4)))
+pathf(char *out, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, len, fmt, ap);
+	va_end(ap);
+	return n >= 0 && (size_t)n < len;
+}
+
+static int
+write_file(const char *dir, const char *file, const char *val)
+{
+	char path[CG_PATH_MAX + 64];
+	int fd, rc = 0;
+
+	if (!pathf(path, sizeof(path), "%s/%s", dir, file))
+		return -ENAMETOOLONG;
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Reads up to len-1 bytes of dir/file, NUL-terminated. */
+static int
+read_file(const char *dir, const char *file, char *buf, size_t len)
+{
+	char path[CG_PATH_MAX + 64];
+	ssize_t n;
+	int fd;
+
+	if (!pathf(path, sizeof(path), "%s/%s", dir, file))
+		return -ENAMETOOLONG;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+static bool
+read_u64(const char *dir, const char *file, uint64_t *v)
+{
+	char buf[64];
+
+	if (read_file(dir, file, buf, sizeof(buf)) < 0)
+		return false;
+	return sscanf(buf, "%" SCNu64, v) == 1;
+}
+
+/* The value of "key N" in a flat keyed file (memory.events, pids.events...). */
+static bool
+read_key(const char *dir, const char *file, const char *key, uint64_t *v)
+{
+	char buf[2048];
+	size_t klen = strlen(key);
+
+	if (read_file(dir, file, buf, sizeof(buf)) < 0)
+		return false;
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ')
+			return sscanf(line + klen + 1, "%" SCNu64, v) == 1;
+	}
+	return false;
+}
+
+static bool
+same_dir_as_earlier(const struct cg_sys *s, size_t i)
+{
+	for (size_t k = 0; k < i; k++)
+		if (strcmp(s->dir[job_ctrls[k]], s->dir[job_ctrls[i]]) == 0)
+			return true;
+	return false;
+}
+
+/*** Detection ***/
+
+/* Whether the comma-separated list has the word w. */
+static bool
+list_has(const char *list, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, w, n) == 0 && (p[n] == ',' || p[n] == '\0' || p[n] == '\n'))
+			return true;
+	return false;
+}
+
+/* Our cgroup path in the hierarchy that has controller c (v1), or "0::" (v2). */
+static bool
+own_path(const char *ctrl, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[1024];
+	bool found = false;
+
+	if (f == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (c2 == NULL)
+			continue;
+		*c2 = '\0';
+		line[strcspn(line, "\n")] = '\0';
+		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+		if (ctrl == NULL ? (strcmp(line, "0") == 0 && c1[1] == '\0')
+		    : list_has(c1 + 1, ctrl)) {
+			snprintf(out, len, "%s", c2 + 1);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* mountpoint + (own path below the mount's root) into out. */
+static bool
+join_own(const char *mnt, const char *root, const char *own, char *out, size_t len)
+{
+	size_t rl = strlen(root);
+	const char *rest = own;
+
+	if (strcmp(root, "/") != 0) {
+		if (strncmp(own, root, rl) != 0 || (own[rl] != '/' && own[rl] != '\0'))
+			return false;	/* our cgroup is outside what is mounted */
+		rest = own + rl;
+	}
+	if (strcmp(rest, "/") == 0)
+		rest = "";
+	return (size_t)snprintf(out, len, "%s%s", mnt, rest) < len;
+}
+
+void
+cg_detect(struct cg_sys *s)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], v2mnt[CG_PATH_MAX] = "", v2root[CG_PATH_MAX] = "/";
+
+	memset(s, 0, sizeof(*s));
+	if (f == NULL) {
+		snprintf(s->why, sizeof(s->why), "cannot read /proc/self/mountinfo");
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char root[CG_PATH_MAX], mnt[CG_PATH_MAX], fstype[64], opts[1024];
+		char own[CG_PATH_MAX];
+		const char *dash = strstr(line, " - ");
+
+		if (dash == NULL ||
+		    sscanf(line, "%*s %*s %*s %511s %511s", root, mnt) != 2 ||
+		    sscanf(dash + 3, "%63s %*s %1023s", fstype, opts) != 2)
+			continue;
+		if (strcmp(fstype, "cgroup2") == 0 && v2mnt[0] == '\0') {
+			snprintf(v2mnt, sizeof(v2mnt), "%s", mnt);
+			snprintf(v2root, sizeof(v2root), "%s", root);
+			continue;
+		}
+		if (strcmp(fstype, "cgroup") != 0)
+			continue;
+		for (int c = 0; c < CG__NCTRL; c++) {
+			if (s->dir[c][0] != '\0' || !list_has(opts, ctrl_names[c]))
+				continue;
+			if (own_path(ctrl_names[c], own, sizeof(own)))
+				join_own(mnt, root, own, s->dir[c], sizeof(s->dir[c]));
+		}
+	}
+	fclose(f);
+
+	if (s->dir[CG_MEMORY][0] && s->dir[CG_PIDS][0]) {
+		s->version = CG_V1;
+		return;
+	}
+	memset(s->dir, 0, sizeof(s->dir));
+	if (v2mnt[0] != '\0') {
+		char own[CG_PATH_MAX], dir[CG_PATH_MAX], ctl[512];
+
+		if (!own_path(NULL, own, sizeof(own)) ||
+		    !join_own(v2mnt, v2root, own, dir, sizeof(dir)) ||
+		    read_file(dir, "cgroup.controllers", ctl, sizeof(ctl)) < 0) {
+			snprintf(s->why, sizeof(s->why),
+			    "cgroup v2 at %s, but our own cgroup cannot be read", v2mnt);
+			return;
+		}
+		for (int c = 0; c < CG__NCTRL; c++) {
+			/* v2 accounts CPU time in cpu.stat whether or not "cpu" is on. */
+			if (c == CG_CPUACCT || list_has(ctl, ctrl_names[c]))
+				snprintf(s->dir[c], sizeof(s->dir[c]), "%s", dir);
+		}
+		if (s->dir[CG_MEMORY][0] && s->dir[CG_PIDS][0]) {
+			s->version = CG_V2;
+			return;
+		}
+		snprintf(s->why, sizeof(s->why),
+		    "cgroup v2 at %s does not give memory and pids to us (it gives: %.80s)",
+		    v2mnt, ctl[0] ? ctl : "nothing");
+		memset(s->dir, 0, sizeof(s->dir));
+		return;
+	}
+	snprintf(s->why, sizeof(s->why), "no cgroup hierarchy with memory and pids is mounted");
+}
+
+/*** Removal ***/
+
+/* Kills what is in dir (a leaf) and removes it; true once it is gone. */
+static bool
+remove_leaf(const char *dir)
+{
+	for (int i = 0; i < DESTROY_TRIES; i++) {
+		char buf[4096];
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return true;
+		if (errno != EBUSY)
+			return false;
+		if (read_file(dir, "cgroup.procs", buf, sizeof(buf)) == 0) {
+			for (char *p = buf; *p; ) {
+				long pid = strtol(p, &p, 10);
+
+				if (pid > 0)
+					kill((pid_t)pid, SIGKILL);
+				while (*p == '\n')
+					p++;
+			}
+		}
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/* Removes dir and every cgroup below it, deepest first. */
+static void
+remove_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char sub[CG_PATH_MAX];
+
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		if (!pathf(sub, sizeof(sub), "%s/%s", dir, de->d_name))
+			continue;
+		remove_tree(sub);
+	}
+	closedir(d);
+	remove_leaf(dir);
+}
+
+/*** sandqd ***/
+
+static void
+remove_stale(const char *own, pid_t self)
+{
+	DIR *d = opendir(own);
+	struct dirent *de;
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char sub[CG_PATH_MAX];
+		int64_t pid;
+
+		if (strncmp(de->d_name, "sandq.", 6) != 0 ||
+		    parse_i64(de->d_name + 6, 1, INT32_MAX, &pid) < 0 || pid == self)
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;	/* that sandqd still runs */
+		if (pathf(sub, sizeof(sub), "%s/%s", own, de->d_name))
+			remove_tree(sub);
+	}
+	closedir(d);
+}
+
+int
+cg_host_setup(struct cg_sys *s, pid_t sandqd, struct err *e)
+{
+	char top[CG_PATH_MAX], sub[CG_PATH_MAX + 16], pidbuf[32];
+	int rc;
+
+	if (s->version == CG_NONE)
+		return 0;
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		const char *own = s->dir[job_ctrls[i]];
+
+		if (own[0] == '\0' || same_dir_as_earlier(s, i))
+			continue;
+		remove_stale(own, sandqd);
+		if (!pathf(top, sizeof(top), "%s/sandq.%d", own, (int)sandqd)) {
+			rc = err_set(e, -ENAMETOOLONG, "cgroup path too long: %s", own);
+			goto fail;
+		}
+		if (mkdir(top, 0755) < 0 && errno != EEXIST) {
+			rc = err_set(e, -errno, "mkdir %s: %s", top, strerror(errno));
+			goto fail;
+		}
+	}
+	if (s->version == CG_V2) {
+		const char *own = s->dir[CG_MEMORY];
+
+		snprintf(pidbuf, sizeof(pidbuf), "%d", (int)sandqd);
+		if (!pathf(top, sizeof(top), "%s/sandq.%d", own, (int)sandqd) ||
+		    !pathf(sub, sizeof(sub), "%s/sandqd", top)) {
+			rc = err_set(e, -ENAMETOOLONG, "cgroup path too long: %s", own);
+			goto fail;
+		}
+		if ((mkdir(sub, 0755) < 0 && errno != EEXIST) ||
+		    (rc = write_file(sub, "cgroup.procs", pidbuf)) < 0) {
+			rc = err_set(e, -errno, "move sandqd into %s: %s", sub, strerror(errno));
+			goto fail;
+		}
+		if ((rc = write_file(own, "cgroup.subtree_control", "+memory +pids")) < 0 ||
+		    (rc = write_file(top, "cgroup.subtree_control", "+memory +pids")) < 0) {
+			rc = err_set(e, rc, "cannot hand memory and pids down from %s: %s "
+			    "(another process shares sandqd's cgroup?)", own, strerror(-rc));
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	snprintf(s->why, sizeof(s->why), "%.180s", e->msg);
+	s->version = CG_NONE;
+	memset(s->dir, 0, sizeof(s->dir));
+	return rc;
+}
+
+void
+cg_host_cleanup(const struct cg_sys *s, pid_t sandqd)
+{
+	char top[CG_PATH_MAX];
+
+	if (s->version == CG_NONE)
+		return;
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		if (s->dir[job_ctrls[i]][0] == '\0' || same_dir_as_earlier(s, i))
+			continue;
+		if (!pathf(top, sizeof(top), "%s/sandq.%d", s->dir[job_ctrls[i]], (int)sandqd))
+			continue;
+		/* v2: sandq.<pid>/sandqd holds us until we exit; the next start removes it. */
+		remove_tree(top);
+	}
+}
+
+/*** Worker ***/
+
+int
+cg_worker_setup(struct cg_sys *s, pid_t sandqd, int index, struct err *e)
+{
+	char top[CG_PATH_MAX], suffix[64];
+
+	if (s->version == CG_NONE)
+		return 0;
+	snprintf(suffix, sizeof(suffix), "/sandq.%d/sandqd", (int)sandqd);
+	s->dir[CG_CPU][0] = '\0';	/* reported by doctor, not used by jobs */
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		char *dir = s->dir[job_ctrls[i]];
+		size_t dl = strlen(dir), sl = strlen(suffix);
+
+		if (dir[0] == '\0')
+			continue;
+		/* v2: we sit in sandq.<pid>/sandqd; the tree is its parent. */
+		if (dl > sl && strcmp(dir + dl - sl, suffix) == 0)
+			dir[dl - sl] = '\0';
+		if (!pathf(top, sizeof(top), "%s/sandq.%d", dir, (int)sandqd))
+			return err_set(e, -ENAMETOOLONG, "cgroup path too long: %s", dir);
+		if (access(top, F_OK) < 0) {
+			snprintf(s->why, sizeof(s->why), "sandqd made no cgroup at %.150s", top);
+			s->version = CG_NONE;
+			memset(s->dir, 0, sizeof(s->dir));
+			return 0;
+		}
+		if (!pathf(dir, CG_PATH_MAX, "%s/w%d", top, index))
+			return err_set(e, -ENAMETOOLONG, "cgroup path too long: %s", top);
+	}
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		const char *dir = s->dir[job_ctrls[i]];
+		int rc;
+
+		if (dir[0] == '\0' || same_dir_as_earlier(s, i))
+			continue;
+		remove_tree(dir);	/* a worker before us may have died mid-job */
+		if (mkdir(dir, 0755) < 0)
+			return err_set(e, -errno, "mkdir %s: %s", dir, strerror(errno));
+		if (s->version == CG_V2 &&
+		    (rc = write_file(dir, "cgroup.subtree_control", "+memory +pids")) < 0)
+			return err_set(e, rc, "%s: cannot enable memory and pids: %s", dir,
+			    strerror(-rc));
+	}
+	return 0;
+}
+
+/*** Per sandbox ***/
+
+int
+cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid, struct cg_job *out,
+    struct err *e)
+{
+	char pidbuf[32];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->sys = s;
+	if (s->version == CG_NONE)
+		return 0;
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		enum cg_ctrl c = job_ctrls[i];
+
+		if (s->dir[c][0] == '\0')
+			continue;
+		if (!pathf(out->dir[c], sizeof(out->dir[c]), "%s/j%" PRIu64, s->dir[c], seq)) {
+			rc = err_set(e, -ENAMETOOLONG, "cgroup path too long: %s", s->dir[c]);
+			goto fail;
+		}
+		if (same_dir_as_earlier(s, i))
+			continue;
+		if (mkdir(out->dir[c], 0755) < 0 && errno != EEXIST) {
+			rc = err_set(e, -errno, "mkdir %s: %s", out->dir[c], strerror(errno));
+			goto fail;
+		}
+		if ((rc = write_file(out->dir[c], "cgroup.procs", pidbuf)) < 0) {
+			err_set(e, rc, "%s: cannot move the sandbox in: %s", out->dir[c],
+			    strerror(-rc));
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	cg_job_destroy(out);
+	return rc;
+}
+
+int
+cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t pids,
+    struct err *e)
+{
+	const struct cg_sys *s = j->sys;
+	char buf[32];
+	int rc;
+
+	if (s == NULL || s->version == CG_NONE)
+		return 0;
+	snprintf(buf, sizeof(buf), "%" PRIu64, memory_bytes);
+	rc = write_file(j->dir[CG_MEMORY],
+	    s->version == CG_V1 ? "memory.limit_in_bytes" : "memory.max", buf);
+	if (rc < 0)
+		return err_set(e, rc, "memory limit: %s", strerror(-rc));
+	/* No swap: memory_bytes is all the job gets. Absent without swap accounting. */
+	if (s->version == CG_V1)
+		(void)write_file(j->dir[CG_MEMORY], "memory.memsw.limit_in_bytes", buf);
+	else
+		(void)write_file(j->dir[CG_MEMORY], "memory.swap.max", "0");
+	/* The sandbox's init is one of the processes the pids controller counts. */
+	snprintf(buf, sizeof(buf), "%" PRIu64, pids + 1);
+	if ((rc = write_file(j->dir[CG_PIDS], "pids.max", buf)) < 0)
+		return err_set(e, rc, "pids limit: %s", strerror(-rc));
+	return 0;
+}
+
+void
+cg_job_usage(const struct cg_job *j, struct cg_usage *u)
+{
+	const struct cg_sys *s = j->sys;
+
+	memset(u, 0, sizeof(*u));
+	if (s == NULL || s->version == CG_NONE)
+		return;
+	if (s->version == CG_V1) {
+		u->has_cpu = j->dir[CG_CPUACCT][0] &&
+		    read_u64(j->dir[CG_CPUACCT], "cpuacct.usage", &u->cpu_ns);
+		u->has_mem_peak = read_u64(j->dir[CG_MEMORY], "memory.max_usage_in_bytes",
+		    &u->mem_peak);
+		(void)read_key(j->dir[CG_MEMORY], "memory.oom_control", "oom_kill",
+		    &u->oom_kills);
+	} else {
+		uint64_t us;
+
+		if ((u->has_cpu = read_key(j->dir[CG_CPUACCT], "cpu.stat", "usage_usec", &us)))
+			u->cpu_ns = us * 1000;
+		u->has_mem_peak = read_u64(j->dir[CG_MEMORY], "memory.peak", &u->mem_peak);
+		(void)read_key(j->dir[CG_MEMORY], "memory.events", "oom_kill", &u->oom_kills);
+	}
+	(void)read_key(j->dir[CG_PIDS], "pids.events", "max", &u->pids_refused);
+}
+
+void
+cg_job_destroy(struct cg_job *j)
+{
+	const struct cg_sys *s = j->sys;
+
+	if (s == NULL || s->version == CG_NONE)
+		return;
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		enum cg_ctrl c = job_ctrls[i];
+
+		if (j->dir[c][0] == '\0')
+			continue;
+		if (!same_dir_as_earlier(s, i) && !remove_leaf(j->dir[c]))
+			log_warn("cannot remove cgroup %s", j->dir[c]);
+	}
+	memset(j->dir, 0, sizeof(j->dir));
+}

@@ -1,0 +1,92 @@
+/*
+ * cgroup.h - each job in its own control group: memory, process count and
+ * CPU time bounded for the whole job tree, and what it used read back.
+ *
+ * Layout, in each controller's hierarchy (v1) or the unified one (v2):
+ *
+ *   <sandqd's own cgroup>/sandq.<sandqd pid>/        made by sandqd at start,
+ *                                                     removed at exit
+ *   <sandqd's own cgroup>/sandq.<sandqd pid>/w<N>/    worker N's, made by it
+ *   <sandqd's own cgroup>/sandq.<sandqd pid>/w<N>/j<K>  one per sandbox
+ *
+ * With v2, sandqd first moves itself (and so its workers) into
+ * sandq.<pid>/sandqd, because the unified hierarchy lets a cgroup hand
+ * controllers to its children only while no process sits in it.
+ *
+ * A sandbox's cgroup is made when the sandbox is prepared (its init is
+ * moved in before it runs anything), limited when the job arrives, read when
+ * the job ends and removed once init is reaped. A machine without usable
+ * cgroups runs jobs with rlimits only; cg_detect() says which.
+ */
+#ifndef SANDQ_SANDBOX_CGROUP_H
+#define SANDQ_SANDBOX_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/err.h"
+
+#define CG_PATH_MAX 512
+
+enum cg_version { CG_NONE = 0, CG_V1 = 1, CG_V2 = 2 };
+
+enum cg_ctrl { CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG__NCTRL };
+
+/* What this machine gives: found once from /proc/self/{mountinfo,cgroup}. */
+struct cg_sys {
+	enum cg_version version;
+	/* Our own cgroup's folder per controller ("" if the controller is absent). */
+	char dir[CG__NCTRL][CG_PATH_MAX];
+	char why[200];		/* why version is CG_NONE, for doctor and logs */
+};
+
+/* The cgroup usage of one sandbox's job tree. */
+struct cg_usage {
+	uint64_t cpu_ns;	/* CPU time of every process, reaped or not */
+	uint64_t mem_peak;	/* peak memory charged, tmpfs files included */
+	uint64_t oom_kills;	/* processes the kernel killed at memory_bytes */
+	uint64_t pids_refused;	/* forks refused at the pids limit */
+	bool has_cpu, has_mem_peak;
+};
+
+/* One sandbox's cgroup: the same name in each controller. */
+struct cg_job {
+	const struct cg_sys *sys;
+	char dir[CG__NCTRL][CG_PATH_MAX];
+};
+
+/* Fills s; s->version is CG_NONE (with s->why) when memory+pids are not both usable. */
+void cg_detect(struct cg_sys *s);
+const char *cg_ctrl_name(enum cg_ctrl c);
+/* Whether controller c is there (has a folder). */
+bool cg_has(const struct cg_sys *s, enum cg_ctrl c);
+
+/*
+ * sandqd at start: removes the trees of sandqd processes that no longer
+ * exist, makes sandq.<pid>, and (v2) moves itself into sandq.<pid>/sandqd
+ * and hands the controllers down. On failure s->version becomes CG_NONE.
+ */
+int cg_host_setup(struct cg_sys *s, pid_t sandqd, struct err *e);
+/* sandqd at exit: removes sandq.<pid> and everything under it. */
+void cg_host_cleanup(const struct cg_sys *s, pid_t sandqd);
+
+/*
+ * A worker at start (before its seccomp filter; root): points s at its own
+ * folder sandq.<sandqd>/w<index>, made empty (left-overs of a worker that
+ * died are killed and removed).
+ */
+int cg_worker_setup(struct cg_sys *s, pid_t sandqd, int index, struct err *e);
+
+/* Makes the sandbox's cgroup j<seq> and moves pid (its init) into it. */
+int cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid,
+    struct cg_job *out, struct err *e);
+/* Sets the job's memory (bytes, swap none) and process-count limits. */
+int cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t pids,
+    struct err *e);
+/* Reads what the job used so far. */
+void cg_job_usage(const struct cg_job *j, struct cg_usage *u);
+/* Kills every process left and removes the cgroup (retrying while busy). */
+void cg_job_destroy(struct cg_job *j);
+
+#endif
