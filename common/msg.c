@@ -54,6 +54,12 @@ msg_type_name(uint32_t type)
 	case MSG_SBX_EXEC: return "SBX_EXEC";
 	case MSG_SBX_EXIT: return "SBX_EXIT";
 	case MSG_SBX_FAIL: return "SBX_FAIL";
+	case MSG_SBX_GO: return "SBX_GO";
+	case MSG_SBX_PIPE: return "SBX_PIPE";
+	case MSG_SBX_NOTIFY: return "SBX_NOTIFY";
+	case MSG_SPAWN_REQ: return "SPAWN_REQ";
+	case MSG_SPAWN_DONE: return "SPAWN_DONE";
+	case MSG_SPAWN_PIDFD: return "SPAWN_PIDFD";
 	default: return "unknown";
 	}
 }

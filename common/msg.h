@@ -13,7 +13,8 @@
  * A frame may also carry one plain file descriptor (MSG_F_FD).
  *
  * Types are numbered by direction: 1xx dispatcher -> worker, 2xx worker ->
- * dispatcher, 3xx worker log records. Changing the layout of any frame or the
+ * dispatcher, 3xx worker log records; 4xx and 5xx stay inside a worker's
+ * process family (its sandbox inits and its spawner). Changing the layout of any frame or the
  * meaning of a type means bumping MSG_VERSION; the first frame a worker sends
  * is MSG_HELLO with its version, and the dispatcher refuses a mismatch.
  *
@@ -53,6 +54,13 @@ enum msg_type {
 	MSG_SBX_EXEC = 402,	/* init -> worker: struct msg_sbx_exec */
 	MSG_SBX_EXIT = 403,	/* init -> worker: struct msg_sbx_exit */
 	MSG_SBX_FAIL = 404,	/* init -> worker: u8 kind + text of the step */
+	MSG_SBX_GO = 405,	/* worker -> init: empty, ids mapped and cgroup joined */
+	MSG_SBX_PIPE = 406,	/* init -> worker: u8 1 (stdout) or 2 (stderr), + read end */
+	MSG_SBX_NOTIFY = 407,	/* init -> worker: empty, + the job filter's listener */
+	/* 5xx: worker <-> its sandbox spawner. */
+	MSG_SPAWN_REQ = 500,	/* worker -> spawner: empty, clone an init */
+	MSG_SPAWN_DONE = 501,	/* spawner -> worker: struct msg_spawn_done (+ ctl fd) */
+	MSG_SPAWN_PIDFD = 502,	/* spawner -> worker: empty, + the init's pidfd */
 };
 
 struct msg_hdr {
@@ -85,6 +93,12 @@ struct msg_sbx_exit {
 	int64_t max_rss_kb;	/* largest peak RSS among them */
 };
 _Static_assert(sizeof(struct msg_sbx_exit) == 24, "wire struct");
+
+struct msg_spawn_done {
+	int32_t pid;		/* the new init's pid, or -1 */
+	int32_t error;		/* errno of the failed clone, or 0 */
+};
+_Static_assert(sizeof(struct msg_spawn_done) == 8, "wire struct");
 
 /* First byte of a MSG_SBX_FAIL payload. */
 enum msg_sbx_fail_kind {

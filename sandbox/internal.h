@@ -1,7 +1,9 @@
 /*
  * internal.h - what the files of sandbox/ share, and nothing else sees.
  *
- * One file per mechanism: ns.c (clone into namespaces, id maps, loopback),
+ * One file per mechanism: spawn.c (the process inits are cloned from),
+ * ns.c (clone into namespaces, id maps, loopback), cgroup.c (per-job
+ * control groups),
  * mount.c (root, image, /dev, /proc, pivot), image.c (the generated /etc),
  * limits.c (rlimits), seccomp.c (worker and job filters), exec.c (the job's
  * own process: stdio, credentials, exec), sandbox.c (orchestration: init's
@@ -33,6 +35,19 @@ int ns_write_id_maps(pid_t pid, uid_t host_uid, struct err *e);
 int ns_become_sandbox_user(struct err *e);
 /* In the child: bring up loopback of the new network namespace. */
 int ns_loopback_up(struct err *e);
+
+/*** spawn.c ***/
+
+/* The worker, before its own filter: forks the spawner. */
+int spawn_start(const struct sandbox_conf *conf, struct err *e);
+/* Asks the spawner for a new init: its pid, control channel and pidfd. */
+int spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
+
+/*** sandbox.c ***/
+
+/* The init of a sandbox, in the spawner's fresh clone; ctl goes to the worker. */
+void sandbox_init_main(const struct sandbox_conf *conf, int ctl)
+    __attribute__((noreturn));
 
 /*** mount.c ***/
 

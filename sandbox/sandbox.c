@@ -1,21 +1,24 @@
 /*
  * sandbox.c - orchestration: the sandbox's init, and the worker's supervision.
  *
- * DESIGN. sandbox_prepare() clones an init process into fresh namespaces
- * (ns.c) and returns at once; init builds the read-only image (mount.c) while
+ * DESIGN. sandbox_prepare() asks the spawner (spawn.c) for an init cloned
+ * into fresh namespaces (ns.c), maps its ids, puts it in its cgroup
+ * (cgroup.c) and lets it go; init builds the read-only image (mount.c) while
  * the worker goes back to waiting for a job, then reports MSG_SBX_READY and
- * waits for the job. sandbox_run() sends the job; init mounts the job's
- * tmpfs, seeds its files, spawns the job's process (exec.c), reports
- * MSG_SBX_EXEC, reaps every process of the namespace, and on the main
- * process's exit reports MSG_SBX_EXIT and exits itself, which makes the kernel
- * kill whatever the job left behind: nothing outlives a job.
+ * waits for the job. sandbox_run() sets the job's cgroup limits and sends
+ * the job; init mounts the job's tmpfs, seeds its files, spawns the job's
+ * process (exec.c), reports MSG_SBX_EXEC, reaps every process of the
+ * namespace, and on the main process's exit reports MSG_SBX_EXIT and exits
+ * itself, which makes the kernel kill whatever the job left behind: nothing
+ * outlives a job.
  *
  * The worker meanwhile polls the job's stdout and stderr pipes and init's
- * channel, caps captured output at the job's output limit (reading and
- * discarding the rest so the job never blocks on a full pipe), and at the
- * wall-clock deadline kills init, which takes the whole pid namespace down.
- * CPU time and peak RSS come from wait4() on init, which has reaped every
- * process of the job tree before it exits.
+ * channel, captures output up to the job's output limit (past it, the job
+ * is stopped: output_limit), reads the cgroup's CPU time (past cpu_ms: the
+ * job is stopped), and at the wall-clock deadline kills init, which takes
+ * the whole pid namespace down. CPU time comes from the cgroup (every
+ * process, reaped or not) or, without one, from init's getrusage of the
+ * processes it reaped; peak RSS from the latter.
  *
  * Sections: init (runs in the sandbox) / prepare / run / free.
  */
@@ -34,6 +37,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,7 +52,8 @@
 #define CPU_CHECK_MS 50		/* how often the job's cgroup CPU time is read */
 
 struct sandbox {
-	pid_t init_pid;		/* pid 1 of the sandbox, -1 once reaped */
+	pid_t init_pid;		/* pid 1 of the sandbox (a child of the spawner) */
+	int pidfd;		/* init's pidfd: kill it, see it end; -1 once it has */
 	int ctl;		/* SEQPACKET channel to init */
 	int out_rd;		/* job's stdout, read end */
 	int err_rd;		/* job's stderr, read end */
@@ -167,23 +172,43 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	}
 }
 
-static void __attribute__((noreturn))
-init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
-    int sync_rd)
+/* Makes a pipe for the job's stdout or stderr and hands its read end over. */
+static int
+init_pipe(int ctl, uint8_t which, struct err *e)
+{
+	int p[2], rc;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return err_set(e, -errno, "pipe: %s", strerror(errno));
+	rc = msg_send(ctl, MSG_SBX_PIPE, 0, &which, 1, p[0]);
+	close(p[0]);
+	if (rc < 0) {
+		close(p[1]);
+		return err_set(e, rc, "hand over a pipe: %s", strerror(-rc));
+	}
+	return p[1];
+}
+
+void
+sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 {
 	struct err e = { 0 };
 	struct msg m;
-	char c;
-	int rc;
+	int rc, out_wr, err_wr;
 
 	/*
-	 * Die with the worker. If it died before this call, the sync pipe
-	 * reads EOF below and we exit.
+	 * Die with the spawner (which dies with the worker). Until the worker
+	 * says go (uid map written, cgroup joined), run nothing: EOF means the
+	 * worker gave up on us.
 	 */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (read(sync_rd, &c, 1) != 1)
+	/* The spawner ignores SIGCHLD; init must reap, so it may not. */
+	signal(SIGCHLD, SIG_DFL);
+	msg_init(&m);
+	rc = msg_recv(ctl, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SBX_GO)
 		_exit(1);
-	close(sync_rd);
+	msg_clear(&m);
 
 	/*
 	 * Enter run_dir while we still hold the host identity that owns it:
@@ -208,6 +233,8 @@ init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR)))
 			_exit(1);
 	}
+	if ((out_wr = init_pipe(ctl, 1, &e)) < 0 || (err_wr = init_pipe(ctl, 2, &e)) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (mount_build_root(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (ns_loopback_up(&e) < 0)
@@ -219,7 +246,6 @@ init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	if (msg_send(ctl, MSG_SBX_READY, 0, NULL, 0, -1) < 0)
 		_exit(1);
 
-	msg_init(&m);
 	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
 	if (rc <= 0 || m.hdr.type != MSG_SBX_SPEC)
 		_exit(rc == 0 ? 0 : 1);	/* the worker is gone or confused */
@@ -229,9 +255,10 @@ init_main(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 /*** Prepare ***/
 
 int
-sandbox_setup_host(const struct sandbox_conf *conf, struct err *e)
+sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 {
 	char path[512];
+	int rc;
 
 	if (conf->host_uid == 0)
 		return err_set(e, -EINVAL, "sandbox uid must not be host root");
@@ -240,17 +267,15 @@ sandbox_setup_host(const struct sandbox_conf *conf, struct err *e)
 	snprintf(path, sizeof(path), "%s/root", conf->run_dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
-	return image_build_etc(conf->run_dir, e);
-}
-
-static void
-close_pair(int p[2])
-{
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
-	p[0] = p[1] = -1;
+	if ((rc = image_build_etc(conf->run_dir, e)) < 0)
+		return rc;
+	cg_detect(&conf->cg);
+	if ((rc = cg_worker_setup(&conf->cg, getppid(), conf->index, e)) < 0)
+		return rc;
+	if (conf->cg.version == CG_NONE)
+		log_warnx("no cgroups: %s; jobs are bounded by rlimits only", conf->cg.why);
+	/* Last: the spawner keeps a copy of conf, cgroup folder included. */
+	return spawn_start(conf, e);
 }
 
 int
@@ -258,65 +283,52 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
     struct err *e)
 {
 	static uint64_t sandboxes;	/* names each sandbox's cgroup */
-	int ctl[2] = { -1, -1 }, outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	int syncp[2] = { -1, -1 };
 	struct sandbox *s;
-	pid_t pid;
 	int rc;
 
 	*out = NULL;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0 ||
-	    pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    pipe2(syncp, O_CLOEXEC) < 0) {
-		rc = err_set(e, -errno, "sandbox channels: %s", strerror(errno));
-		goto out_close;
-	}
-	pid = ns_clone(SBX_CLONE_FLAGS);
-	if (pid < 0) {
-		rc = err_set(e, -errno, "clone into new namespaces: %s", strerror(errno));
-		goto out_close;
-	}
-	if (pid == 0) {
-		close(ctl[0]);
-		close(outp[0]);
-		close(errp[0]);
-		close(syncp[1]);
-		init_main(conf, ctl[1], outp[1], errp[1], syncp[0]);
-	}
-	close(ctl[1]);
-	close(outp[1]);
-	close(errp[1]);
-	close(syncp[0]);
-	ctl[1] = outp[1] = errp[1] = syncp[0] = -1;
-
 	s = xcalloc(1, sizeof(*s));
-	s->init_pid = pid;
-	s->ctl = ctl[0];
-	s->out_rd = outp[0];
-	s->err_rd = errp[0];
-	if ((rc = ns_write_id_maps(pid, conf->host_uid, e)) < 0 ||
-	    (rc = cg_job_create(&conf->cg, ++sandboxes, pid, &s->cg, e)) < 0) {
-		close(syncp[1]);
+	s->out_rd = s->err_rd = -1;
+	if ((rc = spawn_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
+	    (rc = ns_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
+	    (rc = cg_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg, e)) < 0) {
 		sandbox_free(s);
 		return rc;
 	}
-	/* Let init go on. */
-	if (write(syncp[1], "g", 1) != 1) {
-		rc = err_set(e, -errno, "start sandbox init: %s", strerror(errno));
-		close(syncp[1]);
+	/* Let init go on; it builds the image while we wait for a job. */
+	if ((rc = msg_send(s->ctl, MSG_SBX_GO, 0, NULL, 0, -1)) < 0) {
+		err_set(e, rc, "start sandbox init: %s", strerror(-rc));
 		sandbox_free(s);
 		return rc;
 	}
-	close(syncp[1]);
 	*out = s;
 	return 0;
+}
 
-out_close:
-	close_pair(ctl);
-	close_pair(outp);
-	close_pair(errp);
-	close_pair(syncp);
-	return rc;
+/*
+ * Init is the spawner's child, so it is killed and waited for through its
+ * pidfd: no pid can be reused under us. Killing pid 1 kills the whole pid
+ * namespace, and the pidfd turns readable once init has exited, which pid 1
+ * does only after every other process of the namespace is gone.
+ */
+static void
+init_kill(struct sandbox *s)
+{
+	if (s->pidfd >= 0)
+		(void)syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+}
+
+static void
+init_wait(struct sandbox *s)
+{
+	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
+
+	if (s->pidfd < 0)
+		return;
+	while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+		;
+	close(s->pidfd);
+	s->pidfd = -1;
 }
 
 /*** Run ***/
@@ -358,37 +370,53 @@ capture_read(int fd, struct capture *c)
 	}
 }
 
-/* Waits for init's READY; returns 0, or fills res and returns -1. */
+/*
+ * Waits for init's READY, taking the stdout and stderr pipes it hands over
+ * first; returns 0, or fills res and returns -1.
+ */
 static int
 wait_ready(struct sandbox *s, struct result *res)
 {
-	struct pollfd pfd = { .fd = s->ctl, .events = POLLIN };
+	int64_t deadline = mono_ns() + (int64_t)READY_TIMEOUT_MS * 1000000;
 	struct msg m;
 	int rc;
 
-	if (s->ready)
-		return 0;
 	msg_init(&m);
-	rc = poll(&pfd, 1, READY_TIMEOUT_MS);
-	if (rc <= 0) {
-		result_set_error(res, ST_INTERNAL, "sandbox",
-		    "sandbox did not become ready in %d ms", READY_TIMEOUT_MS);
-		return -1;
-	}
-	rc = msg_recv(s->ctl, &m, MSG_MAX);
-	if (rc == 1 && m.hdr.type == MSG_SBX_READY) {
-		s->ready = true;
+	while (!s->ready) {
+		struct pollfd pfd = { .fd = s->ctl, .events = POLLIN };
+		int64_t left = (deadline - mono_ns()) / 1000000;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
+			result_set_error(res, ST_INTERNAL, "sandbox",
+			    "sandbox did not become ready in %d ms", READY_TIMEOUT_MS);
+			return -1;
+		}
+		rc = msg_recv(s->ctl, &m, MSG_MAX);
+		if (rc == 1 && m.hdr.type == MSG_SBX_READY && s->out_rd >= 0 &&
+		    s->err_rd >= 0) {
+			s->ready = true;
+		} else if (rc == 1 && m.hdr.type == MSG_SBX_PIPE && m.len == 1 &&
+		    m.fd >= 0 && (m.data[0] == 1 || m.data[0] == 2)) {
+			int *slot = m.data[0] == 1 ? &s->out_rd : &s->err_rd;
+
+			if (*slot >= 0)
+				close(*slot);
+			*slot = m.fd;
+			m.fd = -1;
+		} else {
+			if (rc == 1 && m.hdr.type == MSG_SBX_FAIL && m.len >= 1)
+				result_set_error(res, ST_INTERNAL, "sandbox",
+				    "sandbox set-up failed: %.*s", (int)(m.len - 1),
+				    (const char *)m.data + 1);
+			else
+				result_set_error(res, ST_INTERNAL, "sandbox",
+				    "sandbox init ended during set-up");
+			msg_clear(&m);
+			return -1;
+		}
 		msg_clear(&m);
-		return 0;
 	}
-	if (rc == 1 && m.hdr.type == MSG_SBX_FAIL && m.len >= 1)
-		result_set_error(res, ST_INTERNAL, "sandbox", "sandbox set-up failed: %.*s",
-		    (int)(m.len - 1), (const char *)m.data + 1);
-	else
-		result_set_error(res, ST_INTERNAL, "sandbox",
-		    "sandbox init ended during set-up");
-	msg_clear(&m);
-	return -1;
+	return 0;
 }
 
 /* Why the worker killed the sandbox, if it did. */
@@ -527,7 +555,7 @@ kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now
 {
 	if (run->killed != KILLED_NONE || run->exited)
 		return;
-	kill(s->init_pid, SIGKILL);
+	init_kill(s);
 	run->killed = r;
 	run->end_ns = now;
 }
@@ -546,7 +574,6 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	bool ctl_open = true, exec_seen = false;
 	bool cpu_by_cgroup = s->cg.sys != NULL && cg_has(s->cg.sys, CG_CPUACCT);
 	int rc = 0;
-	struct rusage ru;
 
 	t0 = mono_ns();
 	res->started_at = now_ms();
@@ -633,15 +660,10 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 
 out_finish:
-	if (s->init_pid > 0 && !run.exited) {
-		/* Killed or failed: what it used is known only once it is reaped. */
-		kill(s->init_pid, SIGKILL);
-		while (wait4(s->init_pid, &rc, 0, &ru) < 0 && errno == EINTR)
-			;
-		s->init_pid = -1;
-		res->cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-		    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-		res->max_rss_kb = (uint64_t)ru.ru_maxrss;
+	if (!run.exited) {
+		/* Killed or failed: what it used is known once every process is gone. */
+		init_kill(s);
+		init_wait(s);
 	}
 	/* The cgroup counts every process, including any not reaped yet. */
 	cg_job_usage(&s->cg, &u);
@@ -671,11 +693,8 @@ sandbox_free(struct sandbox *s)
 {
 	if (s == NULL)
 		return;
-	if (s->init_pid > 0) {
-		kill(s->init_pid, SIGKILL);
-		while (waitpid(s->init_pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
+	init_kill(s);
+	init_wait(s);
 	if (s->ctl >= 0)
 		close(s->ctl);
 	if (s->out_rd >= 0)

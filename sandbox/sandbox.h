@@ -10,8 +10,10 @@
  * each sandbox serves exactly one job and dies with it.
  *
  * Lifecycle:
- *   sandbox_setup_host(conf)          once per worker, before its seccomp filter
- *   sandbox_prepare(conf) -> sbx      clone + uid map; init builds the image
+ *   sandbox_setup_host(conf)          once per worker, before its seccomp filter:
+ *                                     /etc image, cgroup folder, the spawner
+ *   sandbox_prepare(conf) -> sbx      init cloned by the spawner, uid map,
+ *                                     cgroup; init builds the image
  *   sandbox_run(sbx, job, res)        runs one job, fills the result
  *   sandbox_free(sbx)                 kills what is left, reaps, closes
  *
@@ -39,10 +41,13 @@ struct sandbox_conf {
 struct sandbox;
 
 /*
- * Creates run_dir/etc (the generated minimal /etc) and run_dir/root (the
- * mountpoint of each sandbox's root). Idempotent. Returns 0 or -errno with e.
+ * Once per worker, as root and before its seccomp filter: creates
+ * run_dir/etc (the generated minimal /etc) and run_dir/root (the mountpoint
+ * of each sandbox's root), finds and prepares this worker's cgroup folder
+ * (conf->cg; CG_NONE when the machine has none: rlimits only), and forks the
+ * spawner every sandbox's init is cloned from. Returns 0 or -errno with e.
  */
-int sandbox_setup_host(const struct sandbox_conf *conf, struct err *e);
+int sandbox_setup_host(struct sandbox_conf *conf, struct err *e);
 
 /*
  * Starts a new sandbox: clones its init into fresh namespaces, maps its uid

@@ -485,15 +485,17 @@ Test(e2e, a_crashed_worker_fails_its_job_and_is_replaced)
 	struct sandq *c = harness_client(&H);
 	struct sandq_result *r = NULL;
 	char id[SANDQ_ID_MAX + 1];
-	pid_t job[4], init, worker;
+	pid_t job[4], init, spawner, worker;
 	/* No shell: the only process whose command line names the marker is the job. */
 	const char *argv[] = { "sleep", "4646", NULL };
 
 	cr_assert(sandq_submit_exec(c, argv, NULL, id) == 0);
 	cr_assert(harness_wait_for(marker_running, "sleep 4646", 30000));
 	cr_assert_eq(harness_pgrep("sleep 4646", job, 4), 1);
+	/* job <- the sandbox's init <- the worker's spawner <- the worker */
 	init = parent_of(job[0]);
-	worker = parent_of(init);
+	spawner = parent_of(init);
+	worker = parent_of(spawner);
 	cr_assert_gt(worker, 1);
 	{
 		pid_t w[8];

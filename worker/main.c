@@ -118,12 +118,6 @@ main(int argc, char **argv)
 	/* 4. The host side of every sandbox this worker will start. */
 	if (sandbox_setup_host(&w.sbx_conf, &e) < 0)
 		fatalx("sandbox set-up: %s", e.msg);
-	cg_detect(&w.sbx_conf.cg);
-	if (cg_worker_setup(&w.sbx_conf.cg, getppid(), (int)idx, &e) < 0)
-		fatalx("cgroup set-up: %s", e.msg);
-	if (w.sbx_conf.cg.version == CG_NONE)
-		log_warnx("no cgroups: %s; jobs are bounded by rlimits only",
-		    w.sbx_conf.cg.why);
 	/* The jobs' filter, compiled once: each job only loads it. */
 	if (seccomp_job_compile(&e) < 0)
 		fatalx("seccomp: %s", e.msg);

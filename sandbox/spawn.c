@@ -1,0 +1,157 @@
+/*
+ * spawn.c - the spawner: the process every sandbox's init is cloned from.
+ *
+ * Seccomp filters are inherited and cannot be taken off. Were inits cloned
+ * by the worker, every job would carry the worker's filter too, and two
+ * things would break: the worker's filter could admit only what the worker
+ * itself needs if no job ever ran under it, and a call it refuses with EPERM
+ * would pre-empt the job filter's notification, so nothing refused to a job
+ * could be recorded. So the worker forks the spawner before it confines
+ * itself. The spawner does one thing, on request: clone an init into fresh
+ * namespaces and hand the worker the init's control channel and a pidfd
+ * (MSG_SPAWN_DONE, MSG_SPAWN_PIDFD). Inits are reaped by the kernel
+ * (SIGCHLD ignored); the worker learns of an init's end from its pidfd and
+ * its messages. The spawner dies with the worker (parent-death signal), and
+ * each init with the spawner.
+ *
+ * The spawner reads only fixed-size requests from its worker; it never sees
+ * a job's bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/msg.h"
+#include "internal.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+
+static int spawner_fd = -1;	/* the worker's end of the spawner channel */
+
+static void __attribute__((noreturn))
+spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
+{
+	struct msg m;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != worker)
+		_exit(1);	/* the worker died before the line above */
+	/* Nothing of the worker's but stdio and our channel, as fd 3. */
+	if (sock != 3 && (dup3(sock, 3, O_CLOEXEC) < 0 || close(sock) < 0))
+		_exit(1);
+	sock = 3;
+	if (syscall(SYS_close_range, 4U, ~0U, 0U) < 0)
+		_exit(1);
+	signal(SIGCHLD, SIG_IGN);
+	msg_init(&m);
+	for (;;) {
+		struct msg_spawn_done done = { -1, 0 };
+		int ctl[2], pidfd = -1, rc;
+		long pid;
+
+		rc = msg_recv(sock, &m, MSG_MAX);
+		if (rc == 0)
+			_exit(0);
+		if (rc < 0 || m.hdr.type != MSG_SPAWN_REQ)
+			_exit(1);
+		msg_clear(&m);
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+			done.error = errno;
+			if (msg_send(sock, MSG_SPAWN_DONE, 0, &done, sizeof(done), -1) < 0)
+				_exit(1);
+			continue;
+		}
+		/* fork() semantics: the child goes on here, on a copy of our stack. */
+		pid = syscall(SYS_clone, (unsigned long)SBX_CLONE_FLAGS | CLONE_PIDFD |
+		    SIGCHLD, 0UL, &pidfd, 0UL, 0UL);
+		if (pid == 0) {
+			close(sock);
+			close(ctl[0]);
+			sandbox_init_main(conf, ctl[1]);
+		}
+		close(ctl[1]);
+		if (pid < 0) {
+			done.error = errno;
+			close(ctl[0]);
+			if (msg_send(sock, MSG_SPAWN_DONE, 0, &done, sizeof(done), -1) < 0)
+				_exit(1);
+			continue;
+		}
+		done.pid = (int32_t)pid;
+		if (msg_send(sock, MSG_SPAWN_DONE, 0, &done, sizeof(done), ctl[0]) < 0 ||
+		    msg_send(sock, MSG_SPAWN_PIDFD, 0, NULL, 0, pidfd) < 0)
+			_exit(1);
+		close(ctl[0]);
+		close(pidfd);
+	}
+}
+
+int
+spawn_start(const struct sandbox_conf *conf, struct err *e)
+{
+	pid_t worker = getpid(), pid;
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return err_set(e, -errno, "spawner channel: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return err_set(e, -errno, "fork the spawner: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		spawner_main(conf, sv[1], worker);
+	}
+	close(sv[1]);
+	spawner_fd = sv[0];
+	return 0;
+}
+
+int
+spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e)
+{
+	struct msg_spawn_done done;
+	struct msg m;
+	int rc;
+
+	*pid = -1;
+	*ctl = *pidfd = -1;
+	msg_init(&m);
+	/*
+	 * A worker without its spawner can run no job: it exits, and the
+	 * dispatcher answers its job and starts a new one.
+	 */
+	if ((rc = msg_send(spawner_fd, MSG_SPAWN_REQ, 0, NULL, 0, -1)) < 0)
+		fatalx("the sandbox spawner is gone: %s", strerror(-rc));
+	rc = msg_recv(spawner_fd, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SPAWN_DONE || m.len != sizeof(done))
+		fatalx("the sandbox spawner is gone or confused (%d)", rc);
+	memcpy(&done, m.data, sizeof(done));
+	if (done.pid <= 0) {
+		msg_clear(&m);
+		return err_set(e, -done.error, "clone into new namespaces: %s",
+		    strerror(done.error));
+	}
+	*pid = done.pid;
+	*ctl = m.fd;
+	m.fd = -1;
+	msg_clear(&m);
+	rc = msg_recv(spawner_fd, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SPAWN_PIDFD || m.fd < 0)
+		fatalx("the sandbox spawner sent no pidfd (%d)", rc);
+	*pidfd = m.fd;
+	m.fd = -1;
+	msg_clear(&m);
+	return 0;
+}
