@@ -1057,6 +1057,14 @@ print_json(const struct sandq_result *r)
 		    "message", r->error_message ? r->error_message : ""));
 	else
 		json_object_set_new(o, "error", json_null());
+	{
+		json_t *refused = json_object();
+
+		for (size_t i = 0; i < r->nrefused; i++)
+			json_object_set_new(refused, r->refused[i].syscall,
+			    json_integer((json_int_t)r->refused[i].count));
+		json_object_set_new(o, "refused", refused);
+	}
 	if (json_dumpf(o, stdout, JSON_COMPACT) < 0 || fputc('\n', stdout) == EOF)
 		rc = -EIO;
 	json_decref(o);

@@ -706,6 +706,15 @@ result_export(struct result *in)
 	/* The header promises a message whenever there is an error. */
 	if (r->error_code && r->error_message == NULL)
 		r->error_message = xstrdup("");
+	if (in->nrefused) {
+		r->refused = xcalloc(in->nrefused, sizeof(*r->refused));
+		for (size_t i = 0; i < in->nrefused; i++) {
+			r->refused[i].syscall = in->refused[i].name;
+			r->refused[i].count = in->refused[i].count;
+			in->refused[i].name = NULL;
+		}
+		r->nrefused = in->nrefused;
+	}
 	return r;
 }
 

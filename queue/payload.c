@@ -1096,7 +1096,27 @@ result_free(struct result *r)
 	free(r->host);
 	free(r->error_code);
 	free(r->error_message);
+	for (size_t i = 0; i < r->nrefused; i++)
+		free(r->refused[i].name);
+	free(r->refused);
 	free(r);
+}
+
+void
+result_add_refusal(struct result *r, const char *name, uint64_t count)
+{
+	for (size_t i = 0; i < r->nrefused; i++) {
+		if (strcmp(r->refused[i].name, name) == 0) {
+			r->refused[i].count += count;
+			return;
+		}
+	}
+	if (r->nrefused >= RESULT_REFUSED_MAX)
+		return;
+	r->refused = xreallocarray(r->refused, r->nrefused + 1, sizeof(*r->refused));
+	r->refused[r->nrefused].name = xstrdup(name);
+	r->refused[r->nrefused].count = count;
+	r->nrefused++;
 }
 
 void
@@ -1120,7 +1140,7 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
-	uint32_t n = 17 + !!r->host + !!r->error_code;
+	uint32_t n = 17 + !!r->host + !!r->error_code + !!r->nrefused;
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -1151,6 +1171,12 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 		msgpack_pack_map(&pk, 2);
 		pk_kv_str(&pk, "code", r->error_code);
 		pk_kv_str(&pk, "message", r->error_message ? r->error_message : "");
+	}
+	if (r->nrefused) {
+		pk_str(&pk, "refused");
+		msgpack_pack_map(&pk, (uint32_t)r->nrefused);
+		for (size_t i = 0; i < r->nrefused; i++)
+			pk_kv_u64(&pk, r->refused[i].name, r->refused[i].count);
 	}
 	return sbuf_release(&sb, out, outlen);
 }
@@ -1229,6 +1255,24 @@ decode_result_field(const msgpack_object *k, const msgpack_object *v,
 			*dst = NULL;
 			if (get_cstr(&kv->val, "error", 4096, dst, e) < 0)
 				return -EINVAL;
+		}
+	} else if (key_is(k, "refused")) {
+		if (v->type != MSGPACK_OBJECT_MAP || v->via.map.size > RESULT_REFUSED_MAX)
+			return err_set(e, -EINVAL, "field 'refused': expected a map of at "
+			    "most %d syscall names to counts", RESULT_REFUSED_MAX);
+		for (uint32_t m = 0; m < v->via.map.size; m++) {
+			const msgpack_object_kv *kv = &v->via.map.ptr[m];
+			char *name = NULL;
+			uint64_t count;
+
+			if (get_cstr(&kv->key, "refused", 64, &name, e) < 0)
+				return -EINVAL;
+			if (get_u64(&kv->val, "refused", 0, UINT64_MAX, &count, e) < 0) {
+				free(name);
+				return -EINVAL;
+			}
+			result_add_refusal(r, name, count);
+			free(name);
 		}
 	}
 	return 0;

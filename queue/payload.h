@@ -115,6 +115,14 @@ struct job {
 	int64_t deadline_ms;	/* epoch ms, 0 = none (checked by dispatcher) */
 };
 
+#define RESULT_REFUSED_MAX 64	/* distinct refused syscalls a result lists */
+
+/* A system call the job's seccomp filter refused, and how often. */
+struct refusal {
+	char *name;
+	uint64_t count;
+};
+
 struct result {
 	char *id;
 	enum res_status status;
@@ -137,6 +145,8 @@ struct result {
 	int64_t attempt;
 	char *error_code;	/* machine-readable, with error_message */
 	char *error_message;
+	struct refusal *refused;	/* syscalls refused to the job, by name */
+	size_t nrefused;
 };
 
 /*** Jobs ***/
@@ -196,6 +206,8 @@ int job_preset_parse(const char *s, enum job_preset *p);
 struct result *result_new(const char *id);
 void result_free(struct result *r);
 /* Sets error_code/error_message (copied) and the status. */
+/* Counts one refusal of syscall name (a new entry while under RESULT_REFUSED_MAX). */
+void result_add_refusal(struct result *r, const char *name, uint64_t count);
 void result_set_error(struct result *r, enum res_status st, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

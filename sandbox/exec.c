@@ -9,8 +9,9 @@
  * nothing init reads again, and everything it must not allocate (the
  * environment, PATH for execvpe, a stack) is made by init beforehand.
  *
- * exec_job() runs in that child. The order is the security argument, each
- * step relying on the one before:
+ * exec_job() runs in that child, already under the job's seccomp filter
+ * (init installed it; it refuses nothing these steps use). The order is the
+ * security argument, each step relying on the one before:
  *
  *   1. stdio onto 0/1/2, every other descriptor closed (close_range), so
  *      nothing of the worker or init leaks into the job;
@@ -20,9 +21,7 @@
  *   5. every capability dropped: bounding set, ambient, inheritable,
  *      permitted, effective; then NO_NEW_PRIVS, so no setuid binary or file
  *      capability can give any back;
- *   6. the job's deny filter (seccomp.c), last, because it forbids calls the
- *      steps above make;
- *   7. execvpe with the job's own environment only.
+ *   6. execvpe with the job's own environment only.
  *
  * A failure before exec is reported on the job's stderr like a shell would
  * ("sandq: python4: No such file or directory") with exit code 127 (not
@@ -132,8 +131,6 @@ exec_job(const struct exec_spec *s)
 		job_fail(126, "drop capabilities", errno);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		job_fail(126, "no_new_privs", errno);
-	if (seccomp_job_install(&e) < 0)
-		job_fail(126, e.msg, -e.code);
 
 	execvpe(j->argv[0], j->argv, s->envp);
 	job_fail(errno == ENOENT || errno == ENOTDIR ? 127 : 126, j->argv[0], errno);

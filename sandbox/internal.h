@@ -84,11 +84,14 @@ int limits_apply(const struct job_limits *l, bool cgroup, struct err *e);
 
 /*** seccomp.c ***/
 
-/* The worker's own filter (inherited by every sandbox it starts). */
+/* The worker's own allowlist filter, last in its start-up. */
 int seccomp_worker_install(struct err *e);
 /* Compiles the job's deny filter to BPF once (the worker, at start-up). */
 int seccomp_job_compile(struct err *e);
-/* The job's deny filter, installed last before exec. */
+/*
+ * In init, before the job's process: installs the job's filter and returns
+ * its listener descriptor (for the worker), or -errno with e.
+ */
 int seccomp_job_install(struct err *e);
 
 /*** exec.c ***/

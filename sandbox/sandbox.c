@@ -36,6 +36,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -50,6 +53,7 @@
 #define READY_TIMEOUT_MS 10000	/* image build; normally about a millisecond */
 #define DRAIN_AFTER_KILL_MS 2000
 #define CPU_CHECK_MS 50		/* how often the job's cgroup CPU time is read */
+#define NOTIFY_BATCH 64		/* refused calls answered per wake-up at most */
 
 struct sandbox {
 	pid_t init_pid;		/* pid 1 of the sandbox (a child of the spawner) */
@@ -59,6 +63,7 @@ struct sandbox {
 	int err_rd;		/* job's stderr, read end */
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
+	int notify;		/* the job filter's listener, -1 until init sends it */
 };
 
 /*** Init: runs inside the sandbox ***/
@@ -124,7 +129,7 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	struct err e = { 0 };
 	struct job *j = NULL;
 	pid_t job_pid;
-	int st;
+	int st, nfd;
 
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -135,6 +140,15 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	spec.job = j;
+	/*
+	 * The job's filter, from here on for init and everything it starts;
+	 * the worker answers what it refuses. Init needs nothing it refuses.
+	 */
+	if ((nfd = seccomp_job_install(&e)) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (msg_send(ctl, MSG_SBX_NOTIFY, 0, NULL, 0, nfd) < 0)
+		_exit(1);
+	close(nfd);
 
 	if ((job_pid = exec_spawn(&spec, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -274,7 +288,10 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 		return rc;
 	if (conf->cg.version == CG_NONE)
 		log_warnx("no cgroups: %s; jobs are bounded by rlimits only", conf->cg.why);
-	/* Last: the spawner keeps a copy of conf, cgroup folder included. */
+	/* The jobs' filter, compiled once: each job only loads it. */
+	if ((rc = seccomp_job_compile(e)) < 0)
+		return rc;
+	/* Last: the spawner keeps a copy of all the above. */
 	return spawn_start(conf, e);
 }
 
@@ -288,7 +305,7 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 
 	*out = NULL;
 	s = xcalloc(1, sizeof(*s));
-	s->out_rd = s->err_rd = -1;
+	s->out_rd = s->err_rd = s->notify = -1;
 	if ((rc = spawn_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
 	    (rc = ns_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
 	    (rc = cg_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg, e)) < 0) {
@@ -464,6 +481,12 @@ handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 			res->max_rss_kb = x.max_rss_kb > 0 ? (uint64_t)x.max_rss_kb : 0;
 		}
 		break;
+	case MSG_SBX_NOTIFY:
+		if (m.fd >= 0 && s->notify < 0) {
+			s->notify = m.fd;
+			m.fd = -1;
+		}
+		break;
 	case MSG_SBX_FAIL:
 		if (m.len >= 1) {
 			bool input = m.data[0] == SBX_FAIL_INPUT;
@@ -549,6 +572,49 @@ fill_status(struct result *res, const struct run *run, const struct job_limits *
 	}
 }
 
+/*
+ * Answers the job filter's pending notifications: each refused call gets
+ * EPERM and is counted by name. Bounded per call, so a job flooding refused
+ * calls cannot keep the worker from its output and clocks; the flood only
+ * slows the job, whose calls wait for their answers. Returns false once the
+ * listener is done (every process under the filter has exited).
+ */
+static bool
+notify_answer(struct sandbox *s, struct result *res)
+{
+	for (int i = 0; i < NOTIFY_BATCH; i++) {
+		struct pollfd pfd = { .fd = s->notify, .events = POLLIN };
+		struct seccomp_notif req;
+		struct seccomp_notif_resp resp;
+		char *name;
+
+		if (poll(&pfd, 1, 0) <= 0)
+			return true;
+		if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))
+			return false;
+		memset(&req, 0, sizeof(req));
+		if (ioctl(s->notify, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) {
+			if (errno == EINTR || errno == ENOENT)
+				continue;	/* the caller went away meanwhile */
+			return false;
+		}
+		resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
+		/* ENOENT: the call was interrupted or its process died: fine. */
+		(void)ioctl(s->notify, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+		name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, req.data.nr);
+		if (name != NULL) {
+			result_add_refusal(res, name, 1);
+			free(name);
+		} else {
+			char buf[32];
+
+			snprintf(buf, sizeof(buf), "syscall_%d", req.data.nr);
+			result_add_refusal(res, buf, 1);
+		}
+	}
+	return true;
+}
+
 /* Kills the sandbox (its init, so the whole pid namespace) for reason r. */
 static void
 kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now)
@@ -604,7 +670,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	 * from the job's end to its result (sandbox_free()).
 	 */
 	while (!(out.eof && err.eof && (run.exited || !ctl_open))) {
-		struct pollfd pfd[3];
+		struct pollfd pfd[4];
 		nfds_t n = 0;
 		int64_t now = mono_ns(), wake;
 
@@ -636,6 +702,8 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 			pfd[n++] = (struct pollfd){ .fd = s->err_rd, .events = POLLIN };
 		if (ctl_open)
 			pfd[n++] = (struct pollfd){ .fd = s->ctl, .events = POLLIN };
+		if (s->notify >= 0)
+			pfd[n++] = (struct pollfd){ .fd = s->notify, .events = POLLIN };
 		if (poll(pfd, n, run.exited ? -1 : (int)((wake - now + 999999) / 1000000)) < 0 &&
 		    errno != EINTR) {
 			log_warn("poll");
@@ -644,7 +712,12 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 		for (nfds_t i = 0; i < n; i++) {
 			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
-			if (pfd[i].fd == s->out_rd)
+			if (pfd[i].fd == s->notify) {
+				if (!notify_answer(s, res)) {
+					close(s->notify);
+					s->notify = -1;
+				}
+			} else if (pfd[i].fd == s->out_rd)
 				capture_read(s->out_rd, &out);
 			else if (pfd[i].fd == s->err_rd)
 				capture_read(s->err_rd, &err);
@@ -701,6 +774,8 @@ sandbox_free(struct sandbox *s)
 		close(s->out_rd);
 	if (s->err_rd >= 0)
 		close(s->err_rd);
+	if (s->notify >= 0)
+		close(s->notify);
 	/* Init is reaped, so its pid namespace is empty: nothing holds the cgroup. */
 	cg_job_destroy(&s->cg);
 	free(s);

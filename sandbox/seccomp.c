@@ -1,17 +1,25 @@
 /*
  * seccomp.c - the worker's filter and the job's filter.
  *
- * Filters stack: a job runs under the worker's filter (inherited through
- * init) and its own, and the stricter answer wins. So the worker's filter
- * refuses what neither a worker nor any job may do (other socket families,
- * ptrace, kernel modules, kexec, bpf, ...), and the job's filter adds what only
- * the sandbox's init may still do (mount, pivot_root, new namespaces, ...).
+ * They never stack: the worker confines itself after forking the spawner
+ * (spawn.c), and every sandbox descends from the spawner, not the worker.
  *
- * Refused calls return EPERM (ENOSYS for clone3, so libc falls back to
- * clone(), whose flags a filter can inspect), so a job sees an ordinary error
- * and keeps running. A syscall from a foreign architecture (i386 or x32 entry
- * points on x86_64) kills the process: libseccomp checks the architecture
- * before any rule, and x32 numbers fail that check.
+ * The worker's filter is an allowlist of what a worker does once it is set
+ * up: file and socket I/O on descriptors it has, cgroup folders, memory,
+ * signals to its sandboxes, and answering its jobs' filters. Anything else
+ * fails with EPERM; in particular a worker cannot open a socket (not even
+ * AF_UNIX: its channels exist already), fork, exec, or ptrace.
+ *
+ * The job's filter is a deny list, installed by the sandbox's init after the
+ * job's tmpfs are mounted and before the job's process is spawned, so every
+ * process of the job runs under it. A refused call returns
+ * SECCOMP_RET_USER_NOTIF: the worker, holding the filter's listener,
+ * answers EPERM and counts the call by name for the result (sandbox.c). The
+ * job sees an ordinary error and keeps running. clone3 gets ENOSYS
+ * unrecorded, so libc falls back to clone(), whose flags a filter can read.
+ * A syscall from a foreign architecture (i386 or x32 entry points on
+ * x86_64) kills the process: libseccomp checks the architecture before any
+ * rule, and x32 numbers fail that check.
  */
 #include <errno.h>
 #include <linux/filter.h>
@@ -37,28 +45,50 @@
 #define CLONE_NEWTIME 0x00000080
 #endif
 
-/* Refused for workers and jobs alike. */
-static const char *const worker_denied[] = {
-	"ptrace", "process_vm_readv", "process_vm_writev",
-	"init_module", "finit_module", "delete_module",
-	"kexec_load", "kexec_file_load", "bpf", "perf_event_open",
-	"userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
-	"keyctl", "add_key", "request_key", "open_by_handle_at",
-	"reboot", "swapon", "swapoff", "syslog", "acct", "quotactl",
-	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
-	"iopl", "ioperm", "uselib", "lookup_dcookie", "kcmp",
-};
-
-/* Refused for jobs only: the sandbox's init needs these to build it. */
-static const char *const job_denied[] = {
+/*
+ * Refused to jobs. Each refusal is a notification the worker answers with
+ * EPERM and counts by name (the job keeps running).
+ */
+static const char *const job_refused[] = {
+	/* the filesystem view, namespaces, identity of the machine */
 	"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-	"name_to_handle_at", "sethostname", "setdomainname",
 	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
-	"mount_setattr", "quotactl_fd",
+	"mount_setattr", "sethostname", "setdomainname",
+	/* other processes' memory */
+	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+	/* the kernel itself */
+	"init_module", "finit_module", "delete_module", "kexec_load",
+	"kexec_file_load", "bpf", "perf_event_open", "userfaultfd",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"keyctl", "add_key", "request_key", "open_by_handle_at",
+	"name_to_handle_at", "iopl", "ioperm", "uselib", "lookup_dcookie",
+	/* the machine's clock and state */
+	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+	"reboot", "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd",
+	"vhangup",
 };
 
+/* The worker needs no more than this; anything else fails with EPERM. */
+static const char *const worker_allowed[] = {
+	"read", "write", "readv", "writev", "pread64", "pwrite64", "lseek",
+	"close", "openat", "newfstatat", "fstat", "statfs", "fstatfs",
+	"getdents64", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat",
+	"fcntl", "dup", "dup3", "memfd_create", "ftruncate",
+	"poll", "ppoll", "recvmsg", "recvfrom", "sendmsg", "sendto",
+	"mmap", "munmap", "mremap", "mprotect", "brk", "madvise",
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
+	"futex", "getrandom", "clock_gettime", "clock_nanosleep", "nanosleep",
+	"gettimeofday", "sched_yield", "getpid", "getppid", "gettid",
+	"getuid", "geteuid", "getgid", "getegid", "uname",
+	"kill", "tgkill", "pidfd_send_signal", "exit", "exit_group",
+	"restart_syscall", "prlimit64", "sched_getaffinity", "readlink",
+	"readlinkat", "set_robust_list", "rseq",
+};
+
+/* Adds one rule per name with action act; names unknown here are skipped. */
 static int
-deny_names(scmp_filter_ctx ctx, const char *const *names, size_t n, struct err *e)
+add_names(scmp_filter_ctx ctx, uint32_t act, const char *const *names, size_t n,
+    struct err *e)
 {
 	for (size_t i = 0; i < n; i++) {
 		int nr = seccomp_syscall_resolve_name(names[i]);
@@ -66,7 +96,7 @@ deny_names(scmp_filter_ctx ctx, const char *const *names, size_t n, struct err *
 
 		if (nr == __NR_SCMP_ERROR)
 			continue;	/* not on this architecture */
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+		rc = seccomp_rule_add(ctx, act, nr, 0);
 		if (rc < 0)
 			return err_set(e, rc, "seccomp rule %s: %s", names[i], strerror(-rc));
 	}
@@ -74,9 +104,9 @@ deny_names(scmp_filter_ctx ctx, const char *const *names, size_t n, struct err *
 }
 
 static scmp_filter_ctx
-filter_new(struct err *e)
+filter_new(uint32_t def, struct err *e)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	scmp_filter_ctx ctx = seccomp_init(def);
 
 	if (ctx == NULL) {
 		err_set(e, -ENOMEM, "seccomp_init failed");
@@ -90,37 +120,30 @@ filter_new(struct err *e)
 	return ctx;
 }
 
-static int
-filter_load(scmp_filter_ctx ctx, struct err *e)
-{
-	int rc = seccomp_load(ctx);
-
-	seccomp_release(ctx);
-	if (rc < 0)
-		return err_set(e, rc, "seccomp_load: %s", strerror(-rc));
-	return 0;
-}
-
 int
 seccomp_worker_install(struct err *e)
 {
 	scmp_filter_ctx ctx;
 	int rc;
 
-	if ((ctx = filter_new(e)) == NULL)
+	if ((ctx = filter_new(SCMP_ACT_ERRNO(EPERM), e)) == NULL)
 		return e->code;
-	if ((rc = deny_names(ctx, worker_denied,
-	    sizeof(worker_denied) / sizeof(worker_denied[0]), e)) < 0)
+	if ((rc = add_names(ctx, SCMP_ACT_ALLOW, worker_allowed,
+	    sizeof(worker_allowed) / sizeof(worker_allowed[0]), e)) < 0)
 		goto out_release;
-	/* Sockets: AF_UNIX only (the channel to the dispatcher is one). */
-	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-	    SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0 ||
-	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
-	    SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0) {
-		err_set(e, rc, "seccomp socket rule: %s", strerror(-rc));
+	/* ioctl: only answering the jobs' filters. */
+	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+	    SCMP_A1(SCMP_CMP_EQ, SECCOMP_IOCTL_NOTIF_RECV))) < 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+	    SCMP_A1(SCMP_CMP_EQ, SECCOMP_IOCTL_NOTIF_SEND))) < 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+	    SCMP_A1(SCMP_CMP_EQ, SECCOMP_IOCTL_NOTIF_ID_VALID))) < 0) {
+		err_set(e, rc, "seccomp ioctl rule: %s", strerror(-rc));
 		goto out_release;
 	}
-	return filter_load(ctx, e);
+	rc = seccomp_load(ctx);
+	if (rc < 0)
+		err_set(e, rc, "seccomp_load: %s", strerror(-rc));
 out_release:
 	seccomp_release(ctx);
 	return rc;
@@ -137,27 +160,29 @@ job_filter(struct err *e)
 		CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
 		CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME,
 	};
+	const uint32_t refuse = SCMP_ACT_NOTIFY;
 	scmp_filter_ctx ctx;
 	int rc;
 
-	if ((ctx = filter_new(e)) == NULL)
+	if ((ctx = filter_new(SCMP_ACT_ALLOW, e)) == NULL)
 		return NULL;
-	if ((rc = deny_names(ctx, job_denied,
-	    sizeof(job_denied) / sizeof(job_denied[0]), e)) < 0)
+	if ((rc = add_names(ctx, refuse, job_refused,
+	    sizeof(job_refused) / sizeof(job_refused[0]), e)) < 0)
 		goto out_release;
 	/* clone() with any namespace flag; clone3's flags live in memory. */
 	for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++) {
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+		rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(clone), 1,
 		    SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
 		if (rc < 0)
 			goto out_rule;
 	}
+	/* ENOSYS, not recorded: libc then falls back to clone(), which we can read. */
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) < 0)
 		goto out_rule;
 	/* Terminal injection into a shared tty. */
-	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+	if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(ioctl), 1,
 	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI))) < 0 ||
-	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+	    (rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(ioctl), 1,
 	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX))) < 0)
 		goto out_rule;
 	/*
@@ -165,8 +190,27 @@ job_filter(struct err *e)
 	 * twice in a rule, so the query form (0xffffffff) is refused as well;
 	 * programs treat a failed query as "default domain".
 	 */
-	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+	if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(personality), 1,
 	    SCMP_A0(SCMP_CMP_NE, PER_LINUX))) < 0)
+		goto out_rule;
+	/*
+	 * Sockets: AF_UNIX, and AF_INET/AF_INET6, which in the job's network
+	 * namespace reach only its own loopback (net "none"). Every other
+	 * family (netlink, packet, vsock, ...) is refused.
+	 */
+	_Static_assert(AF_UNIX == 1 && AF_INET == 2 && AF_INET6 == 10, "families");
+	if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_GT, AF_INET6))) < 0)
+		goto out_rule;
+	for (int fam = 0; fam < AF_INET6; fam++) {
+		if (fam == AF_UNIX || fam == AF_INET)
+			continue;
+		if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
+		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam))) < 0)
+			goto out_rule;
+	}
+	if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socketpair), 1,
+	    SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
 		goto out_rule;
 	return ctx;
 out_rule:
@@ -225,14 +269,13 @@ out_release:
 int
 seccomp_job_install(struct err *e)
 {
-	scmp_filter_ctx ctx;
+	long fd;
 
-	if (job_prog.filter != NULL) {
-		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &job_prog) < 0)
-			return err_set(e, -errno, "seccomp: %s", strerror(errno));
-		return 0;
-	}
-	if ((ctx = job_filter(e)) == NULL)
-		return e->code;
-	return filter_load(ctx, e);
+	if (job_prog.filter == NULL)
+		return err_set(e, -EINVAL, "seccomp: the job filter was not compiled");
+	fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+	    SECCOMP_FILTER_FLAG_NEW_LISTENER, &job_prog);
+	if (fd < 0)
+		return err_set(e, -errno, "seccomp: %s", strerror(errno));
+	return (int)fd;
 }

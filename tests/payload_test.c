@@ -1803,6 +1803,32 @@ Test(payload, result_round_trips_every_field)
 	result_free(r);
 }
 
+Test(payload, result_round_trips_refused_syscalls_and_merges_repeats)
+{
+	struct result *r = result_new("j");
+	struct result *back;
+	char name[32];
+
+	result_add_refusal(r, "mount", 1);
+	result_add_refusal(r, "ptrace", 2);
+	result_add_refusal(r, "mount", 3);
+	cr_assert_eq(r->nrefused, 2);
+	back = result_round_trip(r);
+	cr_assert_eq(back->nrefused, 2);
+	cr_expect_str_eq(back->refused[0].name, "mount");
+	cr_expect_eq(back->refused[0].count, 4);
+	cr_expect_str_eq(back->refused[1].name, "ptrace");
+	cr_expect_eq(back->refused[1].count, 2);
+	result_free(back);
+	/* Bounded: a flood of distinct names cannot grow a result without end. */
+	for (int i = 0; i < 3 * RESULT_REFUSED_MAX; i++) {
+		snprintf(name, sizeof(name), "sys%d", i);
+		result_add_refusal(r, name, 1);
+	}
+	cr_expect_eq(r->nrefused, RESULT_REFUSED_MAX);
+	result_free(r);
+}
+
 Test(payload, result_round_trips_defaults)
 {
 	struct result *r = result_new("j");

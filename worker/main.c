@@ -118,9 +118,6 @@ main(int argc, char **argv)
 	/* 4. The host side of every sandbox this worker will start. */
 	if (sandbox_setup_host(&w.sbx_conf, &e) < 0)
 		fatalx("sandbox set-up: %s", e.msg);
-	/* The jobs' filter, compiled once: each job only loads it. */
-	if (seccomp_job_compile(&e) < 0)
-		fatalx("seccomp: %s", e.msg);
 	/* 5. Our own filter, last. */
 	if (seccomp_worker_install(&e) < 0)
 		fatalx("seccomp: %s", e.msg);
