@@ -27,8 +27,6 @@
 #define SBX_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | \
 	CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
-/* fork()-like clone into new namespaces: returns 0 in the child. */
-pid_t ns_clone(int flags);
 /* Writes uid_map and gid_map of pid: SANDBOX_UID -> host_uid. */
 int ns_write_id_maps(pid_t pid, uid_t host_uid, struct err *e);
 /* In the child: become SANDBOX_UID/GID keeping capabilities in the userns. */

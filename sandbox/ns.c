@@ -1,9 +1,9 @@
 /*
- * ns.c - namespaces: the clone into them, the uid/gid maps, loopback.
+ * ns.c - namespaces: the uid/gid maps, the sandbox identity, loopback.
  *
- * The sandbox's init is created with one clone() that unshares user, mount,
- * pid, net, ipc and uts namespaces at once, so there is no moment where it
- * shares any of them with the worker. Its uid inside is SANDBOX_UID, mapped to
+ * The sandbox's init is created (by the spawner, spawn.c) with one clone()
+ * that unshares user, mount, pid, net, ipc and uts namespaces at once, so
+ * there is no moment where it shares any of them with the worker. Its uid inside is SANDBOX_UID, mapped to
  * one unprivileged host uid per worker: the job is never host root, and two
  * workers' jobs never share a host uid.
  */
@@ -25,17 +25,6 @@
 
 #include "../common/util.h"
 #include "internal.h"
-
-pid_t
-ns_clone(int flags)
-{
-	/*
-	 * The raw syscall gives fork() semantics (the child continues here on a
-	 * copy of our stack), which glibc's clone() wrapper does not.
-	 */
-	return (pid_t)syscall(SYS_clone, (unsigned long)flags | SIGCHLD, 0UL,
-	    0UL, 0UL, 0UL);
-}
 
 static int
 write_file(const char *path, const char *text, struct err *e)
