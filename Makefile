@@ -56,7 +56,7 @@ WORKER_SRCS := worker/main.c worker/job.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 	dispatcher/jobs.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
-CLI_SRCS := client/cli.c
+CLI_SRCS := client/cli.c client/doctor.c sandbox/cgroup.c
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih
 LIBS_WORKER := -lseccomp -lmsgpackc
@@ -96,7 +96,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e
+INTEG_TESTS := e2e containment
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 
 $(B)/tests/%.o: tests/%.c
@@ -114,6 +114,8 @@ $(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(P
 $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 
 deps:

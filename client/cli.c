@@ -31,6 +31,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../queue/payload.h"
+#include "doctor.h"
 #include "sandq.h"
 
 #define CLI_VERSION "0.1.0"
@@ -325,6 +326,7 @@ static const char man_main[] =
 "       sandq [OPTIONS] python [OPTIONS] CODE\n"
 "       sandq [OPTIONS] wait [OPTIONS] ID\n"
 "       sandq [OPTIONS] result [OPTIONS] ID\n"
+"       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
 "\n"
@@ -346,6 +348,8 @@ static const char man_main[] =
 "       python   Runs CODE with python3 -c.\n"
 "       wait     Waits for the result of a job submitted earlier and prints it.\n"
 "       result   Prints the stored result of a job, without waiting.\n"
+"       doctor   Prints which isolation mechanisms this machine gives and\n"
+"                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
 "\n"
 "OUTPUT\n";
@@ -1249,6 +1253,10 @@ cmd_help(struct cli *cl)
 		man_print_main();
 		return 0;
 	}
+	if (strcmp(cl->args[0], "doctor") == 0) {
+		doctor_help();
+		return 0;
+	}
 	if ((p = man_find(v)) == NULL)
 		return usage_error(cl, "unknown command '%s'", cl->args[0]);
 	man_print(p);
@@ -1321,6 +1329,12 @@ cli_main(struct cli *cl, int argc, char **argv)
 	int vargc, next = 0, rc;
 
 	cl->verb_name = verb_prescan(argc, argv);
+	/* doctor talks to no Redis and takes none of the options below. */
+	if (cl->verb_name && strcmp(cl->verb_name, "doctor") == 0) {
+		for (int i = 1; i < argc; i++)
+			if (argv[i] == cl->verb_name)
+				return doctor_main(argc - i - 1, argv + i + 1);
+	}
 	if (cl->verb_name && (cl->verb = verb_parse(cl->verb_name)) == V_HELP)
 		cl->verb = V_NONE;
 	/* Options before the verb; "+" stops at the verb. */
@@ -1335,8 +1349,8 @@ cli_main(struct cli *cl, int argc, char **argv)
 			man_print_main();
 			return 0;
 		}
-		return usage_error(cl, "missing command (run, sh, python, wait, result "
-		    "or help)");
+		return usage_error(cl, "missing command (run, sh, python, wait, result, "
+		    "doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

@@ -407,10 +407,26 @@ payload_id_valid(const char *s, size_t len)
 	return true;
 }
 
+/* A path as it may appear in a message: at most 64 bytes, control bytes as '?'. */
+static const char *
+path_shown(const char *in, size_t len, char buf[72])
+{
+	size_t n = len < 64 ? len : 64;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)in[i];
+		buf[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	memcpy(buf + n, len > 64 ? "..." : "", len > 64 ? 4 : 1);
+	return buf;
+}
+
 int
 payload_path_normalise(const char *in, size_t len, char *out,
     const char *field, struct err *e)
 {
+	char shown[72];
+
 	size_t o = 0, i = 0;
 
 	if (len > JOB_PATH_MAX)
@@ -426,15 +442,16 @@ payload_path_normalise(const char *in, size_t len, char *out,
 			unsigned char c = (unsigned char)in[i];
 			if (c < 0x20 || c == 0x7f)
 				return err_set(e, -EINVAL,
-				    "field '%s': path has a control character", field);
+				    "field '%s': path '%s' has a control character", field,
+				    path_shown(in, len, shown));
 			i++;
 		}
 		n = i - start;
 		if (n == 0 || (n == 1 && in[start] == '.'))
 			continue;
 		if (n == 2 && in[start] == '.' && in[start + 1] == '.')
-			return err_set(e, -EINVAL, "field '%s': path must not contain '..'",
-			    field);
+			return err_set(e, -EINVAL, "field '%s': path '%s' must not contain '..'",
+			    field, path_shown(in, len, shown));
 		if (n > JOB_NAME_MAX)
 			return err_set(e, -EINVAL,
 			    "field '%s': path component longer than %d bytes", field,

@@ -40,6 +40,8 @@ int ns_loopback_up(struct err *e);
 int spawn_start(const struct sandbox_conf *conf, struct err *e);
 /* Asks the spawner for a new init: its pid, control channel and pidfd. */
 int spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
+/* In the spawner or an init: our command line and name become name. */
+void spawn_set_title(const char *name);
 
 /*** sandbox.c ***/
 

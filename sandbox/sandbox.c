@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -216,6 +217,7 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 	 * worker gave up on us.
 	 */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	spawn_set_title("sandq-init");
 	/* The spawner ignores SIGCHLD; init must reap, so it may not. */
 	signal(SIGCHLD, SIG_DFL);
 	msg_init(&m);
@@ -278,6 +280,18 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 		return err_set(e, -EINVAL, "sandbox uid must not be host root");
 	if (mkdir(conf->run_dir, 0755) < 0 && errno != EEXIST)
 		return err_set(e, -errno, "mkdir %s: %s", conf->run_dir, strerror(errno));
+	/*
+	 * The worker's own mount namespace, with run_dir on a private tmpfs:
+	 * the /etc image and the sandboxes' mountpoint live there, the host
+	 * never sees them, they vanish with the worker, and a sandbox's mount
+	 * table names no host path (its /etc is "/etc" of a tmpfs).
+	 */
+	if (unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", conf->run_dir, "tmpfs", MS_NOSUID | MS_NODEV,
+	    "size=16m,nr_inodes=4096,mode=0755") < 0)
+		return err_set(e, -errno, "private run folder %s: %s", conf->run_dir,
+		    strerror(errno));
 	snprintf(path, sizeof(path), "%s/root", conf->run_dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));

@@ -36,6 +36,40 @@
 #endif
 
 static int spawner_fd = -1;	/* the worker's end of the spawner channel */
+static char *title_area;	/* our command line's bytes (argv[0] on) */
+static size_t title_len;
+
+/*
+ * Measures the command line we were started with, so spawn_set_title() can
+ * overwrite it: a sandbox must not read the worker's arguments (its run
+ * folder, host uid) in /proc/1/cmdline.
+ */
+static void
+title_measure(void)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n > 0 && (size_t)n < sizeof(buf)) {
+		title_area = program_invocation_name;
+		title_len = (size_t)n;
+	}
+}
+
+void
+spawn_set_title(const char *name)
+{
+	if (title_area != NULL) {
+		memset(title_area, 0, title_len);
+		memcpy(title_area, name, strnlen(name, title_len - 1));
+	}
+	prctl(PR_SET_NAME, name);
+}
 
 static void __attribute__((noreturn))
 spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
@@ -45,6 +79,7 @@ spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != worker)
 		_exit(1);	/* the worker died before the line above */
+	spawn_set_title("sandq-spawner");
 	/* Nothing of the worker's but stdio and our channel, as fd 3. */
 	if (sock != 3 && (dup3(sock, 3, O_CLOEXEC) < 0 || close(sock) < 0))
 		_exit(1);
@@ -101,6 +136,7 @@ spawn_start(const struct sandbox_conf *conf, struct err *e)
 	pid_t worker = getpid(), pid;
 	int sv[2];
 
+	title_measure();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_set(e, -errno, "spawner channel: %s", strerror(errno));
 	pid = fork();

@@ -611,6 +611,31 @@ Test(e2e, cli_prints_output_and_exits_with_the_jobs_status)
 	free(out);
 }
 
+Test(e2e, doctor_reports_the_mechanisms_sandqd_uses)
+{
+	char *out = NULL, *log = NULL, want[64], cmd[512];
+	int rc;
+
+	/* The JSON is well-formed, says ready, and names a cgroup version... */
+	rc = harness_run("build/sandq doctor --json | python3 -c 'import json, sys\n"
+	    "d = json.load(sys.stdin)\n"
+	    "assert d[\"ready\"] and d[\"user_namespaces\"] and d[\"seccomp_notify\"]\n"
+	    "assert set(d[\"limits\"]) == {\"wall_ms\", \"cpu_ms\", \"memory_bytes\", "
+	    "\"pids\", \"output_bytes\", \"disk_bytes\", \"files\"}\n"
+	    "print(d[\"cgroups\"][\"version\"])'", &out);
+	cr_assert_eq(rc, 0, "%s", out);
+	/* ...the same one the running sandqd found. */
+	snprintf(want, sizeof(want), "jobs run in cgroup v%d", atoi(out));
+	snprintf(cmd, sizeof(cmd), "cat %s", H.log);
+	harness_run(cmd, &log);
+	cr_expect(atoi(out) == 1 || atoi(out) == 2, "this suite needs cgroups: %s", out);
+	cr_expect_not_null(strstr(log, want), "doctor says '%s'; sandqd logged:\n%s", want, log);
+	free(out);
+	free(log);
+	cr_expect_eq(harness_run("build/sandq doctor --bogus 2>/dev/null", NULL), 2);
+	cr_expect_eq(harness_run("build/sandq doctor | tail -1 | grep -q '^ready:'", NULL), 0);
+}
+
 Test(e2e, cli_detach_then_wait_and_result)
 {
 	char *id = NULL, *out = NULL, cmd[512];

@@ -250,14 +250,69 @@ harness_client(const struct harness *h)
 	return c;
 }
 
+/* The parent of pid from /proc/PID/stat, or 0. */
+static pid_t
+ppid_of(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold spaces and parentheses. */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return 0;
+	return (pid_t)atoi(p + 4);
+}
+
 int
 harness_pgrep_workers(const struct harness *h, pid_t *pids, int max)
 {
+	enum { NMAX = 8192 };
+	static pid_t all[NMAX], parent[NMAX];
 	char needle[300];
+	int nall = 0, n;
+	bool grew = true;
+	DIR *d;
+	struct dirent *de;
 
-	/* Workers (and sandbox inits, their forks) of this harness only. */
+	/* The workers of this harness, by their command line... */
 	snprintf(needle, sizeof(needle), "--run-dir %s/state/run/", h->dir);
-	return harness_pgrep(needle, pids, max);
+	n = harness_pgrep(needle, pids, max);
+	/* ...and everything below them: spawners, sandbox inits, jobs. */
+	if ((d = opendir("/proc")) == NULL)
+		return n;
+	while ((de = readdir(d)) != NULL && nall < NMAX) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		all[nall] = (pid_t)atoi(de->d_name);
+		parent[nall] = ppid_of(all[nall]);
+		nall++;
+	}
+	closedir(d);
+	while (grew && n < max) {
+		grew = false;
+		for (int i = 0; i < nall && n < max; i++) {
+			bool have = false, under = false;
+
+			for (int k = 0; k < n; k++) {
+				have |= pids[k] == all[i];
+				under |= pids[k] == parent[i];
+			}
+			if (under && !have) {
+				pids[n++] = all[i];
+				grew = true;
+			}
+		}
+	}
+	return n;
 }
 
 struct sandq_result *

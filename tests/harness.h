@@ -41,7 +41,7 @@ char *harness_redis_cli(const struct harness *h, const char *const *args);
 int harness_run(const char *cmdline, char **out);
 /* Pids of processes whose command line contains needle (up to max). */
 int harness_pgrep(const char *needle, pid_t *pids, int max);
-/* Pids of this harness's workers and their sandbox inits. */
+/* Pids of this harness's workers and every process below them. */
 int harness_pgrep_workers(const struct harness *h, pid_t *pids, int max);
 /* Waits until pred(arg) or timeout; returns pred's last answer. */
 bool harness_wait_for(bool (*pred)(void *), void *arg, int timeout_ms);

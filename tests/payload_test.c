@@ -1092,9 +1092,9 @@ Test(payload, rejects_bad_files)
 	static const char *const empty[] = { "/" };
 	static const char *const ctl[] = { "a\tb" };
 
-	REJECT_EXEC_WITH("field 'files': path must not contain '..'",
+	REJECT_EXEC_WITH("field 'files': path 'a/../b' must not contain '..'",
 	    jb_files(b, dotdot, 1));
-	REJECT_EXEC_WITH("field 'files': path must not contain '..'",
+	REJECT_EXEC_WITH("field 'files': path '../x' must not contain '..'",
 	    jb_files(b, dotdot2, 1));
 	REJECT_EXEC_WITH("field 'files': 'a/b' given twice", jb_files(b, dup, 2));
 	REJECT_EXEC_WITH("field 'files': 'x' given twice", jb_files(b, dup_ws, 2));
@@ -1104,7 +1104,7 @@ Test(payload, rejects_bad_files)
 	    jb_files(b, dir_file, 2));
 	REJECT_EXEC_WITH("field 'files'", jb_files(b, ws, 1));
 	REJECT_EXEC_WITH("field 'files': path is empty", jb_files(b, empty, 1));
-	REJECT_EXEC_WITH("field 'files': path has a control character",
+	REJECT_EXEC_WITH("field 'files': path 'a?b' has a control character",
 	    jb_files(b, ctl, 1));
 	REJECT_EXEC_WITH("field 'files': expected a map", jb_str(b, "files", "a"));
 	REJECT_EXEC_WITH("field 'files': expected bytes",
@@ -1117,7 +1117,7 @@ Test(payload, rejects_bad_files)
 
 Test(payload, rejects_bad_cwd)
 {
-	REJECT_EXEC_WITH("field 'cwd': path must not contain '..'",
+	REJECT_EXEC_WITH("field 'cwd': path '/workspace/../etc' must not contain '..'",
 	    jb_str(b, "cwd", "/workspace/../etc"));
 	REJECT_EXEC_WITH("field 'cwd': path is empty", jb_str(b, "cwd", ""));
 	REJECT_EXEC_WITH("field 'cwd': expected a string", jb_int(b, "cwd", 1));

@@ -8,7 +8,7 @@ failed=""
 for t in "$@"; do
 	name=$(basename "$t")
 	case "$name" in
-	e2e_test) jobs=2 ;;
+	e2e_test|containment_test) jobs=2 ;;
 	*) jobs=4 ;;
 	esac
 	echo "== $name"

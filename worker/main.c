@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/xmalloc.h"
 #include "../common/msg.h"
 #include "../common/util.h"
 #include "../sandbox/internal.h"
@@ -81,7 +82,8 @@ main(int argc, char **argv)
 				usage();
 			break;
 		case 'r':
-			w.sbx_conf.run_dir = optarg;
+			/* A copy: the spawner overwrites our command line (spawn.c). */
+			w.sbx_conf.run_dir = xstrdup(optarg);
 			break;
 		case 'u':
 			if (parse_i64(optarg, 1, 4294967294LL, &uid) < 0)
