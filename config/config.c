@@ -162,6 +162,11 @@ struct option {
 #define LIST(n, cnt, d, rel, h) { .name = #n, .section = "sandqd", \
 	.type = OPT_LIST, .def = d, .reloadable = rel, \
 	.off = FIELD(n, char **), .count_off = FIELD(cnt, size_t), .help = h }
+/* A list whose items must each be one of ch, once. */
+#define CHOICES(n, cnt, d, ch, rel, h) { .name = #n, .section = "sandqd", \
+	.type = OPT_LIST, .def = d, .reloadable = rel, \
+	.off = FIELD(n, char **), .count_off = FIELD(cnt, size_t), \
+	.choices = ch, .help = h }
 #define NUM(n, t, d, lo, hi, rel, h) { .name = #n, .section = "sandqd", \
 	.type = t, .def = d, .min = lo, .max = hi, .reloadable = rel, \
 	.off = FIELD(n, int64_t), .help = h }
@@ -179,6 +184,8 @@ static const char *check_host(const char *s);
 static const char *const log_levels[] = {
 	"error", "warn", "info", "debug", NULL,
 };
+/* Must match job_net_parse() in queue/payload.c (a test checks). */
+static const char *const net_choices[] = { "none", "unix", NULL };
 /* Must match job_preset_parse() in queue/payload.c (a test checks). */
 static const char *const preset_choices[] = {
 	"strict", "normal", "permissive", NULL,
@@ -227,6 +234,8 @@ static const struct option options[] = {
 	    "are rejected."),
 	NUM(respawn_backoff_ms, OPT_INT, "100", 0, 60000, true,
 	    "First delay before a dead worker is respawned; later ones wait longer."),
+	CHOICES(net_modes, nnet_modes, "none, unix", net_choices, true,
+	    "Network modes jobs may ask for (net): none, unix."),
 
 	LIMIT(wall_ms, OPT_INT, "3600000", 1, 86400000,
 	    "Ceiling of a job's wall-clock time, in milliseconds."),
@@ -414,6 +423,38 @@ tenants_check(char *const *names, size_t n, char *why, size_t whylen)
 	return NULL;
 }
 
+/* Checks a list of choices: each item one of ch, none twice, at least one. */
+static const char *
+choices_check(char *const *items, size_t n, const char *const *ch, char *why,
+    size_t whylen)
+{
+	if (n == 0) {
+		snprintf(why, whylen, "at least one item is required");
+		return why;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bool known = false;
+
+		for (size_t k = 0; ch[k] != NULL; k++)
+			known |= strcmp(items[i], ch[k]) == 0;
+		if (!known) {
+			size_t off = (size_t)snprintf(why, whylen, "'%.64s' is not one of",
+			    items[i]);
+			for (size_t k = 0; ch[k] != NULL && off < whylen; k++)
+				off += (size_t)snprintf(why + off, whylen - off, "%s %s",
+				    k ? "," : "", ch[k]);
+			return why;
+		}
+		for (size_t k = 0; k < i; k++) {
+			if (strcmp(items[k], items[i]) == 0) {
+				snprintf(why, whylen, "'%s' is listed twice", items[i]);
+				return why;
+			}
+		}
+	}
+	return NULL;
+}
+
 /*
  * Sets a list from "a, b,c". Empty items are skipped, so a trailing comma and
  * a list that starts on the next (indented) line both work; config_finish()
@@ -466,7 +507,8 @@ set_list(struct config *c, const struct option *o, const char *v, bool append,
 	if (list == NULL)
 		list = xcalloc(1, sizeof(*list));
 	list[n] = NULL;
-	if (tenants_check(list, n, why, sizeof(why)) != NULL) {
+	if ((o->choices ? choices_check(list, n, o->choices, why, sizeof(why)) :
+	    tenants_check(list, n, why, sizeof(why))) != NULL) {
 		list_free(list);
 		return err_set(e, -EINVAL, "%s: %s", ctx, why);
 	}
@@ -950,7 +992,14 @@ print_describe(const struct option *o, FILE *f)
 		fprintf(f, "; default %s", o->def);
 		break;
 	case OPT_LIST:
-		fprintf(f, "; list of names; default %s", o->def);
+		if (o->choices) {
+			fputs("; list of", f);
+			for (size_t k = 0; o->choices[k] != NULL; k++)
+				fprintf(f, "%s %s", k ? "," : "", o->choices[k]);
+		} else {
+			fputs("; list of names", f);
+		}
+		fprintf(f, "; default %s", o->def);
 		break;
 	case OPT_INT:
 	case OPT_SIZE:

@@ -102,6 +102,29 @@ dead_letter(struct sandqd *d, struct djob *j, const char *reason,
 	publish(d, j);
 }
 
+static bool
+net_allowed(const struct config *c, const char *mode)
+{
+	for (size_t i = 0; i < c->nnet_modes; i++)
+		if (strcmp(c->net_modes[i], mode) == 0)
+			return true;
+	return false;
+}
+
+/* The allowed modes as "a, b" (for messages). */
+static const char *
+net_list(const struct config *c)
+{
+	static char buf[128];
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < c->nnet_modes && off < sizeof(buf); i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s",
+		    i ? ", " : "", c->net_modes[i]);
+	return buf;
+}
+
 void
 jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, size_t nfields)
@@ -141,6 +164,15 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		job_free(job);
 		answer_early(d, j, ST_EXPIRED, "deadline",
 		    "deadline passed before the job could start");
+		return;
+	}
+	if (job->net != NULL && !net_allowed(&d->cfg, job->net)) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "field 'net': mode '%s' is not allowed here "
+		    "(net_modes: %s)", job->net, net_list(&d->cfg));
+		job_free(job);
+		answer_early(d, j, ST_REJECTED, "net", msg);
 		return;
 	}
 	if (config_job_limits(&d->cfg, job, &lim, &e) < 0) {

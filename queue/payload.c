@@ -359,6 +359,18 @@ job_preset_name(enum job_preset p)
 }
 
 int
+job_net_parse(const char *s, enum job_net *n)
+{
+	if (strcmp(s, "none") == 0)
+		*n = NET_NONE;
+	else if (strcmp(s, "unix") == 0)
+		*n = NET_UNIX;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int
 job_preset_parse(const char *s, enum job_preset *p)
 {
 	for (size_t i = PRESET_STRICT; i < sizeof(preset_names) / sizeof(preset_names[0]); i++) {
@@ -781,10 +793,12 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 		} else if (key_is(k, "labels")) {
 			rc = decode_labels(v, j, e);
 		} else if (key_is(k, "net")) {
+			free(j->net);
+			j->net = NULL;
 			if ((rc = get_cstr(v, "net", 32, &j->net, e)) == 0 &&
-			    strcmp(j->net, "none") != 0)
-				rc = err_set(e, -EINVAL,
-				    "field 'net': mode '%s' is not allowed (only 'none')", j->net);
+			    job_net_parse(j->net, &j->net_mode) < 0)
+				rc = err_set(e, -EINVAL, "field 'net': unknown mode '%s' "
+				    "(this version offers none and unix)", j->net);
 		} else if (key_is(k, "priority")) {
 			rc = get_i64(v, "priority", &j->priority, e);
 		} else if (key_is(k, "deadline_ms")) {

@@ -92,6 +92,13 @@ struct job_file {
 	size_t len;		/* bytes */
 };
 
+/* A job's network (docs/security.md): its own namespace with only loopback. */
+enum job_net {
+	NET_NONE = 0,	/* unix, inet and inet6 sockets, reaching only loopback */
+	NET_UNIX,	/* unix sockets only: no IP at all */
+	NET__COUNT,
+};
+
 struct job {
 	char *id;		/* client-made, JOB_ID_MAX, key-safe */
 	enum job_op op;
@@ -110,7 +117,8 @@ struct job {
 	size_t nfiles;
 	char **labels;		/* key, value, key, value..., or NULL */
 	size_t nlabels;		/* pairs */
-	char *net;		/* "none" or NULL */
+	char *net;		/* as given: "none", "unix", or NULL (none) */
+	enum job_net net_mode;	/* parsed net; NET_NONE when net is NULL */
 	int64_t priority;	/* higher runs first within a tenant */
 	int64_t deadline_ms;	/* epoch ms, 0 = none (checked by dispatcher) */
 };
@@ -200,6 +208,8 @@ int payload_path_normalise(const char *in, size_t len, char *out,
 const char *job_op_name(enum job_op op);
 const char *job_preset_name(enum job_preset p);
 int job_preset_parse(const char *s, enum job_preset *p);
+/* "none" or "unix" (docs/security.md, Network); 0 or -EINVAL. */
+int job_net_parse(const char *s, enum job_net *n);
 
 /*** Results ***/
 

@@ -89,10 +89,11 @@ int seccomp_worker_install(struct err *e);
 /* Compiles the job's deny filter to BPF once (the worker, at start-up). */
 int seccomp_job_compile(struct err *e);
 /*
- * In init, before the job's process: installs the job's filter and returns
+ * In init, before the job's process: installs the job's filter for its
+ * network mode and returns
  * its listener descriptor (for the worker), or -errno with e.
  */
-int seccomp_job_install(struct err *e);
+int seccomp_job_install(enum job_net net, struct err *e);
 
 /*** exec.c ***/
 

@@ -145,7 +145,7 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	 * The job's filter, from here on for init and everything it starts;
 	 * the worker answers what it refuses. Init needs nothing it refuses.
 	 */
-	if ((nfd = seccomp_job_install(&e)) < 0)
+	if ((nfd = seccomp_job_install(j->net_mode, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (msg_send(ctl, MSG_SBX_NOTIFY, 0, NULL, 0, nfd) < 0)
 		_exit(1);

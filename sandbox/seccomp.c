@@ -149,12 +149,12 @@ out_release:
 	return rc;
 }
 
-/* The job filter as BPF, compiled once per worker by seccomp_job_compile(). */
-static struct sock_fprog job_prog;
+/* The job filters as BPF, one per network mode, compiled once per worker. */
+static struct sock_fprog job_prog[NET__COUNT];
 
-/* Builds the job filter's rules into a new context. */
+/* Builds the job filter's rules for network mode net into a new context. */
 static scmp_filter_ctx
-job_filter(struct err *e)
+job_filter(enum job_net net, struct err *e)
 {
 	static const unsigned long ns_flags[] = {
 		CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
@@ -170,6 +170,9 @@ job_filter(struct err *e)
 	    sizeof(job_refused) / sizeof(job_refused[0]), e)) < 0)
 		goto out_release;
 	/* clone() with any namespace flag; clone3's flags live in memory. */
+	if (net != NET_NONE && (rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_EQ, 0))) < 0)
+		goto out_rule;
 	for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++) {
 		rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(clone), 1,
 		    SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
@@ -194,15 +197,16 @@ job_filter(struct err *e)
 	    SCMP_A0(SCMP_CMP_NE, PER_LINUX))) < 0)
 		goto out_rule;
 	/*
-	 * Sockets: AF_UNIX, and AF_INET/AF_INET6, which in the job's network
-	 * namespace reach only its own loopback (net "none"). Every other
-	 * family (netlink, packet, vsock, ...) is refused.
+	 * Sockets: AF_UNIX, and with net "none" AF_INET/AF_INET6, which in the
+	 * job's network namespace reach only its own loopback. Every other
+	 * family (netlink, packet, vsock, ...) is refused; net "unix" refuses
+	 * the IP families too.
 	 */
 	_Static_assert(AF_UNIX == 1 && AF_INET == 2 && AF_INET6 == 10, "families");
 	if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
-	    SCMP_A0(SCMP_CMP_GT, AF_INET6))) < 0)
+	    SCMP_A0(SCMP_CMP_GT, net == NET_NONE ? AF_INET6 : AF_UNIX))) < 0)
 		goto out_rule;
-	for (int fam = 0; fam < AF_INET6; fam++) {
+	for (int fam = 0; net == NET_NONE && fam < AF_INET6; fam++) {
 		if (fam == AF_UNIX || fam == AF_INET)
 			continue;
 		if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
@@ -220,20 +224,20 @@ out_release:
 	return NULL;
 }
 
-int
-seccomp_job_compile(struct err *e)
+/* Compiles the filter of one network mode into job_prog[net]. */
+static int
+compile_one(enum job_net net, struct err *e)
 {
+	struct sock_fprog *prog = &job_prog[net];
 	scmp_filter_ctx ctx;
 	struct stat st;
 	int fd, rc;
 
-	if (job_prog.filter != NULL)
-		return 0;
-	if ((ctx = job_filter(e)) == NULL)
+	if ((ctx = job_filter(net, e)) == NULL)
 		return e->code;
 	/*
 	 * libseccomp 2.5 exports BPF only to a descriptor: through a memfd
-	 * into memory, once, so each job's process loads it with one call.
+	 * into memory, once, so each job's init loads it with one call.
 	 */
 	fd = memfd_create("seccomp-job", MFD_CLOEXEC);
 	if (fd < 0) {
@@ -250,12 +254,12 @@ seccomp_job_compile(struct err *e)
 		rc = err_set(e, -EINVAL, "seccomp: exported filter has a bad size");
 		goto out_close;
 	}
-	job_prog.filter = xmalloc((size_t)st.st_size);
-	job_prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
-	if (pread(fd, job_prog.filter, (size_t)st.st_size, 0) != st.st_size) {
+	prog->filter = xmalloc((size_t)st.st_size);
+	prog->len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	if (pread(fd, prog->filter, (size_t)st.st_size, 0) != st.st_size) {
 		rc = err_set(e, -EIO, "seccomp: cannot read the exported filter");
-		free(job_prog.filter);
-		job_prog.filter = NULL;
+		free(prog->filter);
+		prog->filter = NULL;
 		goto out_close;
 	}
 	rc = 0;
@@ -267,14 +271,26 @@ out_release:
 }
 
 int
-seccomp_job_install(struct err *e)
+seccomp_job_compile(struct err *e)
+{
+	for (int net = 0; net < NET__COUNT; net++) {
+		int rc;
+
+		if (job_prog[net].filter == NULL && (rc = compile_one(net, e)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int
+seccomp_job_install(enum job_net net, struct err *e)
 {
 	long fd;
 
-	if (job_prog.filter == NULL)
+	if ((unsigned)net >= NET__COUNT || job_prog[net].filter == NULL)
 		return err_set(e, -EINVAL, "seccomp: the job filter was not compiled");
 	fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-	    SECCOMP_FILTER_FLAG_NEW_LISTENER, &job_prog);
+	    SECCOMP_FILTER_FLAG_NEW_LISTENER, &job_prog[net]);
 	if (fd < 0)
 		return err_set(e, -errno, "seccomp: %s", strerror(errno));
 	return (int)fd;

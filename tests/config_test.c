@@ -267,7 +267,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 22);
+	cr_expect_eq(nkeys, 23);
 	free(printed);
 	free(example);
 }
@@ -545,6 +545,26 @@ Test(config, accepts_every_enum_value)
 		/* Every accepted name is one the job codec knows. */
 		cr_expect_eq(job_preset_parse(presets[i], &p), 0);
 	}
+}
+
+Test(config, net_modes_are_known_modes_once)
+{
+	enum job_net n;
+
+	cr_expect_eq(load("[sandqd]\nnet_modes = unix\n"), 0, "%s", e.msg);
+	cr_assert_eq(c.nnet_modes, 1);
+	cr_expect_str_eq(c.net_modes[0], "unix");
+	/* Every accepted name is one the job codec knows. */
+	cr_expect_eq(job_net_parse(c.net_modes[0], &n), 0);
+	cr_expect_eq(load("[sandqd]\nnet_modes = none, unix\n"), 0, "%s", e.msg);
+	cr_expect_eq(c.nnet_modes, 2);
+	cr_expect_eq(job_net_parse("none", &n), 0);
+	expect_load_error("[sandqd]\nnet_modes = none, egress\n",
+	    "sandq.conf:2: net_modes: 'egress' is not one of none, unix");
+	expect_load_error("[sandqd]\nnet_modes = none, none\n",
+	    "sandq.conf:2: net_modes: 'none' is listed twice");
+	expect_load_error("[sandqd]\nnet_modes =\n",
+	    "sandq.conf:2: net_modes: at least one item is required");
 }
 
 Test(config, rejects_malformed_strings)

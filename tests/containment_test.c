@@ -1112,6 +1112,50 @@ Test(containment, own_loopback_sockets_work_and_egress_is_rejected)
 	sandq_close(c);
 }
 
+/*
+ * net "unix": no IP at all. The job's inet socket is refused (EPERM) and
+ * recorded; unix sockets still work. A host that allows only "none" rejects
+ * a job asking for "unix", naming the field.
+ */
+Test(containment, net_unix_refuses_ip_and_hosts_choose_the_modes_they_allow)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .net = "unix" };
+	const char *const extra[] = { "--set", "net_modes=none", NULL };
+	struct harness h;
+	struct sandq_result *r;
+	bool recorded = false;
+
+	r = run_job(c, "python", "import socket\n"
+	    "socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()\n"
+	    "print('UNIX created')\n"
+	    "try:\n"
+	    "    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+	    "    print('INET created')\n"
+	    "except OSError as e:\n"
+	    "    print('INET refused', e.errno)\n", &o);
+	expect_status(r, "ok");
+	cr_expect(out_has(r, "UNIX created\n"), "%s", r->stdout_data);
+	cr_expect(out_has(r, "INET refused 1\n"), "%s", r->stdout_data);
+	for (size_t i = 0; i < r->nrefused; i++)
+		recorded |= strcmp(r->refused[i].syscall, "socket") == 0;
+	cr_expect(recorded, "the refused socket() is not in the result");
+	sandq_result_free(r);
+	sandq_close(c);
+
+	harness_start(&h, 1, extra);
+	c = harness_client(&h);
+	r = run_job(c, "sh", "echo RAN", &o);
+	expect_status(r, "rejected");
+	cr_expect_not(out_has(r, "RAN"));
+	cr_expect(r->error_message && strstr(r->error_message,
+	    "field 'net': mode 'unix' is not allowed here"), "message: %s",
+	    r->error_message ? r->error_message : "(none)");
+	sandq_result_free(r);
+	sandq_close(c);
+	harness_stop(&h);
+}
+
 /* mknod of a character or block device fails; no device node exists after. */
 Test(containment, mknod_fails)
 {

@@ -183,12 +183,16 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 		sandq_result_free(r);
 		sandq_close(c);
 		if (why[0]) {
+			static char msg[8192];
 			char *log = NULL, cmd[400];
 
 			snprintf(cmd, sizeof(cmd), "tail -20 %s", h->log);
 			harness_run(cmd, &log);
 			harness_stop(h);
-			cr_assert_fail("%s\nsandqd log:\n%s", why, log ? log : "");
+			/* The assertion ends the test: nothing may be left allocated. */
+			snprintf(msg, sizeof(msg), "%s\nsandqd log:\n%s", why, log ? log : "");
+			free(log);
+			cr_assert_fail("%s", msg);
 		}
 	}
 }

@@ -596,6 +596,7 @@ Test(payload, decodes_net_priority_deadline_and_false_flags)
 	jb_bool(&b, "persist", false);
 	j = jb_decode_ok(&b);
 	cr_expect_str_eq(j->net, "none");
+	cr_expect_eq(j->net_mode, NET_NONE);
 	cr_expect_eq(j->priority, -7);
 	cr_expect_eq(j->deadline_ms, 1700000000123);
 	job_free(j);
@@ -1221,10 +1222,24 @@ Test(payload, rejects_other_versions)
 	REJECT_EXEC_WITH("field 'v'", jb_str(b, "v", "1"));
 }
 
+Test(payload, net_unix_is_its_own_mode)
+{
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_str(&b, "net", "unix");
+	j = jb_decode_ok(&b);
+	cr_expect_str_eq(j->net, "unix");
+	cr_expect_eq(j->net_mode, NET_UNIX);
+	job_free(j);
+}
+
 Test(payload, rejects_bad_net_priority_deadline)
 {
-	REJECT_EXEC_WITH("field 'net': mode 'host' is not allowed",
-	    jb_str(b, "net", "host"));
+	REJECT_EXEC_WITH("field 'net': unknown mode 'host' (this version offers none "
+	    "and unix)", jb_str(b, "net", "host"));
 	REJECT_EXEC_WITH("field 'priority': expected an integer",
 	    jb_str(b, "priority", "high"));
 	REJECT_EXEC_WITH("field 'deadline_ms'", jb_int(b, "deadline_ms", -1));

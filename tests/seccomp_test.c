@@ -95,7 +95,7 @@ job_refusal_answered(void)
 
 	if (seccomp_job_compile(&e) < 0)
 		return 90;
-	if ((fd = seccomp_job_install(&e)) < 0)
+	if ((fd = seccomp_job_install(NET_NONE, &e)) < 0)
 		return 91;
 	/* Allowed under the job filter: plain fork, inet and unix sockets. */
 	caller = fork();
