@@ -242,7 +242,7 @@ static const struct option options[] = {
 	LIMIT(cpu_ms, OPT_INT, "3600000", 1, 86400000,
 	    "Ceiling of a job's CPU time, in milliseconds."),
 	LIMIT(memory_bytes, OPT_SIZE, "8G", 1 * MIB, 64 * TIB,
-	    "Ceiling of a job's memory (address space), in bytes."),
+	    "Ceiling of a job's memory (its cgroup; without one, address space), in bytes."),
 	LIMIT(pids, OPT_INT, "4096", 1, 4194304,
 	    "Ceiling of a job's processes and threads."),
 	LIMIT(output_bytes, OPT_SIZE, "64M", 1 * KIB, 1 * GIB,
@@ -250,7 +250,7 @@ static const struct option options[] = {
 	LIMIT(disk_bytes, OPT_SIZE, "4G", 64 * KIB, 1 * TIB,
 	    "Ceiling of a job's /workspace and /tmp size and of any file it writes."),
 	LIMIT(files, OPT_INT, "65536", 16, 1048576,
-	    "Ceiling of a job's open files (RLIMIT_NOFILE)."),
+	    "Ceiling of the inodes in each of a job's /workspace, /tmp and /dev/shm."),
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
