@@ -22,6 +22,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <msgpack.h>
@@ -1154,6 +1155,41 @@ Test(containment, net_unix_refuses_ip_and_hosts_choose_the_modes_they_allow)
 	sandq_result_free(r);
 	sandq_close(c);
 	harness_stop(&h);
+}
+
+/*
+ * A flood of refused calls: every one is answered and counted, and a job
+ * that never stops making them is still stopped at its wall clock (the
+ * worker stays in charge).
+ */
+Test(containment, a_flood_of_refused_calls_is_answered_and_counted)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .limits.wall_ms = 3000 };
+	struct sandq_result *r;
+	uint64_t n = 0;
+
+	r = run_job(c, "python", "import ctypes\n"
+	    "libc = ctypes.CDLL(None, use_errno=True)\n"
+	    "bad = sum(1 for _ in range(20000) if libc.syscall(165, 0, 0, 0, 0, 0) == -1 "
+	    "and ctypes.get_errno() == 1)\n"
+	    "print('EPERM', bad)\n", NULL);
+	expect_status(r, "ok");
+	cr_expect(out_has(r, "EPERM 20000\n"), "%s%s", r->stdout_data, r->stderr_data);
+	for (size_t i = 0; i < r->nrefused; i++)
+		if (strcmp(r->refused[i].syscall, "mount") == 0)
+			n = r->refused[i].count;
+	cr_expect_eq(n, 20000, "mount counted %" PRIu64 " times", n);
+	sandq_result_free(r);
+
+	r = run_job(c, "python", "import ctypes\n"
+	    "libc = ctypes.CDLL(None)\n"
+	    "print('FLOODING', flush=True)\n"
+	    "while True: libc.syscall(165, 0, 0, 0, 0, 0)\n", &o);
+	expect_status(r, "timeout");
+	cr_expect(out_has(r, "FLOODING\n"), "%s", r->stdout_data);
+	sandq_result_free(r);
+	sandq_close(c);
 }
 
 /* mknod of a character or block device fails; no device node exists after. */
