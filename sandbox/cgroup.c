@@ -507,15 +507,26 @@ cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t pids,
 	if (s == NULL || s->version == CG_NONE)
 		return 0;
 	snprintf(buf, sizeof(buf), "%" PRIu64, memory_bytes);
-	rc = write_file(j->dir[CG_MEMORY],
-	    s->version == CG_V1 ? "memory.limit_in_bytes" : "memory.max", buf);
+	if (s->version == CG_V1) {
+		/*
+		 * No swap: memory+swap gets the same limit (the file is absent
+		 * without swap accounting). v1 keeps memory <= memory+swap at
+		 * every step, so a raise goes memory+swap first.
+		 */
+		rc = write_file(j->dir[CG_MEMORY], "memory.limit_in_bytes", buf);
+		if (rc == -EINVAL) {
+			(void)write_file(j->dir[CG_MEMORY], "memory.memsw.limit_in_bytes", buf);
+			rc = write_file(j->dir[CG_MEMORY], "memory.limit_in_bytes", buf);
+		}
+		if (rc == 0)
+			(void)write_file(j->dir[CG_MEMORY], "memory.memsw.limit_in_bytes", buf);
+	} else {
+		rc = write_file(j->dir[CG_MEMORY], "memory.max", buf);
+		if (rc == 0)
+			(void)write_file(j->dir[CG_MEMORY], "memory.swap.max", "0");
+	}
 	if (rc < 0)
 		return err_set(e, rc, "memory limit: %s", strerror(-rc));
-	/* No swap: memory_bytes is all the job gets. Absent without swap accounting. */
-	if (s->version == CG_V1)
-		(void)write_file(j->dir[CG_MEMORY], "memory.memsw.limit_in_bytes", buf);
-	else
-		(void)write_file(j->dir[CG_MEMORY], "memory.swap.max", "0");
 	/* The sandbox's init is one of the processes the pids controller counts. */
 	snprintf(buf, sizeof(buf), "%" PRIu64, pids + 1);
 	if ((rc = write_file(j->dir[CG_PIDS], "pids.max", buf)) < 0)

@@ -64,6 +64,7 @@ struct sandbox {
 	int err_rd;		/* job's stderr, read end */
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
+	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
 	int notify;		/* the job filter's listener, -1 until init sends it */
 };
 
@@ -270,6 +271,9 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 
 /*** Prepare ***/
 
+/* The cgroup limits of the last job this worker ran. */
+static uint64_t last_memory, last_pids;
+
 int
 sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 {
@@ -325,6 +329,14 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	    (rc = cg_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg, e)) < 0) {
 		sandbox_free(s);
 		return rc;
+	}
+	/*
+	 * Jobs mostly ask for what the one before asked for: set that now, off
+	 * the job's path; sandbox_run() corrects it if needed.
+	 */
+	if (last_memory > 0 && cg_job_limit(&s->cg, last_memory, last_pids, e) == 0) {
+		s->cg_memory = last_memory;
+		s->cg_pids = last_pids;
 	}
 	/* Let init go on; it builds the image while we wait for a job. */
 	if ((rc = msg_send(s->ctl, MSG_SBX_GO, 0, NULL, 0, -1)) < 0) {
@@ -659,10 +671,13 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	res->started_at = now_ms();
 	if (wait_ready(s, res) < 0)
 		goto out_finish;
-	if (cg_job_limit(&s->cg, l->memory_bytes, l->pids, &e) < 0) {
+	if ((s->cg_memory != l->memory_bytes || s->cg_pids != l->pids) &&
+	    cg_job_limit(&s->cg, l->memory_bytes, l->pids, &e) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox", "cgroup: %s", e.msg);
 		goto out_finish;
 	}
+	last_memory = l->memory_bytes;
+	last_pids = l->pids;
 	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, -1)) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "cannot hand the job to its sandbox: %s", strerror(-rc));
@@ -752,10 +767,17 @@ out_finish:
 		init_kill(s);
 		init_wait(s);
 	}
-	/* The cgroup counts every process, including any not reaped yet. */
-	cg_job_usage(&s->cg, &u);
-	if (u.has_cpu && u.cpu_ns / 1000000 > res->cpu_ms)
-		res->cpu_ms = u.cpu_ns / 1000000;
+	/*
+	 * The cgroup counts every process, including any not reaped yet, and
+	 * knows which limits were hit. A job that exited 0 is ok whatever it
+	 * hit, and init's count of what it reaped will do: spare the reads.
+	 */
+	if (!(run.exited && run.killed == KILLED_NONE && WIFEXITED(run.status) &&
+	    WEXITSTATUS(run.status) == 0)) {
+		cg_job_usage(&s->cg, &u);
+		if (u.has_cpu && u.cpu_ns / 1000000 > res->cpu_ms)
+			res->cpu_ms = u.cpu_ns / 1000000;
+	}
 	if (run.end_ns == 0)
 		run.end_ns = mono_ns();
 	res->wall_ms = run.exec_ns > 0 ? (uint64_t)(run.end_ns - run.exec_ns) / 1000000 : 0;

@@ -551,6 +551,40 @@ Test(e2e, sigterm_drains_running_jobs_then_exits_zero)
 }
 
 /* Its own sandqd with a short drain timeout, so no shared fixture. */
+TestSuite(e2e_one_worker, .timeout = 180);
+
+/*
+ * One worker runs every job, so each sandbox was prepared (its cgroup
+ * limited as the job before asked) before its own job arrived: limits must
+ * follow each job, down and up.
+ */
+Test(e2e_one_worker, each_job_gets_its_own_limits_in_turn)
+{
+	static const uint64_t mem[] = { 64u << 20, 1u << 30, 32u << 20, 512u << 20 };
+	struct harness h;
+	struct sandq *c;
+
+	harness_start(&h, 1, NULL);
+	c = harness_client(&h);
+	for (size_t i = 0; i < sizeof(mem) / sizeof(mem[0]); i++) {
+		struct sandq_job_opts o = { .limits.memory_bytes = mem[i],
+		    .limits.pids = 8 + i };
+		struct sandq_result *r;
+
+		/* 48 MiB fits in every limit here but the 32 MiB one. */
+		r = harness_sh(c, "python3 -c 'x = bytearray(48 << 20); print(len(x))'", &o);
+		if (mem[i] < (48u << 20))
+			cr_expect_str_eq(r->status, "memory_limit", "job %zu: %s", i,
+			    r->error_message ? r->error_message : "");
+		else
+			cr_expect_str_eq(r->status, "ok", "job %zu: %s %s", i, r->status,
+			    r->error_message ? r->error_message : "");
+		sandq_result_free(r);
+	}
+	sandq_close(c);
+	harness_stop(&h);
+}
+
 TestSuite(e2e_drain, .timeout = 180);
 
 Test(e2e_drain, timeout_answers_the_jobs_it_kills_and_exits_zero)
