@@ -107,7 +107,8 @@ ready(const struct facts *f, const char **why)
 	    f->userns ? "user namespaces are not available" :
 	    f->netns ? "network namespaces are not available inside a user namespace" :
 	    !f->seccomp ? "seccomp filters are not available" :
-	    !f->notify ? "seccomp user notifications are not available (kernel 5.0 or later)" :
+	    !f->notify ? "seccomp user notifications are not available (sandq needs "
+	    "Linux 5.9 or later)" :
 	    NULL;
 	return *why == NULL;
 }

@@ -166,11 +166,12 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		    "deadline passed before the job could start");
 		return;
 	}
-	if (job->net != NULL && !net_allowed(&d->cfg, job->net)) {
+	if (!net_allowed(&d->cfg, job->net ? job->net : "none")) {
 		char msg[256];
 
-		snprintf(msg, sizeof(msg), "field 'net': mode '%s' is not allowed here "
-		    "(net_modes: %s)", job->net, net_list(&d->cfg));
+		snprintf(msg, sizeof(msg), "field 'net': mode '%s'%s is not allowed here "
+		    "(net_modes: %s)", job->net ? job->net : "none",
+		    job->net ? "" : " (the default)", net_list(&d->cfg));
 		job_free(job);
 		answer_early(d, j, ST_REJECTED, "net", msg);
 		return;

@@ -2,7 +2,7 @@
  * internal.h - what the files of sandbox/ share, and nothing else sees.
  *
  * One file per mechanism: spawn.c (the process inits are cloned from),
- * ns.c (clone into namespaces, id maps, loopback), cgroup.c (per-job
+ * ns.c (id maps, the sandbox identity, loopback), cgroup.c (per-job
  * control groups),
  * mount.c (root, image, /dev, /proc, pivot), image.c (the generated /etc),
  * limits.c (rlimits), seccomp.c (worker and job filters), exec.c (the job's

@@ -87,8 +87,7 @@ ns_loopback_up(struct err *e)
 
 	/*
 	 * An AF_UNIX socket is enough: interface ioctls fall through to the
-	 * socket's network namespace, and the worker's filter allows no other
-	 * family.
+	 * socket's network namespace, and it works in every network mode.
 	 */
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)

@@ -170,9 +170,6 @@ job_filter(enum job_net net, struct err *e)
 	    sizeof(job_refused) / sizeof(job_refused[0]), e)) < 0)
 		goto out_release;
 	/* clone() with any namespace flag; clone3's flags live in memory. */
-	if (net != NET_NONE && (rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
-	    SCMP_A0(SCMP_CMP_EQ, 0))) < 0)
-		goto out_rule;
 	for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++) {
 		rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(clone), 1,
 		    SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
@@ -213,6 +210,9 @@ job_filter(enum job_net net, struct err *e)
 		    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam))) < 0)
 			goto out_rule;
 	}
+	if (net != NET_NONE && (rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_EQ, AF_UNSPEC))) < 0)
+		goto out_rule;
 	if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socketpair), 1,
 	    SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
 		goto out_rule;

@@ -96,7 +96,7 @@ spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
 		rc = msg_recv(sock, &m, MSG_MAX);
 		if (rc == 0)
 			_exit(0);
-		if (rc < 0 || m.hdr.type != MSG_SPAWN_REQ)
+		if (rc < 0 || m.hdr.type != MSG_SPAWN_REQ || m.len != 0 || m.fd >= 0)
 			_exit(1);
 		msg_clear(&m);
 		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {

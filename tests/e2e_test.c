@@ -645,6 +645,45 @@ Test(e2e, cli_prints_output_and_exits_with_the_jobs_status)
 	free(out);
 }
 
+/* The value of "Key:" in /proc/PID/status, or NULL. */
+static char *
+status_field(pid_t pid, const char *key, char *buf, size_t len)
+{
+	char path[64], line[256];
+	size_t klen = strlen(key);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return NULL;
+	buf[0] = '\0';
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+			snprintf(buf, len, "%s", line + klen + 1 + strspn(line + klen + 1, " \t"));
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return buf[0] ? buf : NULL;
+}
+
+Test(e2e, workers_keep_only_the_capabilities_they_need)
+{
+	char needle[300], v[64];
+	pid_t w[8];
+	int n;
+
+	/* Workers only: spawners and inits carry another command line. */
+	snprintf(needle, sizeof(needle), "--run-dir %s/state/run/", H.dir);
+	n = harness_pgrep(needle, w, 8);
+	cr_assert_eq(n, 2, "two workers, found %d", n);
+	for (int i = 0; i < n; i++) {
+		/* CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): 0xe0. */
+		cr_expect_str_eq(status_field(w[i], "CapEff", v, sizeof(v)), "00000000000000e0");
+		cr_expect_str_eq(status_field(w[i], "CapBnd", v, sizeof(v)), "00000000000000e0");
+		cr_expect_str_eq(status_field(w[i], "Seccomp", v, sizeof(v)), "2");
+		cr_expect_str_eq(status_field(w[i], "NoNewPrivs", v, sizeof(v)), "1");
+	}
+}
+
 Test(e2e, doctor_reports_the_mechanisms_sandqd_uses)
 {
 	char *out = NULL, *log = NULL, want[64], cmd[512];

@@ -9,29 +9,40 @@
  * included, survives into a worker). The steps below run in this order:
  *
  *   1. PR_SET_PDEATHSIG: a worker never outlives its dispatcher;
- *   2. signals back to defaults, so a job's processes inherit sane ones;
+ *   2. signals back to defaults, so the spawner and sandboxes start sane;
  *   3. no supplementary groups: the host's group 0 must not follow into a
  *      sandbox;
- *   4. the host side of the sandbox (run folder, generated /etc);
- *   5. the seccomp filter, last, so set-up may use what jobs may not;
- *   6. MSG_HELLO with our version, pid and slot; then the job loop.
+ *   4. the host side of the sandboxes (sandbox_setup_host): our own mount
+ *      namespace with the run folder on a private tmpfs and the generated
+ *      /etc in it, our cgroup folder, the jobs' compiled filters, and the
+ *      spawner, forked now so that no sandbox descends from a confined
+ *      worker (spawn.c);
+ *   5. every capability dropped but CAP_SETUID/CAP_SETGID (writing the
+ *      sandboxes' id maps) and CAP_KILL (what is left of them);
+ *   6. our own allowlist seccomp filter, last, so set-up may use what the
+ *      worker may not;
+ *   7. MSG_HELLO with our version, pid and slot; then the job loop.
  *
  * The worker links neither hiredis nor libuv: it never talks to the network.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/log.h"
-#include "../common/xmalloc.h"
 #include "../common/msg.h"
 #include "../common/util.h"
+#include "../common/xmalloc.h"
 #include "../sandbox/internal.h"
 #include "worker.h"
 
@@ -55,6 +66,38 @@ usage(void)
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --uid UID "
 	    "[--log-level LEVEL]\n(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
+}
+
+/* Keeps CAP_SETUID, CAP_SETGID and CAP_KILL; drops every other one for good. */
+static int
+worker_drop_capabilities(void)
+{
+	static const int keep[] = { CAP_SETUID, CAP_SETGID, CAP_KILL };
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	memset(data, 0, sizeof(data));
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+		data[keep[i] / 32].effective |= 1u << (keep[i] % 32);
+		data[keep[i] / 32].permitted |= 1u << (keep[i] % 32);
+	}
+	/* The bounding set first: dropping from it needs CAP_SETPCAP. */
+	for (int cap = 0; cap <= 63; cap++) {
+		bool kept = false;
+
+		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+			kept |= cap == keep[i];
+		if (kept)
+			continue;
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+			if (errno == EINVAL && cap > 0)
+				break;	/* past the last capability */
+			return -1;
+		}
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		return -1;
+	return (int)syscall(SYS_capset, &hdr, data);
 }
 
 int
@@ -104,11 +147,18 @@ main(int argc, char **argv)
 	snprintf(prefix, sizeof(prefix), "worker/%d", (int)idx);
 	log_procinit(prefix);
 
-	/* 1. Die with the dispatcher; if it is already gone, stop now. */
+	/*
+	 * 1. Die with the dispatcher; if it is already gone (its end of our
+	 * channel closed), stop now. (Not getppid() == 1: sandqd may be pid 1.)
+	 */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		fatal("PR_SET_PDEATHSIG");
-	if (getppid() == 1)
-		fatalx("dispatcher already gone");
+	{
+		struct pollfd pfd = { .fd = w.fd, .events = 0 };
+
+		if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)))
+			fatalx("dispatcher already gone");
+	}
 	/* 2. Default signal dispositions and an empty mask. */
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
@@ -120,10 +170,16 @@ main(int argc, char **argv)
 	/* 4. The host side of every sandbox this worker will start. */
 	if (sandbox_setup_host(&w.sbx_conf, &e) < 0)
 		fatalx("sandbox set-up: %s", e.msg);
-	/* 5. Our own filter, last. */
+	/*
+	 * 5. Only the capabilities a worker still needs: mapping its sandboxes'
+	 * ids (setuid, setgid) and killing what is left of them (kill).
+	 */
+	if (worker_drop_capabilities() < 0)
+		fatal("drop capabilities");
+	/* 6. Our own filter, last. */
 	if (seccomp_worker_install(&e) < 0)
 		fatalx("seccomp: %s", e.msg);
-	/* 6. Introduce ourselves. */
+	/* 7. Introduce ourselves. */
 	hello.pid = (uint32_t)getpid();
 	hello.index = (uint32_t)idx;
 	if (msg_send(w.fd, MSG_HELLO, 0, &hello, sizeof(hello), -1) < 0)
