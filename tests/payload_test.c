@@ -1234,6 +1234,7 @@ Test(payload, net_unix_is_its_own_mode)
 	cr_expect_str_eq(j->net, "unix");
 	cr_expect_eq(j->net_mode, NET_UNIX);
 	job_free(j);
+	jb_destroy(&b);
 }
 
 Test(payload, rejects_bad_net_priority_deadline)
