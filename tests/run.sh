@@ -1,10 +1,17 @@
 #!/bin/sh
 # Runs every test binary given on the command line, from the repository root.
-# Unit tests are pure; integration tests (e2e) start their own redis-server
-# and sandqd. Criterion runs each test in its own process; --jobs bounds how
-# many run at once (integration tests each start a daemon with 2 workers).
+# Unit tests are pure; integration tests (e2e, containment) start their own
+# redis-server and sandqd. Criterion runs each test in its own process;
+# --jobs bounds how many run at once (integration tests each start a daemon
+# with 2 workers).
+#
+# A sanitizer report fails the binary even when every assertion passed:
+# Criterion does not always turn a leak found at a test process's exit
+# into a failure, so the output is searched for the reports' headers.
 set -u
 failed=""
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 for t in "$@"; do
 	name=$(basename "$t")
 	case "$name" in
@@ -12,7 +19,13 @@ for t in "$@"; do
 	*) jobs=4 ;;
 	esac
 	echo "== $name"
-	if ! "$t" --jobs="$jobs" --short-filename; then
+	"$t" --jobs="$jobs" --short-filename >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	if [ $rc -ne 0 ]; then
+		failed="$failed $name"
+	elif grep -q -e '^==[0-9]*==ERROR: ' -e 'runtime error: ' "$out"; then
+		echo "$name: a sanitizer reported an error (above)" >&2
 		failed="$failed $name"
 	fi
 done
