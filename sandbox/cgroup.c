@@ -268,9 +268,15 @@ cg_detect(struct cg_sys *s)
 static bool
 remove_leaf(const char *dir)
 {
+	long wait_us = 50;
+
+	/*
+	 * A process that has just exited may still count for a moment: retry
+	 * soon, then less often (50 us doubling to 10 ms, about 2 s in all).
+	 */
 	for (int i = 0; i < DESTROY_TRIES; i++) {
 		char buf[4096];
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		struct timespec ts = { 0, wait_us * 1000 };
 
 		if (rmdir(dir) == 0 || errno == ENOENT)
 			return true;
@@ -287,6 +293,8 @@ remove_leaf(const char *dir)
 			}
 		}
 		nanosleep(&ts, NULL);
+		if (wait_us < 10000)
+			wait_us *= 2;
 	}
 	return false;
 }
@@ -484,6 +492,8 @@ cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid, struct cg_job *ou
 			rc = err_set(e, -errno, "mkdir %s: %s", out->dir[c], strerror(errno));
 			goto fail;
 		}
+		if (s->version == CG_V1)
+			continue;	/* the init joins itself */
 		if ((rc = write_file(out->dir[c], "cgroup.procs", pidbuf)) < 0) {
 			err_set(e, rc, "%s: cannot move the sandbox in: %s", out->dir[c],
 			    strerror(-rc));
@@ -494,6 +504,49 @@ cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid, struct cg_job *ou
 fail:
 	cg_job_destroy(out);
 	return rc;
+}
+
+bool
+cg_job_self_join(const struct cg_job *j)
+{
+	return j->sys != NULL && j->sys->version == CG_V1;
+}
+
+size_t
+cg_job_dirs(const struct cg_job *j, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	if (!cg_job_self_join(j))
+		return 0;
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		const char *d = j->dir[job_ctrls[i]];
+		size_t n = strlen(d) + 1;
+
+		if (d[0] == '\0' || same_dir_as_earlier(j->sys, i) || off + n > len)
+			continue;
+		memcpy(buf + off, d, n);
+		off += n;
+	}
+	return off;
+}
+
+int
+cg_job_join_self(const char *dirs, size_t len, struct err *e)
+{
+	for (size_t off = 0; off < len; ) {
+		const char *d = dirs + off;
+		size_t n = strnlen(d, len - off);
+		int rc;
+
+		if (n == len - off)
+			return err_set(e, -EINVAL, "cgroup list is not NUL-terminated");
+		/* "0" in tasks: this thread (our only one), without the global lock. */
+		if ((rc = write_file(d, "tasks", "0")) < 0)
+			return err_set(e, rc, "join cgroup %s: %s", d, strerror(-rc));
+		off += n + 1;
+	}
+	return 0;
 }
 
 int

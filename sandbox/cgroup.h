@@ -78,9 +78,27 @@ void cg_host_cleanup(const struct cg_sys *s, pid_t sandqd);
  */
 int cg_worker_setup(struct cg_sys *s, pid_t sandqd, int index, struct err *e);
 
-/* Makes the sandbox's cgroup j<seq> and moves pid (its init) into it. */
+/*
+ * Makes the sandbox's cgroup j<seq>. With v2 it also moves pid (its init)
+ * in. With v1 the init joins by itself (cg_job_join_self()): a task moving
+ * itself by its thread id skips the global lock that moving another
+ * process takes, whose wait for an RCU grace period stalls every fork on
+ * the machine meanwhile.
+ */
 int cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid,
     struct cg_job *out, struct err *e);
+/* Whether the init must call cg_job_join_self() (v1). */
+bool cg_job_self_join(const struct cg_job *j);
+/*
+ * The folders the init joins, NUL-separated, into buf (for MSG_SBX_GO);
+ * returns the length, 0 if there is nothing to join.
+ */
+size_t cg_job_dirs(const struct cg_job *j, char *buf, size_t len);
+/*
+ * In the init, before it runs anything else and while it is still host
+ * root: moves itself into each folder of the NUL-separated list.
+ */
+int cg_job_join_self(const char *dirs, size_t len, struct err *e);
 /* Sets the job's memory (bytes, swap none) and process-count limits. */
 int cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t pids,
     struct err *e);

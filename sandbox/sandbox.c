@@ -225,6 +225,9 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 	rc = msg_recv(ctl, &m, MSG_MAX);
 	if (rc <= 0 || m.hdr.type != MSG_SBX_GO)
 		_exit(1);
+	/* Into our cgroup before anything else, while we are still host root. */
+	if (m.len > 0 && cg_job_join_self((const char *)m.data, m.len, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	msg_clear(&m);
 
 	/*
@@ -318,6 +321,7 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
     struct err *e)
 {
 	static uint64_t sandboxes;	/* names each sandbox's cgroup */
+	char godirs[CG__NCTRL * CG_PATH_MAX];
 	struct sandbox *s;
 	int rc;
 
@@ -338,8 +342,9 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 		s->cg_memory = last_memory;
 		s->cg_pids = last_pids;
 	}
-	/* Let init go on; it builds the image while we wait for a job. */
-	if ((rc = msg_send(s->ctl, MSG_SBX_GO, 0, NULL, 0, -1)) < 0) {
+	/* Let init go on (into its cgroup first); it builds the image meanwhile. */
+	if ((rc = msg_send(s->ctl, MSG_SBX_GO, 0, godirs,
+	    cg_job_dirs(&s->cg, godirs, sizeof(godirs)), -1)) < 0) {
 		err_set(e, rc, "start sandbox init: %s", strerror(-rc));
 		sandbox_free(s);
 		return rc;
