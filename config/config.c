@@ -266,9 +266,24 @@ opt_find(const char *section, const char *name)
 	return NULL;
 }
 
+/* "tenant.NAME" with a valid tenant name: NAME, else NULL (in buf). */
+static const char *
+tenant_section(const char *name, size_t len, char *buf, size_t buflen)
+{
+	if (len <= 7 || strncmp(name, "tenant.", 7) != 0 || len - 7 >= buflen)
+		return NULL;
+	memcpy(buf, name + 7, len - 7);
+	buf[len - 7] = '\0';
+	return key_tenant_valid(buf) ? buf : NULL;
+}
+
 static bool
 section_known(const char *name, size_t len)
 {
+	char t[CONFIG_TENANT_NAME_MAX + 1];
+
+	if (tenant_section(name, len, t, sizeof(t)) != NULL)
+		return true;
 	for (size_t i = 0; i < NOPTIONS; i++) {
 		if (strlen(options[i].section) == len &&
 		    memcmp(options[i].section, name, len) == 0)
@@ -625,6 +640,63 @@ opt_set(struct config *c, const struct option *o, const char *v, bool append,
 	return err_set(e, -EINVAL, "%s: option of unknown type", ctx);
 }
 
+/*** Tenant sections ***/
+
+static struct tenant_config *
+tenant_cfg_get(struct config *c, const char *name)
+{
+	for (size_t i = 0; i < c->ntenant_cfg; i++)
+		if (strcmp(c->tenant_cfg[i].name, name) == 0)
+			return &c->tenant_cfg[i];
+	c->tenant_cfg = xreallocarray(c->tenant_cfg, c->ntenant_cfg + 1,
+	    sizeof(*c->tenant_cfg));
+	c->tenant_cfg[c->ntenant_cfg] = (struct tenant_config){ .name = xstrdup(name) };
+	return &c->tenant_cfg[c->ntenant_cfg++];
+}
+
+/*
+ * Sets key of [tenant.NAME] from v (append: an indented continuation line).
+ * Only net_modes so far; the tenant work adds the rest.
+ */
+static int
+tenant_set(struct config *c, const char *tenant, const char *key, const char *v,
+    bool append, const char *ctx, struct err *e)
+{
+	const struct option *o = opt_find("sandqd", "net_modes");
+	struct tenant_config *t;
+	struct config tmp;
+	int rc;
+
+	if (strcmp(key, "net_modes") != 0)
+		return err_set(e, -EINVAL, "%s: unknown option in section [tenant.%s] "
+		    "(a tenant section takes net_modes)", ctx, tenant);
+	/* Parse with the host option's own rules, into a scratch config. */
+	t = tenant_cfg_get(c, tenant);
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.net_modes = t->net_modes;
+	tmp.nnet_modes = t->nnet_modes;
+	/* On success set_list() has freed the old list and made a new one. */
+	if ((rc = opt_set(&tmp, o, v, append && t->net_modes != NULL, ctx, e)) < 0)
+		return rc;
+	t->net_modes = tmp.net_modes;
+	t->nnet_modes = tmp.nnet_modes;
+	return 0;
+}
+
+char *const *
+config_net_modes(const struct config *c, const char *tenant, size_t *n)
+{
+	for (size_t i = 0; tenant != NULL && i < c->ntenant_cfg; i++) {
+		if (strcmp(c->tenant_cfg[i].name, tenant) == 0 &&
+		    c->tenant_cfg[i].net_modes != NULL) {
+			*n = c->tenant_cfg[i].nnet_modes;
+			return c->tenant_cfg[i].net_modes;
+		}
+	}
+	*n = c->nnet_modes;
+	return c->net_modes;
+}
+
 /*** Files ***/
 
 /* State shared by the line reader and the inih handler during one parse. */
@@ -757,6 +829,18 @@ parse_handler(void *user, const char *section, const char *name,
 		parse_fail(ps, "option '%.64s' is outside a section", name);
 		return 0;
 	}
+	{
+		char t[CONFIG_TENANT_NAME_MAX + 1];
+
+		if (tenant_section(section, strlen(section), t, sizeof(t)) != NULL) {
+			snprintf(ctx, sizeof(ctx), "%s:%d: %s", ps->name, ps->line, name);
+			if (tenant_set(ps->c, t, name, value, ps->cont, ctx, ps->e) < 0) {
+				ps->failed = true;
+				return 0;
+			}
+			return 1;
+		}
+	}
 	if ((o = opt_find(section, name)) == NULL) {
 		if (!section_known(section, strlen(section)))
 			parse_fail(ps, "unknown section [%.64s]", section);
@@ -886,6 +970,11 @@ config_free(struct config *c)
 		else if (o->type == OPT_LIST)
 			list_free(*(char ***)(void *)(base + o->off));
 	}
+	for (size_t i = 0; i < c->ntenant_cfg; i++) {
+		free(c->tenant_cfg[i].name);
+		list_free(c->tenant_cfg[i].net_modes);
+	}
+	free(c->tenant_cfg);
 	/* Every pointer is NULL again, so a second call frees nothing. */
 	memset(c, 0, sizeof(*c));
 }
@@ -922,6 +1011,17 @@ config_set(struct config *c, const char *assignment, struct err *e)
 	key[ke - ks] = '\0';
 	snprintf(ctx, sizeof(ctx), "--set %s", key);
 
+	if (strncmp(key, "tenant.", 7) == 0 && (dot = strrchr(key, '.')) > key + 6) {
+		char t[CONFIG_TENANT_NAME_MAX + 1];
+
+		if (tenant_section(key, (size_t)(dot - key), t, sizeof(t)) == NULL)
+			return err_set(e, -EINVAL, "%s: unknown section [%.*s]", ctx,
+			    (int)(dot - key), key);
+		value = xmemdup0(vs, (size_t)(ve - vs));
+		rc = tenant_set(c, t, dot + 1, value, false, ctx, e);
+		free(value);
+		return rc;
+	}
 	if ((dot = strchr(key, '.')) != NULL) {
 		char section[96];
 
@@ -972,6 +1072,15 @@ config_finish(struct config *c, struct err *e)
 		return err_set(e, -EINVAL, "tenants: at least one tenant is required");
 	if (tenants_check(c->tenants, c->ntenants, why, sizeof(why)) != NULL)
 		return err_set(e, -EINVAL, "tenants: %s", why);
+	for (size_t i = 0; i < c->ntenant_cfg; i++) {
+		bool listed = false;
+
+		for (size_t k = 0; k < c->ntenants; k++)
+			listed |= strcmp(c->tenants[k], c->tenant_cfg[i].name) == 0;
+		if (!listed)
+			return err_set(e, -EINVAL, "[tenant.%s]: '%s' is not one of tenants",
+			    c->tenant_cfg[i].name, c->tenant_cfg[i].name);
+	}
 	return 0;
 }
 
@@ -1078,6 +1187,16 @@ config_print(const struct config *c, FILE *f)
 			break;
 		}
 		fputc('\n', f);
+	}
+	for (size_t i = 0; i < c->ntenant_cfg; i++) {
+		const struct tenant_config *t = &c->tenant_cfg[i];
+
+		fprintf(f, "\n[tenant.%s]\n", t->name);
+		if (t->net_modes != NULL) {
+			fputs("net_modes = ", f);
+			print_list(t->net_modes, t->nnet_modes, f);
+			fputc('\n', f);
+		}
 	}
 }
 

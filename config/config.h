@@ -28,6 +28,13 @@
 #define CONFIG_TENANTS_MAX 256
 #define CONFIG_TENANT_NAME_MAX 64
 
+/* A [tenant.NAME] section: what one tenant has of its own. */
+struct tenant_config {
+	char *name;
+	char **net_modes;		/* NULL: the host's net_modes */
+	size_t nnet_modes;
+};
+
 struct config {
 	/* [sandqd] */
 	char *redis;			/* redis://HOST:PORT or unix:///PATH */
@@ -50,6 +57,9 @@ struct config {
 	size_t nnet_modes;
 	/* [limits]: ceilings a job may ask for. */
 	struct job_limits ceiling;
+	/* [tenant.NAME] sections, in the order they were first given. */
+	struct tenant_config *tenant_cfg;
+	size_t ntenant_cfg;
 };
 
 /* Fills c with every option's default (allocates strings). */
@@ -78,6 +88,11 @@ int config_finish(struct config *c, struct err *e);
 
 /* Writes the effective configuration as a valid INI file. */
 void config_print(const struct config *c, FILE *f);
+/*
+ * The network modes tenant may use: its own [tenant.NAME] net_modes, else
+ * the host's. Sets *n.
+ */
+char *const *config_net_modes(const struct config *c, const char *tenant, size_t *n);
 
 /*
  * Resolves a job's limits: the preset's numbers (the job's preset, else the

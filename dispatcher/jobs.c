@@ -102,27 +102,23 @@ dead_letter(struct sandqd *d, struct djob *j, const char *reason,
 	publish(d, j);
 }
 
+/* Whether tenant may use network mode; if not, the allowed ones into list. */
 static bool
-net_allowed(const struct config *c, const char *mode)
+net_allowed(const struct config *c, const char *tenant, const char *mode,
+    char *list, size_t len)
 {
-	for (size_t i = 0; i < c->nnet_modes; i++)
-		if (strcmp(c->net_modes[i], mode) == 0)
+	size_t n, off = 0;
+	char *const *modes = config_net_modes(c, tenant, &n);
+
+	list[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(modes[i], mode) == 0)
 			return true;
+		if (off < len)
+			off += (size_t)snprintf(list + off, len - off, "%s%s",
+			    i ? ", " : "", modes[i]);
+	}
 	return false;
-}
-
-/* The allowed modes as "a, b" (for messages). */
-static const char *
-net_list(const struct config *c)
-{
-	static char buf[128];
-	size_t off = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < c->nnet_modes && off < sizeof(buf); i++)
-		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%s",
-		    i ? ", " : "", c->net_modes[i]);
-	return buf;
 }
 
 void
@@ -133,6 +129,7 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 	struct job_limits lim;
 	struct err e = { 0 };
 	struct job *job = NULL;
+	char modes[128];
 
 	if (raw == NULL) {
 		dead_letter(d, j, nfields == 0 ?
@@ -166,12 +163,13 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		    "deadline passed before the job could start");
 		return;
 	}
-	if (!net_allowed(&d->cfg, job->net ? job->net : "none")) {
+	if (!net_allowed(&d->cfg, d->tenants[tenant].name, job->net ? job->net : "none",
+	    modes, sizeof(modes))) {
 		char msg[256];
 
-		snprintf(msg, sizeof(msg), "field 'net': mode '%s'%s is not allowed here "
-		    "(net_modes: %s)", job->net ? job->net : "none",
-		    job->net ? "" : " (the default)", net_list(&d->cfg));
+		snprintf(msg, sizeof(msg), "field 'net': mode '%s'%s is not allowed for "
+		    "tenant '%s' (net_modes: %s)", job->net ? job->net : "none",
+		    job->net ? "" : " (the default)", d->tenants[tenant].name, modes);
 		job_free(job);
 		answer_early(d, j, ST_REJECTED, "net", msg);
 		return;

@@ -567,6 +567,40 @@ Test(config, net_modes_are_known_modes_once)
 	    "sandq.conf:2: net_modes: at least one item is required");
 }
 
+Test(config, tenant_sections_give_a_tenant_its_own_net_modes)
+{
+	char *const *m;
+	size_t n;
+
+	cr_assert_eq(load("[sandqd]\ntenants = a, b\nnet_modes = none\n"
+	    "[tenant.b]\nnet_modes = unix,\n  none\n"), 0, "%s", e.msg);
+	cr_assert_eq(config_finish(&c, &e), 0, "%s", e.msg);
+	m = config_net_modes(&c, "a", &n);
+	cr_assert_eq(n, 1);
+	cr_expect_str_eq(m[0], "none", "a has no section: the host's list");
+	m = config_net_modes(&c, "b", &n);
+	cr_assert_eq(n, 2);
+	cr_expect_str_eq(m[0], "unix");
+	cr_expect_str_eq(m[1], "none");
+	cr_expect_eq(config_set(&c, "tenant.a.net_modes=unix", &e), 0, "%s", e.msg);
+	m = config_net_modes(&c, "a", &n);
+	cr_expect(n == 1 && strcmp(m[0], "unix") == 0);
+
+	expect_load_error("[tenant.a]\nweight = 3\n", "sandq.conf:2: weight: unknown "
+	    "option in section [tenant.a] (a tenant section takes net_modes)");
+	expect_load_error("[tenant.a]\nnet_modes = egress\n",
+	    "sandq.conf:2: net_modes: 'egress' is not one of none, unix");
+	expect_load_error("[tenant.bad name]\nnet_modes = unix\n",
+	    "sandq.conf:1: unknown section [tenant.bad name]");
+	/* A section must name a configured tenant, checked once all is read. */
+	config_free(&c);
+	config_defaults(&c);
+	cr_assert_eq(load("[sandqd]\ntenants = a\n[tenant.z]\nnet_modes = unix\n"), 0,
+	    "%s", e.msg);
+	cr_expect_eq(config_finish(&c, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "[tenant.z]: 'z' is not one of tenants");
+}
+
 Test(config, rejects_malformed_strings)
 {
 	expect_load_error("[sandqd]\nredis = http://localhost\n",

@@ -1115,14 +1115,17 @@ Test(containment, own_loopback_sockets_work_and_egress_is_rejected)
 
 /*
  * net "unix": no IP at all. The job's inet socket is refused (EPERM) and
- * recorded; unix sockets still work. A host that allows only "none" rejects
- * a job asking for "unix", naming the field.
+ * recorded; unix sockets still work. A tenant whose section allows only
+ * "unix" has a job that leaves the default "none" rejected, naming the field,
+ * and one asking for "unix" run.
  */
 Test(containment, net_unix_refuses_ip_and_hosts_choose_the_modes_they_allow)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .net = "unix" };
-	const char *const extra[] = { "--set", "net_modes=none", NULL };
+	const char *const extra[] = { "--set", "tenants=default,locked",
+	    "--set", "tenant.locked.net_modes=unix", NULL };
+	char err[256];
 	struct harness h;
 	struct sandq_result *r;
 	bool recorded = false;
@@ -1144,14 +1147,20 @@ Test(containment, net_unix_refuses_ip_and_hosts_choose_the_modes_they_allow)
 	sandq_result_free(r);
 	sandq_close(c);
 
+	/* Tenant "locked" may use only "unix": its default "none" is refused. */
 	harness_start(&h, 1, extra);
-	c = harness_client(&h);
-	r = run_job(c, "sh", "echo RAN", &o);
+	c = sandq_connect(h.url, "locked", err, sizeof(err));
+	cr_assert_not_null(c, "%s", err);
+	r = run_job(c, "sh", "echo RAN", NULL);
 	expect_status(r, "rejected");
 	cr_expect_not(out_has(r, "RAN"));
-	cr_expect(r->error_message && strstr(r->error_message,
-	    "field 'net': mode 'unix' is not allowed here"), "message: %s",
-	    r->error_message ? r->error_message : "(none)");
+	cr_expect(r->error_message && strstr(r->error_message, "field 'net': mode 'none' "
+	    "(the default) is not allowed for tenant 'locked' (net_modes: unix)"),
+	    "message: %s", r->error_message ? r->error_message : "(none)");
+	sandq_result_free(r);
+	r = run_job(c, "sh", "echo RAN", &o);
+	expect_status(r, "ok");
+	cr_expect(out_has(r, "RAN\n"), "%s", r->stdout_data);
 	sandq_result_free(r);
 	sandq_close(c);
 	harness_stop(&h);
