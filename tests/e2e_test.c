@@ -665,6 +665,21 @@ status_field(pid_t pid, const char *key, char *buf, size_t len)
 	return buf[0] ? buf : NULL;
 }
 
+/* Both workers are up and past their start-up (their filter is on). */
+static bool
+workers_confined(void *arg)
+{
+	const char *needle = arg;
+	char v[64];
+	pid_t w[8];
+	int n = harness_pgrep(needle, w, 8);
+
+	for (int i = 0; i < n; i++)
+		if (status_field(w[i], "Seccomp", v, sizeof(v)) == NULL || strcmp(v, "2") != 0)
+			return false;
+	return n == 2;
+}
+
 Test(e2e, workers_keep_only_the_capabilities_they_need)
 {
 	char needle[300], v[64];
@@ -673,6 +688,8 @@ Test(e2e, workers_keep_only_the_capabilities_they_need)
 
 	/* Workers only: spawners and inits carry another command line. */
 	snprintf(needle, sizeof(needle), "--run-dir %s/state/run/", H.dir);
+	cr_assert(harness_wait_for(workers_confined, needle, 30000),
+	    "two workers past their start-up");
 	n = harness_pgrep(needle, w, 8);
 	cr_assert_eq(n, 2, "two workers, found %d", n);
 	for (int i = 0; i < n; i++) {
