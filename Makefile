@@ -127,7 +127,7 @@ test: deps
 	@$(MAKE) --no-print-directory test-run
 
 test-run: all $(TEST_BINS)
-	@sh tests/run.sh $(TEST_BINS)
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(TEST_BINS)
 
 check: test
 asan:

@@ -618,7 +618,8 @@ cli(const char *args, char **out)
 {
 	char cmd[2048];
 
-	snprintf(cmd, sizeof(cmd), "build/sandq --redis %s %s", H.url, args);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s %s", harness_build_dir(), H.url,
+	    args);
 	return harness_run(cmd, out);
 }
 
@@ -707,12 +708,13 @@ Test(e2e, doctor_reports_the_mechanisms_sandqd_uses)
 	int rc;
 
 	/* The JSON is well-formed, says ready, and names a cgroup version... */
-	rc = harness_run("build/sandq doctor --json | python3 -c 'import json, sys\n"
+	snprintf(cmd, sizeof(cmd), "%s/sandq doctor --json | python3 -c 'import json, sys\n"
 	    "d = json.load(sys.stdin)\n"
 	    "assert d[\"ready\"] and d[\"user_namespaces\"] and d[\"seccomp_notify\"]\n"
 	    "assert set(d[\"limits\"]) == {\"wall_ms\", \"cpu_ms\", \"memory_bytes\", "
 	    "\"pids\", \"output_bytes\", \"disk_bytes\", \"files\"}\n"
-	    "print(d[\"cgroups\"][\"version\"])'", &out);
+	    "print(d[\"cgroups\"][\"version\"])'", harness_build_dir());
+	rc = harness_run(cmd, &out);
 	cr_assert_eq(rc, 0, "%s", out);
 	/* ...the same one the running sandqd found. */
 	snprintf(want, sizeof(want), "jobs run in cgroup v%d", atoi(out));
@@ -722,8 +724,11 @@ Test(e2e, doctor_reports_the_mechanisms_sandqd_uses)
 	cr_expect_not_null(strstr(log, want), "doctor says '%s'; sandqd logged:\n%s", want, log);
 	free(out);
 	free(log);
-	cr_expect_eq(harness_run("build/sandq doctor --bogus 2>/dev/null", NULL), 2);
-	cr_expect_eq(harness_run("build/sandq doctor | tail -1 | grep -q '^ready:'", NULL), 0);
+	snprintf(cmd, sizeof(cmd), "%s/sandq doctor --bogus 2>/dev/null", harness_build_dir());
+	cr_expect_eq(harness_run(cmd, NULL), 2);
+	snprintf(cmd, sizeof(cmd), "%s/sandq doctor | tail -1 | grep -q '^ready:'",
+	    harness_build_dir());
+	cr_expect_eq(harness_run(cmd, NULL), 0);
 }
 
 Test(e2e, cli_detach_then_wait_and_result)

@@ -151,7 +151,8 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 	snprintf(state, sizeof(state), "%s/state", h->dir);
 	snprintf(workers_s, sizeof(workers_s), "%d", workers);
 	snprintf(h->log, sizeof(h->log), "%s/sandqd.log", h->dir);
-	argv[n++] = "build/sandqd";
+	snprintf(h->sandqd, sizeof(h->sandqd), "%s/sandqd", harness_build_dir());
+	argv[n++] = h->sandqd;
 	argv[n++] = "--redis";
 	argv[n++] = h->url;
 	argv[n++] = "--state";
@@ -329,6 +330,14 @@ harness_sh(struct sandq *c, const char *script, const struct sandq_job_opts *o)
 	    sandq_last_error(c));
 	cr_assert(sandq_wait(c, id, 60000, &r) == 0, "wait: %s", sandq_last_error(c));
 	return r;
+}
+
+const char *
+harness_build_dir(void)
+{
+	const char *b = getenv("SANDQ_BUILD");
+
+	return b != NULL && b[0] != '\0' ? b : "build";
 }
 
 int

@@ -22,6 +22,7 @@ struct harness {
 	pid_t redis_pid;
 	pid_t sandqd_pid;
 	char log[320];		/* sandqd's stderr */
+	char sandqd[300];	/* the sandqd binary run */
 };
 
 /* extra: NULL-terminated extra sandqd arguments, or NULL. */
@@ -37,6 +38,11 @@ struct sandq_result *harness_sh(struct sandq *c, const char *script,
     const struct sandq_job_opts *o);
 /* Runs argv through redis-cli against the harness; returns its stdout. */
 char *harness_redis_cli(const struct harness *h, const char *const *args);
+/*
+ * The folder of the binaries under test: $SANDQ_BUILD (make test sets it to
+ * its build folder, sanitizer builds included), else "build".
+ */
+const char *harness_build_dir(void);
 /* Runs a shell command line; returns its exit status and stdout (owned). */
 int harness_run(const char *cmdline, char **out);
 /* Pids of processes whose command line contains needle (up to max). */
