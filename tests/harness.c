@@ -174,11 +174,24 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 		char id[SANDQ_ID_MAX + 1], why[512] = "";
 		const char *tr[] = { "true", NULL };
 
-		if (sandq_submit_exec(c, tr, NULL, id) < 0 ||
-		    sandq_wait(c, id, 60000, &r) < 0)
+		int rc = sandq_submit_exec(c, tr, NULL, id), st;
+
+		/* In slices, so a sandqd that could not start fails at once. */
+		for (int i = 0; rc == 0 && i < 60; i++) {
+			if ((rc = sandq_wait(c, id, 1000, &r)) != -ETIMEDOUT)
+				break;
+			if (waitpid(h->sandqd_pid, &st, WNOHANG) == h->sandqd_pid) {
+				h->sandqd_pid = 0;
+				rc = -ECHILD;
+				snprintf(why, sizeof(why), "sandqd (%s) exited with status %d",
+				    h->sandqd, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+				break;
+			}
+		}
+		if (rc < 0 && why[0] == '\0')
 			snprintf(why, sizeof(why), "sandqd never answered: %s",
 			    sandq_last_error(c));
-		else if (strcmp(r->status, "ok") != 0)
+		else if (rc == 0 && strcmp(r->status, "ok") != 0)
 			snprintf(why, sizeof(why), "first job: %s: %s", r->status,
 			    r->error_message ? r->error_message : "");
 		sandq_result_free(r);
