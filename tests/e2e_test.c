@@ -6,6 +6,7 @@
  * every test says so and stops if it runs without it.
  */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <msgpack.h>
 #include <signal.h>
 #include <stdio.h>
@@ -247,7 +248,8 @@ Test(e2e, limits_bound_memory_processes_and_cpu_with_honest_statuses)
 	o = (struct sandq_job_opts){ .limits.cpu_ms = 1000, .limits.wall_ms = 20000 };
 	r = harness_sh(c, "while :; do :; done", &o);
 	cr_expect_str_eq(r->status, "cpu_limit");
-	cr_expect_geq(r->cpu_ms, 900);
+	cr_expect_geq(r->cpu_ms, 900, "cpu_ms %" PRIu64 ", signal %d, wall %" PRIu64 ": %s",
+	    r->cpu_ms, r->signal, r->wall_ms, r->error_message ? r->error_message : "");
 	sandq_result_free(r);
 	sandq_close(c);
 }
