@@ -1,0 +1,1656 @@
+/*
+ * agentfs.c - the AgentFS codec: snapshots as in-memory SQLite databases.
+ *
+ * A snapshot blob is copied into SQLite's memdb VFS with
+ * sqlite3_deserialize() and read or changed there; sqlite3_serialize()
+ * turns it back into one file image. No file is ever opened, so no -wal or
+ * -shm appears anywhere, and a snapshot never touches the disk here.
+ *
+ * DESIGN
+ * Blobs come from tenants (sandbox.import, uploaded snapshots), so the
+ * database is hostile input. Before SQLite sees a byte, the header is
+ * checked (magic, page size, whole pages); the connection runs in defensive
+ * mode with triggers, views and untrusted schema functions disabled, so a
+ * crafted schema cannot make our own statements do anything else; growth is
+ * capped with SQLITE_FCNTL_SIZE_LIMIT; PRAGMA quick_check must pass; and
+ * every table and column used below must exist, or the open fails naming
+ * it. Walking the tree bounds depth and path length, refuses a directory
+ * reached twice (a cycle, or a directory hard link that could make the walk
+ * exponential), and refuses names a host filesystem would interpret ('/',
+ * NUL, "", ".", ".."). SQL is constant text with bound parameters only.
+ *
+ * Two layouts are read: spec 0.4 (rdev and *_nsec columns, a schema_version
+ * row) and the older LocalSandbox one. Writes follow whatever columns the
+ * database has; symlinks are always written in the native form.
+ *
+ * Sections: Helpers, Handles, Paths, Walk, Files, Key-value, History.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../common/xmalloc.h"
+#include "agentfs.h"
+
+struct agentfs {
+	sqlite3 *db;		/* memdb connection, owns the image */
+	size_t chunk_size;	/* fs_config chunk_size */
+	bool has_nsec;		/* fs_inode has rdev and *_nsec columns */
+	bool has_version;	/* fs_config has a schema_version row */
+};
+
+/* An inode as the path and file code needs it. */
+struct node {
+	int64_t ino;		/* fs_inode.ino */
+	uint32_t mode;		/* full st_mode */
+	int64_t size;		/* bytes */
+	int64_t nlink;		/* links */
+};
+
+/* Where a path leads: its parent directory and, if present, its inode. */
+struct loc {
+	int64_t parent;				/* parent directory inode */
+	char name[AGENTFS_NAME_MAX + 1];	/* last component, "" = root */
+	bool found;				/* the last component exists */
+	struct node node;			/* its inode when found */
+};
+
+static const char SCHEMA_SQL[] =
+	"CREATE TABLE fs_config (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+	"CREATE TABLE fs_inode (ino INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" mode INTEGER NOT NULL, nlink INTEGER NOT NULL DEFAULT 0,"
+	" uid INTEGER NOT NULL DEFAULT 0, gid INTEGER NOT NULL DEFAULT 0,"
+	" size INTEGER NOT NULL DEFAULT 0, atime INTEGER NOT NULL,"
+	" mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,"
+	" rdev INTEGER NOT NULL DEFAULT 0,"
+	" atime_nsec INTEGER NOT NULL DEFAULT 0,"
+	" mtime_nsec INTEGER NOT NULL DEFAULT 0,"
+	" ctime_nsec INTEGER NOT NULL DEFAULT 0);"
+	"CREATE TABLE fs_dentry (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" name TEXT NOT NULL, parent_ino INTEGER NOT NULL,"
+	" ino INTEGER NOT NULL, UNIQUE (parent_ino, name));"
+	"CREATE INDEX idx_fs_dentry_parent ON fs_dentry (parent_ino, name);"
+	"CREATE TABLE fs_data (ino INTEGER NOT NULL,"
+	" chunk_index INTEGER NOT NULL, data BLOB NOT NULL,"
+	" PRIMARY KEY (ino, chunk_index));"
+	"CREATE TABLE fs_symlink (ino INTEGER PRIMARY KEY,"
+	" target TEXT NOT NULL);"
+	"CREATE TABLE kv_store (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+	" created_at INTEGER DEFAULT (unixepoch()),"
+	" updated_at INTEGER DEFAULT (unixepoch()));"
+	"CREATE INDEX idx_kv_store_created_at ON kv_store (created_at);"
+	"CREATE TABLE tool_calls (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" name TEXT NOT NULL, parameters TEXT, result TEXT, error TEXT,"
+	" status TEXT NOT NULL DEFAULT 'pending',"
+	" started_at INTEGER NOT NULL, completed_at INTEGER,"
+	" duration_ms INTEGER);"
+	"CREATE INDEX idx_tool_calls_name ON tool_calls (name);"
+	"CREATE INDEX idx_tool_calls_started_at ON tool_calls (started_at);";
+
+/* Every table and column this file reads or writes (checked on open). */
+static const struct {
+	const char *table;
+	const char *cols[10];
+} schema_need[] = {
+	{ "fs_config", { "key", "value" } },
+	{ "fs_inode", { "ino", "mode", "nlink", "uid", "gid", "size",
+	    "atime", "mtime", "ctime" } },
+	{ "fs_dentry", { "name", "parent_ino", "ino" } },
+	{ "fs_data", { "ino", "chunk_index", "data" } },
+	{ "fs_symlink", { "ino", "target" } },
+	{ "kv_store", { "key", "value", "created_at", "updated_at" } },
+	{ "tool_calls", { "id", "name", "parameters", "result", "error",
+	    "status", "started_at", "completed_at", "duration_ms" } },
+};
+
+/*** Helpers ***/
+
+/* Maps a SQLite result code to a negative errno. */
+static int
+db_code(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_FULL:
+	case SQLITE_TOOBIG:
+		return -EFBIG;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EBADMSG;
+	case SQLITE_CONSTRAINT:
+		return -EEXIST;
+	default:
+		return -EIO;
+	}
+}
+
+static int
+db_fail(struct agentfs *fs, int rc, const char *what, struct err *e)
+{
+	return err_set(e, db_code(rc), "agentfs: %s: %s", what,
+	    sqlite3_errmsg(fs->db));
+}
+
+static int
+stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
+    struct err *e)
+{
+	int rc = sqlite3_prepare_v2(fs->db, sql, -1, st, NULL);
+
+	if (rc != SQLITE_OK)
+		return db_fail(fs, rc, "prepare", e);
+	return 0;
+}
+
+/* Steps a statement that returns no rows, then finalises it. */
+static int
+stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
+    struct err *e)
+{
+	int rc = sqlite3_step(st);
+	int ret = 0;
+
+	if (rc != SQLITE_DONE)
+		ret = db_fail(fs, rc, what, e);
+	sqlite3_finalize(st);
+	return ret;
+}
+
+static int
+db_exec(struct agentfs *fs, const char *sql, const char *what, struct err *e)
+{
+	int rc = sqlite3_exec(fs->db, sql, NULL, NULL, NULL);
+
+	if (rc != SQLITE_OK)
+		return db_fail(fs, rc, what, e);
+	return 0;
+}
+
+static void
+tx_rollback(struct agentfs *fs)
+{
+	if (!sqlite3_get_autocommit(fs->db))
+		sqlite3_exec(fs->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Commits on rc == 0, rolls back otherwise; returns rc or the commit error. */
+static int
+tx_end(struct agentfs *fs, int rc, struct err *e)
+{
+	if (rc == 0)
+		rc = db_exec(fs, "COMMIT", "commit", e);
+	if (rc != 0)
+		tx_rollback(fs);
+	return rc;
+}
+
+static void
+now_get(int64_t *sec, int64_t *nsec)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	*sec = ts.tv_sec;
+	*nsec = ts.tv_nsec;
+}
+
+/* True when text is valid JSON (any value, not only objects). */
+static bool
+json_valid(const char *text)
+{
+	json_error_t jerr;
+	json_t *j = json_loads(text, JSON_DECODE_ANY, &jerr);
+
+	if (j == NULL)
+		return false;
+	json_decref(j);
+	return true;
+}
+
+/* True when a stored name could be used as one path component. */
+static bool
+name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > AGENTFS_NAME_MAX || strlen(name) != len)
+		return false;
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return false;
+	return memchr(name, '/', len) == NULL;
+}
+
+/*** Handles ***/
+
+/* Opens a private memdb connection with the hardening every handle gets. */
+static int
+fs_alloc(struct agentfs **out, struct err *e)
+{
+	struct agentfs *fs = xcalloc(1, sizeof(*fs));
+	int rc;
+
+	rc = sqlite3_open_v2(":memory:", &fs->db,
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK) {
+		rc = err_set(e, db_code(rc), "agentfs: sqlite3_open: %s",
+		    sqlite3_errstr(rc));
+		agentfs_close(fs);
+		return rc;
+	}
+	/*
+	 * The database is tenant data: nothing in its schema may run code of
+	 * its own when our statements touch a table (triggers, views,
+	 * side-effecting functions in defaults), and no statement may corrupt
+	 * it deliberately (defensive mode).
+	 */
+	sqlite3_db_config(fs->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	sqlite3_db_config(fs->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+	sqlite3_db_config(fs->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, NULL);
+	sqlite3_db_config(fs->db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, NULL);
+	sqlite3_limit(fs->db, SQLITE_LIMIT_ATTACHED, 0);
+	*out = fs;
+	return 0;
+}
+
+/* Hands buf (sqlite3_malloc'd, always consumed) to the memdb VFS. */
+static int
+fs_deserialize(struct agentfs *fs, unsigned char *buf, size_t len,
+    struct err *e)
+{
+	sqlite3_int64 limit = (sqlite3_int64)AGENTFS_BLOB_MAX;
+	int rc;
+
+	rc = sqlite3_deserialize(fs->db, "main", buf, (sqlite3_int64)len,
+	    (sqlite3_int64)len, SQLITE_DESERIALIZE_FREEONCLOSE |
+	    SQLITE_DESERIALIZE_RESIZEABLE);
+	if (rc != SQLITE_OK)
+		return db_fail(fs, rc, "deserialize", e);
+	sqlite3_file_control(fs->db, "main", SQLITE_FCNTL_SIZE_LIMIT, &limit);
+	return 0;
+}
+
+int
+agentfs_new(struct agentfs **out, struct err *e)
+{
+	static const char *cfg_sql =
+	    "INSERT INTO fs_config (key, value) VALUES"
+	    " ('chunk_size', '4096'), ('schema_version', '0.4')";
+	static const char *root_sql =
+	    "INSERT INTO fs_inode (ino, mode, nlink, uid, gid, size, atime,"
+	    " mtime, ctime, rdev, atime_nsec, mtime_nsec, ctime_nsec)"
+	    " VALUES (1, ?1, 1, 0, 0, 0, ?2, ?2, ?2, 0, ?3, ?3, ?3)";
+	struct agentfs *fs = NULL;
+	sqlite3_stmt *st = NULL;
+	int64_t sec, nsec;
+	int rc;
+
+	*out = NULL;
+	if ((rc = fs_alloc(&fs, e)) != 0)
+		return rc;
+	/* An empty memdb image, so new and opened handles serialise alike. */
+	if ((rc = fs_deserialize(fs, NULL, 0, e)) != 0)
+		goto out_close;
+	fs->chunk_size = 4096;
+	fs->has_nsec = true;
+	fs->has_version = true;
+	if ((rc = db_exec(fs, "BEGIN", "begin", e)) != 0)
+		goto out_close;
+	if ((rc = db_exec(fs, SCHEMA_SQL, "create schema", e)) != 0 ||
+	    (rc = db_exec(fs, cfg_sql, "fs_config", e)) != 0 ||
+	    (rc = stmt_prepare(fs, root_sql, &st, e)) != 0) {
+		tx_rollback(fs);
+		goto out_close;
+	}
+	now_get(&sec, &nsec);
+	sqlite3_bind_int64(st, 1, S_IFDIR | 0755);
+	sqlite3_bind_int64(st, 2, sec);
+	sqlite3_bind_int64(st, 3, nsec);
+	rc = stmt_done(fs, st, "root inode", e);
+	if ((rc = tx_end(fs, rc, e)) != 0)
+		goto out_close;
+	*out = fs;
+	return 0;
+
+out_close:
+	agentfs_close(fs);
+	return rc;
+}
+
+static uint32_t
+be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+/*
+ * Checks the 100-byte header against the blob before SQLite sees it, so a
+ * non-database or a cut-off download gets an error that says so.
+ */
+static int
+header_check(const uint8_t *p, size_t len, struct err *e)
+{
+	uint32_t page, npages;
+
+	if (len > AGENTFS_BLOB_MAX)
+		return err_set(e, -EFBIG, "agentfs: snapshot of %zu bytes "
+		    "exceeds the %zu-byte limit", len, AGENTFS_BLOB_MAX);
+	if (len < 100 || memcmp(p, "SQLite format 3", 16) != 0)
+		return err_set(e, -EBADMSG, "agentfs: not a SQLite 3 database "
+		    "(bad header)");
+	page = (uint32_t)p[16] << 8 | p[17];
+	if (page == 1)
+		page = 65536;
+	if (page < 512 || page > 65536 || (page & (page - 1)) != 0)
+		return err_set(e, -EBADMSG, "agentfs: bad page size %u", page);
+	if (len % page != 0)
+		return err_set(e, -EBADMSG, "agentfs: truncated database: "
+		    "%zu bytes is not a whole number of %u-byte pages", len,
+		    page);
+	/* The page count is valid only when the change counters agree. */
+	npages = be32(p + 28);
+	if (npages != 0 && be32(p + 24) == be32(p + 92) &&
+	    (uint64_t)npages * page > len)
+		return err_set(e, -EBADMSG, "agentfs: truncated database: "
+		    "header says %u pages, blob holds %zu", npages, len / page);
+	return 0;
+}
+
+/*
+ * Runs PRAGMA quick_check. The header check above catches most cut-off
+ * blobs, but a WAL-mode writer leaves the header's page count unvalidated
+ * (the change counter is not bumped), so a blob cut at a page boundary is
+ * only found here: the schema points past the end.
+ */
+static int
+quick_check(struct agentfs *fs, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	const char *res = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(fs->db, "PRAGMA quick_check(1)", -1, &st,
+	    NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		res = (const char *)sqlite3_column_text(st, 0);
+	if (rc == SQLITE_ROW && res != NULL && strcmp(res, "ok") == 0)
+		rc = 0;
+	else if (rc == SQLITE_NOMEM)
+		rc = db_fail(fs, rc, "quick_check", e);
+	else
+		rc = err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
+		    "database: %s", res ? res : sqlite3_errmsg(fs->db));
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Sets *has to whether table.col exists. */
+static int
+column_has(struct agentfs *fs, const char *table, const char *col, bool *has,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT 1 FROM pragma_table_info(?1)"
+	    " WHERE name = ?2", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	*has = rc == SQLITE_ROW;
+	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
+	    db_fail(fs, rc, "table_info", e);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Every table in schema_need must be a real table with its columns. */
+static int
+schema_check(struct agentfs *fs, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	bool has;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT type FROM sqlite_master WHERE name = ?1"
+	    " AND type = 'table'", &st, e);
+	if (rc != 0)
+		return rc;
+	for (size_t i = 0; i < sizeof(schema_need) / sizeof(schema_need[0]);
+	    i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_text(st, 1, schema_need[i].table, -1,
+		    SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_DONE) {
+			rc = err_set(e, -EBADMSG, "agentfs: not an AgentFS "
+			    "database: no table %s", schema_need[i].table);
+			goto out;
+		}
+		if (rc != SQLITE_ROW) {
+			rc = db_fail(fs, rc, "sqlite_master", e);
+			goto out;
+		}
+		for (size_t c = 0; c < 10 && schema_need[i].cols[c]; c++) {
+			rc = column_has(fs, schema_need[i].table,
+			    schema_need[i].cols[c], &has, e);
+			if (rc != 0)
+				goto out;
+			if (!has) {
+				rc = err_set(e, -EBADMSG, "agentfs: table %s "
+				    "lacks column %s", schema_need[i].table,
+				    schema_need[i].cols[c]);
+				goto out;
+			}
+		}
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Reads chunk_size (required, decimal) and the layout flags. */
+static int
+config_read(struct agentfs *fs, struct err *e)
+{
+	static const char *const nsec_cols[] = {
+		"rdev", "atime_nsec", "mtime_nsec", "ctime_nsec",
+	};
+	sqlite3_stmt *st = NULL;
+	const char *v = NULL;
+	char *end;
+	long n;
+	bool has;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT key, value FROM fs_config"
+	    " WHERE key IN ('chunk_size', 'schema_version')", &st, e);
+	if (rc != 0)
+		return rc;
+	n = -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *k = (const char *)sqlite3_column_text(st, 0);
+
+		v = (const char *)sqlite3_column_text(st, 1);
+		if (k != NULL && strcmp(k, "schema_version") == 0) {
+			fs->has_version = true;
+			continue;
+		}
+		errno = 0;
+		n = v ? strtol(v, &end, 10) : -1;
+		if (v == NULL || end == v || *end != '\0' || errno != 0 ||
+		    n < AGENTFS_CHUNK_MIN || n > AGENTFS_CHUNK_MAX) {
+			rc = err_set(e, -EBADMSG, "agentfs: fs_config "
+			    "chunk_size '%s' is not an integer in [%d, %d]",
+			    v ? v : "(null)", AGENTFS_CHUNK_MIN,
+			    AGENTFS_CHUNK_MAX);
+			sqlite3_finalize(st);
+			return rc;
+		}
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(fs, rc, "fs_config", e);
+	if (n < 0)
+		return err_set(e, -EBADMSG, "agentfs: fs_config has no "
+		    "chunk_size");
+	fs->chunk_size = (size_t)n;
+	fs->has_nsec = true;
+	for (size_t i = 0; i < 4; i++) {
+		if ((rc = column_has(fs, "fs_inode", nsec_cols[i], &has, e)))
+			return rc;
+		fs->has_nsec = fs->has_nsec && has;
+	}
+	return 0;
+}
+
+static int
+inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e);
+
+int
+agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
+    struct err *e)
+{
+	struct agentfs *fs = NULL;
+	unsigned char *buf;
+	struct node root;
+	int rc;
+
+	*out = NULL;
+	if ((rc = header_check(blob, len, e)) != 0)
+		return rc;
+	if ((rc = fs_alloc(&fs, e)) != 0)
+		return rc;
+	buf = sqlite3_malloc64(len);
+	if (buf == NULL) {
+		rc = err_set(e, -ENOMEM, "agentfs: no memory for %zu bytes",
+		    len);
+		goto out_close;
+	}
+	memcpy(buf, blob, len);
+	/* A WAL-mode header cannot be used in memory: make it rollback. */
+	buf[18] = 1;
+	buf[19] = 1;
+	if ((rc = fs_deserialize(fs, buf, len, e)) != 0 ||
+	    (rc = quick_check(fs, e)) != 0 ||
+	    (rc = schema_check(fs, e)) != 0 ||
+	    (rc = config_read(fs, e)) != 0)
+		goto out_close;
+	rc = inode_get(fs, 1, &root, e);
+	if (rc == -ENOENT || (rc == 0 && !S_ISDIR(root.mode)))
+		rc = err_set(e, -EBADMSG, "agentfs: inode 1 is not the root "
+		    "directory");
+	if (rc != 0)
+		goto out_close;
+	*out = fs;
+	return 0;
+
+out_close:
+	agentfs_close(fs);
+	return rc;
+}
+
+int
+agentfs_to_blob(struct agentfs *fs, void **blob, size_t *len, struct err *e)
+{
+	sqlite3_int64 sz = 0;
+	unsigned char *p;
+
+	*blob = NULL;
+	*len = 0;
+	/* NOCOPY hands out the memdb image itself; we copy it once. */
+	p = sqlite3_serialize(fs->db, "main", &sz, SQLITE_SERIALIZE_NOCOPY);
+	if (p != NULL) {
+		*blob = xmalloc(sz > 0 ? (size_t)sz : 1);
+		memcpy(*blob, p, (size_t)sz);
+		*len = (size_t)sz;
+		return 0;
+	}
+	p = sqlite3_serialize(fs->db, "main", &sz, 0);
+	if (p == NULL)
+		return err_set(e, -ENOMEM, "agentfs: serialize failed");
+	*blob = xmalloc(sz > 0 ? (size_t)sz : 1);
+	memcpy(*blob, p, (size_t)sz);
+	*len = (size_t)sz;
+	sqlite3_free(p);
+	return 0;
+}
+
+void
+agentfs_close(struct agentfs *fs)
+{
+	if (fs == NULL)
+		return;
+	sqlite3_close_v2(fs->db);
+	free(fs);
+}
+
+bool
+agentfs_is_legacy(const struct agentfs *fs)
+{
+	return !fs->has_nsec || !fs->has_version;
+}
+
+size_t
+agentfs_chunk_size(const struct agentfs *fs)
+{
+	return fs->chunk_size;
+}
+
+const char *
+agentfs_type_name(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR:
+		return "dir";
+	case S_IFREG:
+		return "file";
+	case S_IFLNK:
+		return "symlink";
+	case S_IFIFO:
+		return "fifo";
+	case S_IFCHR:
+		return "chr";
+	case S_IFBLK:
+		return "blk";
+	case S_IFSOCK:
+		return "sock";
+	default:
+		return "unknown";
+	}
+}
+
+/*** Paths ***/
+
+static int
+inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT mode, size, nlink FROM fs_inode"
+	    " WHERE ino = ?1", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		n->ino = ino;
+		n->mode = (uint32_t)sqlite3_column_int64(st, 0);
+		n->size = sqlite3_column_int64(st, 1);
+		n->nlink = sqlite3_column_int64(st, 2);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = err_set(e, -ENOENT, "agentfs: no inode %lld",
+		    (long long)ino);
+	} else {
+		rc = db_fail(fs, rc, "fs_inode", e);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Sets *ino to parent/name's inode, or returns -ENOENT (no message). */
+static int
+dentry_lookup(struct agentfs *fs, int64_t parent, const char *name,
+    int64_t *ino, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT ino FROM fs_dentry"
+	    " WHERE parent_ino = ?1 AND name = ?2", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, parent);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*ino = sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = -ENOENT;
+	} else {
+		rc = db_fail(fs, rc, "fs_dentry", e);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * Resolves path to its parent directory and last component without
+ * following symlinks: every component but the last must be a directory.
+ * The last one may be absent (l->found false). "/" resolves to the root.
+ */
+static int
+loc_resolve(struct agentfs *fs, const char *path, struct loc *l,
+    struct err *e)
+{
+	struct node cur = { .ino = 1 };
+	const char *p = path, *end;
+	int64_t ino = 0;
+	size_t n;
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	if (path == NULL || strlen(path) > AGENTFS_PATH_MAX)
+		return err_set(e, -ENAMETOOLONG, "agentfs: path too long");
+	if ((rc = inode_get(fs, 1, &cur, e)) != 0)
+		return rc;
+	l->parent = 1;
+	l->found = true;
+	l->node = cur;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (*p == '\0')
+			return 0;
+		end = strchrnul(p, '/');
+		n = (size_t)(end - p);
+		if (n > AGENTFS_NAME_MAX)
+			return err_set(e, -ENAMETOOLONG, "agentfs: %s: name "
+			    "too long", path);
+		if ((n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.'))
+			return err_set(e, -EINVAL, "agentfs: %s: '.' and "
+			    "'..' are not allowed", path);
+		if (!l->found)
+			return err_set(e, -ENOENT, "agentfs: %s: no such "
+			    "directory '%s'", path, l->name);
+		if (!S_ISDIR(l->node.mode))
+			return err_set(e, -ENOTDIR, "agentfs: %s: '%s' is not "
+			    "a directory", path, l->name);
+		l->parent = l->node.ino;
+		memcpy(l->name, p, n);
+		l->name[n] = '\0';
+		rc = dentry_lookup(fs, l->parent, l->name, &ino, e);
+		if (rc == -ENOENT) {
+			l->found = false;
+		} else if (rc != 0) {
+			return rc;
+		} else {
+			if ((rc = inode_get(fs, ino, &l->node, e)) != 0)
+				return rc;
+		}
+		p = end;
+	}
+}
+
+/*** Walk ***/
+
+/* A set of directory inodes already entered (open addressing). */
+struct inoset {
+	int64_t *slot;		/* 0 = empty; inodes are >= 1 */
+	size_t cap;		/* power of two */
+	size_t n;		/* used slots */
+};
+
+/* Adds ino; returns false when it was already there. */
+static bool
+inoset_add(struct inoset *s, int64_t ino)
+{
+	size_t i;
+
+	if ((s->n + 1) * 2 > s->cap) {
+		struct inoset g = { .cap = s->cap ? s->cap * 2 : 64 };
+
+		g.slot = xcalloc(g.cap, sizeof(*g.slot));
+		for (i = 0; i < s->cap; i++)
+			if (s->slot[i] != 0)
+				inoset_add(&g, s->slot[i]);
+		free(s->slot);
+		*s = g;
+	}
+	i = (size_t)((uint64_t)ino * 0x9e3779b97f4a7c15ull) & (s->cap - 1);
+	while (s->slot[i] != 0) {
+		if (s->slot[i] == ino)
+			return false;
+		i = (i + 1) & (s->cap - 1);
+	}
+	s->slot[i] = ino;
+	s->n++;
+	return true;
+}
+
+struct walk {
+	struct agentfs *fs;			/* database walked */
+	agentfs_walk_cb cb;			/* user callback */
+	void *arg;				/* its argument */
+	struct inoset seen;			/* directories entered */
+	char path[AGENTFS_PATH_MAX + 1];	/* current path */
+	struct err *e;				/* error record */
+};
+
+/* One dentry of a directory, copied out so no statement stays open. */
+struct child {
+	char *name;		/* dentry name, validated */
+	int64_t ino;		/* dentry target */
+	bool has_inode;		/* fs_inode row exists */
+	uint32_t mode;		/* st_mode */
+	int64_t size;		/* bytes */
+	int64_t mtime;		/* seconds */
+	bool json_prefix;	/* content starts with {"__symlink": */
+};
+
+static const char JSON_LINK_PREFIX[] = "{\"__symlink\":";
+
+static void
+children_free(struct child *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(c[i].name);
+	free(c);
+}
+
+/* Lists dir's dentries in name order; *out is freed by children_free(). */
+static int
+children_list(struct walk *w, int64_t dir, struct child **out, size_t *nout)
+{
+	struct agentfs *fs = w->fs;
+	sqlite3_stmt *st = NULL;
+	struct child *c = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT d.name, d.ino, i.ino, i.mode, i.size,"
+	    " i.mtime, (SELECT substr(CAST(f.data AS BLOB), 1, 13)"
+	    "  FROM fs_data AS f WHERE f.ino = d.ino AND f.chunk_index = 0)"
+	    " FROM fs_dentry AS d LEFT JOIN fs_inode AS i ON i.ino = d.ino"
+	    " WHERE d.parent_ino = ?1 ORDER BY d.name", &st, w->e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, dir);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		size_t nlen = (size_t)sqlite3_column_bytes(st, 0);
+		const void *pre = sqlite3_column_blob(st, 6);
+
+		if (name == NULL || !name_ok(name, nlen)) {
+			rc = err_set(w->e, -EBADMSG, "agentfs: bad name in "
+			    "%s/ (inode %lld): '%.*s'", w->path,
+			    (long long)sqlite3_column_int64(st, 1),
+			    name ? (int)strnlen(name, 64) : 0,
+			    name ? name : "");
+			goto out;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			c = xreallocarray(c, cap, sizeof(*c));
+		}
+		c[n] = (struct child){
+			.name = xmemdup0(name, nlen),
+			.ino = sqlite3_column_int64(st, 1),
+			.has_inode = sqlite3_column_type(st, 2) != SQLITE_NULL,
+			.mode = (uint32_t)sqlite3_column_int64(st, 3),
+			.size = sqlite3_column_int64(st, 4),
+			.mtime = sqlite3_column_int64(st, 5),
+			.json_prefix = pre != NULL &&
+			    sqlite3_column_bytes(st, 6) == 13 &&
+			    memcmp(pre, JSON_LINK_PREFIX, 13) == 0,
+		};
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		rc = db_fail(fs, rc, "fs_dentry", w->e);
+		goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	if (rc != 0) {
+		children_free(c, n);
+		return rc;
+	}
+	*out = c;
+	*nout = n;
+	return 0;
+}
+
+static int
+file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
+    size_t *len, struct err *e);
+
+/*
+ * Returns 1 and a malloc'd target when a legacy file holds exactly
+ * {"__symlink":"T"} (one key, a non-empty string without NUL), else 0.
+ */
+static int
+json_link_target(struct agentfs *fs, const struct child *c, char **target,
+    struct err *e)
+{
+	json_error_t jerr;
+	json_t *j, *v;
+	void *buf = NULL;
+	size_t len;
+	int rc;
+
+	*target = NULL;
+	if (!c->json_prefix || c->size > AGENTFS_JSON_LINK_MAX)
+		return 0;
+	if ((rc = file_read_ino(fs, c->ino, c->size, &buf, &len, e)) != 0)
+		return rc;
+	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
+	if (j == NULL)
+		return 0;
+	rc = 0;
+	v = json_object_get(j, "__symlink");
+	if (json_is_object(j) && json_object_size(j) == 1 &&
+	    json_is_string(v) && json_string_length(v) > 0 &&
+	    strlen(json_string_value(v)) == json_string_length(v)) {
+		*target = xstrdup(json_string_value(v));
+		rc = 1;
+	}
+	json_decref(j);
+	return rc;
+}
+
+/* Sets *target to the fs_symlink row of ino (malloc'd). */
+static int
+native_link_target(struct agentfs *fs, int64_t ino, const char *path,
+    char **target, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	const char *t;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT target FROM fs_symlink WHERE ino = ?1",
+	    &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && (t = (const char *)sqlite3_column_text(st, 0))
+	    && *t != '\0' &&
+	    strlen(t) == (size_t)sqlite3_column_bytes(st, 0)) {
+		*target = xstrdup(t);
+		rc = 0;
+	} else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+		rc = err_set(e, -EBADMSG, "agentfs: %s: symlink without a "
+		    "valid fs_symlink target", path);
+	} else {
+		rc = db_fail(fs, rc, "fs_symlink", e);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Fills ent for child c (path already in w->path); *target is malloc'd. */
+static int
+entry_classify(struct walk *w, const struct child *c,
+    struct agentfs_entry *ent, char **target)
+{
+	int rc;
+
+	*target = NULL;
+	if (!c->has_inode)
+		return err_set(w->e, -EBADMSG, "agentfs: %s: dentry points to "
+		    "missing inode %lld", w->path, (long long)c->ino);
+	if (c->size < 0)
+		return err_set(w->e, -EBADMSG, "agentfs: %s: negative size",
+		    w->path);
+	ent->form = AGENTFS_LINK_NONE;
+	switch (c->mode & S_IFMT) {
+	case S_IFDIR:
+		ent->kind = AGENTFS_DIR;
+		return 0;
+	case S_IFREG:
+		ent->kind = AGENTFS_FILE;
+		if (!agentfs_is_legacy(w->fs))
+			return 0;
+		rc = json_link_target(w->fs, c, target, w->e);
+		if (rc == 1) {
+			ent->kind = AGENTFS_SYMLINK;
+			ent->form = AGENTFS_LINK_JSON_FILE;
+			rc = 0;
+		}
+		return rc;
+	case S_IFLNK:
+		ent->kind = AGENTFS_SYMLINK;
+		ent->form = AGENTFS_LINK_NATIVE;
+		return native_link_target(w->fs, c->ino, w->path, target,
+		    w->e);
+	case S_IFIFO:
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFSOCK:
+		ent->kind = AGENTFS_SPECIAL;
+		return 0;
+	default:
+		return err_set(w->e, -EBADMSG, "agentfs: %s: unknown file type "
+		    "in mode 0%o", w->path, c->mode);
+	}
+}
+
+static int
+walk_dir(struct walk *w, int64_t dir, size_t plen, int depth)
+{
+	struct child *c = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (depth > AGENTFS_DEPTH_MAX)
+		return err_set(w->e, -ELOOP, "agentfs: nested deeper than %d "
+		    "directories at %.64s...", AGENTFS_DEPTH_MAX, w->path);
+	if ((rc = children_list(w, dir, &c, &n)) != 0)
+		return rc;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		size_t nlen = strlen(c[i].name);
+		struct agentfs_entry ent = { 0 };
+		char *target = NULL;
+
+		if (plen + 1 + nlen > AGENTFS_PATH_MAX) {
+			rc = err_set(w->e, -ENAMETOOLONG, "agentfs: path "
+			    "under %.*s too long", (int)plen, w->path);
+			break;
+		}
+		w->path[plen] = '/';
+		memcpy(w->path + plen + 1, c[i].name, nlen + 1);
+		if ((rc = entry_classify(w, &c[i], &ent, &target)) != 0)
+			break;
+		ent.path = w->path;
+		ent.name = w->path + plen + 1;
+		ent.ino = c[i].ino;
+		ent.mode = c[i].mode;
+		ent.size = (uint64_t)c[i].size;
+		ent.mtime = c[i].mtime;
+		ent.target = target;
+		rc = w->cb(&ent, w->arg);
+		free(target);
+		if (rc != 0 || ent.kind != AGENTFS_DIR)
+			continue;
+		if (!inoset_add(&w->seen, c[i].ino)) {
+			rc = err_set(w->e, -ELOOP, "agentfs: %s: directory "
+			    "inode %lld reached twice (cycle or hard link)",
+			    w->path, (long long)c[i].ino);
+			break;
+		}
+		rc = walk_dir(w, c[i].ino, plen + 1 + nlen, depth + 1);
+		w->path[plen] = '\0';
+	}
+	w->path[plen] = '\0';
+	children_free(c, n);
+	return rc;
+}
+
+int
+agentfs_walk(struct agentfs *fs, agentfs_walk_cb cb, void *arg,
+    struct err *e)
+{
+	struct walk *w = xcalloc(1, sizeof(*w));
+	int rc;
+
+	w->fs = fs;
+	w->cb = cb;
+	w->arg = arg;
+	w->e = e;
+	inoset_add(&w->seen, 1);
+	rc = walk_dir(w, 1, 0, 1);
+	free(w->seen.slot);
+	free(w);
+	return rc;
+}
+
+/*** Files ***/
+
+/* Reads size bytes of ino's chunks; missing chunks are zeros. */
+static int
+file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
+    size_t *len, struct err *e)
+{
+	uint64_t cs = fs->chunk_size, nchunks;
+	sqlite3_stmt *st = NULL;
+	uint8_t *buf;
+	int rc;
+
+	if (size < 0 || (uint64_t)size > AGENTFS_FILE_MAX)
+		return err_set(e, -EFBIG, "agentfs: inode %lld: size %lld "
+		    "out of range", (long long)ino, (long long)size);
+	nchunks = ((uint64_t)size + cs - 1) / cs;
+	rc = stmt_prepare(fs, "SELECT chunk_index, data FROM fs_data"
+	    " WHERE ino = ?1 AND chunk_index >= 0 AND chunk_index < ?2"
+	    " ORDER BY chunk_index", &st, e);
+	if (rc != 0)
+		return rc;
+	buf = xcalloc(1, size > 0 ? (size_t)size : 1);
+	sqlite3_bind_int64(st, 1, ino);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)nchunks);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t off = (uint64_t)sqlite3_column_int64(st, 0) * cs;
+		const void *p = sqlite3_column_blob(st, 1);
+		uint64_t n = (uint64_t)sqlite3_column_bytes(st, 1);
+
+		/* A chunk longer than chunk_size or than the file is cut. */
+		if (n > cs)
+			n = cs;
+		if (n > (uint64_t)size - off)
+			n = (uint64_t)size - off;
+		if (p != NULL && n > 0)
+			memcpy(buf + off, p, n);
+	}
+	if (rc != SQLITE_DONE) {
+		rc = db_fail(fs, rc, "fs_data", e);
+		sqlite3_finalize(st);
+		free(buf);
+		return rc;
+	}
+	sqlite3_finalize(st);
+	*data = buf;
+	*len = (size_t)size;
+	return 0;
+}
+
+int
+agentfs_read(struct agentfs *fs, const char *path, void **data, size_t *len,
+    struct err *e)
+{
+	struct loc l;
+	int rc;
+
+	*data = NULL;
+	*len = 0;
+	if ((rc = loc_resolve(fs, path, &l, e)) != 0)
+		return rc;
+	if (!l.found)
+		return err_set(e, -ENOENT, "agentfs: %s: no such file", path);
+	if (S_ISDIR(l.node.mode))
+		return err_set(e, -EISDIR, "agentfs: %s: is a directory",
+		    path);
+	if (!S_ISREG(l.node.mode))
+		return err_set(e, -EINVAL, "agentfs: %s: not a regular file",
+		    path);
+	return file_read_ino(fs, l.node.ino, l.node.size, data, len, e);
+}
+
+/* Inserts an inode and returns its number in *ino. */
+static int
+inode_insert(struct agentfs *fs, uint32_t mode, int64_t size, int64_t *ino,
+    struct err *e)
+{
+	static const char *sql_04 =
+	    "INSERT INTO fs_inode (mode, nlink, uid, gid, size, atime, mtime,"
+	    " ctime, rdev, atime_nsec, mtime_nsec, ctime_nsec)"
+	    " VALUES (?1, 1, 0, 0, ?2, ?3, ?3, ?3, 0, ?4, ?4, ?4)";
+	static const char *sql_legacy =
+	    "INSERT INTO fs_inode (mode, nlink, uid, gid, size, atime, mtime,"
+	    " ctime) VALUES (?1, 1, 0, 0, ?2, ?3, ?3, ?3)";
+	sqlite3_stmt *st = NULL;
+	int64_t sec, nsec;
+	int rc;
+
+	rc = stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
+	if (rc != 0)
+		return rc;
+	now_get(&sec, &nsec);
+	sqlite3_bind_int64(st, 1, mode);
+	sqlite3_bind_int64(st, 2, size);
+	sqlite3_bind_int64(st, 3, sec);
+	if (fs->has_nsec)
+		sqlite3_bind_int64(st, 4, nsec);
+	if ((rc = stmt_done(fs, st, "insert inode", e)) != 0)
+		return rc;
+	*ino = sqlite3_last_insert_rowid(fs->db);
+	return 0;
+}
+
+static int
+dentry_insert(struct agentfs *fs, int64_t parent, const char *name,
+    int64_t ino, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = stmt_prepare(fs, "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " VALUES (?1, ?2, ?3)", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, parent);
+	sqlite3_bind_int64(st, 3, ino);
+	return stmt_done(fs, st, "insert dentry", e);
+}
+
+/* Deletes ino's chunks and writes data as chunk_size BLOBs. */
+static int
+chunks_write(struct agentfs *fs, int64_t ino, const uint8_t *data,
+    size_t len, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	size_t off, n;
+	int64_t idx;
+	int rc;
+
+	rc = stmt_prepare(fs, "DELETE FROM fs_data WHERE ino = ?1", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	if ((rc = stmt_done(fs, st, "delete chunks", e)) != 0)
+		return rc;
+	rc = stmt_prepare(fs, "INSERT INTO fs_data (ino, chunk_index, data)"
+	    " VALUES (?1, ?2, ?3)", &st, e);
+	if (rc != 0)
+		return rc;
+	for (off = 0, idx = 0; off < len; off += n, idx++) {
+		n = len - off < fs->chunk_size ? len - off : fs->chunk_size;
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, ino);
+		sqlite3_bind_int64(st, 2, idx);
+		/* Always a BLOB: agentfs-sdk cannot read a TEXT chunk. */
+		sqlite3_bind_blob64(st, 3, data + off, n, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_DONE) {
+			rc = db_fail(fs, rc, "insert chunk", e);
+			sqlite3_finalize(st);
+			return rc;
+		}
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+/* Sets mode, size, mtime and ctime of an existing inode. */
+static int
+inode_touch(struct agentfs *fs, int64_t ino, uint32_t mode, int64_t size,
+    struct err *e)
+{
+	static const char *sql_04 =
+	    "UPDATE fs_inode SET mode = ?1, size = ?2, mtime = ?3, ctime = ?3,"
+	    " mtime_nsec = ?4, ctime_nsec = ?4 WHERE ino = ?5";
+	static const char *sql_legacy =
+	    "UPDATE fs_inode SET mode = ?1, size = ?2, mtime = ?3, ctime = ?3"
+	    " WHERE ino = ?5";
+	sqlite3_stmt *st = NULL;
+	int64_t sec, nsec;
+	int rc;
+
+	rc = stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
+	if (rc != 0)
+		return rc;
+	now_get(&sec, &nsec);
+	sqlite3_bind_int64(st, 1, mode);
+	sqlite3_bind_int64(st, 2, size);
+	sqlite3_bind_int64(st, 3, sec);
+	if (fs->has_nsec)
+		sqlite3_bind_int64(st, 4, nsec);
+	sqlite3_bind_int64(st, 5, ino);
+	return stmt_done(fs, st, "update inode", e);
+}
+
+/* Resolves path for creating a node: the parent exists, the name is new. */
+static int
+loc_for_create(struct agentfs *fs, const char *path, struct loc *l,
+    struct err *e)
+{
+	int rc = loc_resolve(fs, path, l, e);
+
+	if (rc != 0)
+		return rc;
+	if (l->name[0] == '\0')
+		return err_set(e, -EEXIST, "agentfs: %s: is the root", path);
+	if (l->found)
+		return err_set(e, -EEXIST, "agentfs: %s: exists", path);
+	return 0;
+}
+
+static int
+write_tx(struct agentfs *fs, const char *path, const void *data, size_t len,
+    mode_t mode, struct err *e)
+{
+	uint32_t m = S_IFREG | (mode & 07777);
+	struct loc l;
+	int64_t ino;
+	int rc;
+
+	if ((rc = loc_resolve(fs, path, &l, e)) != 0)
+		return rc;
+	if (l.name[0] == '\0' || (l.found && S_ISDIR(l.node.mode)))
+		return err_set(e, -EISDIR, "agentfs: %s: is a directory",
+		    path);
+	if (l.found && !S_ISREG(l.node.mode))
+		return err_set(e, -EEXIST, "agentfs: %s: exists and is a %s",
+		    path, agentfs_type_name(l.node.mode));
+	if (l.found) {
+		ino = l.node.ino;
+		rc = inode_touch(fs, ino, m, (int64_t)len, e);
+	} else {
+		rc = inode_insert(fs, m, (int64_t)len, &ino, e);
+		if (rc == 0)
+			rc = dentry_insert(fs, l.parent, l.name, ino, e);
+	}
+	if (rc != 0)
+		return rc;
+	return chunks_write(fs, ino, data, len, e);
+}
+
+int
+agentfs_write(struct agentfs *fs, const char *path, const void *data,
+    size_t len, mode_t mode, struct err *e)
+{
+	int rc;
+
+	if (len > AGENTFS_FILE_MAX)
+		return err_set(e, -EFBIG, "agentfs: %s: %zu bytes is over the "
+		    "file limit", path, len);
+	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+		return rc;
+	rc = write_tx(fs, path, data, len, mode, e);
+	return tx_end(fs, rc, e);
+}
+
+int
+agentfs_mkdir(struct agentfs *fs, const char *path, mode_t mode,
+    struct err *e)
+{
+	struct loc l;
+	int64_t ino;
+	int rc;
+
+	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+		return rc;
+	rc = loc_for_create(fs, path, &l, e);
+	if (rc == 0)
+		rc = inode_insert(fs, S_IFDIR | (mode & 07777), 0, &ino, e);
+	if (rc == 0)
+		rc = dentry_insert(fs, l.parent, l.name, ino, e);
+	return tx_end(fs, rc, e);
+}
+
+static int
+symlink_tx(struct agentfs *fs, const char *target, const char *path,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	struct loc l;
+	int64_t ino;
+	int rc;
+
+	if ((rc = loc_for_create(fs, path, &l, e)) != 0 ||
+	    (rc = inode_insert(fs, S_IFLNK | 0777, (int64_t)strlen(target),
+	    &ino, e)) != 0 ||
+	    (rc = dentry_insert(fs, l.parent, l.name, ino, e)) != 0)
+		return rc;
+	rc = stmt_prepare(fs, "INSERT INTO fs_symlink (ino, target)"
+	    " VALUES (?1, ?2)", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	sqlite3_bind_text(st, 2, target, -1, SQLITE_STATIC);
+	return stmt_done(fs, st, "insert symlink", e);
+}
+
+int
+agentfs_symlink(struct agentfs *fs, const char *target, const char *path,
+    struct err *e)
+{
+	int rc;
+
+	if (target == NULL || *target == '\0' ||
+	    strlen(target) > AGENTFS_PATH_MAX)
+		return err_set(e, -EINVAL, "agentfs: %s: bad symlink target",
+		    path);
+	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+		return rc;
+	rc = symlink_tx(fs, target, path, e);
+	return tx_end(fs, rc, e);
+}
+
+/* Runs one constant statement with ?1 bound to ino. */
+static int
+ino_exec(struct agentfs *fs, const char *sql, int64_t ino, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if ((rc = stmt_prepare(fs, sql, &st, e)) != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	return stmt_done(fs, st, sql, e);
+}
+
+static int
+dir_is_empty(struct agentfs *fs, int64_t dir, bool *empty, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT 1 FROM fs_dentry WHERE parent_ino = ?1"
+	    " LIMIT 1", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, dir);
+	rc = sqlite3_step(st);
+	*empty = rc == SQLITE_DONE;
+	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
+	    db_fail(fs, rc, "fs_dentry", e);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int
+remove_tx(struct agentfs *fs, const char *path, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	struct node n;
+	struct loc l;
+	bool empty;
+	int rc;
+
+	if ((rc = loc_resolve(fs, path, &l, e)) != 0)
+		return rc;
+	if (l.name[0] == '\0')
+		return err_set(e, -EBUSY, "agentfs: cannot remove the root");
+	if (!l.found)
+		return err_set(e, -ENOENT, "agentfs: %s: no such entry", path);
+	if (S_ISDIR(l.node.mode)) {
+		rc = dir_is_empty(fs, l.node.ino, &empty, e);
+		if (rc == 0 && !empty)
+			rc = err_set(e, -ENOTEMPTY, "agentfs: %s: directory "
+			    "not empty", path);
+		if (rc != 0)
+			return rc;
+	}
+	rc = stmt_prepare(fs, "DELETE FROM fs_dentry WHERE parent_ino = ?1"
+	    " AND name = ?2", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, l.parent);
+	sqlite3_bind_text(st, 2, l.name, -1, SQLITE_STATIC);
+	if ((rc = stmt_done(fs, st, "delete dentry", e)) != 0 ||
+	    (rc = ino_exec(fs, "UPDATE fs_inode SET nlink = nlink - 1"
+	    " WHERE ino = ?1", l.node.ino, e)) != 0 ||
+	    (rc = inode_get(fs, l.node.ino, &n, e)) != 0)
+		return rc;
+	if (n.nlink > 0)
+		return 0;
+	if ((rc = ino_exec(fs, "DELETE FROM fs_data WHERE ino = ?1",
+	    l.node.ino, e)) != 0 ||
+	    (rc = ino_exec(fs, "DELETE FROM fs_symlink WHERE ino = ?1",
+	    l.node.ino, e)) != 0)
+		return rc;
+	return ino_exec(fs, "DELETE FROM fs_inode WHERE ino = ?1", l.node.ino,
+	    e);
+}
+
+int
+agentfs_remove(struct agentfs *fs, const char *path, struct err *e)
+{
+	int rc;
+
+	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+		return rc;
+	rc = remove_tx(fs, path, e);
+	return tx_end(fs, rc, e);
+}
+
+/*** Key-value ***/
+
+int
+agentfs_kv_get(struct agentfs *fs, const char *key, char **value,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	const char *v;
+	int rc;
+
+	*value = NULL;
+	rc = stmt_prepare(fs, "SELECT value FROM kv_store WHERE key = ?1",
+	    &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		v = (const char *)sqlite3_column_text(st, 0);
+		*value = xmemdup0(v ? v : "", v ?
+		    (size_t)sqlite3_column_bytes(st, 0) : 0);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = err_set(e, -ENOENT, "agentfs: kv key '%s' not found",
+		    key);
+	} else {
+		rc = db_fail(fs, rc, "kv_store", e);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+agentfs_kv_set(struct agentfs *fs, const char *key, const char *value,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t sec, nsec;
+	int rc;
+
+	if (key == NULL || *key == '\0')
+		return err_set(e, -EINVAL, "agentfs: empty kv key");
+	if (value == NULL || !json_valid(value))
+		return err_set(e, -EINVAL, "agentfs: kv key '%s': value is not "
+		    "JSON", key);
+	rc = stmt_prepare(fs, "INSERT INTO kv_store (key, value, created_at,"
+	    " updated_at) VALUES (?1, ?2, ?3, ?3) ON CONFLICT (key) DO UPDATE"
+	    " SET value = excluded.value, updated_at = excluded.updated_at",
+	    &st, e);
+	if (rc != 0)
+		return rc;
+	now_get(&sec, &nsec);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, sec);
+	return stmt_done(fs, st, "kv set", e);
+}
+
+int
+agentfs_kv_delete(struct agentfs *fs, const char *key, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = stmt_prepare(fs, "DELETE FROM kv_store WHERE key = ?1", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if ((rc = stmt_done(fs, st, "kv delete", e)) != 0)
+		return rc;
+	if (sqlite3_changes(fs->db) == 0)
+		return err_set(e, -ENOENT, "agentfs: kv key '%s' not found",
+		    key);
+	return 0;
+}
+
+int
+agentfs_kv_keys(struct agentfs *fs, const char *prefix, agentfs_key_cb cb,
+    void *arg, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	const char *k;
+	int rc, ret = 0;
+
+	/* Bytewise prefix match: no LIKE, so '%' and '_' mean themselves. */
+	rc = stmt_prepare(fs, "SELECT key FROM kv_store WHERE"
+	    " substr(CAST(key AS BLOB), 1, length(CAST(?1 AS BLOB)))"
+	    " = CAST(?1 AS BLOB) ORDER BY key", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		k = (const char *)sqlite3_column_text(st, 0);
+		if (k != NULL && (ret = cb(k, arg)) != 0)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = db_fail(fs, rc, "kv_store", e);
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/*** History ***/
+
+static bool
+status_ok(const char *s)
+{
+	return s != NULL && (strcmp(s, "pending") == 0 ||
+	    strcmp(s, "success") == 0 || strcmp(s, "error") == 0);
+}
+
+int
+agentfs_tool_call_add(struct agentfs *fs, const char *name,
+    const char *params_json, const char *result_json, const char *error,
+    const char *status, int64_t started_ms, int64_t completed_ms,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (name == NULL || *name == '\0')
+		return err_set(e, -EINVAL, "agentfs: tool call without a name");
+	if (params_json != NULL && !json_valid(params_json))
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': "
+		    "parameters are not JSON", name);
+	if (result_json != NULL && !json_valid(result_json))
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': result "
+		    "is not JSON", name);
+	if (!status_ok(status))
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
+		    "status '%s'", name, status ? status : "(null)");
+	if (started_ms < 0 || completed_ms < started_ms)
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
+		    "times", name);
+	rc = stmt_prepare(fs, "INSERT INTO tool_calls (name, parameters,"
+	    " result, error, status, started_at, completed_at, duration_ms)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, params_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, result_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, error, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, status, -1, SQLITE_STATIC);
+	/* Spec 0.4: times in seconds, duration in milliseconds. */
+	sqlite3_bind_int64(st, 6, started_ms / 1000);
+	sqlite3_bind_int64(st, 7, completed_ms / 1000);
+	sqlite3_bind_int64(st, 8, completed_ms - started_ms);
+	return stmt_done(fs, st, "insert tool call", e);
+}
+
+int64_t
+agentfs_tool_call_count(struct agentfs *fs, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t n;
+	int rc;
+
+	rc = stmt_prepare(fs, "SELECT COUNT(*) FROM tool_calls", &st, e);
+	if (rc != 0)
+		return rc;
+	rc = sqlite3_step(st);
+	n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) :
+	    db_fail(fs, rc, "tool_calls", e);
+	sqlite3_finalize(st);
+	return n;
+}
+
+int
+agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
+    void *arg, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	struct agentfs_tool_call tc;
+	int rc, ret = 0;
+
+	rc = stmt_prepare(fs, "SELECT id, name, parameters, result, error,"
+	    " status, started_at, completed_at, duration_ms FROM tool_calls"
+	    " ORDER BY id", &st, e);
+	if (rc != 0)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		tc.id = sqlite3_column_int64(st, 0);
+		tc.name = (const char *)sqlite3_column_text(st, 1);
+		tc.parameters = (const char *)sqlite3_column_text(st, 2);
+		tc.result = (const char *)sqlite3_column_text(st, 3);
+		tc.error = (const char *)sqlite3_column_text(st, 4);
+		tc.status = (const char *)sqlite3_column_text(st, 5);
+		tc.started_at = sqlite3_column_int64(st, 6);
+		tc.completed_at = sqlite3_column_int64(st, 7);
+		tc.duration_ms = sqlite3_column_int64(st, 8);
+		if (tc.name == NULL)
+			tc.name = "";
+		if (tc.status == NULL)
+			tc.status = "";
+		if ((ret = cb(&tc, arg)) != 0)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = db_fail(fs, rc, "tool_calls", e);
+	sqlite3_finalize(st);
+	return ret;
+}
