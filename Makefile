@@ -50,7 +50,7 @@ $(shell mkdir -p $(B) && \
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := store/agentfs.c
+STORE_SRCS := store/agentfs.c store/agentfs_meta.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
 WORKER_SRCS := worker/main.c worker/job.c

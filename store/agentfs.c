@@ -23,7 +23,8 @@
  * row) and the older LocalSandbox one. Writes follow whatever columns the
  * database has; symlinks are always written in the native form.
  *
- * Sections: Helpers, Handles, Paths, Walk, Files, Key-value, History.
+ * Sections: Helpers, Handles, Paths, Walk, Files. The key-value store and
+ * the history are in agentfs_meta.c.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -36,13 +37,7 @@
 
 #include "../common/xmalloc.h"
 #include "agentfs.h"
-
-struct agentfs {
-	sqlite3 *db;		/* memdb connection, owns the image */
-	size_t chunk_size;	/* fs_config chunk_size */
-	bool has_nsec;		/* fs_inode has rdev and *_nsec columns */
-	bool has_version;	/* fs_config has a schema_version row */
-};
+#include "internal.h"
 
 /* An inode as the path and file code needs it. */
 struct node {
@@ -130,34 +125,34 @@ db_code(int rc)
 	}
 }
 
-static int
-db_fail(struct agentfs *fs, int rc, const char *what, struct err *e)
+int
+afs_db_fail(struct agentfs *fs, int rc, const char *what, struct err *e)
 {
 	return err_set(e, db_code(rc), "agentfs: %s: %s", what,
 	    sqlite3_errmsg(fs->db));
 }
 
-static int
-stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
+int
+afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
     struct err *e)
 {
 	int rc = sqlite3_prepare_v2(fs->db, sql, -1, st, NULL);
 
 	if (rc != SQLITE_OK)
-		return db_fail(fs, rc, "prepare", e);
+		return afs_db_fail(fs, rc, "prepare", e);
 	return 0;
 }
 
 /* Steps a statement that returns no rows, then finalises it. */
-static int
-stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
+int
+afs_stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
     struct err *e)
 {
 	int rc = sqlite3_step(st);
 	int ret = 0;
 
 	if (rc != SQLITE_DONE)
-		ret = db_fail(fs, rc, what, e);
+		ret = afs_db_fail(fs, rc, what, e);
 	sqlite3_finalize(st);
 	return ret;
 }
@@ -168,7 +163,7 @@ db_exec(struct agentfs *fs, const char *sql, const char *what, struct err *e)
 	int rc = sqlite3_exec(fs->db, sql, NULL, NULL, NULL);
 
 	if (rc != SQLITE_OK)
-		return db_fail(fs, rc, what, e);
+		return afs_db_fail(fs, rc, what, e);
 	return 0;
 }
 
@@ -190,8 +185,8 @@ tx_end(struct agentfs *fs, int rc, struct err *e)
 	return rc;
 }
 
-static void
-now_get(int64_t *sec, int64_t *nsec)
+void
+afs_now_get(int64_t *sec, int64_t *nsec)
 {
 	struct timespec ts;
 
@@ -201,8 +196,8 @@ now_get(int64_t *sec, int64_t *nsec)
 }
 
 /* True when text is valid JSON (any value, not only objects). */
-static bool
-json_valid(const char *text)
+bool
+afs_json_valid(const char *text)
 {
 	json_error_t jerr;
 	json_t *j = json_loads(text, JSON_DECODE_ANY, &jerr);
@@ -268,7 +263,7 @@ fs_deserialize(struct agentfs *fs, unsigned char *buf, size_t len,
 	    (sqlite3_int64)len, SQLITE_DESERIALIZE_FREEONCLOSE |
 	    SQLITE_DESERIALIZE_RESIZEABLE);
 	if (rc != SQLITE_OK)
-		return db_fail(fs, rc, "deserialize", e);
+		return afs_db_fail(fs, rc, "deserialize", e);
 	sqlite3_file_control(fs->db, "main", SQLITE_FCNTL_SIZE_LIMIT, &limit);
 	return 0;
 }
@@ -301,15 +296,15 @@ agentfs_new(struct agentfs **out, struct err *e)
 		goto out_close;
 	if ((rc = db_exec(fs, SCHEMA_SQL, "create schema", e)) != 0 ||
 	    (rc = db_exec(fs, cfg_sql, "fs_config", e)) != 0 ||
-	    (rc = stmt_prepare(fs, root_sql, &st, e)) != 0) {
+	    (rc = afs_stmt_prepare(fs, root_sql, &st, e)) != 0) {
 		tx_rollback(fs);
 		goto out_close;
 	}
-	now_get(&sec, &nsec);
+	afs_now_get(&sec, &nsec);
 	sqlite3_bind_int64(st, 1, S_IFDIR | 0755);
 	sqlite3_bind_int64(st, 2, sec);
 	sqlite3_bind_int64(st, 3, nsec);
-	rc = stmt_done(fs, st, "root inode", e);
+	rc = afs_stmt_done(fs, st, "root inode", e);
 	if ((rc = tx_end(fs, rc, e)) != 0)
 		goto out_close;
 	*out = fs;
@@ -382,7 +377,7 @@ quick_check(struct agentfs *fs, struct err *e)
 	if (rc == SQLITE_ROW && res != NULL && strcmp(res, "ok") == 0)
 		rc = 0;
 	else if (rc == SQLITE_NOMEM)
-		rc = db_fail(fs, rc, "quick_check", e);
+		rc = afs_db_fail(fs, rc, "quick_check", e);
 	else
 		rc = err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
 		    "database: %s", res ? res : sqlite3_errmsg(fs->db));
@@ -398,7 +393,7 @@ column_has(struct agentfs *fs, const char *table, const char *col, bool *has,
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT 1 FROM pragma_table_info(?1)"
+	rc = afs_stmt_prepare(fs, "SELECT 1 FROM pragma_table_info(?1)"
 	    " WHERE name = ?2", &st, e);
 	if (rc != 0)
 		return rc;
@@ -407,7 +402,7 @@ column_has(struct agentfs *fs, const char *table, const char *col, bool *has,
 	rc = sqlite3_step(st);
 	*has = rc == SQLITE_ROW;
 	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
-	    db_fail(fs, rc, "table_info", e);
+	    afs_db_fail(fs, rc, "table_info", e);
 	sqlite3_finalize(st);
 	return rc;
 }
@@ -420,7 +415,7 @@ schema_check(struct agentfs *fs, struct err *e)
 	bool has;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT type FROM sqlite_master WHERE name = ?1"
+	rc = afs_stmt_prepare(fs, "SELECT type FROM sqlite_master WHERE name = ?1"
 	    " AND type = 'table'", &st, e);
 	if (rc != 0)
 		return rc;
@@ -436,7 +431,7 @@ schema_check(struct agentfs *fs, struct err *e)
 			goto out;
 		}
 		if (rc != SQLITE_ROW) {
-			rc = db_fail(fs, rc, "sqlite_master", e);
+			rc = afs_db_fail(fs, rc, "sqlite_master", e);
 			goto out;
 		}
 		for (size_t c = 0; c < 10 && schema_need[i].cols[c]; c++) {
@@ -472,7 +467,7 @@ config_read(struct agentfs *fs, struct err *e)
 	bool has;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT key, value FROM fs_config"
+	rc = afs_stmt_prepare(fs, "SELECT key, value FROM fs_config"
 	    " WHERE key IN ('chunk_size', 'schema_version')", &st, e);
 	if (rc != 0)
 		return rc;
@@ -499,7 +494,7 @@ config_read(struct agentfs *fs, struct err *e)
 	}
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(fs, rc, "fs_config", e);
+		return afs_db_fail(fs, rc, "fs_config", e);
 	if (n < 0)
 		return err_set(e, -EBADMSG, "agentfs: fs_config has no "
 		    "chunk_size");
@@ -637,7 +632,7 @@ inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e)
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT mode, size, nlink FROM fs_inode"
+	rc = afs_stmt_prepare(fs, "SELECT mode, size, nlink FROM fs_inode"
 	    " WHERE ino = ?1", &st, e);
 	if (rc != 0)
 		return rc;
@@ -653,7 +648,7 @@ inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e)
 		rc = err_set(e, -ENOENT, "agentfs: no inode %lld",
 		    (long long)ino);
 	} else {
-		rc = db_fail(fs, rc, "fs_inode", e);
+		rc = afs_db_fail(fs, rc, "fs_inode", e);
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -667,7 +662,7 @@ dentry_lookup(struct agentfs *fs, int64_t parent, const char *name,
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT ino FROM fs_dentry"
+	rc = afs_stmt_prepare(fs, "SELECT ino FROM fs_dentry"
 	    " WHERE parent_ino = ?1 AND name = ?2", &st, e);
 	if (rc != 0)
 		return rc;
@@ -680,7 +675,7 @@ dentry_lookup(struct agentfs *fs, int64_t parent, const char *name,
 	} else if (rc == SQLITE_DONE) {
 		rc = -ENOENT;
 	} else {
-		rc = db_fail(fs, rc, "fs_dentry", e);
+		rc = afs_db_fail(fs, rc, "fs_dentry", e);
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -821,7 +816,7 @@ children_list(struct walk *w, int64_t dir, struct child **out, size_t *nout)
 	size_t n = 0, cap = 0;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT d.name, d.ino, i.ino, i.mode, i.size,"
+	rc = afs_stmt_prepare(fs, "SELECT d.name, d.ino, i.ino, i.mode, i.size,"
 	    " i.mtime, (SELECT substr(CAST(f.data AS BLOB), 1, 13)"
 	    "  FROM fs_data AS f WHERE f.ino = d.ino AND f.chunk_index = 0)"
 	    " FROM fs_dentry AS d LEFT JOIN fs_inode AS i ON i.ino = d.ino"
@@ -860,7 +855,7 @@ children_list(struct walk *w, int64_t dir, struct child **out, size_t *nout)
 		n++;
 	}
 	if (rc != SQLITE_DONE) {
-		rc = db_fail(fs, rc, "fs_dentry", w->e);
+		rc = afs_db_fail(fs, rc, "fs_dentry", w->e);
 		goto out;
 	}
 	rc = 0;
@@ -923,7 +918,7 @@ native_link_target(struct agentfs *fs, int64_t ino, const char *path,
 	const char *t;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT target FROM fs_symlink WHERE ino = ?1",
+	rc = afs_stmt_prepare(fs, "SELECT target FROM fs_symlink WHERE ino = ?1",
 	    &st, e);
 	if (rc != 0)
 		return rc;
@@ -938,7 +933,7 @@ native_link_target(struct agentfs *fs, int64_t ino, const char *path,
 		rc = err_set(e, -EBADMSG, "agentfs: %s: symlink without a "
 		    "valid fs_symlink target", path);
 	} else {
-		rc = db_fail(fs, rc, "fs_symlink", e);
+		rc = afs_db_fail(fs, rc, "fs_symlink", e);
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -1076,7 +1071,7 @@ file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
 		return err_set(e, -EFBIG, "agentfs: inode %lld: size %lld "
 		    "out of range", (long long)ino, (long long)size);
 	nchunks = ((uint64_t)size + cs - 1) / cs;
-	rc = stmt_prepare(fs, "SELECT chunk_index, data FROM fs_data"
+	rc = afs_stmt_prepare(fs, "SELECT chunk_index, data FROM fs_data"
 	    " WHERE ino = ?1 AND chunk_index >= 0 AND chunk_index < ?2"
 	    " ORDER BY chunk_index", &st, e);
 	if (rc != 0)
@@ -1098,7 +1093,7 @@ file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
 			memcpy(buf + off, p, n);
 	}
 	if (rc != SQLITE_DONE) {
-		rc = db_fail(fs, rc, "fs_data", e);
+		rc = afs_db_fail(fs, rc, "fs_data", e);
 		sqlite3_finalize(st);
 		free(buf);
 		return rc;
@@ -1147,16 +1142,16 @@ inode_insert(struct agentfs *fs, uint32_t mode, int64_t size, int64_t *ino,
 	int64_t sec, nsec;
 	int rc;
 
-	rc = stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
+	rc = afs_stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
 	if (rc != 0)
 		return rc;
-	now_get(&sec, &nsec);
+	afs_now_get(&sec, &nsec);
 	sqlite3_bind_int64(st, 1, mode);
 	sqlite3_bind_int64(st, 2, size);
 	sqlite3_bind_int64(st, 3, sec);
 	if (fs->has_nsec)
 		sqlite3_bind_int64(st, 4, nsec);
-	if ((rc = stmt_done(fs, st, "insert inode", e)) != 0)
+	if ((rc = afs_stmt_done(fs, st, "insert inode", e)) != 0)
 		return rc;
 	*ino = sqlite3_last_insert_rowid(fs->db);
 	return 0;
@@ -1169,14 +1164,14 @@ dentry_insert(struct agentfs *fs, int64_t parent, const char *name,
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	rc = stmt_prepare(fs, "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	rc = afs_stmt_prepare(fs, "INSERT INTO fs_dentry (name, parent_ino, ino)"
 	    " VALUES (?1, ?2, ?3)", &st, e);
 	if (rc != 0)
 		return rc;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, parent);
 	sqlite3_bind_int64(st, 3, ino);
-	return stmt_done(fs, st, "insert dentry", e);
+	return afs_stmt_done(fs, st, "insert dentry", e);
 }
 
 /* Deletes ino's chunks and writes data as chunk_size BLOBs. */
@@ -1189,13 +1184,13 @@ chunks_write(struct agentfs *fs, int64_t ino, const uint8_t *data,
 	int64_t idx;
 	int rc;
 
-	rc = stmt_prepare(fs, "DELETE FROM fs_data WHERE ino = ?1", &st, e);
+	rc = afs_stmt_prepare(fs, "DELETE FROM fs_data WHERE ino = ?1", &st, e);
 	if (rc != 0)
 		return rc;
 	sqlite3_bind_int64(st, 1, ino);
-	if ((rc = stmt_done(fs, st, "delete chunks", e)) != 0)
+	if ((rc = afs_stmt_done(fs, st, "delete chunks", e)) != 0)
 		return rc;
-	rc = stmt_prepare(fs, "INSERT INTO fs_data (ino, chunk_index, data)"
+	rc = afs_stmt_prepare(fs, "INSERT INTO fs_data (ino, chunk_index, data)"
 	    " VALUES (?1, ?2, ?3)", &st, e);
 	if (rc != 0)
 		return rc;
@@ -1208,7 +1203,7 @@ chunks_write(struct agentfs *fs, int64_t ino, const uint8_t *data,
 		sqlite3_bind_blob64(st, 3, data + off, n, SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		if (rc != SQLITE_DONE) {
-			rc = db_fail(fs, rc, "insert chunk", e);
+			rc = afs_db_fail(fs, rc, "insert chunk", e);
 			sqlite3_finalize(st);
 			return rc;
 		}
@@ -1232,17 +1227,17 @@ inode_touch(struct agentfs *fs, int64_t ino, uint32_t mode, int64_t size,
 	int64_t sec, nsec;
 	int rc;
 
-	rc = stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
+	rc = afs_stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
 	if (rc != 0)
 		return rc;
-	now_get(&sec, &nsec);
+	afs_now_get(&sec, &nsec);
 	sqlite3_bind_int64(st, 1, mode);
 	sqlite3_bind_int64(st, 2, size);
 	sqlite3_bind_int64(st, 3, sec);
 	if (fs->has_nsec)
 		sqlite3_bind_int64(st, 4, nsec);
 	sqlite3_bind_int64(st, 5, ino);
-	return stmt_done(fs, st, "update inode", e);
+	return afs_stmt_done(fs, st, "update inode", e);
 }
 
 /* Resolves path for creating a node: the parent exists, the name is new. */
@@ -1338,13 +1333,13 @@ symlink_tx(struct agentfs *fs, const char *target, const char *path,
 	    &ino, e)) != 0 ||
 	    (rc = dentry_insert(fs, l.parent, l.name, ino, e)) != 0)
 		return rc;
-	rc = stmt_prepare(fs, "INSERT INTO fs_symlink (ino, target)"
+	rc = afs_stmt_prepare(fs, "INSERT INTO fs_symlink (ino, target)"
 	    " VALUES (?1, ?2)", &st, e);
 	if (rc != 0)
 		return rc;
 	sqlite3_bind_int64(st, 1, ino);
 	sqlite3_bind_text(st, 2, target, -1, SQLITE_STATIC);
-	return stmt_done(fs, st, "insert symlink", e);
+	return afs_stmt_done(fs, st, "insert symlink", e);
 }
 
 int
@@ -1370,10 +1365,10 @@ ino_exec(struct agentfs *fs, const char *sql, int64_t ino, struct err *e)
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if ((rc = stmt_prepare(fs, sql, &st, e)) != 0)
+	if ((rc = afs_stmt_prepare(fs, sql, &st, e)) != 0)
 		return rc;
 	sqlite3_bind_int64(st, 1, ino);
-	return stmt_done(fs, st, sql, e);
+	return afs_stmt_done(fs, st, sql, e);
 }
 
 static int
@@ -1382,7 +1377,7 @@ dir_is_empty(struct agentfs *fs, int64_t dir, bool *empty, struct err *e)
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	rc = stmt_prepare(fs, "SELECT 1 FROM fs_dentry WHERE parent_ino = ?1"
+	rc = afs_stmt_prepare(fs, "SELECT 1 FROM fs_dentry WHERE parent_ino = ?1"
 	    " LIMIT 1", &st, e);
 	if (rc != 0)
 		return rc;
@@ -1390,7 +1385,7 @@ dir_is_empty(struct agentfs *fs, int64_t dir, bool *empty, struct err *e)
 	rc = sqlite3_step(st);
 	*empty = rc == SQLITE_DONE;
 	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
-	    db_fail(fs, rc, "fs_dentry", e);
+	    afs_db_fail(fs, rc, "fs_dentry", e);
 	sqlite3_finalize(st);
 	return rc;
 }
@@ -1418,13 +1413,13 @@ remove_tx(struct agentfs *fs, const char *path, struct err *e)
 		if (rc != 0)
 			return rc;
 	}
-	rc = stmt_prepare(fs, "DELETE FROM fs_dentry WHERE parent_ino = ?1"
+	rc = afs_stmt_prepare(fs, "DELETE FROM fs_dentry WHERE parent_ino = ?1"
 	    " AND name = ?2", &st, e);
 	if (rc != 0)
 		return rc;
 	sqlite3_bind_int64(st, 1, l.parent);
 	sqlite3_bind_text(st, 2, l.name, -1, SQLITE_STATIC);
-	if ((rc = stmt_done(fs, st, "delete dentry", e)) != 0 ||
+	if ((rc = afs_stmt_done(fs, st, "delete dentry", e)) != 0 ||
 	    (rc = ino_exec(fs, "UPDATE fs_inode SET nlink = nlink - 1"
 	    " WHERE ino = ?1", l.node.ino, e)) != 0 ||
 	    (rc = inode_get(fs, l.node.ino, &n, e)) != 0)
@@ -1451,206 +1446,3 @@ agentfs_remove(struct agentfs *fs, const char *path, struct err *e)
 	return tx_end(fs, rc, e);
 }
 
-/*** Key-value ***/
-
-int
-agentfs_kv_get(struct agentfs *fs, const char *key, char **value,
-    struct err *e)
-{
-	sqlite3_stmt *st = NULL;
-	const char *v;
-	int rc;
-
-	*value = NULL;
-	rc = stmt_prepare(fs, "SELECT value FROM kv_store WHERE key = ?1",
-	    &st, e);
-	if (rc != 0)
-		return rc;
-	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		v = (const char *)sqlite3_column_text(st, 0);
-		*value = xmemdup0(v ? v : "", v ?
-		    (size_t)sqlite3_column_bytes(st, 0) : 0);
-		rc = 0;
-	} else if (rc == SQLITE_DONE) {
-		rc = err_set(e, -ENOENT, "agentfs: kv key '%s' not found",
-		    key);
-	} else {
-		rc = db_fail(fs, rc, "kv_store", e);
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
-int
-agentfs_kv_set(struct agentfs *fs, const char *key, const char *value,
-    struct err *e)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t sec, nsec;
-	int rc;
-
-	if (key == NULL || *key == '\0')
-		return err_set(e, -EINVAL, "agentfs: empty kv key");
-	if (value == NULL || !json_valid(value))
-		return err_set(e, -EINVAL, "agentfs: kv key '%s': value is not "
-		    "JSON", key);
-	rc = stmt_prepare(fs, "INSERT INTO kv_store (key, value, created_at,"
-	    " updated_at) VALUES (?1, ?2, ?3, ?3) ON CONFLICT (key) DO UPDATE"
-	    " SET value = excluded.value, updated_at = excluded.updated_at",
-	    &st, e);
-	if (rc != 0)
-		return rc;
-	now_get(&sec, &nsec);
-	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, sec);
-	return stmt_done(fs, st, "kv set", e);
-}
-
-int
-agentfs_kv_delete(struct agentfs *fs, const char *key, struct err *e)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	rc = stmt_prepare(fs, "DELETE FROM kv_store WHERE key = ?1", &st, e);
-	if (rc != 0)
-		return rc;
-	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	if ((rc = stmt_done(fs, st, "kv delete", e)) != 0)
-		return rc;
-	if (sqlite3_changes(fs->db) == 0)
-		return err_set(e, -ENOENT, "agentfs: kv key '%s' not found",
-		    key);
-	return 0;
-}
-
-int
-agentfs_kv_keys(struct agentfs *fs, const char *prefix, agentfs_key_cb cb,
-    void *arg, struct err *e)
-{
-	sqlite3_stmt *st = NULL;
-	const char *k;
-	int rc, ret = 0;
-
-	/* Bytewise prefix match: no LIKE, so '%' and '_' mean themselves. */
-	rc = stmt_prepare(fs, "SELECT key FROM kv_store WHERE"
-	    " substr(CAST(key AS BLOB), 1, length(CAST(?1 AS BLOB)))"
-	    " = CAST(?1 AS BLOB) ORDER BY key", &st, e);
-	if (rc != 0)
-		return rc;
-	sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		k = (const char *)sqlite3_column_text(st, 0);
-		if (k != NULL && (ret = cb(k, arg)) != 0)
-			break;
-	}
-	if (ret == 0 && rc != SQLITE_DONE)
-		ret = db_fail(fs, rc, "kv_store", e);
-	sqlite3_finalize(st);
-	return ret;
-}
-
-/*** History ***/
-
-static bool
-status_ok(const char *s)
-{
-	return s != NULL && (strcmp(s, "pending") == 0 ||
-	    strcmp(s, "success") == 0 || strcmp(s, "error") == 0);
-}
-
-int
-agentfs_tool_call_add(struct agentfs *fs, const char *name,
-    const char *params_json, const char *result_json, const char *error,
-    const char *status, int64_t started_ms, int64_t completed_ms,
-    struct err *e)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (name == NULL || *name == '\0')
-		return err_set(e, -EINVAL, "agentfs: tool call without a name");
-	if (params_json != NULL && !json_valid(params_json))
-		return err_set(e, -EINVAL, "agentfs: tool call '%s': "
-		    "parameters are not JSON", name);
-	if (result_json != NULL && !json_valid(result_json))
-		return err_set(e, -EINVAL, "agentfs: tool call '%s': result "
-		    "is not JSON", name);
-	if (!status_ok(status))
-		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
-		    "status '%s'", name, status ? status : "(null)");
-	if (started_ms < 0 || completed_ms < started_ms)
-		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
-		    "times", name);
-	rc = stmt_prepare(fs, "INSERT INTO tool_calls (name, parameters,"
-	    " result, error, status, started_at, completed_at, duration_ms)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st, e);
-	if (rc != 0)
-		return rc;
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, params_json, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, result_json, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, error, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, status, -1, SQLITE_STATIC);
-	/* Spec 0.4: times in seconds, duration in milliseconds. */
-	sqlite3_bind_int64(st, 6, started_ms / 1000);
-	sqlite3_bind_int64(st, 7, completed_ms / 1000);
-	sqlite3_bind_int64(st, 8, completed_ms - started_ms);
-	return stmt_done(fs, st, "insert tool call", e);
-}
-
-int64_t
-agentfs_tool_call_count(struct agentfs *fs, struct err *e)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t n;
-	int rc;
-
-	rc = stmt_prepare(fs, "SELECT COUNT(*) FROM tool_calls", &st, e);
-	if (rc != 0)
-		return rc;
-	rc = sqlite3_step(st);
-	n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) :
-	    db_fail(fs, rc, "tool_calls", e);
-	sqlite3_finalize(st);
-	return n;
-}
-
-int
-agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
-    void *arg, struct err *e)
-{
-	sqlite3_stmt *st = NULL;
-	struct agentfs_tool_call tc;
-	int rc, ret = 0;
-
-	rc = stmt_prepare(fs, "SELECT id, name, parameters, result, error,"
-	    " status, started_at, completed_at, duration_ms FROM tool_calls"
-	    " ORDER BY id", &st, e);
-	if (rc != 0)
-		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		tc.id = sqlite3_column_int64(st, 0);
-		tc.name = (const char *)sqlite3_column_text(st, 1);
-		tc.parameters = (const char *)sqlite3_column_text(st, 2);
-		tc.result = (const char *)sqlite3_column_text(st, 3);
-		tc.error = (const char *)sqlite3_column_text(st, 4);
-		tc.status = (const char *)sqlite3_column_text(st, 5);
-		tc.started_at = sqlite3_column_int64(st, 6);
-		tc.completed_at = sqlite3_column_int64(st, 7);
-		tc.duration_ms = sqlite3_column_int64(st, 8);
-		if (tc.name == NULL)
-			tc.name = "";
-		if (tc.status == NULL)
-			tc.status = "";
-		if ((ret = cb(&tc, arg)) != 0)
-			break;
-	}
-	if (ret == 0 && rc != SQLITE_DONE)
-		ret = db_fail(fs, rc, "tool_calls", e);
-	sqlite3_finalize(st);
-	return ret;
-}

@@ -1,0 +1,224 @@
+/*
+ * agentfs_meta.c - the AgentFS key-value store and tool-call history.
+ *
+ * kv_store values are JSON text, checked on the way in; keys are matched by
+ * prefix byte for byte (no LIKE: '%' and '_' are ordinary). tool_calls rows
+ * are written in spec 0.4 units (seconds, duration in milliseconds); rows of
+ * a legacy database are read back as stored (see agentfs_is_legacy()).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../common/xmalloc.h"
+#include "agentfs.h"
+#include "internal.h"
+
+/*** Key-value ***/
+
+int
+agentfs_kv_get(struct agentfs *fs, const char *key, char **value,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	const char *v;
+	int rc;
+
+	*value = NULL;
+	rc = afs_stmt_prepare(fs, "SELECT value FROM kv_store WHERE key = ?1",
+	    &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		v = (const char *)sqlite3_column_text(st, 0);
+		*value = xmemdup0(v ? v : "", v ?
+		    (size_t)sqlite3_column_bytes(st, 0) : 0);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = err_set(e, -ENOENT, "agentfs: kv key '%s' not found",
+		    key);
+	} else {
+		rc = afs_db_fail(fs, rc, "kv_store", e);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+agentfs_kv_set(struct agentfs *fs, const char *key, const char *value,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t sec, nsec;
+	int rc;
+
+	if (key == NULL || *key == '\0')
+		return err_set(e, -EINVAL, "agentfs: empty kv key");
+	if (value == NULL || !afs_json_valid(value))
+		return err_set(e, -EINVAL, "agentfs: kv key '%s': value is not "
+		    "JSON", key);
+	rc = afs_stmt_prepare(fs, "INSERT INTO kv_store (key, value, created_at,"
+	    " updated_at) VALUES (?1, ?2, ?3, ?3) ON CONFLICT (key) DO UPDATE"
+	    " SET value = excluded.value, updated_at = excluded.updated_at",
+	    &st, e);
+	if (rc != 0)
+		return rc;
+	afs_now_get(&sec, &nsec);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, sec);
+	return afs_stmt_done(fs, st, "kv set", e);
+}
+
+int
+agentfs_kv_delete(struct agentfs *fs, const char *key, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = afs_stmt_prepare(fs, "DELETE FROM kv_store WHERE key = ?1", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if ((rc = afs_stmt_done(fs, st, "kv delete", e)) != 0)
+		return rc;
+	if (sqlite3_changes(fs->db) == 0)
+		return err_set(e, -ENOENT, "agentfs: kv key '%s' not found",
+		    key);
+	return 0;
+}
+
+int
+agentfs_kv_keys(struct agentfs *fs, const char *prefix, agentfs_key_cb cb,
+    void *arg, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	const char *k;
+	int rc, ret = 0;
+
+	/* Bytewise prefix match: no LIKE, so '%' and '_' mean themselves. */
+	rc = afs_stmt_prepare(fs, "SELECT key FROM kv_store WHERE"
+	    " substr(CAST(key AS BLOB), 1, length(CAST(?1 AS BLOB)))"
+	    " = CAST(?1 AS BLOB) ORDER BY key", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		k = (const char *)sqlite3_column_text(st, 0);
+		if (k != NULL && (ret = cb(k, arg)) != 0)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = afs_db_fail(fs, rc, "kv_store", e);
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/*** History ***/
+
+static bool
+status_ok(const char *s)
+{
+	return s != NULL && (strcmp(s, "pending") == 0 ||
+	    strcmp(s, "success") == 0 || strcmp(s, "error") == 0);
+}
+
+int
+agentfs_tool_call_add(struct agentfs *fs, const char *name,
+    const char *params_json, const char *result_json, const char *error,
+    const char *status, int64_t started_ms, int64_t completed_ms,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (name == NULL || *name == '\0')
+		return err_set(e, -EINVAL, "agentfs: tool call without a name");
+	if (params_json != NULL && !afs_json_valid(params_json))
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': "
+		    "parameters are not JSON", name);
+	if (result_json != NULL && !afs_json_valid(result_json))
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': result "
+		    "is not JSON", name);
+	if (!status_ok(status))
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
+		    "status '%s'", name, status ? status : "(null)");
+	if (started_ms < 0 || completed_ms < started_ms)
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
+		    "times", name);
+	rc = afs_stmt_prepare(fs, "INSERT INTO tool_calls (name, parameters,"
+	    " result, error, status, started_at, completed_at, duration_ms)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, params_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, result_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, error, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, status, -1, SQLITE_STATIC);
+	/* Spec 0.4: times in seconds, duration in milliseconds. */
+	sqlite3_bind_int64(st, 6, started_ms / 1000);
+	sqlite3_bind_int64(st, 7, completed_ms / 1000);
+	sqlite3_bind_int64(st, 8, completed_ms - started_ms);
+	return afs_stmt_done(fs, st, "insert tool call", e);
+}
+
+int64_t
+agentfs_tool_call_count(struct agentfs *fs, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t n;
+	int rc;
+
+	rc = afs_stmt_prepare(fs, "SELECT COUNT(*) FROM tool_calls", &st, e);
+	if (rc != 0)
+		return rc;
+	rc = sqlite3_step(st);
+	n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) :
+	    afs_db_fail(fs, rc, "tool_calls", e);
+	sqlite3_finalize(st);
+	return n;
+}
+
+int
+agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
+    void *arg, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	struct agentfs_tool_call tc;
+	int rc, ret = 0;
+
+	rc = afs_stmt_prepare(fs, "SELECT id, name, parameters, result, error,"
+	    " status, started_at, completed_at, duration_ms FROM tool_calls"
+	    " ORDER BY id", &st, e);
+	if (rc != 0)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		tc.id = sqlite3_column_int64(st, 0);
+		tc.name = (const char *)sqlite3_column_text(st, 1);
+		tc.parameters = (const char *)sqlite3_column_text(st, 2);
+		tc.result = (const char *)sqlite3_column_text(st, 3);
+		tc.error = (const char *)sqlite3_column_text(st, 4);
+		tc.status = (const char *)sqlite3_column_text(st, 5);
+		tc.started_at = sqlite3_column_int64(st, 6);
+		tc.completed_at = sqlite3_column_int64(st, 7);
+		tc.duration_ms = sqlite3_column_int64(st, 8);
+		if (tc.name == NULL)
+			tc.name = "";
+		if (tc.status == NULL)
+			tc.status = "";
+		if ((ret = cb(&tc, arg)) != 0)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = afs_db_fail(fs, rc, "tool_calls", e);
+	sqlite3_finalize(st);
+	return ret;
+}
