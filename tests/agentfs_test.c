@@ -11,8 +11,9 @@
  * naming the problem. The export is read into memory and never opened by
  * SQLite as a file, so nothing writes -wal/-shm beside it.
  *
- * SANDQ_TESTDATA overrides the folder of the samples (default
- * ../shared/testdata, relative to the repository root tests run from).
+ * SANDQ_TESTDATA overrides the folder of the samples (default tests/data,
+ * relative to the repository root tests run from; the LocalSandbox export
+ * and its README are copied there from the shared test data).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -36,7 +37,7 @@ testdata_path(const char *name)
 	const char *dir = getenv("SANDQ_TESTDATA");
 	char *p = NULL;
 
-	cr_assert(asprintf(&p, "%s/%s", dir ? dir : "../shared/testdata",
+	cr_assert(asprintf(&p, "%s/%s", dir ? dir : "tests/data",
 	    name) > 0);
 	return p;
 }
