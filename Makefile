@@ -50,7 +50,7 @@ $(shell mkdir -p $(B) && \
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := store/agentfs.c store/agentfs_meta.c store/perms.c store/store.c
+STORE_SRCS := store/agentfs.c store/agentfs_meta.c store/perms.c store/store.c store/workspace.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
 WORKER_SRCS := worker/main.c worker/job.c
@@ -95,7 +95,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -119,6 +119,8 @@ $(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,$(STORE_SRCS) $(CO
 $(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,store/perms.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/store.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
+$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
