@@ -522,6 +522,8 @@ base_find(struct cap *c, const char *path)
 {
 	struct base_ent key = { .path = (char *)(uintptr_t)path };
 
+	if (c->n == 0)
+		return NULL;	/* no base: ents may be NULL, which bsearch() may not get */
 	return bsearch(&key, c->ents, c->n, sizeof(*c->ents), base_ent_cmp);
 }
 
