@@ -149,8 +149,12 @@ demo: deps
 	@sh deploy/demo.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(B)/bench
+	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench
 	@sh bench/run.sh
+	@$(B)/snapshot-bench
+
+$(B)/snapshot-bench: bench/snapshot.c $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lsqlite3 -lcrypto -ljansson
 
 $(B)/bench: bench/bench.c $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/bench.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm

@@ -136,11 +136,42 @@ int
 afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
     struct err *e)
 {
-	int rc = sqlite3_prepare_v2(fs->db, sql, -1, st, NULL);
+	struct afs_cached *slot = NULL;
+	int rc;
 
-	if (rc != SQLITE_OK)
+	for (size_t i = 0; i < AFS_STMT_CACHE; i++) {
+		struct afs_cached *c = &fs->cache[i];
+
+		if (c->sql == sql && !c->busy) {
+			c->busy = true;
+			*st = c->st;
+			return 0;
+		}
+		if (c->sql == NULL && slot == NULL)
+			slot = c;
+	}
+	/* Not kept, or in use by an outer call (the walk recurses): a new one. */
+	if ((rc = sqlite3_prepare_v2(fs->db, sql, -1, st, NULL)) != SQLITE_OK)
 		return afs_db_fail(fs, rc, "prepare", e);
+	if (slot != NULL)
+		*slot = (struct afs_cached){ .sql = sql, .st = *st, .busy = true };
 	return 0;
+}
+
+void
+afs_stmt_release(struct agentfs *fs, sqlite3_stmt *st)
+{
+	if (st == NULL)
+		return;
+	for (size_t i = 0; i < AFS_STMT_CACHE; i++) {
+		if (fs->cache[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			fs->cache[i].busy = false;
+			return;
+		}
+	}
+	sqlite3_finalize(st);
 }
 
 /* Steps a statement that returns no rows, then finalises it. */
@@ -153,7 +184,7 @@ afs_stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
 
 	if (rc != SQLITE_DONE)
 		ret = afs_db_fail(fs, rc, what, e);
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return ret;
 }
 
@@ -315,6 +346,7 @@ out_close:
 	return rc;
 }
 
+
 static uint32_t
 be32(const uint8_t *p)
 {
@@ -403,7 +435,7 @@ column_has(struct agentfs *fs, const char *table, const char *col, bool *has,
 	*has = rc == SQLITE_ROW;
 	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
 	    afs_db_fail(fs, rc, "table_info", e);
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return rc;
 }
 
@@ -449,7 +481,7 @@ schema_check(struct agentfs *fs, struct err *e)
 	}
 	rc = 0;
 out:
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return rc;
 }
 
@@ -488,11 +520,11 @@ config_read(struct agentfs *fs, struct err *e)
 			    "chunk_size '%s' is not an integer in [%d, %d]",
 			    v ? v : "(null)", AGENTFS_CHUNK_MIN,
 			    AGENTFS_CHUNK_MAX);
-			sqlite3_finalize(st);
+			afs_stmt_release(fs, st);
 			return rc;
 		}
 	}
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	if (rc != SQLITE_DONE)
 		return afs_db_fail(fs, rc, "fs_config", e);
 	if (n < 0)
@@ -511,8 +543,8 @@ config_read(struct agentfs *fs, struct err *e)
 static int
 inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e);
 
-int
-agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
+static int
+open_blob(const void *blob, size_t len, bool verify_pages, struct agentfs **out,
     struct err *e)
 {
 	struct agentfs *fs = NULL;
@@ -536,7 +568,7 @@ agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
 	buf[18] = 1;
 	buf[19] = 1;
 	if ((rc = fs_deserialize(fs, buf, len, e)) != 0 ||
-	    (rc = quick_check(fs, e)) != 0 ||
+	    (verify_pages && (rc = quick_check(fs, e)) != 0) ||
 	    (rc = schema_check(fs, e)) != 0 ||
 	    (rc = config_read(fs, e)) != 0)
 		goto out_close;
@@ -552,6 +584,20 @@ agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
 out_close:
 	agentfs_close(fs);
 	return rc;
+}
+
+int
+agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
+    struct err *e)
+{
+	return open_blob(blob, len, true, out, e);
+}
+
+int
+agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
+    struct err *e)
+{
+	return open_blob(blob, len, false, out, e);
 }
 
 int
@@ -585,6 +631,8 @@ agentfs_close(struct agentfs *fs)
 {
 	if (fs == NULL)
 		return;
+	for (size_t i = 0; i < AFS_STMT_CACHE; i++)
+		sqlite3_finalize(fs->cache[i].st);
 	sqlite3_close_v2(fs->db);
 	free(fs);
 }
@@ -650,7 +698,7 @@ inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e)
 	} else {
 		rc = afs_db_fail(fs, rc, "fs_inode", e);
 	}
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return rc;
 }
 
@@ -677,7 +725,7 @@ dentry_lookup(struct agentfs *fs, int64_t parent, const char *name,
 	} else {
 		rc = afs_db_fail(fs, rc, "fs_dentry", e);
 	}
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return rc;
 }
 
@@ -860,7 +908,7 @@ children_list(struct walk *w, int64_t dir, struct child **out, size_t *nout)
 	}
 	rc = 0;
 out:
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	if (rc != 0) {
 		children_free(c, n);
 		return rc;
@@ -935,7 +983,7 @@ native_link_target(struct agentfs *fs, int64_t ino, const char *path,
 	} else {
 		rc = afs_db_fail(fs, rc, "fs_symlink", e);
 	}
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return rc;
 }
 
@@ -1094,11 +1142,11 @@ file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
 	}
 	if (rc != SQLITE_DONE) {
 		rc = afs_db_fail(fs, rc, "fs_data", e);
-		sqlite3_finalize(st);
+		afs_stmt_release(fs, st);
 		free(buf);
 		return rc;
 	}
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	*data = buf;
 	*len = (size_t)size;
 	return 0;
@@ -1204,11 +1252,11 @@ chunks_write(struct agentfs *fs, int64_t ino, const uint8_t *data,
 		rc = sqlite3_step(st);
 		if (rc != SQLITE_DONE) {
 			rc = afs_db_fail(fs, rc, "insert chunk", e);
-			sqlite3_finalize(st);
+			afs_stmt_release(fs, st);
 			return rc;
 		}
 	}
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return 0;
 }
 
@@ -1386,7 +1434,7 @@ dir_is_empty(struct agentfs *fs, int64_t dir, bool *empty, struct err *e)
 	*empty = rc == SQLITE_DONE;
 	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
 	    afs_db_fail(fs, rc, "fs_dentry", e);
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return rc;
 }
 

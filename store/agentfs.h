@@ -103,6 +103,14 @@ int agentfs_new(struct agentfs **out, struct err *e);
  */
 int agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
     struct err *e);
+/*
+ * The same, without PRAGMA quick_check over every page (about as long as
+ * copying the blob twice): only for a blob whose bytes the caller knows are
+ * whole, such as one the store read back under its SHA-256 or one
+ * agentfs_to_blob() made. The header, schema and root are still checked.
+ */
+int agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
+    struct err *e);
 
 /*
  * Serialises the database into one SQLite file image (header bytes 18/19

@@ -47,7 +47,7 @@ agentfs_kv_get(struct agentfs *fs, const char *key, char **value,
 	} else {
 		rc = afs_db_fail(fs, rc, "kv_store", e);
 	}
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return rc;
 }
 
@@ -117,7 +117,7 @@ agentfs_kv_keys(struct agentfs *fs, const char *prefix, agentfs_key_cb cb,
 	}
 	if (ret == 0 && rc != SQLITE_DONE)
 		ret = afs_db_fail(fs, rc, "kv_store", e);
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return ret;
 }
 
@@ -183,7 +183,7 @@ agentfs_tool_call_count(struct agentfs *fs, struct err *e)
 	rc = sqlite3_step(st);
 	n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) :
 	    afs_db_fail(fs, rc, "tool_calls", e);
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return n;
 }
 
@@ -219,6 +219,6 @@ agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
 	}
 	if (ret == 0 && rc != SQLITE_DONE)
 		ret = afs_db_fail(fs, rc, "tool_calls", e);
-	sqlite3_finalize(st);
+	afs_stmt_release(fs, st);
 	return ret;
 }

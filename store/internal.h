@@ -13,8 +13,18 @@
 #include "../common/err.h"
 #include "agentfs.h"
 
+#define AFS_STMT_CACHE 32	/* prepared statements kept per handle */
+
+/* A prepared statement kept for the next call with the same SQL text. */
+struct afs_cached {
+	const char *sql;	/* the constant text it was prepared from */
+	sqlite3_stmt *st;
+	bool busy;		/* handed out and not yet released */
+};
+
 struct agentfs {
 	sqlite3 *db;		/* memdb connection, owns the image */
+	struct afs_cached cache[AFS_STMT_CACHE];
 	size_t chunk_size;	/* fs_config chunk_size */
 	bool has_nsec;		/* fs_inode has rdev and *_nsec columns */
 	bool has_version;	/* fs_config has a schema_version row */
@@ -22,9 +32,17 @@ struct agentfs {
 
 /* e <- "agentfs: what: SQLite's message"; returns the matching -errno. */
 int afs_db_fail(struct agentfs *fs, int rc, const char *what, struct err *e);
-/* Prepares sql on fs; 0 or -errno with e. */
+/*
+ * Hands out a prepared statement for sql, a constant string: the one kept
+ * from an earlier call when it is free, else a new one (kept if there is
+ * room). Parsing SQL costs more than running these small statements, and a
+ * file read takes several. Give it back with afs_stmt_release(), never
+ * sqlite3_finalize(). 0 or -errno with e.
+ */
 int afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
     struct err *e);
+/* Resets a kept statement for its next use, or finalises one not kept. */
+void afs_stmt_release(struct agentfs *fs, sqlite3_stmt *st);
 /* Steps a statement that returns no rows, then finalises it. */
 int afs_stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
     struct err *e);

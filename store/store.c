@@ -658,6 +658,22 @@ store_blob_exists(struct store *st, const char *sha_hex, struct err *e)
 	return rc;
 }
 
+long
+store_blob_count(struct store *st, struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	long n;
+	int rc;
+
+	if ((rc = stmt_prepare(st, "SELECT count(*) FROM blobs", &stmt, e)) != 0)
+		return rc;
+	rc = sqlite3_step(stmt);
+	n = rc == SQLITE_ROW ? (long)sqlite3_column_int64(stmt, 0) :
+	    db_fail(st->db, rc, "blobs", e);
+	sqlite3_finalize(stmt);
+	return n;
+}
+
 /*** Sandboxes ***/
 
 /* Inserts the sandboxes row and its first history row (in a transaction). */

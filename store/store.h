@@ -124,6 +124,8 @@ int store_blob_get(struct store *st, const char *sha_hex, void **data,
 
 /* 1 when the blob is stored, 0 when not (no hash check), or -errno. */
 int store_blob_exists(struct store *st, const char *sha_hex, struct err *e);
+/* How many blobs the store holds, or -errno with e. */
+long store_blob_count(struct store *st, struct err *e);
 
 /*** Sandboxes ***/
 

@@ -650,6 +650,34 @@ Test(agentfs, rejects_non_sqlite_blob)
 	expect_open_fails(junk, 10, -EBADMSG, "not a SQLite 3");
 }
 
+/*
+ * A trusted open skips only the page-by-page check: what it reads is the
+ * same, and a blob that is not SQLite at all is still refused.
+ */
+Test(agentfs, trusted_open_reads_the_same_and_still_checks_the_header)
+{
+	struct agentfs *a = NULL, *b = NULL;
+	struct err e = { 0 };
+	char junk[4096];
+	size_t len;
+	void *blob = file_slurp("localsandbox-export.db", &len), *x, *y;
+	size_t xl, yl;
+
+	cr_assert_eq(agentfs_open_blob(blob, len, &a, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_open_trusted(blob, len, &b, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_read(a, "/project/blob.bin", &x, &xl, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_read(b, "/project/blob.bin", &y, &yl, &e), 0, "%s", e.msg);
+	cr_expect(xl == 9000 && yl == xl && memcmp(x, y, xl) == 0);
+	free(x);
+	free(y);
+	agentfs_close(a);
+	agentfs_close(b);
+	memset(junk, 'x', sizeof(junk));
+	cr_expect_eq(agentfs_open_trusted(junk, sizeof(junk), &b, &e), -EBADMSG);
+	cr_expect_null(b);
+	free(blob);
+}
+
 Test(agentfs, rejects_truncated_blob)
 {
 	size_t len;

@@ -1,0 +1,268 @@
+/*
+ * snapshot.c - what a persistent sandbox's snapshot round trip costs a job.
+ *
+ *   snapshot-bench [--files N] [--bytes B] [--runs R] [--dir D]
+ *
+ * A workspace of N files (default 1,000) holding B bytes in all (default
+ * 10 MB), spread over 10 folders, in an AgentFS snapshot. Measured in one
+ * run, R times each (median):
+ *   floor      writing the same files into an empty folder with openat +
+ *              write, and reading them back: the file-system work any
+ *              materialise and capture must do at least
+ *   materialise  the snapshot blob opened (as the store's verified blobs
+ *              are: agentfs_open_trusted) and written out into an empty
+ *              folder (workspace_materialise)
+ *   capture    the folder read back after one file changed, against the
+ *              snapshot it came from (workspace_capture), and the new blob
+ *   fork       store_sandbox_fork of a sandbox whose head is that blob,
+ *              and the store's blob count before and after
+ * D (default /dev/shm, a tmpfs like a job's /workspace) holds the folders.
+ * Numbers, not assertions: nothing here fails on time. The issue's target
+ * is a round trip (materialise + capture) adding at most 20 ms to a job,
+ * and a fork copying no blob.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../store/agentfs.h"
+#include "../store/store.h"
+#include "../store/workspace.h"
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double
+median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+static int
+rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void
+die(const char *what, const struct err *e)
+{
+	fprintf(stderr, "snapshot-bench: %s: %s\n", what, e ? e->msg : strerror(errno));
+	exit(1);
+}
+
+/* A fresh empty folder under base; returns its fd, name in out. */
+static int
+fresh_dir(const char *base, char *out, size_t len)
+{
+	int fd;
+
+	snprintf(out, len, "%s/sandq-snapbench-XXXXXX", base);
+	if (mkdtemp(out) == NULL)
+		die("mkdtemp", NULL);
+	if ((fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		die("open", NULL);
+	return fd;
+}
+
+/* The floor: the same files written with openat + write, then read back. */
+static double
+floor_run(const char *base, int nfiles, size_t fsize, const unsigned char *data)
+{
+	char dir[256], name[64], *buf = malloc(fsize + 1);
+	double t0 = now_ms(), t;
+	int dfd = fresh_dir(base, dir, sizeof(dir));
+
+	for (int d = 0; d < 10; d++) {
+		snprintf(name, sizeof(name), "d%d", d);
+		if (mkdirat(dfd, name, 0755) < 0)
+			die("mkdirat", NULL);
+	}
+	for (int i = 0; i < nfiles; i++) {
+		int fd;
+
+		snprintf(name, sizeof(name), "d%d/f%d", i % 10, i);
+		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, data, fsize) != (ssize_t)fsize)
+			die("write", NULL);
+		close(fd);
+	}
+	for (int i = 0; i < nfiles; i++) {
+		int fd;
+
+		snprintf(name, sizeof(name), "d%d/f%d", i % 10, i);
+		fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || read(fd, buf, fsize + 1) != (ssize_t)fsize)
+			die("read", NULL);
+		close(fd);
+	}
+	t = now_ms() - t0;
+	close(dfd);
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(buf);
+	return t;
+}
+
+int
+main(int argc, char **argv)
+{
+	int nfiles = 1000, runs = 5;
+	size_t total = 10u * 1000 * 1000, fsize, bloblen, newlen;
+	const char *base = "/dev/shm";
+	double *fl, *mat, *cap, *frk, m_fl, m_mat, m_cap, m_frk;
+	struct err e = { 0 };
+	struct agentfs *fs = NULL;
+	unsigned char *data;
+	void *blob = NULL;
+	char name[64], sdir[256], sha[65];
+	struct store *st = NULL;
+	long blobs_before = 0, blobs_after = 0;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--files") == 0)
+			nfiles = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--bytes") == 0)
+			total = strtoul(argv[i + 1], NULL, 10);
+		else if (strcmp(argv[i], "--runs") == 0)
+			runs = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--dir") == 0)
+			base = argv[i + 1];
+	}
+	if (nfiles < 10 || runs < 1)
+		return 2;
+	fsize = total / (size_t)nfiles;
+	data = malloc(fsize);
+	for (size_t i = 0; i < fsize; i++)
+		data[i] = (unsigned char)(i * 7);
+
+	/* The snapshot. */
+	if (agentfs_new(&fs, &e) < 0)
+		die("agentfs_new", &e);
+	for (int d = 0; d < 10; d++) {
+		snprintf(name, sizeof(name), "/d%d", d);
+		if (agentfs_mkdir(fs, name, 0755, &e) < 0)
+			die("agentfs_mkdir", &e);
+	}
+	for (int i = 0; i < nfiles; i++) {
+		snprintf(name, sizeof(name), "/d%d/f%d", i % 10, i);
+		if (agentfs_write(fs, name, data, fsize, 0644, &e) < 0)
+			die("agentfs_write", &e);
+	}
+	if (agentfs_to_blob(fs, &blob, &bloblen, &e) < 0)
+		die("agentfs_to_blob", &e);
+	agentfs_close(fs);
+
+	fl = calloc((size_t)runs, sizeof(double));
+	mat = calloc((size_t)runs, sizeof(double));
+	cap = calloc((size_t)runs, sizeof(double));
+	frk = calloc((size_t)runs, sizeof(double));
+	for (int r = 0; r < runs; r++) {
+		struct workspace_changes ch = { 0 };
+		struct agentfs *base_fs = NULL, *out = NULL;
+		char dir[256];
+		void *nb = NULL;
+		double t0;
+		int dfd, fd;
+
+		fl[r] = floor_run(base, nfiles, fsize, data);
+
+		dfd = fresh_dir(base, dir, sizeof(dir));
+		t0 = now_ms();
+		/* As a worker would: the store hands out blobs it verified by hash. */
+		if (agentfs_open_trusted(blob, bloblen, &base_fs, &e) < 0 ||
+		    workspace_materialise(base_fs, dfd, NULL, &e) < 0)
+			die("materialise", &e);
+		mat[r] = now_ms() - t0;
+
+		/* The job changes one file. */
+		fd = openat(dfd, "d3/f3", O_WRONLY | O_TRUNC | O_CLOEXEC);
+		if (fd < 0 || write(fd, "changed\n", 8) != 8)
+			die("change a file", NULL);
+		close(fd);
+
+		t0 = now_ms();
+		if (workspace_capture(dfd, base_fs, NULL, &out, &ch, &e) < 0 ||
+		    agentfs_to_blob(out, &nb, &newlen, &e) < 0)
+			die("capture", &e);
+		cap[r] = now_ms() - t0;
+		if (ch.modified != 1 || ch.added != 0 || ch.removed != 0) {
+			fprintf(stderr, "snapshot-bench: capture saw %zu/%zu/%zu changes, "
+			    "expected 0/1/0\n", (size_t)ch.added, (size_t)ch.modified,
+			    (size_t)ch.removed);
+			return 1;
+		}
+		workspace_changes_free(&ch);
+		agentfs_close(out);
+		agentfs_close(base_fs);
+		free(nb);
+		close(dfd);
+		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	}
+
+	/* A fork: the store's blob count before and after. */
+	snprintf(sdir, sizeof(sdir), "%s/sandq-snapbench-store-XXXXXX", base);
+	if (mkdtemp(sdir) == NULL || store_open(sdir, &st, &e) < 0)
+		die("store_open", &e);
+	if (store_blob_put(st, blob, bloblen, sha, &e) < 0 ||
+	    store_sandbox_create(st, "bench", "base", sha, NULL, &e) < 0)
+		die("store", &e);
+	blobs_before = store_blob_count(st, &e);
+	for (int r = 0; r < runs; r++) {
+		char dst[32];
+		double t0 = now_ms();
+
+		snprintf(dst, sizeof(dst), "fork-%d", r);
+		if (store_sandbox_fork(st, "bench", "base", dst, &e) < 0)
+			die("fork", &e);
+		frk[r] = now_ms() - t0;
+	}
+	blobs_after = store_blob_count(st, &e);
+	store_close(st);
+	nftw(sdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+
+	m_fl = median(fl, runs);
+	m_mat = median(mat, runs);
+	m_cap = median(cap, runs);
+	m_frk = median(frk, runs);
+	printf("snapshot: %d files, %zu bytes in all, blob %zu bytes, %d runs (medians), in %s\n",
+	    nfiles, fsize * (size_t)nfiles, bloblen, runs, base);
+	printf("floor: write + read the files          %8.2f ms\n", m_fl);
+	printf("materialise the snapshot                %8.2f ms\n", m_mat);
+	printf("capture after one change, new blob      %8.2f ms\n", m_cap);
+	printf("round trip (materialise + capture)      %8.2f ms   target <= 20 ms added\n",
+	    m_mat + m_cap);
+	printf("fork                                    %8.3f ms   blobs %ld -> %ld (target: no copy)\n",
+	    m_frk, blobs_before, blobs_after);
+	printf("ratio: round trip / floor               %8.2fx\n", (m_mat + m_cap) / m_fl);
+	free(fl);
+	free(mat);
+	free(cap);
+	free(frk);
+	free(blob);
+	free(data);
+	return 0;
+}
