@@ -50,7 +50,7 @@ $(shell mkdir -p $(B) && \
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := store/agentfs.c store/agentfs_meta.c store/perms.c store/store.c store/workspace.c
+STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/perms.c store/store.c store/workspace.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
 WORKER_SRCS := worker/main.c worker/job.c
@@ -114,13 +114,13 @@ $(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(P
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
 $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
-$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
+$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,store/sqlerr.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,store/perms.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/store.c $(COMMON_SRCS))
+$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/store.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
+$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
@@ -153,10 +153,10 @@ bench: deps
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
-$(B)/snapshot-bench: bench/snapshot.c $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lsqlite3 -lcrypto -ljansson
+$(B)/snapshot-bench: bench/snapshot.c bench/timing.h $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) -lsqlite3 -lcrypto -ljansson -lm
 
-$(B)/bench: bench/bench.c $(B)/libsandq.a
+$(B)/bench: bench/bench.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/bench.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
 
 install: all

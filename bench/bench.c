@@ -33,37 +33,9 @@
 #include <unistd.h>
 
 #include "../client/sandq.h"
+#include "timing.h"
 
 extern char **environ;
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double
-pct(double *v, size_t n, double p)
-{
-	size_t i;
-
-	qsort(v, n, sizeof(*v), cmp_double);
-	i = (size_t)ceil(p / 100.0 * (double)n);
-	if (i > 0)
-		i--;
-	return v[i < n ? i : n - 1];
-}
 
 /* Times n runs of argv with posix_spawn + waitpid; fills ms[]. */
 static int

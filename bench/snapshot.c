@@ -34,30 +34,7 @@
 #include "../store/agentfs.h"
 #include "../store/store.h"
 #include "../store/workspace.h"
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double
-median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
+#include "timing.h"
 
 static int
 rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -244,10 +221,10 @@ main(int argc, char **argv)
 	store_close(st);
 	nftw(sdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 
-	m_fl = median(fl, runs);
-	m_mat = median(mat, runs);
-	m_cap = median(cap, runs);
-	m_frk = median(frk, runs);
+	m_fl = pct(fl, (size_t)runs, 50);
+	m_mat = pct(mat, (size_t)runs, 50);
+	m_cap = pct(cap, (size_t)runs, 50);
+	m_frk = pct(frk, (size_t)runs, 50);
 	printf("snapshot: %d files, %zu bytes in all, blob %zu bytes, %d runs (medians), in %s\n",
 	    nfiles, fsize * (size_t)nfiles, bloblen, runs, base);
 	printf("floor: write + read the files          %8.2f ms\n", m_fl);

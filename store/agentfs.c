@@ -38,6 +38,7 @@
 #include "../common/xmalloc.h"
 #include "agentfs.h"
 #include "internal.h"
+#include "sqlerr.h"
 
 /* An inode as the path and file code needs it. */
 struct node {
@@ -105,30 +106,10 @@ static const struct {
 
 /*** Helpers ***/
 
-/* Maps a SQLite result code to a negative errno. */
-static int
-db_code(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_FULL:
-	case SQLITE_TOOBIG:
-		return -EFBIG;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		return -EBADMSG;
-	case SQLITE_CONSTRAINT:
-		return -EEXIST;
-	default:
-		return -EIO;
-	}
-}
-
 int
 afs_db_fail(struct agentfs *fs, int rc, const char *what, struct err *e)
 {
-	return err_set(e, db_code(rc), "agentfs: %s: %s", what,
+	return err_set(e, sqlerr_errno(rc), "agentfs: %s: %s", what,
 	    sqlite3_errmsg(fs->db));
 }
 
@@ -262,7 +243,7 @@ fs_alloc(struct agentfs **out, struct err *e)
 	rc = sqlite3_open_v2(":memory:", &fs->db,
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
-		rc = err_set(e, db_code(rc), "agentfs: sqlite3_open: %s",
+		rc = err_set(e, sqlerr_errno(rc), "agentfs: sqlite3_open: %s",
 		    sqlite3_errstr(rc));
 		agentfs_close(fs);
 		return rc;

@@ -34,6 +34,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "agentfs.h"
+#include "sqlerr.h"
 #include "store.h"
 
 #define STORE_SCHEMA_VERSION 1
@@ -71,40 +72,11 @@ static const char SCHEMA_SQL[] =
 
 /*** Helpers ***/
 
-/* Maps a SQLite result code to a negative errno. */
-static int
-db_code(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_FULL:
-		return -ENOSPC;
-	case SQLITE_TOOBIG:
-		return -EFBIG;
-	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		return -EBADMSG;
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_CONSTRAINT:
-		return -EEXIST;
-	case SQLITE_CANTOPEN:
-		return -ENOENT;
-	case SQLITE_PERM:
-	case SQLITE_READONLY:
-		return -EACCES;
-	default:
-		return -EIO;
-	}
-}
-
 /* e <- "store: what: SQLite's message"; returns the matching -errno. */
 static int
 db_fail(sqlite3 *db, int rc, const char *what, struct err *e)
 {
-	return err_set(e, db_code(rc), "store: %s: %s", what,
+	return err_set(e, sqlerr_errno(rc), "store: %s: %s", what,
 	    db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
