@@ -50,24 +50,24 @@ $(shell mkdir -p $(B) && \
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/perms.c store/store.c store/workspace.c
-SANDBOX_SRCS := sandbox/sandbox.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
+STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_session.c store/perms.c store/store.c store/workspace.c
+SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
-WORKER_SRCS := worker/main.c worker/job.c
+WORKER_SRCS := worker/main.c worker/job.c worker/ops.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 	dispatcher/jobs.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
-CLI_SRCS := client/cli.c client/doctor.c sandbox/cgroup.c
+CLI_SRCS := client/cli.c client/cli_sandbox.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/perms.c store/workspace.c
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih
-LIBS_WORKER := -lseccomp -lmsgpackc
+LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
-LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto
+LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) sandbox/cgroup.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
-WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) sandbox/cgroup.c store/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
@@ -95,9 +95,9 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment
+INTEG_TESTS := e2e containment sandbox
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 
 $(B)/tests/%.o: tests/%.c
@@ -120,9 +120,17 @@ $(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,store/perms.c $(COMMON
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/store.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
+$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
+$(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,client/gitignore.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
+$(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,worker/ops.c $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson -lmsgpackc
+$(B)/tests/interop_test: $(B)/tests/interop_test.o $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a $(call obj,store/perms.c)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
@@ -149,7 +157,7 @@ demo: deps
 	@sh deploy/demo.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench
+	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench $(B)/sandbox-bench
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
@@ -158,6 +166,9 @@ $(B)/snapshot-bench: bench/snapshot.c bench/timing.h $(call obj,$(STORE_SRCS) $(
 
 $(B)/bench: bench/bench.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/bench.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
+
+$(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)

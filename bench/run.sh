@@ -1,12 +1,15 @@
 #!/bin/sh
 # make bench: a private redis-server and sandqd (one worker per CPU) on a
 # free loopback port in a temporary folder, the benchmark against them, then
-# everything stopped and removed. Extra arguments go to the bench binary.
+# everything stopped and removed. Extra arguments go to the bench binary;
+# sandbox-bench (persistent sandboxes) runs after it on the same stack.
 set -u
 . "$(dirname "$0")/../deploy/private-stack.sh"
 stack_start --log-level warn ${SANDQ_BENCH_WORKERS:+--workers $SANDQ_BENCH_WORKERS}
 echo "sandq bench on $(nproc) CPUs, $(uname -r)"
 "$B/bench" "$url" "$@"
 rc=$?
+echo
+"$B/sandbox-bench" "$url" || rc=1
 [ $rc -ne 0 ] && cat "$dir/sandqd.log"
 exit $rc

@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +32,8 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../queue/payload.h"
+#include "../store/perms.h"
+#include "cli.h"
 #include "doctor.h"
 #include "sandq.h"
 
@@ -77,6 +80,10 @@ enum {
 	O_DETACH,
 	O_HELP,
 	O_VERSION,
+	O_SANDBOX,
+	O_NO_PERSIST,
+	O_PERM,
+	O_PERM_PRESET,
 	O__END,
 };
 
@@ -108,6 +115,10 @@ static const struct option long_opts[] = {
 	{ "detach", no_argument, NULL, O_DETACH },
 	{ "help", no_argument, NULL, O_HELP },
 	{ "version", no_argument, NULL, O_VERSION },
+	{ "sandbox", required_argument, NULL, O_SANDBOX },
+	{ "no-persist", no_argument, NULL, O_NO_PERSIST },
+	{ "perm", required_argument, NULL, O_PERM },
+	{ "perm-preset", required_argument, NULL, O_PERM_PRESET },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -143,6 +154,11 @@ struct cli {
 	unsigned given;			/* BIT(O_*) of every option seen */
 	char **args;			/* the verb's operands */
 	int nargs;
+	const char *sandbox;		/* --sandbox */
+	bool no_persist;		/* --no-persist */
+	struct sandq_perm *perms;	/* --perm; patterns owned */
+	size_t nperms;
+	const char *perm_preset;	/* --perm-preset */
 	uint8_t *stdin_data;		/* contents of --stdin */
 	size_t stdin_len;
 	char *text;			/* sh/python text read from stdin */
@@ -246,6 +262,29 @@ static const char man_opts_job[] =
 "       --priority N\n"
 "              Among the tenant's queued jobs, those with a higher N start\n"
 "              first (default 0; may be negative).\n"
+"\n"
+"   Persistent sandboxes\n"
+"       --sandbox ID\n"
+"              Runs the job in the persistent sandbox ID (see sandq help\n"
+"              sandbox) instead of an empty /workspace: it starts in the\n"
+"              sandbox's files, and what it changes there is committed back as\n"
+"              the sandbox's next version. Jobs on one sandbox run one at a\n"
+"              time, in order.\n"
+"\n"
+"       --no-persist\n"
+"              With --sandbox: runs on the sandbox's files but commits nothing.\n"
+"\n"
+"       --perm PATTERN=LEVEL\n"
+"              A path rule, repeatable: PATTERN (in the sandbox's tree, / being\n"
+"              /workspace; * stays within a component, ** spans any number of\n"
+"              directories) gets LEVEL: none (hidden), view (listed, not\n"
+"              readable), read (not changeable) or write. The most specific\n"
+"              rule wins (docs/paths.md). Changes a rule refuses are left out\n"
+"              of the commit and named on standard error.\n"
+"\n"
+"       --perm-preset NAME\n"
+"              The rules the --perm rules go on top of: agent-safe (the\n"
+"              default), read-only, full-access, development or view-only.\n"
 "\n";
 
 static const char man_opts_submit_out[] =
@@ -269,7 +308,9 @@ static const char man_opts_out[] =
 "              stdout_len, stdout_truncated, stderr, stderr_len,\n"
 "              stderr_truncated, wall_ms, cpu_ms, max_rss_kb, queued_at,\n"
 "              started_at, finished_at (epoch milliseconds), host, worker,\n"
-"              attempt and error ({\"code\", \"message\"} or null). Output that is\n"
+"              attempt, error ({\"code\", \"message\"} or null) and, for a job on\n"
+"              a sandbox, sandbox, version, snapshot, changed, changes and\n"
+"              refused_paths. Output that is\n"
 "              not valid UTF-8 is given as base64 in stdout_b64 or stderr_b64\n"
 "              instead. The exit status is the same as without --json.\n"
 "\n"
@@ -326,6 +367,9 @@ static const char man_main[] =
 "       sandq [OPTIONS] python [OPTIONS] CODE\n"
 "       sandq [OPTIONS] wait [OPTIONS] ID\n"
 "       sandq [OPTIONS] result [OPTIONS] ID\n"
+"       sandq sandbox create|ls|info|fork|rm|history|export|import ...\n"
+"       sandq fs ls|cat|put|get|rm|stat ID ...\n"
+"       sandq kv get|set|del|keys ID ...\n"
 "       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
@@ -348,6 +392,12 @@ static const char man_main[] =
 "       python   Runs CODE with python3 -c.\n"
 "       wait     Waits for the result of a job submitted earlier and prints it.\n"
 "       result   Prints the stored result of a job, without waiting.\n"
+"       sandbox  Creates, forks, lists, exports, imports and removes\n"
+"                persistent sandboxes: workspaces that last across jobs\n"
+"                (sandq help sandbox).\n"
+"       fs       Reads and changes a sandbox's files without running a job\n"
+"                (sandq help fs).\n"
+"       kv       A sandbox's key-value store (sandq help kv).\n"
 "       doctor   Prints which isolation mechanisms this machine gives and\n"
 "                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
@@ -373,6 +423,10 @@ static const char man_main_examples[] =
 "\n"
 "       sandq --file job.sh=./job.sh sh 'bash job.sh'\n"
 "              Ships a local script into the sandbox and runs it.\n"
+"\n"
+"       sandq sandbox create proj --from . && sandq sh --sandbox proj 'make'\n"
+"              Copies this folder (minus .gitignore'd files) into a persistent\n"
+"              sandbox and builds in it; the build output stays there.\n"
 "\n"
 "SEE ALSO\n"
 "       sandqd(8), timeout(1), env(1)\n";
@@ -599,8 +653,8 @@ failure(const char *fmt, ...)
  * Parses "2", "0.5" or ".25" seconds into milliseconds; digits past the
  * third decimal round up, so a limit is never shortened. 0 or -EINVAL.
  */
-static int
-parse_seconds(const char *s, uint64_t *ms)
+int
+cli_parse_seconds(const char *s, uint64_t *ms)
 {
 	uint64_t whole = 0, frac = 0;
 	int digits = 0;
@@ -674,7 +728,7 @@ opt_size(const struct cli *cl, int o, const char *arg, uint64_t *out)
 static int
 opt_seconds(const struct cli *cl, int o, const char *arg, uint64_t *out)
 {
-	if (parse_seconds(arg, out) < 0 || *out == 0)
+	if (cli_parse_seconds(arg, out) < 0 || *out == 0)
 		return usage_error(cl, "--%s '%s': expected a number of seconds "
 		    "greater than 0, such as 30 or 0.5", opt_name(o), arg);
 	return 0;
@@ -756,7 +810,7 @@ opt_apply(struct cli *cl, int o, const char *arg)
 			return usage_error(cl, "--priority '%s': expected an integer", arg);
 		return 0;
 	case O_WAIT_TIMEOUT:
-		if (parse_seconds(arg, &u) < 0)
+		if (cli_parse_seconds(arg, &u) < 0)
 			return usage_error(cl, "--wait-timeout '%s': expected a number of "
 			    "seconds, such as 60 or 2.5", arg);
 		cl->wait_ms = (int64_t)u;
@@ -773,6 +827,42 @@ opt_apply(struct cli *cl, int o, const char *arg)
 	case O_VERSION:
 		cl->version = true;
 		return 0;
+	case O_SANDBOX:
+		if (!payload_id_valid(arg, strlen(arg)) || strcmp(arg, ".") == 0 ||
+		    strcmp(arg, "..") == 0)
+			return usage_error(cl, "--sandbox '%s': expected 1 to %d "
+			    "characters of A-Z a-z 0-9 . _ : - (not . or ..)", arg,
+			    JOB_SANDBOX_ID_MAX);
+		cl->sandbox = arg;
+		return 0;
+	case O_NO_PERSIST:
+		cl->no_persist = true;
+		return 0;
+	case O_PERM: {
+		char pat[PERMS_PATTERN_MAX + 1];
+		enum perm_level lvl;
+		struct err e = { 0 };
+
+		if (perms_parse_rule(arg, pat, sizeof(pat), &lvl, &e) < 0)
+			return usage_error(cl, "--perm '%.200s': %s", arg, e.msg);
+		if (cl->nperms >= PERMS_RULES_MAX)
+			return usage_error(cl, "--perm: more than %d rules", PERMS_RULES_MAX);
+		cl->perms = xreallocarray(cl->perms, cl->nperms + 1, sizeof(*cl->perms));
+		cl->perms[cl->nperms].pattern = xstrdup(pat);
+		cl->perms[cl->nperms++].level = perms_level_str(lvl);
+		return 0;
+	}
+	case O_PERM_PRESET: {
+		const char *const *names = perms_preset_names();
+
+		for (size_t i = 0; names[i]; i++)
+			if (strcmp(arg, names[i]) == 0) {
+				cl->perm_preset = names[i];
+				return 0;
+			}
+		return usage_error(cl, "--perm-preset '%s': expected agent-safe, "
+		    "read-only, full-access, development or view-only", arg);
+	}
 	default:
 		return usage_error(cl, "internal error: option %d", o);
 	}
@@ -836,6 +926,8 @@ opts_check(struct cli *cl)
 		cl->redis = DEFAULT_REDIS;
 	if (cl->tenant == NULL && (cl->tenant = getenv("SANDQ_TENANT")) == NULL)
 		cl->tenant = DEFAULT_TENANT;
+	if (cl->no_persist && cl->sandbox == NULL)
+		return usage_error(cl, "--no-persist needs --sandbox");
 	switch (cl->verb) {
 	case V_RUN:
 		if (cl->nargs < 1)
@@ -915,8 +1007,8 @@ read_fd(int fd, size_t max, uint8_t **out, size_t *outlen)
 }
 
 /* Reads a local file (or our stdin for "-" when dash_is_stdin). */
-static int
-read_input(const char *path, bool dash_is_stdin, size_t max, uint8_t **out,
+int
+cli_read_input(const char *path, bool dash_is_stdin, size_t max, uint8_t **out,
     size_t *outlen)
 {
 	int fd, rc;
@@ -930,7 +1022,7 @@ read_input(const char *path, bool dash_is_stdin, size_t max, uint8_t **out,
 	return rc;
 }
 
-/* Explains a read_input() failure. */
+/* Explains a cli_read_input() failure. */
 static int
 input_error(const char *what, const char *path, int rc, size_t max)
 {
@@ -945,13 +1037,13 @@ inputs_load(struct cli *cl)
 {
 	int rc;
 
-	if (cl->stdin_path && (rc = read_input(cl->stdin_path, true, JOB_STDIN_MAX,
+	if (cl->stdin_path && (rc = cli_read_input(cl->stdin_path, true, JOB_STDIN_MAX,
 	    &cl->stdin_data, &cl->stdin_len)) < 0)
 		return input_error("--stdin", cl->stdin_path, rc, JOB_STDIN_MAX);
 	for (size_t i = 0; i < cl->nfiles; i++) {
 		struct cli_file *f = &cl->files[i];
 
-		if ((rc = read_input(f->local, false, JOB_FILES_BYTES_MAX, &f->data,
+		if ((rc = cli_read_input(f->local, false, JOB_FILES_BYTES_MAX, &f->data,
 		    &f->len)) < 0)
 			return input_error("--file", f->local, rc, JOB_FILES_BYTES_MAX);
 	}
@@ -981,13 +1073,16 @@ cli_free(struct cli *cl)
 	free(cl->files);
 	free(cl->stdin_data);
 	free(cl->text);
+	for (size_t i = 0; i < cl->nperms; i++)
+		free((char *)(uintptr_t)cl->perms[i].pattern);
+	free(cl->perms);
 }
 
 /*** Output ***/
 
 /* Base64 of n bytes (EVP_EncodeBlock), NUL-terminated, owned by the caller. */
-static char *
-base64(const uint8_t *p, size_t n)
+char *
+cli_base64(const uint8_t *p, size_t n)
 {
 	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
 	char *o = out;
@@ -1017,7 +1112,7 @@ json_set_bytes(json_t *obj, const char *name, const uint8_t *p, size_t n)
 	}
 	snprintf(key, sizeof(key), "%s_b64", name);
 	{
-		char *b64 = base64(p, n);
+		char *b64 = cli_base64(p, n);
 		json_object_set_new(obj, key, json_string(b64));
 		free(b64);
 	}
@@ -1069,6 +1164,24 @@ print_json(const struct sandq_result *r)
 			    json_integer((json_int_t)r->refused[i].count));
 		json_object_set_new(o, "refused", refused);
 	}
+	if (r->sandbox) {
+		json_t *ch = json_array(), *rp = json_array();
+
+		json_object_set_new(o, "sandbox", json_string(r->sandbox));
+		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
+		json_object_set_new(o, "snapshot", json_str_or_null(r->snapshot));
+		for (size_t i = 0; i < r->nchanged; i++)
+			json_array_append_new(ch, json_str_or_null(r->changed[i]));
+		json_object_set_new(o, "changed", ch);
+		json_object_set_new(o, "changed_truncated",
+		    json_boolean(r->changed_truncated));
+		json_object_set_new(o, "changes", json_pack("{s:I, s:I, s:I}",
+		    "added", (json_int_t)r->added, "modified", (json_int_t)r->modified,
+		    "removed", (json_int_t)r->removed));
+		for (size_t i = 0; i < r->nrefused_paths; i++)
+			json_array_append_new(rp, json_str_or_null(r->refused_paths[i]));
+		json_object_set_new(o, "refused_paths", rp);
+	}
 	if (json_dumpf(o, stdout, JSON_COMPACT) < 0 || fputc('\n', stdout) == EOF)
 		rc = -EIO;
 	json_decref(o);
@@ -1117,6 +1230,9 @@ print_result(const struct sandq_result *r)
 		fprintf(stderr, "sandq: stdout truncated at %zu bytes\n", r->stdout_len);
 	if (r->stderr_truncated)
 		fprintf(stderr, "sandq: stderr truncated at %zu bytes\n", r->stderr_len);
+	for (size_t i = 0; i < r->nrefused_paths; i++)
+		fprintf(stderr, "sandq: not committed (path rules): %s\n",
+		    r->refused_paths[i]);
 	if (note != NULL) {
 		const char *msg = r->error_message && r->error_message[0] ?
 		    r->error_message : note;
@@ -1191,6 +1307,11 @@ cmd_submit(struct cli *cl, struct sandq *c)
 	o.limits = cl->limits;
 	o.preset = cl->preset;
 	o.priority = cl->priority;
+	o.sandbox = cl->sandbox;
+	o.persist = cl->no_persist ? SANDQ_PERSIST_NO : SANDQ_PERSIST_DEFAULT;
+	o.perms = cl->perms;
+	o.nperms = cl->nperms;
+	o.perm_preset = cl->perm_preset;
 	if (cl->nfiles) {
 		files = xcalloc(cl->nfiles, sizeof(*files));
 		for (size_t i = 0; i < cl->nfiles; i++) {
@@ -1255,6 +1376,10 @@ cmd_help(struct cli *cl)
 	}
 	if (strcmp(cl->args[0], "doctor") == 0) {
 		doctor_help();
+		return 0;
+	}
+	if (cli_sandbox_is_group(cl->args[0])) {
+		cli_sandbox_help(cl->args[0]);
 		return 0;
 	}
 	if ((p = man_find(v)) == NULL)
@@ -1340,6 +1465,22 @@ cli_main(struct cli *cl, int argc, char **argv)
 	/* Options before the verb; "+" stops at the verb. */
 	if ((rc = opts_parse(cl, argc, argv, "+:h", &next)) != 0)
 		return rc;
+	if (next < argc && cli_sandbox_is_group(argv[next])) {
+		struct cli_conn conn = { .redis = cl->redis, .tenant = cl->tenant,
+		    .wait_ms = cl->wait_ms, .json = cl->json, .help = cl->help };
+		unsigned extra = cl->given & ~OPTS_FETCH;
+
+		cl->verb_name = argv[next];
+		if (extra != 0) {
+			int o = O_BASE;
+
+			while ((extra & BIT(o)) == 0)
+				o++;
+			return usage_error(cl, "option '--%s' does not apply to 'sandq %s'",
+			    opt_name(o), argv[next]);
+		}
+		return cli_sandbox_main(&conn, argc - next, argv + next);
+	}
 	if (next >= argc) {
 		if (cl->version) {
 			printf("sandq %s\n", CLI_VERSION);
@@ -1350,7 +1491,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
-		    "doctor or help)");
+		    "sandbox, fs, kv, doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

@@ -429,6 +429,99 @@ id_generate(struct sandq *c, char *idbuf)
 	return 0;
 }
 
+/* True for a sandbox id: a job id's alphabet and bound, not "." or "..". */
+static bool
+sandbox_id_valid(const char *s)
+{
+	return payload_id_valid(s, strlen(s)) && strcmp(s, ".") != 0 &&
+	    strcmp(s, "..") != 0;
+}
+
+/* Checks a sandbox id for field `what`; -EINVAL with the message set. */
+static int
+check_sandbox_id(struct sandq *c, const char *what, const char *id)
+{
+	if (!sandbox_id_valid(id))
+		return fail(c, -EINVAL, "%s '%.64s': expected 1..%d bytes of "
+		    "[A-Za-z0-9._:-], not . or ..", what, id, JOB_SANDBOX_ID_MAX);
+	return 0;
+}
+
+/* True if s has no C0 control character or DEL (patterns, keys). */
+static bool
+text_clean(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+/*
+ * Copies the path rules and the preset. Levels are checked here (the
+ * four words of docs/paths.md); pattern syntax is the server's
+ * (perms_compile()), which names the rule it refuses.
+ */
+static int
+job_set_perms(struct sandq *c, struct job *j, const struct sandq_job_opts *o)
+{
+	static const char *const levels[] = { "none", "view", "read", "write" };
+
+	if (o->nperms > 0 && o->perms == NULL)
+		return fail(c, -EINVAL, "perms: a count but no array");
+	if (o->nperms > JOB_PERMS_MAX)
+		return fail(c, -EINVAL, "perms: more than %d rules", JOB_PERMS_MAX);
+	if (o->nperms > 0)
+		j->perms = xcalloc(o->nperms, sizeof(*j->perms));
+	for (size_t i = 0; i < o->nperms; i++) {
+		const struct sandq_perm *p = &o->perms[i];
+		size_t plen = p->pattern ? strlen(p->pattern) : 0;
+		size_t k;
+
+		if (plen == 0 || plen > JOB_PATTERN_MAX || !text_clean(p->pattern))
+			return fail(c, -EINVAL, "perms[%zu]: pattern must be 1..%d bytes "
+			    "without control characters", i, JOB_PATTERN_MAX);
+		for (k = 0; k < 4; k++)
+			if (p->level && strcmp(p->level, levels[k]) == 0)
+				break;
+		if (k == 4)
+			return fail(c, -EINVAL, "perms[%zu] '%.200s': level '%.32s': "
+			    "expected none, view, read or write", i, p->pattern,
+			    p->level ? p->level : "(null)");
+		j->perms[i].pattern = xstrdup(p->pattern);
+		j->perms[i].level = xstrdup(levels[k]);
+		j->nperms++;
+	}
+	if (o->perm_preset != NULL) {
+		if (o->perm_preset[0] == '\0' || strlen(o->perm_preset) > 64 ||
+		    !text_clean(o->perm_preset))
+			return fail(c, -EINVAL, "perm_preset '%.64s': not a preset name",
+			    o->perm_preset);
+		j->perm_preset = xstrdup(o->perm_preset);
+	}
+	return 0;
+}
+
+/* The job's id: o->id checked, or a random one. *out is malloc'd. */
+static int
+job_id(struct sandq *c, const struct sandq_job_opts *o, char **out)
+{
+	char id[JOB_ID_MAX + 1];
+	int rc;
+
+	if (o->id) {
+		if (!payload_id_valid(o->id, strlen(o->id)))
+			return fail(c, -EINVAL,
+			    "id '%.64s': expected 1..%d bytes of [A-Za-z0-9._:-]",
+			    o->id, JOB_ID_MAX);
+		snprintf(id, sizeof(id), "%s", o->id);
+	} else if ((rc = id_generate(c, id)) < 0) {
+		return rc;
+	}
+	*out = xstrdup(id);
+	return 0;
+}
+
 /*
  * Fills the options common to every op into j. *total accumulates the
  * bytes of argv and env. Returns 0 or -EINVAL with the message set.
@@ -473,7 +566,7 @@ job_set_opts(struct sandq *c, struct job *j, const struct sandq_job_opts *o,
 			return fail(c, -EINVAL, "net: longer than 32 bytes");
 		j->net = xstrdup(o->net);
 	}
-	return 0;
+	return job_set_perms(c, j, o);
 }
 
 /*
@@ -488,7 +581,6 @@ job_build(struct sandq *c, enum job_op op, const char *const *argv,
 {
 	static const struct sandq_job_opts none;
 	struct job *j = job_new();
-	char id[JOB_ID_MAX + 1];
 	size_t total = 0;
 	int rc;
 
@@ -497,18 +589,8 @@ job_build(struct sandq *c, enum job_op op, const char *const *argv,
 		idbuf[0] = '\0';
 	if (o == NULL)
 		o = &none;
-	if (o->id) {
-		if (!payload_id_valid(o->id, strlen(o->id))) {
-			rc = fail(c, -EINVAL,
-			    "id '%.64s': expected 1..%d bytes of [A-Za-z0-9._:-]",
-			    o->id, JOB_ID_MAX);
-			goto out_free;
-		}
-		snprintf(id, sizeof(id), "%s", o->id);
-	} else if ((rc = id_generate(c, id)) < 0) {
+	if ((rc = job_id(c, o, &j->id)) < 0)
 		goto out_free;
-	}
-	j->id = xstrdup(id);
 	j->op = op;
 
 	if (op == OP_EXEC) {
@@ -561,13 +643,215 @@ job_build(struct sandq *c, enum job_op op, const char *const *argv,
 	}
 	if ((rc = job_set_opts(c, j, o, &total)) < 0)
 		goto out_free;
+	if (o->sandbox) {
+		if ((rc = check_sandbox_id(c, "sandbox", o->sandbox)) < 0)
+			goto out_free;
+		j->sandbox = xstrdup(o->sandbox);
+	}
+	/* docs/protocol.md: persist defaults to true when a sandbox is named. */
+	if (o->persist == SANDQ_PERSIST_YES && o->sandbox == NULL) {
+		rc = fail(c, -EINVAL, "persist: needs a sandbox");
+		goto out_free;
+	}
+	j->persist = o->sandbox != NULL && o->persist != SANDQ_PERSIST_NO;
 	if (total > JOB_EXEC_BYTES_MAX) {
 		rc = fail(c, -EINVAL, "arguments and environment exceed %u bytes",
 		    JOB_EXEC_BYTES_MAX);
 		goto out_free;
 	}
 	if (idbuf)
-		snprintf(idbuf, SANDQ_ID_MAX + 1, "%s", id);
+		snprintf(idbuf, SANDQ_ID_MAX + 1, "%s", j->id);
+	*out = j;
+	return 0;
+
+out_free:
+	job_free(j);
+	return rc;
+}
+
+/*
+ * The wire names of the ops sandq_submit_op() takes. Kept here rather
+ * than taken from job_op_name() so the client knows an op the moment the
+ * protocol names it, whatever the codec's own table holds.
+ */
+static const struct {
+	const char *name;
+	enum job_op op;
+} op_table[] = {
+	{ "fs.read", OP_FS_READ }, { "fs.write", OP_FS_WRITE },
+	{ "fs.list", OP_FS_LIST }, { "fs.stat", OP_FS_STAT },
+	{ "fs.delete", OP_FS_DELETE }, { "kv.get", OP_KV_GET },
+	{ "kv.set", OP_KV_SET }, { "kv.delete", OP_KV_DELETE },
+	{ "kv.keys", OP_KV_KEYS }, { "sandbox.create", OP_SANDBOX_CREATE },
+	{ "sandbox.fork", OP_SANDBOX_FORK }, { "sandbox.delete", OP_SANDBOX_DELETE },
+	{ "sandbox.export", OP_SANDBOX_EXPORT }, { "sandbox.import", OP_SANDBOX_IMPORT },
+	{ "sandbox.history", OP_SANDBOX_HISTORY }, { "sandbox.info", OP_SANDBOX_INFO },
+	{ "sandbox.list", OP_SANDBOX_LIST },
+};
+
+/* Copies the labels as key, value pairs (the layout of struct job). */
+static int
+job_set_labels(struct sandq *c, struct job *j, const struct sandq_label *l,
+    size_t n)
+{
+	if (n > 0 && l == NULL)
+		return fail(c, -EINVAL, "labels: a count but no array");
+	if (n > JOB_LABELS_MAX)
+		return fail(c, -EINVAL, "labels: more than %d labels", JOB_LABELS_MAX);
+	j->labels = xcalloc(2 * n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		if (l[i].key == NULL || l[i].key[0] == '\0' || l[i].value == NULL ||
+		    strlen(l[i].key) > JOB_LABEL_MAX || strlen(l[i].value) > JOB_LABEL_MAX)
+			return fail(c, -EINVAL, "labels[%zu]: key must be 1..%d bytes and "
+			    "value 0..%d bytes", i, JOB_LABEL_MAX, JOB_LABEL_MAX);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(l[k].key, l[i].key) == 0)
+				return fail(c, -EINVAL, "labels: key '%.64s' given twice",
+				    l[i].key);
+		j->labels[2 * i] = xstrdup(l[i].key);
+		j->labels[2 * i + 1] = xstrdup(l[i].value);
+		j->nlabels++;
+	}
+	return 0;
+}
+
+/* Checks an optional string operand against its bound. */
+static int
+check_str(struct sandq *c, const char *field, const char *s, size_t min,
+    size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n < min || n > max)
+		return fail(c, -EINVAL, "%s: expected %zu..%zu bytes, got %zu", field,
+		    min, max, n);
+	return 0;
+}
+
+/*
+ * Copies the operands of a sandbox op into j: checks what the protocol
+ * bounds (sizes, ids, paths that cannot normalise) so a mistake is told
+ * before anything is sent; which fields an op needs is the server's call.
+ */
+static int
+job_set_args(struct sandq *c, struct job *j, const struct sandq_op_args *a)
+{
+	char path[JOB_PATH_MAX + 1];
+	struct err e = { 0 };
+
+	if (a->path) {
+		if (check_str(c, "path", a->path, 1, JOB_PATH_MAX) < 0)
+			return -EINVAL;
+		if (strspn(a->path, "/") != strlen(a->path) &&
+		    payload_path_normalise(a->path, strlen(a->path), path, "path", &e) < 0)
+			return fail(c, -EINVAL, "%s", e.msg);
+		j->path = xstrdup(a->path);
+	}
+	if (a->data != NULL || j->op == OP_FS_WRITE) {
+		if (a->data == NULL && a->data_len > 0)
+			return fail(c, -EINVAL, "data: a length but no bytes");
+		if (a->data_len > JOB_DATA_MAX)
+			return fail(c, -EINVAL, "data: more than %u bytes", JOB_DATA_MAX);
+		/* Never NULL, so an empty file is sent as an empty one. */
+		j->data = (uint8_t *)xmemdup0(a->data ? a->data : "", a->data_len);
+		j->data_len = a->data_len;
+	}
+	if (a->mode > 07777)
+		return fail(c, -EINVAL, "mode: %#o is more than 07777", a->mode);
+	j->mode = a->mode;
+	j->recursive = a->recursive;
+	if (a->key) {
+		if (check_str(c, "key", a->key, 1, JOB_KV_KEY_MAX) < 0)
+			return -EINVAL;
+		j->key = xstrdup(a->key);
+	}
+	if (a->value) {
+		if (check_str(c, "value", a->value, 0, JOB_KV_VALUE_MAX) < 0)
+			return -EINVAL;
+		j->value = xstrdup(a->value);
+	}
+	if (a->prefix) {
+		if (check_str(c, "prefix", a->prefix, 0, JOB_KV_KEY_MAX) < 0)
+			return -EINVAL;
+		j->prefix = xstrdup(a->prefix);
+	}
+	if (a->to) {
+		if (check_sandbox_id(c, "to", a->to) < 0)
+			return -EINVAL;
+		j->to = xstrdup(a->to);
+	}
+	if (a->snapshot != NULL || a->snapshot_len > 0) {
+		if (a->snapshot == NULL)
+			return fail(c, -EINVAL, "snapshot: a length but no bytes");
+		if (a->snapshot_len > JOB_SNAPSHOT_MAX)
+			return fail(c, -EINVAL, "snapshot: more than %u bytes",
+			    JOB_SNAPSHOT_MAX);
+		j->snapshot = (uint8_t *)xmemdup0(a->snapshot, a->snapshot_len);
+		j->snapshot_len = a->snapshot_len;
+	}
+	if (a->nlabels && job_set_labels(c, j, a->labels, a->nlabels) < 0)
+		return -EINVAL;
+	if (a->nfiles > 0 && a->files == NULL)
+		return fail(c, -EINVAL, "files: a count but no array");
+	if (a->nfiles && job_set_files(c, j, a->files, a->nfiles) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Builds the job of a sandbox op named op. The sandbox comes from a or o
+ * (not two different ones); every op but sandbox.list needs one. Returns
+ * 0 with *out owning the job, or -EINVAL/-errno with the message set.
+ */
+static int
+job_build_op(struct sandq *c, const char *op, const struct sandq_op_args *a,
+    const struct sandq_job_opts *o, char *idbuf, struct job **out)
+{
+	static const struct sandq_job_opts no_opts;
+	static const struct sandq_op_args no_args;
+	const char *sandbox;
+	struct job *j = NULL;
+	enum job_op jop = OP_NONE;
+	size_t total = 0;
+	int rc;
+
+	*out = NULL;
+	if (idbuf)
+		idbuf[0] = '\0';
+	if (o == NULL)
+		o = &no_opts;
+	if (a == NULL)
+		a = &no_args;
+	for (size_t i = 0; op && i < sizeof(op_table) / sizeof(op_table[0]); i++)
+		if (strcmp(op, op_table[i].name) == 0)
+			jop = op_table[i].op;
+	if (jop == OP_NONE)
+		return fail(c, -EINVAL, "op '%.32s': not an op on a sandbox (fs.*, kv.*, "
+		    "sandbox.*)", op ? op : "(null)");
+	if (a->sandbox && o->sandbox && strcmp(a->sandbox, o->sandbox) != 0)
+		return fail(c, -EINVAL, "sandbox: named twice, '%.64s' and '%.64s'",
+		    a->sandbox, o->sandbox);
+	sandbox = a->sandbox ? a->sandbox : o->sandbox;
+	if (sandbox == NULL && jop != OP_SANDBOX_LIST)
+		return fail(c, -EINVAL, "sandbox: op '%s' needs one", op);
+	if (sandbox && check_sandbox_id(c, "sandbox", sandbox) < 0)
+		return -EINVAL;
+	if (o->persist != SANDQ_PERSIST_DEFAULT)
+		return fail(c, -EINVAL, "persist: only for exec, sh and python");
+	if (a->nfiles && o->nfiles)
+		return fail(c, -EINVAL, "files: given both as an operand and an option");
+
+	j = job_new();
+	if ((rc = job_id(c, o, &j->id)) < 0)
+		goto out_free;
+	j->op = jop;
+	if (sandbox)
+		j->sandbox = xstrdup(sandbox);
+	if ((rc = job_set_opts(c, j, o, &total)) < 0 ||
+	    (rc = job_set_args(c, j, a)) < 0)
+		goto out_free;
+	if (idbuf)
+		snprintf(idbuf, SANDQ_ID_MAX + 1, "%s", j->id);
 	*out = j;
 	return 0;
 
@@ -610,18 +894,14 @@ xadd(struct sandq *c, const void *buf, size_t len)
 	return rc;
 }
 
-/* Builds, encodes and adds one job. */
+/* Encodes and adds a built job; frees it. */
 static int
-submit(struct sandq *c, enum job_op op, const char *const *argv,
-    const char *text, const struct sandq_job_opts *o, char *idbuf)
+submit_job(struct sandq *c, struct job *j)
 {
-	struct job *j = NULL;
 	char *buf = NULL;
 	size_t len = 0;
 	int rc;
 
-	if ((rc = job_build(c, op, argv, text, o, idbuf, &j)) < 0)
-		return rc;
 	if ((rc = payload_job_encode(j, &buf, &len)) < 0) {
 		fail(c, rc, "cannot encode the job");
 		goto out_job;
@@ -631,6 +911,45 @@ submit(struct sandq *c, enum job_op op, const char *const *argv,
 out_job:
 	job_free(j);
 	return rc;
+}
+
+/* Builds, encodes and adds one job of a run op. */
+static int
+submit(struct sandq *c, enum job_op op, const char *const *argv,
+    const char *text, const struct sandq_job_opts *o, char *idbuf)
+{
+	struct job *j = NULL;
+	int rc;
+
+	if ((rc = job_build(c, op, argv, text, o, idbuf, &j)) < 0)
+		return rc;
+	return submit_job(c, j);
+}
+
+int
+sandq_submit_op(struct sandq *c, const char *op, const struct sandq_op_args *a,
+    const struct sandq_job_opts *o, char *idbuf)
+{
+	struct job *j = NULL;
+	int rc;
+
+	if ((rc = job_build_op(c, op, a, o, idbuf, &j)) < 0)
+		return rc;
+	return submit_job(c, j);
+}
+
+int
+sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
+    const struct sandq_job_opts *o, int64_t timeout_ms,
+    struct sandq_result **out)
+{
+	char id[SANDQ_ID_MAX + 1];
+	int rc;
+
+	*out = NULL;
+	if ((rc = sandq_submit_op(c, op, a, o, id)) < 0)
+		return rc;
+	return sandq_wait(c, id, timeout_ms, out);
 }
 
 int
@@ -715,6 +1034,28 @@ result_export(struct result *in)
 		}
 		r->nrefused = in->nrefused;
 	}
+	/* Persistent sandboxes: taken over, like the outputs. */
+	r->sandbox = in->sandbox;
+	in->sandbox = NULL;
+	r->version = in->version;
+	r->snapshot = in->snapshot;
+	in->snapshot = NULL;
+	r->changed = in->changed;
+	r->nchanged = in->nchanged;
+	in->changed = NULL;
+	in->nchanged = 0;
+	r->changed_truncated = in->changed_truncated;
+	r->added = in->added;
+	r->modified = in->modified;
+	r->removed = in->removed;
+	r->refused_paths = in->refused_paths;
+	r->nrefused_paths = in->nrefused_paths;
+	in->refused_paths = NULL;
+	in->nrefused_paths = 0;
+	r->data = in->data;
+	r->data_len = in->data_len;
+	in->data = NULL;
+	in->data_len = 0;
 	return r;
 }
 
@@ -905,6 +1246,15 @@ sandq_result_free(struct sandq_result *r)
 	for (size_t i = 0; i < r->nrefused; i++)
 		free(r->refused[i].syscall);
 	free(r->refused);
+	free(r->sandbox);
+	free(r->snapshot);
+	for (size_t i = 0; i < r->nchanged; i++)
+		free(r->changed[i]);
+	free(r->changed);
+	for (size_t i = 0; i < r->nrefused_paths; i++)
+		free(r->refused_paths[i]);
+	free(r->refused_paths);
+	free(r->data);
 	free(r);
 }
 

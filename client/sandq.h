@@ -9,6 +9,9 @@
  * Lifecycle:
  *   sandq_connect(url, tenant) -> sandq_submit_*() -> sandq_wait() ->
  *   sandq_result_free() ... -> sandq_close()
+ * or, for the ops on a persistent sandbox (fs.*, kv.*, sandbox.*):
+ *   sandq_connect() -> sandq_call() (= sandq_submit_op() + sandq_wait()) ->
+ *   sandq_result_free() ... -> sandq_close()
  *
  * A connection is a synchronous hiredis context: use one per thread. Every
  * function returns 0 or a negative errno; sandq_last_error() explains the
@@ -47,6 +50,25 @@ struct sandq_file {
 	size_t len;
 };
 
+/* Whether a run on a sandbox commits its workspace back. */
+enum sandq_persist {
+	SANDQ_PERSIST_DEFAULT = 0,	/* yes when a sandbox is named, else no */
+	SANDQ_PERSIST_YES,		/* needs a sandbox */
+	SANDQ_PERSIST_NO,		/* run on the sandbox's head, commit nothing */
+};
+
+/* A path rule (docs/paths.md): PATTERN gets LEVEL. */
+struct sandq_perm {
+	const char *pattern;		/* glob, e.g. "*.pem"; "/" is the root */
+	const char *level;		/* "none", "view", "read" or "write" */
+};
+
+/* A label of a sandbox (sandbox.create, import, fork). */
+struct sandq_label {
+	const char *key;		/* 1..256 bytes */
+	const char *value;		/* 0..256 bytes */
+};
+
 /* Options common to every op. Zero-initialise, then set what you need. */
 struct sandq_job_opts {
 	const char *id;			/* NULL: a random id is made */
@@ -62,6 +84,36 @@ struct sandq_job_opts {
 	int64_t priority;		/* higher first within the tenant */
 	int64_t deadline_ms;		/* epoch ms; 0 = none */
 	const char *net;		/* network mode; NULL = "none" */
+	/* Persistent sandboxes: run/sh/python and, for perms, fs.*. */
+	const char *sandbox;		/* sandbox id, or NULL: a throw-away one */
+	enum sandq_persist persist;	/* commit the workspace back? */
+	const struct sandq_perm *perms;	/* path rules on top of perm_preset */
+	size_t nperms;
+	const char *perm_preset;	/* "agent-safe" (NULL), "read-only", ... */
+};
+
+/*
+ * Operands of an op on a persistent sandbox (sandq_submit_op()). Set only
+ * those the op uses: the server rejects a job carrying a field its op does
+ * not use. Zero-initialise.
+ */
+struct sandq_op_args {
+	const char *sandbox;		/* the sandbox; NULL: o->sandbox */
+	const char *path;		/* fs.*: "/a/b" or "a/b"; "/" the root */
+	const void *data;		/* fs.write: content (may be empty) */
+	size_t data_len;
+	uint32_t mode;			/* fs.write: permission bits; 0 = 0644 */
+	bool recursive;			/* fs.list subtree, fs.delete a tree */
+	const char *key;		/* kv.get, kv.set, kv.delete */
+	const char *value;		/* kv.set: JSON text */
+	const char *prefix;		/* kv.keys: NULL = every key */
+	const char *to;			/* sandbox.fork: the new sandbox */
+	const void *snapshot;		/* sandbox.create/import: AgentFS bytes */
+	size_t snapshot_len;
+	const struct sandq_label *labels;	/* sandbox.create/import/fork */
+	size_t nlabels;
+	const struct sandq_file *files;	/* sandbox.create: seeded files */
+	size_t nfiles;
 };
 
 /* A system call the job's seccomp filter refused, and how many times. */
@@ -95,6 +147,18 @@ struct sandq_result {
 	char *error_message;
 	struct sandq_refusal *refused;	/* syscalls refused to the job, by name */
 	size_t nrefused;
+	/* Persistent sandboxes; NULL/0 when absent. */
+	char *sandbox;			/* the sandbox the job ran on */
+	uint64_t version;		/* its version after the job */
+	char *snapshot;			/* SHA-256 (hex) of that version */
+	char **changed;			/* paths the commit changed, at most 1024 */
+	size_t nchanged;
+	bool changed_truncated;		/* more changes than changed lists */
+	uint64_t added, modified, removed;	/* exact counts behind changed */
+	char **refused_paths;		/* changes the path rules kept out */
+	size_t nrefused_paths;
+	uint8_t *data;			/* fs/kv/sandbox ops: one msgpack object */
+	size_t data_len;		/* bytes of data; 0: the op returned none */
 };
 
 /*
@@ -121,6 +185,27 @@ int sandq_submit_sh(struct sandq *c, const char *script,
     const struct sandq_job_opts *o, char *idbuf);
 int sandq_submit_python(struct sandq *c, const char *code,
     const struct sandq_job_opts *o, char *idbuf);
+
+/*
+ * Submits an op on a persistent sandbox: op is its wire name ("fs.read",
+ * "kv.set", "sandbox.create", ... see docs/protocol.md), a its operands
+ * (NULL: none) and o the common options (NULL: none; perms, perm_preset
+ * and id apply; run-only options such as argv limits are sent as given
+ * and rejected by the server). Fields the op does not use are not
+ * checked here: the server rejects them by name. Returns 0 or -EINVAL
+ * (unknown op, bad sandbox id, a bound of the protocol), -EIO.
+ */
+int sandq_submit_op(struct sandq *c, const char *op,
+    const struct sandq_op_args *a, const struct sandq_job_opts *o,
+    char *idbuf);
+/*
+ * sandq_submit_op() then sandq_wait(timeout_ms). *out owns the result
+ * whatever its status; a rejected op is a result (status "rejected",
+ * error_code such as "sandbox_not_found"), not a failure of the call.
+ */
+int sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
+    const struct sandq_job_opts *o, int64_t timeout_ms,
+    struct sandq_result **out);
 /* Submits raw bytes as the entry's `job` field, unchecked (for tests). */
 int sandq_submit_raw(struct sandq *c, const void *job, size_t len);
 

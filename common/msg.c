@@ -57,6 +57,9 @@ msg_type_name(uint32_t type)
 	case MSG_SBX_GO: return "SBX_GO";
 	case MSG_SBX_PIPE: return "SBX_PIPE";
 	case MSG_SBX_NOTIFY: return "SBX_NOTIFY";
+	case MSG_SBX_COMMIT: return "SBX_COMMIT";
+	case MSG_SBX_CHANGES: return "SBX_CHANGES";
+	case MSG_SBX_SNAPSHOT: return "SBX_SNAPSHOT";
 	case MSG_SPAWN_REQ: return "SPAWN_REQ";
 	case MSG_SPAWN_DONE: return "SPAWN_DONE";
 	case MSG_SPAWN_PIDFD: return "SPAWN_PIDFD";

@@ -57,6 +57,10 @@ enum msg_type {
 	MSG_SBX_GO = 405,	/* worker -> init: empty, ids mapped and cgroup joined */
 	MSG_SBX_PIPE = 406,	/* init -> worker: u8 1 (stdout) or 2 (stderr), + read end */
 	MSG_SBX_NOTIFY = 407,	/* init -> worker: empty, + the job filter's listener */
+	MSG_SBX_COMMIT = 408,	/* worker -> init: tool call record (JSON): capture now */
+	MSG_SBX_CHANGES = 409,	/* init -> worker: u64 added, modified, removed,
+				 * refused; then records op byte + path + NUL */
+	MSG_SBX_SNAPSHOT = 410,	/* init -> worker: the captured snapshot blob */
 	/* 5xx: worker <-> its sandbox spawner. */
 	MSG_SPAWN_REQ = 500,	/* worker -> spawner: empty, clone an init */
 	MSG_SPAWN_DONE = 501,	/* spawner -> worker: struct msg_spawn_done (+ ctl fd) */

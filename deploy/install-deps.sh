@@ -1,8 +1,11 @@
 #!/bin/sh
-# Installs exactly the Debian 12 packages sandq needs to build, test and run its demo.
+# Installs exactly the Debian 12 packages sandq needs to build, test and run its demo,
+# then the interop tests' Node packages (deploy/install-node-deps.sh).
 # Idempotent: packages already present are not touched, and apt is not called at all
 # when nothing is missing. Must run as root (or with SANDQ_NO_INSTALL=1 to only check).
 set -eu
+
+here=$(dirname "$0")
 
 PKGS="
 build-essential
@@ -22,7 +25,15 @@ python3
 python3-msgpack
 python3-redis
 bubblewrap
+sqlite3
 "
+
+# node and npm run the interop tests (agentfs-sdk). Checked as commands, not
+# packages: a NodeSource nodejs ships its own npm and conflicts with Debian's
+# npm package, so only a machine without them gets Debian's nodejs and npm.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	PKGS="$PKGS nodejs npm"
+fi
 
 missing=""
 for p in $PKGS; do
@@ -31,23 +42,22 @@ for p in $PKGS; do
 	fi
 done
 
-if [ -z "$missing" ]; then
-	exit 0
+if [ -n "$missing" ]; then
+	if [ "${SANDQ_NO_INSTALL:-0}" = 1 ]; then
+		echo "install-deps: missing packages:$missing" >&2
+		exit 1
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		echo "install-deps: missing packages:$missing; run as root to install them" >&2
+		exit 1
+	fi
+	echo "install-deps: installing$missing" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	# The package lists on a fresh machine may be empty or stale: refresh them once.
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-if [ "${SANDQ_NO_INSTALL:-0}" = 1 ]; then
-	echo "install-deps: missing packages:$missing" >&2
-	exit 1
-fi
-
-if [ "$(id -u)" != 0 ]; then
-	echo "install-deps: missing packages:$missing; run as root to install them" >&2
-	exit 1
-fi
-
-echo "install-deps: installing$missing" >&2
-export DEBIAN_FRONTEND=noninteractive
-# The package lists on a fresh machine may be empty or stale: refresh them once.
-apt-get update -qq
-# shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# agentfs-sdk for tests/interop_test.c (no-op when already installed).
+sh "$here/install-node-deps.sh"

@@ -77,6 +77,8 @@ struct wslot {
 	uint64_t jobs;			/* jobs completed */
 	char why[96];			/* why sandqd killed it, until reaped */
 	uint64_t idle_seq;		/* when it last became idle (ordinal) */
+	size_t last_tenant;		/* tenant of the last job it ran */
+	char last_sandbox[JOB_SANDBOX_ID_MAX + 1];	/* its sandbox, "" if none */
 };
 
 struct sandqd {
@@ -130,6 +132,8 @@ void sched_read_done(struct sandqd *d, int status, size_t n);
 /*** pool.c ***/
 int pool_start(struct sandqd *d);
 struct wslot *pool_idle(struct sandqd *d);
+/* An idle worker for j: the one that last ran its sandbox, else pool_idle(). */
+struct wslot *pool_idle_for(struct sandqd *d, const struct djob *j);
 size_t pool_count(const struct sandqd *d, enum wstate st);
 int pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j);
 void pool_reap(struct sandqd *d);

@@ -24,6 +24,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../store/perms.h"
 #include "dispatcher.h"
 
 #define PUBLISH_RETRY_MS 500
@@ -121,6 +122,43 @@ net_allowed(const struct config *c, const char *tenant, const char *mode,
 	return false;
 }
 
+/*
+ * Whether the job's path rules compile (store/perms.c: pattern syntax,
+ * levels, the preset): refused here, naming the rule, rather than by the
+ * sandbox after the job was queued.
+ */
+static bool
+jobs_rules_valid(const struct job *job, struct err *e)
+{
+	struct perm_rule *rules;
+	struct perms p = { 0 };
+	int rc;
+
+	if (job->nperms == 0 && job->perm_preset == NULL)
+		return true;
+	rules = xcalloc(job->nperms + 1, sizeof(*rules));
+	for (size_t i = 0; i < job->nperms; i++) {
+		rules[i].pattern = job->perms[i].pattern;
+		if (perms_parse_level(job->perms[i].level, &rules[i].level) < 0) {
+			free(rules);
+			err_set(e, -EINVAL, "field 'perms[%zu].level': expected none, view, "
+			    "read or write", i);
+			return false;
+		}
+	}
+	rc = perms_compile(&p, rules, job->nperms, job->perm_preset, e);
+	perms_free(&p);
+	free(rules);
+	if (rc < 0) {
+		char msg[sizeof(e->msg)];
+
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		snprintf(e->msg, sizeof(e->msg), "field 'perms': %.200s", msg);
+		return false;
+	}
+	return true;
+}
+
 void
 jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, size_t nfields)
@@ -157,6 +195,23 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 			dead_letter(d, j, e.msg, raw, rawlen);
 		return;
 	}
+	/* The tenant is the stream's; a job may only repeat it. */
+	if (job->tenant != NULL && strcmp(job->tenant, d->tenants[tenant].name) != 0) {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg), "field 'tenant': the job was submitted to "
+		    "tenant '%s', not '%.64s'", d->tenants[tenant].name, job->tenant);
+		job_free(job);
+		answer_early(d, j, ST_REJECTED, "invalid_job", msg);
+		return;
+	}
+	free(job->tenant);
+	job->tenant = xstrdup(d->tenants[tenant].name);
+	if (!jobs_rules_valid(job, &e)) {
+		job_free(job);
+		answer_early(d, j, ST_REJECTED, "invalid_job", e.msg);
+		return;
+	}
 	if (job->deadline_ms > 0 && now_ms() > (uint64_t)job->deadline_ms) {
 		job_free(job);
 		answer_early(d, j, ST_EXPIRED, "deadline",
@@ -174,12 +229,15 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		answer_early(d, j, ST_REJECTED, "net", msg);
 		return;
 	}
-	if (config_job_limits(&d->cfg, job, &lim, &e) < 0) {
-		job_free(job);
-		answer_early(d, j, ST_REJECTED, "limit", e.msg);
-		return;
+	/* Only runs have limits; the other ops never start a process. */
+	if (JOB_OP_RUNS(job->op)) {
+		if (config_job_limits(&d->cfg, job, &lim, &e) < 0) {
+			job_free(job);
+			answer_early(d, j, ST_REJECTED, "limit", e.msg);
+			return;
+		}
+		job->limits = lim;
 	}
-	job->limits = lim;
 	if (payload_job_encode(job, &j->norm, &j->normlen) < 0)
 		fatalx("cannot encode a job");
 	j->job = job;

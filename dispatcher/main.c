@@ -342,6 +342,11 @@ main(int argc, char **argv)
 	xasprintf(&run, "%s/run", d->cfg.state);
 	mkdir_p(run);
 	free(run);
+	/* The snapshot store: the workers' alone (store/store.h). */
+	xasprintf(&run, "%s/store", d->cfg.state);
+	if (mkdir(run, 0700) < 0 && errno != EEXIST)
+		fatal("mkdir %s", run);
+	free(run);
 	d->worker_path = find_worker(&d->cfg);
 	if (access(d->worker_path, X_OK) < 0)
 		fatal("worker binary %s", d->worker_path);

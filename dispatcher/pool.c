@@ -207,7 +207,7 @@ respawn_cb(uv_timer_t *t)
 static void
 spawn(struct sandqd *d, struct wslot *w)
 {
-	char idx[16], uid[24], rundir[1024];
+	char idx[16], uid[24], rundir[1024], storedir[1024];
 	int sv[2];
 	pid_t pid;
 
@@ -216,6 +216,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	snprintf(idx, sizeof(idx), "%d", w->index);
 	snprintf(uid, sizeof(uid), "%lld", (long long)d->cfg.sandbox_uid_base + w->index);
 	snprintf(rundir, sizeof(rundir), "%s/run/w%d", d->cfg.state, w->index);
+	snprintf(storedir, sizeof(storedir), "%s/store", d->cfg.state);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("worker/%d: socketpair", w->index);
 		goto out_retry;
@@ -229,7 +230,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	}
 	if (pid == 0) {
 		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
-		    "--uid", uid, "--log-level", d->cfg.log_level, NULL };
+		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level, NULL };
 		sigset_t none;
 
 		/* The channel on fd 3; nothing else of ours crosses exec. */
@@ -246,6 +247,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	w->fd = sv[0];
 	w->pid = pid;
 	w->state = W_STARTING;
+	w->last_sandbox[0] = '\0';	/* a new process caches nothing */
 	w->poll = xcalloc(1, sizeof(*w->poll));
 	w->poll->data = w;
 	uv_poll_init(d->loop, w->poll, w->fd);
@@ -335,6 +337,25 @@ pool_idle(struct sandqd *d)
 	return best;
 }
 
+struct wslot *
+pool_idle_for(struct sandqd *d, const struct djob *j)
+{
+	/*
+	 * The worker that last ran a job on this sandbox still holds its
+	 * snapshot (worker/job.c): no store read, no hash.
+	 */
+	if (j->job != NULL && j->job->sandbox != NULL) {
+		for (size_t i = 0; i < d->nslots; i++) {
+			struct wslot *w = &d->slots[i];
+
+			if (w->state == W_IDLE && w->last_tenant == j->tenant &&
+			    strcmp(w->last_sandbox, j->job->sandbox) == 0)
+				return w;
+		}
+	}
+	return pool_idle(d);
+}
+
 size_t
 pool_count(const struct sandqd *d, enum wstate st)
 {
@@ -358,6 +379,9 @@ pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j)
 	w->job = j;
 	w->state = W_BUSY;
 	j->worker = w->index;
+	w->last_tenant = j->tenant;
+	snprintf(w->last_sandbox, sizeof(w->last_sandbox), "%s",
+	    j->job != NULL && j->job->sandbox != NULL ? j->job->sandbox : "");
 	return 0;
 }
 

@@ -5,7 +5,13 @@
  * Idle workers take jobs from tenants in round-robin order, one job per
  * tenant per turn, so a tenant with a deep backlog cannot starve one with a
  * few jobs: each tenant with queued work gets an equal share of the workers.
- * (Weights, quotas and per-sandbox order build on this pick.)
+ * (Weights and quotas build on this pick.)
+ *
+ * Jobs naming the same sandbox run one at a time, in arrival order: a job
+ * whose sandbox is busy on a worker waits, and the tenant's next job whose
+ * sandbox is free goes instead; a job never overtakes an earlier one on its
+ * own sandbox, whatever its priority. (The store's compare-and-set commit
+ * backs this up: two runs from one version can never both commit.)
  *
  * Reading is pull-based: sandqd asks Redis only for as many jobs as it has
  * idle workers without queued work, so jobs wait in Redis, where another
@@ -22,15 +28,41 @@
 #define READ_RETRY_MS 500
 #define HISTORY_COUNT 10000
 
+static bool
+same_sandbox(const struct djob *a, const struct djob *b)
+{
+	return a->tenant == b->tenant && a->job != NULL && b->job != NULL &&
+	    a->job->sandbox != NULL && b->job->sandbox != NULL &&
+	    strcmp(a->job->sandbox, b->job->sandbox) == 0;
+}
+
+/* Whether a job on j's sandbox is running on a worker. */
+static bool
+sandbox_busy(const struct sandqd *d, const struct djob *j)
+{
+	if (j->job == NULL || j->job->sandbox == NULL)
+		return false;
+	for (size_t i = 0; i < d->nslots; i++) {
+		const struct wslot *w = &d->slots[i];
+
+		if (w->state == W_BUSY && w->job != NULL && same_sandbox(w->job, j))
+			return true;
+	}
+	return false;
+}
+
 void
 sched_enqueue(struct sandqd *d, struct djob *j)
 {
 	struct tenant *t = &d->tenants[j->tenant];
 	struct djob *it;
 
-	/* After the last job of equal or higher priority: FIFO within a level. */
+	/*
+	 * After the last job of equal or higher priority (FIFO within a
+	 * level), and after the last job on the same sandbox.
+	 */
 	TAILQ_FOREACH_REVERSE(it, &t->queue, djob_list, link) {
-		if (it->job->priority >= j->job->priority) {
+		if (it->job->priority >= j->job->priority || same_sandbox(it, j)) {
 			TAILQ_INSERT_AFTER(&t->queue, it, j, link);
 			t->queued++;
 			return;
@@ -60,19 +92,43 @@ sched_running(const struct sandqd *d)
 	return n;
 }
 
-/* Next tenant with queued work after the last one served, or NULL. */
-static struct tenant *
-pick_tenant(struct sandqd *d)
+/*
+ * The next job to run: from the next tenant, after the last one served,
+ * that has a queued job whose sandbox is free; its first such job. NULL if
+ * none can run now.
+ */
+static struct djob *
+pick_job(struct sandqd *d)
 {
 	for (size_t k = 0; k < d->ntenants; k++) {
 		size_t i = (d->rr + k) % d->ntenants;
+		struct djob *j;
 
-		if (d->tenants[i].queued > 0) {
-			d->rr = (i + 1) % d->ntenants;
-			return &d->tenants[i];
+		if (d->tenants[i].queued == 0)
+			continue;
+		TAILQ_FOREACH(j, &d->tenants[i].queue, link) {
+			if (!sandbox_busy(d, j)) {
+				d->rr = (i + 1) % d->ntenants;
+				return j;
+			}
 		}
 	}
 	return NULL;
+}
+
+/* Queued jobs that could run now (their sandbox is free). */
+static size_t
+sched_runnable(const struct sandqd *d)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->ntenants; i++) {
+		const struct djob *j;
+
+		TAILQ_FOREACH(j, &d->tenants[i].queue, link)
+			n += !sandbox_busy(d, j);
+	}
+	return n;
 }
 
 static void
@@ -84,7 +140,8 @@ read_retry_cb(uv_timer_t *t)
 static void
 maybe_read(struct sandqd *d)
 {
-	size_t idle = pool_count(d, W_IDLE), queued = sched_queued(d);
+	/* Jobs waiting for a busy sandbox do not hold an idle worker back. */
+	size_t idle = pool_count(d, W_IDLE), queued = sched_runnable(d);
 	int rc;
 
 	if (d->draining || !rq_is_ready(d->rq) || rq_read_pending(d->rq) ||
@@ -122,11 +179,12 @@ void
 sched_dispatch(struct sandqd *d)
 {
 	struct wslot *w;
-	struct tenant *t;
+	struct djob *j;
 
-	while ((w = pool_idle(d)) != NULL && (t = pick_tenant(d)) != NULL) {
-		struct djob *j = TAILQ_FIRST(&t->queue);
+	while (pool_idle(d) != NULL && (j = pick_job(d)) != NULL) {
+		struct tenant *t = &d->tenants[j->tenant];
 
+		w = pool_idle_for(d, j);
 		TAILQ_REMOVE(&t->queue, j, link);
 		t->queued--;
 		t->running++;

@@ -315,18 +315,31 @@ get_bool(const msgpack_object *o, const char *field, bool *out, struct err *e)
 
 /*** Names ***/
 
-static const char *const op_names[] = {
+static const char *const op_names[OP__COUNT] = {
 	[OP_NONE] = "none", [OP_EXEC] = "exec", [OP_SH] = "sh",
 	[OP_PYTHON] = "python",
+	[OP_FS_READ] = "fs.read", [OP_FS_WRITE] = "fs.write",
+	[OP_FS_LIST] = "fs.list", [OP_FS_STAT] = "fs.stat",
+	[OP_FS_DELETE] = "fs.delete",
+	[OP_KV_GET] = "kv.get", [OP_KV_SET] = "kv.set",
+	[OP_KV_DELETE] = "kv.delete", [OP_KV_KEYS] = "kv.keys",
+	[OP_SANDBOX_CREATE] = "sandbox.create", [OP_SANDBOX_FORK] = "sandbox.fork",
+	[OP_SANDBOX_DELETE] = "sandbox.delete", [OP_SANDBOX_EXPORT] = "sandbox.export",
+	[OP_SANDBOX_IMPORT] = "sandbox.import", [OP_SANDBOX_HISTORY] = "sandbox.history",
+	[OP_SANDBOX_INFO] = "sandbox.info", [OP_SANDBOX_LIST] = "sandbox.list",
 };
 
-/* Ops of the protocol that this version does not run yet. */
-static const char *const later_ops[] = {
-	"fs.read", "fs.write", "fs.list", "fs.stat", "fs.delete",
-	"kv.get", "kv.set", "kv.delete", "kv.keys",
-	"sandbox.create", "sandbox.fork", "sandbox.delete", "sandbox.export",
-	"sandbox.import", "sandbox.history",
+/*
+ * The perm_preset names. payload.c does not link store/, so this copy must
+ * match the preset table of store/perms.c (perms_preset_names()); the first
+ * is the default, PERMS_PRESET_DEFAULT.
+ */
+static const char *const perm_preset_names[] = {
+	"agent-safe", "read-only", "full-access", "development", "view-only",
 };
+
+/* The levels of a path rule, as store/perms.c parses them. */
+static const char *const perm_level_names[] = { "none", "view", "read", "write" };
 
 static const char *const preset_names[] = {
 	[PRESET_DEFAULT] = "default", [PRESET_STRICT] = "strict",
@@ -479,6 +492,218 @@ payload_path_normalise(const char *in, size_t len, char *out,
 	return 0;
 }
 
+/* A sandbox id: 1..JOB_SANDBOX_ID_MAX of [A-Za-z0-9._:-], not "." or "..". */
+static bool
+sandbox_id_valid(const char *s, size_t len)
+{
+	if (len > JOB_SANDBOX_ID_MAX || !payload_id_valid(s, len))
+		return false;
+	return !(len == 1 && s[0] == '.') && !(len == 2 && s[0] == '.' && s[1] == '.');
+}
+
+/* A tenant name: 1..JOB_TENANT_MAX of [A-Za-z0-9_-] (store.c, keys.c). */
+static bool
+tenant_valid(const char *s, size_t len)
+{
+	if (len == 0 || len > JOB_TENANT_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* True if every component of the path is empty or ".": "/", ".", "/./". */
+static bool
+path_is_root(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '/')
+			continue;
+		if (p[i] != '.' || (i + 1 < n && p[i + 1] != '/'))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * JSON syntax check for kv values (RFC 8259, one value with optional white
+ * space around it). The store keeps the text as it is, and AgentFS readers
+ * (agentfs-sdk) JSON.parse it, so a value that is not JSON would break them
+ * rather than sandq. Recursion is bounded by JSON_DEPTH_MAX. UTF-8 is
+ * checked for well-formed sequences (no overlong two-byte forms, nothing
+ * past U+10FFFF); that is what a SQLite TEXT column needs to stay readable.
+ */
+#define JSON_DEPTH_MAX 128
+
+struct json_rd {
+	const unsigned char *p;	/* the text */
+	size_t n;		/* its length */
+	size_t i;		/* read position */
+};
+
+static void
+json_ws(struct json_rd *r)
+{
+	while (r->i < r->n && (r->p[r->i] == ' ' || r->p[r->i] == '\t' ||
+	    r->p[r->i] == '\n' || r->p[r->i] == '\r'))
+		r->i++;
+}
+
+static bool
+json_lit(struct json_rd *r, const char *lit)
+{
+	size_t l = strlen(lit);
+
+	if (r->n - r->i < l || memcmp(r->p + r->i, lit, l) != 0)
+		return false;
+	r->i += l;
+	return true;
+}
+
+static bool
+json_digits(struct json_rd *r)
+{
+	size_t start = r->i;
+
+	while (r->i < r->n && r->p[r->i] >= '0' && r->p[r->i] <= '9')
+		r->i++;
+	return r->i > start;
+}
+
+static bool
+json_number(struct json_rd *r)
+{
+	if (r->i < r->n && r->p[r->i] == '-')
+		r->i++;
+	if (r->i < r->n && r->p[r->i] == '0')
+		r->i++;
+	else if (!json_digits(r))
+		return false;
+	if (r->i < r->n && r->p[r->i] == '.') {
+		r->i++;
+		if (!json_digits(r))
+			return false;
+	}
+	if (r->i < r->n && (r->p[r->i] == 'e' || r->p[r->i] == 'E')) {
+		r->i++;
+		if (r->i < r->n && (r->p[r->i] == '+' || r->p[r->i] == '-'))
+			r->i++;
+		if (!json_digits(r))
+			return false;
+	}
+	return true;
+}
+
+static bool
+json_string(struct json_rd *r)
+{
+	r->i++;		/* the opening quote */
+	while (r->i < r->n) {
+		unsigned char c = r->p[r->i++];
+
+		if (c == '"')
+			return true;
+		if (c < 0x20)
+			return false;
+		if (c == '\\') {
+			if (r->i >= r->n)
+				return false;
+			c = r->p[r->i++];
+			if (c == 'u') {
+				if (r->n - r->i < 4)
+					return false;
+				for (int k = 0; k < 4; k++, r->i++) {
+					unsigned char h = r->p[r->i];
+					if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+					    (h >= 'A' && h <= 'F')))
+						return false;
+				}
+			} else if (strchr("\"\\/bfnrt", c) == NULL || c == '\0') {
+				return false;
+			}
+		} else if (c >= 0x80) {
+			size_t more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+
+			if (c < 0xc2 || c > 0xf4 || r->n - r->i < more)
+				return false;
+			for (size_t k = 0; k < more; k++)
+				if ((r->p[r->i++] & 0xc0) != 0x80)
+					return false;
+		}
+	}
+	return false;
+}
+
+static bool
+json_value(struct json_rd *r, int depth)
+{
+	unsigned char c;
+
+	json_ws(r);
+	if (r->i >= r->n)
+		return false;
+	c = r->p[r->i];
+	if (c == '{' || c == '[') {
+		unsigned char close = c == '{' ? '}' : ']';
+
+		if (depth >= JSON_DEPTH_MAX)
+			return false;
+		r->i++;
+		json_ws(r);
+		if (r->i < r->n && r->p[r->i] == close) {
+			r->i++;
+			return true;
+		}
+		for (;;) {
+			if (c == '{') {
+				json_ws(r);
+				if (r->i >= r->n || r->p[r->i] != '"' || !json_string(r))
+					return false;
+				json_ws(r);
+				if (r->i >= r->n || r->p[r->i] != ':')
+					return false;
+				r->i++;
+			}
+			if (!json_value(r, depth + 1))
+				return false;
+			json_ws(r);
+			if (r->i >= r->n)
+				return false;
+			if (r->p[r->i] == close) {
+				r->i++;
+				return true;
+			}
+			if (r->p[r->i] != ',')
+				return false;
+			r->i++;
+		}
+	}
+	if (c == '"')
+		return json_string(r);
+	if (c == '-' || (c >= '0' && c <= '9'))
+		return json_number(r);
+	return json_lit(r, "true") || json_lit(r, "false") || json_lit(r, "null");
+}
+
+/* True if s (n bytes) is one JSON value; *at is where reading stopped. */
+static bool
+json_valid(const char *s, size_t n, size_t *at)
+{
+	struct json_rd r = { (const unsigned char *)s, n, 0 };
+	bool ok = json_value(&r, 0);
+
+	if (ok) {
+		json_ws(&r);
+		ok = r.i == n;
+	}
+	*at = r.i;
+	return ok;
+}
+
 /*** Jobs ***/
 
 struct job *
@@ -518,6 +743,21 @@ job_free(struct job *j)
 	free(j->files);
 	strv_free(j->labels, 2 * j->nlabels);
 	free(j->net);
+	free(j->tenant);
+	free(j->sandbox);
+	for (size_t i = 0; i < j->nperms; i++) {
+		free(j->perms[i].pattern);
+		free(j->perms[i].level);
+	}
+	free(j->perms);
+	free(j->perm_preset);
+	free(j->path);
+	free(j->data);
+	free(j->key);
+	free(j->value);
+	free(j->prefix);
+	free(j->to);
+	free(j->snapshot);
 	free(j);
 }
 
@@ -633,6 +873,72 @@ decode_limits(const msgpack_object *o, struct job_limits *l, struct err *e)
 	return 0;
 }
 
+/*
+ * Length of a leading "/workspace" (or, unless absolute_only, "workspace")
+ * component of p: the sandbox root as a job sees it. 0 if there is none.
+ */
+static size_t
+alias_len(const char *p, size_t n, bool absolute_only)
+{
+	size_t a = n > 0 && p[0] == '/' ? 1 : 0;
+
+	if (a == 0 && absolute_only)
+		return 0;
+	if (n - a < 9 || memcmp(p + a, "workspace", 9) != 0)
+		return 0;
+	if (n - a > 9 && p[a + 9] != '/')
+		return 0;
+	return a + 9;
+}
+
+/*
+ * Normalises a path of the sandbox's tree (files, fs.* path) into out
+ * (JOB_PATH_MAX + 1 bytes) as payload_path_normalise() does, relative, with
+ * "" for the root, and drops one leading "workspace" component: "a/b",
+ * "/a/b", "/workspace/a/b" and "./workspace/a/b" are all "a/b". The alias is
+ * taken from the raw text when it starts there, and then only once, so the
+ * encoder can write a path whose own first folder is "workspace" back as
+ * "/workspace/workspace/..." and get the same path again.
+ */
+static int
+sandbox_path_normalise(const char *p, size_t n, char *out, const char *field,
+    struct err *e)
+{
+	size_t a = alias_len(p, n, false);
+	const char *p0 = p;
+	size_t n0 = n;
+
+	if (n == 0)
+		return payload_path_normalise(p, n, out, field, e);
+	p += a;
+	n -= a;
+	while (n > 0 && p[0] == '/') {
+		p++;
+		n--;
+	}
+	if (path_is_root(p, n)) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (payload_path_normalise(p, n, out, field, e) < 0) {
+		/* The same refusal, naming the path as the client wrote it. */
+		(void)payload_path_normalise(p0, n0, out, field, e);
+		return -EINVAL;
+	}
+	if (a == 0 && alias_len(out, strlen(out), false) > 0) {
+		size_t l = strlen(out);
+		memmove(out, out + (l > 9 ? 10 : 9), l - (l > 9 ? 10 : 9) + 1);
+	}
+	return 0;
+}
+
+/* True if the sandbox path s would lose its first component to the alias. */
+static bool
+path_needs_alias(const char *s)
+{
+	return alias_len(s, strlen(s), false) > 0;
+}
+
 static int
 decode_files(const msgpack_object *o, struct job *j, struct err *e)
 {
@@ -654,13 +960,14 @@ decode_files(const msgpack_object *o, struct job *j, struct err *e)
 			return err_set(e, -EINVAL, "field 'files': paths must be strings");
 		if (memchr(p, '\0', n) != NULL)
 			return err_set(e, -EINVAL, "field 'files': a path contains a NUL byte");
-		if (payload_path_normalise(p, n, path, "files", e) < 0)
-			return -EINVAL;
 		/* Paths are seeded under /workspace, whatever root they name. */
-		if (strcmp(path, "workspace") == 0)
-			return err_set(e, -EINVAL, "field 'files': '%s' is the workspace itself", path);
-		if (strncmp(path, "workspace/", 10) == 0)
-			memmove(path, path + 10, strlen(path + 10) + 1);
+		if (sandbox_path_normalise(p, n, path, "files", e) < 0)
+			return -EINVAL;
+		if (path[0] == '\0') {
+			char shown[72];
+			return err_set(e, -EINVAL, "field 'files': '%s' is the workspace itself",
+			    path_shown(p, n, shown));
+		}
 		for (size_t k = 0; k < j->nfiles; k++) {
 			const char *q = j->files[k].path;
 			size_t a = strlen(q), b = strlen(path);
@@ -730,166 +1037,487 @@ decode_cwd(const msgpack_object *o, struct job *j, struct err *e)
 	return 0;
 }
 
-/* Decodes the fields of one job map; on failure e names the field. */
+/*
+ * Every top-level field of a job, as a bit. The op table below says which
+ * fields each op uses and which it requires; a field an op does not use is
+ * refused rather than ignored, for the same reason unknown fields are.
+ */
+enum job_field {
+	JF_V, JF_ID, JF_OP, JF_ARGV, JF_SCRIPT, JF_CODE, JF_STDIN, JF_ENV,
+	JF_CWD, JF_LIMITS, JF_PRESET, JF_FILES, JF_LABELS, JF_NET, JF_PRIORITY,
+	JF_DEADLINE, JF_STREAM, JF_PERSIST, JF_TENANT, JF_SANDBOX, JF_PERMS,
+	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
+	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT,
+	JF__COUNT,
+};
+
+static const char *const job_field_names[JF__COUNT] = {
+	[JF_V] = "v", [JF_ID] = "id", [JF_OP] = "op", [JF_ARGV] = "argv",
+	[JF_SCRIPT] = "script", [JF_CODE] = "code", [JF_STDIN] = "stdin",
+	[JF_ENV] = "env", [JF_CWD] = "cwd", [JF_LIMITS] = "limits",
+	[JF_PRESET] = "preset", [JF_FILES] = "files", [JF_LABELS] = "labels",
+	[JF_NET] = "net", [JF_PRIORITY] = "priority",
+	[JF_DEADLINE] = "deadline_ms", [JF_STREAM] = "stream",
+	[JF_PERSIST] = "persist", [JF_TENANT] = "tenant",
+	[JF_SANDBOX] = "sandbox", [JF_PERMS] = "perms",
+	[JF_PERM_PRESET] = "perm_preset", [JF_PATH] = "path", [JF_DATA] = "data",
+	[JF_MODE] = "mode", [JF_RECURSIVE] = "recursive", [JF_KEY] = "key",
+	[JF_VALUE] = "value", [JF_PREFIX] = "prefix", [JF_TO] = "to",
+	[JF_SNAPSHOT] = "snapshot",
+};
+
+_Static_assert(JF__COUNT <= 32, "job fields must fit in a uint32_t mask");
+
+#define JFB(f) (UINT32_C(1) << (f))
+
+/* Fields every op takes: the envelope and scheduling. */
+#define JF_COMMON (JFB(JF_V) | JFB(JF_ID) | JFB(JF_OP) | JFB(JF_TENANT) | \
+	JFB(JF_PRIORITY) | JFB(JF_DEADLINE))
+/* Fields of a run, besides its command. */
+#define JF_RUN (JFB(JF_STDIN) | JFB(JF_ENV) | JFB(JF_CWD) | JFB(JF_LIMITS) | \
+	JFB(JF_PRESET) | JFB(JF_FILES) | JFB(JF_LABELS) | JFB(JF_NET) | \
+	JFB(JF_STREAM) | JFB(JF_PERSIST) | JFB(JF_SANDBOX) | JFB(JF_PERMS) | \
+	JFB(JF_PERM_PRESET))
+/* Fields of every fs.* op. */
+#define JF_FS (JFB(JF_SANDBOX) | JFB(JF_PATH) | JFB(JF_PERMS) | JFB(JF_PERM_PRESET))
+#define JF_SB JFB(JF_SANDBOX)
+
+/* Per op: the fields it uses (besides JF_COMMON) and those it requires. */
+static const struct {
+	uint32_t uses;
+	uint32_t needs;
+} op_fields[OP__COUNT] = {
+	[OP_EXEC] = { JF_RUN | JFB(JF_ARGV), JFB(JF_ARGV) },
+	[OP_SH] = { JF_RUN | JFB(JF_SCRIPT), JFB(JF_SCRIPT) },
+	[OP_PYTHON] = { JF_RUN | JFB(JF_CODE), JFB(JF_CODE) },
+	[OP_FS_READ] = { JF_FS, JF_SB | JFB(JF_PATH) },
+	[OP_FS_WRITE] = { JF_FS | JFB(JF_DATA) | JFB(JF_MODE),
+	    JF_SB | JFB(JF_PATH) | JFB(JF_DATA) },
+	[OP_FS_LIST] = { JF_FS | JFB(JF_RECURSIVE), JF_SB },
+	[OP_FS_STAT] = { JF_FS, JF_SB | JFB(JF_PATH) },
+	[OP_FS_DELETE] = { JF_FS | JFB(JF_RECURSIVE), JF_SB | JFB(JF_PATH) },
+	[OP_KV_GET] = { JF_SB | JFB(JF_KEY), JF_SB | JFB(JF_KEY) },
+	[OP_KV_SET] = { JF_SB | JFB(JF_KEY) | JFB(JF_VALUE),
+	    JF_SB | JFB(JF_KEY) | JFB(JF_VALUE) },
+	[OP_KV_DELETE] = { JF_SB | JFB(JF_KEY), JF_SB | JFB(JF_KEY) },
+	[OP_KV_KEYS] = { JF_SB | JFB(JF_PREFIX), JF_SB },
+	[OP_SANDBOX_CREATE] = { JF_SB | JFB(JF_FILES) | JFB(JF_SNAPSHOT) |
+	    JFB(JF_LABELS), JF_SB },
+	[OP_SANDBOX_FORK] = { JF_SB | JFB(JF_TO) | JFB(JF_LABELS), JF_SB | JFB(JF_TO) },
+	[OP_SANDBOX_DELETE] = { JF_SB, JF_SB },
+	[OP_SANDBOX_EXPORT] = { JF_SB, JF_SB },
+	[OP_SANDBOX_IMPORT] = { JF_SB | JFB(JF_SNAPSHOT) | JFB(JF_LABELS),
+	    JF_SB | JFB(JF_SNAPSHOT) },
+	[OP_SANDBOX_HISTORY] = { JF_SB, JF_SB },
+	[OP_SANDBOX_INFO] = { JF_SB, JF_SB },
+	[OP_SANDBOX_LIST] = { 0, 0 },
+};
+
+/* The field a key names, or JF__COUNT. */
+static enum job_field
+job_field_lookup(const msgpack_object *k)
+{
+	for (int f = 0; f < JF__COUNT; f++)
+		if (key_is(k, job_field_names[f]))
+			return (enum job_field)f;
+	return JF__COUNT;
+}
+
+/* Reads a sandbox id (sandbox, to) into a new string. */
+static int
+decode_sandbox_id(const msgpack_object *o, const char *field, char **out,
+    struct err *e)
+{
+	const char *p;
+	size_t n;
+
+	if (!obj_bytes(o, &p, &n) || !sandbox_id_valid(p, n))
+		return err_set(e, -EINVAL, "field '%s': expected 1 to %d characters "
+		    "of [A-Za-z0-9._:-], not '.' or '..'", field, JOB_SANDBOX_ID_MAX);
+	*out = xmemdup0(p, n);
+	return 0;
+}
+
+/*
+ * Reads an fs.* path into "/a/b" ("/" is the root, allowed only if root_ok),
+ * normalised like files (sandbox_path_normalise()).
+ */
+static int
+decode_fs_path(const msgpack_object *o, bool root_ok, char **out, struct err *e)
+{
+	char path[JOB_PATH_MAX + 1];
+	const char *p;
+	size_t n;
+
+	if (!obj_bytes(o, &p, &n))
+		return err_set(e, -EINVAL, "field 'path': expected a string");
+	if (memchr(p, '\0', n) != NULL)
+		return err_set(e, -EINVAL, "field 'path': contains a NUL byte");
+	if (sandbox_path_normalise(p, n, path, "path", e) < 0)
+		return -EINVAL;
+	if (path[0] == '\0' && !root_ok)
+		return err_set(e, -EINVAL, "field 'path': must not be the sandbox root");
+	xasprintf(out, "/%s", path);
+	return 0;
+}
+
+/*
+ * Reads one rule's pattern. Patterns stay as written (store/perms.c compiles
+ * and checks them) except for the /workspace alias: "/workspace" is "/" and
+ * "/workspace/x" is "/x". Only the absolute form is an alias, since a
+ * relative pattern such as "workspace/x" may well mean a folder of that name.
+ */
+static int
+decode_pattern(const msgpack_object *o, const char *field, char **out,
+    struct err *e)
+{
+	const char *p;
+	size_t n;
+
+	if (!obj_bytes(o, &p, &n))
+		return err_set(e, -EINVAL, "field '%s': expected a string", field);
+	if (n == 0)
+		return err_set(e, -EINVAL, "field '%s': must not be empty", field);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c < 0x20 || c == 0x7f)
+			return err_set(e, -EINVAL,
+			    "field '%s': contains a NUL or control character", field);
+	}
+	/* Once only, so "/workspace" + a stored pattern reads back the same. */
+	if (alias_len(p, n, true) > 0) {
+		p += 10;
+		n -= 10;
+		if (n == 0) {
+			p = "/";
+			n = 1;
+		}
+	}
+	if (n > JOB_PATTERN_MAX)
+		return err_set(e, -EINVAL, "field '%s': longer than %d bytes", field,
+		    JOB_PATTERN_MAX);
+	*out = xmemdup0(p, n);
+	return 0;
+}
+
+static int
+decode_perms(const msgpack_object *o, struct job *j, struct err *e)
+{
+	char field[48];
+
+	if (o->type != MSGPACK_OBJECT_ARRAY)
+		return err_set(e, -EINVAL,
+		    "field 'perms': expected an array of {pattern, level} maps");
+	if (o->via.array.size > JOB_PERMS_MAX)
+		return err_set(e, -EINVAL, "field 'perms': more than %d rules", JOB_PERMS_MAX);
+	j->perms = xcalloc(o->via.array.size ? o->via.array.size : 1, sizeof(*j->perms));
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *m = &o->via.array.ptr[i];
+		struct job_perm *r = &j->perms[j->nperms++];
+
+		if (m->type != MSGPACK_OBJECT_MAP)
+			return err_set(e, -EINVAL,
+			    "field 'perms[%u]': expected a map {pattern, level}", i);
+		for (uint32_t k = 0; k < m->via.map.size; k++) {
+			const msgpack_object_kv *kv = &m->via.map.ptr[k];
+
+			if (key_is(&kv->key, "pattern")) {
+				snprintf(field, sizeof(field), "perms[%u].pattern", i);
+				if (r->pattern != NULL)
+					return err_set(e, -EINVAL, "field '%s': given twice", field);
+				if (decode_pattern(&kv->val, field, &r->pattern, e) < 0)
+					return -EINVAL;
+			} else if (key_is(&kv->key, "level")) {
+				const char *p;
+				size_t n, l;
+
+				snprintf(field, sizeof(field), "perms[%u].level", i);
+				if (r->level != NULL)
+					return err_set(e, -EINVAL, "field '%s': given twice", field);
+				if (!obj_bytes(&kv->val, &p, &n))
+					return err_set(e, -EINVAL, "field '%s': expected a string",
+					    field);
+				for (l = 0; l < sizeof(perm_level_names) / sizeof(perm_level_names[0]); l++)
+					if (strlen(perm_level_names[l]) == n &&
+					    memcmp(p, perm_level_names[l], n) == 0)
+						break;
+				if (l == sizeof(perm_level_names) / sizeof(perm_level_names[0]))
+					return err_set(e, -EINVAL,
+					    "field '%s': expected none, view, read or write", field);
+				r->level = xstrdup(perm_level_names[l]);
+			} else {
+				const char *p = "?";
+				size_t n = 1;
+				obj_bytes(&kv->key, &p, &n);
+				return err_set(e, -EINVAL, "field 'perms[%u]': unknown key '%.*s'",
+				    i, (int)(n > 64 ? 64 : n), p);
+			}
+		}
+		if (r->pattern == NULL || r->level == NULL)
+			return err_set(e, -EINVAL, "field 'perms[%u].%s': missing", i,
+			    r->pattern == NULL ? "pattern" : "level");
+	}
+	return 0;
+}
+
+static int
+decode_perm_preset(const msgpack_object *o, struct job *j, struct err *e)
+{
+	const char *p;
+	size_t n;
+
+	if (!obj_bytes(o, &p, &n))
+		return err_set(e, -EINVAL, "field 'perm_preset': expected a string");
+	for (size_t i = 0; i < sizeof(perm_preset_names) / sizeof(perm_preset_names[0]); i++) {
+		if (strlen(perm_preset_names[i]) == n &&
+		    memcmp(p, perm_preset_names[i], n) == 0) {
+			j->perm_preset = xstrdup(perm_preset_names[i]);
+			return 0;
+		}
+	}
+	return err_set(e, -EINVAL, "field 'perm_preset': expected agent-safe, "
+	    "read-only, full-access, development or view-only");
+}
+
+static int
+decode_kv_value(const msgpack_object *o, struct job *j, struct err *e)
+{
+	size_t at;
+
+	if (get_cstr(o, "value", JOB_KV_VALUE_MAX, &j->value, e) < 0)
+		return -EINVAL;
+	if (!json_valid(j->value, strlen(j->value), &at))
+		return err_set(e, -EINVAL, "field 'value': not JSON text (at byte %zu)", at);
+	return 0;
+}
+
+/* Decodes the command of a run: argv, or the script/code run by -c. */
+static int
+decode_command(const msgpack_object *o, struct job *j, size_t *exec_bytes,
+    struct err *e)
+{
+	const char *name = j->op == OP_SH ? "script" : "code";
+	char **dst = j->op == OP_SH ? &j->script : &j->code;
+
+	if (j->op == OP_EXEC)
+		return decode_argv(o, j, exec_bytes, e);
+	if (get_cstr(o, name, JOB_ARG_MAX - 1, dst, e) < 0)
+		return -EINVAL;
+	j->argv = xcalloc(4, sizeof(char *));
+	j->argv[0] = xstrdup(j->op == OP_SH ? "bash" : "python3");
+	j->argv[1] = xstrdup("-c");
+	j->argv[2] = xstrdup(*dst);
+	j->argc = 3;
+	*exec_bytes += strlen(*dst) + 12;
+	return 0;
+}
+
+/* Decodes one field's value into j; f is a field the op uses. */
+static int
+decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
+    size_t *exec_bytes, bool *persist_given, struct err *e)
+{
+	uint64_t u = 0;
+	bool b = false;
+	int rc = 0;
+
+	switch (f) {
+	case JF_V:
+		return get_u64(v, "v", PAYLOAD_VERSION, PAYLOAD_VERSION, &u, e);
+	case JF_ID:
+	case JF_OP:
+		return 0;	/* Read before. */
+	case JF_ARGV:
+	case JF_SCRIPT:
+	case JF_CODE:
+		return decode_command(v, j, exec_bytes, e);
+	case JF_STDIN:
+		return get_bytes(v, "stdin", JOB_STDIN_MAX, &j->stdin_data,
+		    &j->stdin_len, e);
+	case JF_ENV:
+		return decode_env(v, j, exec_bytes, e);
+	case JF_CWD:
+		return decode_cwd(v, j, e);
+	case JF_LIMITS:
+		return decode_limits(v, &j->limits, e);
+	case JF_PRESET: {
+		char *s = NULL;
+		if ((rc = get_cstr(v, "preset", 32, &s, e)) == 0 &&
+		    job_preset_parse(s, &j->preset) < 0)
+			rc = err_set(e, -EINVAL,
+			    "field 'preset': expected strict, normal or permissive");
+		free(s);
+		return rc;
+	}
+	case JF_FILES:
+		return decode_files(v, j, e);
+	case JF_LABELS:
+		return decode_labels(v, j, e);
+	case JF_NET:
+		if ((rc = get_cstr(v, "net", 32, &j->net, e)) == 0 &&
+		    job_net_parse(j->net, &j->net_mode) < 0)
+			rc = err_set(e, -EINVAL, "field 'net': unknown mode '%s' "
+			    "(this version offers none and unix)", j->net);
+		return rc;
+	case JF_PRIORITY:
+		return get_i64(v, "priority", &j->priority, e);
+	case JF_DEADLINE:
+		rc = get_u64(v, "deadline_ms", 0, INT64_MAX, &u, e);
+		j->deadline_ms = (int64_t)u;
+		return rc;
+	case JF_STREAM:
+		if ((rc = get_bool(v, "stream", &b, e)) == 0 && b)
+			rc = err_set(e, -EINVAL,
+			    "field 'stream': live output is not available in this version");
+		return rc;
+	case JF_PERSIST:
+		*persist_given = true;
+		return get_bool(v, "persist", &j->persist, e);
+	case JF_TENANT: {
+		const char *p;
+		size_t n;
+
+		if (!obj_bytes(v, &p, &n) || !tenant_valid(p, n))
+			return err_set(e, -EINVAL, "field 'tenant': expected 1 to %d "
+			    "characters of [A-Za-z0-9_-]", JOB_TENANT_MAX);
+		j->tenant = xmemdup0(p, n);
+		return 0;
+	}
+	case JF_SANDBOX:
+		return decode_sandbox_id(v, "sandbox", &j->sandbox, e);
+	case JF_TO:
+		return decode_sandbox_id(v, "to", &j->to, e);
+	case JF_PERMS:
+		return decode_perms(v, j, e);
+	case JF_PERM_PRESET:
+		return decode_perm_preset(v, j, e);
+	case JF_PATH:
+		return decode_fs_path(v, j->op == OP_FS_LIST, &j->path, e);
+	case JF_DATA:
+		return get_bytes(v, "data", JOB_DATA_MAX, &j->data, &j->data_len, e);
+	case JF_MODE:
+		rc = get_u64(v, "mode", 0, 07777, &u, e);
+		j->mode = (uint32_t)u;
+		return rc;
+	case JF_RECURSIVE:
+		return get_bool(v, "recursive", &j->recursive, e);
+	case JF_KEY:
+		if ((rc = get_cstr(v, "key", JOB_KV_KEY_MAX, &j->key, e)) == 0 &&
+		    j->key[0] == '\0')
+			rc = err_set(e, -EINVAL, "field 'key': must not be empty");
+		return rc;
+	case JF_VALUE:
+		return decode_kv_value(v, j, e);
+	case JF_PREFIX:
+		return get_cstr(v, "prefix", JOB_KV_KEY_MAX, &j->prefix, e);
+	case JF_SNAPSHOT:
+		if ((rc = get_bytes(v, "snapshot", JOB_SNAPSHOT_MAX, &j->snapshot,
+		    &j->snapshot_len, e)) == 0 && j->snapshot_len == 0)
+			rc = err_set(e, -EINVAL, "field 'snapshot': empty (expected "
+			    "an AgentFS SQLite database)");
+		return rc;
+	case JF__COUNT:
+		break;
+	}
+	return err_set(e, -EINVAL, "field %d: not decodable", (int)f);
+}
+
+/*
+ * Decodes the fields of one job map; on failure e names the field.
+ *
+ * In four passes, so the first error reported is the most useful one:
+ * names (an unknown or repeated key), the op, the fields the op does not use
+ * or needs and lacks, and only then the values, in map order.
+ */
 static int
 decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 {
-	const msgpack_object *op = NULL, *argv = NULL, *script = NULL, *code = NULL;
+	const msgpack_object *fields[JF__COUNT] = { NULL };
+	uint32_t given = 0;
 	size_t exec_bytes = 0;
-	uint64_t u = 0;
-	bool b = false;
+	bool persist_given = false;
+	const char *opname;
 
 	for (uint32_t i = 0; i < root->via.map.size; i++) {
 		const msgpack_object *k = &root->via.map.ptr[i].key;
-		const msgpack_object *v = &root->via.map.ptr[i].val;
-		int rc = 0;
+		enum job_field f = job_field_lookup(k);
 
+		if (f == JF__COUNT) {
+			const char *p = "?";
+			size_t n = 1;
+
+			obj_bytes(k, &p, &n);
+			if (key_is(k, "image"))
+				return err_set(e, -EINVAL,
+				    "field 'image': not available in this version");
+			return err_set(e, -EINVAL, "unknown field '%.*s'",
+			    (int)(n > 64 ? 64 : n), p);
+		}
 		/*
 		 * A repeated key would decode its field twice and replace an
 		 * array whose count was kept (files, env, labels: a heap
-		 * overflow). Every earlier key was a distinct known field, or
-		 * decoding would have stopped, so this loop is short.
+		 * overflow).
 		 */
-		for (uint32_t p = 0; p < i; p++) {
-			const msgpack_object *pk = &root->via.map.ptr[p].key;
-
-			if (k->type == MSGPACK_OBJECT_STR && pk->type == k->type &&
-			    pk->via.str.size == k->via.str.size &&
-			    memcmp(pk->via.str.ptr, k->via.str.ptr, k->via.str.size) == 0)
-				return err_set(e, -EINVAL, "field '%.*s': given twice",
-				    (int)k->via.str.size, k->via.str.ptr);
-		}
-		if (key_is(k, "v")) {
-			if (get_u64(v, "v", PAYLOAD_VERSION, PAYLOAD_VERSION, &u, e) < 0)
-				return -EINVAL;
-		} else if (key_is(k, "id")) {
-			/* Read before the loop; already validated. */
-		} else if (key_is(k, "op")) {
-			op = v;
-		} else if (key_is(k, "argv")) {
-			argv = v;
-		} else if (key_is(k, "script")) {
-			script = v;
-		} else if (key_is(k, "code")) {
-			code = v;
-		} else if (key_is(k, "stdin")) {
-			rc = get_bytes(v, "stdin", JOB_STDIN_MAX, &j->stdin_data,
-			    &j->stdin_len, e);
-		} else if (key_is(k, "env")) {
-			rc = decode_env(v, j, &exec_bytes, e);
-		} else if (key_is(k, "cwd")) {
-			rc = decode_cwd(v, j, e);
-		} else if (key_is(k, "limits")) {
-			rc = decode_limits(v, &j->limits, e);
-		} else if (key_is(k, "preset")) {
-			char *s = NULL;
-			if ((rc = get_cstr(v, "preset", 32, &s, e)) == 0 &&
-			    job_preset_parse(s, &j->preset) < 0)
-				rc = err_set(e, -EINVAL,
-				    "field 'preset': expected strict, normal or permissive");
-			free(s);
-		} else if (key_is(k, "files")) {
-			rc = decode_files(v, j, e);
-		} else if (key_is(k, "labels")) {
-			rc = decode_labels(v, j, e);
-		} else if (key_is(k, "net")) {
-			free(j->net);
-			j->net = NULL;
-			if ((rc = get_cstr(v, "net", 32, &j->net, e)) == 0 &&
-			    job_net_parse(j->net, &j->net_mode) < 0)
-				rc = err_set(e, -EINVAL, "field 'net': unknown mode '%s' "
-				    "(this version offers none and unix)", j->net);
-		} else if (key_is(k, "priority")) {
-			rc = get_i64(v, "priority", &j->priority, e);
-		} else if (key_is(k, "deadline_ms")) {
-			rc = get_u64(v, "deadline_ms", 0, INT64_MAX, &u, e);
-			j->deadline_ms = (int64_t)u;
-		} else if (key_is(k, "stream")) {
-			if ((rc = get_bool(v, "stream", &b, e)) == 0 && b)
-				rc = err_set(e, -EINVAL,
-				    "field 'stream': live output is not available in this version");
-		} else if (key_is(k, "persist")) {
-			if ((rc = get_bool(v, "persist", &b, e)) == 0 && b)
-				rc = err_set(e, -EINVAL,
-				    "field 'persist': needs a persistent 'sandbox'");
-		} else if (key_is(k, "sandbox") || key_is(k, "perms") ||
-		    key_is(k, "perm_preset") || key_is(k, "image")) {
-			rc = err_set(e, -EINVAL,
-			    "field '%.*s': not available in this version",
-			    (int)k->via.str.size, k->via.str.ptr);
-		} else {
-			const char *p = "?";
-			size_t n = 1;
-			obj_bytes(k, &p, &n);
-			rc = err_set(e, -EINVAL, "unknown field '%.*s'",
-			    (int)(n > 64 ? 64 : n), p);
-		}
-		if (rc < 0)
-			return -EINVAL;
+		if (given & JFB(f))
+			return err_set(e, -EINVAL, "field '%s': given twice",
+			    job_field_names[f]);
+		given |= JFB(f);
+		fields[f] = &root->via.map.ptr[i].val;
 	}
 
-	if (op == NULL)
+	if (fields[JF_OP] == NULL)
 		return err_set(e, -EINVAL, "field 'op': missing");
 	{
 		const char *p;
 		size_t n;
 
-		if (!obj_bytes(op, &p, &n))
+		if (!obj_bytes(fields[JF_OP], &p, &n))
 			return err_set(e, -EINVAL, "field 'op': expected a string");
-		for (size_t i = 1; i < sizeof(op_names) / sizeof(op_names[0]); i++)
+		for (size_t i = 1; i < OP__COUNT; i++)
 			if (strlen(op_names[i]) == n && memcmp(p, op_names[i], n) == 0)
 				j->op = (enum job_op)i;
-		if (j->op == OP_NONE) {
-			for (size_t i = 0; i < sizeof(later_ops) / sizeof(later_ops[0]); i++)
-				if (strlen(later_ops[i]) == n && memcmp(p, later_ops[i], n) == 0)
-					return err_set(e, -EINVAL,
-					    "field 'op': '%s' is not available in this version",
-					    later_ops[i]);
+		if (j->op == OP_NONE)
 			return err_set(e, -EINVAL, "field 'op': unknown op '%.*s'",
 			    (int)(n > 64 ? 64 : n), p);
-		}
+	}
+	opname = op_names[j->op];
+
+	for (uint32_t i = 0; i < root->via.map.size; i++) {
+		enum job_field f = job_field_lookup(&root->via.map.ptr[i].key);
+
+		if (!((JF_COMMON | op_fields[j->op].uses) & JFB(f)))
+			return err_set(e, -EINVAL, "field '%s': not used by op '%s'",
+			    job_field_names[f], opname);
+	}
+	for (int f = 0; f < JF__COUNT; f++)
+		if ((op_fields[j->op].needs & JFB(f)) && fields[f] == NULL)
+			return err_set(e, -EINVAL, "field '%s': missing (op %s)",
+			    job_field_names[f], opname);
+	if (fields[JF_SNAPSHOT] && fields[JF_FILES])
+		return err_set(e, -EINVAL,
+		    "field 'snapshot': not together with 'files' (op %s)", opname);
+
+	for (uint32_t i = 0; i < root->via.map.size; i++) {
+		enum job_field f = job_field_lookup(&root->via.map.ptr[i].key);
+
+		if (decode_job_field(f, &root->via.map.ptr[i].val, j, &exec_bytes,
+		    &persist_given, e) < 0)
+			return -EINVAL;
 	}
 
-	switch (j->op) {
-	case OP_EXEC:
-		if (argv == NULL)
-			return err_set(e, -EINVAL, "field 'argv': missing (op exec)");
-		if (script || code)
-			return err_set(e, -EINVAL, "field '%s': not used by op exec",
-			    script ? "script" : "code");
-		if (decode_argv(argv, j, &exec_bytes, e) < 0)
-			return -EINVAL;
-		break;
-	case OP_SH:
-	case OP_PYTHON: {
-		const msgpack_object *src = j->op == OP_SH ? script : code;
-		const char *name = j->op == OP_SH ? "script" : "code";
-		char **dst = j->op == OP_SH ? &j->script : &j->code;
-
-		if (src == NULL)
-			return err_set(e, -EINVAL, "field '%s': missing (op %s)", name,
-			    job_op_name(j->op));
-		if (argv || (j->op == OP_SH ? code : script) != NULL)
-			return err_set(e, -EINVAL, "field '%s': not used by op %s",
-			    argv ? "argv" : (j->op == OP_SH ? "code" : "script"),
-			    job_op_name(j->op));
-		if (get_cstr(src, name, JOB_ARG_MAX - 1, dst, e) < 0)
-			return -EINVAL;
-		j->argv = xcalloc(4, sizeof(char *));
-		j->argv[0] = xstrdup(j->op == OP_SH ? "bash" : "python3");
-		j->argv[1] = xstrdup("-c");
-		j->argv[2] = xstrdup(*dst);
-		j->argc = 3;
-		exec_bytes += strlen(*dst) + 12;
-		break;
-	}
-	default:
-		break;
-	}
 	if (exec_bytes > JOB_EXEC_BYTES_MAX)
 		return err_set(e, -EINVAL,
 		    "field 'argv': arguments and environment exceed %u bytes",
 		    JOB_EXEC_BYTES_MAX);
+	/* A run on a named sandbox commits back unless it says otherwise. */
+	if (j->persist && j->sandbox == NULL)
+		return err_set(e, -EINVAL, "field 'persist': needs 'sandbox'");
+	if (!persist_given && j->sandbox != NULL && JOB_OP_RUNS(j->op))
+		j->persist = true;
+	if (j->op == OP_FS_LIST && j->path == NULL)
+		j->path = xstrdup("/");
+	if (j->op == OP_FS_WRITE && fields[JF_MODE] == NULL)
+		j->mode = 0644;
 	return 0;
 }
 
@@ -1018,87 +1646,182 @@ sbuf_release(msgpack_sbuffer *sb, char **out, size_t *outlen)
 	return *out ? 0 : -ENOMEM;
 }
 
+/*
+ * Packs a sandbox path; one whose first folder is itself named "workspace"
+ * gets the alias prefix (decode drops exactly one), so it reads back as is.
+ */
+static void
+pk_path(msgpack_packer *pk, const char *prefix, const char *path)
+{
+	size_t pl = strlen(prefix), n = strlen(path);
+	const char *rel = path[0] == '/' ? path + 1 : path;
+
+	if (!path_needs_alias(rel)) {
+		pk_str(pk, path);
+		return;
+	}
+	msgpack_pack_str(pk, pl + n);
+	msgpack_pack_str_body(pk, prefix, pl);
+	msgpack_pack_str_body(pk, path, n);
+}
+
+/*
+ * Counts an entry when cond holds; true if it should also be packed (pk is
+ * NULL on the counting pass). job_pack() runs twice with the same
+ * conditions, so the map's count and its entries cannot disagree.
+ */
+static bool
+pk_want(bool cond, uint32_t *n, const msgpack_packer *pk)
+{
+	if (!cond)
+		return false;
+	(*n)++;
+	return pk != NULL;
+}
+
+/* Packs j's entries (or, with pk NULL, only counts them); returns the count. */
+static uint32_t
+job_pack(const struct job *j, msgpack_packer *pk)
+{
+	const struct job_limits *l = &j->limits;
+	uint32_t nl = !!l->wall_ms + !!l->cpu_ms + !!l->memory_bytes + !!l->pids +
+	    !!l->output_bytes + !!l->disk_bytes + !!l->files;
+	uint32_t n = 0;
+
+	if (pk_want(true, &n, pk))
+		pk_kv_u64(pk, "v", PAYLOAD_VERSION);
+	if (pk_want(true, &n, pk))
+		pk_kv_str(pk, "id", j->id ? j->id : "");
+	if (pk_want(true, &n, pk))
+		pk_kv_str(pk, "op", job_op_name(j->op));
+	if (pk_want(j->op == OP_SH, &n, pk))
+		pk_kv_str(pk, "script", j->script ? j->script : "");
+	if (pk_want(j->op == OP_PYTHON, &n, pk))
+		pk_kv_str(pk, "code", j->code ? j->code : "");
+	if (pk_want(j->op == OP_EXEC, &n, pk)) {
+		pk_str(pk, "argv");
+		msgpack_pack_array(pk, j->argc);
+		for (size_t i = 0; i < j->argc; i++)
+			pk_str(pk, j->argv[i]);
+	}
+	if (pk_want(j->stdin_data != NULL, &n, pk)) {
+		pk_str(pk, "stdin");
+		pk_bin(pk, j->stdin_data, j->stdin_len);
+	}
+	if (pk_want(j->env != NULL, &n, pk)) {
+		pk_str(pk, "env");
+		msgpack_pack_map(pk, j->nenv);
+		for (size_t i = 0; i < j->nenv; i++) {
+			const char *eq = strchr(j->env[i], '=');
+			size_t kl = eq ? (size_t)(eq - j->env[i]) : strlen(j->env[i]);
+			msgpack_pack_str(pk, kl);
+			msgpack_pack_str_body(pk, j->env[i], kl);
+			pk_str(pk, eq ? eq + 1 : "");
+		}
+	}
+	if (pk_want(j->cwd != NULL, &n, pk))
+		pk_kv_str(pk, "cwd", j->cwd);
+	if (pk_want(nl != 0, &n, pk)) {
+		pk_str(pk, "limits");
+		msgpack_pack_map(pk, nl);
+		if (l->wall_ms) pk_kv_u64(pk, "wall_ms", l->wall_ms);
+		if (l->cpu_ms) pk_kv_u64(pk, "cpu_ms", l->cpu_ms);
+		if (l->memory_bytes) pk_kv_u64(pk, "memory_bytes", l->memory_bytes);
+		if (l->pids) pk_kv_u64(pk, "pids", l->pids);
+		if (l->output_bytes) pk_kv_u64(pk, "output_bytes", l->output_bytes);
+		if (l->disk_bytes) pk_kv_u64(pk, "disk_bytes", l->disk_bytes);
+		if (l->files) pk_kv_u64(pk, "files", l->files);
+	}
+	if (pk_want(j->preset != PRESET_DEFAULT, &n, pk))
+		pk_kv_str(pk, "preset", job_preset_name(j->preset));
+	if (pk_want(j->nfiles != 0, &n, pk)) {
+		pk_str(pk, "files");
+		msgpack_pack_map(pk, j->nfiles);
+		for (size_t i = 0; i < j->nfiles; i++) {
+			pk_path(pk, "/workspace/", j->files[i].path);
+			pk_bin(pk, j->files[i].data, j->files[i].len);
+		}
+	}
+	if (pk_want(j->nlabels != 0, &n, pk)) {
+		pk_str(pk, "labels");
+		msgpack_pack_map(pk, j->nlabels);
+		for (size_t i = 0; i < 2 * j->nlabels; i++)
+			pk_str(pk, j->labels[i]);
+	}
+	if (pk_want(j->net != NULL, &n, pk))
+		pk_kv_str(pk, "net", j->net);
+	if (pk_want(j->priority != 0, &n, pk))
+		pk_kv_i64(pk, "priority", j->priority);
+	if (pk_want(j->deadline_ms != 0, &n, pk))
+		pk_kv_i64(pk, "deadline_ms", j->deadline_ms);
+	if (pk_want(j->tenant != NULL, &n, pk))
+		pk_kv_str(pk, "tenant", j->tenant);
+	if (pk_want(j->sandbox != NULL, &n, pk))
+		pk_kv_str(pk, "sandbox", j->sandbox);
+	/*
+	 * A run on a sandbox says persist either way, so the default cannot
+	 * drift; a persist without a sandbox is written so decode refuses it.
+	 */
+	if (pk_want((JOB_OP_RUNS(j->op) && j->sandbox != NULL) || j->persist, &n, pk))
+		pk_kv_bool(pk, "persist", j->persist);
+	if (pk_want(j->perms != NULL, &n, pk)) {
+		pk_str(pk, "perms");
+		msgpack_pack_array(pk, j->nperms);
+		for (size_t i = 0; i < j->nperms; i++) {
+			msgpack_pack_map(pk, 2);
+			pk_str(pk, "pattern");
+			if (alias_len(j->perms[i].pattern, strlen(j->perms[i].pattern), true))
+				pk_path(pk, "/workspace", j->perms[i].pattern);
+			else
+				pk_str(pk, j->perms[i].pattern);
+			pk_kv_str(pk, "level", j->perms[i].level);
+		}
+	}
+	if (pk_want(j->perm_preset != NULL, &n, pk))
+		pk_kv_str(pk, "perm_preset", j->perm_preset);
+	if (pk_want(j->path != NULL, &n, pk)) {
+		pk_str(pk, "path");
+		pk_path(pk, "/workspace", j->path);
+	}
+	if (pk_want(j->data != NULL, &n, pk)) {
+		pk_str(pk, "data");
+		pk_bin(pk, j->data, j->data_len);
+	}
+	/* fs.write always carries its mode: decode made an absent one 0644. */
+	if (pk_want(j->op == OP_FS_WRITE || j->mode != 0, &n, pk))
+		pk_kv_u64(pk, "mode", j->mode);
+	if (pk_want(j->recursive, &n, pk))
+		pk_kv_bool(pk, "recursive", true);
+	if (pk_want(j->key != NULL, &n, pk))
+		pk_kv_str(pk, "key", j->key);
+	if (pk_want(j->value != NULL, &n, pk))
+		pk_kv_str(pk, "value", j->value);
+	if (pk_want(j->prefix != NULL, &n, pk))
+		pk_kv_str(pk, "prefix", j->prefix);
+	if (pk_want(j->to != NULL, &n, pk))
+		pk_kv_str(pk, "to", j->to);
+	if (pk_want(j->snapshot != NULL, &n, pk)) {
+		pk_str(pk, "snapshot");
+		pk_bin(pk, j->snapshot, j->snapshot_len);
+	}
+	return n;
+}
+
+/*
+ * Every field the decoder filled is written back, so the worker decodes the
+ * job the dispatcher validated (defaults included: fs.list's "/", a
+ * sandbox run's persist, fs.write's mode).
+ */
 int
 payload_job_encode(const struct job *j, char **out, size_t *outlen)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
-	uint32_t n = 3;		/* v, id, op */
-	const struct job_limits *l = &j->limits;
-	uint32_t nl = !!l->wall_ms + !!l->cpu_ms + !!l->memory_bytes + !!l->pids +
-	    !!l->output_bytes + !!l->disk_bytes + !!l->files;
-
-	n += 1;			/* argv, script or code */
-	n += !!j->stdin_data + !!j->env + !!j->cwd + !!nl +
-	    (j->preset != PRESET_DEFAULT) + !!j->nfiles + !!j->nlabels + !!j->net +
-	    !!j->priority + !!j->deadline_ms;
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&pk, n);
-	pk_kv_u64(&pk, "v", PAYLOAD_VERSION);
-	pk_kv_str(&pk, "id", j->id ? j->id : "");
-	pk_kv_str(&pk, "op", job_op_name(j->op));
-	if (j->op == OP_SH) {
-		pk_kv_str(&pk, "script", j->script ? j->script : "");
-	} else if (j->op == OP_PYTHON) {
-		pk_kv_str(&pk, "code", j->code ? j->code : "");
-	} else {
-		pk_str(&pk, "argv");
-		msgpack_pack_array(&pk, j->argc);
-		for (size_t i = 0; i < j->argc; i++)
-			pk_str(&pk, j->argv[i]);
-	}
-	if (j->stdin_data) {
-		pk_str(&pk, "stdin");
-		pk_bin(&pk, j->stdin_data, j->stdin_len);
-	}
-	if (j->env) {
-		pk_str(&pk, "env");
-		msgpack_pack_map(&pk, j->nenv);
-		for (size_t i = 0; i < j->nenv; i++) {
-			const char *eq = strchr(j->env[i], '=');
-			size_t kl = eq ? (size_t)(eq - j->env[i]) : strlen(j->env[i]);
-			msgpack_pack_str(&pk, kl);
-			msgpack_pack_str_body(&pk, j->env[i], kl);
-			pk_str(&pk, eq ? eq + 1 : "");
-		}
-	}
-	if (j->cwd)
-		pk_kv_str(&pk, "cwd", j->cwd);
-	if (nl) {
-		pk_str(&pk, "limits");
-		msgpack_pack_map(&pk, nl);
-		if (l->wall_ms) pk_kv_u64(&pk, "wall_ms", l->wall_ms);
-		if (l->cpu_ms) pk_kv_u64(&pk, "cpu_ms", l->cpu_ms);
-		if (l->memory_bytes) pk_kv_u64(&pk, "memory_bytes", l->memory_bytes);
-		if (l->pids) pk_kv_u64(&pk, "pids", l->pids);
-		if (l->output_bytes) pk_kv_u64(&pk, "output_bytes", l->output_bytes);
-		if (l->disk_bytes) pk_kv_u64(&pk, "disk_bytes", l->disk_bytes);
-		if (l->files) pk_kv_u64(&pk, "files", l->files);
-	}
-	if (j->preset != PRESET_DEFAULT)
-		pk_kv_str(&pk, "preset", job_preset_name(j->preset));
-	if (j->nfiles) {
-		pk_str(&pk, "files");
-		msgpack_pack_map(&pk, j->nfiles);
-		for (size_t i = 0; i < j->nfiles; i++) {
-			pk_str(&pk, j->files[i].path);
-			pk_bin(&pk, j->files[i].data, j->files[i].len);
-		}
-	}
-	if (j->nlabels) {
-		pk_str(&pk, "labels");
-		msgpack_pack_map(&pk, j->nlabels);
-		for (size_t i = 0; i < 2 * j->nlabels; i++)
-			pk_str(&pk, j->labels[i]);
-	}
-	if (j->net)
-		pk_kv_str(&pk, "net", j->net);
-	if (j->priority)
-		pk_kv_i64(&pk, "priority", j->priority);
-	if (j->deadline_ms)
-		pk_kv_i64(&pk, "deadline_ms", j->deadline_ms);
+	msgpack_pack_map(&pk, job_pack(j, NULL));
+	job_pack(j, &pk);
 	return sbuf_release(&sb, out, outlen);
 }
 
@@ -1130,6 +1853,11 @@ result_free(struct result *r)
 	for (size_t i = 0; i < r->nrefused; i++)
 		free(r->refused[i].name);
 	free(r->refused);
+	free(r->sandbox);
+	free(r->snapshot);
+	strv_free(r->changed, r->nchanged);
+	strv_free(r->refused_paths, r->nrefused_paths);
+	free(r->data);
 	free(r);
 }
 
@@ -1166,13 +1894,39 @@ result_set_error(struct result *r, enum res_status st, const char *code,
 	va_end(ap);
 }
 
+static void
+pk_kv_strv(msgpack_packer *pk, const char *k, char *const *v, size_t n)
+{
+	pk_str(pk, k);
+	msgpack_pack_array(pk, (uint32_t)n);
+	for (size_t i = 0; i < n; i++)
+		pk_str(pk, v[i]);
+}
+
+/*
+ * Encodes a result. r->data, when set, must hold exactly one msgpack object
+ * (it is copied into the map as it is); otherwise returns -EINVAL, since a
+ * result whose map does not parse could not even report the failure.
+ */
 int
 payload_result_encode(const struct result *r, char **out, size_t *outlen)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
-	uint32_t n = 17 + !!r->host + !!r->error_code + !!r->nrefused;
+	bool changes = r->added || r->modified || r->removed;
+	uint32_t n = 17 + !!r->host + !!r->error_code + !!r->nrefused +
+	    !!r->sandbox + !!r->version + !!r->snapshot + !!r->nchanged +
+	    r->changed_truncated + changes + !!r->nrefused_paths + !!r->data;
 
+	if (r->data != NULL) {
+		struct err e;
+		size_t off = 0;
+
+		if (r->data_len == 0 || r->data_len > RESULT_DATA_MAX ||
+		    scan_object(r->data, r->data_len, &off, &e) < 0 ||
+		    off != r->data_len)
+			return -EINVAL;
+	}
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 	msgpack_pack_map(&pk, n);
@@ -1209,7 +1963,89 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 		for (size_t i = 0; i < r->nrefused; i++)
 			pk_kv_u64(&pk, r->refused[i].name, r->refused[i].count);
 	}
+	if (r->sandbox)
+		pk_kv_str(&pk, "sandbox", r->sandbox);
+	if (r->version)
+		pk_kv_u64(&pk, "version", r->version);
+	if (r->snapshot)
+		pk_kv_str(&pk, "snapshot", r->snapshot);
+	if (r->nchanged)
+		pk_kv_strv(&pk, "changed", r->changed, r->nchanged);
+	if (r->changed_truncated)
+		pk_kv_bool(&pk, "changed_truncated", true);
+	if (changes) {
+		pk_str(&pk, "changes");
+		msgpack_pack_map(&pk, 3);
+		pk_kv_u64(&pk, "added", r->added);
+		pk_kv_u64(&pk, "modified", r->modified);
+		pk_kv_u64(&pk, "removed", r->removed);
+	}
+	if (r->nrefused_paths)
+		pk_kv_strv(&pk, "refused_paths", r->refused_paths, r->nrefused_paths);
+	if (r->data) {
+		/* Already one object (checked above): written as it is. */
+		pk_str(&pk, "data");
+		msgpack_sbuffer_write(&sb, (const char *)r->data, r->data_len);
+	}
 	return sbuf_release(&sb, out, outlen);
+}
+
+/* Reads an array of at most max path strings (changed, refused_paths). */
+static int
+decode_result_paths(const msgpack_object *v, const char *field, size_t max,
+    char ***out, size_t *nout, struct err *e)
+{
+	char name[48];
+
+	strv_free(*out, *nout);
+	*out = NULL;
+	*nout = 0;
+	if (v->type != MSGPACK_OBJECT_ARRAY)
+		return err_set(e, -EINVAL, "field '%s': expected an array of paths", field);
+	if (v->via.array.size > max)
+		return err_set(e, -EINVAL, "field '%s': more than %zu paths", field, max);
+	*out = xcalloc(v->via.array.size + 1, sizeof(char *));
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		snprintf(name, sizeof(name), "%s[%u]", field, i);
+		if (get_cstr(&v->via.array.ptr[i], name, JOB_PATH_MAX + 1,
+		    &(*out)[i], e) < 0)
+			return -EINVAL;
+		(*nout)++;
+	}
+	return 0;
+}
+
+/*
+ * Copies data's object into fresh bytes. The object lives in the unpacked
+ * zone of the whole result, which payload_scan() bounded already, so this
+ * re-packing (never longer than the input) only needs its own size check.
+ */
+static int
+decode_result_data(const msgpack_object *v, struct result *r, struct err *e)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct err se;
+	size_t off = 0;
+
+	free(r->data);
+	r->data = NULL;
+	r->data_len = 0;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	if (msgpack_pack_object(&pk, *v) != 0 || sb.size == 0) {
+		msgpack_sbuffer_destroy(&sb);
+		return err_set(e, -EINVAL, "field 'data': cannot be copied");
+	}
+	if (sb.size > RESULT_DATA_MAX || scan_object((const uint8_t *)sb.data,
+	    sb.size, &off, &se) < 0 || off != sb.size) {
+		msgpack_sbuffer_destroy(&sb);
+		return err_set(e, -EINVAL, "field 'data': not one msgpack object of "
+		    "at most %u bytes", RESULT_DATA_MAX);
+	}
+	r->data = (uint8_t *)sb.data;
+	r->data_len = sb.size;
+	return 0;
 }
 
 static int
@@ -1305,6 +2141,38 @@ decode_result_field(const msgpack_object *k, const msgpack_object *v,
 			result_add_refusal(r, name, count);
 			free(name);
 		}
+	} else if (key_is(k, "sandbox")) {
+		free(r->sandbox);
+		r->sandbox = NULL;
+		return get_cstr(v, "sandbox", JOB_SANDBOX_ID_MAX, &r->sandbox, e);
+	} else if (key_is(k, "version")) {
+		return get_u64(v, "version", 0, UINT64_MAX, &r->version, e);
+	} else if (key_is(k, "snapshot")) {
+		free(r->snapshot);
+		r->snapshot = NULL;
+		return get_cstr(v, "snapshot", RESULT_SNAPSHOT_MAX, &r->snapshot, e);
+	} else if (key_is(k, "changed")) {
+		return decode_result_paths(v, "changed", RESULT_CHANGED_MAX,
+		    &r->changed, &r->nchanged, e);
+	} else if (key_is(k, "changed_truncated")) {
+		return get_bool(v, "changed_truncated", &r->changed_truncated, e);
+	} else if (key_is(k, "changes")) {
+		if (v->type != MSGPACK_OBJECT_MAP)
+			return err_set(e, -EINVAL, "field 'changes': expected a map");
+		for (uint32_t m = 0; m < v->via.map.size; m++) {
+			const msgpack_object_kv *kv = &v->via.map.ptr[m];
+			uint64_t *dst = key_is(&kv->key, "added") ? &r->added :
+			    key_is(&kv->key, "modified") ? &r->modified :
+			    key_is(&kv->key, "removed") ? &r->removed : NULL;
+			if (dst != NULL && get_u64(&kv->val, "changes", 0, UINT64_MAX,
+			    dst, e) < 0)
+				return -EINVAL;
+		}
+	} else if (key_is(k, "refused_paths")) {
+		return decode_result_paths(v, "refused_paths", RESULT_REFUSED_PATHS_MAX,
+		    &r->refused_paths, &r->nrefused_paths, e);
+	} else if (key_is(k, "data")) {
+		return decode_result_data(v, r, e);
 	}
 	return 0;
 }

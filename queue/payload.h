@@ -41,6 +41,14 @@
 #define JOB_NAME_MAX 255		/* bytes of one path component */
 #define JOB_LABELS_MAX 64
 #define JOB_LABEL_MAX 256
+#define JOB_PERMS_MAX 256		/* path rules of a job (PERMS_RULES_MAX) */
+#define JOB_PATTERN_MAX 4096		/* bytes of a rule pattern (PERMS_PATTERN_MAX) */
+#define JOB_SANDBOX_ID_MAX 128		/* bytes of a sandbox id (STORE_ID_MAX) */
+#define JOB_TENANT_MAX 64		/* bytes of a tenant name (STORE_TENANT_MAX) */
+#define JOB_DATA_MAX (64u * 1024u * 1024u)	/* fs.write content */
+#define JOB_KV_KEY_MAX 1024		/* bytes of a kv key or prefix */
+#define JOB_KV_VALUE_MAX (1024u * 1024u)	/* bytes of a kv value (JSON text) */
+#define JOB_SNAPSHOT_MAX (128u * 1024u * 1024u)	/* sandbox.create/import bytes */
 #define PAYLOAD_MAX_DEPTH 16
 #define RESULT_OUTPUT_MAX (1u << 30)	/* bytes of stdout or stderr in a result */
 
@@ -49,7 +57,29 @@ enum job_op {
 	OP_EXEC,		/* argv */
 	OP_SH,			/* script, run by bash */
 	OP_PYTHON,		/* code, run by python3 */
+	/* On a sandbox's snapshot, without starting a process (worker/ops.c). */
+	OP_FS_READ,		/* path -> data: the file's bytes */
+	OP_FS_WRITE,		/* path, data, mode: create or replace a file */
+	OP_FS_LIST,		/* path (default "/"), recursive */
+	OP_FS_STAT,		/* path */
+	OP_FS_DELETE,		/* path, recursive */
+	OP_KV_GET,		/* key -> data: the JSON text */
+	OP_KV_SET,		/* key, value (JSON text) */
+	OP_KV_DELETE,		/* key */
+	OP_KV_KEYS,		/* prefix (optional) */
+	OP_SANDBOX_CREATE,	/* empty, from files, or from snapshot */
+	OP_SANDBOX_FORK,	/* sandbox -> to, sharing the blob */
+	OP_SANDBOX_DELETE,
+	OP_SANDBOX_EXPORT,	/* -> data: the head blob */
+	OP_SANDBOX_IMPORT,	/* snapshot: a new sandbox or a new version */
+	OP_SANDBOX_HISTORY,	/* -> data: versions and tool calls */
+	OP_SANDBOX_INFO,	/* -> data: head, version, times, labels */
+	OP_SANDBOX_LIST,	/* -> data: every sandbox of the tenant */
+	OP__COUNT,
 };
+
+/* True for the ops that run a process (exec, sh, python). */
+#define JOB_OP_RUNS(op) ((op) == OP_EXEC || (op) == OP_SH || (op) == OP_PYTHON)
 
 enum job_preset {
 	PRESET_DEFAULT = 0,	/* the config's default preset */
@@ -99,6 +129,12 @@ enum job_net {
 	NET__COUNT,
 };
 
+/* A path rule as given: level is one of none, view, read, write. */
+struct job_perm {
+	char *pattern;		/* JOB_PATTERN_MAX bytes, no NUL or control char */
+	char *level;
+};
+
 struct job {
 	char *id;		/* client-made, JOB_ID_MAX, key-safe */
 	enum job_op op;
@@ -121,6 +157,28 @@ struct job {
 	enum job_net net_mode;	/* parsed net; NET_NONE when net is NULL */
 	int64_t priority;	/* higher runs first within a tenant */
 	int64_t deadline_ms;	/* epoch ms, 0 = none (checked by dispatcher) */
+
+	/* Persistent sandboxes (docs/protocol.md "Sandboxes"). */
+	char *tenant;		/* the stream's tenant, set by sandqd; a client
+				 * value must equal it */
+	char *sandbox;		/* sandbox id, or NULL (a throw-away one) */
+	bool persist;		/* commit the workspace back (default: sandbox set) */
+	struct job_perm *perms;	/* path rules, on top of perm_preset */
+	size_t nperms;
+	char *perm_preset;	/* agent-safe (default), read-only, ... or NULL */
+
+	/* Operands of the fs.*, kv.* and sandbox.* ops. */
+	char *path;		/* fs.*: absolute sandbox path, "/" the root */
+	uint8_t *data;		/* fs.write: content (owned; non-NULL if given) */
+	size_t data_len;
+	uint32_t mode;		/* fs.write: permission bits; 0 = 0644 */
+	bool recursive;		/* fs.list: the whole subtree; fs.delete: a tree */
+	char *key;		/* kv.get/set/delete */
+	char *value;		/* kv.set: JSON text */
+	char *prefix;		/* kv.keys: NULL = every key */
+	char *to;		/* sandbox.fork: the new sandbox's id */
+	uint8_t *snapshot;	/* sandbox.create/import: AgentFS database bytes */
+	size_t snapshot_len;
 };
 
 #define RESULT_REFUSED_MAX 64	/* distinct refused syscalls a result lists */
@@ -155,7 +213,25 @@ struct result {
 	char *error_message;
 	struct refusal *refused;	/* syscalls refused to the job, by name */
 	size_t nrefused;
+
+	/* Persistent sandboxes. */
+	char *sandbox;		/* the sandbox the job ran on, or NULL */
+	uint64_t version;	/* its version after the job (0: none) */
+	char *snapshot;		/* SHA-256 (hex) of that version's blob */
+	char **changed;		/* paths the commit added, modified or removed */
+	size_t nchanged;
+	uint64_t added, modified, removed;	/* exact counts behind changed */
+	bool changed_truncated;	/* more changes than RESULT_CHANGED_MAX */
+	char **refused_paths;	/* changes the path rules kept out of the commit */
+	size_t nrefused_paths;
+	uint8_t *data;		/* fs/kv/sandbox ops: one msgpack object (owned) */
+	size_t data_len;
 };
+
+#define RESULT_CHANGED_MAX 1024		/* paths a result lists in changed */
+#define RESULT_REFUSED_PATHS_MAX 256	/* paths a result lists in refused_paths */
+#define RESULT_DATA_MAX (1u << 30)	/* bytes of a result's data object */
+#define RESULT_SNAPSHOT_MAX 64		/* bytes of a result's snapshot (hex SHA-256) */
 
 /*** Jobs ***/
 

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +193,11 @@ make_parents(int dirfd, const char *rel, struct err *e)
 int
 exec_seed_files(const struct job *j, struct err *e)
 {
+	struct open_how how = {
+		.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		.mode = 0644,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
 	int dirfd, rc = 0;
 
 	if (j->nfiles == 0)
@@ -200,9 +206,11 @@ exec_seed_files(const struct job *j, struct err *e)
 	if (dirfd < 0)
 		return err_set(e, -errno, "open /workspace: %s", strerror(errno));
 	/*
-	 * The workspace is a fresh tmpfs nobody else has touched, and paths were
-	 * normalised by the decoder (no '..', no empty parts), so plain *at()
-	 * calls under it stay under it.
+	 * Paths were normalised by the decoder (no '..', no empty parts). The
+	 * workspace may hold a persistent sandbox's snapshot, symlinks
+	 * included, so no component is followed: a seeded file replaces a
+	 * file of the snapshot, never what a symlink there points at. Nothing
+	 * of the job runs yet, so nothing changes between the calls.
 	 */
 	for (size_t i = 0; i < j->nfiles; i++) {
 		const struct job_file *f = &j->files[i];
@@ -210,10 +218,11 @@ exec_seed_files(const struct job *j, struct err *e)
 
 		if ((rc = make_parents(dirfd, f->path, e)) < 0)
 			break;
-		fd = openat(dirfd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-		    O_CLOEXEC, 0644);
+		fd = (int)syscall(SYS_openat2, dirfd, f->path, &how, sizeof(how));
 		if (fd < 0) {
-			rc = err_set(e, -errno, "file '%s': %s", f->path, strerror(errno));
+			rc = err_set(e, -errno, "file '%s': %s", f->path,
+			    errno == ELOOP || errno == EXDEV ? "a symlink is in the way" :
+			    strerror(errno));
 			break;
 		}
 		rc = write_all(fd, f->data, f->len);

@@ -57,11 +57,26 @@ void sandbox_init_main(const struct sandbox_conf *conf, int ctl)
  */
 int mount_build_root(struct err *e);
 /* In the child, per job: size-capped /workspace, /tmp and /dev/shm. */
-int mount_job_tmpfs(const struct job_limits *l, struct err *e);
+int mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
+    uint64_t extra_inodes, struct err *e);
 
 /*** image.c ***/
 
 int image_build_etc(const char *run_dir, struct err *e);
+
+/*
+ * persist.c, in a persistent sandbox's init. persist_materialise() mounts
+ * /workspace (sized for the snapshot in snapfd plus the job's limits),
+ * writes the snapshot into it under the job's path rules (read-only bind
+ * mounts below write), and for sh jobs applies the saved session to j (cwd,
+ * env, the EXIT trap that saves the next one). persist_capture() reads
+ * /workspace back against the same snapshot and rules, adds the tool call
+ * record rec (JSON from the worker) and the session, and sends the worker
+ * MSG_SBX_CHANGES then MSG_SBX_SNAPSHOT. Both 0 or -errno with e.
+ */
+int persist_materialise(int snapfd, struct job *j, struct err *e);
+int persist_capture(int ctl, int snapfd, const struct job *j, const void *rec,
+    size_t reclen, struct err *e);
 
 /*** limits.c ***/
 

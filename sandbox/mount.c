@@ -211,13 +211,16 @@ mount_build_root(struct err *e)
 }
 
 int
-mount_job_tmpfs(const struct job_limits *l, struct err *e)
+mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
+    uint64_t extra_inodes, struct err *e)
 {
 	char opts[128];
 	int rc;
 
+	/* A persistent sandbox's workspace holds its snapshot on top. */
 	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755,uid=%d,gid=%d",
-	    (unsigned long long)l->disk_bytes, (unsigned long long)l->files + 1,
+	    (unsigned long long)(l->disk_bytes + extra_bytes),
+	    (unsigned long long)(l->files + 1 + extra_inodes),
 	    SANDBOX_UID, SANDBOX_UID);
 	if ((rc = do_mount("tmpfs", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV,
 	    opts, e)) < 0)

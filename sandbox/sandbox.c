@@ -55,6 +55,7 @@
 #define DRAIN_AFTER_KILL_MS 2000
 #define CPU_CHECK_MS 50		/* how often the job's cgroup CPU time is read */
 #define NOTIFY_BATCH 64		/* refused calls answered per wake-up at most */
+#define CAPTURE_TIMEOUT_MS 120000	/* reading a workspace back, at most */
 
 struct sandbox {
 	pid_t init_pid;		/* pid 1 of the sandbox (a child of the spawner) */
@@ -120,10 +121,44 @@ init_disk_full(void)
 	return false;
 }
 
+/* Whose fault a failed materialise or capture is: the job's input, or ours. */
+static uint8_t
+fail_kind(int rc)
+{
+	switch (rc) {
+	case -E2BIG: case -EDQUOT: case -EFBIG: case -EPERM: case -EILSEQ:
+	case -EXDEV: case -EAGAIN: case -EEXIST: case -ENOSPC:
+		return SBX_FAIL_INPUT;
+	default:
+		return SBX_FAIL_INTERNAL;
+	}
+}
+
+/*
+ * After the job: waits for the worker's go (MSG_SBX_COMMIT, with the tool
+ * call record) and captures the workspace. EOF means the worker decided not
+ * to commit.
+ */
+static void __attribute__((noreturn))
+init_commit(int ctl, int snapfd, const struct job *j)
+{
+	struct err e = { 0 };
+	struct msg m;
+	int rc;
+
+	msg_init(&m);
+	rc = msg_recv(ctl, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SBX_COMMIT)
+		_exit(0);
+	if ((rc = persist_capture(ctl, snapfd, j, m.data, m.len, &e)) < 0)
+		init_fail(ctl, fail_kind(rc), &e);
+	_exit(0);
+}
+
 /* Runs one job in this sandbox and exits with it. */
 static void __attribute__((noreturn))
 init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
-    const struct msg *m)
+    struct msg *m)
 {
 	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr,
 	    .cg_memory = conf->cg.version != CG_NONE };
@@ -131,12 +166,21 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	struct err e = { 0 };
 	struct job *j = NULL;
 	pid_t job_pid;
-	int st, nfd;
+	int st, nfd, snapfd, rc;
+	bool capture;
 
+	/* A persistent sandbox's snapshot rides with the spec; kept for the capture. */
+	snapfd = m->fd;
+	m->fd = -1;
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (mount_job_tmpfs(&j->limits, &e) < 0)
+	capture = snapfd >= 0 && j->persist;
+	if (snapfd >= 0) {
+		if ((rc = persist_materialise(snapfd, j, &e)) < 0)
+			init_fail(ctl, fail_kind(rc), &e);
+	} else if (mount_job_tmpfs(&j->limits, 0, 0, &e) < 0) {
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
 	if (exec_seed_files(j, &e) < 0 || exec_prepare_cwd(j, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INPUT, &e);
 	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
@@ -173,6 +217,16 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 			struct msg_sbx_exit x = { .status = st };
 			struct rusage ru;
 
+			/*
+			 * A snapshot is captured from a still workspace: end
+			 * whatever the job left running, and reap it.
+			 */
+			if (capture) {
+				(void)kill(-1, SIGKILL);
+				while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+					;
+			}
+
 			if (init_disk_full())
 				x.flags |= SBX_EXIT_DISK_FULL;
 			/* Every process reaped so far: the job and its orphans. */
@@ -183,7 +237,9 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 			}
 			(void)msg_send(ctl, MSG_SBX_EXIT, 0, &x, sizeof(x), -1);
 			/* Our exit kills the rest of the pid namespace. */
-			_exit(0);
+			if (!capture)
+				_exit(0);
+			init_commit(ctl, snapfd, j);
 		}
 	}
 }
@@ -659,7 +715,7 @@ kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now
 
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
-    size_t speclen, struct result *res)
+    size_t speclen, int snapfd, struct result *res)
 {
 	const struct job_limits *l = &j->limits;
 	struct capture out = { .cap = l->output_bytes };
@@ -683,7 +739,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 	last_memory = l->memory_bytes;
 	last_pids = l->pids;
-	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, -1)) < 0) {
+	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, snapfd)) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "cannot hand the job to its sandbox: %s", strerror(-rc));
 		goto out_finish;
@@ -798,6 +854,109 @@ out_finish:
 		    "sandbox init ended before the job did");
 	fill_status(res, &run, l, &u);
 	return 0;
+}
+
+/*** Capture ***/
+
+/* Takes the changes init reports into the result. */
+static void
+changes_take(struct result *res, const uint8_t *p, size_t n)
+{
+	uint64_t hdr[4];
+	size_t listed = 0;
+
+	if (n < sizeof(hdr))
+		return;
+	memcpy(hdr, p, sizeof(hdr));
+	res->added = hdr[0];
+	res->modified = hdr[1];
+	res->removed = hdr[2];
+	for (size_t off = sizeof(hdr); off + 2 <= n;) {
+		const char *path = (const char *)p + off + 1;
+		size_t l = strnlen(path, n - off - 1);
+		char op = (char)p[off];
+
+		if (off + 1 + l >= n || path[0] != '/')
+			break;		/* malformed tail: keep what came before */
+		off += l + 2;
+		if (op == 'R') {
+			if (res->nrefused_paths < RESULT_REFUSED_PATHS_MAX) {
+				res->refused_paths = xreallocarray(res->refused_paths,
+				    res->nrefused_paths + 1, sizeof(char *));
+				res->refused_paths[res->nrefused_paths++] = xstrdup(path);
+			}
+		} else if (res->nchanged < RESULT_CHANGED_MAX) {
+			res->changed = xreallocarray(res->changed, res->nchanged + 1,
+			    sizeof(char *));
+			res->changed[res->nchanged++] = xstrdup(path);
+			listed++;
+		}
+	}
+	res->changed_truncated = listed < hdr[0] + hdr[1] + hdr[2];
+}
+
+int
+sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
+    size_t snaplen, void **blob, size_t *len, struct result *res)
+{
+	int64_t deadline = mono_ns() + (int64_t)CAPTURE_TIMEOUT_MS * 1000000;
+	struct err e = { 0 };
+	struct msg m;
+	int rc;
+
+	*blob = NULL;
+	*len = 0;
+	/*
+	 * The job is over and its processes are gone; the capture holds the
+	 * old and the new snapshot in memory, charged to the sandbox's
+	 * cgroup: give it room beyond the job's own limit.
+	 */
+	if (s->cg_memory > 0 && cg_job_limit(&s->cg, s->cg_memory + 4 * (uint64_t)snaplen +
+	    2 * j->limits.disk_bytes + ((uint64_t)64 << 20), s->cg_pids, &e) < 0)
+		log_warnx("capture: cannot raise the memory limit: %s", e.msg);
+	fd_set_nonblock(s->ctl, false);
+	if ((rc = msg_send(s->ctl, MSG_SBX_COMMIT, 0, rec, strlen(rec), -1)) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "cannot ask the sandbox for its workspace: %s", strerror(-rc));
+		return -1;
+	}
+	msg_init(&m);
+	for (;;) {
+		struct pollfd pfd = { .fd = s->ctl, .events = POLLIN };
+		int64_t left = (deadline - mono_ns()) / 1000000;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
+			result_set_error(res, ST_INTERNAL, "sandbox",
+			    "the workspace was not captured within %d ms", CAPTURE_TIMEOUT_MS);
+			break;
+		}
+		rc = msg_recv(s->ctl, &m, MSG_BLOB_MAX);
+		if (rc == 1 && m.hdr.type == MSG_SBX_CHANGES) {
+			changes_take(res, m.data, m.len);
+		} else if (rc == 1 && m.hdr.type == MSG_SBX_SNAPSHOT && m.len > 0) {
+			*blob = m.data;
+			*len = m.len;
+			m.data = NULL;
+			msg_clear(&m);
+			return 0;
+		} else if (rc == 1 && m.hdr.type == MSG_SBX_FAIL && m.len >= 1) {
+			bool input = m.data[0] == SBX_FAIL_INPUT;
+
+			/* exit_code and the output stay: the job did run. */
+			result_set_error(res, input ? ST_REJECTED : ST_INTERNAL,
+			    input ? "commit_refused" : "sandbox",
+			    "the job ran, but its workspace was not committed: %.*s",
+			    (int)(m.len - 1), (const char *)m.data + 1);
+			break;
+		} else {
+			result_set_error(res, ST_INTERNAL, "sandbox",
+			    "sandbox init ended during the capture");
+			break;
+		}
+		msg_clear(&m);
+	}
+	msg_clear(&m);
+	return -1;
 }
 
 /*** Free ***/

@@ -60,15 +60,35 @@ int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 /*
  * Runs job j (limits already resolved: every field of j->limits is set),
  * whose normalised msgpack encoding is spec/speclen (what the dispatcher
- * sent; handed to the sandbox's init as it is), in a prepared sandbox, supervising its wall clock and capturing its output, and
- * fills res: status, exit_code, signal, stdout/stderr (+ truncated flags),
- * wall_ms, cpu_ms, max_rss_kb, started_at, finished_at, and error fields for
- * rejected/internal outcomes. The sandbox is spent afterwards.
+ * sent; handed to the sandbox's init as it is), in a prepared sandbox,
+ * supervising its wall clock and capturing its output, and fills res:
+ * status, exit_code, signal, stdout/stderr (+ truncated flags), wall_ms,
+ * cpu_ms, max_rss_kb, started_at, finished_at, and error fields for
+ * rejected/internal outcomes. snapfd (-1: none) is a sealed memfd holding
+ * a persistent sandbox's head snapshot, materialised as /workspace under
+ * the job's path rules (persist.c); it is not closed. The sandbox is spent
+ * afterwards, except that a job with j->persist whose process ended on its
+ * own leaves init waiting for sandbox_capture().
  * Returns 0 when res describes the outcome (whatever it is); -errno only if
  * the worker itself failed (it then fills an internal result as well).
  */
 int sandbox_run(struct sandbox *sbx, const struct job *j, const void *spec,
-    size_t speclen, struct result *res);
+    size_t speclen, int snapfd, struct result *res);
+
+/*
+ * After sandbox_run() of a persistent job: hands init the tool call record
+ * rec (JSON text: name, parameters, result, status, error, started_ms,
+ * completed_ms) and waits for the captured workspace. On success returns 0
+ * with *blob (malloc'd, the caller frees) and *len the new snapshot, and
+ * res's changed, added/modified/removed and refused_paths filled. If the
+ * workspace cannot be committed (a special file, a cap, a name), returns
+ * -1 with res's error set: status rejected, code "commit_refused", for
+ * the job's own doing (exit_code and output stay), internal for ours.
+ * snaplen is the size of the snapshot materialised (to size the memory the
+ * capture may use).
+ */
+int sandbox_capture(struct sandbox *sbx, const struct job *j, const char *rec,
+    size_t snaplen, void **blob, size_t *len, struct result *res);
 
 /* Kills the sandbox's init (and so every process in it), reaps it, frees. */
 void sandbox_free(struct sandbox *sbx);

@@ -216,4 +216,49 @@ int64_t agentfs_tool_call_count(struct agentfs *fs, struct err *e);
 int agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
     void *arg, struct err *e);
 
+/*** Session (agentfs_session.c): a sandq table, ignored by other tools ***/
+
+/*
+ * Reads session value `name` ("cwd", "env") into *value (malloc'd, with a
+ * NUL after the len bytes; the caller frees). -ENOENT when there is none.
+ */
+int agentfs_session_get(struct agentfs *fs, const char *name, void **value,
+    size_t *len, struct err *e);
+/* Sets session value `name` to len bytes, creating the table if needed. */
+int agentfs_session_set(struct agentfs *fs, const char *name, const void *value,
+    size_t len, struct err *e);
+
+/*** Single entries and raw copies (agentfs_meta.c, for worker/ops.c) ***/
+
+/*
+ * Describes the entry at path without following symlinks (lstat): fills
+ * ent (ent->path is path, ent->name points into it; "/" is the root, kind
+ * dir) and, for a native symlink, *target (malloc'd, caller frees; also in
+ * ent->target). A legacy json-file symlink is reported as the regular file
+ * it is stored as; only agentfs_walk() tells those apart. -ENOENT,
+ * -ENOTDIR (a middle component is not a directory), -EINVAL ('.', '..'),
+ * -ENAMETOOLONG, -EBADMSG (dangling dentry, bad symlink row).
+ */
+int agentfs_stat(struct agentfs *fs, const char *path,
+    struct agentfs_entry *ent, char **target, struct err *e);
+
+/*
+ * Sets the mtime (seconds; nanoseconds 0) of the entry at path, which is
+ * resolved as by agentfs_stat(). Leaves ctime alone. For copying a tree
+ * with its times; agentfs_write() and agentfs_mkdir() stamp the clock.
+ */
+int agentfs_set_mtime(struct agentfs *fs, const char *path, int64_t mtime,
+    struct err *e);
+
+/*
+ * Appends tc as given (tc->id is ignored: rows keep their order, not their
+ * ids): the caller converts units first, since this writes started_at and
+ * completed_at (0 = NULL) as they are, in the 0.4 unit (seconds), and
+ * duration_ms as is. Text fields are copied unchecked (they are history,
+ * not interpreted); name must be non-empty and status one of pending,
+ * success, error (-EINVAL).
+ */
+int agentfs_tool_call_put(struct agentfs *fs,
+    const struct agentfs_tool_call *tc, struct err *e);
+
 #endif

@@ -222,3 +222,203 @@ agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
 	afs_stmt_release(fs, st);
 	return ret;
 }
+
+/*** Single entries and raw copies (worker/ops.c) ***/
+
+/*
+ * Resolves path to its inode without following symlinks, like
+ * agentfs.c's loc_resolve() but reporting only the inode: every
+ * component but the last must be a directory (-ENOTDIR), a missing one is
+ * -ENOENT, "." and ".." are -EINVAL. "/" is the root (ino 1).
+ */
+static int
+meta_resolve(struct agentfs *fs, const char *path, int64_t *ino,
+    struct err *e)
+{
+	static const char *sql = "SELECT d.ino, i.mode FROM fs_dentry AS d"
+	    " LEFT JOIN fs_inode AS i ON i.ino = d.ino"
+	    " WHERE d.parent_ino = ?1 AND d.name = ?2";
+	char name[AGENTFS_NAME_MAX + 1];
+	const char *p = path, *end;
+	sqlite3_stmt *st = NULL;
+	uint32_t mode = S_IFDIR;
+	int64_t cur = 1;
+	size_t n;
+	int rc;
+
+	if (path == NULL || strlen(path) > AGENTFS_PATH_MAX)
+		return err_set(e, -ENAMETOOLONG, "agentfs: path too long");
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (*p == '\0')
+			break;
+		end = strchrnul(p, '/');
+		n = (size_t)(end - p);
+		if (n > AGENTFS_NAME_MAX)
+			return err_set(e, -ENAMETOOLONG, "agentfs: %s: name "
+			    "too long", path);
+		if ((n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.'))
+			return err_set(e, -EINVAL, "agentfs: %s: '.' and "
+			    "'..' are not allowed", path);
+		if (!S_ISDIR(mode))
+			return err_set(e, -ENOTDIR, "agentfs: %s: '%s' is not "
+			    "a directory", path, name);
+		memcpy(name, p, n);
+		name[n] = '\0';
+		if ((rc = afs_stmt_prepare(fs, sql, &st, e)) != 0)
+			return rc;
+		sqlite3_bind_int64(st, 1, cur);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW && sqlite3_column_type(st, 1) !=
+		    SQLITE_NULL) {
+			cur = sqlite3_column_int64(st, 0);
+			mode = (uint32_t)sqlite3_column_int64(st, 1);
+			rc = 0;
+		} else if (rc == SQLITE_ROW) {
+			rc = err_set(e, -EBADMSG, "agentfs: %s: dentry '%s' "
+			    "points to a missing inode", path, name);
+		} else if (rc == SQLITE_DONE) {
+			rc = err_set(e, -ENOENT, "agentfs: %s: no such entry",
+			    path);
+		} else {
+			rc = afs_db_fail(fs, rc, "fs_dentry", e);
+		}
+		afs_stmt_release(fs, st);
+		if (rc != 0)
+			return rc;
+		p = end;
+	}
+	*ino = cur;
+	return 0;
+}
+
+int
+agentfs_stat(struct agentfs *fs, const char *path, struct agentfs_entry *ent,
+    char **target, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	const char *t;
+	int64_t ino;
+	int rc;
+
+	memset(ent, 0, sizeof(*ent));
+	*target = NULL;
+	if ((rc = meta_resolve(fs, path, &ino, e)) != 0)
+		return rc;
+	rc = afs_stmt_prepare(fs, "SELECT mode, size, mtime FROM fs_inode"
+	    " WHERE ino = ?1", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		ent->mode = (uint32_t)sqlite3_column_int64(st, 0);
+		ent->size = (uint64_t)sqlite3_column_int64(st, 1);
+		ent->mtime = sqlite3_column_int64(st, 2);
+		rc = sqlite3_column_int64(st, 1) < 0 ? err_set(e, -EBADMSG,
+		    "agentfs: %s: negative size", path) : 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = err_set(e, -EBADMSG, "agentfs: %s: missing inode", path);
+	} else {
+		rc = afs_db_fail(fs, rc, "fs_inode", e);
+	}
+	afs_stmt_release(fs, st);
+	if (rc != 0)
+		return rc;
+	ent->path = path;
+	t = strrchr(path, '/');
+	ent->name = t != NULL ? t + 1 : path;
+	ent->ino = ino;
+	ent->form = AGENTFS_LINK_NONE;
+	switch (ent->mode & S_IFMT) {
+	case S_IFDIR:
+		ent->kind = AGENTFS_DIR;
+		return 0;
+	case S_IFREG:
+		ent->kind = AGENTFS_FILE;
+		return 0;
+	case S_IFLNK:
+		break;
+	default:
+		ent->kind = AGENTFS_SPECIAL;
+		return 0;
+	}
+	ent->kind = AGENTFS_SYMLINK;
+	ent->form = AGENTFS_LINK_NATIVE;
+	rc = afs_stmt_prepare(fs, "SELECT target FROM fs_symlink WHERE ino = ?1",
+	    &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && (t = (const char *)sqlite3_column_text(st, 0))
+	    != NULL && *t != '\0' &&
+	    strlen(t) == (size_t)sqlite3_column_bytes(st, 0)) {
+		*target = xstrdup(t);
+		ent->target = *target;
+		rc = 0;
+	} else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+		rc = err_set(e, -EBADMSG, "agentfs: %s: symlink without a "
+		    "valid fs_symlink target", path);
+	} else {
+		rc = afs_db_fail(fs, rc, "fs_symlink", e);
+	}
+	afs_stmt_release(fs, st);
+	return rc;
+}
+
+int
+agentfs_set_mtime(struct agentfs *fs, const char *path, int64_t mtime,
+    struct err *e)
+{
+	static const char *sql_04 = "UPDATE fs_inode SET mtime = ?1,"
+	    " mtime_nsec = 0 WHERE ino = ?2";
+	static const char *sql_legacy = "UPDATE fs_inode SET mtime = ?1"
+	    " WHERE ino = ?2";
+	sqlite3_stmt *st = NULL;
+	int64_t ino;
+	int rc;
+
+	if ((rc = meta_resolve(fs, path, &ino, e)) != 0)
+		return rc;
+	rc = afs_stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, mtime);
+	sqlite3_bind_int64(st, 2, ino);
+	return afs_stmt_done(fs, st, "set mtime", e);
+}
+
+int
+agentfs_tool_call_put(struct agentfs *fs, const struct agentfs_tool_call *tc,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (tc->name == NULL || *tc->name == '\0')
+		return err_set(e, -EINVAL, "agentfs: tool call without a name");
+	if (!status_ok(tc->status))
+		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
+		    "status '%s'", tc->name, tc->status ? tc->status :
+		    "(null)");
+	rc = afs_stmt_prepare(fs, "INSERT INTO tool_calls (name, parameters,"
+	    " result, error, status, started_at, completed_at, duration_ms)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_text(st, 1, tc->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, tc->parameters, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, tc->result, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, tc->error, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, tc->status, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, tc->started_at);
+	/* agentfs_tool_call_each() reads NULL as 0: write it back as NULL. */
+	if (tc->completed_at != 0)
+		sqlite3_bind_int64(st, 7, tc->completed_at);
+	sqlite3_bind_int64(st, 8, tc->duration_ms);
+	return afs_stmt_done(fs, st, "insert tool call", e);
+}

@@ -15,6 +15,17 @@
  * in the copy only what differs and marking what it saw; what is left
  * unmarked is removed, run reversed so children go before parents.
  *
+ * PATH RULES. Both directions take an optional compiled rule set. Both rely
+ * on agentfs_walk() being depth first (a subtree is one contiguous run after
+ * its root), as path_cmp order also is. Materialise drops hidden entries
+ * while collecting (a hidden directory that can show nothing is skipped as
+ * a whole), prunes bare directories that ended up holding nothing visible,
+ * and reports level changes once the tree stands. Capture decides every
+ * path's level before touching it: a writable path goes through the code
+ * above, a locked one (below write) only compares what is on disk with base
+ * to report a refusal and never writes to the copy, and the removal pass
+ * keeps a missing path when it or something below it is locked.
+ *
  * Sections: helpers, materialise, capture.
  */
 #include <dirent.h>
@@ -29,6 +40,7 @@
 #include "../common/err.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "perms.h"
 #include "workspace.h"
 
 /* Directories are walked through these: never a symlink, never a tty. */
@@ -160,24 +172,44 @@ path_depth(const char *path)
 	return d;
 }
 
+/* True when path is strictly below dir (dlen bytes, "/a/b"). */
+static bool
+path_is_below(const char *path, const char *dir, size_t dlen)
+{
+	return strncmp(path, dir, dlen) == 0 && path[dlen] == '/';
+}
+
+/* The level of path under p; everything is writable without rules. */
+static enum perm_level
+level_of(const struct perms *p, const char *path)
+{
+	return p != NULL ? perms_check(p, path) : PERM_WRITE;
+}
+
 /*** Materialise ***/
 
 struct mat_ent {
 	char *path;			/* AgentFS path */
 	enum agentfs_kind kind;		/* dir, file or symlink */
-	uint32_t mode;			/* as stored */
+	uint32_t mode;			/* as materialised (view: 0, 0555) */
 	uint64_t size;			/* file size */
 	int64_t mtime;			/* seconds */
 	char *target;			/* symlink target or NULL */
+	enum perm_level level;		/* none only for a bare directory */
 };
 
 struct mat {
 	struct mat_ent *ents;		/* walk order: parents first */
 	size_t n;			/* used */
 	size_t cap;			/* allocated */
-	uint64_t bytes;			/* sum of file sizes */
+	uint64_t bytes;			/* sum of file sizes written */
+	uint32_t count;			/* entries other than bare dirs */
+	size_t nbare;			/* bare (none) directories in ents */
+	const struct perms *p;		/* rules or NULL */
 	struct workspace_limits lim;	/* resolved caps */
 	struct err *e;			/* where the walk callback fails */
+	size_t skiplen;			/* > 0: skipping the subtree of skip */
+	char skip[AGENTFS_PATH_MAX + 1];	/* a hidden dir showing nothing */
 };
 
 /*
@@ -261,20 +293,44 @@ dirstack_enter(struct dirstack *ds, const char *dir, size_t dlen,
 	return ds->fd[ds->depth];
 }
 
-/* Collects one snapshot entry and checks it against the caps. */
+/* Collects one snapshot entry and checks it against the caps. Under
+ * rules, hidden entries are dropped here; a hidden directory that may hold
+ * visible entries is kept as a bare one (level none), counted later. */
 static int
 mat_collect_cb(const struct agentfs_entry *ent, void *arg)
 {
 	struct mat *m = arg;
 	struct mat_ent *me;
+	enum perm_level level = PERM_WRITE;
 
+	if (m->p != NULL) {
+		/* The walk is depth first: once out of the skipped subtree,
+		 * it is never entered again. */
+		if (m->skiplen > 0 && path_is_below(ent->path, m->skip,
+		    m->skiplen))
+			return 0;
+		m->skiplen = 0;
+		level = perms_check(m->p, ent->path);
+		if (level == PERM_NONE && (ent->kind != AGENTFS_DIR ||
+		    !perms_dir_may_show(m->p, ent->path))) {
+			if (ent->kind == AGENTFS_DIR) {
+				m->skiplen = strlen(ent->path);
+				memcpy(m->skip, ent->path, m->skiplen + 1);
+			}
+			return 0;
+		}
+	}
 	if (!workspace_name_is_valid(ent->name))
 		return bad_name(m->e, ent->path, "name");
+	if (level == PERM_NONE) {
+		m->nbare++;
+		goto out_add;
+	}
 	if (ent->kind == AGENTFS_SPECIAL)
 		return err_set(m->e, -EPERM, "workspace: %s: %s entries are "
 		    "not materialised", ent->path,
 		    agentfs_type_name(ent->mode));
-	if (m->n >= m->lim.max_files)
+	if (m->count >= m->lim.max_files)
 		return err_set(m->e, -EDQUOT, "workspace: %s: over the cap "
 		    "of %u entries", ent->path, m->lim.max_files);
 	if (path_depth(ent->path) > m->lim.max_depth)
@@ -285,16 +341,21 @@ mat_collect_cb(const struct agentfs_entry *ent, void *arg)
 			return err_set(m->e, -EFBIG, "workspace: %s: over the "
 			    "file size cap of %llu bytes", ent->path,
 			    (unsigned long long)m->lim.max_file_bytes);
-		if (ent->size > m->lim.max_bytes - m->bytes)
+		/* A view file is written without content: no bytes. */
+		if (level != PERM_VIEW &&
+		    ent->size > m->lim.max_bytes - m->bytes)
 			return err_set(m->e, -EDQUOT, "workspace: %s: over the "
 			    "total size cap of %llu bytes", ent->path,
 			    (unsigned long long)m->lim.max_bytes);
-		m->bytes += ent->size;
+		if (level != PERM_VIEW)
+			m->bytes += ent->size;
 	}
 	if (ent->kind == AGENTFS_SYMLINK && (ent->target[0] == '\0' ||
 	    !text_is_clean((const unsigned char *)ent->target,
 	    strlen(ent->target))))
 		return bad_name(m->e, ent->path, "symlink target");
+	m->count++;
+out_add:
 	if (m->n == m->cap) {
 		m->cap = m->cap ? 2 * m->cap : 64;
 		m->ents = xreallocarray(m->ents, m->cap, sizeof(*m->ents));
@@ -306,6 +367,117 @@ mat_collect_cb(const struct agentfs_entry *ent, void *arg)
 	me->size = ent->size;
 	me->mtime = ent->mtime;
 	me->target = ent->target ? xstrdup(ent->target) : NULL;
+	me->level = level;
+	/* What the job may not read or list-and-change is not writable by
+	 * mode either; the caller's read-only mounts come on top. */
+	if (level == PERM_NONE || (level == PERM_VIEW &&
+	    ent->kind == AGENTFS_DIR))
+		me->mode = S_IFDIR | 0555;
+	else if (level == PERM_VIEW && ent->kind == AGENTFS_FILE)
+		me->mode = S_IFREG;
+	return 0;
+}
+
+/*
+ * Drops bare directories that hold nothing visible (perms_dir_may_show()
+ * is conservative, and the snapshot may simply hold nothing there), so a
+ * hidden name is shown only when something visible needs it as a parent.
+ * ents is depth first, so a directory's subtree is the run after it, and
+ * it holds something kept iff the next kept entry is in that run. Then
+ * checks the entry cap with the bare directories that remain.
+ */
+static int
+mat_prune(struct mat *m)
+{
+	size_t next = SIZE_MAX, o = 0;
+	uint64_t kept = 0;
+
+	for (size_t i = m->n; i-- > 0;) {
+		struct mat_ent *me = &m->ents[i];
+
+		if (me->level == PERM_NONE && (next == SIZE_MAX ||
+		    !path_is_below(m->ents[next].path, me->path,
+		    strlen(me->path)))) {
+			free(me->path);
+			free(me->target);
+			me->path = NULL;
+			continue;
+		}
+		kept += me->level == PERM_NONE;
+		next = i;
+	}
+	for (size_t i = 0; i < m->n; i++)
+		if (m->ents[i].path != NULL)
+			m->ents[o++] = m->ents[i];
+	m->n = o;
+	if (m->count + kept > m->lim.max_files)
+		return err_set(m->e, -EDQUOT, "workspace: over the cap of %u "
+		    "entries (with %llu directories kept to reach visible "
+		    "ones)", m->lim.max_files, (unsigned long long)kept);
+	return 0;
+}
+
+/* Creates a view file: its size as a hole (no content reaches the disk),
+ * mode 0000, its mtime. Same creation flags as mat_file(). */
+static int
+mat_view_file(int pfd, const char *name, const struct mat_ent *me,
+    struct err *e)
+{
+	struct timespec ts[2] = {
+		{ .tv_nsec = UTIME_OMIT },
+		{ .tv_sec = me->mtime },
+	};
+	int fd, rc = 0;
+
+	fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sys_fail(e, me->path, "openat");
+	if (ftruncate(fd, (off_t)me->size) != 0)
+		rc = sys_fail(e, me->path, "ftruncate");
+	else if (fchmod(fd, 0) != 0 || futimens(fd, ts) != 0)
+		rc = sys_fail(e, me->path, "fchmod/futimens");
+	close(fd);
+	return rc;
+}
+
+/* A mark callback failed with rc: keep its own message if it left one in
+ * e (it may share our record), else say which path it was. */
+static int
+mark_fail(struct err *e, int rc, const char *path)
+{
+	if (e != NULL && e->code != 0)
+		return rc;
+	return err_set(e, rc, "workspace: %s: mark: %s", path,
+	    strerror(rc < 0 ? -rc : rc));
+}
+
+/* Calls mark for the root when it is below write, then for every entry
+ * whose level differs from its parent's. ents is depth first, so the last
+ * directory seen at depth d - 1 is the parent of an entry at depth d. */
+static int
+mat_marks(struct mat *m, workspace_mark_cb mark, void *arg)
+{
+	enum perm_level lv[AGENTFS_DEPTH_MAX + 1];
+	int rc;
+
+	lv[0] = perms_check(m->p, "/");
+	if (lv[0] < PERM_WRITE && (rc = mark("/", lv[0], AGENTFS_DIR,
+	    arg)) != 0)
+		return mark_fail(m->e, rc, "/");
+	for (size_t i = 0; i < m->n; i++) {
+		const struct mat_ent *me = &m->ents[i];
+		uint32_t d = path_depth(me->path);
+
+		if (d == 0 || d > AGENTFS_DEPTH_MAX)
+			return err_set(m->e, -EINVAL, "workspace: %s: bad "
+			    "path", me->path);
+		if (me->level != lv[d - 1] &&
+		    (rc = mark(me->path, me->level, me->kind, arg)) != 0)
+			return mark_fail(m->e, rc, me->path);
+		if (me->kind == AGENTFS_DIR)
+			lv[d] = me->level;
+	}
 	return 0;
 }
 
@@ -375,7 +547,16 @@ int
 workspace_materialise(struct agentfs *fs, int dirfd,
     const struct workspace_limits *lim, struct err *e)
 {
-	struct mat m = { .e = e };
+	return workspace_materialise_rules(fs, dirfd, lim, NULL, NULL, NULL,
+	    e);
+}
+
+int
+workspace_materialise_rules(struct agentfs *fs, int dirfd,
+    const struct workspace_limits *lim, const struct perms *p,
+    workspace_mark_cb mark, void *arg, struct err *e)
+{
+	struct mat m = { .e = e, .p = p };
 	struct dirstack *ds = NULL;
 	int rc;
 
@@ -384,6 +565,8 @@ workspace_materialise(struct agentfs *fs, int dirfd,
 	/* Every cap is checked on the whole snapshot before the first write,
 	 * so an oversized snapshot leaves no half tree behind. */
 	if ((rc = agentfs_walk(fs, mat_collect_cb, &m, e)) != 0)
+		goto out_free;
+	if (m.nbare > 0 && (rc = mat_prune(&m)) != 0)
 		goto out_free;
 	ds = xcalloc(1, sizeof(*ds));
 	dirstack_init(ds, dirfd);
@@ -406,7 +589,10 @@ workspace_materialise(struct agentfs *fs, int dirfd,
 				rc = sys_fail(e, me->path, "mkdirat");
 			break;
 		case AGENTFS_FILE:
-			rc = mat_file(fs, pfd, name, me, e);
+			if (me->level == PERM_VIEW)
+				rc = mat_view_file(pfd, name, me, e);
+			else
+				rc = mat_file(fs, pfd, name, me, e);
 			break;
 		case AGENTFS_SYMLINK:
 			if (symlinkat(me->target, pfd, name) != 0)
@@ -428,6 +614,9 @@ workspace_materialise(struct agentfs *fs, int dirfd,
 		if ((rc = mat_dir_finish(ds, &m.ents[i], e)) != 0)
 			goto out_release;
 	}
+	/* Only a tree that stands is reported: the caller mounts on it. */
+	if (p != NULL && mark != NULL)
+		rc = mat_marks(&m, mark, arg);
 out_release:
 	dirstack_release(ds);
 	free(ds);
@@ -448,12 +637,15 @@ struct base_ent {
 	uint32_t mode;			/* as stored */
 	uint64_t size;			/* fs_inode.size */
 	char *target;			/* symlink target or NULL */
-	bool done;			/* seen in the workspace or removed */
+	bool done;			/* seen in the workspace, kept or removed */
+	bool keep;			/* a descendant is kept: so is this */
+	enum perm_level level;		/* set by the removal pass only */
 };
 
 struct cap {
 	struct agentfs *base;		/* read only */
 	struct agentfs *out;		/* the copy being rewritten */
+	const struct perms *p;		/* rules or NULL */
 	struct workspace_limits lim;	/* resolved caps */
 	struct workspace_changes *ch;	/* where changes are recorded */
 	struct base_ent *ents;		/* base's entries, path_cmp order */
@@ -514,6 +706,8 @@ cap_collect_cb(const struct agentfs_entry *ent, void *arg)
 	be->size = ent->size;
 	be->target = ent->target ? xstrdup(ent->target) : NULL;
 	be->done = false;
+	be->keep = false;
+	be->level = PERM_WRITE;
 	return 0;
 }
 
@@ -550,6 +744,49 @@ change_add(struct cap *c, enum workspace_op op, const char *path)
 	ch->nlist++;
 }
 
+/* Records a change the rules kept out. path must be printable already
+ * (a valid name, or escaped). */
+static void
+refuse_add(struct cap *c, const char *path)
+{
+	struct workspace_changes *ch = c->ch;
+
+	ch->refused++;
+	if (ch->nrefused_list == WORKSPACE_REFUSED_LIST_MAX)
+		return;
+	if (ch->refused_list == NULL)
+		ch->refused_list = xcalloc(WORKSPACE_REFUSED_LIST_MAX,
+		    sizeof(*ch->refused_list));
+	ch->refused_list[ch->nrefused_list++] = xstrdup(path);
+}
+
+/* One past the last entry of be's subtree (path_cmp order: a run). */
+static size_t
+base_run_end(const struct cap *c, const struct base_ent *be)
+{
+	size_t len = strlen(be->path);
+	size_t j = (size_t)(be - c->ents) + 1;
+
+	while (j < c->n && path_is_below(c->ents[j].path, be->path, len))
+		j++;
+	return j;
+}
+
+/* Whether anything strictly below be in base is below write. */
+static bool
+base_tree_locked(const struct cap *c, const struct base_ent *be)
+{
+	size_t end;
+
+	if (c->p == NULL || be->kind != AGENTFS_DIR)
+		return false;
+	end = base_run_end(c, be);
+	for (size_t j = (size_t)(be - c->ents) + 1; j < end; j++)
+		if (perms_check(c->p, c->ents[j].path) < PERM_WRITE)
+			return true;
+	return false;
+}
+
 /* Removes be and, for a directory, its whole subtree from the copy,
  * children first. The subtree is reported removed; be itself is not
  * reported (the caller recreates it as another kind: "modified"). */
@@ -557,13 +794,9 @@ static int
 base_remove_tree(struct cap *c, struct base_ent *be)
 {
 	size_t i = (size_t)(be - c->ents);
-	size_t len = strlen(be->path);
-	size_t j = i + 1;
+	size_t j = base_run_end(c, be);
 	int rc;
 
-	while (j < c->n && strncmp(c->ents[j].path, be->path, len) == 0 &&
-	    c->ents[j].path[len] == '/')
-		j++;
 	while (j-- > i) {
 		if (c->ents[j].done)
 			continue;
@@ -714,30 +947,228 @@ cap_symlink(struct cap *c, int pfd, const char *name, struct base_ent *be)
 
 static int cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth);
 
+/* Enters the directory name of pfd (st as fstatat saw it) and captures
+ * what it holds. */
+static int
+cap_descend(struct cap *c, int pfd, const char *name, const struct stat *st,
+    size_t plen, uint32_t depth)
+{
+	struct stat dst;
+	int fd, rc;
+
+	/* O_NOFOLLOW|O_DIRECTORY, then the inode must be the one fstatat
+	 * saw: a directory swapped for a symlink in between fails here. */
+	if ((fd = openat(pfd, name, DIR_FLAGS)) < 0)
+		return sys_fail(c->e, c->path, "openat");
+	if (fstat(fd, &dst) != 0) {
+		rc = sys_fail(c->e, c->path, "fstat");
+	} else if (dst.st_ino != st->st_ino || dst.st_dev != st->st_dev) {
+		rc = err_set(c->e, -EAGAIN, "workspace: %s: replaced while "
+		    "captured", c->path);
+	} else
+		rc = cap_dir(c, fd, plen, depth);
+	close(fd);
+	return rc;
+}
+
+/*
+ * Whether the regular file name of pfd is what materialise made of a view
+ * file: base's size, mode 0000 and only zeros. Holes are skipped with
+ * SEEK_DATA; what data there is is read in small blocks against the byte
+ * cap. Opened as cap_read_file() opens, and must be the inode fstatat saw.
+ */
+static int
+cap_view_is_same(struct cap *c, int pfd, const char *name,
+    const struct stat *seen, const struct base_ent *be, bool *same)
+{
+	unsigned char buf[16384];
+	struct stat st;
+	off_t off = 0, size;
+	ssize_t n;
+	int fd, rc = 0;
+
+	*same = false;
+	if ((seen->st_mode & 07777) != 0 || (uint64_t)seen->st_size != be->size)
+		return 0;
+	fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+	    O_CLOEXEC);
+	/* Without CAP_DAC_OVERRIDE a mode 0000 file cannot be opened: size
+	 * and mode must do. Only the report depends on it; base is kept
+	 * either way. */
+	if (fd < 0 && errno == EACCES) {
+		*same = true;
+		return 0;
+	}
+	if (fd < 0)
+		return sys_fail(c->e, c->path, "openat");
+	if (fstat(fd, &st) != 0) {
+		rc = sys_fail(c->e, c->path, "fstat");
+		goto out_close_fd;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_ino != seen->st_ino ||
+	    st.st_dev != seen->st_dev || st.st_size != seen->st_size)
+		goto out_close_fd;		/* changed: not the same */
+	size = st.st_size;
+	while (off < size) {
+		off_t data = lseek(fd, off, SEEK_DATA);
+
+		if (data < 0 && errno == ENXIO)
+			break;			/* a hole to the end */
+		if (data < 0)
+			data = off;		/* no SEEK_DATA: read it all */
+		if (data >= size)
+			break;
+		n = pread(fd, buf, (size_t)(size - data) < sizeof(buf) ?
+		    (size_t)(size - data) : sizeof(buf), data);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = sys_fail(c->e, c->path, "pread");
+			goto out_close_fd;
+		}
+		if (n == 0)
+			break;
+		if ((uint64_t)n > c->lim.max_bytes - c->bytes) {
+			rc = err_set(c->e, -EDQUOT, "workspace: %s: over the "
+			    "total size cap of %llu bytes", c->path,
+			    (unsigned long long)c->lim.max_bytes);
+			goto out_close_fd;
+		}
+		c->bytes += (uint64_t)n;
+		for (ssize_t k = 0; k < n; k++)
+			if (buf[k] != 0)
+				goto out_close_fd;
+		off = data + n;
+	}
+	*same = true;
+out_close_fd:
+	close(fd);
+	return rc;
+}
+
+/* Whether the regular file name of pfd is be: same permission bits, size
+ * and content (read as cap_file() reads it). */
+static int
+cap_read_is_same(struct cap *c, int pfd, const char *name,
+    const struct stat *st, const struct base_ent *be, bool *same)
+{
+	void *data = NULL, *old = NULL;
+	size_t len = 0, oldlen = 0;
+	int rc;
+
+	*same = false;
+	if ((st->st_mode & 0777) != (be->mode & 0777) ||
+	    (uint64_t)st->st_size != be->size)
+		return 0;
+	if ((rc = cap_read_file(c, pfd, name, st, &data, &len)) != 0)
+		return rc;
+	if ((rc = agentfs_read(c->base, be->path, &old, &oldlen, c->e)) == 0)
+		*same = oldlen == len && memcmp(old, data, len) == 0;
+	free(old);
+	free(data);
+	return rc;
+}
+
+/* Whether the symlink name of pfd points where be does. */
+static int
+cap_link_is_same(struct cap *c, int pfd, const char *name,
+    const struct base_ent *be, bool *same)
+{
+	char target[AGENTFS_PATH_MAX + 1];
+	ssize_t n;
+
+	*same = false;
+	n = readlinkat(pfd, name, target, sizeof(target));
+	if (n < 0)
+		return sys_fail(c->e, c->path, "readlinkat");
+	if ((size_t)n >= sizeof(target))
+		return 0;
+	target[n] = '\0';
+	*same = be->target != NULL && strcmp(be->target, target) == 0;
+	return 0;
+}
+
+/*
+ * Captures an entry at a locked path (level below write): the copy keeps
+ * base's entry, or its absence, whatever is on disk. Only compares, to
+ * report a refusal; nothing the job made here is read, except what must
+ * be to tell a change, and only a directory of base is entered (writable
+ * paths may lie below it). base_ent.done marks be as dealt with; its
+ * subtree is left to the walk below or to the removal pass, which keeps
+ * every locked path.
+ */
+static int
+cap_locked(struct cap *c, int pfd, const char *name, const struct stat *st,
+    struct base_ent *be, enum perm_level level, size_t plen, uint32_t depth)
+{
+	bool same = false;
+	int rc = 0;
+
+	if (be != NULL)
+		be->done = true;
+	if (be == NULL || st->st_dev != c->dev)
+		goto out_refuse;
+	if (S_ISDIR(st->st_mode) && be->kind == AGENTFS_DIR) {
+		/* Nothing at or below can be visible, so materialise made
+		 * nothing here: the job did. What it put there is not read. */
+		if (!perms_dir_may_show(c->p, c->path))
+			goto out_refuse;
+		return cap_descend(c, pfd, name, st, plen, depth);
+	}
+	/* A hidden file was never on disk: this one is the job's. */
+	if (level == PERM_NONE)
+		goto out_refuse;
+	if (S_ISREG(st->st_mode) && be->kind == AGENTFS_FILE)
+		rc = level == PERM_VIEW ?
+		    cap_view_is_same(c, pfd, name, st, be, &same) :
+		    cap_read_is_same(c, pfd, name, st, be, &same);
+	else if (S_ISLNK(st->st_mode) && be->kind == AGENTFS_SYMLINK)
+		rc = cap_link_is_same(c, pfd, name, be, &same);
+	if (rc != 0 || same)
+		return rc;
+out_refuse:
+	refuse_add(c, c->path);
+	return 0;
+}
+
 /* Captures the entry name of the directory pfd; c->path names it. */
 static int
 cap_entry(struct cap *c, int pfd, const char *name, size_t plen,
     uint32_t depth)
 {
 	struct base_ent *be = base_find(c, c->path);
-	struct stat st, dst;
-	int fd, rc;
+	enum perm_level level = level_of(c->p, c->path);
+	struct stat st;
+	int rc;
 
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return sys_fail(c->e, c->path, "fstatat");
+	/* Decided before anything on disk is trusted: at a locked path the
+	 * job's entry, whatever its kind or device, changes nothing. */
+	if (level < PERM_WRITE)
+		return cap_locked(c, pfd, name, &st, be, level, plen, depth);
 	/* A mount (even one the job could make in its own namespace) is
 	 * not part of the workspace: never enter or copy another device. */
 	if (st.st_dev != c->dev)
 		return err_set(c->e, -EXDEV, "workspace: %s: on another "
 		    "file system", c->path);
+	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) &&
+	    !S_ISDIR(st.st_mode))
+		return err_set(c->e, -EPERM, "workspace: %s: %s refused: "
+		    "special files are not captured", c->path,
+		    agentfs_type_name(st.st_mode));
+	/* Turning a directory into a file or symlink would drop its locked
+	 * entries with it: base's directory stays (its writable entries
+	 * missing from disk are removed by the removal pass). */
+	if (!S_ISDIR(st.st_mode) && be != NULL && base_tree_locked(c, be)) {
+		be->done = true;
+		refuse_add(c, c->path);
+		return 0;
+	}
 	if (S_ISREG(st.st_mode))
 		return cap_file(c, pfd, name, &st, be);
 	if (S_ISLNK(st.st_mode))
 		return cap_symlink(c, pfd, name, be);
-	if (!S_ISDIR(st.st_mode))
-		return err_set(c->e, -EPERM, "workspace: %s: %s refused: "
-		    "special files are not captured", c->path,
-		    agentfs_type_name(st.st_mode));
 
 	if (be != NULL && be->kind == AGENTFS_DIR) {
 		be->done = true;
@@ -750,19 +1181,7 @@ cap_entry(struct cap *c, int pfd, const char *name, size_t plen,
 		change_add(c, be ? WORKSPACE_MODIFIED : WORKSPACE_ADDED,
 		    c->path);
 	}
-	/* O_NOFOLLOW|O_DIRECTORY, then the inode must be the one fstatat
-	 * saw: a directory swapped for a symlink in between fails here. */
-	if ((fd = openat(pfd, name, DIR_FLAGS)) < 0)
-		return sys_fail(c->e, c->path, "openat");
-	if (fstat(fd, &dst) != 0) {
-		rc = sys_fail(c->e, c->path, "fstat");
-	} else if (dst.st_ino != st.st_ino || dst.st_dev != st.st_dev) {
-		rc = err_set(c->e, -EAGAIN, "workspace: %s: replaced while "
-		    "captured", c->path);
-	} else
-		rc = cap_dir(c, fd, plen, depth);
-	close(fd);
-	return rc;
+	return cap_descend(c, pfd, name, &st, plen, depth);
 }
 
 /* Lists the directory fd (whose path is c->path[0..plen)), names sorted,
@@ -799,11 +1218,25 @@ cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth)
 		 * later message can print the path raw. */
 		if (!workspace_name_is_valid(de->d_name)) {
 			char bad[AGENTFS_PATH_MAX + AGENTFS_NAME_MAX + 2];
+			char esc[AGENTFS_PATH_MAX + 1];
 
 			snprintf(bad, sizeof(bad), "%.*s/%s", (int)plen,
 			    c->path, de->d_name);
-			rc = bad_name(c->e, bad, "name");
-			break;
+			if (level_of(c->p, bad) == PERM_WRITE) {
+				rc = bad_name(c->e, bad, "name");
+				break;
+			}
+			/* At a locked path it changes nothing: refused,
+			 * counted, never used. */
+			if (++c->count > c->lim.max_files) {
+				rc = err_set(c->e, -EDQUOT, "workspace: %.*s: "
+				    "over the cap of %u entries", (int)plen,
+				    c->path, c->lim.max_files);
+				break;
+			}
+			str_escape(bad, esc, sizeof(esc));
+			refuse_add(c, esc);
+			continue;
 		}
 		if (plen + 1 + strlen(de->d_name) > AGENTFS_PATH_MAX) {
 			rc = err_set(c->e, -ENAMETOOLONG, "workspace: %.200s/"
@@ -846,13 +1279,80 @@ cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth)
 	return rc;
 }
 
+/*
+ * The removal pass, after the walk: what the walk did not see is gone from
+ * disk. Locked paths stay, and so does every ancestor of one (it is
+ * missing only because the job removed a directory whose locked content it
+ * could not see or change). Levels are taken first, in order, so a hidden
+ * directory that can show nothing settles its whole subtree with one
+ * check. Then in reverse path_cmp order, so children are decided (and
+ * removed) before their directory.
+ */
+static int
+cap_remove_missing(struct cap *c)
+{
+	char parent[AGENTFS_PATH_MAX + 1];
+	int rc;
+
+	for (size_t i = 0; c->p != NULL && i < c->n; i++) {
+		struct base_ent *be = &c->ents[i];
+		size_t end;
+
+		if (be->done)
+			continue;
+		be->level = perms_check(c->p, be->path);
+		if (be->level != PERM_NONE || be->kind != AGENTFS_DIR ||
+		    perms_dir_may_show(c->p, be->path))
+			continue;
+		end = base_run_end(c, be);
+		for (size_t j = i + 1; j < end; j++)
+			c->ents[j].level = PERM_NONE;
+		i = end - 1;
+	}
+	for (size_t i = c->n; i-- > 0;) {
+		struct base_ent *be = &c->ents[i];
+		const char *slash;
+
+		if (be->done)
+			continue;
+		be->done = true;
+		if (be->level == PERM_WRITE && !be->keep) {
+			if ((rc = agentfs_remove(c->out, be->path, c->e)) != 0)
+				return rc;
+			change_add(c, WORKSPACE_REMOVED, be->path);
+			continue;
+		}
+		/* Hidden paths are not on disk by design: not a change. */
+		if (be->level != PERM_NONE)
+			refuse_add(c, be->path);
+		slash = strrchr(be->path, '/');
+		if (slash != NULL && slash != be->path) {
+			struct base_ent *pe;
+
+			memcpy(parent, be->path, (size_t)(slash - be->path));
+			parent[slash - be->path] = '\0';
+			if ((pe = base_find(c, parent)) != NULL)
+				pe->keep = true;
+		}
+	}
+	return 0;
+}
+
 int
 workspace_capture(int dirfd, struct agentfs *base,
     const struct workspace_limits *lim, struct agentfs **out,
     struct workspace_changes *ch, struct err *e)
 {
+	return workspace_capture_rules(dirfd, base, lim, NULL, out, ch, e);
+}
+
+int
+workspace_capture_rules(int dirfd, struct agentfs *base,
+    const struct workspace_limits *lim, const struct perms *p,
+    struct agentfs **out, struct workspace_changes *ch, struct err *e)
+{
 	struct workspace_changes local = { 0 };
-	struct cap c = { .base = base, .e = e };
+	struct cap c = { .base = base, .p = p, .e = e };
 	struct stat st;
 	void *blob = NULL;
 	size_t len = 0;
@@ -889,16 +1389,8 @@ workspace_capture(int dirfd, struct agentfs *base,
 	c.path[0] = '\0';
 	if ((rc = cap_dir(&c, dirfd, 0, 0)) != 0)
 		goto out_close;
-	/* What the walk did not see is gone; reversed path_cmp order
-	 * removes every child before its directory. */
-	for (size_t i = c.n; i-- > 0;) {
-		if (c.ents[i].done)
-			continue;
-		if ((rc = agentfs_remove(c.out, c.ents[i].path, e)) != 0)
-			goto out_close;
-		c.ents[i].done = true;
-		change_add(&c, WORKSPACE_REMOVED, c.ents[i].path);
-	}
+	if ((rc = cap_remove_missing(&c)) != 0)
+		goto out_close;
 	*out = c.out;
 	c.out = NULL;
 out_close:
@@ -922,5 +1414,8 @@ workspace_changes_free(struct workspace_changes *ch)
 	for (size_t i = 0; i < ch->nlist; i++)
 		free(ch->list[i].path);
 	free(ch->list);
+	for (size_t i = 0; i < ch->nrefused_list; i++)
+		free(ch->refused_list[i]);
+	free(ch->refused_list);
 	memset(ch, 0, sizeof(*ch));
 }

@@ -5,7 +5,9 @@
  * Lifecycle: workspace_materialise(snapshot, empty dirfd) -> the job runs
  * in that directory -> workspace_capture(dirfd, the same snapshot) -> a new
  * snapshot the caller commits, plus the list of what changed ->
- * workspace_changes_free().
+ * workspace_changes_free(). With path rules (perms.h), the same with
+ * workspace_materialise_rules() and workspace_capture_rules() and the same
+ * compiled rules on both sides.
  *
  * THREAT. The job controls the directory's contents, and a process it left
  * behind may still change them while we read: replace a directory with a
@@ -36,6 +38,13 @@
  * never materialised (a mode differing only in those bits is not a change).
  * A directory's mode change is not captured (the codec has no chmod); a
  * new directory keeps its mode. Owners are not materialised or captured.
+ *
+ * PATH RULES. Materialise shows the job only what its level allows (none:
+ * absent; view: size without content) and reports where the level changes
+ * so the caller can make subtrees read-only with bind mounts. Capture does
+ * not trust those mounts: it alone enforces that a path below write keeps
+ * exactly its state in base, whatever the job did on disk, and reports each
+ * change it kept out. docs/paths.md, "How rules are enforced".
  */
 #ifndef SANDQ_WORKSPACE_H
 #define SANDQ_WORKSPACE_H
@@ -46,6 +55,7 @@
 
 #include "../common/err.h"
 #include "agentfs.h"
+#include "perms.h"
 
 /* Caps on a tree, in both directions. Values above the codec's own caps
  * (AGENTFS_FILE_MAX, AGENTFS_DEPTH_MAX) are lowered to them. */
@@ -64,6 +74,7 @@ struct workspace_limits {
 }
 
 #define WORKSPACE_CHANGES_LIST_MAX 1024	/* paths kept in a change list */
+#define WORKSPACE_REFUSED_LIST_MAX 256	/* paths kept in a refused list */
 
 enum workspace_op {
 	WORKSPACE_ADDED = 'A',		/* new path */
@@ -77,7 +88,9 @@ struct workspace_change {
 };
 
 /* What a capture changed. Counts are exact; the list keeps the first
- * WORKSPACE_CHANGES_LIST_MAX changes in the order they were made. */
+ * WORKSPACE_CHANGES_LIST_MAX changes in the order they were made, the
+ * refused list the first WORKSPACE_REFUSED_LIST_MAX refused paths (names
+ * that are not valid hex-escaped as in error messages). */
 struct workspace_changes {
 	uint64_t added;			/* entries created */
 	uint64_t modified;		/* entries rewritten */
@@ -85,7 +98,20 @@ struct workspace_changes {
 	struct workspace_change *list;	/* nlist changes, owned */
 	size_t nlist;			/* entries in list */
 	bool truncated;			/* more changes than the list holds */
+	uint64_t refused;		/* changes the path rules kept out */
+	char **refused_list;		/* nrefused_list paths, owned */
+	size_t nrefused_list;		/* entries in refused_list */
 };
+
+/*
+ * Told about one materialised entry whose level differs from its parent's
+ * (path "/" is the root itself). kind is AGENTFS_DIR, AGENTFS_FILE or
+ * AGENTFS_SYMLINK; a bind mount on a symlink path would follow it, so a
+ * caller skips those (capture keeps their base state anyway). path lives
+ * only during the call. Returns 0, or -errno to stop materialising.
+ */
+typedef int (*workspace_mark_cb)(const char *path, enum perm_level level,
+    enum agentfs_kind kind, void *arg);
 
 /*
  * Writes the whole tree of fs into dirfd, which should be an empty
@@ -102,6 +128,32 @@ struct workspace_changes {
  */
 int workspace_materialise(struct agentfs *fs, int dirfd,
     const struct workspace_limits *lim, struct err *e);
+
+/*
+ * workspace_materialise() under the rules p (NULL: everything is write, and
+ * this is workspace_materialise()). The level of each path is
+ * perms_check(p, path):
+ *  - none: not materialised, nor anything below it; its name is not even
+ *    checked. Exception: a directory that perms_dir_may_show() says may hold
+ *    visible entries, and that does hold one, is created bare (mode 0555)
+ *    listing only what is visible. Hidden special entries are skipped.
+ *  - view: a file is created with its size but no content (sparse zeros)
+ *    and mode 0000, a directory with mode 0555, a symlink as a symlink.
+ *  - read, write: as workspace_materialise().
+ * Caps are checked on what is materialised; a view file counts as an entry
+ * and against the one-file cap, not against the total bytes (it has none).
+ * Once the whole tree is in place, mark (may be NULL) is called, parents
+ * before children, for the root when perms_check(p, "/") is below write,
+ * then for every materialised entry whose level differs from its parent's
+ * (the root's level for a top-level entry). A non-zero return from mark
+ * stops it and is returned; e keeps what mark set in it (mark may fill the
+ * same record), else names the path. Does not take ownership of fs, dirfd
+ * or p.
+ * Returns 0 or -errno with e set.
+ */
+int workspace_materialise_rules(struct agentfs *fs, int dirfd,
+    const struct workspace_limits *lim, const struct perms *p,
+    workspace_mark_cb mark, void *arg, struct err *e);
 
 /*
  * Reads the tree below dirfd back into a new snapshot *out: a copy of base
@@ -123,7 +175,32 @@ int workspace_capture(int dirfd, struct agentfs *base,
     const struct workspace_limits *lim, struct agentfs **out,
     struct workspace_changes *ch, struct err *e);
 
-/* Frees the list and zeroes *ch. NULL is a no-op. */
+/*
+ * workspace_capture() under the rules p (NULL: workspace_capture()).
+ * Invariant: a path whose level is below write keeps exactly its state in
+ * base (present with the same kind, content, mode and target, or absent),
+ * whatever is on disk. So at such a path a new entry is not added, a
+ * modified one keeps base's version, a kind change keeps base's entry, and
+ * nothing new below it is read. A hidden (none) path is absent on disk and
+ * a view file is zero-filled with mode 0000: neither is a change. A path of
+ * base missing on disk is kept if it or any of its base descendants is
+ * below write (so removing a directory never drops what the job could not
+ * see); a writable one is removed as usual. Writable paths below a
+ * non-writable directory are captured normally. A writable path whose base
+ * directory holds non-writable entries keeps that directory rather than
+ * becoming a file or symlink. A directory at a none path that
+ * perms_dir_may_show() says holds nothing visible is not read at all, so a
+ * none rule also serves as an ignore list (base NULL: such paths simply do
+ * not appear). Each change kept out counts in ch->refused and is listed;
+ * at a non-writable path, a bad name or a special file is a refused change
+ * rather than an error. Refusals are not errors: the capture succeeds.
+ * Otherwise as workspace_capture(). Does not take ownership of p.
+ */
+int workspace_capture_rules(int dirfd, struct agentfs *base,
+    const struct workspace_limits *lim, const struct perms *p,
+    struct agentfs **out, struct workspace_changes *ch, struct err *e);
+
+/* Frees both lists and zeroes *ch. NULL is a no-op. */
 void workspace_changes_free(struct workspace_changes *ch);
 
 /* True when name is one valid path component: 1..AGENTFS_NAME_MAX bytes of

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../store/agentfs.h"
+#include "../store/perms.h"
 #include "../store/workspace.h"
 
 static char root[64];		/* the test folder */
@@ -713,4 +714,662 @@ Test(workspace, legacy_json_symlink_materialises_as_real_symlink)
 	workspace_changes_free(&ch);
 	agentfs_close(out);
 	agentfs_close(fs);
+}
+
+/*** Path rules ***/
+
+static void
+rules_compile(struct perms *p, const char *preset,
+    const struct perm_rule *rules, size_t n)
+{
+	struct err e;
+
+	cr_assert_eq(perms_compile(p, rules, n, preset, &e), 0, "%s", e.msg);
+}
+
+static bool
+exists_at(int dfd, const char *path)
+{
+	struct stat st;
+
+	return fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* rm -rf root/ws/path, without following symlinks. */
+static void
+rm_tree(const char *path)
+{
+	char abs[256];
+
+	snprintf(abs, sizeof(abs), "%s/ws/%s", root, path);
+	nftw(abs, unlock_cb, 16, FTW_PHYS);
+	cr_assert_eq(nftw(abs, remove_cb, 16, FTW_PHYS | FTW_DEPTH), 0);
+	cr_assert_not(exists_at(wsfd, path));
+}
+
+static bool
+refused_listed(const struct workspace_changes *ch, const char *path)
+{
+	for (size_t i = 0; i < ch->nrefused_list; i++)
+		if (strcmp(ch->refused_list[i], path) == 0)
+			return true;
+	return false;
+}
+
+static void
+expect_content(struct agentfs *fs, const char *path, const void *want,
+    size_t wantlen)
+{
+	void *data = NULL;
+	size_t len = 0;
+	struct err e;
+
+	cr_assert_eq(agentfs_read(fs, path, &data, &len, &e), 0, "%s: %s",
+	    path, e.msg);
+	cr_expect_eq(len, wantlen, "%s: %zu bytes, want %zu", path, len,
+	    wantlen);
+	cr_expect(len == wantlen && memcmp(data, want, len) == 0,
+	    "%s: content differs", path);
+	free(data);
+}
+
+static bool
+in_snapshot(struct agentfs *fs, const char *path)
+{
+	void *data = NULL;
+	size_t len = 0;
+	struct err e;
+	int rc = agentfs_read(fs, path, &data, &len, &e);
+
+	free(data);
+	return rc == 0 || rc == -EISDIR || rc == -EINVAL;
+}
+
+/* Materialises fs under p, the job does its thing, then capture: */
+static void
+mat_rules(struct agentfs *fs, const struct perms *p)
+{
+	struct err e;
+
+	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, p, NULL,
+	    NULL, &e), 0, "%s", e.msg);
+}
+
+static struct agentfs *
+cap_rules(struct agentfs *base, const struct perms *p,
+    struct workspace_changes *ch)
+{
+	struct agentfs *out = NULL;
+	struct err e;
+
+	cr_assert_eq(workspace_capture_rules(wsfd, base, NULL, p, &out, ch,
+	    &e), 0, "%s", e.msg);
+	cr_assert_not_null(out);
+	return out;
+}
+
+struct marks {
+	char lines[32][128];
+	size_t n;
+};
+
+static int
+mark_cb(const char *path, enum perm_level level, enum agentfs_kind kind,
+    void *arg)
+{
+	struct marks *m = arg;
+
+	cr_assert_lt(m->n, 32);
+	snprintf(m->lines[m->n++], sizeof(m->lines[0]), "%s %s %s", path,
+	    perms_level_str(level), kind == AGENTFS_DIR ? "dir" :
+	    kind == AGENTFS_FILE ? "file" : "link");
+	return 0;
+}
+
+static void
+expect_marks(const struct marks *m, const char *const *want, size_t n)
+{
+	cr_expect_eq(m->n, n, "%zu marks, want %zu", m->n, n);
+	for (size_t i = 0; i < m->n && i < n; i++)
+		cr_expect_str_eq(m->lines[i], want[i], "mark %zu", i);
+}
+
+/* A repository under agent-safe: .git read-only, .env hidden. */
+static struct agentfs *
+repo_new(void)
+{
+	struct agentfs *fs = NULL;
+	struct err e;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	mkd(fs, "/.git", 0755);
+	mkd(fs, "/.git/hooks", 0755);
+	put(fs, "/.git/config", "[core]\n", 0644);
+	put(fs, "/.git/hooks/pre-commit", "#!/bin/sh\n", 0755);
+	put(fs, "/.env", "TOKEN=s3cret\n", 0600);
+	mkd(fs, "/src", 0755);
+	put(fs, "/src/main.py", "print('hi')\n", 0644);
+	put(fs, "/src/app.key", "KEY\n", 0600);
+	return fs;
+}
+
+Test(workspace, rules_none_file_is_absent_and_kept_when_recreated)
+{
+	struct agentfs *fs = repo_new(), *out = NULL, *out2 = NULL;
+	struct workspace_changes ch, ch2;
+	struct perms p;
+
+	rules_compile(&p, "agent-safe", NULL, 0);
+	mat_rules(fs, &p);
+	cr_expect_not(exists_at(wsfd, ".env"), ".env was materialised");
+	cr_expect_not(exists_at(wsfd, "src/app.key"));
+	cr_expect(exists_at(wsfd, "src/main.py"));
+
+	/* Untouched: nothing changed, nothing refused, secrets kept. */
+	out = cap_rules(fs, &p, &ch);
+	cr_expect_eq(ch.added + ch.modified + ch.removed, 0);
+	cr_expect_eq(ch.refused, 0);
+	expect_content(out, "/.env", "TOKEN=s3cret\n", 13);
+	expect_content(out, "/src/app.key", "KEY\n", 4);
+
+	/* The job "recreates" them: refused, base kept. A right guess is
+	 * refused too, so the refused list is no oracle for the secret. */
+	write_at(wsfd, ".env", "TOKEN=forged\n");
+	write_at(wsfd, "src/app.key", "KEY\n");
+	cr_assert_eq(fchmodat(wsfd, "src/app.key", 0600, 0), 0);
+	cr_assert_eq(symlinkat("x", wsfd, "id.pem"), 0);
+	out2 = cap_rules(fs, &p, &ch2);
+	cr_expect_eq(ch2.refused, 3);
+	cr_expect(refused_listed(&ch2, "/id.pem"));
+	cr_expect_not(in_snapshot(out2, "/id.pem"));
+	cr_expect(refused_listed(&ch2, "/.env"));
+	cr_expect(refused_listed(&ch2, "/src/app.key"));
+	cr_expect_eq(ch2.added + ch2.modified + ch2.removed, 0);
+	expect_content(out2, "/.env", "TOKEN=s3cret\n", 13);
+	expect_content(out2, "/src/app.key", "KEY\n", 4);
+	workspace_changes_free(&ch);
+	workspace_changes_free(&ch2);
+	agentfs_close(out);
+	agentfs_close(out2);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_view_file_has_size_only_and_changes_are_refused)
+{
+	static const struct perm_rule r[] = { { "/blob.bin", PERM_VIEW } };
+	struct agentfs *fs = sample_new(), *out = NULL, *out2 = NULL;
+	struct workspace_changes ch, ch2;
+	struct marks m = { 0 };
+	struct perms p;
+	struct stat st;
+	char *data;
+	size_t len, nonzero = 0;
+	struct err e;
+
+	rules_compile(&p, "agent-safe", r, 1);
+	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
+	    &m, &e), 0, "%s", e.msg);
+	expect_mode(wsfd, "blob.bin", S_IFREG, 0);
+	cr_assert_eq(fstatat(wsfd, "blob.bin", &st, AT_SYMLINK_NOFOLLOW), 0);
+	cr_expect_eq(st.st_size, 9000);
+	cr_assert_eq(fchmodat(wsfd, "blob.bin", 0400, 0), 0);
+	data = read_at(wsfd, "blob.bin", &len);
+	cr_assert_eq(fchmodat(wsfd, "blob.bin", 0, 0), 0);
+	cr_expect_eq(len, 9000);
+	for (size_t i = 0; i < len; i++)
+		nonzero += data[i] != 0;
+	cr_expect_eq(nonzero, 0, "view content reached the disk");
+	free(data);
+	expect_marks(&m, (const char *const[]){ "/blob.bin view file" }, 1);
+
+	out = cap_rules(fs, &p, &ch);
+	cr_expect_eq(ch.refused, 0, "a zero-filled view file is no change");
+	cr_expect_eq(ch.added + ch.modified + ch.removed, 0);
+	expect_content(out, "/blob.bin", blob9000, sizeof(blob9000));
+
+	if (geteuid() == 0) {
+		struct workspace_changes ch3;
+		struct agentfs *out3;
+		int fd = openat(wsfd, "blob.bin", O_WRONLY);
+
+		/* Same size and mode 0000, one byte set: the content check
+		 * (which needs CAP_DAC_OVERRIDE) finds it. */
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(pwrite(fd, "x", 1, 8000), 1);
+		close(fd);
+		out3 = cap_rules(fs, &p, &ch3);
+		cr_expect_eq(ch3.refused, 1);
+		expect_content(out3, "/blob.bin", blob9000, sizeof(blob9000));
+		workspace_changes_free(&ch3);
+		agentfs_close(out3);
+	}
+	cr_assert_eq(fchmodat(wsfd, "blob.bin", 0644, 0), 0);
+	write_at(wsfd, "blob.bin", "changed");
+	out2 = cap_rules(fs, &p, &ch2);
+	cr_expect_eq(ch2.refused, 1);
+	cr_expect(refused_listed(&ch2, "/blob.bin"));
+	cr_expect_eq(ch2.modified, 0);
+	expect_content(out2, "/blob.bin", blob9000, sizeof(blob9000));
+	workspace_changes_free(&ch);
+	workspace_changes_free(&ch2);
+	agentfs_close(out);
+	agentfs_close(out2);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_changed_read_file_is_refused_and_base_kept)
+{
+	struct agentfs *fs = repo_new(), *out = NULL;
+	struct workspace_changes ch;
+	struct perms p;
+
+	rules_compile(&p, "agent-safe", NULL, 0);
+	mat_rules(fs, &p);
+	write_at(wsfd, ".git/config", "[core]\nfsmonitor = evil\n");
+	/* Same content but another mode is a change too. */
+	cr_assert_eq(fchmodat(wsfd, ".git/hooks/pre-commit", 0777, 0), 0);
+	write_at(wsfd, "src/main.py", "print('bye')\n");	/* writable */
+	out = cap_rules(fs, &p, &ch);
+	cr_expect_eq(ch.refused, 2);
+	cr_expect(refused_listed(&ch, "/.git/config"));
+	cr_expect(refused_listed(&ch, "/.git/hooks/pre-commit"));
+	cr_expect_eq(ch.modified, 1);
+	cr_expect(change_listed(&ch, WORKSPACE_MODIFIED, "/src/main.py"));
+	expect_content(out, "/.git/config", "[core]\n", 7);
+	expect_content(out, "/src/main.py", "print('bye')\n", 13);
+	workspace_changes_free(&ch);
+	agentfs_close(out);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_kind_change_and_removal_at_read_path_keep_base)
+{
+	struct agentfs *fs = repo_new(), *out = NULL;
+	struct workspace_changes ch;
+	struct perms p;
+	char *want, *got;
+
+	rules_compile(&p, "agent-safe", NULL, 0);
+	mat_rules(fs, &p);
+	cr_assert_eq(unlinkat(wsfd, ".git/config", 0), 0);
+	cr_assert_eq(mkdirat(wsfd, ".git/config", 0755), 0);
+	write_at(wsfd, ".git/config/x", "x");
+	rm_tree(".git/hooks");
+	write_at(wsfd, ".git/new", "planted");
+	out = cap_rules(fs, &p, &ch);
+	cr_expect_eq(ch.added + ch.modified + ch.removed, 0);
+	/* config (kind), new (added), hooks and pre-commit (removed). */
+	cr_expect_eq(ch.refused, 4, "refused %llu",
+	    (unsigned long long)ch.refused);
+	cr_expect(refused_listed(&ch, "/.git/config"));
+	cr_expect(refused_listed(&ch, "/.git/new"));
+	cr_expect(refused_listed(&ch, "/.git/hooks"));
+	cr_expect(refused_listed(&ch, "/.git/hooks/pre-commit"));
+	want = dump_tree(fs);
+	got = dump_tree(out);
+	cr_expect_str_eq(got, want);
+	free(want);
+	free(got);
+	workspace_changes_free(&ch);
+	agentfs_close(out);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_write_path_under_read_dir_is_captured)
+{
+	static const struct perm_rule r[] = { { "/out", PERM_WRITE } };
+	struct agentfs *fs = NULL, *out = NULL;
+	struct workspace_changes ch;
+	struct marks m = { 0 };
+	struct perms p;
+	struct err e;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	put(fs, "/README", "read me\n", 0644);
+	mkd(fs, "/out", 0755);
+	put(fs, "/out/log.txt", "1\n", 0644);
+	rules_compile(&p, "read-only", r, 1);
+	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
+	    &m, &e), 0, "%s", e.msg);
+	expect_marks(&m, (const char *const[]){ "/ read dir",
+	    "/out write dir" }, 2);
+	write_at(wsfd, "README", "defaced\n");
+	write_at(wsfd, "out/log.txt", "1\n2\n");
+	write_at(wsfd, "out/new.txt", "new\n");
+	write_at(wsfd, "stray.txt", "stray\n");
+	out = cap_rules(fs, &p, &ch);
+	cr_expect_eq(ch.modified, 1);
+	cr_expect_eq(ch.added, 1);
+	cr_expect_eq(ch.removed, 0);
+	cr_expect(change_listed(&ch, WORKSPACE_MODIFIED, "/out/log.txt"));
+	cr_expect(change_listed(&ch, WORKSPACE_ADDED, "/out/new.txt"));
+	cr_expect_eq(ch.refused, 2);
+	cr_expect(refused_listed(&ch, "/README"));
+	cr_expect(refused_listed(&ch, "/stray.txt"));
+	expect_content(out, "/README", "read me\n", 8);
+	expect_content(out, "/out/log.txt", "1\n2\n", 4);
+	expect_content(out, "/out/new.txt", "new\n", 4);
+	cr_expect_not(in_snapshot(out, "/stray.txt"));
+	workspace_changes_free(&ch);
+	agentfs_close(out);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_new_entries_under_none_dir_are_refused)
+{
+	struct agentfs *fs = NULL, *out = NULL;
+	struct workspace_changes ch;
+	struct perms p;
+	struct err e;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	mkd(fs, "/secrets", 0700);
+	put(fs, "/secrets/db.txt", "pw\n", 0600);
+	rules_compile(&p, "agent-safe", NULL, 0);
+	mat_rules(fs, &p);
+	cr_expect_not(exists_at(wsfd, "secrets"));
+	cr_assert_eq(mkdirat(wsfd, "secrets", 0755), 0);
+	write_at(wsfd, "secrets/db.txt", "forged\n");
+	write_at(wsfd, "secrets/new.txt", "new\n");
+	cr_assert_eq(mkdirat(wsfd, ".ssh", 0700), 0);
+	write_at(wsfd, ".ssh/authorized_keys", "ssh-ed25519 AAAA\n");
+	out = cap_rules(fs, &p, &ch);
+	cr_expect_eq(ch.added + ch.modified + ch.removed, 0);
+	/* One refusal per hidden directory: nothing below is read. */
+	cr_expect_eq(ch.refused, 2);
+	cr_expect(refused_listed(&ch, "/secrets"));
+	cr_expect(refused_listed(&ch, "/.ssh"));
+	expect_content(out, "/secrets/db.txt", "pw\n", 3);
+	cr_expect_not(in_snapshot(out, "/secrets/new.txt"));
+	cr_expect_not(in_snapshot(out, "/.ssh"));
+	workspace_changes_free(&ch);
+	agentfs_close(out);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_removed_dir_keeps_hidden_file_and_its_ancestors)
+{
+	struct agentfs *fs = NULL, *out = NULL;
+	struct workspace_changes ch;
+	struct perms p;
+	struct err e;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	mkd(fs, "/proj", 0755);
+	mkd(fs, "/proj/sub", 0755);
+	put(fs, "/proj/sub/.env", "TOKEN=1\n", 0600);
+	put(fs, "/proj/sub/a.txt", "a\n", 0644);
+	put(fs, "/proj/b.txt", "b\n", 0644);
+	mkd(fs, "/d", 0755);
+	put(fs, "/d/.env", "D=1\n", 0600);
+	rules_compile(&p, "agent-safe", NULL, 0);
+	mat_rules(fs, &p);
+	rm_tree("proj");
+	rm_tree("d");
+	write_at(wsfd, "d", "now a file\n");	/* would drop /d/.env */
+	out = cap_rules(fs, &p, &ch);
+	expect_content(out, "/proj/sub/.env", "TOKEN=1\n", 8);
+	expect_content(out, "/d/.env", "D=1\n", 4);
+	cr_expect_not(in_snapshot(out, "/proj/sub/a.txt"));
+	cr_expect_not(in_snapshot(out, "/proj/b.txt"));
+	cr_expect_eq(ch.removed, 2);
+	cr_expect(change_listed(&ch, WORKSPACE_REMOVED, "/proj/sub/a.txt"));
+	cr_expect(change_listed(&ch, WORKSPACE_REMOVED, "/proj/b.txt"));
+	cr_expect_eq(ch.added + ch.modified, 0);
+	/* The removals of the ancestors and the kind change were kept out;
+	 * the hidden files themselves are no change. */
+	cr_expect_eq(ch.refused, 3);
+	cr_expect(refused_listed(&ch, "/proj"));
+	cr_expect(refused_listed(&ch, "/proj/sub"));
+	cr_expect(refused_listed(&ch, "/d"));
+	cr_expect_not(refused_listed(&ch, "/proj/sub/.env"));
+	workspace_changes_free(&ch);
+	agentfs_close(out);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_marks_follow_agent_safe_levels)
+{
+	struct agentfs *fs = repo_new();
+	struct marks m = { 0 };
+	struct perms p;
+	struct err e;
+
+	rules_compile(&p, "agent-safe", NULL, 0);
+	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
+	    &m, &e), 0, "%s", e.msg);
+	expect_marks(&m, (const char *const[]){ "/.git read dir" }, 1);
+	expect_mode(wsfd, ".git/config", S_IFREG, 0644);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_hidden_dir_with_visible_entry_is_bare)
+{
+	static const struct perm_rule r[] = {
+		{ "/secrets/public", PERM_WRITE },
+		{ "/docs/**", PERM_VIEW },
+		{ "/.aws/pub", PERM_WRITE },	/* may show, holds nothing */
+	};
+	struct agentfs *fs = repo_new();
+	struct marks m = { 0 };
+	struct perms p;
+	struct err e;
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	mkd(fs, "/secrets", 0700);
+	put(fs, "/secrets/key.txt", "k\n", 0600);
+	mkd(fs, "/secrets/public", 0755);
+	put(fs, "/secrets/public/ca.crt", "cert\n", 0644);
+	mkd(fs, "/.aws", 0700);		/* hidden, nothing visible below */
+	mkd(fs, "/.aws/sub", 0700);
+	put(fs, "/.aws/sub/credentials", "c\n", 0600);
+	mkd(fs, "/docs", 0755);
+	put(fs, "/docs/a.md", "# a\n", 0644);
+	cr_assert_eq(agentfs_symlink(fs, "a.md", "/docs/latest", &e), 0);
+	rules_compile(&p, "agent-safe", r, 3);
+	cr_assert(perms_dir_may_show(&p, "/.aws"));
+	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
+	    &m, &e), 0, "%s", e.msg);
+	expect_marks(&m, (const char *const[]){
+	    "/.git read dir", "/docs view dir", "/secrets none dir",
+	    "/secrets/public write dir" }, 4);
+	expect_mode(wsfd, "secrets", S_IFDIR, 0555);
+	expect_mode(wsfd, "secrets/public", S_IFDIR, 0755);
+	expect_mode(wsfd, "docs", S_IFDIR, 0555);
+	expect_mode(wsfd, "docs/a.md", S_IFREG, 0);
+	expect_link(wsfd, "docs/latest", "a.md");
+	cr_expect(exists_at(wsfd, "secrets/public/ca.crt"));
+	cr_expect_not(exists_at(wsfd, ".aws"), "an empty bare dir was kept");
+	d = fdopendir(openat(wsfd, "secrets", O_RDONLY | O_DIRECTORY));
+	cr_assert_not_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	cr_expect_eq(n, 1, "the bare directory lists hidden entries");
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_view_only_root_is_marked)
+{
+	struct agentfs *fs = repo_new();
+	struct marks m = { 0 };
+	struct perms p;
+	struct err e;
+
+	rules_compile(&p, "view-only", NULL, 0);
+	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
+	    &m, &e), 0, "%s", e.msg);
+	expect_marks(&m, (const char *const[]){ "/ view dir" }, 1);
+	expect_mode(wsfd, "src", S_IFDIR, 0555);
+	expect_mode(wsfd, ".env", S_IFREG, 0);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_refused_count_is_exact_and_list_capped)
+{
+	struct workspace_changes ch;
+	struct agentfs *fs = NULL, *out = NULL;
+	struct perms p;
+	struct err e;
+	char name[32];
+	size_t bad = 0;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	rules_compile(&p, "read-only", NULL, 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "n%03d", i);
+		write_at(wsfd, name, "x");
+	}
+	write_at(wsfd, "bad\nname", "");	/* refused, not an error */
+	out = cap_rules(fs, &p, &ch);
+	cr_expect_eq(ch.refused, 301);
+	cr_expect_eq(ch.nrefused_list, WORKSPACE_REFUSED_LIST_MAX);
+	for (size_t i = 0; i < ch.nrefused_list; i++)
+		bad += strncmp(ch.refused_list[i], "/n", 2) != 0 &&
+		    strcmp(ch.refused_list[i], "/bad\\x0aname") != 0;
+	cr_expect_eq(bad, 0);
+	cr_expect_eq(ch.added + ch.modified + ch.removed, 0);
+	cr_expect_not(in_snapshot(out, "/n000"));
+	workspace_changes_free(&ch);
+	cr_expect_eq(ch.refused, 0);
+	cr_expect_null(ch.refused_list);
+	agentfs_close(out);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+Test(workspace, rules_ignored_subtree_is_not_read_without_base)
+{
+	static const struct perm_rule r[] = {
+		{ "**/node_modules", PERM_NONE },
+		{ "**/*.log", PERM_NONE },
+	};
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct workspace_changes ch;
+	struct agentfs *out = NULL;
+	struct perms p;
+	struct err e;
+	char name[64];
+
+	rules_compile(&p, "full-access", r, 2);
+	cr_assert_eq(mkdirat(wsfd, "src", 0755), 0);
+	write_at(wsfd, "src/a.c", "int a;\n");
+	write_at(wsfd, "x.log", "log\n");
+	cr_assert_eq(mkdirat(wsfd, "node_modules", 0755), 0);
+	cr_assert_eq(mkfifoat(wsfd, "node_modules/fifo", 0644), 0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "node_modules/m%d", i);
+		write_at(wsfd, name, "m");
+	}
+	/* Reading node_modules would trip the entry cap or the FIFO. */
+	lim.max_files = 4;
+	cr_assert_eq(workspace_capture_rules(wsfd, NULL, &lim, &p, &out, &ch,
+	    &e), 0, "%s", e.msg);
+	cr_expect_eq(ch.added, 2);
+	cr_expect(change_listed(&ch, WORKSPACE_ADDED, "/src/a.c"));
+	cr_expect_not(in_snapshot(out, "/node_modules"));
+	cr_expect_not(in_snapshot(out, "/x.log"));
+	cr_expect_eq(ch.refused, 2);
+	workspace_changes_free(&ch);
+	agentfs_close(out);
+	perms_free(&p);
+}
+
+Test(workspace, rules_null_and_full_access_match_plain_codec)
+{
+	struct agentfs *fs = sample_new(), *a = NULL, *b = NULL, *c = NULL;
+	struct workspace_changes cha, chb, chc;
+	struct marks m = { 0 };
+	struct perms p;
+	struct err e;
+	char *da, *db, *dc;
+
+	rules_compile(&p, "full-access", NULL, 0);
+	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, NULL,
+	    mark_cb, &m, &e), 0, "%s", e.msg);
+	cr_expect_eq(m.n, 0);
+	expect_mode(wsfd, "ro", S_IFDIR, 0555);
+	write_at(wsfd, "src/main.py", "print('bye')\n");
+	write_at(wsfd, "src/new.txt", "new\n");
+	cr_assert_eq(unlinkat(wsfd, "empty.txt", 0), 0);
+	cr_assert_eq(workspace_capture(wsfd, fs, NULL, &a, &cha, &e), 0, "%s",
+	    e.msg);
+	b = cap_rules(fs, NULL, &chb);
+	c = cap_rules(fs, &p, &chc);
+	cr_expect_eq(cha.added, 1);
+	cr_expect_eq(cha.modified, 1);
+	cr_expect_eq(cha.removed, 1);
+	cr_expect_eq(cha.refused + chb.refused + chc.refused, 0);
+	cr_expect_eq(chb.nlist, cha.nlist);
+	cr_expect_eq(chc.nlist, cha.nlist);
+	for (size_t i = 0; i < cha.nlist && i < chb.nlist && i < chc.nlist;
+	    i++) {
+		cr_expect_eq(chb.list[i].op, cha.list[i].op);
+		cr_expect_str_eq(chb.list[i].path, cha.list[i].path);
+		cr_expect_eq(chc.list[i].op, cha.list[i].op);
+		cr_expect_str_eq(chc.list[i].path, cha.list[i].path);
+	}
+	da = dump_tree(a);
+	db = dump_tree(b);
+	dc = dump_tree(c);
+	cr_expect_str_eq(db, da);
+	cr_expect_str_eq(dc, da);
+	free(da);
+	free(db);
+	free(dc);
+	workspace_changes_free(&cha);
+	workspace_changes_free(&chb);
+	workspace_changes_free(&chc);
+	agentfs_close(a);
+	agentfs_close(b);
+	agentfs_close(c);
+	agentfs_close(fs);
+	perms_free(&p);
+}
+
+struct mark_stop {
+	struct err *e;			/* shared with materialise */
+	int calls;
+};
+
+static int
+mark_stop_cb(const char *path, enum perm_level level, enum agentfs_kind kind,
+    void *arg)
+{
+	struct mark_stop *ms = arg;
+
+	(void)level;
+	(void)kind;
+	ms->calls++;
+	return err_set(ms->e, -E2BIG, "too many mounts at %s", path);
+}
+
+Test(workspace, rules_mark_failure_stops_and_keeps_its_message)
+{
+	struct agentfs *fs = repo_new();
+	struct perms p;
+	struct err e;
+	struct mark_stop ms = { .e = &e };
+	int rc;
+
+	rules_compile(&p, "read-only", NULL, 0);
+	rc = workspace_materialise_rules(fs, wsfd, NULL, &p, mark_stop_cb, &ms,
+	    &e);
+	cr_expect_eq(rc, -E2BIG);
+	cr_expect_eq(ms.calls, 1);
+	cr_expect_str_eq(e.msg, "too many mounts at /");
+	agentfs_close(fs);
+	perms_free(&p);
 }

@@ -2,6 +2,15 @@
  * job.c - the worker's loop: receive a job, run it in the prepared sandbox,
  * send the result, prepare the next sandbox.
  *
+ * A job on a persistent sandbox reads the sandbox's head from the store,
+ * hands the snapshot to the sandbox as a sealed memfd, and after the job
+ * commits what the sandbox captured: the new blob is put, then the head
+ * moves from the version the job started on (compare-and-set), so a commit
+ * racing another is refused, never merged. The last snapshot used stays in
+ * its memfd: the next job on the same sandbox and head reuses it without
+ * reading or hashing the blob again. The fs.*, kv.* and sandbox.* ops run
+ * here, on the store, without a sandbox (ops.c).
+ *
  * The next sandbox is prepared right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
  * arriving at an idle worker finds its namespaces and image already built.
@@ -11,15 +20,25 @@
  * dispatcher fails the job and respawns it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "../common/log.h"
 #include "../common/msg.h"
 #include "../common/util.h"
+#include "../common/xmalloc.h"
 #include "../queue/payload.h"
+#include "../store/store.h"
+#include "ops.h"
 #include "worker.h"
+
+#define HISTORY_TEXT_MAX 4096	/* bytes of a string kept in a tool call row */
 
 static void
 prepare_next(struct worker *w)
@@ -46,10 +65,237 @@ send_result(struct worker *w, uint32_t job_id, const struct result *res)
 	return rc;
 }
 
+/*** History ***/
+
+/*
+ * A JSON string of at most HISTORY_TEXT_MAX bytes of p: invalid UTF-8
+ * becomes U+FFFD, and a longer text ends in "...(N bytes)".
+ */
+static json_t *
+json_text(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	size_t cap = n < HISTORY_TEXT_MAX ? n : HISTORY_TEXT_MAX;
+	char *buf = xmalloc(cap * 3 + 32), *o = buf;
+	json_t *v;
+
+	for (size_t i = 0; i < cap;) {
+		unsigned char c = s[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 :
+		    (c >> 3) == 30 ? 4 : 0;
+		bool ok = len > 0 && i + len <= cap && c != 0;
+
+		for (size_t k = 1; ok && k < len; k++)
+			ok = (s[i + k] & 0xc0) == 0x80;
+		if (ok && len == 2 && c < 0xc2)
+			ok = false;	/* overlong */
+		if (ok && len == 3 && ((c == 0xe0 && s[i + 1] < 0xa0) ||
+		    (c == 0xed && s[i + 1] >= 0xa0)))
+			ok = false;	/* overlong or a surrogate */
+		if (ok && len == 4 && ((c == 0xf0 && s[i + 1] < 0x90) || c > 0xf4 ||
+		    (c == 0xf4 && s[i + 1] >= 0x90)))
+			ok = false;
+		if (!ok) {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+			continue;
+		}
+		memcpy(o, s + i, len);
+		o += len;
+		i += len;
+	}
+	if (cap < n)
+		o += sprintf(o, "...(%zu bytes)", n);
+	v = json_stringn(buf, (size_t)(o - buf));
+	free(buf);
+	return v != NULL ? v : json_string("");
+}
+
+/*
+ * The tool_calls row of a run (docs/protocol.md "History"): the op, what it
+ * ran, and how it ended. Never file contents; long texts cut.
+ */
+static char *
+call_record(const struct job *j, const struct result *res)
+{
+	json_t *o = json_object(), *params = json_object(), *r = json_object();
+	char *text;
+
+	if (j->op == OP_SH)
+		json_object_set_new(params, "script", json_text(j->script, strlen(j->script)));
+	else if (j->op == OP_PYTHON)
+		json_object_set_new(params, "code", json_text(j->code, strlen(j->code)));
+	else {
+		json_t *argv = json_array();
+
+		for (size_t i = 0; i < j->argc; i++)
+			json_array_append_new(argv, json_text(j->argv[i], strlen(j->argv[i])));
+		json_object_set_new(params, "argv", argv);
+	}
+	if (j->cwd != NULL)
+		json_object_set_new(params, "cwd", json_text(j->cwd, strlen(j->cwd)));
+	json_object_set_new(params, "job", json_string(j->id));
+	json_object_set_new(r, "status", json_string(res_status_name(res->status)));
+	json_object_set_new(r, "exit_code", json_integer(res->exit_code));
+	if (res->signal != 0)
+		json_object_set_new(r, "signal", json_integer(res->signal));
+	json_object_set_new(r, "stdout", json_text(res->out, res->out_len));
+	json_object_set_new(r, "stderr", json_text(res->err, res->err_len));
+	json_object_set_new(o, "name", json_string(job_op_name(j->op)));
+	json_object_set_new(o, "parameters", params);
+	json_object_set_new(o, "result", r);
+	json_object_set_new(o, "status", json_string(res->status == ST_OK ? "success" : "error"));
+	if (res->status != ST_OK) {
+		char buf[160];
+
+		if (res->error_message != NULL)
+			json_object_set_new(o, "error", json_text(res->error_message,
+			    strlen(res->error_message)));
+		else {
+			snprintf(buf, sizeof(buf), res->status == ST_SIGNAL ?
+			    "killed by signal %d" : "exit code %d",
+			    res->status == ST_SIGNAL ? res->signal : res->exit_code);
+			json_object_set_new(o, "error", json_string(buf));
+		}
+	}
+	json_object_set_new(o, "started_ms", json_integer((json_int_t)res->started_at));
+	json_object_set_new(o, "completed_ms", json_integer((json_int_t)res->finished_at));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (text == NULL)
+		fatalx("cannot encode a tool call record");
+	return text;
+}
+
+/*** Snapshots ***/
+
+static void
+snap_forget(struct worker *w)
+{
+	if (w->snap_fd >= 0)
+		close(w->snap_fd);
+	w->snap_fd = -1;
+	w->snap_len = 0;
+	w->snap_sha[0] = '\0';
+}
+
+/* Keeps blob (sha) as the cached snapshot, in a sealed memfd. */
+static int
+snap_keep(struct worker *w, const char *sha, const void *blob, size_t len)
+{
+	int fd;
+
+	snap_forget(w);
+	fd = memfd_create("snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (write_all(fd, blob, len) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK |
+	    F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	w->snap_fd = fd;
+	w->snap_len = len;
+	snprintf(w->snap_sha, sizeof(w->snap_sha), "%s", sha);
+	return 0;
+}
+
+/*
+ * The head of the job's sandbox into w's snapshot memfd. Returns 0 with
+ * *sb filled, or -1 with res filled (no such sandbox, or a store error).
+ */
+static int
+snap_load(struct worker *w, const struct job *j, struct store_sandbox *sb,
+    struct result *res)
+{
+	struct err e = { 0 };
+	void *blob = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = store_sandbox_get(w->store, j->tenant, j->sandbox, sb, &e);
+	if (rc == -ENOENT) {
+		result_set_error(res, ST_REJECTED, "sandbox_not_found",
+		    "no sandbox '%s' (create it with sandbox.create)", j->sandbox);
+		return -1;
+	}
+	if (rc < 0) {
+		result_set_error(res, ST_INTERNAL, "store", "%s", e.msg);
+		return -1;
+	}
+	if (w->snap_fd >= 0 && strcmp(w->snap_sha, sb->head) == 0)
+		return 0;
+	if ((rc = store_blob_get(w->store, sb->head, &blob, &len, &e)) < 0 ||
+	    (rc = snap_keep(w, sb->head, blob, len)) < 0) {
+		result_set_error(res, ST_INTERNAL, "store", "snapshot %.12s: %s", sb->head,
+		    e.msg[0] ? e.msg : strerror(-rc));
+		free(blob);
+		return -1;
+	}
+	free(blob);
+	return 0;
+}
+
+/* Whether a run's workspace is committed: only when it ended on its own. */
+static bool
+run_commits(const struct result *res)
+{
+	return res->status == ST_OK || res->status == ST_EXIT || res->status == ST_SIGNAL;
+}
+
+/* Captures and commits a persistent run; fills res's sandbox fields. */
+static void
+run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
+    const struct store_sandbox *sb, struct result *res)
+{
+	char sha[STORE_SHA_HEX + 1];
+	struct err e = { 0 };
+	void *blob = NULL;
+	size_t len = 0;
+	char *rec;
+	int rc;
+
+	int64_t t0 = mono_ns(), t1, t2;
+
+	rec = call_record(j, res);
+	rc = sandbox_capture(sbx, j, rec, w->snap_len, &blob, &len, res);
+	free(rec);
+	if (rc < 0)
+		return;
+	t1 = mono_ns();
+	if ((rc = store_blob_put(w->store, blob, len, sha, &e)) < 0 ||
+	    (rc = store_sandbox_commit(w->store, j->tenant, j->sandbox, sb->version,
+	    sha, &e)) < 0) {
+		if (rc == -ESTALE)
+			result_set_error(res, ST_INTERNAL, "conflict", "sandbox '%s' moved "
+			    "on while the job ran; its changes were not committed: %s",
+			    j->sandbox, e.msg);
+		else if (rc == -ENOENT)
+			result_set_error(res, ST_REJECTED, "sandbox_not_found", "sandbox '%s' "
+			    "was deleted while the job ran; its changes were not committed",
+			    j->sandbox);
+		else
+			result_set_error(res, ST_INTERNAL, "store", "commit: %s", e.msg);
+		free(blob);
+		return;
+	}
+	t2 = mono_ns();
+	res->version = sb->version + 1;
+	free(res->snapshot);
+	res->snapshot = xstrdup(sha);
+	if (snap_keep(w, sha, blob, len) < 0)
+		snap_forget(w);
+	free(blob);
+	log_debug("job %s: capture %.1f ms, store %.1f ms, keep %.1f ms (%zu bytes)",
+	    j->id, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (mono_ns() - t2) / 1e6, len);
+}
+
 static int
 run_job(struct worker *w, const struct msg *m)
 {
 	struct err e = { 0 };
+	struct store_sandbox sb;
 	struct result *res;
 	struct job *j = NULL;
 	int rc;
@@ -57,17 +303,32 @@ run_job(struct worker *w, const struct msg *m)
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		fatalx("dispatcher sent a job that does not decode: %s", e.msg);
 	res = result_new(j->id);
+	if (!JOB_OP_RUNS(j->op)) {
+		ops_run(w->store, j, res);
+		goto out_send;
+	}
 	prepare_next(w);
-	if (w->next == NULL) {
+	if (j->sandbox != NULL && snap_load(w, j, &sb, res) < 0) {
+		res->started_at = res->finished_at = now_ms();
+	} else if (w->next == NULL) {
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "no sandbox could be prepared on this worker");
 		res->started_at = res->finished_at = now_ms();
 	} else {
-		sandbox_run(w->next, j, m->data, m->len, res);
+		sandbox_run(w->next, j, m->data, m->len,
+		    j->sandbox != NULL ? w->snap_fd : -1, res);
+		if (j->sandbox != NULL) {
+			res->sandbox = xstrdup(j->sandbox);
+			res->version = sb.version;
+			res->snapshot = xstrdup(sb.head);
+			if (j->persist && run_commits(res))
+				run_commit(w, w->next, j, &sb, res);
+		}
 		/* Reaped after the result is out and the next sandbox started. */
 		w->spent = w->next;
 		w->next = NULL;
 	}
+out_send:
 	w->jobs++;
 	log_debug("job %s: %s in %llu ms", j->id, res_status_name(res->status),
 	    (unsigned long long)res->wall_ms);

@@ -1,7 +1,8 @@
 /*
  * main.c - sandq-worker start-up. Started only by sandqd, never by hand.
  *
- *   sandq-worker --index N --run-dir DIR --uid UID [--log-level L]
+ *   sandq-worker --index N --run-dir DIR --store-dir DIR --uid UID
+ *       [--log-level L]
  *
  * sandqd creates a SOCK_SEQPACKET socketpair, forks, puts its end on fd 3,
  * closes every other descriptor but stdio, and execs this binary (a fresh
@@ -17,6 +18,9 @@
  *      /etc in it, our cgroup folder, the jobs' compiled filters, and the
  *      spawner, forked now so that no sandbox descends from a confined
  *      worker (spawn.c);
+ *   4b. the snapshot store opened (its files stay open: the filter below
+ *      allows what SQLite needs on open descriptors, and openat for its
+ *      journal files);
  *   5. every capability dropped but CAP_SETUID/CAP_SETGID (writing the
  *      sandboxes' id maps) and CAP_KILL (what is left of them);
  *   6. our own allowlist seccomp filter, last, so set-up may use what the
@@ -63,8 +67,8 @@ __asan_default_options(void)
 static void __attribute__((noreturn))
 usage(void)
 {
-	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --uid UID "
-	    "[--log-level LEVEL]\n(started by sandqd; not meant to be run by hand)\n");
+	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
+	    "--uid UID [--log-level LEVEL]\n(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
 
@@ -106,11 +110,13 @@ main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "index", required_argument, NULL, 'i' },
 		{ "run-dir", required_argument, NULL, 'r' },
+		{ "store-dir", required_argument, NULL, 's' },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct worker w = { .fd = WORKER_FD };
+	struct worker w = { .fd = WORKER_FD, .snap_fd = -1 };
+	const char *store_dir = NULL;
 	struct msg_hello hello;
 	struct err e = { 0 };
 	int64_t idx = -1, uid = -1;
@@ -128,6 +134,9 @@ main(int argc, char **argv)
 			/* A copy: the spawner overwrites our command line (spawn.c). */
 			w.sbx_conf.run_dir = xstrdup(optarg);
 			break;
+		case 's':
+			store_dir = xstrdup(optarg);
+			break;
 		case 'u':
 			if (parse_i64(optarg, 1, 4294967294LL, &uid) < 0)
 				usage();
@@ -140,7 +149,7 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (idx < 0 || uid < 0 || w.sbx_conf.run_dir == NULL)
+	if (idx < 0 || uid < 0 || w.sbx_conf.run_dir == NULL || store_dir == NULL)
 		usage();
 	w.sbx_conf.index = (int)idx;
 	w.sbx_conf.host_uid = (uid_t)uid;
@@ -170,6 +179,8 @@ main(int argc, char **argv)
 	/* 4. The host side of every sandbox this worker will start. */
 	if (sandbox_setup_host(&w.sbx_conf, &e) < 0)
 		fatalx("sandbox set-up: %s", e.msg);
+	if (store_open(store_dir, &w.store, &e) < 0)
+		fatalx("snapshot store: %s", e.msg);
 	/*
 	 * 5. Only the capabilities a worker still needs: mapping its sandboxes'
 	 * ids (setuid, setgid) and killing what is left of them (kill).

@@ -10,6 +10,7 @@
 #define SANDQ_WORKER_H
 
 #include "../sandbox/sandbox.h"
+#include "../store/store.h"
 
 #define WORKER_FD 3
 
@@ -19,6 +20,10 @@ struct worker {
 	struct sandbox *next;		/* prepared sandbox, or NULL */
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
 	unsigned long jobs;		/* jobs run so far */
+	struct store *store;		/* the host's snapshot store */
+	int snap_fd;			/* sealed memfd of the last snapshot, or -1 */
+	size_t snap_len;		/* its size */
+	char snap_sha[STORE_SHA_HEX + 1];	/* its SHA-256, "" if none */
 };
 
 /* Serves jobs until the channel closes. Returns the process exit code. */

@@ -1,0 +1,1892 @@
+/*
+ * cli_sandbox.c - the verbs of sandq on persistent sandboxes:
+ *   sandq sandbox create|ls|info|fork|rm|history|export|import
+ *   sandq fs ls|cat|put|get|rm|stat
+ *   sandq kv get|set|del|keys
+ * Each verb is one op (docs/protocol.md "Sandboxes") sent with
+ * sandq_call(); fs get is several (fs.stat, fs.list, one fs.read per file).
+ *
+ * The verbs, their output and exit statuses are a contract scripts rely on
+ * (issue 4, "Interfaces scripts rely on"); the manual pages below state
+ * it. Output: the op's data in words (tables for ls and history, "key:
+ * value" lines for info and stat), or with --json the data converted from
+ * msgpack to one line of JSON (bin as base64). A rejected op prints
+ * "sandq: CODE: MESSAGE" and exits with 125, as a rejected job does.
+ *
+ * SECURITY. The server's answers are not trusted to name safe local
+ * paths. fs get writes below LOCALDIR only through directory fds opened
+ * O_DIRECTORY|O_NOFOLLOW, one validated component at a time, with
+ * O_CREAT|O_EXCL|O_NOFOLLOW, mkdirat() and symlinkat(): a name with '/',
+ * "..", or one already present is refused, symlinks are created and never
+ * followed, so a hostile listing cannot write outside LOCALDIR.
+ * --from DIR reads the folder with workspace_capture_rules(), which walks it with
+ * the same care (see store/workspace.h), then drops what .gitignore files
+ * and .git leave out.
+ *
+ * Sections: manual pages, options, output, snapshots from a folder,
+ * fs get, verbs, entry point.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <msgpack.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/err.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "../queue/payload.h"
+#include "../store/agentfs.h"
+#include "../store/perms.h"
+#include "../store/workspace.h"
+#include "cli.h"
+#include "gitignore.h"
+#include "sandq.h"
+
+#define DEFAULT_REDIS "redis://127.0.0.1:6379"
+#define DEFAULT_TENANT "default"
+#define GITIGNORE_FILE_MAX (1u << 20)	/* bytes of one .gitignore read */
+#define GET_DEPTH_MAX AGENTFS_DEPTH_MAX	/* components below fs get's PATH */
+
+/* Options of the group verbs (bits of struct sbx.given). */
+enum {
+	S_REDIS = 1,
+	S_TENANT,
+	S_WAIT_TIMEOUT,
+	S_JSON,
+	S_HELP,
+	S_FROM,
+	S_LABEL,
+	S_RECURSIVE,
+	S_PERM,
+	S_PERM_PRESET,
+	S_ID,
+};
+
+#define SB(o) (1u << (o))
+#define SOPTS_CONN (SB(S_REDIS) | SB(S_TENANT) | SB(S_WAIT_TIMEOUT) | \
+	SB(S_JSON) | SB(S_HELP) | SB(S_ID))
+#define SOPTS_PERMS (SB(S_PERM) | SB(S_PERM_PRESET))
+
+static const struct option sbx_opts[] = {
+	{ "redis", required_argument, NULL, S_REDIS },
+	{ "tenant", required_argument, NULL, S_TENANT },
+	{ "wait-timeout", required_argument, NULL, S_WAIT_TIMEOUT },
+	{ "json", no_argument, NULL, S_JSON },
+	{ "help", no_argument, NULL, S_HELP },
+	{ "from", required_argument, NULL, S_FROM },
+	{ "label", required_argument, NULL, S_LABEL },
+	{ "recursive", no_argument, NULL, S_RECURSIVE },
+	{ "perm", required_argument, NULL, S_PERM },
+	{ "perm-preset", required_argument, NULL, S_PERM_PRESET },
+	{ "id", required_argument, NULL, S_ID },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct sbx;
+typedef int (*sbx_verb_cb)(struct sbx *s, struct sandq *c);
+
+/* One verb: where it lives, its operands and the options it takes. */
+struct sbx_verb {
+	const char *group;		/* "sandbox", "fs", "kv" */
+	const char *name;		/* "create" */
+	int min, max;			/* operands after the verb */
+	unsigned opts;			/* SB() of its own options */
+	sbx_verb_cb run;
+	const char *usage;		/* operands, for messages */
+};
+
+/* A parsed command line. */
+struct sbx {
+	const struct sbx_verb *v;
+	const char *group;		/* as typed */
+	const char *redis;
+	const char *tenant;
+	int64_t wait_ms;
+	bool json;
+	bool help;
+	bool recursive;
+	const char *from;		/* --from DIR */
+	const char *id;			/* --id: the job id */
+	struct sandq_label *labels;	/* --label K=V; keys owned */
+	size_t nlabels;
+	struct sandq_perm *perms;	/* --perm; patterns owned */
+	size_t nperms;
+	const char *perm_preset;
+	unsigned given;			/* SB() of every option seen */
+	char **args;			/* operands after the verb */
+	int nargs;
+};
+
+/*** Manual pages ***/
+
+static const char man_sandbox[] =
+"SANDQ-SANDBOX(1)                User Commands               SANDQ-SANDBOX(1)\n"
+"\n"
+"NAME\n"
+"       sandq sandbox - create, copy, inspect and remove persistent sandboxes\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq sandbox create ID [--from DIR] [--label KEY=VALUE]...\n"
+"       sandq sandbox ls\n"
+"       sandq sandbox info ID\n"
+"       sandq sandbox fork SRC DST [--label KEY=VALUE]...\n"
+"       sandq sandbox rm ID\n"
+"       sandq sandbox history ID\n"
+"       sandq sandbox export ID FILE\n"
+"       sandq sandbox import ID FILE [--label KEY=VALUE]...\n"
+"\n"
+"DESCRIPTION\n"
+"       A sandbox is a workspace that lasts across jobs: run, sh and python\n"
+"       with --sandbox ID start in its files and commit their changes back as\n"
+"       a new version. Its state is one AgentFS SQLite database (a snapshot).\n"
+"       An ID is 1 to 128 characters of A-Z a-z 0-9 . _ : - (not . or ..).\n"
+"\n"
+"       create   Creates ID, empty or, with --from DIR, holding a copy of the\n"
+"                local folder DIR: files, directories, symlinks (as symlinks)\n"
+"                and permission bits. .git is left out, and so is whatever\n"
+"                DIR's .gitignore files (the root's and nested ones) ignore.\n"
+"                A FIFO, socket or device file in DIR is an error, even a\n"
+"                .gitignore'd one (not under .git, which is never read).\n"
+"                Prints the new sandbox's info.\n"
+"       ls       Lists the tenant's sandboxes.\n"
+"       info     Prints ID's head: version, snapshot, size, times, labels.\n"
+"       fork     Creates DST as a copy of SRC's head (no data is copied).\n"
+"       rm       Removes ID and its history.\n"
+"       history  Lists ID's versions (newest first) and the calls that made\n"
+"                them (oldest first).\n"
+"       export   Writes ID's head snapshot to FILE (- for standard output),\n"
+"                byte for byte: an AgentFS database sqlite3 can open.\n"
+"       import   Reads an AgentFS database from FILE (- for standard input):\n"
+"                creates ID, or commits it as ID's next version.\n"
+"\n"
+"OPTIONS\n"
+"       --from DIR\n"
+"              create: the folder to copy in (at most 128M as a snapshot).\n"
+"\n"
+"       --label KEY=VALUE\n"
+"              create, fork, import: sets a label; repeatable.\n"
+"\n";
+
+static const char man_fs[] =
+"SANDQ-FS(1)                     User Commands                    SANDQ-FS(1)\n"
+"\n"
+"NAME\n"
+"       sandq fs - read and change the files of a persistent sandbox\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq fs ls ID [PATH] [-R]\n"
+"       sandq fs cat ID PATH\n"
+"       sandq fs put ID PATH LOCALFILE\n"
+"       sandq fs get ID PATH LOCALDIR\n"
+"       sandq fs rm ID PATH [-r]\n"
+"       sandq fs stat ID PATH\n"
+"\n"
+"DESCRIPTION\n"
+"       PATH is written in the sandbox's own tree: / is its root (what a job\n"
+"       sees as /workspace, which is accepted as an alias), and a relative\n"
+"       PATH means the same from the root. No job is started: the ops work\n"
+"       on the sandbox's snapshot. put and rm commit a new version.\n"
+"\n"
+"       ls       Lists the directory PATH (default /); -R, --recursive: the\n"
+"                whole subtree. Columns: type, mode, size, mtime (UTC), path.\n"
+"       cat      Writes the file PATH's bytes to standard output, raw (also\n"
+"                with --json).\n"
+"       put      Writes LOCALFILE (- for standard input, at most 64M) to\n"
+"                PATH, with LOCALFILE's permission bits (0644 for standard\n"
+"                input). PATH's parent directory must exist.\n"
+"       get      Copies PATH, a file, a symlink or a whole tree, into LOCALDIR\n"
+"                as LOCALDIR/NAME (NAME being PATH's last component; for /,\n"
+"                the root's entries go into LOCALDIR itself). Symlinks come out\n"
+"                as symlinks and are never followed; a name already present in\n"
+"                LOCALDIR is an error naming it, and nothing is written outside\n"
+"                LOCALDIR. On an error the part copied so far stays.\n"
+"       rm       Removes PATH; a non-empty directory needs -r, --recursive.\n"
+"       stat     Prints PATH's entry: path, type, size, mode, mtime, target.\n"
+"\n"
+"OPTIONS\n"
+"       -R, -r, --recursive\n"
+"              ls: the subtree; rm: a directory and everything in it.\n"
+"\n"
+"       --perm PATTERN=LEVEL, --perm-preset NAME\n"
+"              The path rules the op runs under, as for run (see sandq help\n"
+"              run): a hidden path is not found, a view-level one cannot be\n"
+"              read, a read-level one cannot be changed.\n"
+"\n";
+
+static const char man_kv[] =
+"SANDQ-KV(1)                     User Commands                    SANDQ-KV(1)\n"
+"\n"
+"NAME\n"
+"       sandq kv - the key-value store of a persistent sandbox\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq kv get ID KEY\n"
+"       sandq kv set ID KEY VALUE\n"
+"       sandq kv del ID KEY\n"
+"       sandq kv keys ID [PREFIX]\n"
+"\n"
+"DESCRIPTION\n"
+"       Values are JSON. set stores VALUE as given when it is valid JSON\n"
+"       (42, true, \"text\", [1,2], {\"a\":1}); anything else is stored as a\n"
+"       JSON string, so kv set ID name alice stores \"alice\". get prints the\n"
+"       stored JSON text on one line (also with --json). keys prints the keys\n"
+"       starting with PREFIX, one per line, in byte order. set and del commit\n"
+"       a new version. A VALUE starting with - goes after --:\n"
+"       sandq kv set ID n -- -1.\n"
+"\n"
+"OPTIONS\n";
+
+static const char man_common[] =
+"       --json\n"
+"              Prints the op's result data as one line of JSON instead: the\n"
+"              info map, the listing, the entry... (bytes as base64). For ops\n"
+"              without data (rm, kv set, kv del) it prints {\"sandbox\",\n"
+"              \"version\", \"snapshot\"}; export prints {\"sandbox\", \"version\",\n"
+"              \"snapshot\", \"file\", \"size\"}; fs get prints {\"path\", \"files\",\n"
+"              \"dirs\", \"symlinks\"}.\n"
+"\n"
+"       --redis URL, --tenant NAME, --wait-timeout SECONDS, --id ID\n"
+"              As for run (see sandq help run).\n"
+"\n"
+"       -h, --help\n"
+"              Prints this manual and exits.\n"
+"\n"
+"EXIT STATUS\n"
+"       0      The op succeeded.\n"
+"\n"
+"       125    The op was rejected (\"sandq: CODE: MESSAGE\" on standard error;\n"
+"              CODE is one of sandbox_not_found, sandbox_exists, not_found,\n"
+"              exists, is_dir, not_dir, not_empty, permission, too_large,\n"
+"              bad_snapshot, invalid), the server failed, or sandq itself\n"
+"              failed: a bad argument, Redis unreachable, a local file.\n"
+"\n"
+"EXAMPLES\n"
+"       sandq sandbox create proj --from . --label owner=me\n"
+"       sandq sh --sandbox proj 'make && ls build'\n"
+"       sandq fs cat proj /build/report.txt\n"
+"       sandq fs get proj /build ./out\n"
+"       sandq sandbox fork proj proj-try; sandq sandbox history proj --json\n"
+"       sandq sandbox export proj proj.db; sqlite3 proj.db .tables\n"
+"       sandq kv set proj config '{\"debug\":true}'; sandq kv get proj config\n";
+
+void
+cli_sandbox_help(const char *group)
+{
+	if (strcmp(group, "fs") == 0)
+		fputs(man_fs, stdout);
+	else if (strcmp(group, "kv") == 0)
+		fputs(man_kv, stdout);
+	else
+		fputs(man_sandbox, stdout);
+	fputs(man_common, stdout);
+}
+
+bool
+cli_sandbox_is_group(const char *name)
+{
+	return strcmp(name, "sandbox") == 0 || strcmp(name, "fs") == 0 ||
+	    strcmp(name, "kv") == 0;
+}
+
+/*** Options ***/
+
+static int __attribute__((format(printf, 2, 3)))
+usage(const struct sbx *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("sandq: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (s->v != NULL)
+		fprintf(stderr, "\nUsage: sandq %s %s %s\n", s->v->group, s->v->name,
+		    s->v->usage);
+	fprintf(stderr, "%sTry 'sandq help %s'.\n", s->v ? "" : "\n", s->group);
+	return CLI_EXIT_SANDQ;
+}
+
+static int __attribute__((format(printf, 1, 2)))
+fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("sandq: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CLI_EXIT_SANDQ;
+}
+
+static bool
+sandbox_id_ok(const char *id)
+{
+	return payload_id_valid(id, strlen(id)) && strcmp(id, ".") != 0 &&
+	    strcmp(id, "..") != 0;
+}
+
+/* Checks an operand that names a sandbox. */
+static int
+check_id(const struct sbx *s, const char *what, const char *id)
+{
+	if (!sandbox_id_ok(id))
+		return usage(s, "%s '%s': expected 1 to %d characters of "
+		    "A-Z a-z 0-9 . _ : - (not . or ..)", what, id, JOB_SANDBOX_ID_MAX);
+	return 0;
+}
+
+/* Records one option. 0 or a usage error's status. */
+static int
+opt_apply(struct sbx *s, int o, const char *arg)
+{
+	uint64_t u = 0;
+
+	s->given |= SB(o);
+	switch (o) {
+	case S_REDIS:
+		s->redis = arg;
+		return 0;
+	case S_TENANT:
+		s->tenant = arg;
+		return 0;
+	case S_WAIT_TIMEOUT:
+		if (cli_parse_seconds(arg, &u) < 0)
+			return usage(s, "--wait-timeout '%s': expected a number of "
+			    "seconds, such as 60 or 2.5", arg);
+		s->wait_ms = (int64_t)u;
+		return 0;
+	case S_JSON:
+		s->json = true;
+		return 0;
+	case S_HELP:
+		s->help = true;
+		return 0;
+	case S_FROM:
+		if (arg[0] == '\0')
+			return usage(s, "--from: expected a folder");
+		s->from = arg;
+		return 0;
+	case S_RECURSIVE:
+		s->recursive = true;
+		return 0;
+	case S_ID:
+		if (!payload_id_valid(arg, strlen(arg)))
+			return usage(s, "--id '%s': expected 1 to %d characters of "
+			    "A-Z a-z 0-9 . _ : -", arg, SANDQ_ID_MAX);
+		s->id = arg;
+		return 0;
+	case S_LABEL: {
+		const char *eq = strchr(arg, '=');
+		size_t klen = eq ? (size_t)(eq - arg) : 0;
+
+		if (eq == NULL || klen == 0)
+			return usage(s, "--label '%s': expected KEY=VALUE", arg);
+		if (klen > JOB_LABEL_MAX || strlen(eq + 1) > JOB_LABEL_MAX)
+			return usage(s, "--label '%.64s...': key and value are at most "
+			    "%d bytes each", arg, JOB_LABEL_MAX);
+		if (s->nlabels >= JOB_LABELS_MAX)
+			return usage(s, "--label: more than %d labels", JOB_LABELS_MAX);
+		for (size_t i = 0; i < s->nlabels; i++)
+			if (strlen(s->labels[i].key) == klen &&
+			    strncmp(s->labels[i].key, arg, klen) == 0)
+				return usage(s, "--label: key '%.*s' given twice", (int)klen,
+				    arg);
+		s->labels = xreallocarray(s->labels, s->nlabels + 1, sizeof(*s->labels));
+		s->labels[s->nlabels].key = xmemdup0(arg, klen);
+		s->labels[s->nlabels++].value = eq + 1;
+		return 0;
+	}
+	case S_PERM: {
+		char pat[PERMS_PATTERN_MAX + 1];
+		enum perm_level lvl;
+		struct err e = { 0 };
+
+		if (perms_parse_rule(arg, pat, sizeof(pat), &lvl, &e) < 0)
+			return usage(s, "--perm '%.200s': %s", arg, e.msg);
+		if (s->nperms >= PERMS_RULES_MAX)
+			return usage(s, "--perm: more than %d rules", PERMS_RULES_MAX);
+		s->perms = xreallocarray(s->perms, s->nperms + 1, sizeof(*s->perms));
+		s->perms[s->nperms].pattern = xstrdup(pat);
+		s->perms[s->nperms++].level = perms_level_str(lvl);
+		return 0;
+	}
+	case S_PERM_PRESET: {
+		const char *const *names = perms_preset_names();
+
+		for (size_t i = 0; names[i]; i++)
+			if (strcmp(arg, names[i]) == 0) {
+				s->perm_preset = names[i];
+				return 0;
+			}
+		return usage(s, "--perm-preset '%s': expected agent-safe, read-only, "
+		    "full-access, development or view-only", arg);
+	}
+	default:
+		return usage(s, "internal error: option %d", o);
+	}
+}
+
+/* The spelling of an option, for messages. */
+static const char *
+opt_name(int o)
+{
+	for (const struct option *lo = sbx_opts; lo->name; lo++)
+		if (lo->val == o)
+			return lo->name;
+	return "?";
+}
+
+static void
+sbx_free(struct sbx *s)
+{
+	for (size_t i = 0; i < s->nlabels; i++)
+		free((char *)(uintptr_t)s->labels[i].key);
+	free(s->labels);
+	for (size_t i = 0; i < s->nperms; i++)
+		free((char *)(uintptr_t)s->perms[i].pattern);
+	free(s->perms);
+}
+
+/* The job options every op of s sends. */
+static struct sandq_job_opts
+job_opts(const struct sbx *s)
+{
+	struct sandq_job_opts o = { 0 };
+
+	o.id = s->id;
+	o.perms = s->perms;
+	o.nperms = s->nperms;
+	o.perm_preset = s->perm_preset;
+	return o;
+}
+
+/*** Output ***/
+
+/*
+ * Converts one msgpack object to JSON: bin and ext as base64 strings, a
+ * str that is not UTF-8 as base64 too, map keys that are not strings as
+ * their JSON text. Integers past INT64_MAX become reals. Depth is bounded
+ * by the decoder (payload_scan's PAYLOAD_MAX_DEPTH on results).
+ */
+static json_t *
+mp_to_json(const msgpack_object *o)
+{
+	json_t *j;
+	char *b64;
+
+	switch (o->type) {
+	case MSGPACK_OBJECT_NIL:
+		return json_null();
+	case MSGPACK_OBJECT_BOOLEAN:
+		return json_boolean(o->via.boolean);
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		if (o->via.u64 <= INT64_MAX)
+			return json_integer((json_int_t)o->via.u64);
+		return json_real((double)o->via.u64);
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		return json_integer((json_int_t)o->via.i64);
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+		return json_real(o->via.f64);
+	case MSGPACK_OBJECT_STR:
+		if ((j = json_stringn(o->via.str.ptr, o->via.str.size)) != NULL)
+			return j;
+		b64 = cli_base64((const uint8_t *)o->via.str.ptr, o->via.str.size);
+		break;
+	case MSGPACK_OBJECT_BIN:
+		b64 = cli_base64((const uint8_t *)o->via.bin.ptr, o->via.bin.size);
+		break;
+	case MSGPACK_OBJECT_EXT:
+		b64 = cli_base64((const uint8_t *)o->via.ext.ptr, o->via.ext.size);
+		break;
+	case MSGPACK_OBJECT_ARRAY:
+		j = json_array();
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			json_array_append_new(j, mp_to_json(&o->via.array.ptr[i]));
+		return j;
+	case MSGPACK_OBJECT_MAP:
+		j = json_object();
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object_kv *kv = &o->via.map.ptr[i];
+			json_t *val = mp_to_json(&kv->val);
+
+			if (kv->key.type == MSGPACK_OBJECT_STR &&
+			    json_object_setn_new(j, kv->key.via.str.ptr, kv->key.via.str.size,
+			    val) == 0)
+				continue;
+			{
+				json_t *k = mp_to_json(&kv->key);
+				char *ks = json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT);
+
+				json_object_set_new(j, ks ? ks : "?", val);
+				free(ks);
+				json_decref(k);
+			}
+		}
+		return j;
+	default:
+		return json_null();
+	}
+	j = json_string(b64);
+	free(b64);
+	return j;
+}
+
+/* The result's data as JSON, or NULL when it has none (or it is garbage). */
+static json_t *
+result_data_json(const struct sandq_result *r)
+{
+	msgpack_unpacked u;
+	size_t off = 0;
+	json_t *j = NULL;
+
+	if (r->data == NULL || r->data_len == 0)
+		return NULL;
+	msgpack_unpacked_init(&u);
+	if (msgpack_unpack_next(&u, (const char *)r->data, r->data_len, &off) ==
+	    MSGPACK_UNPACK_SUCCESS)
+		j = mp_to_json(&u.data);
+	msgpack_unpacked_destroy(&u);
+	return j;
+}
+
+/* Prints j as one compact line and drops the reference. 0 or 125. */
+static int
+print_json_line(json_t *j)
+{
+	int rc = 0;
+
+	if (json_dumpf(j, stdout, JSON_COMPACT | JSON_ENCODE_ANY) < 0 ||
+	    fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
+		rc = fail("writing the output: %s", strerror(errno));
+	json_decref(j);
+	return rc;
+}
+
+/* {"sandbox","version","snapshot"} of a result, for ops without data. */
+static json_t *
+result_head_json(const struct sandq_result *r)
+{
+	json_t *o = json_object();
+
+	if (r->sandbox)
+		json_object_set_new(o, "sandbox", json_string(r->sandbox));
+	if (r->version)
+		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
+	if (r->snapshot)
+		json_object_set_new(o, "snapshot", json_string(r->snapshot));
+	return o;
+}
+
+/*
+ * Formats epoch milliseconds as "2024-05-01T12:00:00Z" (UTC, seconds);
+ * "-" for 0 or a value past what gmtime can take.
+ */
+static const char *
+fmt_time_ms(char *buf, size_t size, json_int_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms <= 0 || gmtime_r(&t, &tm) == NULL ||
+	    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, size, "-");
+	return buf;
+}
+
+/* A string member or def. */
+static const char *
+jstr(const json_t *o, const char *k, const char *def)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : def;
+}
+
+/* An integer member or 0. */
+static json_int_t
+jint(const json_t *o, const char *k)
+{
+	const json_t *v = json_object_get(o, k);
+
+	if (json_is_real(v))
+		return (json_int_t)json_real_value(v);
+	return json_integer_value(v);
+}
+
+/* "k=v, k2=v2" of a labels map into buf. */
+static const char *
+fmt_labels(char *buf, size_t size, const json_t *labels)
+{
+	const char *k;
+	json_t *v;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	json_object_foreach((json_t *)(uintptr_t)labels, k, v) {
+		int w = snprintf(buf + n, size - n, "%s%s=%s", n ? "," : "", k,
+		    json_string_value(v) ? json_string_value(v) : "");
+
+		if (w < 0 || (size_t)w >= size - n)
+			break;
+		n += (size_t)w;
+	}
+	return buf;
+}
+
+/* An info map as "key: value" lines. */
+static void
+print_info(const json_t *o)
+{
+	char t1[32], t2[32], lb[2048];
+
+	printf("sandbox: %s\n", jstr(o, "sandbox", ""));
+	printf("version: %" JSON_INTEGER_FORMAT "\n", jint(o, "version"));
+	printf("snapshot: %s\n", jstr(o, "snapshot", ""));
+	if (json_object_get(o, "size"))
+		printf("size: %" JSON_INTEGER_FORMAT "\n", jint(o, "size"));
+	printf("created_at: %s\n", fmt_time_ms(t1, sizeof(t1), jint(o, "created_at")));
+	printf("updated_at: %s\n", fmt_time_ms(t2, sizeof(t2), jint(o, "updated_at")));
+	printf("labels: %s\n", fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
+}
+
+/* An fs entry as "key: value" lines. */
+static void
+print_entry(const json_t *o)
+{
+	char t[32];
+
+	printf("path: %s\n", jstr(o, "path", ""));
+	printf("type: %s\n", jstr(o, "type", "?"));
+	printf("size: %" JSON_INTEGER_FORMAT "\n", jint(o, "size"));
+	printf("mode: %04o\n", (unsigned)(jint(o, "mode") & 07777));
+	printf("mtime: %s\n", fmt_time_ms(t, sizeof(t), jint(o, "mtime") * 1000));
+	if (json_object_get(o, "target"))
+		printf("target: %s\n", jstr(o, "target", ""));
+}
+
+/*
+ * Explains a result that is not ok: "sandq: CODE: MESSAGE" for a rejected
+ * or failed op. Returns the exit status.
+ */
+static int
+result_failed(const struct sandq_result *r)
+{
+	if (r->error_code)
+		fprintf(stderr, "sandq: %s: %s\n", r->error_code,
+		    r->error_message && r->error_message[0] ? r->error_message :
+		    r->status);
+	else
+		fprintf(stderr, "sandq: %s: the op did not succeed\n", r->status);
+	return sandq_result_exit_status(r) ? sandq_result_exit_status(r) :
+	    CLI_EXIT_SANDQ;
+}
+
+/*
+ * Runs one op and waits for it. Returns 0 with *out an ok result (owned by
+ * the caller), or the exit status with the failure explained.
+ */
+static int
+call(const struct sbx *s, struct sandq *c, const char *op,
+    const struct sandq_op_args *a, struct sandq_result **out)
+{
+	struct sandq_job_opts o = job_opts(s);
+	struct sandq_result *r = NULL;
+	int rc, status;
+
+	*out = NULL;
+	/* An op carries only the perms of the fs verbs. */
+	if (strncmp(op, "fs.", 3) != 0) {
+		o.perms = NULL;
+		o.nperms = 0;
+		o.perm_preset = NULL;
+	}
+	rc = sandq_call(c, op, a, &o, s->wait_ms, &r);
+	if (rc == -ETIMEDOUT)
+		return fail("%s: no result after the wait timeout", op);
+	if (rc == -EINVAL)
+		return usage(s, "%s", sandq_last_error(c));
+	if (rc < 0)
+		return fail("%s", sandq_last_error(c));
+	if (strcmp(r->status, "ok") != 0) {
+		status = result_failed(r);
+		sandq_result_free(r);
+		return status;
+	}
+	*out = r;
+	return 0;
+}
+
+/*
+ * The common tail of a verb: --json prints the data (or the head), else
+ * human() if given. Frees r. Returns the exit status.
+ */
+static int
+finish(const struct sbx *s, struct sandq_result *r,
+    void (*human)(const json_t *))
+{
+	json_t *d = result_data_json(r);
+	int status = 0;
+
+	if (s->json) {
+		status = print_json_line(d && !json_is_null(d) ? json_incref(d) :
+		    result_head_json(r));
+	} else if (human && d) {
+		human(d);
+		if (fflush(stdout) == EOF)
+			status = fail("writing the output: %s", strerror(errno));
+	}
+	json_decref(d);
+	sandq_result_free(r);
+	return status;
+}
+
+/* The bytes of a bin (or str) result. false if it holds none. */
+static bool
+result_bytes(const struct sandq_result *r, msgpack_unpacked *u,
+    const char **p, size_t *len)
+{
+	size_t off = 0;
+
+	if (r->data == NULL || msgpack_unpack_next(u, (const char *)r->data,
+	    r->data_len, &off) != MSGPACK_UNPACK_SUCCESS)
+		return false;
+	if (u->data.type == MSGPACK_OBJECT_BIN) {
+		*p = u->data.via.bin.ptr;
+		*len = u->data.via.bin.size;
+		return true;
+	}
+	if (u->data.type == MSGPACK_OBJECT_STR) {
+		*p = u->data.via.str.ptr;
+		*len = u->data.via.str.size;
+		return true;
+	}
+	return false;
+}
+
+/*** Snapshots from a folder ***/
+
+/* An entry of a captured snapshot. */
+struct snap_ent {
+	char *path;			/* "/a/b" */
+	bool is_dir;
+	bool is_gitignore;		/* a regular file named .gitignore */
+	bool drop;			/* left out */
+};
+
+struct snap_list {
+	struct snap_ent *v;
+	size_t n, cap;
+};
+
+static int
+collect_cb(const struct agentfs_entry *ent, void *arg)
+{
+	struct snap_list *l = arg;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 256;
+		l->v = xreallocarray(l->v, l->cap, sizeof(*l->v));
+	}
+	l->v[l->n].path = xstrdup(ent->path);
+	l->v[l->n].is_dir = ent->kind == AGENTFS_DIR;
+	l->v[l->n].is_gitignore = ent->kind == AGENTFS_FILE &&
+	    strcmp(ent->name, ".gitignore") == 0;
+	l->v[l->n].drop = false;
+	l->n++;
+	return 0;
+}
+
+/* Number of '/' in p: the depth of a path. */
+static size_t
+depth(const char *p)
+{
+	size_t n = 0;
+
+	for (; *p; p++)
+		n += *p == '/';
+	return n;
+}
+
+/* True if a component of path (absolute) is ".git". */
+static bool
+in_dot_git(const char *path)
+{
+	const char *p = strstr(path, "/.git");
+
+	for (; p; p = strstr(p + 1, "/.git"))
+		if (p[5] == '\0' || p[5] == '/')
+			return true;
+	return false;
+}
+
+/*
+ * Loads every .gitignore of the snapshot, shallower directories first so
+ * deeper files take precedence (gitignore.h).
+ */
+static int
+load_gitignores(struct agentfs *fs, struct snap_list *l, struct gitignore *g,
+    const char *dir)
+{
+	size_t maxd = 0;
+	struct err e = { 0 };
+
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].is_gitignore && depth(l->v[i].path) > maxd)
+			maxd = depth(l->v[i].path);
+	for (size_t d = 1; d <= maxd; d++) {
+		for (size_t i = 0; i < l->n; i++) {
+			struct snap_ent *en = &l->v[i];
+			char *base;
+			void *text = NULL;
+			size_t len = 0;
+			int rc;
+
+			if (!en->is_gitignore || depth(en->path) != d || in_dot_git(en->path))
+				continue;
+			if ((rc = agentfs_read(fs, en->path, &text, &len, &e)) < 0)
+				return fail("--from %s: reading %s: %s", dir, en->path, e.msg);
+			/* The directory holding it, without the leading '/'. */
+			base = xmemdup0(en->path + 1, strlen(en->path + 1) -
+			    strlen("/.gitignore") + (d == 1 ? 1 : 0));
+			if (d == 1)
+				base[0] = '\0';
+			rc = len > GITIGNORE_FILE_MAX ? 0 :
+			    gitignore_add(g, base, text, len, &e);
+			if (len > GITIGNORE_FILE_MAX)
+				fprintf(stderr, "sandq: --from %s: %s is over %u bytes; not "
+				    "read\n", dir, en->path, GITIGNORE_FILE_MAX);
+			free(base);
+			free(text);
+			if (rc < 0)
+				return fail("--from %s: %s", dir, e.msg);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Builds the snapshot of folder dir for sandbox.create: captures it with
+ * workspace_capture_rules() (base NULL: every hostile-tree check applies;
+ * .git hidden by a rule), then removes what the .gitignore files ignore,
+ * children first. On
+ * success *blob (malloc'd) holds the database. Returns 0 or an exit status.
+ */
+static int
+snapshot_from_dir(const char *dir, void **blob, size_t *bloblen)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct agentfs *fs = NULL;
+	struct gitignore *g = gitignore_new();
+	static const struct perm_rule skip_git[] = {
+		{ "**/.git", PERM_NONE }, { "**/.git/**", PERM_NONE },
+	};
+	struct workspace_changes ch = { 0 };
+	struct snap_list l = { 0 };
+	struct perms p = { 0 };
+	struct err e = { 0 };
+	int dfd, rc, status = CLI_EXIT_SANDQ;
+
+	*blob = NULL;
+	*bloblen = 0;
+	/* The folder named on the command line may itself be a symlink the
+	 * user chose; nothing below it is followed. */
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		fail("--from %s: %s", dir, strerror(errno));
+		goto out;
+	}
+	/*
+	 * .git is hidden through path rules, so capture never reads it (it
+	 * can dwarf the tree). .gitignore's negations do not map onto rules,
+	 * so those are applied to the captured snapshot below.
+	 */
+	if ((rc = perms_compile(&p, skip_git, 2, "full-access", &e)) == 0)
+		rc = workspace_capture_rules(dfd, NULL, &lim, &p, &fs, &ch, &e);
+	workspace_changes_free(&ch);
+	perms_free(&p);
+	close(dfd);
+	if (rc < 0) {
+		fail("--from %s: %s", dir, e.msg[0] ? e.msg : strerror(-rc));
+		goto out;
+	}
+	if ((rc = agentfs_walk(fs, collect_cb, &l, &e)) < 0) {
+		fail("--from %s: %s", dir, e.msg);
+		goto out;
+	}
+	if ((status = load_gitignores(fs, &l, g, dir)) != 0)
+		goto out;
+	status = CLI_EXIT_SANDQ;
+	for (size_t i = 0; i < l.n; i++)
+		l.v[i].drop = in_dot_git(l.v[i].path) ||
+		    gitignore_is_ignored(g, l.v[i].path + 1, l.v[i].is_dir);
+	/* The walk lists parents before children: remove in reverse. */
+	for (size_t i = l.n; i-- > 0;) {
+		if (l.v[i].drop && (rc = agentfs_remove(fs, l.v[i].path, &e)) < 0) {
+			fail("--from %s: leaving out %s: %s", dir, l.v[i].path, e.msg);
+			goto out;
+		}
+	}
+	if ((rc = agentfs_to_blob(fs, blob, bloblen, &e)) < 0) {
+		fail("--from %s: %s", dir, e.msg);
+		goto out;
+	}
+	if (*bloblen > JOB_SNAPSHOT_MAX) {
+		fail("--from %s: the snapshot is %zu bytes, more than the %u a job "
+		    "may carry", dir, *bloblen, JOB_SNAPSHOT_MAX);
+		free(*blob);
+		*blob = NULL;
+		goto out;
+	}
+	status = 0;
+out:
+	for (size_t i = 0; i < l.n; i++)
+		free(l.v[i].path);
+	free(l.v);
+	gitignore_free(g);
+	agentfs_close(fs);
+	return status;
+}
+
+/*** fs get ***/
+
+/* What fs get wrote, for --json and the final modes. */
+struct get_ctx {
+	const struct sbx *s;
+	struct sandq *c;
+	const char *localdir;		/* for messages */
+	int topfd;			/* the directory entries go into */
+	uint64_t files, dirs, symlinks;
+	struct get_dir {
+		char *rel;		/* "" for the top itself */
+		uint32_t mode;
+		int64_t mtime;
+	} *pending;			/* directories whose mode is set last */
+	size_t npending;
+};
+
+/*
+ * Splits rel ("a/b/c") into components in place, checking each with
+ * workspace_name_is_valid(): an empty one, "." and "..", and bad UTF-8
+ * are refused. Returns the count, or -EINVAL.
+ */
+static int
+split_rel(char *rel, char **comps, int max)
+{
+	int n = 0;
+
+	for (char *p = rel;;) {
+		char *slash = strchr(p, '/');
+
+		if (slash)
+			*slash = '\0';
+		if (n == max || !workspace_name_is_valid(p))
+			return -EINVAL;
+		comps[n++] = p;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return n;
+}
+
+/*
+ * Opens the directory holding the last of n components, from topfd, one
+ * component at a time with O_NOFOLLOW: a component that is (or became) a
+ * symlink fails with ELOOP/ENOTDIR instead of leading elsewhere. Returns
+ * an fd the caller closes, or -errno.
+ */
+static int
+open_parent(int topfd, char **comps, int n)
+{
+	int fd = dup(topfd);
+
+	if (fd < 0)
+		return -errno;
+	for (int i = 0; i < n - 1; i++) {
+		int next = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		int saved = errno;
+
+		close(fd);
+		if (next < 0)
+			return -saved;
+		fd = next;
+	}
+	return fd;
+}
+
+/* Sets a file's or directory's mtime (seconds) through its fd. */
+static void
+set_mtime(int fd, int64_t mtime)
+{
+	struct timespec ts[2] = {
+		{ .tv_nsec = UTIME_OMIT },
+		{ .tv_sec = (time_t)mtime, .tv_nsec = 0 },
+	};
+
+	if (mtime > 0)
+		(void)futimens(fd, ts);
+}
+
+/*
+ * Fetches the sandbox file spath with fs.read and creates it as name in
+ * dirfd: O_CREAT|O_EXCL|O_NOFOLLOW, so nothing present is overwritten or
+ * written through. Returns 0 or an exit status.
+ */
+static int
+get_file(struct get_ctx *g, int dirfd, const char *name, const char *spath,
+    const char *shown, uint32_t mode, int64_t mtime)
+{
+	struct sandq_op_args a = { .sandbox = g->s->args[0], .path = spath };
+	struct sandq_result *r = NULL;
+	msgpack_unpacked u;
+	const char *p = NULL;
+	size_t len = 0;
+	int fd, rc, status;
+
+	if ((status = call(g->s, g->c, "fs.read", &a, &r)) != 0)
+		return status;
+	msgpack_unpacked_init(&u);
+	if (!result_bytes(r, &u, &p, &len)) {
+		status = fail("fs get: the answer to fs.read %s holds no bytes", spath);
+		goto out;
+	}
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	    0600);
+	if (fd < 0) {
+		status = fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
+		    "already exists" : strerror(errno));
+		goto out;
+	}
+	rc = write_all(fd, p ? p : "", len);
+	if (rc == 0 && fchmod(fd, mode & 0777) < 0)
+		rc = -errno;
+	if (rc == 0)
+		set_mtime(fd, mtime);
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc < 0)
+		status = fail("%s/%s: %s", g->localdir, shown, strerror(-rc));
+	else
+		g->files++;
+out:
+	msgpack_unpacked_destroy(&u);
+	sandq_result_free(r);
+	return status;
+}
+
+/*
+ * Creates one entry of the tree: e is an fs.list/fs.stat entry, rel its
+ * path below the top ("" for the top itself, which then gets name). 0 or
+ * an exit status.
+ */
+static int
+get_entry(struct get_ctx *g, const json_t *e, const char *rel, const char *name)
+{
+	char *comps[GET_DEPTH_MAX + 1];
+	char *buf = xstrdup(rel[0] ? rel : name);
+	const char *type = jstr(e, "type", "");
+	const char *spath = jstr(e, "path", NULL);
+	const char *shown = rel[0] ? rel : name;
+	uint32_t mode = (uint32_t)jint(e, "mode");
+	int n, dfd = -1, status = 0;
+
+	if (spath == NULL) {
+		status = fail("fs get: an entry without a path");
+		goto out;
+	}
+	if ((n = split_rel(buf, comps, GET_DEPTH_MAX)) < 0) {
+		status = fail("fs get: refusing the entry '%s': not a valid name below "
+		    "%s", spath, g->localdir);
+		goto out;
+	}
+	if ((dfd = open_parent(g->topfd, comps, n)) < 0) {
+		status = fail("%s/%s: its directory: %s", g->localdir, shown,
+		    strerror(-dfd));
+		goto out;
+	}
+	if (strcmp(type, "dir") == 0) {
+		if (mkdirat(dfd, comps[n - 1], 0700) < 0) {
+			status = fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
+			    "already exists" : strerror(errno));
+			goto out;
+		}
+		g->pending = xreallocarray(g->pending, g->npending + 1,
+		    sizeof(*g->pending));
+		g->pending[g->npending].rel = xstrdup(shown);
+		g->pending[g->npending].mode = mode;
+		g->pending[g->npending++].mtime = jint(e, "mtime");
+		g->dirs++;
+	} else if (strcmp(type, "symlink") == 0) {
+		const char *target = jstr(e, "target", NULL);
+
+		/* The target is stored as given and never resolved here. */
+		if (target == NULL || target[0] == '\0') {
+			status = fail("fs get: symlink %s has no target", spath);
+			goto out;
+		}
+		if (symlinkat(target, dfd, comps[n - 1]) < 0) {
+			status = fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
+			    "already exists" : strerror(errno));
+			goto out;
+		}
+		g->symlinks++;
+	} else if (strcmp(type, "file") == 0) {
+		status = get_file(g, dfd, comps[n - 1], spath, shown, mode,
+		    jint(e, "mtime"));
+	} else {
+		fprintf(stderr, "sandq: fs get: skipping %s, a %s\n", spath, type);
+	}
+out:
+	if (dfd >= 0)
+		close(dfd);
+	free(buf);
+	return status;
+}
+
+/* Applies the directories' modes and mtimes, deepest first, once filled. */
+static void
+get_finish_dirs(struct get_ctx *g)
+{
+	char *comps[GET_DEPTH_MAX + 1];
+
+	for (size_t i = g->npending; i-- > 0;) {
+		struct get_dir *d = &g->pending[i];
+		int n, pfd, fd;
+
+		if (d->rel == NULL)
+			continue;	/* the top itself: the caller's */
+		n = split_rel(d->rel, comps, GET_DEPTH_MAX);
+		if (n < 0 || (pfd = open_parent(g->topfd, comps, n)) < 0)
+			continue;
+		fd = openat(pfd, comps[n - 1], O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		close(pfd);
+		if (fd < 0)
+			continue;
+		/* Owner write stays, so the caller can clean up a copy. */
+		(void)fchmod(fd, (d->mode & 0777) | 0700);
+		set_mtime(fd, d->mtime);
+		close(fd);
+	}
+}
+
+/* True if p names the sandbox's root: "/", "//", ".", "/workspace". */
+static bool
+path_is_root(const char *p)
+{
+	while (*p == '/' || (*p == '.' && (p[1] == '/' || p[1] == '\0')))
+		p++;
+	if (*p == '\0')
+		return true;
+	if (strncmp(p, "workspace", 9) != 0)
+		return false;
+	for (p += 9; *p == '/'; p++)
+		;
+	return *p == '\0';
+}
+
+static int
+cmd_fs_get(struct sbx *s, struct sandq *c)
+{
+	const char *id = s->args[0], *path = s->args[1];
+	struct get_ctx g = { .s = s, .c = c, .localdir = s->args[2], .topfd = -1 };
+	struct sandq_op_args a = { .sandbox = id, .path = path };
+	struct sandq_result *r = NULL;
+	json_t *st = NULL, *list = NULL;
+	char *localname = NULL;
+	const char *spath, *type, *name;
+	int rootfd, status;
+	bool root = path_is_root(path);
+
+	rootfd = open(g.localdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rootfd < 0) {
+		int saved = errno;
+		struct stat lst;
+
+		if (lstat(g.localdir, &lst) == 0 && S_ISLNK(lst.st_mode))
+			return fail("%s: is a symlink (not followed); give the folder it "
+			    "points to", g.localdir);
+		return fail("%s: %s", g.localdir, strerror(saved));
+	}
+	if (root) {
+		st = json_pack("{s:s, s:s, s:i}", "path", "/", "type", "dir", "mode", 0755);
+	} else {
+		if ((status = call(s, c, "fs.stat", &a, &r)) != 0)
+			goto out;
+		st = result_data_json(r);
+		sandq_result_free(r);
+		r = NULL;
+		if (!json_is_object(st)) {
+			status = fail("fs get: fs.stat %s answered without an entry", path);
+			goto out;
+		}
+	}
+	spath = jstr(st, "path", NULL);
+	type = jstr(st, "type", "");
+	if (spath == NULL || spath[0] != '/') {
+		status = fail("fs get: fs.stat %s answered without a path", path);
+		goto out;
+	}
+	name = strrchr(spath, '/') + 1;
+	if (!root && !workspace_name_is_valid(name)) {
+		status = fail("fs get: refusing the name of '%s'", spath);
+		goto out;
+	}
+	if (strcmp(type, "dir") != 0) {
+		g.topfd = rootfd;
+		status = get_entry(&g, st, "", name);
+		rootfd = -1;
+		goto out_json;
+	}
+	if (root) {
+		g.topfd = rootfd;
+		rootfd = -1;
+	} else {
+		if (mkdirat(rootfd, name, 0700) < 0) {
+			status = fail("%s/%s: %s", g.localdir, name, errno == EEXIST ?
+			    "already exists" : strerror(errno));
+			goto out;
+		}
+		g.topfd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		if (g.topfd < 0) {
+			status = fail("%s/%s: %s", g.localdir, name, strerror(errno));
+			goto out;
+		}
+		g.dirs++;
+		/* Messages name LOCALDIR/NAME/REL from here on. */
+		xasprintf(&localname, "%s/%s", s->args[2], name);
+		g.localdir = localname;
+	}
+	a.path = spath;
+	a.recursive = true;
+	if ((status = call(s, c, "fs.list", &a, &r)) != 0)
+		goto out;
+	list = result_data_json(r);
+	sandq_result_free(r);
+	r = NULL;
+	if (!json_is_array(list)) {
+		status = fail("fs get: fs.list %s answered without a listing", spath);
+		goto out;
+	}
+	{
+		size_t blen = root ? 1 : strlen(spath) + 1, i;
+		json_t *e;
+
+		json_array_foreach(list, i, e) {
+			const char *ep = jstr(e, "path", "");
+
+			/* Only what lies strictly below spath; the rest is refused. */
+			if ((root && ep[0] != '/') || (!root &&
+			    (strncmp(ep, spath, blen - 1) != 0 || ep[blen - 1] != '/')) ||
+			    ep[blen] == '\0') {
+				status = fail("fs get: refusing the entry '%s', not below %s",
+				    ep, spath);
+				goto out;
+			}
+			if ((status = get_entry(&g, e, ep + blen, "")) != 0)
+				goto out;
+		}
+	}
+	if (!root) {
+		g.pending = xreallocarray(g.pending, g.npending + 1, sizeof(*g.pending));
+		memmove(g.pending + 1, g.pending, g.npending * sizeof(*g.pending));
+		g.pending[0].rel = NULL;
+		g.pending[0].mode = (uint32_t)jint(st, "mode");
+		g.pending[0].mtime = jint(st, "mtime");
+		g.npending++;
+	}
+out_json:
+	if (status == 0) {
+		get_finish_dirs(&g);
+		if (g.npending && g.pending[0].rel == NULL) {
+			(void)fchmod(g.topfd, (g.pending[0].mode & 0777) | 0700);
+			set_mtime(g.topfd, g.pending[0].mtime);
+		}
+	}
+	if (status == 0 && s->json)
+		status = print_json_line(json_pack("{s:s, s:I, s:I, s:I}", "path",
+		    s->args[2], "files", (json_int_t)g.files, "dirs", (json_int_t)g.dirs,
+		    "symlinks", (json_int_t)g.symlinks));
+out:
+	for (size_t i = 0; i < g.npending; i++)
+		free(g.pending[i].rel);
+	free(g.pending);
+	free(localname);
+	if (g.topfd >= 0)
+		close(g.topfd);
+	if (rootfd >= 0)
+		close(rootfd);
+	json_decref(st);
+	json_decref(list);
+	return status;
+}
+
+/*** Verbs ***/
+
+static void
+human_ls(const json_t *d)
+{
+	int w = 7;
+	size_t i;
+	json_t *o;
+	char t[32], lb[2048];
+
+	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
+		int n = (int)strlen(jstr(o, "sandbox", ""));
+
+		if (n > w)
+			w = n;
+	}
+	printf("%-*s  %7s  %-20s  %-12s  %s\n", w, "SANDBOX", "VERSION", "UPDATED",
+	    "SNAPSHOT", "LABELS");
+	json_array_foreach((json_t *)(uintptr_t)d, i, o)
+		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12.12s  %s\n", w,
+		    jstr(o, "sandbox", ""), jint(o, "version"),
+		    fmt_time_ms(t, sizeof(t), jint(o, "updated_at")),
+		    jstr(o, "snapshot", ""),
+		    fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
+}
+
+static void
+human_history(const json_t *d)
+{
+	const json_t *vs = json_object_get(d, "versions");
+	const json_t *cs = json_object_get(d, "calls");
+	size_t i;
+	json_t *o;
+	char t[32];
+
+	printf("%7s  %-20s  %s\n", "VERSION", "CREATED", "SNAPSHOT");
+	json_array_foreach((json_t *)(uintptr_t)vs, i, o)
+		printf("%7" JSON_INTEGER_FORMAT "  %-20s  %s\n", jint(o, "version"),
+		    fmt_time_ms(t, sizeof(t), jint(o, "created_at")),
+		    jstr(o, "snapshot", ""));
+	printf("\n%5s  %-16s  %-7s  %-20s  %8s  %s\n", "CALL", "NAME", "STATUS",
+	    "STARTED", "MS", "PARAMETERS");
+	json_array_foreach((json_t *)(uintptr_t)cs, i, o) {
+		const char *par = jstr(o, "parameters", "");
+
+		printf("%5" JSON_INTEGER_FORMAT "  %-16s  %-7s  %-20s  %8"
+		    JSON_INTEGER_FORMAT "  %.60s%s\n", jint(o, "id"), jstr(o, "name", ""),
+		    jstr(o, "status", ""), fmt_time_ms(t, sizeof(t), jint(o, "started_at")),
+		    jint(o, "duration_ms"), par, strlen(par) > 60 ? "..." : "");
+	}
+}
+
+static void
+human_info(const json_t *d)
+{
+	if (json_is_object(d))
+		print_info(d);
+}
+
+static void
+human_stat(const json_t *d)
+{
+	if (json_is_object(d))
+		print_entry(d);
+}
+
+/* fs ls: one line per entry; recursive listings show whole paths. */
+static bool fs_ls_recursive;
+
+static void
+human_fs_ls(const json_t *d)
+{
+	size_t i;
+	json_t *o;
+	char t[32];
+
+	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
+		const char *target = jstr(o, "target", NULL);
+
+		printf("%-7s  %04o  %10" JSON_INTEGER_FORMAT "  %-20s  %s%s%s\n",
+		    jstr(o, "type", "?"), (unsigned)(jint(o, "mode") & 07777),
+		    jint(o, "size"), fmt_time_ms(t, sizeof(t), jint(o, "mtime") * 1000),
+		    fs_ls_recursive ? jstr(o, "path", "") : jstr(o, "name", ""),
+		    target ? " -> " : "", target ? target : "");
+	}
+}
+
+static void
+human_lines(const json_t *d)
+{
+	size_t i;
+	json_t *o;
+
+	json_array_foreach((json_t *)(uintptr_t)d, i, o)
+		printf("%s\n", json_string_value(o) ? json_string_value(o) : "");
+}
+
+static int
+cmd_create(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .labels = s->labels,
+	    .nlabels = s->nlabels };
+	struct sandq_result *r = NULL;
+	void *blob = NULL;
+	size_t len = 0;
+	int status;
+
+	if (s->from && (status = snapshot_from_dir(s->from, &blob, &len)) != 0)
+		return status;
+	a.snapshot = blob;
+	a.snapshot_len = len;
+	status = call(s, c, "sandbox.create", &a, &r);
+	free(blob);
+	if (status != 0)
+		return status;
+	return finish(s, r, human_info);
+}
+
+static int
+cmd_ls(struct sbx *s, struct sandq *c)
+{
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "sandbox.list", NULL, &r)) != 0)
+		return status;
+	return finish(s, r, human_ls);
+}
+
+static int
+cmd_info(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0] };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "sandbox.info", &a, &r)) != 0)
+		return status;
+	return finish(s, r, human_info);
+}
+
+static int
+cmd_fork(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .to = s->args[1],
+	    .labels = s->labels, .nlabels = s->nlabels };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = check_id(s, "DST", s->args[1])) != 0 ||
+	    (status = call(s, c, "sandbox.fork", &a, &r)) != 0)
+		return status;
+	return finish(s, r, human_info);
+}
+
+static int
+cmd_rm(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0] };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "sandbox.delete", &a, &r)) != 0)
+		return status;
+	return finish(s, r, NULL);
+}
+
+static int
+cmd_history(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0] };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "sandbox.history", &a, &r)) != 0)
+		return status;
+	return finish(s, r, human_history);
+}
+
+/* Writes len bytes to FILE ("-": stdout), replacing it. 0 or an exit status. */
+static int
+write_local(const char *file, const void *p, size_t len)
+{
+	int fd, rc;
+
+	if (strcmp(file, "-") == 0) {
+		if (fwrite(p, 1, len, stdout) != len || fflush(stdout) == EOF)
+			return fail("writing standard output: %s", strerror(errno));
+		return 0;
+	}
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return fail("%s: %s", file, strerror(errno));
+	rc = write_all(fd, p, len);
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc < 0)
+		return fail("%s: %s", file, strerror(-rc));
+	return 0;
+}
+
+static int
+cmd_export(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0] };
+	struct sandq_result *r = NULL;
+	msgpack_unpacked u;
+	const char *p = NULL;
+	size_t len = 0;
+	int status;
+
+	if ((status = call(s, c, "sandbox.export", &a, &r)) != 0)
+		return status;
+	msgpack_unpacked_init(&u);
+	if (!result_bytes(r, &u, &p, &len))
+		status = fail("sandbox export: the answer holds no snapshot");
+	else
+		status = write_local(s->args[1], p, len);
+	if (status == 0 && s->json) {
+		json_t *o = result_head_json(r);
+
+		json_object_set_new(o, "file", json_string(s->args[1]));
+		json_object_set_new(o, "size", json_integer((json_int_t)len));
+		status = print_json_line(o);
+	}
+	msgpack_unpacked_destroy(&u);
+	sandq_result_free(r);
+	return status;
+}
+
+static int
+cmd_import(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .labels = s->labels,
+	    .nlabels = s->nlabels };
+	struct sandq_result *r = NULL;
+	uint8_t *blob = NULL;
+	size_t len = 0;
+	int rc, status;
+
+	if ((rc = cli_read_input(s->args[1], true, JOB_SNAPSHOT_MAX, &blob, &len)) < 0)
+		return rc == -EFBIG ? fail("%s: larger than %u bytes", s->args[1],
+		    JOB_SNAPSHOT_MAX) : fail("%s: %s", s->args[1], strerror(-rc));
+	if (len == 0) {
+		free(blob);
+		return fail("%s: empty, not an AgentFS database", s->args[1]);
+	}
+	a.snapshot = blob;
+	a.snapshot_len = len;
+	status = call(s, c, "sandbox.import", &a, &r);
+	free(blob);
+	if (status != 0)
+		return status;
+	return finish(s, r, human_info);
+}
+
+static int
+cmd_fs_ls(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0],
+	    .path = s->nargs > 1 ? s->args[1] : NULL, .recursive = s->recursive };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "fs.list", &a, &r)) != 0)
+		return status;
+	fs_ls_recursive = s->recursive;
+	return finish(s, r, human_fs_ls);
+}
+
+static int
+cmd_fs_cat(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1] };
+	struct sandq_result *r = NULL;
+	msgpack_unpacked u;
+	const char *p = NULL;
+	size_t len = 0;
+	int status;
+
+	if ((status = call(s, c, "fs.read", &a, &r)) != 0)
+		return status;
+	msgpack_unpacked_init(&u);
+	if (!result_bytes(r, &u, &p, &len))
+		status = fail("fs cat: the answer holds no content");
+	else
+		status = write_local("-", p, len);
+	msgpack_unpacked_destroy(&u);
+	sandq_result_free(r);
+	return status;
+}
+
+static int
+cmd_fs_put(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1] };
+	struct sandq_result *r = NULL;
+	const char *local = s->args[2];
+	uint8_t *data = NULL;
+	size_t len = 0;
+	struct stat st;
+	int rc, status;
+
+	if ((rc = cli_read_input(local, true, JOB_DATA_MAX, &data, &len)) < 0)
+		return rc == -EFBIG ? fail("%s: larger than %u bytes", local,
+		    JOB_DATA_MAX) : fail("%s: %s", local, strerror(-rc));
+	/* The local file's permission bits, as cp(1) keeps them. */
+	if (strcmp(local, "-") != 0 && stat(local, &st) == 0 && S_ISREG(st.st_mode))
+		a.mode = st.st_mode & 0777;
+	a.data = data;
+	a.data_len = len;
+	status = call(s, c, "fs.write", &a, &r);
+	free(data);
+	if (status != 0)
+		return status;
+	return finish(s, r, NULL);
+}
+
+static int
+cmd_fs_rm(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1],
+	    .recursive = s->recursive };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "fs.delete", &a, &r)) != 0)
+		return status;
+	return finish(s, r, NULL);
+}
+
+static int
+cmd_fs_stat(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1] };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "fs.stat", &a, &r)) != 0)
+		return status;
+	return finish(s, r, human_stat);
+}
+
+static int
+cmd_kv_get(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .key = s->args[1] };
+	struct sandq_result *r = NULL;
+	msgpack_unpacked u;
+	const char *p = NULL;
+	size_t len = 0;
+	int status;
+
+	if ((status = call(s, c, "kv.get", &a, &r)) != 0)
+		return status;
+	/* The value is JSON text already: printed as stored, in both modes. */
+	msgpack_unpacked_init(&u);
+	if (!result_bytes(r, &u, &p, &len)) {
+		status = fail("kv get: the answer holds no value");
+	} else if (fwrite(p, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
+	    fflush(stdout) == EOF) {
+		status = fail("writing standard output: %s", strerror(errno));
+	}
+	msgpack_unpacked_destroy(&u);
+	sandq_result_free(r);
+	return status;
+}
+
+static int
+cmd_kv_set(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .key = s->args[1] };
+	struct sandq_result *r = NULL;
+	json_t *j = json_loads(s->args[2], JSON_DECODE_ANY, NULL);
+	char *value = NULL;
+	int status;
+
+	/* Valid JSON goes as given; anything else as a JSON string. */
+	if (j == NULL) {
+		json_t *str = json_string(s->args[2]);
+
+		if (str == NULL)
+			return usage(s, "VALUE is neither JSON nor UTF-8 text");
+		value = json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT);
+		json_decref(str);
+	}
+	json_decref(j);
+	a.value = value ? value : s->args[2];
+	status = call(s, c, "kv.set", &a, &r);
+	free(value);
+	if (status != 0)
+		return status;
+	return finish(s, r, NULL);
+}
+
+static int
+cmd_kv_del(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0], .key = s->args[1] };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "kv.delete", &a, &r)) != 0)
+		return status;
+	return finish(s, r, NULL);
+}
+
+static int
+cmd_kv_keys(struct sbx *s, struct sandq *c)
+{
+	struct sandq_op_args a = { .sandbox = s->args[0],
+	    .prefix = s->nargs > 1 ? s->args[1] : NULL };
+	struct sandq_result *r = NULL;
+	int status;
+
+	if ((status = call(s, c, "kv.keys", &a, &r)) != 0)
+		return status;
+	return finish(s, r, human_lines);
+}
+
+static const struct sbx_verb verbs[] = {
+	{ "sandbox", "create", 1, 1, SB(S_FROM) | SB(S_LABEL), cmd_create,
+	    "ID [--from DIR] [--label KEY=VALUE]..." },
+	{ "sandbox", "ls", 0, 0, 0, cmd_ls, "" },
+	{ "sandbox", "info", 1, 1, 0, cmd_info, "ID" },
+	{ "sandbox", "fork", 2, 2, SB(S_LABEL), cmd_fork,
+	    "SRC DST [--label KEY=VALUE]..." },
+	{ "sandbox", "rm", 1, 1, 0, cmd_rm, "ID" },
+	{ "sandbox", "history", 1, 1, 0, cmd_history, "ID [--json]" },
+	{ "sandbox", "export", 2, 2, 0, cmd_export, "ID FILE" },
+	{ "sandbox", "import", 2, 2, SB(S_LABEL), cmd_import,
+	    "ID FILE [--label KEY=VALUE]..." },
+	{ "fs", "ls", 1, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cmd_fs_ls, "ID [PATH] [-R]" },
+	{ "fs", "cat", 2, 2, SOPTS_PERMS, cmd_fs_cat, "ID PATH" },
+	{ "fs", "put", 3, 3, SOPTS_PERMS, cmd_fs_put, "ID PATH LOCALFILE" },
+	{ "fs", "get", 3, 3, SOPTS_PERMS, cmd_fs_get, "ID PATH LOCALDIR" },
+	{ "fs", "rm", 2, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cmd_fs_rm, "ID PATH [-r]" },
+	{ "fs", "stat", 2, 2, SOPTS_PERMS, cmd_fs_stat, "ID PATH" },
+	{ "kv", "get", 2, 2, 0, cmd_kv_get, "ID KEY" },
+	{ "kv", "set", 3, 3, 0, cmd_kv_set, "ID KEY VALUE" },
+	{ "kv", "del", 2, 2, 0, cmd_kv_del, "ID KEY" },
+	{ "kv", "keys", 1, 2, 0, cmd_kv_keys, "ID [PREFIX]" },
+};
+
+/*** Entry point ***/
+
+/* "create, ls, info, ..." of a group, for messages. */
+static const char *
+verb_list(const char *group, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		int w;
+
+		if (strcmp(verbs[i].group, group) != 0)
+			continue;
+		w = snprintf(buf + n, size - n, "%s%s", n ? ", " : "", verbs[i].name);
+		if (w < 0 || (size_t)w >= size - n)
+			break;
+		n += (size_t)w;
+	}
+	return buf;
+}
+
+static int
+sbx_run(struct sbx *s, int argc, char **argv)
+{
+	char list[256], err[512];
+	struct sandq *c;
+	int o, rc;
+
+	/* GNU getopt permutes: options may follow the operands. */
+	optind = 0;
+	opterr = 0;
+	while ((o = getopt_long(argc, argv, ":hRr", sbx_opts, NULL)) != -1) {
+		const char *bad = argv[optind - 1];
+
+		if (o == 'h')
+			o = S_HELP;
+		else if (o == 'R' || o == 'r')
+			o = S_RECURSIVE;
+		else if (o == ':')
+			return usage(s, "option '%s' needs a value", bad);
+		else if (o == '?')
+			return optopt ? usage(s, "unknown option '-%c'", optopt) :
+			    usage(s, "unknown option '%.*s'", (int)strcspn(bad, "="), bad);
+		if ((rc = opt_apply(s, o, optarg)) != 0)
+			return rc;
+	}
+	if (optind >= argc) {
+		if (s->help) {
+			cli_sandbox_help(s->group);
+			return 0;
+		}
+		return usage(s, "missing %s command (%s)", s->group,
+		    verb_list(s->group, list, sizeof(list)));
+	}
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcmp(verbs[i].group, s->group) == 0 &&
+		    strcmp(verbs[i].name, argv[optind]) == 0)
+			s->v = &verbs[i];
+	if (s->v == NULL)
+		return usage(s, "unknown %s command '%s' (expected %s)", s->group,
+		    argv[optind], verb_list(s->group, list, sizeof(list)));
+	if (s->help) {
+		cli_sandbox_help(s->group);
+		return 0;
+	}
+	s->args = argv + optind + 1;
+	s->nargs = argc - optind - 1;
+	{
+		unsigned extra = s->given & ~(SOPTS_CONN | s->v->opts);
+
+		if (extra) {
+			int bit = 0;
+
+			while ((extra & SB(bit)) == 0)
+				bit++;
+			return usage(s, "option '--%s' does not apply to 'sandq %s %s'",
+			    opt_name(bit), s->v->group, s->v->name);
+		}
+	}
+	if (s->nargs < s->v->min || s->nargs > s->v->max)
+		return usage(s, "expected %s", s->v->usage[0] ? s->v->usage :
+		    "no arguments");
+	if (s->v->min > 0 && (rc = check_id(s, strcmp(s->v->name, "fork") == 0 ?
+	    "SRC" : "ID", s->args[0])) != 0)
+		return rc;
+	if (s->redis == NULL && (s->redis = getenv("SANDQ_REDIS")) == NULL)
+		s->redis = DEFAULT_REDIS;
+	if (s->tenant == NULL && (s->tenant = getenv("SANDQ_TENANT")) == NULL)
+		s->tenant = DEFAULT_TENANT;
+	if ((c = sandq_connect(s->redis, s->tenant, err, sizeof(err))) == NULL)
+		return fail("%s", err);
+	rc = s->v->run(s, c);
+	sandq_close(c);
+	return rc;
+}
+
+int
+cli_sandbox_main(const struct cli_conn *conn, int argc, char **argv)
+{
+	struct sbx s = { 0 };
+	int status;
+
+	s.group = argv[0];
+	s.redis = conn->redis;
+	s.tenant = conn->tenant;
+	s.wait_ms = conn->wait_ms;
+	s.json = conn->json;
+	s.help = conn->help;
+	status = sbx_run(&s, argc, argv);
+	sbx_free(&s);
+	return status;
+}

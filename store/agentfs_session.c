@@ -1,0 +1,78 @@
+/*
+ * agentfs_session.c - a sandbox's shell session (working directory and
+ * exported variables) kept in its snapshot.
+ *
+ * One extra table, sandq_session(name TEXT PRIMARY KEY, value BLOB NOT
+ * NULL), created on the first write. It travels with the snapshot, so a
+ * fork or an export carries the session along, and AgentFS tools that do
+ * not know it ignore it. Values are bytes: a directory or a variable may
+ * hold any byte but NUL, valid UTF-8 or not.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SESSION_DDL "CREATE TABLE IF NOT EXISTS sandq_session (" \
+	"name TEXT PRIMARY KEY, value BLOB NOT NULL)"
+
+int
+agentfs_session_get(struct agentfs *fs, const char *name, void **value,
+    size_t *len, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*value = NULL;
+	*len = 0;
+	rc = sqlite3_prepare_v2(fs->db,
+	    "SELECT value FROM sandq_session WHERE name = ?1", -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		/* No table: no session yet. */
+		sqlite3_finalize(st);
+		return err_set(e, -ENOENT, "agentfs: no session");
+	}
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int n = sqlite3_column_bytes(st, 0);
+		const void *p = sqlite3_column_blob(st, 0);
+
+		*value = malloc((size_t)n + 1);
+		if (*value == NULL) {
+			sqlite3_finalize(st);
+			return err_set(e, -ENOMEM, "agentfs: session: out of memory");
+		}
+		if (n > 0)
+			memcpy(*value, p, (size_t)n);
+		((char *)*value)[n] = '\0';
+		*len = (size_t)n;
+		sqlite3_finalize(st);
+		return 0;
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return err_set(e, -ENOENT, "agentfs: session: no '%s'", name);
+	return afs_db_fail(fs, rc, "session read", e);
+}
+
+int
+agentfs_session_set(struct agentfs *fs, const char *name, const void *value,
+    size_t len, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = sqlite3_exec(fs->db, SESSION_DDL, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return afs_db_fail(fs, rc, "session table", e);
+	rc = sqlite3_prepare_v2(fs->db, "INSERT INTO sandq_session (name, value) "
+	    "VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+	    -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return afs_db_fail(fs, rc, "session write", e);
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_blob64(st, 2, len > 0 ? value : "", len, SQLITE_STATIC);
+	return afs_stmt_done(fs, st, "session write", e);
+}

@@ -1,0 +1,53 @@
+/*
+ * ops.h - the fs.*, kv.* and sandbox.* ops: run by a worker directly on the
+ * snapshot store, without starting any process.
+ *
+ * Lifecycle: the worker opens its store once (store_open()), then for each
+ * job of op OP_FS_READ..OP_SANDBOX_LIST calls ops_run() with a fresh
+ * result (result_new()), sends the result and frees it. No state is kept
+ * between calls.
+ *
+ * Every op is keyed by (j->tenant, j->sandbox): a tenant never reaches
+ * another tenant's sandbox, whatever id it names. Reads open the head blob
+ * (whose SHA-256 the store re-checks); writes change a copy, add one
+ * tool_calls row, and move the head by compare-and-set from the version
+ * read, retrying the whole op when another worker moved it first.
+ * docs/protocol.md ("Sandboxes") and the spec list each op's operands,
+ * result data and error codes.
+ */
+#ifndef SANDQ_WORKER_OPS_H
+#define SANDQ_WORKER_OPS_H
+
+#include <stdbool.h>
+
+#include "../queue/payload.h"
+#include "../store/store.h"
+
+#define OPS_COMMIT_RETRIES 3		/* reruns of an op whose commit lost */
+#define OPS_HISTORY_STR_MAX 4096	/* bytes of a string in a history row */
+#define OPS_READ_MAX JOB_DATA_MAX	/* largest file fs.read returns */
+/* Logical bytes (sum of file sizes) an imported snapshot may hold: sparse
+ * files in a small blob must not make the worker allocate gigabytes. */
+#define OPS_IMPORT_BYTES_MAX ((uint64_t)512 << 20)
+
+/* True for the ops ops_run() handles. */
+#define OPS_HANDLES(op) ((op) >= OP_FS_READ && (op) <= OP_SANDBOX_LIST)
+
+/*
+ * Runs job j (op one of OP_FS_READ..OP_SANDBOX_LIST) against store st and
+ * fills res: status ok, rejected (error_code one of sandbox_not_found,
+ * sandbox_exists, not_found, exists, is_dir, not_dir, not_empty,
+ * permission, too_large, bad_snapshot, invalid) or internal (store or
+ * SQLite failure; "conflict" when the commit lost OPS_COMMIT_RETRIES + 1
+ * times), error_message naming the sandbox and path or key; res->sandbox,
+ * res->version and res->snapshot (the head after the op, when there is
+ * one); res->data (one msgpack object, malloc'd, owned by res); and
+ * started_at, finished_at and wall_ms. Fields of res it sets are expected
+ * unset (NULL) on entry. Does not take ownership of st or j.
+ * Returns 0 when res describes the outcome (whatever its status), or
+ * -EINVAL for a call that is not an ops job (op out of range; res is then
+ * still filled as internal).
+ */
+int ops_run(struct store *st, const struct job *j, struct result *res);
+
+#endif
