@@ -21,7 +21,7 @@
 
 #include "../queue/payload.h"
 
-TestSuite(payload, .timeout = 20);
+TestSuite(payload, .timeout = 120);
 
 /*** Job builder ***/
 
@@ -2126,7 +2126,7 @@ jb_big(struct jb *b, const char *k, size_t n, bool bin, char c)
 	free(p);
 }
 
-Test(payload, rejects_values_just_over_their_limits, .timeout = 120)
+Test(payload, rejects_values_just_over_their_limits)
 {
 	REJECT_OP_WITH("fs.write", "sandbox path", "field 'data': longer than 67108864",
 	    jb_big(b, "data", JOB_DATA_MAX + 1, true, 'd'));
@@ -2143,7 +2143,7 @@ Test(payload, rejects_values_just_over_their_limits, .timeout = 120)
 	    jb_big(b, "value", JOB_KV_VALUE_MAX + 1, false, '7'));
 }
 
-Test(payload, accepts_values_at_their_limits, .timeout = 120)
+Test(payload, accepts_values_at_their_limits)
 {
 	struct jb b;
 	struct job *j;

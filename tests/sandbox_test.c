@@ -38,7 +38,7 @@ teardown(void)
 	harness_stop(&H);
 }
 
-TestSuite(sandbox, .init = setup, .fini = teardown, .timeout = 240);
+TestSuite(sandbox, .init = setup, .fini = teardown, .timeout = 600);
 
 #define WAIT_MS 60000
 
@@ -549,7 +549,7 @@ golden_group(struct sandq *c, struct gcase *g, size_t n, int gi, int *checked)
 	}
 }
 
-Test(sandbox, path_rules_hold_in_jobs_and_at_commit_for_the_golden_table, .timeout = 600)
+Test(sandbox, path_rules_hold_in_jobs_and_at_commit_for_the_golden_table)
 {
 	struct sandq *c = harness_client(&H);
 	static struct gcase all[512];
