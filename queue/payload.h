@@ -171,7 +171,7 @@ struct job {
 	char *path;		/* fs.*: absolute sandbox path, "/" the root */
 	uint8_t *data;		/* fs.write: content (owned; non-NULL if given) */
 	size_t data_len;
-	uint32_t mode;		/* fs.write: permission bits; 0 = 0644 */
+	uint32_t mode;		/* fs.write: permission bits (decoded 0644 if absent) */
 	bool recursive;		/* fs.list: the whole subtree; fs.delete: a tree */
 	char *key;		/* kv.get/set/delete */
 	char *value;		/* kv.set: JSON text */
