@@ -839,30 +839,17 @@ opt_apply(struct cli *cl, int o, const char *arg)
 		cl->no_persist = true;
 		return 0;
 	case O_PERM: {
-		char pat[PERMS_PATTERN_MAX + 1];
-		enum perm_level lvl;
-		struct err e = { 0 };
+		char msg[320];
 
-		if (perms_parse_rule(arg, pat, sizeof(pat), &lvl, &e) < 0)
-			return usage_error(cl, "--perm '%.200s': %s", arg, e.msg);
-		if (cl->nperms >= PERMS_RULES_MAX)
-			return usage_error(cl, "--perm: more than %d rules", PERMS_RULES_MAX);
-		cl->perms = xreallocarray(cl->perms, cl->nperms + 1, sizeof(*cl->perms));
-		cl->perms[cl->nperms].pattern = xstrdup(pat);
-		cl->perms[cl->nperms++].level = perms_level_str(lvl);
+		if (cli_perm_add(&cl->perms, &cl->nperms, arg, msg, sizeof(msg)) < 0)
+			return usage_error(cl, "%s", msg);
 		return 0;
 	}
-	case O_PERM_PRESET: {
-		const char *const *names = perms_preset_names();
-
-		for (size_t i = 0; names[i]; i++)
-			if (strcmp(arg, names[i]) == 0) {
-				cl->perm_preset = names[i];
-				return 0;
-			}
-		return usage_error(cl, "--perm-preset '%s': expected agent-safe, "
-		    "read-only, full-access, development or view-only", arg);
-	}
+	case O_PERM_PRESET:
+		if ((cl->perm_preset = cli_perm_preset(arg)) == NULL)
+			return usage_error(cl, "--perm-preset '%s': expected agent-safe, "
+			    "read-only, full-access, development or view-only", arg);
+		return 0;
 	default:
 		return usage_error(cl, "internal error: option %d", o);
 	}
@@ -1081,6 +1068,39 @@ cli_free(struct cli *cl)
 /*** Output ***/
 
 /* Base64 of n bytes (EVP_EncodeBlock), NUL-terminated, owned by the caller. */
+int
+cli_perm_add(struct sandq_perm **perms, size_t *n, const char *arg, char *msg,
+    size_t msglen)
+{
+	char pat[PERMS_PATTERN_MAX + 1];
+	enum perm_level lvl;
+	struct err e = { 0 };
+
+	if (perms_parse_rule(arg, pat, sizeof(pat), &lvl, &e) < 0) {
+		snprintf(msg, msglen, "--perm '%.200s': %s", arg, e.msg);
+		return -1;
+	}
+	if (*n >= PERMS_RULES_MAX) {
+		snprintf(msg, msglen, "--perm: more than %d rules", PERMS_RULES_MAX);
+		return -1;
+	}
+	*perms = xreallocarray(*perms, *n + 1, sizeof(**perms));
+	(*perms)[*n].pattern = xstrdup(pat);
+	(*perms)[(*n)++].level = perms_level_str(lvl);
+	return 0;
+}
+
+const char *
+cli_perm_preset(const char *arg)
+{
+	const char *const *names = perms_preset_names();
+
+	for (size_t i = 0; names[i]; i++)
+		if (strcmp(arg, names[i]) == 0)
+			return names[i];
+	return NULL;
+}
+
 char *
 cli_base64(const uint8_t *p, size_t n)
 {

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sandq.h"
+
 #define CLI_EXIT_SANDQ 125		/* sandq itself failed */
 
 /* Options given before the verb group, with their defaults filled. */
@@ -43,6 +45,14 @@ int cli_read_input(const char *path, bool dash_is_stdin, size_t max,
 
 /* True for "sandbox", "fs" and "kv". */
 bool cli_sandbox_is_group(const char *name);
+/*
+ * --perm PATTERN=LEVEL: appends the rule to *perms (pattern copied), or
+ * returns -1 with msg naming the problem.
+ */
+int cli_perm_add(struct sandq_perm **perms, size_t *n, const char *arg,
+    char *msg, size_t msglen);
+/* --perm-preset: the preset's static name, or NULL for an unknown one. */
+const char *cli_perm_preset(const char *arg);
 /*
  * Runs `sandq GROUP [OPTIONS] VERB ARGS...`: argv[0] is the group. conn
  * holds what was given before it. Returns the process's exit status.

@@ -407,30 +407,17 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		return 0;
 	}
 	case S_PERM: {
-		char pat[PERMS_PATTERN_MAX + 1];
-		enum perm_level lvl;
-		struct err e = { 0 };
+		char msg[320];
 
-		if (perms_parse_rule(arg, pat, sizeof(pat), &lvl, &e) < 0)
-			return usage(s, "--perm '%.200s': %s", arg, e.msg);
-		if (s->nperms >= PERMS_RULES_MAX)
-			return usage(s, "--perm: more than %d rules", PERMS_RULES_MAX);
-		s->perms = xreallocarray(s->perms, s->nperms + 1, sizeof(*s->perms));
-		s->perms[s->nperms].pattern = xstrdup(pat);
-		s->perms[s->nperms++].level = perms_level_str(lvl);
+		if (cli_perm_add(&s->perms, &s->nperms, arg, msg, sizeof(msg)) < 0)
+			return usage(s, "%s", msg);
 		return 0;
 	}
-	case S_PERM_PRESET: {
-		const char *const *names = perms_preset_names();
-
-		for (size_t i = 0; names[i]; i++)
-			if (strcmp(arg, names[i]) == 0) {
-				s->perm_preset = names[i];
-				return 0;
-			}
-		return usage(s, "--perm-preset '%s': expected agent-safe, read-only, "
-		    "full-access, development or view-only", arg);
-	}
+	case S_PERM_PRESET:
+		if ((s->perm_preset = cli_perm_preset(arg)) == NULL)
+			return usage(s, "--perm-preset '%s': expected agent-safe, read-only, "
+			    "full-access, development or view-only", arg);
+		return 0;
 	default:
 		return usage(s, "internal error: option %d", o);
 	}

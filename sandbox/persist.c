@@ -111,22 +111,6 @@ rules_compile(const struct job *j, struct perms *p, struct err *e)
 
 /*** Materialise ***/
 
-struct usage {
-	uint64_t bytes;
-	uint64_t entries;
-};
-
-static int
-usage_cb(const struct agentfs_entry *ent, void *arg)
-{
-	struct usage *u = arg;
-
-	u->entries++;
-	if (ent->kind == AGENTFS_FILE)
-		u->bytes += ent->size;
-	return 0;
-}
-
 struct marks {
 	unsigned mounts;
 	struct err *e;
@@ -182,7 +166,7 @@ persist_materialise(int snapfd, struct job *j, struct err *e)
 	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
 	struct agentfs *fs = NULL;
 	struct perms p = { 0 };
-	struct usage u = { 0 };
+	uint64_t bytes = 0, entries = 0;
 	struct marks mk = { .e = e };
 	int rc, wsfd = -1;
 
@@ -190,11 +174,10 @@ persist_materialise(int snapfd, struct job *j, struct err *e)
 		return rc;
 	if ((rc = rules_compile(j, &p, e)) < 0)
 		goto out;
-	if ((rc = agentfs_walk(fs, usage_cb, &u, e)) < 0)
+	if ((rc = agentfs_usage(fs, &bytes, &entries, e)) < 0)
 		goto out;
 	/* The snapshot, plus the job's own disk and inode allowance. */
-	if ((rc = mount_job_tmpfs(&j->limits, u.bytes + u.entries * 4096,
-	    u.entries, e)) < 0)
+	if ((rc = mount_job_tmpfs(&j->limits, bytes + entries * 4096, entries, e)) < 0)
 		goto out;
 	wsfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (wsfd < 0) {

@@ -769,6 +769,21 @@ loc_resolve(struct agentfs *fs, const char *path, struct loc *l,
 	}
 }
 
+int
+afs_resolve_ino(struct agentfs *fs, const char *path, int64_t *ino,
+    struct err *e)
+{
+	struct loc l;
+	int rc;
+
+	if ((rc = loc_resolve(fs, path, &l, e)) != 0)
+		return rc;
+	if (!l.found)
+		return err_set(e, -ENOENT, "agentfs: %s: no such entry", path);
+	*ino = l.node.ino;
+	return 0;
+}
+
 /*** Walk ***/
 
 /* A set of directory inodes already entered (open addressing). */

@@ -216,6 +216,13 @@ int64_t agentfs_tool_call_count(struct agentfs *fs, struct err *e);
 int agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
     void *arg, struct err *e);
 
+/*
+ * What the tree needs on a disk: regular-file bytes and inodes below the
+ * root, from one query (no walk). For sizing a filesystem before
+ * materialising; the walk still checks every entry.
+ */
+int agentfs_usage(struct agentfs *fs, uint64_t *bytes, uint64_t *entries,
+    struct err *e);
 /*** Session (agentfs_session.c): a sandq table, ignored by other tools ***/
 
 /*

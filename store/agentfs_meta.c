@@ -225,76 +225,6 @@ agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
 
 /*** Single entries and raw copies (worker/ops.c) ***/
 
-/*
- * Resolves path to its inode without following symlinks, like
- * agentfs.c's loc_resolve() but reporting only the inode: every
- * component but the last must be a directory (-ENOTDIR), a missing one is
- * -ENOENT, "." and ".." are -EINVAL. "/" is the root (ino 1).
- */
-static int
-meta_resolve(struct agentfs *fs, const char *path, int64_t *ino,
-    struct err *e)
-{
-	static const char *sql = "SELECT d.ino, i.mode FROM fs_dentry AS d"
-	    " LEFT JOIN fs_inode AS i ON i.ino = d.ino"
-	    " WHERE d.parent_ino = ?1 AND d.name = ?2";
-	char name[AGENTFS_NAME_MAX + 1];
-	const char *p = path, *end;
-	sqlite3_stmt *st = NULL;
-	uint32_t mode = S_IFDIR;
-	int64_t cur = 1;
-	size_t n;
-	int rc;
-
-	if (path == NULL || strlen(path) > AGENTFS_PATH_MAX)
-		return err_set(e, -ENAMETOOLONG, "agentfs: path too long");
-	for (;;) {
-		while (*p == '/')
-			p++;
-		if (*p == '\0')
-			break;
-		end = strchrnul(p, '/');
-		n = (size_t)(end - p);
-		if (n > AGENTFS_NAME_MAX)
-			return err_set(e, -ENAMETOOLONG, "agentfs: %s: name "
-			    "too long", path);
-		if ((n == 1 && p[0] == '.') ||
-		    (n == 2 && p[0] == '.' && p[1] == '.'))
-			return err_set(e, -EINVAL, "agentfs: %s: '.' and "
-			    "'..' are not allowed", path);
-		if (!S_ISDIR(mode))
-			return err_set(e, -ENOTDIR, "agentfs: %s: '%s' is not "
-			    "a directory", path, name);
-		memcpy(name, p, n);
-		name[n] = '\0';
-		if ((rc = afs_stmt_prepare(fs, sql, &st, e)) != 0)
-			return rc;
-		sqlite3_bind_int64(st, 1, cur);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-		rc = sqlite3_step(st);
-		if (rc == SQLITE_ROW && sqlite3_column_type(st, 1) !=
-		    SQLITE_NULL) {
-			cur = sqlite3_column_int64(st, 0);
-			mode = (uint32_t)sqlite3_column_int64(st, 1);
-			rc = 0;
-		} else if (rc == SQLITE_ROW) {
-			rc = err_set(e, -EBADMSG, "agentfs: %s: dentry '%s' "
-			    "points to a missing inode", path, name);
-		} else if (rc == SQLITE_DONE) {
-			rc = err_set(e, -ENOENT, "agentfs: %s: no such entry",
-			    path);
-		} else {
-			rc = afs_db_fail(fs, rc, "fs_dentry", e);
-		}
-		afs_stmt_release(fs, st);
-		if (rc != 0)
-			return rc;
-		p = end;
-	}
-	*ino = cur;
-	return 0;
-}
-
 int
 agentfs_stat(struct agentfs *fs, const char *path, struct agentfs_entry *ent,
     char **target, struct err *e)
@@ -306,7 +236,7 @@ agentfs_stat(struct agentfs *fs, const char *path, struct agentfs_entry *ent,
 
 	memset(ent, 0, sizeof(*ent));
 	*target = NULL;
-	if ((rc = meta_resolve(fs, path, &ino, e)) != 0)
+	if ((rc = afs_resolve_ino(fs, path, &ino, e)) != 0)
 		return rc;
 	rc = afs_stmt_prepare(fs, "SELECT mode, size, mtime FROM fs_inode"
 	    " WHERE ino = ?1", &st, e);
@@ -382,7 +312,7 @@ agentfs_set_mtime(struct agentfs *fs, const char *path, int64_t mtime,
 	int64_t ino;
 	int rc;
 
-	if ((rc = meta_resolve(fs, path, &ino, e)) != 0)
+	if ((rc = afs_resolve_ino(fs, path, &ino, e)) != 0)
 		return rc;
 	rc = afs_stmt_prepare(fs, fs->has_nsec ? sql_04 : sql_legacy, &st, e);
 	if (rc != 0)
@@ -421,4 +351,30 @@ agentfs_tool_call_put(struct agentfs *fs, const struct agentfs_tool_call *tc,
 		sqlite3_bind_int64(st, 7, tc->completed_at);
 	sqlite3_bind_int64(st, 8, tc->duration_ms);
 	return afs_stmt_done(fs, st, "insert tool call", e);
+}
+
+int
+agentfs_usage(struct agentfs *fs, uint64_t *bytes, uint64_t *entries,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	/* Inodes, not paths: a hard-linked file counts once, as on a disk. */
+	rc = afs_stmt_prepare(fs, "SELECT count(*), coalesce(sum(CASE WHEN "
+	    "(mode & 61440) = 32768 THEN size ELSE 0 END), 0) FROM fs_inode", &st, e);
+	if (rc != 0)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int64_t n = sqlite3_column_int64(st, 0), b = sqlite3_column_int64(st, 1);
+
+		*entries = n > 1 ? (uint64_t)(n - 1) : 0;	/* not the root */
+		*bytes = b > 0 ? (uint64_t)b : 0;
+		rc = 0;
+	} else {
+		rc = afs_db_fail(fs, rc, "fs_inode", e);
+	}
+	afs_stmt_release(fs, st);
+	return rc;
 }

@@ -46,6 +46,13 @@ void afs_stmt_release(struct agentfs *fs, sqlite3_stmt *st);
 /* Steps a statement that returns no rows, then finalises it. */
 int afs_stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
     struct err *e);
+/*
+ * The inode of path, never following a symlink: every component but the
+ * last must be a directory (-ENOTDIR), a missing one is -ENOENT, "." and
+ * ".." are -EINVAL; "/" is the root (ino 1).
+ */
+int afs_resolve_ino(struct agentfs *fs, const char *path, int64_t *ino,
+    struct err *e);
 /* The wall clock, in seconds and nanoseconds. */
 void afs_now_get(int64_t *sec, int64_t *nsec);
 /* True when text is valid JSON (any value, not only objects). */

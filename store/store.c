@@ -605,29 +605,39 @@ out_finalize:
 	return rc;
 }
 
-int
-store_blob_exists(struct store *st, const char *sha_hex, struct err *e)
+int64_t
+store_blob_size(struct store *st, const char *sha_hex, struct err *e)
 {
 	sqlite3_stmt *stmt = NULL;
-	int rc;
+	int64_t rc;
 
 	if ((rc = sha_check("sha256", sha_hex, e)) != 0)
 		return rc;
-	rc = stmt_prepare(st, "SELECT 1 FROM blobs WHERE sha256 = ?1", &stmt,
-	    e);
+	rc = stmt_prepare(st, "SELECT size FROM blobs WHERE sha256 = ?1", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = bind_text(st, stmt, 1, sha_hex, e)) == 0) {
-		rc = sqlite3_step(stmt);
-		if (rc == SQLITE_ROW)
-			rc = 1;
-		else if (rc == SQLITE_DONE)
-			rc = 0;
+		int s = sqlite3_step(stmt);
+
+		if (s == SQLITE_ROW)
+			rc = sqlite3_column_int64(stmt, 0);
+		else if (s == SQLITE_DONE)
+			rc = err_set(e, -ENOENT, "store: no blob %s", sha_hex);
 		else
-			rc = db_fail(st->db, rc, "blobs", e);
+			rc = db_fail(st->db, s, "blobs", e);
 	}
 	sqlite3_finalize(stmt);
 	return rc;
+}
+
+int
+store_blob_exists(struct store *st, const char *sha_hex, struct err *e)
+{
+	int64_t rc = store_blob_size(st, sha_hex, e);
+
+	if (rc == -ENOENT)
+		return 0;
+	return rc < 0 ? (int)rc : 1;
 }
 
 long

@@ -122,6 +122,8 @@ int store_blob_put(struct store *st, const void *data, size_t len,
 int store_blob_get(struct store *st, const char *sha_hex, void **data,
     size_t *len, struct err *e);
 
+/* The stored blob's size in bytes (no read, no hash check), or -ENOENT / -errno. */
+int64_t store_blob_size(struct store *st, const char *sha_hex, struct err *e);
 /* 1 when the blob is stored, 0 when not (no hash check), or -errno. */
 int store_blob_exists(struct store *st, const char *sha_hex, struct err *e);
 /* How many blobs the store holds, or -errno with e. */

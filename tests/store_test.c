@@ -183,6 +183,9 @@ Test(store, blob_round_trip_is_idempotent)
 	cr_expect_eq(memcmp(got, data, len), 0);
 	free(got);
 	cr_expect_eq(store_blob_exists(st, sha, &e), 1);
+	cr_expect_eq(store_blob_size(st, sha, &e), (int64_t)sizeof(data));
+	cr_expect_eq(store_blob_size(st, "0000000000000000000000000000000000000000000000000000000000000000",
+	    &e), -ENOENT);
 }
 
 Test(store, blob_sha_is_the_sha256_of_the_bytes)

@@ -38,7 +38,6 @@
 #include "ops.h"
 #include "worker.h"
 
-#define HISTORY_TEXT_MAX 4096	/* bytes of a string kept in a tool call row */
 
 static void
 prepare_next(struct worker *w)
@@ -68,51 +67,6 @@ send_result(struct worker *w, uint32_t job_id, const struct result *res)
 /*** History ***/
 
 /*
- * A JSON string of at most HISTORY_TEXT_MAX bytes of p: invalid UTF-8
- * becomes U+FFFD, and a longer text ends in "...(N bytes)".
- */
-static json_t *
-json_text(const void *p, size_t n)
-{
-	const unsigned char *s = p;
-	size_t cap = n < HISTORY_TEXT_MAX ? n : HISTORY_TEXT_MAX;
-	char *buf = xmalloc(cap * 3 + 32), *o = buf;
-	json_t *v;
-
-	for (size_t i = 0; i < cap;) {
-		unsigned char c = s[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 :
-		    (c >> 3) == 30 ? 4 : 0;
-		bool ok = len > 0 && i + len <= cap && c != 0;
-
-		for (size_t k = 1; ok && k < len; k++)
-			ok = (s[i + k] & 0xc0) == 0x80;
-		if (ok && len == 2 && c < 0xc2)
-			ok = false;	/* overlong */
-		if (ok && len == 3 && ((c == 0xe0 && s[i + 1] < 0xa0) ||
-		    (c == 0xed && s[i + 1] >= 0xa0)))
-			ok = false;	/* overlong or a surrogate */
-		if (ok && len == 4 && ((c == 0xf0 && s[i + 1] < 0x90) || c > 0xf4 ||
-		    (c == 0xf4 && s[i + 1] >= 0x90)))
-			ok = false;
-		if (!ok) {
-			memcpy(o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-			continue;
-		}
-		memcpy(o, s + i, len);
-		o += len;
-		i += len;
-	}
-	if (cap < n)
-		o += sprintf(o, "...(%zu bytes)", n);
-	v = json_stringn(buf, (size_t)(o - buf));
-	free(buf);
-	return v != NULL ? v : json_string("");
-}
-
-/*
  * The tool_calls row of a run (docs/protocol.md "History"): the op, what it
  * ran, and how it ended. Never file contents; long texts cut.
  */
@@ -123,25 +77,25 @@ call_record(const struct job *j, const struct result *res)
 	char *text;
 
 	if (j->op == OP_SH)
-		json_object_set_new(params, "script", json_text(j->script, strlen(j->script)));
+		json_object_set_new(params, "script", ops_history_text(j->script, strlen(j->script)));
 	else if (j->op == OP_PYTHON)
-		json_object_set_new(params, "code", json_text(j->code, strlen(j->code)));
+		json_object_set_new(params, "code", ops_history_text(j->code, strlen(j->code)));
 	else {
 		json_t *argv = json_array();
 
 		for (size_t i = 0; i < j->argc; i++)
-			json_array_append_new(argv, json_text(j->argv[i], strlen(j->argv[i])));
+			json_array_append_new(argv, ops_history_text(j->argv[i], strlen(j->argv[i])));
 		json_object_set_new(params, "argv", argv);
 	}
 	if (j->cwd != NULL)
-		json_object_set_new(params, "cwd", json_text(j->cwd, strlen(j->cwd)));
+		json_object_set_new(params, "cwd", ops_history_text(j->cwd, strlen(j->cwd)));
 	json_object_set_new(params, "job", json_string(j->id));
 	json_object_set_new(r, "status", json_string(res_status_name(res->status)));
 	json_object_set_new(r, "exit_code", json_integer(res->exit_code));
 	if (res->signal != 0)
 		json_object_set_new(r, "signal", json_integer(res->signal));
-	json_object_set_new(r, "stdout", json_text(res->out, res->out_len));
-	json_object_set_new(r, "stderr", json_text(res->err, res->err_len));
+	json_object_set_new(r, "stdout", ops_history_text(res->out, res->out_len));
+	json_object_set_new(r, "stderr", ops_history_text(res->err, res->err_len));
 	json_object_set_new(o, "name", json_string(job_op_name(j->op)));
 	json_object_set_new(o, "parameters", params);
 	json_object_set_new(o, "result", r);
@@ -150,7 +104,7 @@ call_record(const struct job *j, const struct result *res)
 		char buf[160];
 
 		if (res->error_message != NULL)
-			json_object_set_new(o, "error", json_text(res->error_message,
+			json_object_set_new(o, "error", ops_history_text(res->error_message,
 			    strlen(res->error_message)));
 		else {
 			snprintf(buf, sizeof(buf), res->status == ST_SIGNAL ?

@@ -224,45 +224,54 @@ fs_fail(struct ops *o, int rc, const struct err *e)
 }
 
 /*
- * A JSON string of len bytes of s for a history row: cut after
- * OPS_HISTORY_STR_MAX bytes (on a UTF-8 boundary) with "...(N bytes)". A
- * value that is not UTF-8 has its non-ASCII bytes replaced by '?', since
- * JSON text must be UTF-8 and the row is a record, not the data.
+ * A JSON string of at most OPS_HISTORY_STR_MAX bytes of p: invalid UTF-8
+ * becomes U+FFFD, and a longer text ends in "...(N bytes)".
  */
-static json_t *
-json_str_cut(const char *s, size_t len)
+json_t *
+ops_history_text(const void *p, size_t n)
 {
-	size_t n = len, blen;
+	const unsigned char *s = p;
+	size_t cap = n < OPS_HISTORY_STR_MAX ? n : OPS_HISTORY_STR_MAX;
+	char *buf = xmalloc(cap * 3 + 32), *o = buf;
 	json_t *v;
-	char *buf;
 
-	if (n > OPS_HISTORY_STR_MAX) {
-		n = OPS_HISTORY_STR_MAX;
-		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-			n--;
+	for (size_t i = 0; i < cap;) {
+		unsigned char c = s[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 :
+		    (c >> 3) == 30 ? 4 : 0;
+		bool ok = len > 0 && i + len <= cap && c != 0;
+
+		for (size_t k = 1; ok && k < len; k++)
+			ok = (s[i + k] & 0xc0) == 0x80;
+		if (ok && len == 2 && c < 0xc2)
+			ok = false;	/* overlong */
+		if (ok && len == 3 && ((c == 0xe0 && s[i + 1] < 0xa0) ||
+		    (c == 0xed && s[i + 1] >= 0xa0)))
+			ok = false;	/* overlong or a surrogate */
+		if (ok && len == 4 && ((c == 0xf0 && s[i + 1] < 0x90) || c > 0xf4 ||
+		    (c == 0xf4 && s[i + 1] >= 0x90)))
+			ok = false;
+		if (!ok) {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+			continue;
+		}
+		memcpy(o, s + i, len);
+		o += len;
+		i += len;
 	}
-	buf = xmalloc(n + 32);
-	memcpy(buf, s, n);
-	blen = n;
-	if (n < len)
-		blen += (size_t)snprintf(buf + n, 32, "...(%zu bytes)", len);
-	else
-		buf[blen] = '\0';
-	v = json_stringn(buf, blen);
-	if (v == NULL) {
-		for (size_t i = 0; i < blen; i++)
-			if ((unsigned char)buf[i] >= 0x80 || buf[i] == '\0')
-				buf[i] = '?';
-		v = json_stringn(buf, blen);
-	}
+	if (cap < n)
+		o += sprintf(o, "...(%zu bytes)", n);
+	v = json_stringn(buf, (size_t)(o - buf));
 	free(buf);
-	return v != NULL ? v : json_string("?");
+	return v != NULL ? v : json_string("");
 }
 
 static void
 jset_str(json_t *obj, const char *k, const char *v)
 {
-	json_object_set_new(obj, k, json_str_cut(v, strlen(v)));
+	json_object_set_new(obj, k, ops_history_text(v, strlen(v)));
 }
 
 /*
@@ -1304,7 +1313,7 @@ seed_files(struct ops *o, json_t *list)
 		    (const uint8_t *)"", f->len, 0644, &e);
 		if (rc != 0)
 			return fs_fail(o, rc, &e);
-		json_array_append_new(list, json_str_cut(path, strlen(path)));
+		json_array_append_new(list, ops_history_text(path, strlen(path)));
 	}
 	return 0;
 }
@@ -1535,15 +1544,15 @@ out:
 static int
 op_sandbox_info(struct ops *o)
 {
-	void *blob = NULL;
-	size_t len = 0;
+	struct err e = { 0 };
+	int64_t size;
 	int rc;
 
-	/* The store keeps no size column: the blob is read (and hashed). */
-	if ((rc = head_get(o)) != 0 || (rc = head_blob(o, &blob, &len)) != 0)
+	if ((rc = head_get(o)) != 0)
 		return rc;
-	free(blob);
-	pk_info(&o->pk, &o->sb, true, len);
+	if ((size = store_blob_size(o->st, o->sb.head, &e)) < 0)
+		return fail(o, ST_INTERNAL, "store", "sandbox '%s': %s", o->id, e.msg);
+	pk_info(&o->pk, &o->sb, true, (uint64_t)size);
 	o->have_data = true;
 	return 0;
 }

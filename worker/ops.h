@@ -18,6 +18,7 @@
 #ifndef SANDQ_WORKER_OPS_H
 #define SANDQ_WORKER_OPS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "../queue/payload.h"
@@ -49,5 +50,13 @@
  * still filled as internal).
  */
 int ops_run(struct store *st, const struct job *j, struct result *res);
+
+/*
+ * A string of a tool_calls row (runs' too, worker/job.c): n bytes of p as
+ * a JSON string of at most OPS_HISTORY_STR_MAX bytes, invalid UTF-8 as
+ * U+FFFD, a longer text ending in "...(N bytes)". Never NULL; the caller
+ * owns the reference.
+ */
+json_t *ops_history_text(const void *p, size_t n);
 
 #endif
