@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -428,7 +429,20 @@ wal_enable(struct store *st, struct err *e)
 
 	if ((rc = stmt_prepare(st, "PRAGMA journal_mode = WAL", &stmt, e)) != 0)
 		return rc;
-	rc = sqlite3_step(stmt);
+	/*
+	 * Changing the journal mode takes the file's exclusive lock without
+	 * calling the busy handler: several processes opening a new store at
+	 * once (a pool's workers at start) retry here, up to STORE_BUSY_MS.
+	 */
+	for (int waited = 0;; waited += 2) {
+		struct timespec ts = { 0, 2000000 };
+
+		rc = sqlite3_step(stmt);
+		if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited >= STORE_BUSY_MS)
+			break;
+		sqlite3_reset(stmt);
+		nanosleep(&ts, NULL);
+	}
 	mode = rc == SQLITE_ROW ? sqlite3_column_text(stmt, 0) : NULL;
 	if (rc != SQLITE_ROW)
 		rc = db_fail(st->db, rc, "journal_mode", e);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../store/store.h"
@@ -654,6 +655,47 @@ Test(store, open_refuses_a_symlinked_database)
 	cr_expect_null(s2);
 	unlink(path);
 	rmdir(other);
+}
+
+/*
+ * A pool's workers open a new store at the same moment: every one of them
+ * must get it (switching the file to WAL does not wait for the busy
+ * handler on its own).
+ */
+Test(store, many_processes_open_a_new_store_at_once)
+{
+	enum { N = 16, ROUNDS = 40 };
+	int failed = 0;
+
+	for (int r = 0; r < ROUNDS; r++) {
+		char fresh[] = "/tmp/store_test_race.XXXXXX", path[PATH_MAX];
+		pid_t pids[N];
+
+		cr_assert_not_null(mkdtemp(fresh));
+		for (int i = 0; i < N; i++) {
+			pids[i] = fork();
+			cr_assert_geq(pids[i], 0);
+			if (pids[i] == 0) {
+				struct store *s = NULL;
+				struct err e = { 0 };
+				int rc = store_open(fresh, &s, &e);
+
+				if (rc < 0)
+					fprintf(stderr, "open: %s\n", e.msg);
+				store_close(s);
+				_exit(rc < 0);
+			}
+		}
+		for (int i = 0; i < N; i++) {
+			int ws;
+
+			cr_assert_eq(waitpid(pids[i], &ws, 0), pids[i]);
+			failed += !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+		}
+		snprintf(path, sizeof(path), "rm -rf %s", fresh);
+		cr_assert_eq(system(path), 0);
+	}
+	cr_expect_eq(failed, 0, "%d of %d opens failed", failed, N * ROUNDS);
 }
 
 Test(store, two_handles_cannot_both_commit_one_version)
