@@ -44,11 +44,16 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../queue/keys.h"
+#include "../store/store.h"
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 #define TIB (UINT64_C(1) << 40)
+
+/* A numeric macro as the text a default is written in. */
+#define NUM_TEXT(x) NUM_TEXT_(x)
+#define NUM_TEXT_(x) #x
 
 /* Largest config file read into memory. */
 #define CONFIG_FILE_MAX (1024 * 1024)
@@ -234,6 +239,10 @@ static const struct option options[] = {
 	    "are rejected."),
 	NUM(respawn_backoff_ms, OPT_INT, "100", 0, 60000, true,
 	    "First delay before a dead worker is respawned; later ones wait longer."),
+	NUM(keep_versions, OPT_INT, NUM_TEXT(STORE_KEEP_VERSIONS_DEFAULT), 0,
+	    STORE_KEEP_VERSIONS_MAX, false,
+	    "History rows (and their snapshots) each sandbox keeps; older ones "
+	    "are deleted at each commit. 0 keeps every version."),
 	CHOICES(net_modes, nnet_modes, "none, unix", net_choices, true,
 	    "Network modes jobs may ask for (net): none, unix."),
 

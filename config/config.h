@@ -53,6 +53,7 @@ struct config {
 	char *default_preset;		/* strict|normal|permissive */
 	int64_t max_job_bytes;		/* largest stream entry accepted */
 	int64_t respawn_backoff_ms;	/* first delay before respawning a worker */
+	int64_t keep_versions;		/* history rows per sandbox; 0 = all */
 	char **net_modes;		/* network modes jobs may ask for */
 	size_t nnet_modes;
 	/* [limits]: ceilings a job may ask for. */

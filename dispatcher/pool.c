@@ -207,7 +207,7 @@ respawn_cb(uv_timer_t *t)
 static void
 spawn(struct sandqd *d, struct wslot *w)
 {
-	char idx[16], uid[24], rundir[1024], storedir[1024];
+	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24];
 	int sv[2];
 	pid_t pid;
 
@@ -217,6 +217,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	snprintf(uid, sizeof(uid), "%lld", (long long)d->cfg.sandbox_uid_base + w->index);
 	snprintf(rundir, sizeof(rundir), "%s/run/w%d", d->cfg.state, w->index);
 	snprintf(storedir, sizeof(storedir), "%s/store", d->cfg.state);
+	snprintf(keep, sizeof(keep), "%lld", (long long)d->cfg.keep_versions);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("worker/%d: socketpair", w->index);
 		goto out_retry;
@@ -230,7 +231,8 @@ spawn(struct sandqd *d, struct wslot *w)
 	}
 	if (pid == 0) {
 		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
-		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level, NULL };
+		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level,
+		    "--keep-versions", keep, NULL };
 		sigset_t none;
 
 		/* The channel on fd 3; nothing else of ours crosses exec. */

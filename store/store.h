@@ -1,21 +1,28 @@
 /*
- * store.h - the local snapshot store: blobs by SHA-256 and sandbox heads.
+ * store.h - the local snapshot store: chunked blobs and sandbox heads.
  *
  * One SQLite database file, <dir>/store.db, in sandqd's state folder holds
- * immutable snapshot blobs (AgentFS databases, see agentfs.h) keyed by the
- * lower-case hex SHA-256 of their bytes, and sandboxes (tenant, id) that
- * point at a head blob with a version number, times and labels. Each move
- * of a head appends a row to the sandbox's history.
+ * immutable snapshot blobs (AgentFS databases, see agentfs.h), cut into
+ * content-addressed chunks, and sandboxes (tenant, id) that point at a head
+ * blob with a version number, times and labels. Each move of a head
+ * appends a row to the sandbox's history; the history is trimmed to the
+ * newest store_set_keep_versions() rows at each commit, and a blob nothing
+ * names any more goes in the same transaction. docs/store.md has the whole
+ * model.
  *
- * Lifecycle: store_open() -> blob_put / sandbox_create / commit / fork /
- * get / list / history / delete / prune -> store_close(). A handle is not
- * thread-safe: use one per thread or process; any number of handles, in
- * any number of processes, may share the file (SQLite WAL locking, with a
- * busy timeout of STORE_BUSY_MS).
+ * Lifecycle: store_open() -> store_set_keep_versions() (optional) ->
+ * sandbox_create_blob / commit_blob / fork / get / list / history / delete
+ * / blob_get -> store_close(). A handle is not thread-safe: use one per
+ * thread or process; any number of handles, in any number of processes,
+ * may share the file (SQLite WAL locking, with a busy timeout of
+ * STORE_BUSY_MS).
  *
  * DESIGN
- * Schema (every column named, so tests and tools may read it):
- *   blobs(sha256 TEXT PRIMARY KEY, size, data BLOB, created_at)
+ * Schema version 2 (every column named, so tests and tools may read it):
+ *   chunks(sha256 TEXT PRIMARY KEY, data BLOB, created_at)
+ *   chunk_refs(sha256 -> chunks PRIMARY KEY, refs) WITHOUT ROWID
+ *   blobs(sha256 TEXT PRIMARY KEY, size, chunk_size, chunks BLOB,
+ *         created_at)
  *   sandboxes(tenant, id, head -> blobs, version, created_at, updated_at,
  *             labels, PRIMARY KEY (tenant, id))
  *   versions(tenant, id, version, sha256 -> blobs, created_at,
@@ -23,24 +30,49 @@
  * Times are epoch milliseconds. Foreign keys are enforced, so no head or
  * history row can name a blob that is not stored.
  *
- * - Blobs are immutable and content-addressed: putting the same bytes twice
- *   stores them once. Every read recomputes the SHA-256 (OpenSSL EVP) and
- *   refuses a row whose bytes no longer match its key, so a corrupted
- *   snapshot is an error, never data.
- * - A head moves only by compare-and-set on its version
- *   (store_sandbox_commit()): two workers that loaded the same version
- *   cannot both commit; the loser gets -ESTALE and must reload.
+ * - A blob is cut at fixed offsets into STORE_CHUNK_BYTES chunks (the last
+ *   one shorter); chunks.sha256 is the hex SHA-256 of a chunk's bytes and
+ *   blobs.chunks the concatenated raw 32-byte hashes, in order. A snapshot
+ *   made by editing its parent's bytes in place (SQLite pages) shares every
+ *   chunk it did not touch with the parent, so a version costs its changed
+ *   chunks and a manifest, not a copy.
+ * - A blob's key is the SHA-256 of its manifest:
+ *     "sandq-snapshot-1" NUL, size (u64 little-endian), chunk size (u32
+ *     little-endian), the raw chunk hashes.
+ *   Same bytes, same key; another chunking gives another key. It is not
+ *   the SHA-256 of the blob's bytes.
+ * - chunk_refs.refs counts manifest entries naming a chunk (a chunk listed
+ *   twice by one blob counts twice). It lives in its own narrow table
+ *   because SQLite rewrites a whole row to change one column: a count
+ *   beside 64 KiB of data would make each commit read and rewrite every
+ *   chunk of the snapshot.
+ * - Every read re-hashes each chunk and the manifest (OpenSSL EVP) and
+ *   refuses a blob whose bytes no longer match its key (-EBADMSG), so a
+ *   corrupted snapshot is an error, never data.
+ * - A head moves only by compare-and-set on its version: two workers that
+ *   loaded the same version cannot both commit; the loser gets -ESTALE.
+ * - store_sandbox_create_blob() and store_sandbox_commit_blob() hash first
+ *   and then store the blob and move the head in one write transaction,
+ *   so no blob is ever stored unnamed between two transactions and
+ *   garbage collection cannot race a commit. The worker uses them; the
+ *   separate put and create/commit calls remain for tools and tests.
  * - A fork is one row: it names the same blob, so nothing is copied.
  * - Every sandbox statement is keyed by (tenant, id): no call can reach a
- *   sandbox of another tenant, whatever id it passes. Blobs are shared
- *   between tenants (same bytes, same key); a tenant can only reach a blob
- *   through its own sandboxes, which is for the callers to keep so.
- * - Retention is explicit (store_prune()): deleting a sandbox or moving a
- *   head never deletes a blob; prune drops old history rows and then every
- *   blob that no head and no kept history row names.
+ *   sandbox of another tenant, whatever id it passes. Blobs and chunks are
+ *   shared between tenants (same bytes, same key); a tenant can only reach
+ *   a blob through its own sandboxes, which is for the callers to keep so.
+ * - Retention: each commit keeps the newest keep_versions history rows of
+ *   its sandbox (the head's always) and deletes the blobs of the dropped
+ *   rows that no head and no history row still names, then the chunks no
+ *   blob lists; deleting a sandbox does the same for its blobs. The cost
+ *   is proportional to what is deleted (index lookups, no scan).
+ *   store_prune() is the global sweep, for blobs put and never named.
  * - Durability: WAL with synchronous=NORMAL. A committed transaction
  *   survives a crash of the process; after a power loss the newest
  *   transactions may be rolled back, never half-applied.
+ * - A schema-1 file (whole blobs keyed by the SHA-256 of their bytes) is
+ *   converted by store_open() in one transaction: every blob re-chunked
+ *   under its new key, heads and history renamed to match.
  *
  * Names: a tenant is 1..STORE_TENANT_MAX of [A-Za-z0-9_-]; a sandbox id is
  * 1..STORE_ID_MAX of [A-Za-z0-9._:-], not "." or ".." (ids may become path
@@ -65,6 +97,17 @@
 #define STORE_BLOB_MAX ((size_t)1000000000)	/* SQLite's default max length */
 #define STORE_SHA_HEX 64			/* hex digits of a SHA-256 */
 #define STORE_BUSY_MS 5000			/* wait for another writer */
+#define STORE_CHUNK_BYTES (64 * 1024)		/* blobs are cut at this size */
+/*
+ * History rows each sandbox keeps by default. A version that changed a few
+ * files costs its changed chunks (a few 64 KiB each), so 16 versions of a
+ * 12.5 MB snapshot cost about the head again; enough to look back over a
+ * working session, bounded even for a sandbox committed thousands of times.
+ */
+#define STORE_KEEP_VERSIONS_DEFAULT 16
+#define STORE_KEEP_VERSIONS_MAX 1000000		/* config bound */
+/* store_prune() leaves a blob named by nothing alone for this long. */
+#define STORE_PRUNE_GRACE_MS (10 * 60 * 1000)
 
 struct store;
 
@@ -72,7 +115,7 @@ struct store;
 struct store_sandbox {
 	char tenant[STORE_TENANT_MAX + 1];	/* owning tenant */
 	char id[STORE_ID_MAX + 1];		/* sandbox id */
-	char head[STORE_SHA_HEX + 1];		/* SHA-256 of the head blob */
+	char head[STORE_SHA_HEX + 1];		/* key of the head blob */
 	uint64_t version;			/* 1 at create, +1 per commit */
 	int64_t created_at;			/* epoch ms */
 	int64_t updated_at;			/* epoch ms of the last commit */
@@ -82,7 +125,7 @@ struct store_sandbox {
 /* One history row: the head at a version. */
 struct store_version {
 	uint64_t version;			/* version number */
-	char sha256[STORE_SHA_HEX + 1];		/* head blob at that version */
+	char sha256[STORE_SHA_HEX + 1];		/* key of the head blob then */
 	int64_t created_at;			/* epoch ms it became head */
 };
 
@@ -95,29 +138,60 @@ typedef int (*store_version_cb)(const struct store_version *v, void *arg);
 /*
  * Opens (creating if needed, mode 0600) dir/store.db; dir must exist.
  * Sets WAL, synchronous=NORMAL, the busy timeout and foreign keys, and
- * creates the schema. Refuses a symlinked database file and a schema newer
- * than this build (-EPROTONOSUPPORT). *out is the caller's (store_close()).
+ * creates the schema, or converts a schema-1 file in one transaction (a
+ * failed conversion leaves the file as it was). Refuses a symlinked
+ * database file and a schema newer than this build (-EPROTONOSUPPORT).
+ * The handle keeps STORE_KEEP_VERSIONS_DEFAULT versions per sandbox.
+ * *out is the caller's (store_close()).
  */
 int store_open(const char *dir, struct store **out, struct err *e);
 
 /* Closes the database and frees the handle. NULL is a no-op. */
 void store_close(struct store *st);
 
+/*
+ * History rows each sandbox keeps at this handle's commits: the newest n
+ * (the head's row is always one of them); 0 keeps every version. Applies
+ * from the next commit on; rows already over the bound go at the
+ * sandbox's next commit.
+ */
+void store_set_keep_versions(struct store *st, unsigned n);
+
 /*** Blobs ***/
 
 /*
- * Stores len bytes under their SHA-256 and writes the key (64 hex digits
- * and a NUL) to sha_hex. Idempotent and atomic: the same bytes are stored
- * once, and a failed put leaves nothing. Does not take ownership of data.
- * -EFBIG over STORE_BLOB_MAX.
+ * Stores len bytes as a blob, hashing every chunk, and writes its key (64
+ * hex digits and a NUL) to sha_hex. Idempotent and atomic: the same bytes
+ * are stored once, and a failed put leaves nothing. Does not take ownership
+ * of data. -EFBIG over STORE_BLOB_MAX. A blob put and not yet named by a
+ * sandbox is swept by store_prune() once older than STORE_PRUNE_GRACE_MS,
+ * and sooner by any commit's collection that happens to drop its last
+ * name: prefer the _blob sandbox calls, which cannot leave one.
  */
 int store_blob_put(struct store *st, const void *data, size_t len,
     char sha_hex[STORE_SHA_HEX + 1], struct err *e);
 
 /*
+ * store_blob_put(), knowing that data was made from the stored blob
+ * base_sha, whose bytes the caller holds as base_data[base_len]: a chunk
+ * of data equal (memcmp, same length) to the base's chunk at the same
+ * offset takes its hash from the base's manifest without hashing, so a
+ * snapshot differing in a few pages costs a compare, a few hashes and a
+ * few rows. base_data must be base_sha's bytes as store_blob_get() gave
+ * them: only the length and the base's manifest are checked (checking the
+ * bytes would cost the hashing this saves). base_sha NULL, not stored, or
+ * of another length or chunking: the same as store_blob_put(). Does not
+ * take ownership of data or base_data.
+ */
+int store_blob_put_delta(struct store *st, const void *data, size_t len,
+    const char *base_sha, const void *base_data, size_t base_len,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e);
+
+/*
  * Reads the blob sha_hex into *data (malloc'd, the caller frees; never
  * NULL on success, even for 0 bytes) and *len. -ENOENT when absent;
- * -EBADMSG when the stored bytes do not hash to sha_hex (nothing returned).
+ * -EBADMSG when a chunk or the manifest does not hash to its key, or a
+ * chunk is missing (nothing returned).
  */
 int store_blob_get(struct store *st, const char *sha_hex, void **data,
     size_t *len, struct err *e);
@@ -128,6 +202,8 @@ int64_t store_blob_size(struct store *st, const char *sha_hex, struct err *e);
 int store_blob_exists(struct store *st, const char *sha_hex, struct err *e);
 /* How many blobs the store holds, or -errno with e. */
 long store_blob_count(struct store *st, struct err *e);
+/* How many distinct chunks the store holds, or -errno with e. */
+long store_chunk_count(struct store *st, struct err *e);
 
 /*** Sandboxes ***/
 
@@ -140,6 +216,16 @@ long store_blob_count(struct store *st, struct err *e);
 int store_sandbox_create(struct store *st, const char *tenant, const char *id,
     const char *sha_hex, const char *labels_json, struct err *e);
 
+/*
+ * store_blob_put() and store_sandbox_create() in one write transaction
+ * (the hashing is done before it, outside the lock): either the sandbox
+ * exists at version 1 naming the blob, or nothing was stored. Writes the
+ * blob's key to sha_hex. -EEXIST if the sandbox exists.
+ */
+int store_sandbox_create_blob(struct store *st, const char *tenant,
+    const char *id, const void *data, size_t len, const char *labels_json,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e);
+
 /* Fills *out with tenant/id. -ENOENT if it does not exist. */
 int store_sandbox_get(struct store *st, const char *tenant, const char *id,
     struct store_sandbox *out, struct err *e);
@@ -147,12 +233,29 @@ int store_sandbox_get(struct store *st, const char *tenant, const char *id,
 /*
  * Compare-and-set: if tenant/id is at from_version, moves its head to
  * new_sha (which must be stored), sets version to from_version + 1 and
- * updated_at, and appends the history row, in one transaction. -ESTALE,
- * naming both versions, if the sandbox is at another version (nothing
- * changes); -ENOENT if the sandbox or the blob is missing.
+ * updated_at, appends the history row and applies retention (see
+ * store_set_keep_versions(): older rows go, and the blobs and chunks only
+ * they named), in one transaction. -ESTALE, naming both versions, if the
+ * sandbox is at another version (nothing changes); -ENOENT if the sandbox
+ * or the blob is missing.
  */
 int store_sandbox_commit(struct store *st, const char *tenant, const char *id,
     uint64_t from_version, const char *new_sha, struct err *e);
+
+/*
+ * store_blob_put_delta() and store_sandbox_commit() in one write
+ * transaction, the hashing done before it: stores data's new chunks and
+ * manifest, moves tenant/id from expect_version to expect_version + 1 with
+ * data as head, appends the history row and applies retention. On any
+ * failure nothing is stored: -ESTALE if the sandbox is at another version,
+ * -ENOENT if it is gone. base_sha/base_data/base_len as for
+ * store_blob_put_delta() (normally the head at expect_version; NULL for a
+ * full put). Writes the new head's key to sha_hex.
+ */
+int store_sandbox_commit_blob(struct store *st, const char *tenant,
+    const char *id, uint64_t expect_version, const void *data, size_t len,
+    const char *base_sha, const void *base_data, size_t base_len,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e);
 
 /*
  * Creates tenant/dst from tenant/src in O(1): same head blob (no copy),
@@ -163,8 +266,10 @@ int store_sandbox_fork(struct store *st, const char *tenant, const char *src,
     const char *dst, struct err *e);
 
 /*
- * Deletes tenant/id and its history. Its blobs stay until store_prune().
- * -ENOENT if it does not exist.
+ * Deletes tenant/id and its history, then, in the same transaction, each
+ * of its blobs that no other head or history row names (a fork's shared
+ * blob stays) and the chunks no blob lists any more. -ENOENT if it does
+ * not exist.
  */
 int store_sandbox_delete(struct store *st, const char *tenant, const char *id,
     struct err *e);
@@ -178,8 +283,8 @@ int store_sandbox_list(struct store *st, const char *tenant,
 
 /*
  * Calls cb for every history row of tenant/id, newest first (rows removed
- * by store_prune() are gone). A non-zero return from cb stops and is
- * returned. -ENOENT if the sandbox does not exist.
+ * by retention or store_prune() are gone). A non-zero return from cb stops
+ * and is returned. -ENOENT if the sandbox does not exist.
  */
 int store_sandbox_history(struct store *st, const char *tenant,
     const char *id, store_version_cb cb, void *arg, struct err *e);
@@ -187,13 +292,14 @@ int store_sandbox_history(struct store *st, const char *tenant,
 /*** Retention ***/
 
 /*
- * In one transaction: for each sandbox keeps the newest keep_versions
- * history rows (the head's row always, even with keep_versions 0), deletes
- * the older ones, then deletes every blob named by no head and no history
- * row. Returns the number of blobs removed (>= 0) or -errno.
- * A blob put but not yet named by a sandbox is unreferenced too: run prune
- * where no put/create/commit pair is in flight, or retry such a pair on
- * -ENOENT (the create or commit fails cleanly; nothing dangles).
+ * The global sweep, in one transaction: for each sandbox keeps the newest
+ * keep_versions history rows (the head's row always, even with
+ * keep_versions 0: unlike store_set_keep_versions(), 0 here keeps no
+ * older row), deletes the older ones and the blobs only they named, then
+ * every other blob named by no head and no history row that is older than
+ * STORE_PRUNE_GRACE_MS (a put whose create or commit is still to come is
+ * younger), and with each blob the chunks no blob lists any more. Returns
+ * the number of blobs removed (>= 0) or -errno.
  */
 int store_prune(struct store *st, unsigned keep_versions, struct err *e);
 

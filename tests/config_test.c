@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../config/config.h"
+#include "../store/store.h"
 
 #define EXAMPLE "config/sandq.conf.example"
 #define KIB (UINT64_C(1) << 10)
@@ -135,6 +136,7 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_str_eq(a->default_preset, b->default_preset);
 	cr_expect_eq(a->max_job_bytes, b->max_job_bytes);
 	cr_expect_eq(a->respawn_backoff_ms, b->respawn_backoff_ms);
+	cr_expect_eq(a->keep_versions, b->keep_versions);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
 }
 
@@ -158,6 +160,7 @@ static const char *const non_defaults[] = {
 	"default_preset=permissive",
 	"max_job_bytes=1025",
 	"respawn_backoff_ms=60000",
+	"keep_versions=1000000",
 	"limits.wall_ms=1",
 	"limits.cpu_ms=86400000",
 	"limits.memory_bytes=3000000",
@@ -195,6 +198,8 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_str_eq(c.default_preset, "normal");
 	cr_expect_eq(c.max_job_bytes, 32 * MIB);
 	cr_expect_eq(c.respawn_backoff_ms, 100);
+	cr_expect_eq(c.keep_versions, 16);
+	cr_expect_eq(c.keep_versions, STORE_KEEP_VERSIONS_DEFAULT);
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
 	cr_expect_eq(c.ceiling.cpu_ms, 3600000);
 	cr_expect_eq(c.ceiling.memory_bytes, 8 * GIB);
@@ -267,7 +272,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 23);
+	cr_expect_eq(nkeys, 24);
 	free(printed);
 	free(example);
 }
@@ -431,6 +436,18 @@ Test(config, sandbox_uid_base_can_never_be_zero)
 	expect_load_error("[sandqd]\nsandbox_uid_base = 4000000001\n",
 	    "sandq.conf:2: sandbox_uid_base: must be at most 4000000000");
 	cr_expect_eq(c.sandbox_uid_base, 100000);
+}
+
+Test(config, keep_versions_bounds_and_zero_keeping_everything)
+{
+	expect_load_error("[sandqd]\nkeep_versions = -1\n",
+	    "sandq.conf:2: keep_versions: must be at least 0");
+	expect_load_error("[sandqd]\nkeep_versions = 1000001\n",
+	    "sandq.conf:2: keep_versions: must be at most 1000000");
+	cr_assert_eq(load("[sandqd]\nkeep_versions = 0\n"), 0, "%s", e.msg);
+	cr_expect_eq(c.keep_versions, 0);
+	set_ok(&c, "keep_versions=3");
+	cr_expect_eq(c.keep_versions, 3);
 }
 
 Test(config, accepts_integers_at_their_bounds)

@@ -5,11 +5,14 @@
  * (the fixture), and the folder is removed afterwards. Rows are counted,
  * and damage is done, through a second, raw sqlite3 connection to the same
  * file: the store exposes no back door, and that connection also proves the
- * schema's column names are what store.h documents.
+ * schema's column names are what store.h documents. Blob keys are computed
+ * here independently (OpenSSL) from the manifest format store.h documents,
+ * and refs_mismatches() recounts every chunk reference from the manifests.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +96,141 @@ static int64_t
 blob_rows(void)
 {
 	return raw_int("SELECT count(*) FROM blobs", NULL);
+}
+
+static int64_t
+chunk_rows(void)
+{
+	return raw_int("SELECT count(*) FROM chunks", NULL);
+}
+
+/*
+ * Chunks whose refs differ from the number of manifest entries naming
+ * them, plus listed chunks with no count and counts with no chunk row:
+ * 0 when the reference counts are exactly what the manifests say.
+ */
+static int64_t
+refs_mismatches(void)
+{
+	return raw_int("WITH RECURSIVE"
+	    " pos (i, n, m) AS (SELECT 0, length(chunks) / 32, chunks"
+	    "  FROM blobs UNION ALL SELECT i + 1, n, m FROM pos"
+	    "  WHERE i + 1 < n),"
+	    " listed (h, c) AS (SELECT lower(hex(substr(m, i * 32 + 1, 32))),"
+	    "  count(*) FROM pos WHERE i < n GROUP BY 1)"
+	    " SELECT (SELECT count(*) FROM chunk_refs AS r LEFT JOIN listed AS l"
+	    "  ON l.h = r.sha256 WHERE l.c IS NULL OR l.c <> r.refs)"
+	    " + (SELECT count(*) FROM listed AS l LEFT JOIN chunk_refs AS r"
+	    "  ON r.sha256 = l.h WHERE r.refs IS NULL)"
+	    " + (SELECT count(*) FROM chunks WHERE sha256 NOT IN"
+	    "  (SELECT sha256 FROM chunk_refs))", NULL);
+}
+
+/* n bytes of a pattern unique to seed, so no two chunks are equal. */
+static unsigned char *
+pattern(size_t n, uint32_t seed)
+{
+	unsigned char *p = malloc(n > 0 ? n : 1);
+	uint32_t x = seed * 2654435761u + 1;
+
+	cr_assert_not_null(p);
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (unsigned char)x;
+	}
+	return p;
+}
+
+static void
+hex32(const unsigned char *md, char out[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Plain SHA-256 of bytes, as hex (schema 1's keys). */
+static void
+sha256_of(const void *data, size_t len, char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	cr_assert_eq(EVP_Digest(len > 0 ? data : "", len, md, &mdlen,
+	    EVP_sha256(), NULL), 1);
+	hex32(md, out);
+}
+
+/*
+ * The key store.h documents: SHA-256 of "sandq-snapshot-1" NUL, the size
+ * (u64 LE), the chunk size (u32 LE) and the raw SHA-256 of each 64 KiB
+ * chunk.
+ */
+static void
+manifest_key_of(const void *data, size_t len, char out[65])
+{
+	static const char domain[] = "sandq-snapshot-1";
+	const unsigned char *p = data;
+	unsigned char md[EVP_MAX_MD_SIZE], le[12];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	for (int i = 0; i < 8; i++)
+		le[i] = (unsigned char)((uint64_t)len >> (8 * i));
+	for (int i = 0; i < 4; i++)
+		le[8 + i] = (unsigned char)((uint32_t)STORE_CHUNK_BYTES >> (8 * i));
+	cr_assert_eq(EVP_DigestInit_ex(ctx, EVP_sha256(), NULL), 1);
+	EVP_DigestUpdate(ctx, domain, sizeof(domain));
+	EVP_DigestUpdate(ctx, le, sizeof(le));
+	for (size_t off = 0; off < len; off += STORE_CHUNK_BYTES) {
+		size_t n = len - off < STORE_CHUNK_BYTES ? len - off :
+		    STORE_CHUNK_BYTES;
+		unsigned char h[EVP_MAX_MD_SIZE];
+
+		cr_assert_eq(EVP_Digest(p + off, n, h, &mdlen, EVP_sha256(),
+		    NULL), 1);
+		EVP_DigestUpdate(ctx, h, 32);
+	}
+	cr_assert_eq(EVP_DigestFinal_ex(ctx, md, &mdlen), 1);
+	EVP_MD_CTX_free(ctx);
+	hex32(md, out);
+}
+
+static void
+put_bytes(const void *data, size_t len, char sha[65])
+{
+	struct err e = { 0 };
+
+	cr_assert_eq(store_blob_put(st, data, len, sha, &e), 0, "%s", e.msg);
+}
+
+/* Expects blob sha to read back as exactly data[len]. */
+static void
+expect_blob(const char *sha, const void *data, size_t len)
+{
+	struct err e = { 0 };
+	void *got = NULL;
+	size_t n = 0;
+
+	cr_assert_eq(store_blob_get(st, sha, &got, &n, &e), 0, "%s: %s", sha,
+	    e.msg);
+	cr_expect_eq(n, len);
+	cr_expect(n == len && memcmp(got, data, len) == 0, "blob %.12s "
+	    "differs", sha);
+	free(got);
+}
+
+/* Runs one statement through a raw connection. */
+static void
+raw_exec(const char *sql)
+{
+	sqlite3 *db = raw_open();
+	char *msg = NULL;
+
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK,
+	    "%s: %s", sql, msg);
+	sqlite3_close(db);
 }
 
 static void
@@ -189,13 +327,57 @@ Test(store, blob_round_trip_is_idempotent)
 	    &e), -ENOENT);
 }
 
-Test(store, blob_sha_is_the_sha256_of_the_bytes)
+Test(store, blob_key_is_the_sha256_of_its_manifest)
 {
-	char sha[65];
+	size_t len = 3 * STORE_CHUNK_BYTES + 1000;
+	unsigned char *big = pattern(len, 1);
+	char sha[65], want[65], plain[65];
 
 	put("abc", sha);
-	cr_expect_str_eq(sha, "ba7816bf8f01cfea414140de5dae2223"
+	manifest_key_of("abc", 3, want);
+	cr_expect_str_eq(sha, want);
+	/* Not the SHA-256 of the bytes, which schema 1 used. */
+	cr_expect_str_neq(sha, "ba7816bf8f01cfea414140de5dae2223"
 	    "b00361a396177a9cb410ff61f20015ad");
+
+	put_bytes(big, len, sha);
+	manifest_key_of(big, len, want);
+	sha256_of(big, len, plain);
+	cr_expect_str_eq(sha, want);
+	cr_expect_str_neq(sha, plain);
+	cr_expect_eq(raw_int("SELECT chunk_size FROM blobs WHERE sha256 = ?1",
+	    sha), STORE_CHUNK_BYTES);
+	cr_expect_eq(raw_int("SELECT length(chunks) FROM blobs"
+	    " WHERE sha256 = ?1", sha), 4 * 32);
+	cr_expect_eq(raw_int("SELECT size FROM blobs WHERE sha256 = ?1", sha),
+	    (int64_t)len);
+	expect_blob(sha, big, len);
+	free(big);
+}
+
+Test(store, blob_is_cut_into_chunks_stored_once_each)
+{
+	size_t len = 4 * STORE_CHUNK_BYTES + 5;
+	unsigned char *a = pattern(len, 2);
+	char sha[65], sha2[65];
+
+	put_bytes(a, len, sha);
+	cr_expect_eq(chunk_rows(), 5);
+	cr_expect_eq(raw_int("SELECT length(data) FROM chunks ORDER BY"
+	    " length(data) LIMIT 1", NULL), 5);
+	/*
+	 * Chunks 1 and 2 made equal to chunk 0: no new row, and chunk 0 is
+	 * named four times (once by the first blob, three times here).
+	 */
+	memcpy(a + STORE_CHUNK_BYTES, a, STORE_CHUNK_BYTES);
+	memcpy(a + 2 * STORE_CHUNK_BYTES, a, STORE_CHUNK_BYTES);
+	put_bytes(a, len, sha2);
+	cr_expect_str_neq(sha, sha2);
+	cr_expect_eq(chunk_rows(), 5);
+	cr_expect_eq(raw_int("SELECT max(refs) FROM chunk_refs", NULL), 4);
+	cr_expect_eq(refs_mismatches(), 0);
+	expect_blob(sha2, a, len);
+	free(a);
 }
 
 Test(store, empty_blob_round_trips)
@@ -203,11 +385,12 @@ Test(store, empty_blob_round_trips)
 	struct err e = { 0 };
 	void *got = NULL;
 	size_t len = 1;
-	char sha[65];
+	char sha[65], want[65];
 
 	cr_assert_eq(store_blob_put(st, NULL, 0, sha, &e), 0, "%s", e.msg);
-	cr_expect_str_eq(sha, "e3b0c44298fc1c149afbf4c8996fb924"
-	    "27ae41e4649b934ca495991b7852b855");
+	manifest_key_of(NULL, 0, want);
+	cr_expect_str_eq(sha, want);
+	cr_expect_eq(chunk_rows(), 0);
 	cr_assert_eq(store_blob_get(st, sha, &got, &len, &e), 0, "%s", e.msg);
 	cr_expect_not_null(got);
 	cr_expect_eq(len, 0);
@@ -229,33 +412,133 @@ Test(store, blob_get_of_missing_key_is_enoent)
 	    "digits");
 }
 
-Test(store, blob_get_refuses_corrupted_row)
+Test(store, blob_get_refuses_a_corrupted_chunk)
 {
+	size_t len = 2 * STORE_CHUNK_BYTES + 100;
+	unsigned char *a = pattern(len, 3);
 	struct err e = { 0 };
 	void *got = NULL;
-	size_t len = 0;
+	size_t n = 0;
 	char sha[65];
-	sqlite3 *db;
 
-	put("hello, snapshot", sha);
-	db = raw_open();
+	put_bytes(a, len, sha);
 	/* Same length, other bytes: only the hash can tell. */
-	cr_assert_eq(sqlite3_exec(db, "UPDATE blobs SET data ="
-	    " CAST('HELLO, SNAPSHOT' AS BLOB)", NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-	cr_expect_eq(store_blob_get(st, sha, &got, &len, &e), -EBADMSG);
+	raw_exec("UPDATE chunks SET data = zeroblob(length(data))"
+	    " WHERE length(data) = 100");
+	cr_expect_eq(store_blob_get(st, sha, &got, &n, &e), -EBADMSG);
 	cr_expect_null(got);
-	cr_expect_eq(len, 0);
-	cr_expect(strstr(e.msg, "does not match its SHA-256") != NULL, "%s",
-	    e.msg);
+	cr_expect_eq(n, 0);
+	cr_expect(strstr(e.msg, "chunk 2 does not match its SHA-256") != NULL,
+	    "%s", e.msg);
 
-	/* A truncated row is refused before hashing. */
-	db = raw_open();
-	cr_assert_eq(sqlite3_exec(db, "UPDATE blobs SET data ="
-	    " CAST('hello' AS BLOB)", NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
-	cr_expect_eq(store_blob_get(st, sha, &got, &len, &e), -EBADMSG);
+	/* A truncated chunk is refused before hashing. */
+	raw_exec("UPDATE chunks SET data = CAST('hello' AS BLOB)"
+	    " WHERE length(data) = 100");
+	cr_expect_eq(store_blob_get(st, sha, &got, &n, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "chunk 2: 5 bytes stored, 100 expected") !=
+	    NULL, "%s", e.msg);
 	cr_expect_null(got);
+
+	/* So is a missing one. */
+	raw_exec("DELETE FROM chunk_refs WHERE sha256 IN (SELECT sha256"
+	    " FROM chunks WHERE length(data) = 5);"
+	    "DELETE FROM chunks WHERE length(data) = 5");
+	cr_expect_eq(store_blob_get(st, sha, &got, &n, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "is missing") != NULL, "%s", e.msg);
+	cr_expect_null(got);
+	free(a);
+}
+
+Test(store, blob_get_refuses_a_tampered_manifest)
+{
+	size_t len = 2 * STORE_CHUNK_BYTES;
+	unsigned char *a = pattern(len, 4);
+	struct err e = { 0 };
+	void *got = NULL;
+	size_t n = 0;
+	char sha[65];
+
+	put_bytes(a, len, sha);
+	/* Chunks swapped: each chunk is intact, the order is not. */
+	raw_exec("UPDATE blobs SET chunks = substr(chunks, 33, 32) ||"
+	    " substr(chunks, 1, 32)");
+	cr_expect_eq(store_blob_get(st, sha, &got, &n, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "manifest does not match its key") != NULL,
+	    "%s", e.msg);
+	/* A size the hashes cannot cover. */
+	raw_exec("UPDATE blobs SET size = size + 1");
+	cr_expect_eq(store_blob_get(st, sha, &got, &n, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "damaged manifest") != NULL, "%s", e.msg);
+	cr_expect_null(got);
+	free(a);
+}
+
+/*** Delta puts ***/
+
+Test(store, delta_put_stores_only_the_changed_chunks)
+{
+	size_t len = 16 * STORE_CHUNK_BYTES + 300;
+	unsigned char *base = pattern(len, 5), *next = malloc(len + 1000);
+	char bsha[65], sha[65], want[65];
+	struct err e = { 0 };
+	int64_t before;
+
+	put_bytes(base, len, bsha);
+	before = chunk_rows();
+	cr_expect_eq(before, 17);
+	/* One SQLite page changed in place, as a commit does. */
+	memcpy(next, base, len);
+	memset(next + 5 * STORE_CHUNK_BYTES + 4096, 0x5a, 4096);
+	cr_assert_eq(store_blob_put_delta(st, next, len, bsha, base, len, sha,
+	    &e), 0, "%s", e.msg);
+	manifest_key_of(next, len, want);
+	cr_expect_str_eq(sha, want, "a delta put gives the same key as a "
+	    "full put");
+	cr_expect_eq(chunk_rows(), before + 1);
+	cr_expect_eq(blob_rows(), 2);
+	cr_expect_eq(refs_mismatches(), 0);
+	expect_blob(sha, next, len);
+	expect_blob(bsha, base, len);
+
+	/* Grown by 1000 bytes: the old last chunk differs, the rest is shared. */
+	memset(next + len, 0x11, 1000);
+	before = chunk_rows();
+	cr_assert_eq(store_blob_put_delta(st, next, len + 1000, sha, next, len,
+	    want, &e), 0, "%s", e.msg);
+	cr_expect_eq(chunk_rows(), before + 1);
+	expect_blob(want, next, len + 1000);
+	cr_expect_eq(refs_mismatches(), 0);
+	free(base);
+	free(next);
+}
+
+Test(store, delta_put_without_a_usable_base_is_a_full_put)
+{
+	size_t len = 3 * STORE_CHUNK_BYTES;
+	unsigned char *a = pattern(len, 6), *b = pattern(len, 7);
+	char missing[65] = "4444444444444444444444444444444444444444444444444444444444444444";
+	char sha[65], want[65], asha[65];
+	struct err e = { 0 };
+
+	cr_assert_eq(store_blob_put_delta(st, a, len, NULL, NULL, 0, sha, &e),
+	    0, "%s", e.msg);
+	manifest_key_of(a, len, want);
+	cr_expect_str_eq(sha, want);
+	memcpy(asha, sha, sizeof(asha));
+	cr_assert_eq(store_blob_put_delta(st, b, len, missing, a, len, sha,
+	    &e), 0, "%s", e.msg);
+	expect_blob(sha, b, len);
+	/* A base of another length: every chunk is hashed. */
+	cr_assert_eq(store_blob_put_delta(st, b, len - 1, asha, a, len, sha,
+	    &e), 0, "%s", e.msg);
+	expect_blob(sha, b, len - 1);
+	cr_expect_eq(store_blob_put_delta(st, b, len, "nothex", a, len, sha,
+	    &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "store: base_sha: must be 64 lower-case hex "
+	    "digits");
+	cr_expect_eq(refs_mismatches(), 0);
+	free(a);
+	free(b);
 }
 
 /*** Sandboxes ***/
@@ -402,23 +685,36 @@ Test(store, fork_shares_the_blob_then_moves_alone)
 	cr_expect_eq(store_sandbox_fork(st, "acme", "zz", "c", &e), -ENOENT);
 }
 
-Test(store, delete_removes_sandbox_and_history)
+Test(store, delete_removes_sandbox_history_and_unshared_blobs)
 {
 	struct store_sandbox sb;
 	struct err e = { 0 };
-	char v1[65];
+	char v1[65], v2[65];
 
 	put("v1", v1);
+	put("v2", v2);
 	create("acme", "a", v1);
+	cr_assert_eq(store_sandbox_commit(st, "acme", "a", 1, v2, &e), 0);
+	create("acme", "other", v1);
 	cr_assert_eq(store_sandbox_delete(st, "acme", "a", &e), 0, "%s", e.msg);
 	cr_expect_eq(store_sandbox_get(st, "acme", "a", &sb, &e), -ENOENT);
-	cr_expect_eq(raw_int("SELECT count(*) FROM versions", NULL), 0);
-	cr_expect_eq(blob_rows(), 1, "delete leaves blobs to prune");
+	cr_expect_eq(raw_int("SELECT count(*) FROM versions WHERE id = 'a'",
+	    NULL), 0);
+	/* v2 was a's alone; v1 is other's head too. */
+	cr_expect_eq(store_blob_exists(st, v2, &e), 0);
+	cr_expect_eq(store_blob_exists(st, v1, &e), 1);
+	cr_expect_eq(chunk_rows(), 1);
+	cr_expect_eq(refs_mismatches(), 0);
 	cr_expect_eq(store_sandbox_delete(st, "acme", "a", &e), -ENOENT);
 	cr_expect_eq(store_sandbox_history(st, "acme", "a", hist_cb,
 	    &(struct hist){ 0 }, &e), -ENOENT);
 	/* The id is free again. */
 	create("acme", "a", v1);
+	cr_assert_eq(store_sandbox_delete(st, "acme", "other", &e), 0);
+	cr_assert_eq(store_sandbox_delete(st, "acme", "a", &e), 0);
+	cr_expect_eq(blob_rows(), 0);
+	cr_expect_eq(chunk_rows(), 0);
+	cr_expect_eq(raw_int("SELECT count(*) FROM chunk_refs", NULL), 0);
 }
 
 Test(store, list_is_per_tenant_in_id_order)
@@ -483,6 +779,100 @@ Test(store, tenants_are_isolated)
 	cr_expect_eq(version_of("tenant-b", "only-b"), 1);
 }
 
+/*** Atomic put and move ***/
+
+Test(store, create_blob_and_commit_blob_move_the_head)
+{
+	size_t len = 8 * STORE_CHUNK_BYTES + 17;
+	unsigned char *a = pattern(len, 12), *b = malloc(len);
+	char sha1[65], sha2[65], want[65];
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	struct hist h;
+
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "a", a, len,
+	    "{\"k\":1}", sha1, &e), 0, "%s", e.msg);
+	manifest_key_of(a, len, want);
+	cr_expect_str_eq(sha1, want);
+	memcpy(b, a, len);
+	b[3 * STORE_CHUNK_BYTES + 9] ^= 1;
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "a", 1, b, len,
+	    sha1, a, len, sha2, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(st, "acme", "a", &sb, &e), 0);
+	cr_expect_eq(sb.version, 2);
+	cr_expect_str_eq(sb.head, sha2);
+	cr_expect_str_eq(sb.labels, "{\"k\":1}");
+	h = history("acme", "a");
+	cr_assert_eq(h.n, 2);
+	cr_expect_str_eq(h.v[0].sha256, sha2);
+	cr_expect_str_eq(h.v[1].sha256, sha1);
+	cr_expect_eq(chunk_rows(), 10);
+	expect_blob(sha2, b, len);
+	cr_expect_eq(refs_mismatches(), 0);
+	free(a);
+	free(b);
+}
+
+Test(store, commit_blob_with_stale_version_stores_nothing)
+{
+	size_t len = 4 * STORE_CHUNK_BYTES;
+	unsigned char *a = pattern(len, 13), *b = pattern(len, 14);
+	char sha1[65], sha2[65];
+	struct err e = { 0 };
+	int64_t blobs, chunks, refs;
+
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "a", a, len, NULL,
+	    sha1, &e), 0, "%s", e.msg);
+	blobs = blob_rows();
+	chunks = chunk_rows();
+	refs = raw_int("SELECT sum(refs) FROM chunk_refs", NULL);
+	cr_expect_eq(store_sandbox_commit_blob(st, "acme", "a", 7, b, len,
+	    sha1, a, len, sha2, &e), -ESTALE);
+	cr_expect_str_eq(e.msg, "store: sandbox acme/a: at version 1, not 7");
+	cr_expect_eq(store_sandbox_commit_blob(st, "acme", "gone", 1, b, len,
+	    NULL, NULL, 0, sha2, &e), -ENOENT);
+	cr_expect_eq(store_sandbox_create_blob(st, "acme", "a", b, len, NULL,
+	    sha2, &e), -EEXIST);
+	cr_expect_eq(blob_rows(), blobs);
+	cr_expect_eq(chunk_rows(), chunks);
+	cr_expect_eq(raw_int("SELECT sum(refs) FROM chunk_refs", NULL), refs);
+	cr_expect_eq(version_of("acme", "a"), 1);
+	cr_expect_eq(store_sandbox_commit_blob(st, "bad tenant", "a", 1, b,
+	    len, NULL, NULL, 0, sha2, &e), -EINVAL);
+	free(a);
+	free(b);
+}
+
+Test(store, delta_put_against_a_collected_base_hashes_everything)
+{
+	size_t len = 4 * STORE_CHUNK_BYTES;
+	unsigned char *a = pattern(len, 15), *b = pattern(len, 16);
+	unsigned char *c = malloc(len);
+	char sha_a[65], sha_b[65], sha_c[65];
+	struct err e = { 0 };
+
+	/* x is at a's snapshot; a worker holds it as its base... */
+	store_set_keep_versions(st, 1);
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "x", a, len, NULL,
+	    sha_a, &e), 0);
+	/* ...while another commit drops it, chunks and all. */
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "x", 1, b, len,
+	    sha_a, a, len, sha_b, &e), 0);
+	cr_expect_eq(store_blob_exists(st, sha_a, &e), 0);
+	/* The stale one is refused, and a put against the gone base works. */
+	memcpy(c, a, len);
+	c[5] ^= 1;
+	cr_expect_eq(store_sandbox_commit_blob(st, "acme", "x", 1, c, len,
+	    sha_a, a, len, sha_c, &e), -ESTALE);
+	cr_assert_eq(store_blob_put_delta(st, c, len, sha_a, a, len, sha_c,
+	    &e), 0, "%s", e.msg);
+	expect_blob(sha_c, c, len);
+	cr_expect_eq(refs_mismatches(), 0);
+	free(a);
+	free(b);
+	free(c);
+}
+
 /*** Retention ***/
 
 Test(store, prune_keeps_heads_newest_and_forked_blobs)
@@ -493,11 +883,14 @@ Test(store, prune_keeps_heads_newest_and_forked_blobs)
 	size_t len = 0;
 	struct hist h;
 
+	store_set_keep_versions(st, 0);
 	for (int i = 0; i < 5; i++) {
 		snprintf(name, sizeof(name), "v%d", i + 1);
 		put(name, v[i]);
 	}
 	put("never referenced", orphan);
+	/* Old enough for prune to take it. */
+	raw_exec("UPDATE blobs SET created_at = created_at - 3600000");
 	/* a: v1 -> v2 -> v3 -> v4 -> v5; fork b at v2 (a at version 2). */
 	create("acme", "a", v[0]);
 	cr_assert_eq(store_sandbox_commit(st, "acme", "a", 1, v[1], &e), 0);
@@ -506,6 +899,7 @@ Test(store, prune_keeps_heads_newest_and_forked_blobs)
 		cr_assert_eq(store_sandbox_commit(st, "acme", "a",
 		    (uint64_t)i, v[i], &e), 0);
 	cr_assert_eq(blob_rows(), 6);
+	cr_assert_eq(history("acme", "a").n, 5);
 
 	/* Keep 2: a keeps versions 5 and 4; v1 and v3 and the orphan go. */
 	cr_expect_eq(store_prune(st, 2, &e), 3, "%s", e.msg);
@@ -520,6 +914,8 @@ Test(store, prune_keeps_heads_newest_and_forked_blobs)
 	cr_assert_eq(store_blob_get(st, v[1], &got, &len, &e), 0, "%s", e.msg);
 	free(got);
 	cr_expect_eq(blob_rows(), 3);
+	cr_expect_eq(chunk_rows(), 3);
+	cr_expect_eq(refs_mismatches(), 0);
 
 	/* Keep 0 still keeps every head. */
 	cr_expect_eq(store_prune(st, 0, &e), 1);
@@ -529,11 +925,357 @@ Test(store, prune_keeps_heads_newest_and_forked_blobs)
 	cr_expect_eq(store_blob_exists(st, v[1], &e), 1);
 	cr_expect_eq(store_prune(st, 0, &e), 0);
 
-	/* Deleting the fork frees its blob at the next prune. */
+	/* Deleting the fork frees its blob at once; prune finds nothing. */
 	cr_assert_eq(store_sandbox_delete(st, "acme", "b", &e), 0);
-	cr_expect_eq(store_prune(st, 10, &e), 1);
 	cr_expect_eq(blob_rows(), 1);
+	cr_expect_eq(store_prune(st, 10, &e), 0);
+	cr_expect_eq(chunk_rows(), 1);
 	cr_expect_eq(version_of("acme", "a"), 5);
+}
+
+Test(store, prune_spares_unnamed_blobs_younger_than_the_grace)
+{
+	size_t len = 2 * STORE_CHUNK_BYTES;
+	unsigned char *a = pattern(len, 8);
+	struct err e = { 0 };
+	char sha[65], kept[65];
+
+	put("kept", kept);
+	create("acme", "a", kept);
+	/* A put whose create has not come yet. */
+	put_bytes(a, len, sha);
+	cr_expect_eq(store_prune(st, 0, &e), 0, "%s", e.msg);
+	expect_blob(sha, a, len);
+	/* Its create may still come, and works. */
+	create("acme", "late", sha);
+	cr_assert_eq(store_sandbox_delete(st, "acme", "late", &e), 0);
+	cr_expect_eq(store_blob_exists(st, sha, &e), 0);
+
+	/* An orphan older than the grace goes, with its chunks. */
+	put_bytes(a, len, sha);
+	raw_exec("UPDATE blobs SET created_at = created_at - 600001");
+	cr_expect_eq(store_prune(st, 0, &e), 1);
+	cr_expect_eq(store_blob_exists(st, sha, &e), 0);
+	cr_expect_eq(store_blob_exists(st, kept, &e), 1);
+	cr_expect_eq(chunk_rows(), 1);
+	cr_expect_eq(refs_mismatches(), 0);
+	free(a);
+}
+
+/*
+ * a: create, then commits of snapshots that each change one chunk of the
+ * previous one, by delta put; returns the head's version.
+ */
+static uint64_t
+commit_chain(const char *id, unsigned char *buf, size_t len, int commits,
+    char shas[][65])
+{
+	struct err e = { 0 };
+
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", id, buf, len, NULL,
+	    shas[0], &e), 0, "%s", e.msg);
+	for (int i = 1; i <= commits; i++) {
+		unsigned char *prev = malloc(len);
+
+		memcpy(prev, buf, len);
+		buf[(size_t)(i % 4) * STORE_CHUNK_BYTES + (size_t)i] ^= 0xff;
+		cr_assert_eq(store_sandbox_commit_blob(st, "acme", id,
+		    (uint64_t)i, buf, len, shas[i - 1], prev, len, shas[i],
+		    &e), 0, "%s", e.msg);
+		free(prev);
+	}
+	return (uint64_t)commits + 1;
+}
+
+Test(store, retention_keeps_n_versions_and_frees_the_rest)
+{
+	enum { COMMITS = 7, KEEP = 3 };
+	size_t len = 4 * STORE_CHUNK_BYTES;
+	unsigned char *buf = pattern(len, 9);
+	char shas[COMMITS + 1][65];
+	struct err e = { 0 };
+	struct hist h;
+
+	store_set_keep_versions(st, KEEP);
+	cr_expect_eq(commit_chain("a", buf, len, COMMITS, shas), COMMITS + 1);
+	h = history("acme", "a");
+	cr_assert_eq(h.n, KEEP);
+	for (int i = 0; i < KEEP; i++)
+		cr_expect_eq(h.v[i].version, (uint64_t)(COMMITS + 1 - i));
+	cr_expect_str_eq(h.v[0].sha256, shas[COMMITS]);
+	/* The dropped versions' blobs are gone; the kept ones read back. */
+	for (int i = 0; i <= COMMITS - KEEP; i++)
+		cr_expect_eq(store_blob_exists(st, shas[i], &e), 0, "v%d", i + 1);
+	expect_blob(shas[COMMITS], buf, len);
+	cr_expect_eq(blob_rows(), KEEP);
+	/* 4 chunks under the head, and one more per older kept version. */
+	cr_expect_eq(chunk_rows(), 4 + KEEP - 1);
+	cr_expect_eq(refs_mismatches(), 0);
+
+	/* Keep 1: the next commit leaves the head alone. */
+	store_set_keep_versions(st, 1);
+	buf[0] ^= 1;
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "a", COMMITS + 1,
+	    buf, len, shas[COMMITS], NULL, 0, shas[0], &e), 0, "%s", e.msg);
+	cr_expect_eq(history("acme", "a").n, 1);
+	cr_expect_eq(blob_rows(), 1);
+	cr_expect_eq(chunk_rows(), 4);
+	cr_expect_eq(refs_mismatches(), 0);
+	expect_blob(shas[0], buf, len);
+	free(buf);
+}
+
+Test(store, keep_versions_zero_keeps_every_version)
+{
+	enum { COMMITS = 20 };
+	size_t len = 4 * STORE_CHUNK_BYTES;
+	unsigned char *buf = pattern(len, 10);
+	char shas[COMMITS + 1][65];
+	struct err e = { 0 };
+	int64_t rows;
+
+	store_set_keep_versions(st, 0);
+	commit_chain("a", buf, len, COMMITS, shas);
+	rows = raw_int("SELECT count(*) FROM versions", NULL);
+	cr_expect_eq(rows, COMMITS + 1);
+	cr_expect_eq(blob_rows(), COMMITS + 1);
+	for (int i = 0; i <= COMMITS; i++)
+		cr_expect_eq(store_blob_exists(st, shas[i], &e), 1);
+	cr_expect_eq(refs_mismatches(), 0);
+	/* The default keeps 16, and trims the rest at the next commit. */
+	store_set_keep_versions(st, STORE_KEEP_VERSIONS_DEFAULT);
+	buf[1] ^= 1;
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "a", COMMITS + 1,
+	    buf, len, shas[COMMITS], buf, 0, shas[0], &e), 0, "%s", e.msg);
+	cr_expect_eq(raw_int("SELECT count(*) FROM versions", NULL),
+	    STORE_KEEP_VERSIONS_DEFAULT);
+	cr_expect_eq(blob_rows(), STORE_KEEP_VERSIONS_DEFAULT);
+	cr_expect_eq(refs_mismatches(), 0);
+	free(buf);
+}
+
+Test(store, retention_spares_blobs_a_fork_still_names)
+{
+	size_t len = 4 * STORE_CHUNK_BYTES;
+	unsigned char *buf = pattern(len, 11), *forked = malloc(len);
+	char shas[6][65];
+	struct err e = { 0 };
+
+	store_set_keep_versions(st, 1);
+	commit_chain("a", buf, len, 1, shas);
+	memcpy(forked, buf, len);
+	cr_assert_eq(store_sandbox_fork(st, "acme", "a", "b", &e), 0);
+	/* a moves on, dropping version 2, which b's head still names. */
+	for (int i = 2; i <= 5; i++) {
+		unsigned char *prev = malloc(len);
+
+		memcpy(prev, buf, len);
+		buf[(size_t)i * 7] ^= 0xff;
+		cr_assert_eq(store_sandbox_commit_blob(st, "acme", "a",
+		    (uint64_t)i, buf, len, shas[i - 1], prev, len, shas[i],
+		    &e), 0, "%s", e.msg);
+		free(prev);
+	}
+	expect_blob(shas[1], forked, len);
+	cr_expect_eq(blob_rows(), 2);
+	cr_expect_eq(refs_mismatches(), 0);
+
+	/* Deleting the source leaves the fork whole. */
+	cr_assert_eq(store_sandbox_delete(st, "acme", "a", &e), 0);
+	cr_expect_eq(blob_rows(), 1);
+	expect_blob(shas[1], forked, len);
+	cr_expect_eq(chunk_rows(), 4);
+	cr_expect_eq(refs_mismatches(), 0);
+	cr_assert_eq(store_sandbox_delete(st, "acme", "b", &e), 0);
+	cr_expect_eq(chunk_rows(), 0);
+	free(buf);
+	free(forked);
+}
+
+/*** Migration ***/
+
+/* Schema 1, as store.c created it before blobs were chunked. */
+static const char SCHEMA_V1_SQL[] =
+	"CREATE TABLE blobs (sha256 TEXT NOT NULL PRIMARY KEY,"
+	" size INTEGER NOT NULL, data BLOB NOT NULL,"
+	" created_at INTEGER NOT NULL);"
+	"CREATE TABLE sandboxes (tenant TEXT NOT NULL, id TEXT NOT NULL,"
+	" head TEXT NOT NULL REFERENCES blobs (sha256),"
+	" version INTEGER NOT NULL CHECK (version >= 1),"
+	" created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
+	" labels TEXT NOT NULL DEFAULT '{}',"
+	" PRIMARY KEY (tenant, id));"
+	"CREATE INDEX sandboxes_head ON sandboxes (head);"
+	"CREATE TABLE versions (tenant TEXT NOT NULL, id TEXT NOT NULL,"
+	" version INTEGER NOT NULL,"
+	" sha256 TEXT NOT NULL REFERENCES blobs (sha256),"
+	" created_at INTEGER NOT NULL,"
+	" PRIMARY KEY (tenant, id, version),"
+	" FOREIGN KEY (tenant, id) REFERENCES sandboxes (tenant, id)"
+	" ON DELETE CASCADE);"
+	"CREATE INDEX versions_sha256 ON versions (sha256);"
+	"PRAGMA user_version = 1;";
+
+/* Replaces the fixture's store with a schema-1 file; returns its handle. */
+static sqlite3 *
+v1_create(void)
+{
+	char path[PATH_MAX];
+	sqlite3 *db;
+
+	store_close(st);
+	st = NULL;
+	teardown();
+	cr_assert_not_null(mkdtemp(strcpy(dir, "/tmp/store_test.XXXXXX")));
+	snprintf(path, sizeof(path), "%s/store.db", dir);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL,
+	    NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, SCHEMA_V1_SQL, NULL, NULL, NULL),
+	    SQLITE_OK, "%s", sqlite3_errmsg(db));
+	return db;
+}
+
+/* Inserts a schema-1 blob under key (its SHA-256 unless damaged). */
+static void
+v1_blob(sqlite3 *db, const char *key, const void *data, size_t len)
+{
+	sqlite3_stmt *stmt = NULL;
+
+	cr_assert_eq(sqlite3_prepare_v2(db, "INSERT INTO blobs (sha256, size,"
+	    " data, created_at) VALUES (?1, ?2, ?3, 1700000000000)", -1, &stmt,
+	    NULL), SQLITE_OK);
+	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 2, (sqlite3_int64)len);
+	if (len > 0)
+		sqlite3_bind_blob(stmt, 3, data, (int)len, SQLITE_STATIC);
+	else
+		sqlite3_bind_zeroblob(stmt, 3, 0);
+	cr_assert_eq(sqlite3_step(stmt), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+	sqlite3_finalize(stmt);
+}
+
+/* Runs sql with ?1..?3 bound to text (NULL: unbound). */
+static void
+v1_exec(sqlite3 *db, const char *sql, const char *p1, const char *p2,
+    const char *p3)
+{
+	sqlite3_stmt *stmt = NULL;
+
+	cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &stmt, NULL), SQLITE_OK,
+	    "%s", sqlite3_errmsg(db));
+	if (p1 != NULL)
+		sqlite3_bind_text(stmt, 1, p1, -1, SQLITE_STATIC);
+	if (p2 != NULL)
+		sqlite3_bind_text(stmt, 2, p2, -1, SQLITE_STATIC);
+	if (p3 != NULL)
+		sqlite3_bind_text(stmt, 3, p3, -1, SQLITE_STATIC);
+	cr_assert_eq(sqlite3_step(stmt), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+	sqlite3_finalize(stmt);
+}
+
+Test(store, open_converts_a_schema_1_store)
+{
+	size_t len[3] = { 10, 3 * STORE_CHUNK_BYTES + 77, 0 };
+	unsigned char *data[3], *bad = pattern(100, 99);
+	char old[3][65], bad_key[65], want[65];
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	sqlite3 *db;
+	struct hist h;
+
+	db = v1_create();
+	for (int i = 0; i < 3; i++) {
+		data[i] = pattern(len[i], 20 + (uint32_t)i);
+		sha256_of(data[i], len[i], old[i]);
+		v1_blob(db, old[i], data[i], len[i]);
+	}
+	/* A damaged blob: its bytes do not hash to its key. */
+	sha256_of("something else", 14, bad_key);
+	v1_blob(db, bad_key, bad, 100);
+	/* a: v1 -> v2 -> v3 (the empty blob); fork f at a's v2; c damaged. */
+	v1_exec(db, "INSERT INTO sandboxes (tenant, id, head, version,"
+	    " created_at, updated_at, labels) VALUES"
+	    " ('acme', 'a', ?1, 3, 1, 2, '{\"k\":\"v\"}'),"
+	    " ('acme', 'f', ?2, 1, 1, 1, '{}'), ('acme', 'c', ?3, 1, 1, 1,"
+	    " '{}')", old[2], old[1], bad_key);
+	v1_exec(db, "INSERT INTO versions (tenant, id, version, sha256,"
+	    " created_at) VALUES ('acme', 'a', 1, ?1, 1),"
+	    " ('acme', 'a', 2, ?2, 1), ('acme', 'a', 3, ?3, 2),"
+	    " ('acme', 'f', 1, ?2, 1)", old[0], old[1], old[2]);
+	v1_exec(db, "INSERT INTO versions (tenant, id, version, sha256,"
+	    " created_at) VALUES ('acme', 'c', 1, ?1, 1)", bad_key, NULL,
+	    NULL);
+	sqlite3_close(db);
+
+	cr_assert_eq(store_open(dir, &st, &e), 0, "%s", e.msg);
+	cr_expect_eq(raw_int("PRAGMA user_version", NULL), 2);
+	cr_expect_eq(raw_int("SELECT count(*) FROM pragma_table_info('blobs')"
+	    " WHERE name = 'data'", NULL), 0);
+	cr_expect_eq(raw_int("SELECT count(*) FROM sqlite_schema"
+	    " WHERE name = 'blobs_v2'", NULL), 0);
+	cr_assert_eq(store_sandbox_get(st, "acme", "a", &sb, &e), 0, "%s",
+	    e.msg);
+	manifest_key_of(data[2], len[2], want);
+	cr_expect_str_eq(sb.head, want);
+	cr_expect_eq(sb.version, 3);
+	cr_expect_str_eq(sb.labels, "{\"k\":\"v\"}");
+	h = history("acme", "a");
+	cr_assert_eq(h.n, 3);
+	for (int i = 0; i < 3; i++) {
+		manifest_key_of(data[2 - i], len[2 - i], want);
+		cr_expect_str_eq(h.v[i].sha256, want);
+		expect_blob(h.v[i].sha256, data[2 - i], len[2 - i]);
+	}
+	cr_assert_eq(store_sandbox_get(st, "acme", "f", &sb, &e), 0);
+	cr_expect_str_eq(sb.head, h.v[1].sha256);
+	/* The damaged blob keeps its old key and still reads as damaged. */
+	cr_assert_eq(store_sandbox_get(st, "acme", "c", &sb, &e), 0);
+	cr_expect_str_eq(sb.head, bad_key);
+	cr_expect_eq(store_blob_get(st, bad_key, &(void *){ NULL },
+	    &(size_t){ 0 }, &e), -EBADMSG);
+	cr_expect_eq(blob_rows(), 4);
+	cr_expect_eq(chunk_rows(), 1 + 4 + 1);
+	cr_expect_eq(refs_mismatches(), 0);
+	cr_expect_eq(raw_int("SELECT created_at FROM blobs LIMIT 1", NULL),
+	    1700000000000LL);
+
+	/* The converted store works, and opens again as schema 2. */
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "a", 3, data[0],
+	    len[0], NULL, NULL, 0, want, &e), 0, "%s", e.msg);
+	store_close(st);
+	st = NULL;
+	cr_assert_eq(store_open(dir, &st, &e), 0, "%s", e.msg);
+	cr_expect_eq(version_of("acme", "a"), 4);
+	for (int i = 0; i < 3; i++)
+		free(data[i]);
+	free(bad);
+}
+
+Test(store, failed_conversion_leaves_schema_1_as_it_was)
+{
+	char key[65], missing[65];
+	struct err e = { 0 };
+	sqlite3 *db;
+
+	db = v1_create();
+	sha256_of("v1", 2, key);
+	v1_blob(db, key, "v1", 2);
+	/* A head naming a blob that is not there (keys were off). */
+	sha256_of("gone", 4, missing);
+	v1_exec(db, "INSERT INTO sandboxes (tenant, id, head, version,"
+	    " created_at, updated_at) VALUES ('acme', 'a', ?1, 1, 1, 1)",
+	    missing, NULL, NULL);
+	sqlite3_close(db);
+
+	cr_expect_eq(store_open(dir, &st, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "migration") != NULL, "%s", e.msg);
+	cr_expect_null(st);
+	cr_expect_eq(raw_int("PRAGMA user_version", NULL), 1);
+	cr_expect_eq(raw_int("SELECT count(*) FROM blobs WHERE sha256 = ?1",
+	    key), 1);
+	cr_expect_eq(raw_int("SELECT count(*) FROM sqlite_schema"
+	    " WHERE name IN ('chunks', 'chunk_refs', 'blobs_v2')", NULL), 0);
 }
 
 /*** Names ***/

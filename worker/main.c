@@ -2,7 +2,7 @@
  * main.c - sandq-worker start-up. Started only by sandqd, never by hand.
  *
  *   sandq-worker --index N --run-dir DIR --store-dir DIR --uid UID
- *       [--log-level L]
+ *       [--log-level L] [--keep-versions N]
  *
  * sandqd creates a SOCK_SEQPACKET socketpair, forks, puts its end on fd 3,
  * closes every other descriptor but stdio, and execs this binary (a fresh
@@ -68,7 +68,7 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
-	    "--uid UID [--log-level LEVEL]\n(started by sandqd; not meant to be run by hand)\n");
+	    "--uid UID [--log-level LEVEL] [--keep-versions N]\n(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
 
@@ -113,13 +113,14 @@ main(int argc, char **argv)
 		{ "store-dir", required_argument, NULL, 's' },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "keep-versions", required_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1 };
 	const char *store_dir = NULL;
 	struct msg_hello hello;
 	struct err e = { 0 };
-	int64_t idx = -1, uid = -1;
+	int64_t idx = -1, uid = -1, keep = STORE_KEEP_VERSIONS_DEFAULT;
 	char prefix[32];
 	sigset_t none;
 	int c;
@@ -143,6 +144,10 @@ main(int argc, char **argv)
 			break;
 		case 'l':
 			if (log_setlevel(optarg) < 0)
+				usage();
+			break;
+		case 'k':
+			if (parse_i64(optarg, 0, STORE_KEEP_VERSIONS_MAX, &keep) < 0)
 				usage();
 			break;
 		default:
@@ -181,6 +186,7 @@ main(int argc, char **argv)
 		fatalx("sandbox set-up: %s", e.msg);
 	if (store_open(store_dir, &w.store, &e) < 0)
 		fatalx("snapshot store: %s", e.msg);
+	store_set_keep_versions(w.store, (unsigned)keep);
 	/*
 	 * 5. Only the capabilities a worker still needs: mapping its sandboxes'
 	 * ids (setuid, setgid) and killing what is left of them (kill).

@@ -61,6 +61,8 @@ struct ops {
 	struct store_sandbox sb;		/* head loaded (have_sb) */
 	bool have_sb;
 	struct agentfs *fs;			/* loaded or new snapshot */
+	void *head;				/* the loaded head's bytes, or NULL */
+	size_t head_len;			/* their length */
 	msgpack_sbuffer out;			/* result data */
 	msgpack_packer pk;			/* packs into out */
 	bool have_data;				/* out holds one object */
@@ -528,9 +530,11 @@ load(struct ops *o)
 
 	if ((rc = head_get(o)) != 0 || (rc = head_blob(o, &blob, &len)) != 0)
 		return rc;
-	/* The store re-hashed the bytes: no need for a page-by-page check. */
+	/* The store re-hashed the bytes: no need for a page-by-page check.
+	 * They stay: a commit stores only the chunks that differ from them. */
 	rc = agentfs_open_trusted(blob, len, &o->fs, &e);
-	free(blob);
+	o->head = blob;
+	o->head_len = len;
 	if (rc != 0)
 		return fail(o, ST_INTERNAL, "store", "sandbox '%s': snapshot "
 		    "%s: %s", o->id, o->sb.head, emsg(&e));
@@ -568,16 +572,16 @@ commit(struct ops *o, json_t *params, bool create, const char *labels)
 	if ((rc = agentfs_to_blob(o->fs, &blob, &len, &e)) != 0)
 		return fail(o, ST_INTERNAL, "store", "sandbox '%s': %s", o->id,
 		    emsg(&e));
-	rc = store_blob_put(o->st, blob, len, o->new_sha, &e);
-	free(blob);
-	if (rc != 0)
-		return store_fail(o, rc, o->id, &e);
+	/* The blob and the head move in one transaction: nothing stored
+	 * unnamed, whatever retention runs meanwhile. */
 	if (create)
-		rc = store_sandbox_create(o->st, o->j->tenant, o->id,
-		    o->new_sha, labels, &e);
+		rc = store_sandbox_create_blob(o->st, o->j->tenant, o->id, blob, len,
+		    labels, o->new_sha, &e);
 	else
-		rc = store_sandbox_commit(o->st, o->j->tenant, o->id,
-		    o->sb.version, o->new_sha, &e);
+		rc = store_sandbox_commit_blob(o->st, o->j->tenant, o->id,
+		    o->sb.version, blob, len, o->head != NULL ? o->sb.head : NULL,
+		    o->head, o->head_len, o->new_sha, &e);
+	free(blob);
 	if (rc == -ESTALE || rc == -ENOENT)
 		return -ESTALE;
 	if (rc == -EEXIST)
@@ -1620,6 +1624,9 @@ ctx_reset(struct ops *o)
 {
 	agentfs_close(o->fs);
 	o->fs = NULL;
+	free(o->head);
+	o->head = NULL;
+	o->head_len = 0;
 	msgpack_sbuffer_clear(&o->out);
 	o->have_data = false;
 	o->have_sb = false;
@@ -1696,6 +1703,7 @@ out:
 		res->snapshot = xstrdup(o.sb.head);
 	}
 	agentfs_close(o.fs);
+	free(o.head);
 	perms_free(&o.perms);
 	msgpack_sbuffer_destroy(&o.out);
 	res->finished_at = now_ms();
