@@ -95,9 +95,9 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment sandbox
+INTEG_TESTS := e2e containment sandbox cli_sandbox
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 
 $(B)/tests/%.o: tests/%.c
@@ -122,6 +122,8 @@ $(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/s
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
+$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,store/workspace.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,client/gitignore.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,worker/ops.c $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
@@ -134,6 +136,8 @@ $(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/lib
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 
 deps:
 	@sh deploy/install-deps.sh

@@ -365,7 +365,8 @@ job_set_cwd(struct sandq *c, struct job *j, const char *cwd)
 	return 0;
 }
 
-/* Normalises and copies the seeded files ("/a/b" and "a/b" are the same). */
+/* Normalises and copies the seeded files ("/a/b", "a/b" and "/workspace/a/b"
+ * are the same). */
 static int
 job_set_files(struct sandq *c, struct job *j, const struct sandq_file *files,
     size_t nfiles)
@@ -381,10 +382,14 @@ job_set_files(struct sandq *c, struct job *j, const struct sandq_file *files,
 		const struct sandq_file *f = &files[i];
 
 		if (f->path == NULL ||
-		    payload_path_normalise(f->path, strlen(f->path), path, "files", &e) < 0)
+		    payload_sandbox_path_normalise(f->path, strlen(f->path), path, "files",
+		    &e) < 0)
 			return fail(c, -EINVAL, "%s (path '%.200s')",
 			    f->path ? e.msg : "files: path is NULL",
 			    f->path ? f->path : "");
+		if (path[0] == '\0')
+			return fail(c, -EINVAL, "files: '%.200s' is the workspace itself",
+			    f->path);
 		if (f->len > 0 && f->data == NULL)
 			return fail(c, -EINVAL, "files: '%s' has a length but no data", path);
 		/* total stays <= the bound, so adding one bounded len cannot wrap. */
@@ -488,7 +493,8 @@ job_set_perms(struct sandq *c, struct job *j, const struct sandq_job_opts *o)
 			return fail(c, -EINVAL, "perms[%zu] '%.200s': level '%.32s': "
 			    "expected none, view, read or write", i, p->pattern,
 			    p->level ? p->level : "(null)");
-		j->perms[i].pattern = xstrdup(p->pattern);
+		/* As the dispatcher will read it: "/workspace/x" is "/x". */
+		j->perms[i].pattern = xstrdup(payload_pattern_unalias(p->pattern));
 		j->perms[i].level = xstrdup(levels[k]);
 		j->nperms++;
 	}
@@ -742,10 +748,10 @@ job_set_args(struct sandq *c, struct job *j, const struct sandq_op_args *a)
 	if (a->path) {
 		if (check_str(c, "path", a->path, 1, JOB_PATH_MAX) < 0)
 			return -EINVAL;
-		if (strspn(a->path, "/") != strlen(a->path) &&
-		    payload_path_normalise(a->path, strlen(a->path), path, "path", &e) < 0)
+		if (payload_sandbox_path_normalise(a->path, strlen(a->path), path, "path",
+		    &e) < 0)
 			return fail(c, -EINVAL, "%s", e.msg);
-		j->path = xstrdup(a->path);
+		xasprintf(&j->path, "/%s", path);
 	}
 	if (a->data != NULL || j->op == OP_FS_WRITE) {
 		if (a->data == NULL && a->data_len > 0)

@@ -61,6 +61,10 @@ enum msg_type {
 	MSG_SBX_CHANGES = 409,	/* init -> worker: u64 added, modified, removed,
 				 * refused; then records op byte + path + NUL */
 	MSG_SBX_SNAPSHOT = 410,	/* init -> worker: the captured snapshot blob */
+	MSG_SBX_BASE = 411,	/* worker -> init, before SPEC: the key of the
+				 * kept base the job's snapshot is (persist.c) */
+	MSG_SBX_BASE_NEXT = 412,	/* worker -> init, after SNAPSHOT: the key
+				 * it was committed as, or empty: not committed */
 	/* 5xx: worker <-> its sandbox spawner. */
 	MSG_SPAWN_REQ = 500,	/* worker -> spawner: empty, clone an init */
 	MSG_SPAWN_DONE = 501,	/* spawner -> worker: struct msg_spawn_done (+ ctl fd) */

@@ -932,6 +932,23 @@ sandbox_path_normalise(const char *p, size_t n, char *out, const char *field,
 	return 0;
 }
 
+int
+payload_sandbox_path_normalise(const char *in, size_t len, char *out,
+    const char *field, struct err *e)
+{
+	if (memchr(in, '\0', len) != NULL)
+		return err_set(e, -EINVAL, "field '%s': contains a NUL byte", field);
+	return sandbox_path_normalise(in, len, out, field, e);
+}
+
+const char *
+payload_pattern_unalias(const char *p)
+{
+	if (alias_len(p, strlen(p), true) == 0)
+		return p;
+	return p[10] != '\0' ? p + 10 : "/";
+}
+
 /* True if the sandbox path s would lose its first component to the alias. */
 static bool
 path_needs_alias(const char *s)

@@ -280,6 +280,21 @@ bool payload_id_valid(const char *s, size_t len);
  */
 int payload_path_normalise(const char *in, size_t len, char *out,
     const char *field, struct err *e);
+/*
+ * The same for a path of the sandbox's tree (files, fs.* path), which may
+ * also name the root as /workspace: "a/b", "/a/b", "/workspace/a/b" and
+ * "workspace/a/b" are all "a/b"; the root is "". Exactly what decoding a job
+ * gives, so a client that builds a struct job uses it on what its caller
+ * wrote. Returns 0 or -EINVAL with e set.
+ */
+int payload_sandbox_path_normalise(const char *in, size_t len, char *out,
+    const char *field, struct err *e);
+/*
+ * A path rule's pattern as decoding gives it: one leading "/workspace"
+ * dropped ("/workspace" alone is "/"); anything else as written. Returns a
+ * pointer into p, or the static "/" (never NULL).
+ */
+const char *payload_pattern_unalias(const char *p);
 
 const char *job_op_name(enum job_op op);
 const char *job_preset_name(enum job_preset p);

@@ -55,7 +55,7 @@ void sandbox_init_main(const struct sandbox_conf *conf, int ctl)
  * In the child, with the worker's run_dir as the current folder: builds the
  * whole read-only root on its root/ folder and pivots into it.
  */
-int mount_build_root(struct err *e);
+int mount_build_root(bool base, struct err *e);
 /* In the child, per job: size-capped /workspace, /tmp and /dev/shm. */
 int mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
     uint64_t extra_inodes, struct err *e);
@@ -65,18 +65,28 @@ int mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
 int image_build_etc(const char *run_dir, struct err *e);
 
 /*
- * persist.c, in a persistent sandbox's init. persist_materialise() mounts
- * /workspace (sized for the snapshot in snapfd plus the job's limits),
- * writes the snapshot into it under the job's path rules (read-only bind
- * mounts below write), and for sh jobs applies the saved session to j (cwd,
- * env, the EXIT trap that saves the next one). persist_capture() reads
- * /workspace back against the same snapshot and rules, adds the tool call
- * record rec (JSON from the worker) and the session, and sends the worker
- * MSG_SBX_CHANGES then MSG_SBX_SNAPSHOT. Both 0 or -errno with e.
+ * persist.c, in a persistent sandbox's init. persist_materialise() makes
+ * /workspace from the snapshot in snapfd under the job's path rules
+ * (read-only bind mounts below write): as an overlay on the worker's kept
+ * base (ps) when the base holds that snapshot or can be rebuilt to, else
+ * written out on a tmpfs; for sh jobs it applies the saved session to j
+ * (cwd, env, the EXIT trap that saves the next one). persist_capture()
+ * reads back what the job changed against the same snapshot and rules,
+ * adds the tool call record rec (JSON from the worker) and the session,
+ * sends the worker MSG_SBX_CHANGES then MSG_SBX_SNAPSHOT, and on an
+ * overlay waits for MSG_SBX_BASE_NEXT to bring the base up to the commit.
+ * Both 0 or -errno with e.
  */
-int persist_materialise(int snapfd, struct job *j, struct err *e);
-int persist_capture(int ctl, int snapfd, const struct job *j, const void *rec,
-    size_t reclen, struct err *e);
+struct persist {
+	int basefd;		/* run_dir/base, opened before pivot_root; -1: none */
+	char *key;		/* MSG_SBX_BASE: the base this job wants; NULL: none */
+	int treefd;		/* base/tree, once known to hold key; else -1 */
+	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */
+};
+
+int persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e);
+int persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
+    const void *rec, size_t reclen, struct err *e);
 
 /*** limits.c ***/
 

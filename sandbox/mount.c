@@ -155,7 +155,7 @@ build_dev(struct err *e)
 }
 
 int
-mount_build_root(struct err *e)
+mount_build_root(bool base, struct err *e)
 {
 	/*
 	 * Relative to run_dir, init's current folder (entered before it took
@@ -185,6 +185,14 @@ mount_build_root(struct err *e)
 	    mk_dir("dev", 0755, e) < 0 || mk_dir("tmp", 01777, e) < 0 ||
 	    mk_dir("workspace", 0755, e) < 0)
 		return e->code;
+	/*
+	 * The worker's kept base under /workspace, where every job's own
+	 * /workspace will cover it: an overlay can only take a layer from a
+	 * mount of its own namespace (persist.c).
+	 */
+	if (base && (rc = do_mount("../base", "workspace", NULL, MS_BIND | MS_NOSUID |
+	    MS_NODEV | MS_NOEXEC, NULL, e)) < 0)
+		return rc;
 	if ((rc = build_dev(e)) < 0)
 		return rc;
 	/* We are pid 1 of the new pid namespace: this procfs shows only it. */

@@ -29,11 +29,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -88,6 +91,47 @@ snapshot_open(int snapfd, struct agentfs **fs, struct err *e)
 	return rc;
 }
 
+/* A snapshot read in place, without a copy: private pages of its memfd. */
+struct snapview {
+	struct agentfs *fs;
+	void *map;
+	size_t len;
+};
+
+static int
+snapshot_view(int fd, struct snapview *v, struct err *e)
+{
+	struct stat st;
+	int rc;
+
+	v->fs = NULL;
+	v->map = MAP_FAILED;
+	if (fstat(fd, &st) < 0)
+		return err_set(e, -errno, "snapshot: %s", strerror(errno));
+	if (st.st_size <= 0 || (uint64_t)st.st_size > AGENTFS_BLOB_MAX)
+		return err_set(e, -EBADMSG, "snapshot: bad size %lld", (long long)st.st_size);
+	v->len = (size_t)st.st_size;
+	/* Private and writable: SQLite's own page writes stay ours. */
+	v->map = mmap(NULL, v->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	if (v->map == MAP_FAILED)
+		return err_set(e, -errno, "snapshot: mmap: %s", strerror(errno));
+	if ((rc = agentfs_open_inplace(v->map, v->len, v->len, &v->fs, e)) < 0) {
+		munmap(v->map, v->len);
+		v->map = MAP_FAILED;
+	}
+	return rc;
+}
+
+static void
+snapshot_view_close(struct snapview *v)
+{
+	agentfs_close(v->fs);
+	v->fs = NULL;
+	if (v->map != MAP_FAILED)
+		munmap(v->map, v->len);
+	v->map = MAP_FAILED;
+}
+
 static int
 rules_compile(const struct job *j, struct perms *p, struct err *e)
 {
@@ -109,36 +153,266 @@ rules_compile(const struct job *j, struct perms *p, struct err *e)
 	return rc;
 }
 
-/*** Materialise ***/
+/*** Marks: the bind mounts path rules need ***/
 
+/* Marks as text, one "L /path\n" per entry (L the level's digit); names
+ * hold no control character, so a line is a path. */
 struct marks {
-	unsigned mounts;
+	char *buf;
+	size_t len;
+	unsigned n;
 	struct err *e;
 };
 
-/* Binds one subtree over itself, read-only or read-write by its level. */
+/* Records one mark; they are mounted once /workspace stands. */
 static int
 mark_cb(const char *path, enum perm_level level, enum agentfs_kind kind, void *arg)
 {
 	struct marks *mk = arg;
-	unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
-	char where[AGENTFS_PATH_MAX + 16];
+	char *line = NULL;
+	int n;
 
 	if (kind == AGENTFS_SYMLINK)
 		return 0;	/* cannot be a mount point; enforced at commit */
-	if (++mk->mounts > PERSIST_MOUNTS_MAX)
+	if (++mk->n > PERSIST_MOUNTS_MAX)
 		return err_set(mk->e, -E2BIG, "path rules: more than %d paths need "
 		    "their own protection; use broader rules", PERSIST_MOUNTS_MAX);
-	snprintf(where, sizeof(where), "/workspace%s", strcmp(path, "/") == 0 ? "" : path);
-	if (mount(where, where, NULL, MS_BIND, NULL) < 0)
-		return err_set(mk->e, -errno, "path rules: bind %s: %s", path, strerror(errno));
-	if (level < PERM_WRITE)
-		flags |= MS_RDONLY;
-	if (mount(NULL, where, NULL, flags, NULL) < 0)
-		return err_set(mk->e, -errno, "path rules: protect %s: %s", path,
-		    strerror(errno));
+	n = xasprintf(&line, "%d %s\n", (int)level, path);
+	mk->buf = xreallocarray(mk->buf, mk->len + (size_t)n + 1, 1);
+	memcpy(mk->buf + mk->len, line, (size_t)n + 1);
+	mk->len += (size_t)n;
+	free(line);
 	return 0;
 }
+
+/* Binds each marked subtree of /workspace over itself, read-only or
+ * read-write by its level, parents first (the order they were recorded). */
+static int
+marks_mount(const char *buf, size_t len, struct err *e)
+{
+	char where[AGENTFS_PATH_MAX + 16];
+
+	for (size_t off = 0; off < len;) {
+		const char *line = buf + off, *nl = memchr(line, '\n', len - off);
+		unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
+		size_t l = nl ? (size_t)(nl - line) : len - off, plen = l - 2;
+
+		if (l < 3 || line[0] < '0' || line[0] > '9' || line[1] != ' ' ||
+		    line[2] != '/' || plen > AGENTFS_PATH_MAX)
+			return err_set(e, -EBADMSG, "path rules: bad mark record");
+		off += l + 1;
+		/* "/" is /workspace itself. */
+		snprintf(where, sizeof(where), "/workspace%.*s", plen == 1 ? 0 : (int)plen,
+		    line + 2);
+		if (line[0] - '0' < (int)PERM_WRITE)
+			flags |= MS_RDONLY;
+		if (mount(where, where, NULL, MS_BIND, NULL) < 0)
+			return err_set(e, -errno, "path rules: bind %s: %s", where + 10,
+			    strerror(errno));
+		if (mount(NULL, where, NULL, flags, NULL) < 0)
+			return err_set(e, -errno, "path rules: protect %s: %s", where + 10,
+			    strerror(errno));
+	}
+	return 0;
+}
+
+/*** The kept base ***/
+
+/*
+ * run_dir/base, a tmpfs of the worker's that outlives each sandbox, keeps
+ * the last snapshot this worker materialised, under the rules of the job
+ * it was for, as the lower layer of the next job's /workspace:
+ *   tree/   the snapshot materialised (workspace_materialise_rules())
+ *   marks   its mark records (struct marks)
+ *   cwd, env  its saved shell session
+ *   state   "KEY\nBYTES ENTRIES\n": which snapshot under which rules
+ *           (the worker's key), and its size for the tmpfs above it
+ * state is written last (renamed into place) and removed first: a base
+ * without it is rebuilt, so one left half written by a killed init is
+ * never used. Only inits write it, one at a time (the worker runs one
+ * sandbox's job at a time, and waits for an updating init to exit).
+ */
+
+/* Writes name under dirfd atomically: a temporary file renamed over it. */
+static int
+base_put(int dirfd, const char *name, const void *data, size_t len, struct err *e)
+{
+	char tmp[64];
+	int fd, rc;
+
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(e, -errno, "base: %s: %s", name, strerror(errno));
+	rc = write_all(fd, data, len);
+	close(fd);
+	if (rc < 0 || renameat(dirfd, tmp, dirfd, name) < 0)
+		return err_set(e, rc < 0 ? rc : -errno, "base: %s: %s", name,
+		    strerror(rc < 0 ? -rc : errno));
+	return 0;
+}
+
+/* Reads name under dirfd (at most max bytes) into a NUL-terminated buffer. */
+static char *
+base_get(int dirfd, const char *name, size_t max, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	size_t n = 0;
+	ssize_t r;
+	int fd;
+
+	*len = 0;
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		return NULL;
+	}
+	buf = xmalloc((size_t)st.st_size + 1);
+	while (n < (size_t)st.st_size && (r = read(fd, buf + n, (size_t)st.st_size - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+/* Whether the base holds key; its size then in *bytes and *entries. */
+static bool
+base_holds(const struct persist *ps, const char *key, uint64_t *bytes,
+    uint64_t *entries)
+{
+	size_t len, klen = strlen(key);
+	char *st = base_get(ps->basefd, "state", 4096, &len);
+	bool ok;
+	unsigned long long b, n;
+
+	ok = st != NULL && len > klen && memcmp(st, key, klen) == 0 && st[klen] == '\n' &&
+	    sscanf(st + klen + 1, "%llu %llu", &b, &n) == 2;
+	free(st);
+	if (ok) {
+		*bytes = b;
+		*entries = n;
+	}
+	return ok;
+}
+
+/* Saves what a job on the base needs besides the tree: session, state. */
+static int
+base_seal(const struct persist *ps, struct agentfs *fs, const char *key,
+    struct err *e)
+{
+	struct err ignore = { 0 };
+	uint64_t bytes = 0, entries = 0;
+	const char *names[] = { "cwd", "env" };
+	char *state = NULL;
+	int rc = 0, n;
+
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		void *val = NULL;
+		size_t len = 0;
+
+		if (agentfs_session_get(fs, names[i], &val, &len, &ignore) < 0)
+			len = 0;
+		rc = base_put(ps->basefd, names[i], val != NULL ? val : "", len, e);
+		free(val);
+	}
+	if (rc == 0)
+		rc = agentfs_usage(fs, &bytes, &entries, e);
+	if (rc < 0)
+		return rc;
+	n = xasprintf(&state, "%s\n%llu %llu\n", key, (unsigned long long)bytes,
+	    (unsigned long long)entries);
+	rc = base_put(ps->basefd, "state", state, (size_t)n, e);
+	free(state);
+	return rc;
+}
+
+/* Empties base/tree, or creates it. */
+static int
+base_clear(struct persist *ps, struct err *e)
+{
+	int rc;
+
+	if (ps->treefd >= 0)
+		close(ps->treefd);
+	ps->treefd = -1;
+	if ((rc = workspace_remove_at(ps->basefd, "tree", e)) < 0)
+		return rc;
+	if (mkdirat(ps->basefd, "tree", 0755) < 0)
+		return err_set(e, -errno, "base: mkdir tree: %s", strerror(errno));
+	ps->treefd = openat(ps->basefd, "tree", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	if (ps->treefd < 0)
+		return err_set(e, -errno, "base: open tree: %s", strerror(errno));
+	return 0;
+}
+
+/* Materialises fs into an emptied base under p, then seals it as key. */
+static int
+base_rebuild(struct persist *ps, struct agentfs *fs, const struct perms *p,
+    struct marks *mk, const char *key, struct err *e)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	int rc;
+
+	(void)unlinkat(ps->basefd, "state", 0);
+	if ((rc = base_clear(ps, e)) < 0 ||
+	    (rc = workspace_materialise_rules(fs, ps->treefd, &lim, p, mark_cb, mk, e)) < 0 ||
+	    (rc = base_put(ps->basefd, "marks", mk->buf ? mk->buf : "", mk->len, e)) < 0)
+		return rc;
+	return base_seal(ps, fs, key, e);
+}
+
+/*
+ * /workspace as an overlay: the base's tree below, the job's writes on a
+ * fresh tmpfs above (its upper layer kept open in ps for the capture). The
+ * tmpfs is mounted on /workspace first and the overlay over it, so the
+ * layers' folders are out of the job's reach. Returns 1 when the overlay
+ * stands, 0 when this kernel cannot do it (no user xattrs on tmpfs, no
+ * overlayfs in a user namespace: the caller materialises /workspace
+ * itself), or -errno.
+ */
+static int
+overlay_mount(struct persist *ps, const struct job_limits *l, uint64_t bytes,
+    uint64_t entries, struct err *e)
+{
+	char opts[128];
+	int fd, rc;
+
+	/* The tree through the base's mount under /workspace, before the
+	 * job's tmpfs covers it: a layer must be a mount of this namespace. */
+	fd = open("/workspace/tree", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, -errno, "overlay: open the base: %s", strerror(errno));
+	close(ps->treefd);
+	ps->treefd = fd;
+	if ((rc = mount_job_tmpfs(l, bytes + entries * 4096, entries, e)) < 0)
+		return rc;
+	if (mkdir("/workspace/.u", 0755) < 0 || mkdir("/workspace/.w", 0755) < 0)
+		return err_set(e, -errno, "overlay: mkdir: %s", strerror(errno));
+	/* An overlay in a user namespace keeps its whiteouts and opaque
+	 * folders in user xattrs of the upper layer. */
+	if (setxattr("/workspace/.w", "user.sandq", "1", 1, 0) < 0)
+		goto out_plain;
+	snprintf(opts, sizeof(opts), "lowerdir=/proc/self/fd/%d,upperdir=/workspace/.u,"
+	    "workdir=/workspace/.w,userxattr", ps->treefd);
+	if ((ps->upperfd = open("/workspace/.u", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
+		return err_set(e, -errno, "overlay: open upper: %s", strerror(errno));
+	if (mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, opts) == 0)
+		return 1;
+	close(ps->upperfd);
+	ps->upperfd = -1;
+out_plain:
+	if (rmdir("/workspace/.u") < 0 || rmdir("/workspace/.w") < 0)
+		return err_set(e, -errno, "overlay: rmdir: %s", strerror(errno));
+	return 0;
+}
+
+/*** Materialise ***/
 
 /* Splits a saved "K=V\0K=V\0" environment into the job's env array. */
 static void
@@ -160,60 +434,110 @@ session_env_apply(struct job *j, const char *buf, size_t len)
 	}
 }
 
+/* The saved session (cwd, env: owned, may be NULL) applied to an sh job. */
+static void
+session_apply(struct job *j, char *cwd, size_t cwdlen, const char *env, size_t envlen)
+{
+	struct stat st;
+
+	/* A directory that is gone (or was in /tmp) means /workspace. */
+	if (j->cwd == NULL && cwd != NULL && cwdlen > 0 && cwdlen <= JOB_PATH_MAX &&
+	    cwd[0] == '/' && strlen(cwd) == cwdlen && stat(cwd, &st) == 0 &&
+	    S_ISDIR(st.st_mode)) {
+		j->cwd = cwd;
+		cwd = NULL;
+	}
+	free(cwd);
+	if (j->env == NULL && env != NULL && envlen > 0)
+		session_env_apply(j, env, envlen);
+	if (j->persist && j->argc == 3) {
+		char *s = NULL;
+
+		xasprintf(&s, "%s%s", session_trap, j->argv[2]);
+		free(j->argv[2]);
+		j->argv[2] = s;
+	}
+}
+
 int
-persist_materialise(int snapfd, struct job *j, struct err *e)
+persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e)
 {
 	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
 	struct agentfs *fs = NULL;
 	struct perms p = { 0 };
 	uint64_t bytes = 0, entries = 0;
 	struct marks mk = { .e = e };
+	char *cwd = NULL, *env = NULL;
+	size_t cwdlen = 0, envlen = 0;
+	bool mounted = false;
 	int rc, wsfd = -1;
 
-	if ((rc = snapshot_open(snapfd, &fs, e)) < 0)
-		return rc;
 	if ((rc = rules_compile(j, &p, e)) < 0)
 		goto out;
-	if ((rc = agentfs_usage(fs, &bytes, &entries, e)) < 0)
-		goto out;
-	/* The snapshot, plus the job's own disk and inode allowance. */
-	if ((rc = mount_job_tmpfs(&j->limits, bytes + entries * 4096, entries, e)) < 0)
-		goto out;
-	wsfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (wsfd < 0) {
-		rc = err_set(e, -errno, "open /workspace: %s", strerror(errno));
-		goto out;
+	if (ps->basefd >= 0 && ps->key != NULL) {
+		if (base_holds(ps, ps->key, &bytes, &entries)) {
+			ps->treefd = openat(ps->basefd, "tree", O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+			mk.buf = base_get(ps->basefd, "marks", (size_t)PERSIST_MOUNTS_MAX *
+			    (AGENTFS_PATH_MAX + 4), &mk.len);
+		}
+		if (ps->treefd < 0 || mk.buf == NULL) {
+			free(mk.buf);
+			mk = (struct marks){ .e = e };
+			if ((rc = snapshot_open(snapfd, &fs, e)) < 0 ||
+			    (rc = base_rebuild(ps, fs, &p, &mk, ps->key, e)) < 0 ||
+			    (rc = agentfs_usage(fs, &bytes, &entries, e)) < 0)
+				goto out;
+		}
+		if ((rc = overlay_mount(ps, &j->limits, bytes, entries, e)) < 0)
+			goto out;
+		mounted = true;
+		if (rc == 1 && j->op == OP_SH) {
+			cwd = base_get(ps->basefd, "cwd", JOB_PATH_MAX, &cwdlen);
+			env = base_get(ps->basefd, "env", SESSION_MAX, &envlen);
+		}
 	}
-	if ((rc = workspace_materialise_rules(fs, wsfd, &lim, &p, mark_cb, &mk, e)) < 0)
+	if (ps->upperfd < 0) {
+		/* No kept base (or no overlay here): the snapshot itself. */
+		free(mk.buf);
+		mk = (struct marks){ .e = e };
+		if (fs == NULL && (rc = snapshot_open(snapfd, &fs, e)) < 0)
+			goto out;
+		if ((rc = agentfs_usage(fs, &bytes, &entries, e)) < 0)
+			goto out;
+		/* The snapshot, plus the job's own disk and inode allowance. */
+		if (!mounted &&
+		    (rc = mount_job_tmpfs(&j->limits, bytes + entries * 4096, entries, e)) < 0)
+			goto out;
+		wsfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (wsfd < 0) {
+			rc = err_set(e, -errno, "open /workspace: %s", strerror(errno));
+			goto out;
+		}
+		if ((rc = workspace_materialise_rules(fs, wsfd, &lim, &p, mark_cb, &mk, e)) < 0)
+			goto out;
+		if (j->op == OP_SH) {
+			void *v = NULL;
+			struct err ignore = { 0 };
+
+			if (agentfs_session_get(fs, "cwd", &v, &cwdlen, &ignore) == 0)
+				cwd = v;
+			v = NULL;
+			if (agentfs_session_get(fs, "env", &v, &envlen, &ignore) == 0)
+				env = v;
+		}
+	}
+	if ((rc = marks_mount(mk.buf, mk.len, e)) < 0)
 		goto out;
 	if (j->op == OP_SH) {
-		void *val = NULL;
-		size_t len = 0;
-		struct err ignore = { 0 };
-
-		struct stat st;
-
-		/* A directory that is gone (or was in /tmp) means /workspace. */
-		if (j->cwd == NULL && agentfs_session_get(fs, "cwd", &val, &len, &ignore) == 0 &&
-		    len > 0 && len <= JOB_PATH_MAX && ((char *)val)[0] == '/' &&
-		    strlen(val) == len && stat(val, &st) == 0 && S_ISDIR(st.st_mode)) {
-			j->cwd = val;
-			val = NULL;
-		}
-		free(val);
-		val = NULL;
-		if (j->env == NULL && agentfs_session_get(fs, "env", &val, &len, &ignore) == 0)
-			session_env_apply(j, val, len);
-		free(val);
-		if (j->persist && j->argc == 3) {
-			char *s = NULL;
-
-			xasprintf(&s, "%s%s", session_trap, j->argv[2]);
-			free(j->argv[2]);
-			j->argv[2] = s;
-		}
+		session_apply(j, cwd, cwdlen, env, envlen);
+		cwd = NULL;
 	}
+	rc = 0;
 out:
+	free(cwd);
+	free(env);
+	free(mk.buf);
 	if (wsfd >= 0)
 		close(wsfd);
 	perms_free(&p);
@@ -360,64 +684,266 @@ send_changes(int ctl, const struct workspace_changes *ch)
 	return rc;
 }
 
-int
-persist_capture(int ctl, int snapfd, const struct job *j, const void *rec,
+/*** Shipping the new snapshot ***/
+
+#define SNAP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+
+/* Trims the memfd to len and seals it: the worker may keep it as it is. */
+static int
+snap_seal(int fd, size_t len, struct err *e)
+{
+	if (ftruncate(fd, (off_t)len) < 0 || fcntl(fd, F_ADD_SEALS, SNAP_SEALS) < 0)
+		return err_set(e, -errno, "snapshot: seal: %s", strerror(errno));
+	return 0;
+}
+
+/* A new sealed memfd holding fs's image (one copy). */
+static int
+snap_ship_copy(struct agentfs *fs, int *fdp, size_t *lenp, struct err *e)
+{
+	const void *blob;
+	size_t len;
+	int fd, rc;
+
+	if ((rc = agentfs_blob_view(fs, &blob, &len, e)) < 0)
+		return rc;
+	fd = memfd_create("snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return err_set(e, -errno, "snapshot: memfd: %s", strerror(errno));
+	if ((rc = write_all(fd, blob, len)) < 0) {
+		close(fd);
+		return err_set(e, rc, "snapshot: write: %s", strerror(-rc));
+	}
+	if ((rc = snap_seal(fd, len, e)) < 0) {
+		close(fd);
+		return rc;
+	}
+	*fdp = fd;
+	*lenp = len;
+	return 0;
+}
+
+/*
+ * The head copied into a new memfd with room to grow, mapped shared and
+ * opened in place: the new snapshot is made right where the worker will
+ * read it, without a copy at the end.
+ */
+struct building {
+	int fd;
+	void *map;
+	size_t cap;
+};
+
+static int
+build_open(int snapfd, size_t room, struct building *b, struct agentfs **fs,
+    struct err *e)
+{
+	struct stat st;
+	size_t got = 0;
+	ssize_t n;
+
+	if (fstat(snapfd, &st) < 0 || st.st_size <= 0)
+		return err_set(e, -EBADMSG, "snapshot: bad size");
+	b->cap = (size_t)st.st_size + room;
+	if (b->cap > AGENTFS_BLOB_MAX)
+		b->cap = AGENTFS_BLOB_MAX;
+	b->fd = memfd_create("snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (b->fd < 0)
+		return err_set(e, -errno, "snapshot: memfd: %s", strerror(errno));
+	/* Copied in the kernel, page by page; then mapped with every page
+	 * present, so SQLite takes no fault per page. */
+	while (got < (size_t)st.st_size) {
+		loff_t in = (loff_t)got;
+
+		n = copy_file_range(snapfd, &in, b->fd, NULL, (size_t)st.st_size - got, 0);
+		if (n <= 0)
+			return err_set(e, n < 0 ? -errno : -EBADMSG, "snapshot: copy: %s",
+			    n < 0 ? strerror(errno) : "short");
+		got += (size_t)n;
+	}
+	if (ftruncate(b->fd, (off_t)b->cap) < 0)
+		return err_set(e, -errno, "snapshot: memfd: %s", strerror(errno));
+	b->map = mmap(NULL, b->cap, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+	if (b->map == MAP_FAILED)
+		return err_set(e, -errno, "snapshot: mmap: %s", strerror(errno));
+	(void)madvise(b->map, got, MADV_POPULATE_WRITE);
+	return agentfs_open_inplace(b->map, got, b->cap, fs, e);
+}
+
+static void
+build_close(struct building *b)
+{
+	if (b->map != MAP_FAILED)
+		munmap(b->map, b->cap);
+	if (b->fd >= 0)
+		close(b->fd);
+	b->map = MAP_FAILED;
+	b->fd = -1;
+}
+
+/* Adds the job's record and, for sh, the session it saved. */
+static int
+capture_finish(struct agentfs *out, const struct job *j, const void *rec,
     size_t reclen, struct err *e)
 {
-	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
-	struct workspace_changes ch = { 0 };
-	struct agentfs *base = NULL, *out = NULL;
-	struct perms p = { 0 };
-	void *blob = NULL;
-	size_t bloblen = 0;
-	int rc, wsfd = -1;
+	char *cwd = NULL, *env = NULL;
+	size_t envlen = 0;
+	int rc;
 
-	if ((rc = snapshot_open(snapfd, &base, e)) < 0)
+	if ((rc = call_add(out, rec, reclen, e)) < 0 || j->op != OP_SH)
 		return rc;
+	if (session_read(&cwd, &env, &envlen) == 0 &&
+	    (rc = agentfs_session_set(out, "cwd", cwd, strlen(cwd), e)) == 0)
+		rc = agentfs_session_set(out, "env", env, envlen, e);
+	free(cwd);
+	free(env);
+	return rc;
+}
+
+/*
+ * An overlay's capture, made in place in a new memfd (struct building).
+ * The room is what the upper layer holds, three times over (a chunk row
+ * costs more than its bytes), plus the record and session; should the new
+ * image outgrow it anyway, the capture is made again on a growable copy.
+ * Returns the sealed memfd in *fdp.
+ */
+static int
+capture_overlay(struct persist *ps, int wsfd, int snapfd, const struct perms *p,
+    const struct job *j, const void *rec, size_t reclen,
+    struct workspace_changes *ch, int *fdp, size_t *lenp, struct err *e)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct building b = { .fd = -1, .map = MAP_FAILED, .cap = 0 };
+	struct agentfs *fs = NULL;
+	struct statfs sf;
+	const void *img;
+	size_t room = (size_t)32 << 20;
+	int rc;
+
+	if (fstatfs(ps->upperfd, &sf) == 0)
+		room += 3 * (size_t)(sf.f_blocks - sf.f_bfree) * (size_t)sf.f_bsize;
+	if ((rc = build_open(snapfd, room, &b, &fs, e)) == 0 &&
+	    (rc = workspace_capture_overlay(wsfd, ps->upperfd, fs, &lim, p, ch, e)) == 0 &&
+	    (rc = capture_finish(fs, j, rec, reclen, e)) == 0)
+		rc = agentfs_blob_view(fs, &img, lenp, e);
+	agentfs_close(fs);
+	fs = NULL;
+	if (rc == 0) {
+		/* Sealing needs the writable map gone. */
+		munmap(b.map, b.cap);
+		b.map = MAP_FAILED;
+		if ((rc = snap_seal(b.fd, *lenp, e)) == 0) {
+			*fdp = b.fd;
+			return 0;
+		}
+	}
+	build_close(&b);
+	if (rc != -ENOSPC)
+		return rc;
+	workspace_changes_free(ch);
+	err_clear(e);
+	if ((rc = snapshot_open(snapfd, &fs, e)) == 0 &&
+	    (rc = workspace_capture_overlay(wsfd, ps->upperfd, fs, &lim, p, ch, e)) == 0 &&
+	    (rc = capture_finish(fs, j, rec, reclen, e)) == 0)
+		rc = snap_ship_copy(fs, fdp, lenp, e);
+	agentfs_close(fs);
+	return rc;
+}
+
+/* A capture of the whole of /workspace (no overlay), against a view of the
+ * head; returns the sealed memfd in *fdp. */
+static int
+capture_plain(int wsfd, int snapfd, const struct perms *p, const struct job *j,
+    const void *rec, size_t reclen, struct workspace_changes *ch, int *fdp,
+    size_t *lenp, struct err *e)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct snapview v;
+	struct agentfs *out = NULL;
+	int rc;
+
+	if ((rc = snapshot_view(snapfd, &v, e)) == 0 &&
+	    (rc = workspace_capture_rules(wsfd, v.fs, &lim, p, &out, ch, e)) == 0 &&
+	    (rc = capture_finish(out, j, rec, reclen, e)) == 0)
+		rc = snap_ship_copy(out, fdp, lenp, e);
+	agentfs_close(out);
+	snapshot_view_close(&v);
+	return rc;
+}
+
+/*
+ * After the worker committed the new snapshot (fd) as key
+ * (MSG_SBX_BASE_NEXT with the key; empty: not committed), brings the base
+ * up to it: the lower tree takes the changes ch made, and the base is
+ * sealed as key. Failures only leave the base unsealed (rebuilt next time).
+ * The overlay above the tree is spent: the job is gone, and init exits
+ * (its mount namespace with it) once this is done.
+ */
+static void
+base_advance(int ctl, struct persist *ps, int fd, const struct workspace_changes *ch)
+{
+	struct err e = { 0 };
+	struct snapview v;
+	struct msg m;
+	char *key;
+
+	msg_init(&m);
+	if (msg_recv(ctl, &m, MSG_MAX) <= 0 || m.hdr.type != MSG_SBX_BASE_NEXT ||
+	    m.len == 0 || memchr(m.data, '\n', m.len) != NULL) {
+		msg_clear(&m);
+		return;		/* not committed: the base still holds the old head */
+	}
+	key = xmemdup0(m.data, m.len);
+	msg_clear(&m);
+	(void)unlinkat(ps->basefd, "state", 0);
+	if (snapshot_view(fd, &v, &e) == 0 && workspace_apply(v.fs, ps->treefd, ch, &e) == 0)
+		(void)base_seal(ps, v.fs, key, &e);
+	snapshot_view_close(&v);
+	free(key);
+}
+
+int
+persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
+    const void *rec, size_t reclen, struct err *e)
+{
+	struct workspace_changes ch = { 0 };
+	struct perms p = { 0 };
+	uint64_t len64;
+	size_t len = 0;
+	int rc, wsfd, fd = -1;
+
 	if ((rc = rules_compile(j, &p, e)) < 0)
-		goto out;
+		return rc;
 	wsfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (wsfd < 0) {
 		rc = err_set(e, -errno, "open /workspace: %s", strerror(errno));
 		goto out;
 	}
-	if ((rc = workspace_capture_rules(wsfd, base, &lim, &p, &out, &ch, e)) < 0)
+	rc = ps->upperfd >= 0 ?
+	    capture_overlay(ps, wsfd, snapfd, &p, j, rec, reclen, &ch, &fd, &len, e) :
+	    capture_plain(wsfd, snapfd, &p, j, rec, reclen, &ch, &fd, &len, e);
+	if (rc < 0)
 		goto out;
-	agentfs_close(base);
-	base = NULL;
-	if ((rc = call_add(out, rec, reclen, e)) < 0)
-		goto out;
-	if (j->op == OP_SH) {
-		char *cwd = NULL, *env = NULL;
-		size_t envlen = 0;
-
-		if (session_read(&cwd, &env, &envlen) == 0 &&
-		    ((rc = agentfs_session_set(out, "cwd", cwd, strlen(cwd), e)) < 0 ||
-		    (rc = agentfs_session_set(out, "env", env, envlen, e)) < 0)) {
-			free(cwd);
-			free(env);
-			goto out;
-		}
-		free(cwd);
-		free(env);
-	}
-	if ((rc = agentfs_to_blob(out, &blob, &bloblen, e)) < 0)
-		goto out;
-	if (bloblen > MSG_BLOB_MAX) {
+	if (len > MSG_BLOB_MAX) {
 		rc = err_set(e, -EFBIG, "the new snapshot is %zu bytes, over the %u-byte "
-		    "limit", bloblen, MSG_BLOB_MAX);
+		    "limit", len, MSG_BLOB_MAX);
 		goto out;
 	}
+	/* The sealed memfd itself goes to the worker, which keeps it. */
+	len64 = len;
 	if ((rc = send_changes(ctl, &ch)) < 0 ||
-	    (rc = msg_send(ctl, MSG_SBX_SNAPSHOT, 0, blob, bloblen, -1)) < 0)
+	    (rc = msg_send(ctl, MSG_SBX_SNAPSHOT, 0, &len64, sizeof(len64), fd)) < 0) {
 		err_set(e, rc, "hand the snapshot over: %s", strerror(-rc));
+		goto out;
+	}
+	if (ps->upperfd >= 0)
+		base_advance(ctl, ps, fd, &ch);
 out:
-	free(blob);
+	if (fd >= 0)
+		close(fd);
 	if (wsfd >= 0)
 		close(wsfd);
 	workspace_changes_free(&ch);
 	perms_free(&p);
-	agentfs_close(out);
-	agentfs_close(base);
 	return rc;
 }

@@ -56,6 +56,7 @@
 #define CPU_CHECK_MS 50		/* how often the job's cgroup CPU time is read */
 #define NOTIFY_BATCH 64		/* refused calls answered per wake-up at most */
 #define CAPTURE_TIMEOUT_MS 120000	/* reading a workspace back, at most */
+#define BASE_UPDATE_TIMEOUT_MS 30000	/* bringing the kept base up, at most */
 
 struct sandbox {
 	pid_t init_pid;		/* pid 1 of the sandbox (a child of the spawner) */
@@ -67,6 +68,7 @@ struct sandbox {
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
 	int notify;		/* the job filter's listener, -1 until init sends it */
+	bool updating;		/* init is bringing the kept base up to a commit */
 };
 
 /*** Init: runs inside the sandbox ***/
@@ -140,7 +142,7 @@ fail_kind(int rc)
  * to commit.
  */
 static void __attribute__((noreturn))
-init_commit(int ctl, int snapfd, const struct job *j)
+init_commit(int ctl, struct persist *ps, int snapfd, const struct job *j)
 {
 	struct err e = { 0 };
 	struct msg m;
@@ -150,7 +152,7 @@ init_commit(int ctl, int snapfd, const struct job *j)
 	rc = msg_recv(ctl, &m, MSG_MAX);
 	if (rc <= 0 || m.hdr.type != MSG_SBX_COMMIT)
 		_exit(0);
-	if ((rc = persist_capture(ctl, snapfd, j, m.data, m.len, &e)) < 0)
+	if ((rc = persist_capture(ctl, ps, snapfd, j, m.data, m.len, &e)) < 0)
 		init_fail(ctl, fail_kind(rc), &e);
 	_exit(0);
 }
@@ -158,7 +160,7 @@ init_commit(int ctl, int snapfd, const struct job *j)
 /* Runs one job in this sandbox and exits with it. */
 static void __attribute__((noreturn))
 init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
-    struct msg *m)
+    struct msg *m, struct persist *ps)
 {
 	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr,
 	    .cg_memory = conf->cg.version != CG_NONE };
@@ -176,7 +178,7 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	capture = snapfd >= 0 && j->persist;
 	if (snapfd >= 0) {
-		if ((rc = persist_materialise(snapfd, j, &e)) < 0)
+		if ((rc = persist_materialise(ps, snapfd, j, &e)) < 0)
 			init_fail(ctl, fail_kind(rc), &e);
 	} else if (mount_job_tmpfs(&j->limits, 0, 0, &e) < 0) {
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -239,7 +241,7 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 			/* Our exit kills the rest of the pid namespace. */
 			if (!capture)
 				_exit(0);
-			init_commit(ctl, snapfd, j);
+			init_commit(ctl, ps, snapfd, j);
 		}
 	}
 }
@@ -264,6 +266,7 @@ init_pipe(int ctl, uint8_t which, struct err *e)
 void
 sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 {
+	struct persist ps = { .basefd = -1, .treefd = -1, .upperfd = -1 };
 	struct err e = { 0 };
 	struct msg m;
 	int rc, out_wr, err_wr;
@@ -303,6 +306,13 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 	 * channel would be closed).
 	 */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The job shares our uid: it may not look into us (/proc/1/fd). */
+	prctl(PR_SET_DUMPABLE, 0);
+	/*
+	 * The worker's kept base (persist.c), reachable only through this
+	 * descriptor once the root is pivoted; none is fine (no reuse).
+	 */
+	ps.basefd = open("base", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	{
 		struct pollfd pfd = { .fd = ctl, .events = 0 };
 
@@ -311,7 +321,7 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 	}
 	if ((out_wr = init_pipe(ctl, 1, &e)) < 0 || (err_wr = init_pipe(ctl, 2, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (mount_build_root(&e) < 0)
+	if (mount_build_root(ps.basefd >= 0, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (ns_loopback_up(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -323,15 +333,41 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 		_exit(1);
 
 	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
+	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > 0 && m.len < 1024 &&
+	    memchr(m.data, '\n', m.len) == NULL) {
+		ps.key = xmemdup0(m.data, m.len);
+		rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
+	}
 	if (rc <= 0 || m.hdr.type != MSG_SBX_SPEC)
 		_exit(rc == 0 ? 0 : 1);	/* the worker is gone or confused */
-	init_run_job(conf, ctl, out_wr, err_wr, &m);
+	init_run_job(conf, ctl, out_wr, err_wr, &m, &ps);
 }
 
 /*** Prepare ***/
 
 /* The cgroup limits of the last job this worker ran. */
 static uint64_t last_memory, last_pids;
+
+/*
+ * run_dir/base: the kept base of persist.c, on its own tmpfs (it holds up
+ * to a whole workspace) owned by the sandboxes' uid, so each init, as that
+ * uid, can rebuild it, and nobody else on the host can read it.
+ */
+static int
+base_mount(const struct sandbox_conf *conf, struct err *e)
+{
+	char path[512], opts[160];
+
+	snprintf(path, sizeof(path), "%s/base", conf->run_dir);
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%u,mode=0700,uid=%u,gid=%u",
+	    (unsigned long long)SANDBOX_BASE_BYTES, SANDBOX_BASE_INODES,
+	    (unsigned)conf->host_uid, (unsigned)conf->host_uid);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+		return err_set(e, -errno, "mount %s: %s", path, strerror(errno));
+	return 0;
+}
 
 int
 sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
@@ -358,6 +394,8 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 	snprintf(path, sizeof(path), "%s/root", conf->run_dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
+	if ((rc = base_mount(conf, e)) < 0)
+		return rc;
 	if ((rc = image_build_etc(conf->run_dir, e)) < 0)
 		return rc;
 	cg_detect(&conf->cg);
@@ -715,7 +753,7 @@ kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now
 
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
-    size_t speclen, int snapfd, struct result *res)
+    size_t speclen, int snapfd, const char *base_key, struct result *res)
 {
 	const struct job_limits *l = &j->limits;
 	struct capture out = { .cap = l->output_bytes };
@@ -739,6 +777,12 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 	last_memory = l->memory_bytes;
 	last_pids = l->pids;
+	if (base_key != NULL &&
+	    (rc = msg_send(s->ctl, MSG_SBX_BASE, 0, base_key, strlen(base_key), -1)) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "cannot hand the job to its sandbox: %s", strerror(-rc));
+		goto out_finish;
+	}
 	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, snapfd)) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "cannot hand the job to its sandbox: %s", strerror(-rc));
@@ -895,16 +939,28 @@ changes_take(struct result *res, const uint8_t *p, size_t n)
 	res->changed_truncated = listed < hdr[0] + hdr[1] + hdr[2];
 }
 
+/* Whether fd is a memfd sealed against every change, of size len. */
+static bool
+snapshot_fd_ok(int fd, uint64_t len)
+{
+	int want = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+	int seals = fcntl(fd, F_GET_SEALS);
+	struct stat st;
+
+	return seals >= 0 && (seals & want) == want && fstat(fd, &st) == 0 &&
+	    S_ISREG(st.st_mode) && (uint64_t)st.st_size == len && len > 0;
+}
+
 int
 sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
-    size_t snaplen, void **blob, size_t *len, struct result *res)
+    size_t snaplen, int *snapfd, size_t *len, struct result *res)
 {
 	int64_t deadline = mono_ns() + (int64_t)CAPTURE_TIMEOUT_MS * 1000000;
 	struct err e = { 0 };
 	struct msg m;
 	int rc;
 
-	*blob = NULL;
+	*snapfd = -1;
 	*len = 0;
 	/*
 	 * The job is over and its processes are gone; the capture holds the
@@ -933,10 +989,19 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 		rc = msg_recv(s->ctl, &m, MSG_BLOB_MAX);
 		if (rc == 1 && m.hdr.type == MSG_SBX_CHANGES) {
 			changes_take(res, m.data, m.len);
-		} else if (rc == 1 && m.hdr.type == MSG_SBX_SNAPSHOT && m.len > 0) {
-			*blob = m.data;
-			*len = m.len;
-			m.data = NULL;
+		} else if (rc == 1 && m.hdr.type == MSG_SBX_SNAPSHOT &&
+		    m.len == sizeof(uint64_t) && m.fd >= 0) {
+			uint64_t n;
+
+			memcpy(&n, m.data, sizeof(n));
+			if (!snapshot_fd_ok(m.fd, n) || n > MSG_BLOB_MAX) {
+				result_set_error(res, ST_INTERNAL, "sandbox",
+				    "the sandbox handed over a snapshot that is not sealed");
+				break;
+			}
+			*snapfd = m.fd;
+			*len = (size_t)n;
+			m.fd = -1;
 			msg_clear(&m);
 			return 0;
 		} else if (rc == 1 && m.hdr.type == MSG_SBX_FAIL && m.len >= 1) {
@@ -959,6 +1024,15 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 	return -1;
 }
 
+void
+sandbox_commit_done(struct sandbox *s, const char *base_key)
+{
+	const char *k = base_key != NULL ? base_key : "";
+
+	if (msg_send(s->ctl, MSG_SBX_BASE_NEXT, 0, k, strlen(k), -1) == 0)
+		s->updating = base_key != NULL;
+}
+
 /*** Free ***/
 
 void
@@ -966,6 +1040,16 @@ sandbox_free(struct sandbox *s)
 {
 	if (s == NULL)
 		return;
+	/* Killed half way, the base would only be rebuilt: give it time. */
+	if (s->updating && s->pidfd >= 0) {
+		struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
+		int64_t end = mono_ns() + (int64_t)BASE_UPDATE_TIMEOUT_MS * 1000000;
+		int left;
+
+		while ((left = (int)((end - mono_ns()) / 1000000)) > 0 &&
+		    poll(&pfd, 1, left) < 0 && errno == EINTR)
+			;
+	}
 	init_kill(s);
 	init_wait(s);
 	if (s->ctl >= 0)

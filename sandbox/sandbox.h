@@ -30,6 +30,8 @@
 #include "cgroup.h"
 
 #define SANDBOX_UID 1000	/* the job's uid and gid inside the sandbox */
+#define SANDBOX_BASE_BYTES ((uint64_t)1 << 30)	/* tmpfs of a worker's kept base */
+#define SANDBOX_BASE_INODES 262144		/* its inodes */
 
 struct sandbox_conf {
 	const char *run_dir;	/* per-worker folder: etc/ image, root/ mountpoint */
@@ -66,20 +68,24 @@ int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
  * cpu_ms, max_rss_kb, started_at, finished_at, and error fields for
  * rejected/internal outcomes. snapfd (-1: none) is a sealed memfd holding
  * a persistent sandbox's head snapshot, materialised as /workspace under
- * the job's path rules (persist.c); it is not closed. The sandbox is spent
+ * the job's path rules (persist.c); it is not closed. base_key (NULL: none)
+ * names that snapshot under those rules for the worker's kept base: when
+ * the base holds it, /workspace is an overlay on it and nothing is
+ * written out. The sandbox is spent
  * afterwards, except that a job with j->persist whose process ended on its
  * own leaves init waiting for sandbox_capture().
  * Returns 0 when res describes the outcome (whatever it is); -errno only if
  * the worker itself failed (it then fills an internal result as well).
  */
 int sandbox_run(struct sandbox *sbx, const struct job *j, const void *spec,
-    size_t speclen, int snapfd, struct result *res);
+    size_t speclen, int snapfd, const char *base_key, struct result *res);
 
 /*
  * After sandbox_run() of a persistent job: hands init the tool call record
  * rec (JSON text: name, parameters, result, status, error, started_ms,
  * completed_ms) and waits for the captured workspace. On success returns 0
- * with *blob (malloc'd, the caller frees) and *len the new snapshot, and
+ * with *snapfd (the caller closes it) a memfd sealed against any change
+ * holding the *len bytes of the new snapshot, and
  * res's changed, added/modified/removed and refused_paths filled. If the
  * workspace cannot be committed (a special file, a cap, a name), returns
  * -1 with res's error set: status rejected, code "commit_refused", for
@@ -88,7 +94,16 @@ int sandbox_run(struct sandbox *sbx, const struct job *j, const void *spec,
  * capture may use).
  */
 int sandbox_capture(struct sandbox *sbx, const struct job *j, const char *rec,
-    size_t snaplen, void **blob, size_t *len, struct result *res);
+    size_t snaplen, int *snapfd, size_t *len, struct result *res);
+
+/*
+ * After sandbox_capture() succeeded: tells init whether its snapshot was
+ * committed, as base_key (the key of the worker's kept base it becomes), or
+ * not (NULL). With a key, init brings the kept base up to the commit and
+ * exits; sandbox_free() then waits for it (up to 30 s) instead of killing
+ * it half way, so the next job's sandbox finds the base whole.
+ */
+void sandbox_commit_done(struct sandbox *sbx, const char *base_key);
 
 /* Kills the sandbox's init (and so every process in it), reaps it, frees. */
 void sandbox_free(struct sandbox *sbx);

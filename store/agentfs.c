@@ -575,10 +575,63 @@ agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
 }
 
 int
+agentfs_open_inplace(void *buf, size_t len, size_t cap, struct agentfs **out,
+    struct err *e)
+{
+	struct agentfs *fs = NULL;
+	unsigned char *b = buf;
+	struct node root;
+	int rc;
+
+	*out = NULL;
+	if (cap < len)
+		return err_set(e, -EINVAL, "agentfs: room under the image");
+	if ((rc = header_check(buf, len, e)) != 0)
+		return rc;
+	if ((rc = fs_alloc(&fs, e)) != 0)
+		return rc;
+	b[18] = 1;
+	b[19] = 1;
+	/* Neither freed nor moved by SQLite: it may grow up to cap. */
+	rc = sqlite3_deserialize(fs->db, "main", b, (sqlite3_int64)len,
+	    (sqlite3_int64)cap, 0);
+	if (rc != SQLITE_OK)
+		rc = afs_db_fail(fs, rc, "deserialize", e);
+	else if ((rc = schema_check(fs, e)) == 0 && (rc = config_read(fs, e)) == 0) {
+		rc = inode_get(fs, 1, &root, e);
+		if (rc == -ENOENT || (rc == 0 && !S_ISDIR(root.mode)))
+			rc = err_set(e, -EBADMSG, "agentfs: inode 1 is not the "
+			    "root directory");
+	}
+	if (rc != 0) {
+		agentfs_close(fs);
+		return rc;
+	}
+	*out = fs;
+	return 0;
+}
+
+int
 agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
     struct err *e)
 {
 	return open_blob(blob, len, false, out, e);
+}
+
+int
+agentfs_blob_view(struct agentfs *fs, const void **blob, size_t *len, struct err *e)
+{
+	sqlite3_int64 sz = 0;
+	const unsigned char *p;
+
+	*blob = NULL;
+	*len = 0;
+	p = sqlite3_serialize(fs->db, "main", &sz, SQLITE_SERIALIZE_NOCOPY);
+	if (p == NULL)
+		return err_set(e, -ENOMEM, "agentfs: the image is not contiguous");
+	*blob = p;
+	*len = (size_t)sz;
+	return 0;
 }
 
 int

@@ -111,6 +111,15 @@ int agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
  */
 int agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
     struct err *e);
+/*
+ * agentfs_open_trusted() without a copy: the database lives in buf itself
+ * (len bytes of image, cap bytes of room), which the caller owns and keeps
+ * mapped until agentfs_close(). Changes are made in buf and may grow the
+ * image up to cap; past it a write fails with -ENOSPC. The image's size
+ * is agentfs_blob_view()'s. For building a snapshot in a shared mapping.
+ */
+int agentfs_open_inplace(void *buf, size_t len, size_t cap, struct agentfs **out,
+    struct err *e);
 
 /*
  * Serialises the database into one SQLite file image (header bytes 18/19
@@ -118,6 +127,12 @@ int agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
  * the caller (free()). Returns 0 or -errno.
  */
 int agentfs_to_blob(struct agentfs *fs, void **blob, size_t *len,
+    struct err *e);
+/*
+ * The same image without a copy: *blob points into the database's own
+ * memory, valid until the next change to fs or agentfs_close().
+ */
+int agentfs_blob_view(struct agentfs *fs, const void **blob, size_t *len,
     struct err *e);
 
 /* Frees the handle and its database. NULL is a no-op. */

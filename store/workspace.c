@@ -653,7 +653,10 @@ struct cap {
 	size_t cap;			/* allocated */
 	uint64_t bytes;			/* file bytes read so far */
 	uint64_t count;			/* entries seen so far */
-	dev_t dev;			/* the workspace's device */
+	dev_t dev;			/* the workspace's device (overlay: the upper layer's) */
+	bool overlay;			/* reading an overlay: merged + upper (see _overlay) */
+	dev_t mdev;			/* overlay: the merged tree's device */
+	size_t nall_alloc;		/* overlay: allocated entries of ch->all */
 	struct err *e;			/* error record */
 	char path[AGENTFS_PATH_MAX + 1];	/* path being visited */
 };
@@ -732,6 +735,15 @@ change_add(struct cap *c, enum workspace_op op, const char *path)
 		ch->modified++;
 	else
 		ch->removed++;
+	if (c->overlay) {
+		if (ch->nall == c->nall_alloc) {
+			c->nall_alloc = c->nall_alloc ? 2 * c->nall_alloc : 64;
+			ch->all = xreallocarray(ch->all, c->nall_alloc, sizeof(*ch->all));
+		}
+		ch->all[ch->nall].op = op;
+		ch->all[ch->nall].path = xstrdup(path);
+		ch->nall++;
+	}
 	if (ch->nlist == WORKSPACE_CHANGES_LIST_MAX) {
 		ch->truncated = true;
 		return;
@@ -945,16 +957,37 @@ cap_symlink(struct cap *c, int pfd, const char *name, struct base_ent *be)
 	return 0;
 }
 
-static int cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth);
+static int cap_dir(struct cap *c, int fd, int mfd, size_t plen, uint32_t depth);
+
+/*
+ * Overlay: the merged directory name of mpfd, listed in place of the
+ * upper one (it shows the lower layer's entries too, and hides what the
+ * job deleted). It must be a directory of the merged tree.
+ */
+static int
+cap_open_merged(struct cap *c, int mpfd, const char *name)
+{
+	struct stat st;
+	int fd;
+
+	if ((fd = openat(mpfd, name, DIR_FLAGS)) < 0)
+		return sys_fail(c->e, c->path, "openat");
+	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != c->mdev) {
+		close(fd);
+		return err_set(c->e, -EAGAIN, "workspace: %s: replaced while "
+		    "captured", c->path);
+	}
+	return fd;
+}
 
 /* Enters the directory name of pfd (st as fstatat saw it) and captures
- * what it holds. */
+ * what it holds; mpfd is the merged parent in an overlay, else -1. */
 static int
-cap_descend(struct cap *c, int pfd, const char *name, const struct stat *st,
-    size_t plen, uint32_t depth)
+cap_descend(struct cap *c, int pfd, int mpfd, const char *name,
+    const struct stat *st, size_t plen, uint32_t depth)
 {
 	struct stat dst;
-	int fd, rc;
+	int fd, mfd = -1, rc;
 
 	/* O_NOFOLLOW|O_DIRECTORY, then the inode must be the one fstatat
 	 * saw: a directory swapped for a symlink in between fails here. */
@@ -965,8 +998,12 @@ cap_descend(struct cap *c, int pfd, const char *name, const struct stat *st,
 	} else if (dst.st_ino != st->st_ino || dst.st_dev != st->st_dev) {
 		rc = err_set(c->e, -EAGAIN, "workspace: %s: replaced while "
 		    "captured", c->path);
+	} else if (c->overlay && (mfd = cap_open_merged(c, mpfd, name)) < 0) {
+		rc = mfd;
 	} else
-		rc = cap_dir(c, fd, plen, depth);
+		rc = cap_dir(c, fd, mfd, plen, depth);
+	if (mfd >= 0)
+		close(mfd);
 	close(fd);
 	return rc;
 }
@@ -1098,8 +1135,9 @@ cap_link_is_same(struct cap *c, int pfd, const char *name,
  * every locked path.
  */
 static int
-cap_locked(struct cap *c, int pfd, const char *name, const struct stat *st,
-    struct base_ent *be, enum perm_level level, size_t plen, uint32_t depth)
+cap_locked(struct cap *c, int pfd, int mpfd, const char *name,
+    const struct stat *st, struct base_ent *be, enum perm_level level,
+    size_t plen, uint32_t depth)
 {
 	bool same = false;
 	int rc = 0;
@@ -1113,7 +1151,7 @@ cap_locked(struct cap *c, int pfd, const char *name, const struct stat *st,
 		 * nothing here: the job did. What it put there is not read. */
 		if (!perms_dir_may_show(c->p, c->path))
 			goto out_refuse;
-		return cap_descend(c, pfd, name, st, plen, depth);
+		return cap_descend(c, pfd, mpfd, name, st, plen, depth);
 	}
 	/* A hidden file was never on disk: this one is the job's. */
 	if (level == PERM_NONE)
@@ -1131,9 +1169,46 @@ out_refuse:
 	return 0;
 }
 
-/* Captures the entry name of the directory pfd; c->path names it. */
+/*
+ * Overlay: an entry the upper layer does not hold is the lower layer's,
+ * which is base materialised under the same rules, so it and everything
+ * below it are unchanged and not read. They count against the caps as a
+ * walk would have counted them (be itself is counted by the listing).
+ */
 static int
-cap_entry(struct cap *c, int pfd, const char *name, size_t plen,
+cap_unchanged(struct cap *c, struct base_ent *be)
+{
+	size_t i, end;
+
+	if (be == NULL)
+		return err_set(c->e, -EIO, "workspace: %s: in the lower layer "
+		    "but not in the snapshot", c->path);
+	i = (size_t)(be - c->ents);
+	end = base_run_end(c, be);
+	for (size_t j = i; j < end; j++) {
+		struct base_ent *x = &c->ents[j];
+		enum perm_level lv = c->p != NULL && (j > i ||
+		    x->kind == AGENTFS_FILE) ? perms_check(c->p, x->path) : PERM_WRITE;
+
+		x->done = true;
+		if (j > i && lv != PERM_NONE && ++c->count > c->lim.max_files)
+			return err_set(c->e, -EDQUOT, "workspace: %s: over the cap "
+			    "of %u entries", x->path, c->lim.max_files);
+		if (x->kind != AGENTFS_FILE || lv < PERM_READ)
+			continue;
+		if (x->size > c->lim.max_bytes - c->bytes)
+			return err_set(c->e, -EDQUOT, "workspace: %s: over the total "
+			    "size cap of %llu bytes", x->path,
+			    (unsigned long long)c->lim.max_bytes);
+		c->bytes += x->size;
+	}
+	return 0;
+}
+
+/* Captures the entry name of the directory pfd; c->path names it. In an
+ * overlay, pfd is the upper directory and mpfd the merged one. */
+static int
+cap_entry(struct cap *c, int pfd, int mpfd, const char *name, size_t plen,
     uint32_t depth)
 {
 	struct base_ent *be = base_find(c, c->path);
@@ -1141,12 +1216,16 @@ cap_entry(struct cap *c, int pfd, const char *name, size_t plen,
 	struct stat st;
 	int rc;
 
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		if (c->overlay && errno == ENOENT)
+			return cap_unchanged(c, be);
 		return sys_fail(c->e, c->path, "fstatat");
+	}
 	/* Decided before anything on disk is trusted: at a locked path the
 	 * job's entry, whatever its kind or device, changes nothing. */
 	if (level < PERM_WRITE)
-		return cap_locked(c, pfd, name, &st, be, level, plen, depth);
+		return cap_locked(c, pfd, mpfd, name, &st, be, level, plen,
+		    depth);
 	/* A mount (even one the job could make in its own namespace) is
 	 * not part of the workspace: never enter or copy another device. */
 	if (st.st_dev != c->dev)
@@ -1181,13 +1260,15 @@ cap_entry(struct cap *c, int pfd, const char *name, size_t plen,
 		change_add(c, be ? WORKSPACE_MODIFIED : WORKSPACE_ADDED,
 		    c->path);
 	}
-	return cap_descend(c, pfd, name, &st, plen, depth);
+	return cap_descend(c, pfd, mpfd, name, &st, plen, depth);
 }
 
 /* Lists the directory fd (whose path is c->path[0..plen)), names sorted,
- * and captures each entry. One fd is held per level of nesting. */
+ * and captures each entry. One fd is held per level of nesting. In an
+ * overlay, fd is the upper directory and mfd the merged one, which is what
+ * is listed. */
 static int
-cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth)
+cap_dir(struct cap *c, int fd, int mfd, size_t plen, uint32_t depth)
 {
 	char **names = NULL;
 	size_t n = 0, alloc = 0;
@@ -1196,7 +1277,7 @@ cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth)
 	int lfd, rc = 0;
 
 	/* A fresh fd for the listing: fdopendir() owns it and its offset. */
-	if ((lfd = openat(fd, ".", DIR_FLAGS)) < 0)
+	if ((lfd = openat(c->overlay ? mfd : fd, ".", DIR_FLAGS)) < 0)
 		return sys_fail(c->e, plen ? c->path : "/", "openat");
 	if ((d = fdopendir(lfd)) == NULL) {
 		rc = sys_fail(c->e, plen ? c->path : "/", "fdopendir");
@@ -1270,7 +1351,8 @@ cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth)
 
 		c->path[plen] = '/';
 		memcpy(c->path + plen + 1, names[i], nlen + 1);
-		rc = cap_entry(c, fd, names[i], plen + 1 + nlen, depth + 1);
+		rc = cap_entry(c, fd, mfd, names[i], plen + 1 + nlen,
+		    depth + 1);
 		c->path[plen] = '\0';
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1387,7 +1469,7 @@ workspace_capture_rules(int dirfd, struct agentfs *base,
 		goto out_free;
 
 	c.path[0] = '\0';
-	if ((rc = cap_dir(&c, dirfd, 0, 0)) != 0)
+	if ((rc = cap_dir(&c, dirfd, -1, 0, 0)) != 0)
 		goto out_close;
 	if ((rc = cap_remove_missing(&c)) != 0)
 		goto out_close;
@@ -1406,11 +1488,192 @@ out_free:
 	return rc;
 }
 
+int
+workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
+    const struct workspace_limits *lim, const struct perms *p,
+    struct workspace_changes *ch, struct err *e)
+{
+	struct cap c = { .base = fs, .out = fs, .p = p, .e = e, .overlay = true };
+	struct stat st;
+	int rc;
+
+	err_clear(e);
+	memset(ch, 0, sizeof(*ch));
+	c.ch = ch;
+	limits_resolve(lim, &c.lim);
+	if (fstat(upperfd, &st) != 0)
+		return sys_fail(e, "/", "fstat");
+	c.dev = st.st_dev;
+	if (!S_ISDIR(st.st_mode) || fstat(mergedfd, &st) != 0 || !S_ISDIR(st.st_mode))
+		return err_set(e, -ENOTDIR, "workspace: /: not a directory");
+	c.mdev = st.st_dev;
+	/*
+	 * One handle is both base and result: every path's base state is
+	 * read (to compare) before that path is written, and never after, so
+	 * reading through the copy being rewritten reads base.
+	 */
+	if ((rc = agentfs_walk(fs, cap_collect_cb, &c, e)) == 0) {
+		if (c.n > 1)
+			qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
+		c.path[0] = '\0';
+		if ((rc = cap_dir(&c, upperfd, mergedfd, 0, 0)) == 0)
+			rc = cap_remove_missing(&c);
+	}
+	for (size_t i = 0; i < c.n; i++) {
+		free(c.ents[i].path);
+		free(c.ents[i].target);
+	}
+	free(c.ents);
+	return rc;
+}
+
+/*** Apply ***/
+
+/* Removes name of pfd, a whole tree if it is a directory; absent is fine.
+ * Nothing is followed: a symlink is removed, never entered. Returns 1 when
+ * a directory went, else 0, or -errno. */
+static int
+tree_remove_at(int pfd, const char *name, const char *path, struct err *e)
+{
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int fd, rc = 0;
+
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : sys_fail(e, path, "fstatat");
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(pfd, name, 0) == 0 || errno == ENOENT ? 0 :
+		    sys_fail(e, path, "unlinkat");
+	if ((fd = openat(pfd, name, DIR_FLAGS)) < 0)
+		return sys_fail(e, path, "openat");
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return sys_fail(e, path, "fdopendir");
+	}
+	while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+		    (rc = tree_remove_at(dirfd(d), de->d_name, path, e)) > 0)
+			rc = 0;
+	}
+	if (rc == 0 && errno != 0)
+		rc = sys_fail(e, path, "readdir");
+	closedir(d);
+	if (rc == 0 && unlinkat(pfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+		rc = sys_fail(e, path, "unlinkat");
+	return rc == 0 ? 1 : rc;
+}
+
+int
+workspace_remove_at(int dirfd, const char *name, struct err *e)
+{
+	int rc;
+
+	err_clear(e);
+	rc = tree_remove_at(dirfd, name, name, e);
+	return rc < 0 ? rc : 0;
+}
+
+/* Writes fs's entry at path (a file, directory or symlink) as name of pfd. */
+static int
+apply_create(struct agentfs *fs, int pfd, const char *name, const char *path,
+    struct err *e)
+{
+	struct agentfs_entry ent;
+	struct mat_ent me = { .path = (char *)(uintptr_t)path };
+	char *target = NULL;
+	int rc;
+
+	if ((rc = agentfs_stat(fs, path, &ent, &target, e)) != 0)
+		return rc;
+	me.mode = ent.mode;
+	me.mtime = ent.mtime;
+	switch (ent.kind) {
+	case AGENTFS_DIR: {
+		int fd;
+
+		/* fchmod, not the create mode: the umask must not change it. */
+		if (mkdirat(pfd, name, 0700) != 0)
+			rc = sys_fail(e, path, "mkdirat");
+		else if ((fd = openat(pfd, name, DIR_FLAGS)) < 0)
+			rc = sys_fail(e, path, "openat");
+		else {
+			if (fchmod(fd, ent.mode & 0777) != 0)
+				rc = sys_fail(e, path, "fchmod");
+			close(fd);
+		}
+		break;
+	}
+	case AGENTFS_FILE:
+		rc = mat_file(fs, pfd, name, &me, e);
+		break;
+	case AGENTFS_SYMLINK:
+		if (symlinkat(target, pfd, name) != 0)
+			rc = sys_fail(e, path, "symlinkat");
+		break;
+	default:
+		rc = err_set(e, -EPERM, "workspace: %s: special entry", path);
+		break;
+	}
+	free(target);
+	return rc;
+}
+
+int
+workspace_apply(struct agentfs *fs, int dirfd, const struct workspace_changes *ch,
+    struct err *e)
+{
+	struct dirstack *ds = xcalloc(1, sizeof(*ds));
+	int rc = 0;
+
+	err_clear(e);
+	dirstack_init(ds, dirfd);
+	for (size_t i = 0; rc == 0 && i < ch->nall; i++) {
+		const char *path = ch->all[i].path;
+		const char *slash = strrchr(path, '/');
+		int pfd;
+
+		if (slash == NULL || slash[1] == '\0') {
+			rc = err_set(e, -EINVAL, "workspace: %s: bad path", path);
+			break;
+		}
+		pfd = dirstack_enter(ds, path, (size_t)(slash - path), e);
+		if (pfd == -ENOENT && ch->all[i].op == WORKSPACE_REMOVED) {
+			err_clear(e);
+			continue;	/* its directory went first */
+		}
+		if (pfd < 0) {
+			rc = pfd;
+			break;
+		}
+		if ((rc = tree_remove_at(pfd, slash + 1, path, e)) < 0)
+			break;
+		/* A directory that went may be one the stack holds. */
+		if (rc == 1) {
+			dirstack_release(ds);
+			pfd = dirstack_enter(ds, path, (size_t)(slash - path), e);
+		}
+		rc = 0;
+		if (ch->all[i].op == WORKSPACE_REMOVED)
+			continue;
+		if (pfd < 0)
+			rc = pfd;
+		else
+			rc = apply_create(fs, pfd, slash + 1, path, e);
+	}
+	dirstack_release(ds);
+	free(ds);
+	return rc;
+}
+
 void
 workspace_changes_free(struct workspace_changes *ch)
 {
 	if (ch == NULL)
 		return;
+	for (size_t i = 0; i < ch->nall; i++)
+		free(ch->all[i].path);
+	free(ch->all);
 	for (size_t i = 0; i < ch->nlist; i++)
 		free(ch->list[i].path);
 	free(ch->list);

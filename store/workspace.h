@@ -98,6 +98,9 @@ struct workspace_changes {
 	struct workspace_change *list;	/* nlist changes, owned */
 	size_t nlist;			/* entries in list */
 	bool truncated;			/* more changes than the list holds */
+	struct workspace_change *all;	/* workspace_capture_overlay() only:
+					 * every change, in order, uncapped */
+	size_t nall;			/* entries in all */
 	uint64_t refused;		/* changes the path rules kept out */
 	char **refused_list;		/* nrefused_list paths, owned */
 	size_t nrefused_list;		/* entries in refused_list */
@@ -200,7 +203,42 @@ int workspace_capture_rules(int dirfd, struct agentfs *base,
     const struct workspace_limits *lim, const struct perms *p,
     struct agentfs **out, struct workspace_changes *ch, struct err *e);
 
-/* Frees both lists and zeroes *ch. NULL is a no-op. */
+/*
+ * workspace_capture_rules() of a workspace that is an overlay whose lower
+ * layer is fs materialised under the same rules p
+ * (workspace_materialise_rules()), and whose upper layer (upperfd) holds
+ * what the job changed: mergedfd is the overlay itself. Only the upper
+ * layer's entries are read (from upperfd); the merged tree is only listed,
+ * where the upper layer holds a directory, to see what the job deleted
+ * (whiteouts and opaque directories hide lower entries there). An entry
+ * the upper layer lacks is base's, unchanged, and counts against the caps
+ * with its subtree. The capture is made in place: fs is base on entry and
+ * the new snapshot on success (on failure it is half rewritten: discard
+ * it). ch (required) also gets ch->all, every change in order, for
+ * workspace_apply(). Otherwise as workspace_capture_rules().
+ */
+int workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
+    const struct workspace_limits *lim, const struct perms *p,
+    struct workspace_changes *ch, struct err *e);
+
+/*
+ * Brings a tree materialised from a snapshot up to date with the snapshot
+ * fs that ch->all (from workspace_capture_overlay()) turned it into: each
+ * removed path is deleted (a directory with its tree), each added or
+ * modified one deleted and written again from fs, in ch->all's order. The
+ * paths are all writable ones (a capture never changes another), so the
+ * tree ends as workspace_materialise_rules(fs) under the same rules would
+ * write it. Nothing is followed. On failure the tree is half updated: the
+ * caller discards it. Returns 0 or -errno with e set.
+ */
+int workspace_apply(struct agentfs *fs, int dirfd,
+    const struct workspace_changes *ch, struct err *e);
+
+/* Removes name of dirfd, with its whole tree if it is a directory, never
+ * following a symlink; absent is fine. Returns 0 or -errno with e set. */
+int workspace_remove_at(int dirfd, const char *name, struct err *e);
+
+/* Frees the lists and zeroes *ch. NULL is a no-op. */
 void workspace_changes_free(struct workspace_changes *ch);
 
 /* True when name is one valid path component: 1..AGENTFS_NAME_MAX bytes of

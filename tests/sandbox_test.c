@@ -175,6 +175,94 @@ Test(sandbox, persist_false_and_failed_jobs_commit_nothing)
 	sandq_close(c);
 }
 
+/*
+ * A worker keeps the tree of the last sandbox it ran (its base) and runs
+ * the next job on the same head and rules as an overlay on it. Whatever
+ * reaches a job must still be exactly its sandbox's head under its own
+ * rules: nothing of a persist: false or timed-out job, of another sandbox,
+ * of other rules, and every op that moved the head outside a job.
+ */
+Test(sandbox, the_kept_base_follows_heads_rules_and_sandboxes)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .sandbox = "kb1" };
+	struct sandq_perm hide[] = { { "/secret.txt", "none" } };
+	struct sandq_op_args w = { .sandbox = "kb1", .path = "/src/a", .data = "v2\n",
+	    .data_len = 3 };
+	struct sandq_result *r;
+	char *code;
+
+	create(c, "kb1");
+	create(c, "kb2");
+	sandq_result_free(sh_on(c, "kb1", "mkdir src; echo v1 > src/a; echo s > secret.txt"));
+	r = sh_on(c, "kb1", "grep -c ' /workspace .* overlay ' /proc/self/mountinfo; ls");
+	if (strncmp((char *)r->stdout_data, "1\n", 2) != 0)
+		cr_log_warn("no overlay /workspace on this kernel: the base is not "
+		    "exercised, only the fallback");
+	sandq_result_free(r);
+
+	/* persist: false and a killed job leave the base as it was. */
+	o.persist = SANDQ_PERSIST_NO;
+	r = harness_sh(c, "rm -r src; echo junk > other; ls", &o);
+	cr_expect_str_eq((char *)r->stdout_data, "other\nsecret.txt\n");
+	sandq_result_free(r);
+	o.persist = SANDQ_PERSIST_DEFAULT;
+	o.limits.wall_ms = 300;
+	r = harness_sh(c, "echo bad > src/a; rm secret.txt; sleep 30", &o);
+	cr_expect_str_eq(r->status, "timeout");
+	sandq_result_free(r);
+	memset(&o.limits, 0, sizeof(o.limits));
+	r = sh_on(c, "kb1", "cat src/a; ls");
+	cr_expect_str_eq((char *)r->stdout_data, "v1\nsecret.txt\nsrc\n");
+	sandq_result_free(r);
+
+	/* Other rules, then none again: each job sees its own. */
+	o.perms = hide;
+	o.nperms = 1;
+	r = harness_sh(c, "ls", &o);
+	cr_expect_str_eq((char *)r->stdout_data, "src\n");
+	sandq_result_free(r);
+	o.perms = NULL;
+	o.nperms = 0;
+	r = sh_on(c, "kb1", "ls");
+	cr_expect_str_eq((char *)r->stdout_data, "secret.txt\nsrc\n");
+	sandq_result_free(r);
+
+	/* An op moves the head outside any job; another sandbox in between. */
+	r = op(c, "fs.write", &w, NULL);
+	cr_expect_str_eq(r->status, "ok");
+	sandq_result_free(r);
+	sandq_result_free(sh_on(c, "kb2", "echo b > only-b"));
+	r = sh_on(c, "kb1", "cat src/a; ls");
+	cr_expect_str_eq((char *)r->stdout_data, "v2\nsecret.txt\nsrc\n");
+	sandq_result_free(r);
+
+	/* A chain of changes: what each job sees is what the store holds. */
+	for (int i = 0; i < 6; i++) {
+		char script[160], want[32], *got;
+
+		snprintf(script, sizeof(script), "echo %d >> src/a; rm -rf d%d; mkdir -p d%d/x; "
+		    "echo %d > d%d/x/f; mv src/a src/b && mv src/b src/a", i, i - 1, i, i, i);
+		sandq_result_free(sh_on(c, "kb1", script));
+		snprintf(want, sizeof(want), "%d\n", i);
+		snprintf(script, sizeof(script), "/d%d/x/f", i);
+		got = fs_read(c, "kb1", script, &code);
+		cr_expect_str_eq(got ? got : code, want);
+		free(got);
+		free(code);
+		snprintf(script, sizeof(script), "/d%d/x/f", i - 1);
+		got = fs_read(c, "kb1", script, &code);
+		cr_expect(i == 0 || (got == NULL && code != NULL), "d%d survived", i - 1);
+		free(got);
+		free(code);
+	}
+	r = sh_on(c, "kb1", "cat src/a; ls");
+	cr_expect_str_eq((char *)r->stdout_data,
+	    "v2\n0\n1\n2\n3\n4\n5\nd5\nsecret.txt\nsrc\n");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
 Test(sandbox, fork_shares_the_snapshot_and_then_goes_its_own_way)
 {
 	struct sandq *c = harness_client(&H);

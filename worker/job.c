@@ -4,12 +4,16 @@
  *
  * A job on a persistent sandbox reads the sandbox's head from the store,
  * hands the snapshot to the sandbox as a sealed memfd, and after the job
- * commits what the sandbox captured: the new blob is put, then the head
+ * commits what the sandbox captured (another sealed memfd): in one store
+ * transaction the chunks that differ from the head are put and the head
  * moves from the version the job started on (compare-and-set), so a commit
  * racing another is refused, never merged. The last snapshot used stays in
  * its memfd: the next job on the same sandbox and head reuses it without
- * reading or hashing the blob again. The fs.*, kv.* and sandbox.* ops run
- * here, on the store, without a sandbox (ops.c).
+ * reading or hashing the blob again. The sandbox's init keeps the snapshot
+ * materialised in the worker's kept base too (sandbox/persist.c), named by
+ * base_key(): a job whose sandbox, head and rules match runs on an overlay
+ * of it. The fs.*, kv.* and sandbox.* ops run here, on the store, without
+ * a sandbox (ops.c).
  *
  * The next sandbox is prepared right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
@@ -22,12 +26,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "../common/log.h"
 #include "../common/msg.h"
@@ -191,6 +197,35 @@ snap_load(struct worker *w, const struct job *j, struct store_sandbox *sb,
 	return 0;
 }
 
+/*
+ * The kept base's key for snapshot head under j's path rules: the sandbox,
+ * the head and a SHA-256 of the rules (persist.c). The base holds one
+ * snapshot under one rule set; a job with other rules rebuilds it.
+ */
+static char *
+base_key(const struct job *j, const char *head)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char hex[2 * 16 + 1], *text = NULL, *key = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (f == NULL)
+		fatal("open_memstream");
+	fprintf(f, "%s\n", j->perm_preset != NULL ? j->perm_preset : "");
+	for (size_t i = 0; i < j->nperms; i++)
+		fprintf(f, "%s\t%s\n", j->perms[i].pattern, j->perms[i].level);
+	fclose(f);
+	if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < 16)
+		fatalx("cannot hash path rules");
+	free(text);
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	xasprintf(&key, "1 %s %s %s %s", j->tenant, j->sandbox, head, hex);
+	return key;
+}
+
 /* Whether a run's workspace is committed: only when it ended on its own. */
 static bool
 run_commits(const struct result *res)
@@ -205,22 +240,38 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 {
 	char sha[STORE_SHA_HEX + 1];
 	struct err e = { 0 };
-	void *blob = NULL;
+	void *blob = MAP_FAILED, *base;
 	size_t len = 0;
-	char *rec;
-	int rc;
+	char *rec, *key;
+	int rc, fd = -1;
 
 	int64_t t0 = mono_ns(), t1, t2;
 
 	rec = call_record(j, res);
-	rc = sandbox_capture(sbx, j, rec, w->snap_len, &blob, &len, res);
+	rc = sandbox_capture(sbx, j, rec, w->snap_len, &fd, &len, res);
 	free(rec);
 	if (rc < 0)
 		return;
 	t1 = mono_ns();
-	if ((rc = store_blob_put(w->store, blob, len, sha, &e)) < 0 ||
-	    (rc = store_sandbox_commit(w->store, j->tenant, j->sandbox, sb->version,
-	    sha, &e)) < 0) {
+	/* Sealed: what is mapped here cannot change under the put. */
+	blob = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (blob == MAP_FAILED) {
+		sandbox_commit_done(sbx, NULL);
+		result_set_error(res, ST_INTERNAL, "store", "map the new snapshot: %s",
+		    strerror(errno));
+		close(fd);
+		return;
+	}
+	/* Against the head the job started on: only changed chunks are new. */
+	base = w->snap_fd >= 0 && strcmp(w->snap_sha, sb->head) == 0 ?
+	    mmap(NULL, w->snap_len, PROT_READ, MAP_SHARED, w->snap_fd, 0) : MAP_FAILED;
+	rc = store_sandbox_commit_blob(w->store, j->tenant, j->sandbox, sb->version,
+	    blob, len, base != MAP_FAILED ? sb->head : NULL,
+	    base != MAP_FAILED ? base : NULL, base != MAP_FAILED ? w->snap_len : 0, sha, &e);
+	if (base != MAP_FAILED)
+		munmap(base, w->snap_len);
+	if (rc < 0) {
+		sandbox_commit_done(sbx, NULL);
 		if (rc == -ESTALE)
 			result_set_error(res, ST_INTERNAL, "conflict", "sandbox '%s' moved "
 			    "on while the job ran; its changes were not committed: %s",
@@ -231,16 +282,23 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 			    j->sandbox);
 		else
 			result_set_error(res, ST_INTERNAL, "store", "commit: %s", e.msg);
-		free(blob);
+		munmap(blob, len);
+		close(fd);
 		return;
 	}
+	munmap(blob, len);
 	t2 = mono_ns();
+	key = base_key(j, sha);
+	sandbox_commit_done(sbx, key);
+	free(key);
 	res->version = sb->version + 1;
 	free(res->snapshot);
 	res->snapshot = xstrdup(sha);
-	if (snap_keep(w, sha, blob, len) < 0)
-		snap_forget(w);
-	free(blob);
+	/* The sandbox's sealed memfd becomes the worker's cached head. */
+	snap_forget(w);
+	w->snap_fd = fd;
+	w->snap_len = len;
+	snprintf(w->snap_sha, sizeof(w->snap_sha), "%s", sha);
 	log_debug("job %s: capture %.1f ms, store %.1f ms, keep %.1f ms (%zu bytes)",
 	    j->id, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (mono_ns() - t2) / 1e6, len);
 }
@@ -269,8 +327,11 @@ run_job(struct worker *w, const struct msg *m)
 		    "no sandbox could be prepared on this worker");
 		res->started_at = res->finished_at = now_ms();
 	} else {
+		char *key = j->sandbox != NULL ? base_key(j, sb.head) : NULL;
+
 		sandbox_run(w->next, j, m->data, m->len,
-		    j->sandbox != NULL ? w->snap_fd : -1, res);
+		    j->sandbox != NULL ? w->snap_fd : -1, key, res);
+		free(key);
 		if (j->sandbox != NULL) {
 			res->sandbox = xstrdup(j->sandbox);
 			res->version = sb.version;
