@@ -21,17 +21,26 @@
  *   commit_blob  store_sandbox_commit_blob of those blobs in turn, each
  *              against the previous head, with keep_versions 2 so that
  *              from the second commit on each one also frees a version
+ *   commit_patch  store_sandbox_commit_patch of the same blobs given as
+ *              the snapshot plus a cumulative patch, as a worker holds
+ *              them: each run's patch is the 4 KiB blocks where its blob
+ *              differs from the snapshot, and the previous run's blocks
+ *              (made before the clock starts); keep_versions 2 again
  *   fork       store_sandbox_fork of a sandbox whose head is that blob,
  *              and the store's blob count before and after
  * D (default /dev/shm, a tmpfs like a job's /workspace) holds the folders
- * and the stores. Numbers, not assertions: nothing here fails on time. The
- * issue's targets are a round trip (materialise + capture) adding at most
- * 20 ms to a job, a commit's store work of a few ms, and a fork copying no
- * blob.
+ * and the stores. Numbers, not assertions: nothing here fails on time.
+ * The full materialise + capture measured here is what a worker pays for
+ * the first job on a sandbox (or on other rules, or where the kernel has
+ * no overlay in a user namespace); later jobs run on an overlay of the
+ * worker's kept base and read back only what they changed: sandbox-bench
+ * times those, job by job, against the issue's target of 20 ms added. A
+ * commit's store work should cost a few ms, and a fork no blob.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +49,7 @@
 #include <unistd.h>
 
 #include "../store/agentfs.h"
+#include "../store/patch.h"
 #include "../store/store.h"
 #include "../store/workspace.h"
 #include "timing.h"
@@ -132,13 +142,63 @@ store_gone(struct store *st, const char *dir)
 	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/*
+ * The cumulative patch that makes snap (snap_len bytes) from img, as a
+ * worker would hold it: every 4 KiB block where snap differs from img
+ * (zeros past img's end), and every block in[] already names, each with
+ * snap's bytes; in[] gains the new blocks. Returns the patch (malloc'd),
+ * its length in *len and its block count in *count.
+ */
+static unsigned char *
+patch_make(const unsigned char *img, size_t img_len, const unsigned char *snap,
+    size_t snap_len, bool *in, size_t *len, uint32_t *count)
+{
+	size_t nb = (snap_len + PATCH_BLOCK - 1) / PATCH_BLOCK, k = 0;
+	unsigned char want[PATCH_BLOCK], have[PATCH_BLOCK], *out, *ent;
+
+	*count = 0;
+	for (size_t b = 0; b < nb; b++) {
+		size_t off = b * PATCH_BLOCK;
+		size_t sn = snap_len - off < PATCH_BLOCK ? snap_len - off : PATCH_BLOCK;
+		size_t in_img = off < img_len ? img_len - off : 0;
+
+		memset(want, 0, sizeof(want));
+		memcpy(want, snap + off, sn);
+		memset(have, 0, sizeof(have));
+		memcpy(have, img + off, in_img < sn ? in_img : sn);
+		if (memcmp(want, have, sn) != 0)
+			in[b] = true;
+		*count += in[b];
+	}
+	*len = patch_bytes(*count);
+	if ((out = malloc(*len)) == NULL)
+		die("malloc", NULL);
+	patch_header(out, snap_len, *count);
+	for (size_t b = 0; b < nb; b++) {
+		size_t off = b * PATCH_BLOCK;
+		size_t sn = snap_len - off < PATCH_BLOCK ? snap_len - off : PATCH_BLOCK;
+
+		if (!in[b])
+			continue;
+		ent = out + PATCH_HEADER + k++ * PATCH_ENTRY;
+		for (int i = 0; i < 4; i++)
+			ent[i] = (unsigned char)(b >> (8 * i));
+		memset(ent + 4, 0, PATCH_BLOCK);
+		memcpy(ent + 4, snap + off, sn);
+	}
+	return out;
+}
+
 int
 main(int argc, char **argv)
 {
 	int nfiles = 1000, runs = 5;
 	size_t total = 10u * 1000 * 1000, fsize, bloblen, newlen;
 	const char *base = "/dev/shm";
-	double *fl, *mat, *cap, *frk, *put, *dput, *cmt;
+	double *fl, *mat, *cap, *frk, *put, *dput, *cmt, *cpt;
+	long hashed_patch, blocks_patch = 0;
+	size_t max_len;
+	bool *in;
 	double m_fl, m_mat, m_cap, m_frk;
 	void **nbs;
 	size_t *nbl;
@@ -193,6 +253,7 @@ main(int argc, char **argv)
 	put = calloc((size_t)runs, sizeof(double));
 	dput = calloc((size_t)runs, sizeof(double));
 	cmt = calloc((size_t)runs, sizeof(double));
+	cpt = calloc((size_t)runs, sizeof(double));
 	nbs = calloc((size_t)runs, sizeof(void *));
 	nbl = calloc((size_t)runs, sizeof(size_t));
 	for (int r = 0; r < runs; r++) {
@@ -295,6 +356,54 @@ main(int argc, char **argv)
 	chunks_commit = store_chunk_count(st, &e) - chunks_before;
 	store_gone(st, sdir);
 
+	/*
+	 * The same commits from the snapshot and a cumulative patch over it,
+	 * as a worker that keeps the image it read and the blocks its jobs
+	 * rewrote would make them. Making the patch is the worker's work and
+	 * is not timed; the last head is read back and compared.
+	 */
+	max_len = bloblen;
+	for (int r = 0; r < runs; r++)
+		max_len = nbl[r] > max_len ? nbl[r] : max_len;
+	in = calloc(max_len / PATCH_BLOCK + 1, sizeof(bool));
+	st = store_fresh(base, sdir, sizeof(sdir));
+	store_set_keep_versions(st, 2);
+	if (store_sandbox_create_blob(st, "bench", "run", blob, bloblen, NULL,
+	    prev, &e) < 0)
+		die("store_sandbox_create_blob", &e);
+	hashed_patch = store_debug_chunks_hashed(st);
+	for (int r = 0; r < runs; r++) {
+		unsigned char *pb;
+		uint32_t count;
+		size_t plen;
+		double t0;
+
+		pb = patch_make(blob, bloblen, nbs[r], nbl[r], in, &plen, &count);
+		blocks_patch += count;
+		t0 = now_ms();
+		if (store_sandbox_commit_patch(st, "bench", "run", (uint64_t)r + 1,
+		    blob, bloblen, pb, plen, prev, &e) < 0)
+			die("store_sandbox_commit_patch", &e);
+		cpt[r] = now_ms() - t0;
+		free(pb);
+	}
+	hashed_patch = store_debug_chunks_hashed(st) - hashed_patch;
+	{
+		void *got = NULL;
+		size_t gl = 0;
+
+		if (store_blob_get(st, prev, &got, &gl, &e) < 0)
+			die("store_blob_get", &e);
+		if (gl != nbl[runs - 1] || memcmp(got, nbs[runs - 1], gl) != 0) {
+			fprintf(stderr, "snapshot-bench: commit_patch stored other "
+			    "bytes than the captured blob\n");
+			return 1;
+		}
+		free(got);
+	}
+	free(in);
+	store_gone(st, sdir);
+
 	/* A fork: the store's blob count before and after. */
 	st = store_fresh(base, sdir, sizeof(sdir));
 	if (store_sandbox_create_blob(st, "bench", "base", blob, bloblen, NULL,
@@ -322,7 +431,7 @@ main(int argc, char **argv)
 	printf("floor: write + read the files          %8.2f ms\n", m_fl);
 	printf("materialise the snapshot                %8.2f ms\n", m_mat);
 	printf("capture after one change, new blob      %8.2f ms\n", m_cap);
-	printf("round trip (materialise + capture)      %8.2f ms   target <= 20 ms added\n",
+	printf("round trip (materialise + capture)      %8.2f ms   (a first job; see sandbox-bench)\n",
 	    m_mat + m_cap);
 	printf("store put (full)                        %8.2f ms\n",
 	    pct(put, (size_t)runs, 50));
@@ -330,6 +439,9 @@ main(int argc, char **argv)
 	    pct(dput, (size_t)runs, 50), (double)chunks_delta / runs);
 	printf("commit_blob (delta)                     %8.2f ms   chunks %+ld over %d commits, "
 	    "keep_versions 2\n", pct(cmt, (size_t)runs, 50), chunks_commit, runs);
+	printf("commit_patch (one file changed)         %8.2f ms   %.1f blocks in the patch, "
+	    "%.1f chunks hashed per commit\n", pct(cpt, (size_t)runs, 50),
+	    (double)blocks_patch / runs, (double)hashed_patch / runs);
 	printf("fork                                    %8.3f ms   blobs %ld -> %ld (target: no copy)\n",
 	    m_frk, blobs_before, blobs_after);
 	printf("ratio: round trip / floor               %8.2fx\n", (m_mat + m_cap) / m_fl);
@@ -340,6 +452,7 @@ main(int argc, char **argv)
 	free(put);
 	free(dput);
 	free(cmt);
+	free(cpt);
 	for (int r = 0; r < runs; r++)
 		free(nbs[r]);
 	free(nbs);

@@ -60,9 +60,11 @@ enum msg_type {
 	MSG_SBX_COMMIT = 408,	/* worker -> init: tool call record (JSON): capture now */
 	MSG_SBX_CHANGES = 409,	/* init -> worker: u64 added, modified, removed,
 				 * refused; then records op byte + path + NUL */
-	MSG_SBX_SNAPSHOT = 410,	/* init -> worker: the captured snapshot blob */
+	MSG_SBX_SNAPSHOT = 410,	/* init -> worker: u64 length + the new snapshot's
+				 * patch (store/patch.h), a sealed memfd */
 	MSG_SBX_BASE = 411,	/* worker -> init, before SPEC: the key of the
-				 * kept base the job's snapshot is (persist.c) */
+				 * kept base the job's snapshot is (persist.c),
+				 * + the patch over SPEC's image, if any */
 	MSG_SBX_BASE_NEXT = 412,	/* worker -> init, after SNAPSHOT: the key
 				 * it was committed as, or empty: not committed */
 	/* 5xx: worker <-> its sandbox spawner. */

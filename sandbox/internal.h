@@ -79,6 +79,7 @@ int image_build_etc(const char *run_dir, struct err *e);
  */
 struct persist {
 	int basefd;		/* run_dir/base, opened before pivot_root; -1: none */
+	int patchfd;		/* MSG_SBX_BASE's patch over the snapshot; -1: none */
 	char *key;		/* MSG_SBX_BASE: the base this job wants; NULL: none */
 	int treefd;		/* base/tree, once known to hold key; else -1 */
 	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */

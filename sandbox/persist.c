@@ -4,9 +4,17 @@
  *
  * Both directions run in the sandbox's init, as the sandbox's user inside
  * its namespaces: the worker never walks a tree a job has had its hands
- * on. The worker hands init the head snapshot as a sealed memfd with the
- * job's spec; init keeps that descriptor for the capture and maps it only
- * while it reads it.
+ * on. The worker hands init the head as two sealed memfds, an image with
+ * the spec and a patch of 4 KiB blocks over it with the base's key
+ * (store/patch.h); init opens them together without copying either
+ * (agentfs_open_cow()), captures into that handle in place, and hands back
+ * the new cumulative patch, again a sealed memfd. A job costs what it
+ * changed: no step copies or reads the whole snapshot.
+ *
+ * The kept base (run_dir/base, see "The kept base" below) holds the last
+ * snapshot materialised on this worker. A job on the same head and rules
+ * gets /workspace as an overlay on it; only the upper layer is read back,
+ * and after the commit init applies the kept changes to the base.
  *
  * Path rules (store/perms.h, docs/paths.md) are enforced twice:
  *  - by what is materialised and how: `none` paths are not written at all,
@@ -70,56 +78,37 @@ static const char session_trap[] =
 
 /*** Mapping the snapshot ***/
 
-static int
-snapshot_open(int snapfd, struct agentfs **fs, struct err *e)
-{
-	struct stat st;
-	void *map;
-	int rc;
-
-	*fs = NULL;
-	if (fstat(snapfd, &st) < 0)
-		return err_set(e, -errno, "snapshot: %s", strerror(errno));
-	if (st.st_size <= 0 || (uint64_t)st.st_size > AGENTFS_BLOB_MAX)
-		return err_set(e, -EBADMSG, "snapshot: bad size %lld", (long long)st.st_size);
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, snapfd, 0);
-	if (map == MAP_FAILED)
-		return err_set(e, -errno, "snapshot: mmap: %s", strerror(errno));
-	/* The worker read these bytes back under their SHA-256. */
-	rc = agentfs_open_trusted(map, (size_t)st.st_size, fs, e);
-	munmap(map, (size_t)st.st_size);
-	return rc;
-}
-
-/* A snapshot read in place, without a copy: private pages of its memfd. */
+/*
+ * The job's snapshot: the worker's image of it (snapfd) with a patch of
+ * the blocks rewritten since (ps->patchfd, or none), both sealed memfds,
+ * mapped shared and read-only and opened together without a copy
+ * (agentfs_open_cow()). Changes made through v->fs stay in init's memory
+ * as blocks; the cumulative patch is what goes back to the worker.
+ */
 struct snapview {
 	struct agentfs *fs;
-	void *map;
-	size_t len;
+	void *img, *patch;
+	size_t img_len, patch_len;
 };
 
 static int
-snapshot_view(int fd, struct snapview *v, struct err *e)
+map_sealed(int fd, void **map, size_t *len, struct err *e)
 {
 	struct stat st;
-	int rc;
 
-	v->fs = NULL;
-	v->map = MAP_FAILED;
+	*map = MAP_FAILED;
+	*len = 0;
+	if (fd < 0)
+		return 0;
 	if (fstat(fd, &st) < 0)
 		return err_set(e, -errno, "snapshot: %s", strerror(errno));
 	if (st.st_size <= 0 || (uint64_t)st.st_size > AGENTFS_BLOB_MAX)
 		return err_set(e, -EBADMSG, "snapshot: bad size %lld", (long long)st.st_size);
-	v->len = (size_t)st.st_size;
-	/* Private and writable: SQLite's own page writes stay ours. */
-	v->map = mmap(NULL, v->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	if (v->map == MAP_FAILED)
+	*map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (*map == MAP_FAILED)
 		return err_set(e, -errno, "snapshot: mmap: %s", strerror(errno));
-	if ((rc = agentfs_open_inplace(v->map, v->len, v->len, &v->fs, e)) < 0) {
-		munmap(v->map, v->len);
-		v->map = MAP_FAILED;
-	}
-	return rc;
+	*len = (size_t)st.st_size;
+	return 0;
 }
 
 static void
@@ -127,9 +116,26 @@ snapshot_view_close(struct snapview *v)
 {
 	agentfs_close(v->fs);
 	v->fs = NULL;
-	if (v->map != MAP_FAILED)
-		munmap(v->map, v->len);
-	v->map = MAP_FAILED;
+	if (v->img != MAP_FAILED)
+		munmap(v->img, v->img_len);
+	if (v->patch != MAP_FAILED)
+		munmap(v->patch, v->patch_len);
+	v->img = v->patch = MAP_FAILED;
+}
+
+static int
+snapshot_view(int snapfd, int patchfd, struct snapview *v, struct err *e)
+{
+	int rc;
+
+	v->fs = NULL;
+	v->img = v->patch = MAP_FAILED;
+	if ((rc = map_sealed(snapfd, &v->img, &v->img_len, e)) < 0 ||
+	    (rc = map_sealed(patchfd, &v->patch, &v->patch_len, e)) < 0 ||
+	    (rc = agentfs_open_cow(v->img, v->img_len, v->patch != MAP_FAILED ? v->patch :
+	    NULL, v->patch_len, &v->fs, e)) < 0)
+		snapshot_view_close(v);
+	return rc;
 }
 
 static int
@@ -463,6 +469,7 @@ int
 persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e)
 {
 	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct snapview v = { .img = MAP_FAILED, .patch = MAP_FAILED };
 	struct agentfs *fs = NULL;
 	struct perms p = { 0 };
 	uint64_t bytes = 0, entries = 0;
@@ -484,8 +491,10 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 		if (ps->treefd < 0 || mk.buf == NULL) {
 			free(mk.buf);
 			mk = (struct marks){ .e = e };
-			if ((rc = snapshot_open(snapfd, &fs, e)) < 0 ||
-			    (rc = base_rebuild(ps, fs, &p, &mk, ps->key, e)) < 0 ||
+			if ((rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
+				goto out;
+			fs = v.fs;
+			if ((rc = base_rebuild(ps, fs, &p, &mk, ps->key, e)) < 0 ||
 			    (rc = agentfs_usage(fs, &bytes, &entries, e)) < 0)
 				goto out;
 		}
@@ -501,8 +510,11 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 		/* No kept base (or no overlay here): the snapshot itself. */
 		free(mk.buf);
 		mk = (struct marks){ .e = e };
-		if (fs == NULL && (rc = snapshot_open(snapfd, &fs, e)) < 0)
-			goto out;
+		if (fs == NULL) {
+			if ((rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
+				goto out;
+			fs = v.fs;
+		}
 		if ((rc = agentfs_usage(fs, &bytes, &entries, e)) < 0)
 			goto out;
 		/* The snapshot, plus the job's own disk and inode allowance. */
@@ -517,14 +529,14 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 		if ((rc = workspace_materialise_rules(fs, wsfd, &lim, &p, mark_cb, &mk, e)) < 0)
 			goto out;
 		if (j->op == OP_SH) {
-			void *v = NULL;
+			void *val = NULL;
 			struct err ignore = { 0 };
 
-			if (agentfs_session_get(fs, "cwd", &v, &cwdlen, &ignore) == 0)
-				cwd = v;
-			v = NULL;
-			if (agentfs_session_get(fs, "env", &v, &envlen, &ignore) == 0)
-				env = v;
+			if (agentfs_session_get(fs, "cwd", &val, &cwdlen, &ignore) == 0)
+				cwd = val;
+			val = NULL;
+			if (agentfs_session_get(fs, "env", &val, &envlen, &ignore) == 0)
+				env = val;
 		}
 	}
 	if ((rc = marks_mount(mk.buf, mk.len, e)) < 0)
@@ -541,7 +553,7 @@ out:
 	if (wsfd >= 0)
 		close(wsfd);
 	perms_free(&p);
-	agentfs_close(fs);
+	snapshot_view_close(&v);
 	return rc;
 }
 
@@ -684,103 +696,6 @@ send_changes(int ctl, const struct workspace_changes *ch)
 	return rc;
 }
 
-/*** Shipping the new snapshot ***/
-
-#define SNAP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
-
-/* Trims the memfd to len and seals it: the worker may keep it as it is. */
-static int
-snap_seal(int fd, size_t len, struct err *e)
-{
-	if (ftruncate(fd, (off_t)len) < 0 || fcntl(fd, F_ADD_SEALS, SNAP_SEALS) < 0)
-		return err_set(e, -errno, "snapshot: seal: %s", strerror(errno));
-	return 0;
-}
-
-/* A new sealed memfd holding fs's image (one copy). */
-static int
-snap_ship_copy(struct agentfs *fs, int *fdp, size_t *lenp, struct err *e)
-{
-	const void *blob;
-	size_t len;
-	int fd, rc;
-
-	if ((rc = agentfs_blob_view(fs, &blob, &len, e)) < 0)
-		return rc;
-	fd = memfd_create("snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return err_set(e, -errno, "snapshot: memfd: %s", strerror(errno));
-	if ((rc = write_all(fd, blob, len)) < 0) {
-		close(fd);
-		return err_set(e, rc, "snapshot: write: %s", strerror(-rc));
-	}
-	if ((rc = snap_seal(fd, len, e)) < 0) {
-		close(fd);
-		return rc;
-	}
-	*fdp = fd;
-	*lenp = len;
-	return 0;
-}
-
-/*
- * The head copied into a new memfd with room to grow, mapped shared and
- * opened in place: the new snapshot is made right where the worker will
- * read it, without a copy at the end.
- */
-struct building {
-	int fd;
-	void *map;
-	size_t cap;
-};
-
-static int
-build_open(int snapfd, size_t room, struct building *b, struct agentfs **fs,
-    struct err *e)
-{
-	struct stat st;
-	size_t got = 0;
-	ssize_t n;
-
-	if (fstat(snapfd, &st) < 0 || st.st_size <= 0)
-		return err_set(e, -EBADMSG, "snapshot: bad size");
-	b->cap = (size_t)st.st_size + room;
-	if (b->cap > AGENTFS_BLOB_MAX)
-		b->cap = AGENTFS_BLOB_MAX;
-	b->fd = memfd_create("snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (b->fd < 0)
-		return err_set(e, -errno, "snapshot: memfd: %s", strerror(errno));
-	/* Copied in the kernel, page by page; then mapped with every page
-	 * present, so SQLite takes no fault per page. */
-	while (got < (size_t)st.st_size) {
-		loff_t in = (loff_t)got;
-
-		n = copy_file_range(snapfd, &in, b->fd, NULL, (size_t)st.st_size - got, 0);
-		if (n <= 0)
-			return err_set(e, n < 0 ? -errno : -EBADMSG, "snapshot: copy: %s",
-			    n < 0 ? strerror(errno) : "short");
-		got += (size_t)n;
-	}
-	if (ftruncate(b->fd, (off_t)b->cap) < 0)
-		return err_set(e, -errno, "snapshot: memfd: %s", strerror(errno));
-	b->map = mmap(NULL, b->cap, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
-	if (b->map == MAP_FAILED)
-		return err_set(e, -errno, "snapshot: mmap: %s", strerror(errno));
-	(void)madvise(b->map, got, MADV_POPULATE_WRITE);
-	return agentfs_open_inplace(b->map, got, b->cap, fs, e);
-}
-
-static void
-build_close(struct building *b)
-{
-	if (b->map != MAP_FAILED)
-		munmap(b->map, b->cap);
-	if (b->fd >= 0)
-		close(b->fd);
-	b->map = MAP_FAILED;
-	b->fd = -1;
-}
-
 /* Adds the job's record and, for sh, the session it saved. */
 static int
 capture_finish(struct agentfs *out, const struct job *j, const void *rec,
@@ -800,90 +715,43 @@ capture_finish(struct agentfs *out, const struct job *j, const void *rec,
 	return rc;
 }
 
-/*
- * An overlay's capture, made in place in a new memfd (struct building).
- * The room is what the upper layer holds, three times over (a chunk row
- * costs more than its bytes), plus the record and session; should the new
- * image outgrow it anyway, the capture is made again on a growable copy.
- * Returns the sealed memfd in *fdp.
- */
+/* The cumulative patch of fs in a new memfd, sealed against any change:
+ * the worker keeps it as it is. */
 static int
-capture_overlay(struct persist *ps, int wsfd, int snapfd, const struct perms *p,
-    const struct job *j, const void *rec, size_t reclen,
-    struct workspace_changes *ch, int *fdp, size_t *lenp, struct err *e)
+patch_ship(struct agentfs *fs, int *fdp, size_t *lenp, struct err *e)
 {
-	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
-	struct building b = { .fd = -1, .map = MAP_FAILED, .cap = 0 };
-	struct agentfs *fs = NULL;
-	struct statfs sf;
-	const void *img;
-	size_t room = (size_t)32 << 20;
-	int rc;
+	int fd, rc;
 
-	if (fstatfs(ps->upperfd, &sf) == 0)
-		room += 3 * (size_t)(sf.f_blocks - sf.f_bfree) * (size_t)sf.f_bsize;
-	if ((rc = build_open(snapfd, room, &b, &fs, e)) == 0 &&
-	    (rc = workspace_capture_overlay(wsfd, ps->upperfd, fs, &lim, p, ch, e)) == 0 &&
-	    (rc = capture_finish(fs, j, rec, reclen, e)) == 0)
-		rc = agentfs_blob_view(fs, &img, lenp, e);
-	agentfs_close(fs);
-	fs = NULL;
-	if (rc == 0) {
-		/* Sealing needs the writable map gone. */
-		munmap(b.map, b.cap);
-		b.map = MAP_FAILED;
-		if ((rc = snap_seal(b.fd, *lenp, e)) == 0) {
-			*fdp = b.fd;
-			return 0;
-		}
-	}
-	build_close(&b);
-	if (rc != -ENOSPC)
+	fd = memfd_create("snapshot-patch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return err_set(e, -errno, "snapshot: memfd: %s", strerror(errno));
+	if ((rc = agentfs_cow_patch_write(fs, fd, lenp, e)) < 0) {
+		close(fd);
 		return rc;
-	workspace_changes_free(ch);
-	err_clear(e);
-	if ((rc = snapshot_open(snapfd, &fs, e)) == 0 &&
-	    (rc = workspace_capture_overlay(wsfd, ps->upperfd, fs, &lim, p, ch, e)) == 0 &&
-	    (rc = capture_finish(fs, j, rec, reclen, e)) == 0)
-		rc = snap_ship_copy(fs, fdp, lenp, e);
-	agentfs_close(fs);
-	return rc;
-}
-
-/* A capture of the whole of /workspace (no overlay), against a view of the
- * head; returns the sealed memfd in *fdp. */
-static int
-capture_plain(int wsfd, int snapfd, const struct perms *p, const struct job *j,
-    const void *rec, size_t reclen, struct workspace_changes *ch, int *fdp,
-    size_t *lenp, struct err *e)
-{
-	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
-	struct snapview v;
-	struct agentfs *out = NULL;
-	int rc;
-
-	if ((rc = snapshot_view(snapfd, &v, e)) == 0 &&
-	    (rc = workspace_capture_rules(wsfd, v.fs, &lim, p, &out, ch, e)) == 0 &&
-	    (rc = capture_finish(out, j, rec, reclen, e)) == 0)
-		rc = snap_ship_copy(out, fdp, lenp, e);
-	agentfs_close(out);
-	snapshot_view_close(&v);
-	return rc;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW |
+	    F_SEAL_WRITE) < 0) {
+		rc = err_set(e, -errno, "snapshot: seal: %s", strerror(errno));
+		close(fd);
+		return rc;
+	}
+	*fdp = fd;
+	return 0;
 }
 
 /*
- * After the worker committed the new snapshot (fd) as key
- * (MSG_SBX_BASE_NEXT with the key; empty: not committed), brings the base
- * up to it: the lower tree takes the changes ch made, and the base is
- * sealed as key. Failures only leave the base unsealed (rebuilt next time).
- * The overlay above the tree is spent: the job is gone, and init exits
- * (its mount namespace with it) once this is done.
+ * After the worker committed the new snapshot as key (MSG_SBX_BASE_NEXT
+ * with the key; empty: not committed), brings the base up to it: the
+ * lower tree takes the changes ch made, read from fs (the new snapshot),
+ * and the base is sealed as key. Failures only leave the base unsealed
+ * (rebuilt next time). The overlay above the tree is spent: the job is
+ * gone, and init exits (its mount namespace with it) once this is done.
  */
 static void
-base_advance(int ctl, struct persist *ps, int fd, const struct workspace_changes *ch)
+base_advance(int ctl, struct persist *ps, struct agentfs *fs,
+    const struct workspace_changes *ch)
 {
 	struct err e = { 0 };
-	struct snapview v;
 	struct msg m;
 	char *key;
 
@@ -896,9 +764,8 @@ base_advance(int ctl, struct persist *ps, int fd, const struct workspace_changes
 	key = xmemdup0(m.data, m.len);
 	msg_clear(&m);
 	(void)unlinkat(ps->basefd, "state", 0);
-	if (snapshot_view(fd, &v, &e) == 0 && workspace_apply(v.fs, ps->treefd, ch, &e) == 0)
-		(void)base_seal(ps, v.fs, key, &e);
-	snapshot_view_close(&v);
+	if (workspace_apply(fs, ps->treefd, ch, &e) == 0)
+		(void)base_seal(ps, fs, key, &e);
 	free(key);
 }
 
@@ -906,6 +773,8 @@ int
 persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
     const void *rec, size_t reclen, struct err *e)
 {
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct snapview v = { .img = MAP_FAILED, .patch = MAP_FAILED };
 	struct workspace_changes ch = { 0 };
 	struct perms p = { 0 };
 	uint64_t len64;
@@ -919,17 +788,19 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 		rc = err_set(e, -errno, "open /workspace: %s", strerror(errno));
 		goto out;
 	}
+	/*
+	 * In place on the head: only the blocks the capture rewrites are
+	 * new, and they are the patch the worker gets. On an overlay only
+	 * what the job changed is read.
+	 */
+	if ((rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
+		goto out;
 	rc = ps->upperfd >= 0 ?
-	    capture_overlay(ps, wsfd, snapfd, &p, j, rec, reclen, &ch, &fd, &len, e) :
-	    capture_plain(wsfd, snapfd, &p, j, rec, reclen, &ch, &fd, &len, e);
-	if (rc < 0)
+	    workspace_capture_overlay(wsfd, ps->upperfd, v.fs, &lim, &p, &ch, e) :
+	    workspace_capture_inplace(wsfd, v.fs, &lim, &p, &ch, e);
+	if (rc < 0 || (rc = capture_finish(v.fs, j, rec, reclen, e)) < 0 ||
+	    (rc = patch_ship(v.fs, &fd, &len, e)) < 0)
 		goto out;
-	if (len > MSG_BLOB_MAX) {
-		rc = err_set(e, -EFBIG, "the new snapshot is %zu bytes, over the %u-byte "
-		    "limit", len, MSG_BLOB_MAX);
-		goto out;
-	}
-	/* The sealed memfd itself goes to the worker, which keeps it. */
 	len64 = len;
 	if ((rc = send_changes(ctl, &ch)) < 0 ||
 	    (rc = msg_send(ctl, MSG_SBX_SNAPSHOT, 0, &len64, sizeof(len64), fd)) < 0) {
@@ -937,12 +808,13 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 		goto out;
 	}
 	if (ps->upperfd >= 0)
-		base_advance(ctl, ps, fd, &ch);
+		base_advance(ctl, ps, v.fs, &ch);
 out:
 	if (fd >= 0)
 		close(fd);
 	if (wsfd >= 0)
 		close(wsfd);
+	snapshot_view_close(&v);
 	workspace_changes_free(&ch);
 	perms_free(&p);
 	return rc;

@@ -266,7 +266,7 @@ init_pipe(int ctl, uint8_t which, struct err *e)
 void
 sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 {
-	struct persist ps = { .basefd = -1, .treefd = -1, .upperfd = -1 };
+	struct persist ps = { .basefd = -1, .patchfd = -1, .treefd = -1, .upperfd = -1 };
 	struct err e = { 0 };
 	struct msg m;
 	int rc, out_wr, err_wr;
@@ -336,6 +336,9 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > 0 && m.len < 1024 &&
 	    memchr(m.data, '\n', m.len) == NULL) {
 		ps.key = xmemdup0(m.data, m.len);
+		ps.patchfd = m.fd;
+		m.fd = -1;
+		msg_clear(&m);
 		rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
 	}
 	if (rc <= 0 || m.hdr.type != MSG_SBX_SPEC)
@@ -753,7 +756,7 @@ kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now
 
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
-    size_t speclen, int snapfd, const char *base_key, struct result *res)
+    size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
 {
 	const struct job_limits *l = &j->limits;
 	struct capture out = { .cap = l->output_bytes };
@@ -777,13 +780,15 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 	last_memory = l->memory_bytes;
 	last_pids = l->pids;
-	if (base_key != NULL &&
-	    (rc = msg_send(s->ctl, MSG_SBX_BASE, 0, base_key, strlen(base_key), -1)) < 0) {
+	/* The patch rides with the base's key, the image with the spec. */
+	if (snap != NULL && (rc = msg_send(s->ctl, MSG_SBX_BASE, 0, snap->base_key,
+	    strlen(snap->base_key), snap->patch_fd)) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "cannot hand the job to its sandbox: %s", strerror(-rc));
 		goto out_finish;
 	}
-	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, snapfd)) < 0) {
+	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen,
+	    snap != NULL ? snap->img_fd : -1)) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox",
 		    "cannot hand the job to its sandbox: %s", strerror(-rc));
 		goto out_finish;

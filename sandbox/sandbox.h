@@ -59,6 +59,13 @@ int sandbox_setup_host(struct sandbox_conf *conf, struct err *e);
 int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
     struct err *e);
 
+/* A persistent sandbox's head as the worker holds it (worker.h). */
+struct sandbox_snapshot {
+	int img_fd;		/* sealed memfd: an image of the snapshot */
+	int patch_fd;		/* sealed memfd: a patch over it (store/patch.h), or -1 */
+	const char *base_key;	/* the head under the job's rules, for the kept base */
+};
+
 /*
  * Runs job j (limits already resolved: every field of j->limits is set),
  * whose normalised msgpack encoding is spec/speclen (what the dispatcher
@@ -66,26 +73,26 @@ int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
  * supervising its wall clock and capturing its output, and fills res:
  * status, exit_code, signal, stdout/stderr (+ truncated flags), wall_ms,
  * cpu_ms, max_rss_kb, started_at, finished_at, and error fields for
- * rejected/internal outcomes. snapfd (-1: none) is a sealed memfd holding
- * a persistent sandbox's head snapshot, materialised as /workspace under
- * the job's path rules (persist.c); it is not closed. base_key (NULL: none)
- * names that snapshot under those rules for the worker's kept base: when
- * the base holds it, /workspace is an overlay on it and nothing is
- * written out. The sandbox is spent
- * afterwards, except that a job with j->persist whose process ended on its
- * own leaves init waiting for sandbox_capture().
+ * rejected/internal outcomes. snap (NULL: none) is a persistent sandbox's
+ * head, materialised as /workspace under the job's path rules
+ * (persist.c); its descriptors are not closed. Its base_key names that
+ * head under those rules for the worker's kept base: when the base holds
+ * it, /workspace is an overlay on it and nothing is written out. The
+ * sandbox is spent afterwards, except that a job with j->persist whose
+ * process ended on its own leaves init waiting for sandbox_capture().
  * Returns 0 when res describes the outcome (whatever it is); -errno only if
  * the worker itself failed (it then fills an internal result as well).
  */
 int sandbox_run(struct sandbox *sbx, const struct job *j, const void *spec,
-    size_t speclen, int snapfd, const char *base_key, struct result *res);
+    size_t speclen, const struct sandbox_snapshot *snap, struct result *res);
 
 /*
  * After sandbox_run() of a persistent job: hands init the tool call record
  * rec (JSON text: name, parameters, result, status, error, started_ms,
  * completed_ms) and waits for the captured workspace. On success returns 0
  * with *snapfd (the caller closes it) a memfd sealed against any change
- * holding the *len bytes of the new snapshot, and
+ * holding the *len bytes of the new snapshot's patch over the image the
+ * job was given (store/patch.h: the blocks rewritten since that image), and
  * res's changed, added/modified/removed and refused_paths filled. If the
  * workspace cannot be committed (a special file, a cap, a name), returns
  * -1 with res's error set: status rejected, code "commit_refused", for

@@ -38,6 +38,7 @@
 #include "../common/xmalloc.h"
 #include "agentfs.h"
 #include "internal.h"
+#include "cowimg.h"
 #include "sqlerr.h"
 
 /* An inode as the path and file code needs it. */
@@ -234,6 +235,8 @@ name_ok(const char *name, size_t len)
 /*** Handles ***/
 
 /* Opens a private memdb connection with the hardening every handle gets. */
+static void fs_harden(struct agentfs *fs);
+
 static int
 fs_alloc(struct agentfs **out, struct err *e)
 {
@@ -248,6 +251,14 @@ fs_alloc(struct agentfs **out, struct err *e)
 		agentfs_close(fs);
 		return rc;
 	}
+	fs_harden(fs);
+	*out = fs;
+	return 0;
+}
+
+static void
+fs_harden(struct agentfs *fs)
+{
 	/*
 	 * The database is tenant data: nothing in its schema may run code of
 	 * its own when our statements touch a table (triggers, views,
@@ -259,9 +270,8 @@ fs_alloc(struct agentfs **out, struct err *e)
 	sqlite3_db_config(fs->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, NULL);
 	sqlite3_db_config(fs->db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, NULL);
 	sqlite3_limit(fs->db, SQLITE_LIMIT_ATTACHED, 0);
-	*out = fs;
-	return 0;
 }
+
 
 /* Hands buf (sqlite3_malloc'd, always consumed) to the memdb VFS. */
 static int
@@ -574,36 +584,36 @@ agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
 	return open_blob(blob, len, true, out, e);
 }
 
-int
-agentfs_open_inplace(void *buf, size_t len, size_t cap, struct agentfs **out,
-    struct err *e)
+/* The checks of a trusted image once it is open: schema, config, root. */
+static int
+fs_check_trusted(struct agentfs *fs, struct err *e)
 {
-	struct agentfs *fs = NULL;
-	unsigned char *b = buf;
 	struct node root;
 	int rc;
 
+	if ((rc = schema_check(fs, e)) != 0 || (rc = config_read(fs, e)) != 0)
+		return rc;
+	rc = inode_get(fs, 1, &root, e);
+	if (rc == -ENOENT || (rc == 0 && !S_ISDIR(root.mode)))
+		rc = err_set(e, -EBADMSG, "agentfs: inode 1 is not the root directory");
+	return rc;
+}
+
+int
+agentfs_open_cow(const void *img, size_t img_len, const void *patch, size_t patch_len,
+    struct agentfs **out, struct err *e)
+{
+	struct agentfs *fs = xcalloc(1, sizeof(*fs));
+	int rc;
+
 	*out = NULL;
-	if (cap < len)
-		return err_set(e, -EINVAL, "agentfs: room under the image");
-	if ((rc = header_check(buf, len, e)) != 0)
+	if ((rc = cowimg_open(img, img_len, patch, patch_len, &fs->db, e)) != 0) {
+		free(fs);
 		return rc;
-	if ((rc = fs_alloc(&fs, e)) != 0)
-		return rc;
-	b[18] = 1;
-	b[19] = 1;
-	/* Neither freed nor moved by SQLite: it may grow up to cap. */
-	rc = sqlite3_deserialize(fs->db, "main", b, (sqlite3_int64)len,
-	    (sqlite3_int64)cap, 0);
-	if (rc != SQLITE_OK)
-		rc = afs_db_fail(fs, rc, "deserialize", e);
-	else if ((rc = schema_check(fs, e)) == 0 && (rc = config_read(fs, e)) == 0) {
-		rc = inode_get(fs, 1, &root, e);
-		if (rc == -ENOENT || (rc == 0 && !S_ISDIR(root.mode)))
-			rc = err_set(e, -EBADMSG, "agentfs: inode 1 is not the "
-			    "root directory");
 	}
-	if (rc != 0) {
+	fs->cow = true;
+	fs_harden(fs);
+	if ((rc = fs_check_trusted(fs, e)) != 0) {
 		agentfs_close(fs);
 		return rc;
 	}
@@ -612,26 +622,18 @@ agentfs_open_inplace(void *buf, size_t len, size_t cap, struct agentfs **out,
 }
 
 int
+agentfs_cow_patch_write(struct agentfs *fs, int fd, size_t *len, struct err *e)
+{
+	if (!fs->cow)
+		return err_set(e, -EINVAL, "agentfs: not opened over an image and a patch");
+	return cowimg_patch_write(fs->db, fd, len, e);
+}
+
+int
 agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
     struct err *e)
 {
 	return open_blob(blob, len, false, out, e);
-}
-
-int
-agentfs_blob_view(struct agentfs *fs, const void **blob, size_t *len, struct err *e)
-{
-	sqlite3_int64 sz = 0;
-	const unsigned char *p;
-
-	*blob = NULL;
-	*len = 0;
-	p = sqlite3_serialize(fs->db, "main", &sz, SQLITE_SERIALIZE_NOCOPY);
-	if (p == NULL)
-		return err_set(e, -ENOMEM, "agentfs: the image is not contiguous");
-	*blob = p;
-	*len = (size_t)sz;
-	return 0;
 }
 
 int
@@ -667,7 +669,10 @@ agentfs_close(struct agentfs *fs)
 		return;
 	for (size_t i = 0; i < AFS_STMT_CACHE; i++)
 		sqlite3_finalize(fs->cache[i].st);
-	sqlite3_close_v2(fs->db);
+	if (fs->cow)
+		cowimg_close(fs->db);
+	else
+		sqlite3_close_v2(fs->db);
 	free(fs);
 }
 

@@ -112,14 +112,16 @@ int agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
 int agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
     struct err *e);
 /*
- * agentfs_open_trusted() without a copy: the database lives in buf itself
- * (len bytes of image, cap bytes of room), which the caller owns and keeps
- * mapped until agentfs_close(). Changes are made in buf and may grow the
- * image up to cap; past it a write fails with -ENOSPC. The image's size
- * is agentfs_blob_view()'s. For building a snapshot in a shared mapping.
+ * Opens a trusted image (img_len bytes) with a patch of 4 KiB blocks over
+ * it (patch.h; NULL/0 for none), copying neither: both must stay mapped
+ * and unchanged until agentfs_close(). Changes are kept apart as blocks
+ * (store/cowimg.h); agentfs_cow_patch_write() writes the cumulative patch
+ * (the given one's blocks and the new ones) to fd. The checks of
+ * agentfs_open_trusted(); agentfs_to_blob() gives the whole image.
  */
-int agentfs_open_inplace(void *buf, size_t len, size_t cap, struct agentfs **out,
-    struct err *e);
+int agentfs_open_cow(const void *img, size_t img_len, const void *patch,
+    size_t patch_len, struct agentfs **out, struct err *e);
+int agentfs_cow_patch_write(struct agentfs *fs, int fd, size_t *len, struct err *e);
 
 /*
  * Serialises the database into one SQLite file image (header bytes 18/19
@@ -127,12 +129,6 @@ int agentfs_open_inplace(void *buf, size_t len, size_t cap, struct agentfs **out
  * the caller (free()). Returns 0 or -errno.
  */
 int agentfs_to_blob(struct agentfs *fs, void **blob, size_t *len,
-    struct err *e);
-/*
- * The same image without a copy: *blob points into the database's own
- * memory, valid until the next change to fs or agentfs_close().
- */
-int agentfs_blob_view(struct agentfs *fs, const void **blob, size_t *len,
     struct err *e);
 
 /* Frees the handle and its database. NULL is a no-op. */

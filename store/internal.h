@@ -24,6 +24,7 @@ struct afs_cached {
 
 struct agentfs {
 	sqlite3 *db;		/* memdb connection, owns the image */
+	bool cow;		/* db is a cowimg connection (cowimg.h) */
 	struct afs_cached cache[AFS_STMT_CACHE];
 	size_t chunk_size;	/* fs_config chunk_size */
 	bool has_nsec;		/* fs_inode has rdev and *_nsec columns */

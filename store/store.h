@@ -11,8 +11,8 @@
  * model.
  *
  * Lifecycle: store_open() -> store_set_keep_versions() (optional) ->
- * sandbox_create_blob / commit_blob / fork / get / list / history / delete
- * / blob_get -> store_close(). A handle is not thread-safe: use one per
+ * sandbox_create_blob / commit_blob / commit_patch / fork / get / list /
+ * history / delete / blob_get -> store_close(). A handle is not thread-safe: use one per
  * thread or process; any number of handles, in any number of processes,
  * may share the file (SQLite WAL locking, with a busy timeout of
  * STORE_BUSY_MS).
@@ -56,6 +56,12 @@
  *   so no blob is ever stored unnamed between two transactions and
  *   garbage collection cannot race a commit. The worker uses them; the
  *   separate put and create/commit calls remain for tools and tests.
+ * - store_sandbox_commit_patch() takes the new head as an image and a
+ *   patch of 4 KiB blocks (patch.h): the chunks the patch does not touch
+ *   take the current head's hashes from its manifest, unread and
+ *   unhashed, so a commit costs the chunks that changed. It trusts the
+ *   caller that the head is that image under an older, smaller patch; a
+ *   build with -DSTORE_CHECK_PATCH checks it, at the cost of a full pass.
  * - A fork is one row: it names the same blob, so nothing is copied.
  * - Every sandbox statement is keyed by (tenant, id): no call can reach a
  *   sandbox of another tenant, whatever id it passes. Blobs and chunks are
@@ -258,6 +264,40 @@ int store_sandbox_commit_blob(struct store *st, const char *tenant,
     char sha_hex[STORE_SHA_HEX + 1], struct err *e);
 
 /*
+ * store_sandbox_commit_blob() for a new head given as an image and a
+ * patch: the new snapshot is img (img_len bytes) with patch (patch_len
+ * bytes, patch.h's format) applied, patch->size bytes long (a size below
+ * img_len drops the image's tail; above, the bytes no block covers are
+ * zeros). Costs the chunks the patch touches, never a pass over the image.
+ *
+ * The caller's contract: tenant/id's head at expect_version is img with a
+ * patch whose blocks (indexes) are a subset of this patch's (a worker's
+ * cumulative patch since it read img, an empty one included). Every 64 KiB
+ * chunk holding no block of this patch, and of the same length as the
+ * head's chunk at that index, then has the head's bytes, and takes the
+ * head's chunk hash from the head's manifest without being read. The
+ * other chunks (holding a block, past the head's end, or the last one when
+ * the size changed) are assembled and hashed. A caller that breaks the
+ * contract gets a wrong snapshot, stored consistently under its key; a
+ * build with -DSTORE_CHECK_PATCH hashes every chunk and refuses such a
+ * commit with -EINVAL instead.
+ *
+ * The head's manifest is read in a read transaction and the hashing done
+ * with no lock held; then one write transaction checks that the sandbox
+ * is still at expect_version with the same head, stores the new chunks and
+ * the manifest, moves the head, appends the history row and applies
+ * retention. On any failure nothing is stored: -EBADMSG for a malformed
+ * patch, -ESTALE if the sandbox is at another version (or was deleted and
+ * created again), -ENOENT if it is gone, -EINVAL for img or patch NULL
+ * with a length. Does not take ownership of img or patch. Writes the new
+ * head's key to sha_hex: the key store_blob_put() gives the same bytes.
+ */
+int store_sandbox_commit_patch(struct store *st, const char *tenant,
+    const char *id, uint64_t expect_version, const void *img, size_t img_len,
+    const void *patch, size_t patch_len, char sha_hex[STORE_SHA_HEX + 1],
+    struct err *e);
+
+/*
  * Creates tenant/dst from tenant/src in O(1): same head blob (no copy),
  * same labels, version 1, a history of one row. Both sandboxes then move
  * independently. -ENOENT if src is missing, -EEXIST if dst exists.
@@ -288,6 +328,17 @@ int store_sandbox_list(struct store *st, const char *tenant,
  */
 int store_sandbox_history(struct store *st, const char *tenant,
     const char *id, store_version_cb cb, void *arg, struct err *e);
+
+/*** Test hook ***/
+
+/*
+ * How many chunks this handle has hashed to write blobs since
+ * store_open(): puts, commits and the check of a reused chunk found
+ * missing (not reads, which hash every chunk they return, and not the
+ * STORE_CHECK_PATCH cross-check). For tests and the benchmark, which use
+ * it to show that a commit hashed only what changed.
+ */
+long store_debug_chunks_hashed(const struct store *st);
 
 /*** Retention ***/
 

@@ -1488,12 +1488,16 @@ out_free:
 	return rc;
 }
 
-int
-workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
+/*
+ * A capture made in place on fs: of an overlay when upperfd >= 0 (dirfd is
+ * the merged tree), else of the plain tree dirfd.
+ */
+static int
+capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
     const struct workspace_limits *lim, const struct perms *p,
     struct workspace_changes *ch, struct err *e)
 {
-	struct cap c = { .base = fs, .out = fs, .p = p, .e = e, .overlay = true };
+	struct cap c = { .base = fs, .out = fs, .p = p, .e = e, .overlay = upperfd >= 0 };
 	struct stat st;
 	int rc;
 
@@ -1501,10 +1505,10 @@ workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
 	memset(ch, 0, sizeof(*ch));
 	c.ch = ch;
 	limits_resolve(lim, &c.lim);
-	if (fstat(upperfd, &st) != 0)
+	if (fstat(c.overlay ? upperfd : dirfd, &st) != 0)
 		return sys_fail(e, "/", "fstat");
 	c.dev = st.st_dev;
-	if (!S_ISDIR(st.st_mode) || fstat(mergedfd, &st) != 0 || !S_ISDIR(st.st_mode))
+	if (!S_ISDIR(st.st_mode) || fstat(dirfd, &st) != 0 || !S_ISDIR(st.st_mode))
 		return err_set(e, -ENOTDIR, "workspace: /: not a directory");
 	c.mdev = st.st_dev;
 	/*
@@ -1516,7 +1520,8 @@ workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
 		if (c.n > 1)
 			qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
 		c.path[0] = '\0';
-		if ((rc = cap_dir(&c, upperfd, mergedfd, 0, 0)) == 0)
+		rc = c.overlay ? cap_dir(&c, upperfd, dirfd, 0, 0) : cap_dir(&c, dirfd, -1, 0, 0);
+		if (rc == 0)
 			rc = cap_remove_missing(&c);
 	}
 	for (size_t i = 0; i < c.n; i++) {
@@ -1525,6 +1530,22 @@ workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
 	}
 	free(c.ents);
 	return rc;
+}
+
+int
+workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
+    const struct workspace_limits *lim, const struct perms *p,
+    struct workspace_changes *ch, struct err *e)
+{
+	return capture_inplace(mergedfd, upperfd, fs, lim, p, ch, e);
+}
+
+int
+workspace_capture_inplace(int dirfd, struct agentfs *fs,
+    const struct workspace_limits *lim, const struct perms *p,
+    struct workspace_changes *ch, struct err *e)
+{
+	return capture_inplace(dirfd, -1, fs, lim, p, ch, e);
 }
 
 /*** Apply ***/

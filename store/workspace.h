@@ -222,6 +222,16 @@ int workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
     struct workspace_changes *ch, struct err *e);
 
 /*
+ * workspace_capture_rules() made in place: fs is base on entry and the new
+ * snapshot on success (half rewritten on failure: discard it). Every
+ * path's base state is read before that path is written, so one handle
+ * serves both. ch is required; ch->all stays empty.
+ */
+int workspace_capture_inplace(int dirfd, struct agentfs *fs,
+    const struct workspace_limits *lim, const struct perms *p,
+    struct workspace_changes *ch, struct err *e);
+
+/*
  * Brings a tree materialised from a snapshot up to date with the snapshot
  * fs that ch->all (from workspace_capture_overlay()) turned it into: each
  * removed path is deleted (a directory with its tree), each added or

@@ -8,12 +8,16 @@
  * schema's column names are what store.h documents. Blob keys are computed
  * here independently (OpenSSL) from the manifest format store.h documents,
  * and refs_mismatches() recounts every chunk reference from the manifests.
+ * Patches for store_sandbox_commit_patch() are built by struct tpatch, a
+ * model of patch.h's bytes kept apart from patch_read(); built with
+ * -DSTORE_CHECK_PATCH, the lying-caller test expects the refusal instead.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../store/patch.h"
 #include "../store/store.h"
 
 static char dir[] = "/tmp/store_test.XXXXXX";
@@ -1456,4 +1461,491 @@ Test(store, two_handles_cannot_both_commit_one_version)
 	    -ESTALE);
 	store_close(s2);
 	cr_expect_eq(version_of("acme", "a"), 2);
+}
+
+/*** Commits from an image and a patch ***/
+
+/*
+ * A cumulative patch over img, and the model of the snapshot it makes:
+ * below size, a byte is its block's if the block is in the patch, else
+ * img's below img_len, else zero (patch.h). Blocks are kept whole in
+ * blocks[], which has room for cap bytes.
+ */
+struct tpatch {
+	const unsigned char *img;	/* the image, not owned */
+	size_t img_len;			/* bytes of img */
+	size_t size;			/* the patched snapshot's size */
+	size_t cap;			/* bytes blocks[] can hold */
+	unsigned char *blocks;		/* block i at i * PATCH_BLOCK */
+	bool *in;			/* block i is in the patch */
+};
+
+static void
+tp_init(struct tpatch *t, const unsigned char *img, size_t img_len,
+    size_t cap)
+{
+	t->img = img;
+	t->img_len = img_len;
+	t->size = img_len;
+	t->cap = (cap + PATCH_BLOCK - 1) / PATCH_BLOCK * PATCH_BLOCK;
+	t->blocks = calloc(t->cap, 1);
+	t->in = calloc(t->cap / PATCH_BLOCK, sizeof(bool));
+	cr_assert(t->blocks != NULL && t->in != NULL);
+}
+
+static void
+tp_free(struct tpatch *t)
+{
+	free(t->blocks);
+	free(t->in);
+}
+
+/* Byte o of the image under no block: img's, or zero past its end. */
+static unsigned char
+tp_img_byte(const struct tpatch *t, size_t o)
+{
+	return o < t->img_len ? t->img[o] : 0;
+}
+
+/* Writes n bytes at off, adding the blocks they fall in to the patch. */
+static void
+tp_write(struct tpatch *t, size_t off, const void *data, size_t n)
+{
+	cr_assert_leq(off + n, t->size);
+	for (size_t b = off / PATCH_BLOCK; n > 0 &&
+	    b <= (off + n - 1) / PATCH_BLOCK; b++) {
+		if (t->in[b])
+			continue;
+		for (size_t o = b * PATCH_BLOCK; o < (b + 1) * PATCH_BLOCK; o++)
+			t->blocks[o] = tp_img_byte(t, o);
+		t->in[b] = true;
+	}
+	memcpy(t->blocks + off, data, n);
+}
+
+/* Writes a pattern over n bytes at off. */
+static void
+tp_scribble(struct tpatch *t, size_t off, size_t n, uint32_t seed)
+{
+	unsigned char *p = pattern(n, seed);
+
+	tp_write(t, off, p, n);
+	free(p);
+}
+
+/*
+ * Sets the snapshot's size. Blocks wholly past a smaller size leave the
+ * patch (patch.h keeps every block below size): the bytes come back from
+ * img if the size grows again.
+ */
+static void
+tp_resize(struct tpatch *t, size_t size)
+{
+	cr_assert_leq(size, t->cap);
+	t->size = size;
+	for (size_t b = (size + PATCH_BLOCK - 1) / PATCH_BLOCK;
+	    b < t->cap / PATCH_BLOCK; b++)
+		t->in[b] = false;
+}
+
+/* The snapshot the patch makes, as the model says (malloc'd, size bytes). */
+static unsigned char *
+tp_expected(const struct tpatch *t)
+{
+	unsigned char *out = malloc(t->size > 0 ? t->size : 1);
+
+	cr_assert_not_null(out);
+	for (size_t o = 0; o < t->size; o++)
+		out[o] = t->in[o / PATCH_BLOCK] ? t->blocks[o] :
+		    tp_img_byte(t, o);
+	return out;
+}
+
+static void
+le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The patch's bytes (malloc'd) and their length. */
+static unsigned char *
+tp_bytes(const struct tpatch *t, size_t *len)
+{
+	uint32_t count = 0, k = 0;
+	unsigned char *out;
+
+	for (size_t b = 0; b < t->cap / PATCH_BLOCK; b++)
+		count += t->in[b];
+	*len = patch_bytes(count);
+	out = malloc(*len);
+	cr_assert_not_null(out);
+	patch_header(out, t->size, count);
+	for (size_t b = 0; b < t->cap / PATCH_BLOCK; b++) {
+		unsigned char *ent;
+
+		if (!t->in[b])
+			continue;
+		ent = out + PATCH_HEADER + (size_t)k++ * PATCH_ENTRY;
+		le32(ent, (uint32_t)b);
+		memcpy(ent + 4, t->blocks + b * PATCH_BLOCK, PATCH_BLOCK);
+	}
+	return out;
+}
+
+/*
+ * Commits t's patch to acme/id at version, then checks the new head reads
+ * back as the model's bytes and as patch_read() of the whole size, under
+ * the key store_blob_put() gives those bytes (that put finds the key
+ * stored and adds nothing). Returns how many chunks the commit hashed.
+ */
+static long
+tp_commit(const struct tpatch *t, const char *id, uint64_t version,
+    char sha[65])
+{
+	unsigned char *pb, *want, *read;
+	struct patch p;
+	struct err e = { 0 };
+	char key[65];
+	long hashed = store_debug_chunks_hashed(st);
+	size_t plen;
+
+	pb = tp_bytes(t, &plen);
+	want = tp_expected(t);
+	cr_assert_eq(store_sandbox_commit_patch(st, "acme", id, version, t->img,
+	    t->img_len, pb, plen, sha, &e), 0, "%s", e.msg);
+	hashed = store_debug_chunks_hashed(st) - hashed;
+	cr_expect_eq(version_of("acme", id), version + 1);
+	expect_blob(sha, want, t->size);
+	cr_assert_eq(patch_parse(pb, plen, &p, &e), 0, "%s", e.msg);
+	read = malloc(t->size);
+	patch_read(t->img, t->img_len, &p, 0, t->size, read);
+	cr_expect(memcmp(read, want, t->size) == 0, "patch_read differs from "
+	    "the model");
+	manifest_key_of(want, t->size, key);
+	cr_expect_str_eq(sha, key);
+	put_bytes(want, t->size, key);
+	cr_expect_str_eq(sha, key);
+	free(read);
+	free(want);
+	free(pb);
+	return hashed;
+}
+
+/* Creates acme/id with img as its head at version 1. */
+static void
+create_img(const char *id, const unsigned char *img, size_t len, char sha[65])
+{
+	struct err e = { 0 };
+
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", id, img, len, NULL,
+	    sha, &e), 0, "%s", e.msg);
+}
+
+Test(store, commit_patch_stores_the_patched_bytes)
+{
+	size_t len = 16 * STORE_CHUNK_BYTES + 777;
+	unsigned char *img = pattern(len, 40);
+	char sha[65], v2[65];
+	struct tpatch t;
+
+	create_img("a", img, len, sha);
+	tp_init(&t, img, len, len + 5 * STORE_CHUNK_BYTES);
+	/* Blocks inside, one straddling the image's odd tail. */
+	tp_scribble(&t, 3 * PATCH_BLOCK + 10, 100, 1);
+	tp_scribble(&t, 5 * STORE_CHUNK_BYTES, PATCH_BLOCK, 2);
+	tp_scribble(&t, 5 * STORE_CHUNK_BYTES + 7 * PATCH_BLOCK - 3, 9, 3);
+	tp_scribble(&t, 12 * STORE_CHUNK_BYTES + 4000, 300, 4);
+	/*
+	 * Grown past the image: the tail block holds image bytes then zeros
+	 * where nothing wrote, one block is written far out, and the bytes
+	 * between are zeros from no block at all.
+	 */
+	tp_resize(&t, len + 3 * STORE_CHUNK_BYTES + 4097);
+	tp_scribble(&t, len - 5, 10, 5);
+	tp_scribble(&t, len + 2 * STORE_CHUNK_BYTES + 123, 50, 6);
+	tp_commit(&t, "a", 1, v2);
+	cr_expect_str_neq(v2, sha);
+	cr_expect_eq(refs_mismatches(), 0);
+	tp_free(&t);
+
+	/* Shrunk, on another sandbox: bytes past size are not the snapshot's. */
+	create_img("b", img, len, sha);
+	tp_init(&t, img, len, len);
+	tp_resize(&t, len - 100000 - 5);
+	tp_scribble(&t, 2 * STORE_CHUNK_BYTES + 1, 2, 7);
+	tp_commit(&t, "b", 1, v2);
+	cr_expect_eq(refs_mismatches(), 0);
+	tp_free(&t);
+	free(img);
+}
+
+Test(store, commit_patch_chains_cumulative_patches_over_one_image)
+{
+	size_t len = 8 * STORE_CHUNK_BYTES + 1000;
+	unsigned char *img = pattern(len, 41);
+	char shas[4][65];
+	struct err e = { 0 };
+	struct tpatch t;
+	long chunks;
+
+	store_set_keep_versions(st, 0);
+	create_img("a", img, len, shas[0]);
+	tp_init(&t, img, len, len);
+
+	/* P1: one block in chunk 1. */
+	chunks = store_chunk_count(st, &e);
+	tp_scribble(&t, STORE_CHUNK_BYTES + 5 * PATCH_BLOCK, 64, 1);
+	cr_expect_eq(tp_commit(&t, "a", 1, shas[1]), 1);
+	cr_expect_eq(store_chunk_count(st, &e) - chunks, 1);
+
+	/* P2 = P1 (chunk 1 written again) + a block in chunk 5. */
+	chunks = store_chunk_count(st, &e);
+	tp_scribble(&t, STORE_CHUNK_BYTES + 5 * PATCH_BLOCK + 8, 8, 2);
+	tp_scribble(&t, 5 * STORE_CHUNK_BYTES, 10, 3);
+	cr_expect_eq(tp_commit(&t, "a", 2, shas[2]), 2);
+	cr_expect_eq(store_chunk_count(st, &e) - chunks, 2);
+
+	/* P3 = P2 + a block in chunk 3: chunks 1 and 5 hashed, not new. */
+	chunks = store_chunk_count(st, &e);
+	tp_scribble(&t, 3 * STORE_CHUNK_BYTES + 9 * PATCH_BLOCK, 4096, 4);
+	cr_expect_eq(tp_commit(&t, "a", 3, shas[3]), 3);
+	cr_expect_eq(store_chunk_count(st, &e) - chunks, 1);
+
+	/* Every version still reads back (keep_versions 0 keeps them all). */
+	expect_blob(shas[0], img, len);
+	cr_expect_eq(history("acme", "a").n, 4);
+	cr_expect_eq(refs_mismatches(), 0);
+	tp_free(&t);
+	free(img);
+}
+
+Test(store, commit_patch_hashes_only_the_touched_chunks)
+{
+	enum { N = 200 };
+	size_t len = N * STORE_CHUNK_BYTES + 123;
+	unsigned char *img = pattern(len, 42), *pb;
+	char sha[65], v2[65], v3[65];
+	struct err e = { 0 };
+	struct tpatch t;
+	long chunks, hashed;
+	size_t plen;
+
+	create_img("a", img, len, sha);
+	tp_init(&t, img, len, len + 4 * STORE_CHUNK_BYTES);
+
+	/* An empty patch: nothing hashed, nothing stored, the same key. */
+	chunks = store_chunk_count(st, &e);
+	hashed = store_debug_chunks_hashed(st);
+	pb = tp_bytes(&t, &plen);
+	cr_assert_eq(store_sandbox_commit_patch(st, "acme", "a", 1, img, len,
+	    pb, plen, v2, &e), 0, "%s", e.msg);
+	free(pb);
+	cr_expect_eq(store_debug_chunks_hashed(st), hashed);
+	cr_expect_eq(store_chunk_count(st, &e), chunks);
+	cr_expect_str_eq(v2, sha);
+
+	/* Ten blocks in chunks 7, 100 and 200 (the short last one). */
+	for (int i = 0; i < 4; i++)
+		tp_scribble(&t, 7 * STORE_CHUNK_BYTES + (size_t)i * PATCH_BLOCK,
+		    33, (uint32_t)i);
+	for (int i = 0; i < 5; i++)
+		tp_scribble(&t, 100 * STORE_CHUNK_BYTES +
+		    (size_t)(3 * i) * PATCH_BLOCK, 7, 10 + (uint32_t)i);
+	tp_scribble(&t, N * STORE_CHUNK_BYTES + 100, 23, 20);
+	hashed = store_debug_chunks_hashed(st);
+	pb = tp_bytes(&t, &plen);
+	cr_assert_eq(store_sandbox_commit_patch(st, "acme", "a", 2, img, len,
+	    pb, plen, v2, &e), 0, "%s", e.msg);
+	free(pb);
+	cr_expect_eq(store_debug_chunks_hashed(st) - hashed, 3);
+	cr_expect_eq(store_chunk_count(st, &e) - chunks, 3);
+
+	/*
+	 * Grown by three chunks and a bit, nothing new written: chunks 7 and
+	 * 100 are hashed again for their blocks, the old last chunk 200 (now
+	 * full length) and the three past it (201-203) for the new size; the
+	 * other 200 are reused.
+	 */
+	tp_resize(&t, (N + 3) * STORE_CHUNK_BYTES + 5);
+	chunks = store_chunk_count(st, &e);
+	hashed = store_debug_chunks_hashed(st);
+	pb = tp_bytes(&t, &plen);
+	cr_assert_eq(store_sandbox_commit_patch(st, "acme", "a", 3, img, len,
+	    pb, plen, v3, &e), 0, "%s", e.msg);
+	free(pb);
+	cr_expect_eq(store_debug_chunks_hashed(st) - hashed, 2 + 4);
+	/* New: the grown chunk 200, zero chunks 201 and 202 (one row), 203. */
+	cr_expect_eq(store_chunk_count(st, &e) - chunks, 3);
+	pb = tp_expected(&t);
+	expect_blob(v3, pb, t.size);
+	free(pb);
+	cr_expect_eq(refs_mismatches(), 0);
+	tp_free(&t);
+	free(img);
+}
+
+Test(store, commit_patch_refuses_stale_missing_and_bad_patches)
+{
+	size_t len = 4 * STORE_CHUNK_BYTES, plen;
+	unsigned char *img = pattern(len, 43), *pb;
+	char sha[65], out[65];
+	struct err e = { 0 };
+	int64_t blobs, chunks, refs;
+	struct tpatch t;
+	long hashed;
+
+	create_img("a", img, len, sha);
+	tp_init(&t, img, len, len);
+	tp_scribble(&t, 100, 100, 1);
+	pb = tp_bytes(&t, &plen);
+	blobs = blob_rows();
+	chunks = chunk_rows();
+	refs = raw_int("SELECT sum(refs) FROM chunk_refs", NULL);
+	hashed = store_debug_chunks_hashed(st);
+
+	cr_expect_eq(store_sandbox_commit_patch(st, "acme", "a", 2, img, len,
+	    pb, plen, out, &e), -ESTALE);
+	cr_expect_str_eq(e.msg, "store: sandbox acme/a: at version 1, not 2");
+	cr_expect_eq(store_sandbox_commit_patch(st, "acme", "gone", 1, img,
+	    len, pb, plen, out, &e), -ENOENT);
+	cr_expect_eq(store_sandbox_commit_patch(st, "other", "a", 1, img, len,
+	    pb, plen, out, &e), -ENOENT, "another tenant's sandbox");
+	/* Bad patches: truncated, wrong magic, blocks out of order. */
+	cr_expect_eq(store_sandbox_commit_patch(st, "acme", "a", 1, img, len,
+	    pb, plen - 1, out, &e), -EBADMSG);
+	pb[0] ^= 1;
+	cr_expect_eq(store_sandbox_commit_patch(st, "acme", "a", 1, img, len,
+	    pb, plen, out, &e), -EBADMSG);
+	cr_expect_str_eq(e.msg, "patch: not a patch (magic)");
+	pb[0] ^= 1;
+	cr_expect_eq(store_sandbox_commit_patch(st, "acme", "a", 1, img, len,
+	    NULL, 0, out, &e), -EBADMSG);
+	cr_expect_eq(store_sandbox_commit_patch(st, "acme", "a", 1, NULL, len,
+	    pb, plen, out, &e), -EINVAL);
+	free(pb);
+	tp_scribble(&t, 3 * STORE_CHUNK_BYTES, 1, 2);
+	pb = tp_bytes(&t, &plen);
+	memcpy(pb + PATCH_HEADER + PATCH_ENTRY, pb + PATCH_HEADER, 4);
+	cr_expect_eq(store_sandbox_commit_patch(st, "acme", "a", 1, img, len,
+	    pb, plen, out, &e), -EBADMSG);
+	free(pb);
+
+	cr_expect_eq(store_debug_chunks_hashed(st), hashed);
+	cr_expect_eq(blob_rows(), blobs);
+	cr_expect_eq(chunk_rows(), chunks);
+	cr_expect_eq(raw_int("SELECT sum(refs) FROM chunk_refs", NULL), refs);
+	cr_expect_eq(version_of("acme", "a"), 1);
+	tp_free(&t);
+	free(img);
+}
+
+Test(store, commit_patch_applies_retention_and_keeps_shared_chunks)
+{
+	enum { COMMITS = 5, KEEP = 2 };
+	size_t len = 4 * STORE_CHUNK_BYTES;
+	unsigned char *img = pattern(len, 44), *want;
+	char shas[COMMITS + 1][65];
+	struct err e = { 0 };
+	struct tpatch t;
+	struct hist h;
+
+	store_set_keep_versions(st, KEEP);
+	create_img("a", img, len, shas[0]);
+	tp_init(&t, img, len, len);
+	for (int k = 1; k <= COMMITS; k++) {
+		tp_scribble(&t, (size_t)(k % 4) * STORE_CHUNK_BYTES + 64, 8,
+		    (uint32_t)k);
+		tp_commit(&t, "a", (uint64_t)k, shas[k]);
+	}
+	h = history("acme", "a");
+	cr_assert_eq(h.n, KEEP);
+	cr_expect_str_eq(h.v[0].sha256, shas[COMMITS]);
+	cr_expect_str_eq(h.v[1].sha256, shas[COMMITS - 1]);
+	for (int k = 0; k <= COMMITS - KEEP; k++)
+		cr_expect_eq(store_blob_exists(st, shas[k], &e), 0, "v%d", k + 1);
+	/*
+	 * Only the two kept versions are left: 4 chunks under the head and
+	 * the one (chunk 1) the last commit changed; the chunks the head
+	 * shares with the collected versions are still there.
+	 */
+	cr_expect_eq(blob_rows(), KEEP);
+	cr_expect_eq(chunk_rows(), 4 + 1);
+	cr_expect_eq(refs_mismatches(), 0);
+	want = tp_expected(&t);
+	expect_blob(shas[COMMITS], want, len);
+	free(want);
+	tp_free(&t);
+	free(img);
+}
+
+Test(store, commit_patch_grows_and_shrinks_the_image)
+{
+	size_t len = 5 * STORE_CHUNK_BYTES + 300;
+	unsigned char *img = pattern(len, 45);
+	char sha[65], v[4][65];
+	struct tpatch t;
+
+	create_img("a", img, len, sha);
+	tp_init(&t, img, len, len + 4 * STORE_CHUNK_BYTES);
+	/* Grown by three chunks and a bit: a block in chunk 2 and in chunk 7. */
+	tp_resize(&t, len + 3 * STORE_CHUNK_BYTES + 100);
+	tp_scribble(&t, 2 * STORE_CHUNK_BYTES + 50, 10, 1);
+	tp_scribble(&t, 7 * STORE_CHUNK_BYTES + 4096 * 3, 4096, 2);
+	tp_commit(&t, "a", 1, v[1]);
+	/* Shrunk below the image, inside chunk 2: its block stays. */
+	tp_resize(&t, 2 * STORE_CHUNK_BYTES + 5000);
+	tp_commit(&t, "a", 2, v[2]);
+	/* Grown again: the image's bytes come back, then zeros past it. */
+	tp_resize(&t, len + 10);
+	tp_commit(&t, "a", 3, v[3]);
+	cr_expect_eq(refs_mismatches(), 0);
+	tp_free(&t);
+	free(img);
+}
+
+/*
+ * The caller's contract broken: the image passed is not the head's (chunk
+ * 2 differs) and no block covers the difference. The store trusts the
+ * contract, so the snapshot stored is the head's bytes, not img2's; a
+ * build with STORE_CHECK_PATCH refuses the commit instead.
+ */
+Test(store, commit_patch_trusts_the_contract_unless_checked)
+{
+	size_t len = 4 * STORE_CHUNK_BYTES, plen;
+	unsigned char *img = pattern(len, 46), *img2 = malloc(len), *pb;
+	char sha[65], out[65];
+	struct err e = { 0 };
+	struct tpatch t;
+	int rc;
+
+	create_img("a", img, len, sha);
+	memcpy(img2, img, len);
+	img2[2 * STORE_CHUNK_BYTES + 5] ^= 0xff;
+	tp_init(&t, img2, len, len);
+	tp_scribble(&t, 10, 10, 1);
+	pb = tp_bytes(&t, &plen);
+	rc = store_sandbox_commit_patch(st, "acme", "a", 1, img2, len, pb, plen,
+	    out, &e);
+#ifdef STORE_CHECK_PATCH
+	cr_expect_eq(rc, -EINVAL);
+	cr_expect(strstr(e.msg, "chunk 2 ") != NULL, "%s", e.msg);
+	cr_expect_eq(version_of("acme", "a"), 1);
+	cr_expect_eq(blob_rows(), 1);
+#else
+	{
+		unsigned char *want = tp_expected(&t);
+
+		cr_assert_eq(rc, 0, "%s", e.msg);
+		/* Chunk 2 came from the head: the head's bytes, not img2's. */
+		memcpy(want + 2 * STORE_CHUNK_BYTES, img + 2 * STORE_CHUNK_BYTES,
+		    STORE_CHUNK_BYTES);
+		expect_blob(out, want, len);
+		free(want);
+	}
+#endif
+	free(pb);
+	tp_free(&t);
+	free(img2);
+	free(img);
 }

@@ -40,6 +40,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../queue/payload.h"
+#include "../store/patch.h"
 #include "../store/store.h"
 #include "ops.h"
 #include "worker.h"
@@ -135,30 +136,118 @@ snap_forget(struct worker *w)
 {
 	if (w->snap_fd >= 0)
 		close(w->snap_fd);
-	w->snap_fd = -1;
-	w->snap_len = 0;
+	if (w->patch_fd >= 0)
+		close(w->patch_fd);
+	w->snap_fd = w->patch_fd = -1;
+	w->snap_len = w->patch_len = 0;
 	w->snap_sha[0] = '\0';
 }
 
-/* Keeps blob (sha) as the cached snapshot, in a sealed memfd. */
+#define SNAP_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
+
+/* A new memfd holding len bytes from fill(arg, off, n, out), sealed. */
+static int
+memfd_sealed(size_t len, void (*fill)(void *, uint64_t, size_t, unsigned char *),
+    void *arg)
+{
+	unsigned char *buf = xmalloc(1 << 20);
+	int fd = memfd_create("snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0) {
+		free(buf);
+		return -errno;
+	}
+	for (size_t off = 0; off < len;) {
+		size_t n = len - off < (1 << 20) ? len - off : (1 << 20);
+
+		fill(arg, off, n, buf);
+		if (write_all(fd, buf, n) < 0)
+			goto fail;
+		off += n;
+	}
+	if (fcntl(fd, F_ADD_SEALS, SNAP_SEALS) < 0)
+		goto fail;
+	free(buf);
+	return fd;
+fail:
+	free(buf);
+	close(fd);
+	return -EIO;
+}
+
+static void
+fill_copy(void *arg, uint64_t off, size_t n, unsigned char *out)
+{
+	memcpy(out, (const unsigned char *)arg + off, n);
+}
+
+/* Keeps blob (sha) as the cached snapshot: an image, no patch. */
 static int
 snap_keep(struct worker *w, const char *sha, const void *blob, size_t len)
 {
 	int fd;
 
 	snap_forget(w);
-	fd = memfd_create("snapshot", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -errno;
-	if (write_all(fd, blob, len) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK |
-	    F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-		close(fd);
-		return -EIO;
-	}
+	if ((fd = memfd_sealed(len, fill_copy, (void *)(uintptr_t)blob)) < 0)
+		return fd;
 	w->snap_fd = fd;
 	w->snap_len = len;
 	snprintf(w->snap_sha, sizeof(w->snap_sha), "%s", sha);
 	return 0;
+}
+
+struct composed {
+	const unsigned char *img;
+	size_t img_len;
+	struct patch p;
+};
+
+static void
+fill_patched(void *arg, uint64_t off, size_t n, unsigned char *out)
+{
+	struct composed *c = arg;
+
+	patch_read(c->img, c->img_len, &c->p, off, n, out);
+}
+
+/*
+ * Folds a patch grown past a quarter of its image into a new image: every
+ * job's sandbox maps the patch and the store re-hashes the chunks it
+ * touches, so it must stay small. About what one copy of the image costs;
+ * done after the result is out.
+ */
+static void
+snap_compact(struct worker *w)
+{
+	struct composed c;
+	struct err e = { 0 };
+	void *img = MAP_FAILED, *pt = MAP_FAILED;
+	size_t img_len = w->snap_len, pt_len = w->patch_len;
+	int fd = -1;
+
+	if (w->patch_fd < 0 || pt_len < img_len / 4)
+		return;
+	img = mmap(NULL, img_len, PROT_READ, MAP_SHARED, w->snap_fd, 0);
+	pt = mmap(NULL, pt_len, PROT_READ, MAP_SHARED, w->patch_fd, 0);
+	if (img != MAP_FAILED && pt != MAP_FAILED &&
+	    patch_parse(pt, pt_len, &c.p, &e) == 0) {
+		c.img = img;
+		c.img_len = img_len;
+		fd = memfd_sealed((size_t)c.p.size, fill_patched, &c);
+	}
+	if (fd >= 0) {
+		close(w->snap_fd);
+		close(w->patch_fd);
+		w->snap_fd = fd;
+		w->snap_len = (size_t)c.p.size;
+		w->patch_fd = -1;
+		w->patch_len = 0;
+	} else
+		snap_forget(w);		/* read back from the store next time */
+	if (img != MAP_FAILED)
+		munmap(img, img_len);
+	if (pt != MAP_FAILED)
+		munmap(pt, pt_len);
 }
 
 /*
@@ -240,12 +329,11 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 {
 	char sha[STORE_SHA_HEX + 1];
 	struct err e = { 0 };
-	void *blob = MAP_FAILED, *base;
+	void *img = MAP_FAILED, *pt = MAP_FAILED;
 	size_t len = 0;
 	char *rec, *key;
 	int rc, fd = -1;
-
-	int64_t t0 = mono_ns(), t1, t2;
+	int64_t t0 = mono_ns(), t1;
 
 	rec = call_record(j, res);
 	rc = sandbox_capture(sbx, j, rec, w->snap_len, &fd, &len, res);
@@ -253,25 +341,25 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	if (rc < 0)
 		return;
 	t1 = mono_ns();
-	/* Sealed: what is mapped here cannot change under the put. */
-	blob = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-	if (blob == MAP_FAILED) {
-		sandbox_commit_done(sbx, NULL);
-		result_set_error(res, ST_INTERNAL, "store", "map the new snapshot: %s",
-		    strerror(errno));
-		close(fd);
-		return;
-	}
-	/* Against the head the job started on: only changed chunks are new. */
-	base = w->snap_fd >= 0 && strcmp(w->snap_sha, sb->head) == 0 ?
-	    mmap(NULL, w->snap_len, PROT_READ, MAP_SHARED, w->snap_fd, 0) : MAP_FAILED;
-	rc = store_sandbox_commit_blob(w->store, j->tenant, j->sandbox, sb->version,
-	    blob, len, base != MAP_FAILED ? sb->head : NULL,
-	    base != MAP_FAILED ? base : NULL, base != MAP_FAILED ? w->snap_len : 0, sha, &e);
-	if (base != MAP_FAILED)
-		munmap(base, w->snap_len);
+	/*
+	 * The new head is the image the job started from with the patch it
+	 * handed back (sealed: it cannot change under the store's reads).
+	 * Only the chunks the patch touches are hashed and stored.
+	 */
+	img = mmap(NULL, w->snap_len, PROT_READ, MAP_SHARED, w->snap_fd, 0);
+	pt = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (img == MAP_FAILED || pt == MAP_FAILED)
+		rc = err_set(&e, -errno, "map the snapshot: %s", strerror(errno));
+	else
+		rc = store_sandbox_commit_patch(w->store, j->tenant, j->sandbox, sb->version,
+		    img, w->snap_len, pt, len, sha, &e);
+	if (img != MAP_FAILED)
+		munmap(img, w->snap_len);
+	if (pt != MAP_FAILED)
+		munmap(pt, len);
 	if (rc < 0) {
 		sandbox_commit_done(sbx, NULL);
+		close(fd);
 		if (rc == -ESTALE)
 			result_set_error(res, ST_INTERNAL, "conflict", "sandbox '%s' moved "
 			    "on while the job ran; its changes were not committed: %s",
@@ -282,25 +370,22 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 			    j->sandbox);
 		else
 			result_set_error(res, ST_INTERNAL, "store", "commit: %s", e.msg);
-		munmap(blob, len);
-		close(fd);
 		return;
 	}
-	munmap(blob, len);
-	t2 = mono_ns();
 	key = base_key(j, sha);
 	sandbox_commit_done(sbx, key);
 	free(key);
 	res->version = sb->version + 1;
 	free(res->snapshot);
 	res->snapshot = xstrdup(sha);
-	/* The sandbox's sealed memfd becomes the worker's cached head. */
-	snap_forget(w);
-	w->snap_fd = fd;
-	w->snap_len = len;
+	/* The same image, the new patch: the cached head is the new one. */
+	if (w->patch_fd >= 0)
+		close(w->patch_fd);
+	w->patch_fd = fd;
+	w->patch_len = len;
 	snprintf(w->snap_sha, sizeof(w->snap_sha), "%s", sha);
-	log_debug("job %s: capture %.1f ms, store %.1f ms, keep %.1f ms (%zu bytes)",
-	    j->id, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (mono_ns() - t2) / 1e6, len);
+	log_debug("job %s: capture %.1f ms, store %.1f ms (patch of %zu bytes)",
+	    j->id, (t1 - t0) / 1e6, (mono_ns() - t1) / 1e6, len);
 }
 
 static int
@@ -328,9 +413,11 @@ run_job(struct worker *w, const struct msg *m)
 		res->started_at = res->finished_at = now_ms();
 	} else {
 		char *key = j->sandbox != NULL ? base_key(j, sb.head) : NULL;
+		struct sandbox_snapshot snap = { .img_fd = w->snap_fd,
+		    .patch_fd = w->patch_fd, .base_key = key };
 
-		sandbox_run(w->next, j, m->data, m->len,
-		    j->sandbox != NULL ? w->snap_fd : -1, key, res);
+		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
+		    res);
 		free(key);
 		if (j->sandbox != NULL) {
 			res->sandbox = xstrdup(j->sandbox);
@@ -378,6 +465,7 @@ worker_loop(struct worker *w)
 			 */
 			sched_yield();
 			prepare_next(w);
+			snap_compact(w);
 			/* By now the spent sandbox's init has usually exited. */
 			sandbox_free(w->spent);
 			w->spent = NULL;

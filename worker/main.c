@@ -116,7 +116,7 @@ main(int argc, char **argv)
 		{ "keep-versions", required_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct worker w = { .fd = WORKER_FD, .snap_fd = -1 };
+	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
 	const char *store_dir = NULL;
 	struct msg_hello hello;
 	struct err e = { 0 };

@@ -21,9 +21,15 @@ struct worker {
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
 	unsigned long jobs;		/* jobs run so far */
 	struct store *store;		/* the host's snapshot store */
-	int snap_fd;			/* sealed memfd of the last snapshot, or -1 */
+	/*
+	 * The last snapshot used, as an image (read from the store) and a
+	 * patch of the blocks rewritten since (store/patch.h): sealed memfds.
+	 */
+	int snap_fd;			/* the image, or -1 */
 	size_t snap_len;		/* its size */
-	char snap_sha[STORE_SHA_HEX + 1];	/* its SHA-256, "" if none */
+	int patch_fd;			/* the patch over it, or -1 (none) */
+	size_t patch_len;		/* its size */
+	char snap_sha[STORE_SHA_HEX + 1];	/* the key of image + patch, "" if none */
 };
 
 /* Serves jobs until the channel closes. Returns the process exit code. */
