@@ -191,6 +191,7 @@ static const char *const log_levels[] = {
 };
 /* Must match job_net_parse() in queue/payload.c (a test checks). */
 static const char *const net_choices[] = { "none", "unix", NULL };
+static const char *const overlay_choices[] = { "auto", "off", NULL };
 /* Must match job_preset_parse() in queue/payload.c (a test checks). */
 static const char *const preset_choices[] = {
 	"strict", "normal", "permissive", NULL,
@@ -243,6 +244,10 @@ static const struct option options[] = {
 	    STORE_KEEP_VERSIONS_MAX, false,
 	    "History rows (and their snapshots) each sandbox keeps; older ones "
 	    "are deleted at each commit. 0 keeps every version."),
+	ENUM(workspace_overlay, "auto", overlay_choices, false,
+	    "auto: a job on a persistent sandbox whose snapshot the worker "
+	    "already holds runs on an overlay of it; off: every job writes its "
+	    "whole snapshot out and reads it all back."),
 	CHOICES(net_modes, nnet_modes, "none, unix", net_choices, true,
 	    "Network modes jobs may ask for (net): none, unix."),
 

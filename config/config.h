@@ -51,6 +51,7 @@ struct config {
 	char *worker_path;		/* "" = next to sandqd, then libexec */
 	int64_t sandbox_uid_base;	/* host uid of worker i's jobs: base + i */
 	char *default_preset;		/* strict|normal|permissive */
+	char *workspace_overlay;	/* auto|off */
 	int64_t max_job_bytes;		/* largest stream entry accepted */
 	int64_t respawn_backoff_ms;	/* first delay before respawning a worker */
 	int64_t keep_versions;		/* history rows per sandbox; 0 = all */

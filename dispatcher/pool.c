@@ -232,7 +232,9 @@ spawn(struct sandqd *d, struct wslot *w)
 	if (pid == 0) {
 		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
 		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level,
-		    "--keep-versions", keep, NULL };
+		    "--keep-versions", keep,
+		    strcmp(d->cfg.workspace_overlay, "off") == 0 ? "--no-overlay" : NULL,
+		    NULL };
 		sigset_t none;
 
 		/* The channel on fd 3; nothing else of ours crosses exec. */

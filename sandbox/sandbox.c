@@ -397,7 +397,7 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 	snprintf(path, sizeof(path), "%s/root", conf->run_dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
-	if ((rc = base_mount(conf, e)) < 0)
+	if (!conf->no_base && (rc = base_mount(conf, e)) < 0)
 		return rc;
 	if ((rc = image_build_etc(conf->run_dir, e)) < 0)
 		return rc;

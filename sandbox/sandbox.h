@@ -22,6 +22,7 @@
 #ifndef SANDQ_SANDBOX_H
 #define SANDQ_SANDBOX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -38,6 +39,7 @@ struct sandbox_conf {
 	uid_t host_uid;		/* host uid (and gid) the job's uid maps to; never 0 */
 	int index;		/* worker slot, for names */
 	struct cg_sys cg;	/* this worker's cgroup folder, or CG_NONE */
+	bool no_base;		/* keep no base: materialise every job (persist.c) */
 };
 
 struct sandbox;

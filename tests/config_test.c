@@ -137,6 +137,7 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_eq(a->max_job_bytes, b->max_job_bytes);
 	cr_expect_eq(a->respawn_backoff_ms, b->respawn_backoff_ms);
 	cr_expect_eq(a->keep_versions, b->keep_versions);
+	cr_expect_str_eq(a->workspace_overlay, b->workspace_overlay);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
 }
 
@@ -161,6 +162,7 @@ static const char *const non_defaults[] = {
 	"max_job_bytes=1025",
 	"respawn_backoff_ms=60000",
 	"keep_versions=1000000",
+	"workspace_overlay=off",
 	"limits.wall_ms=1",
 	"limits.cpu_ms=86400000",
 	"limits.memory_bytes=3000000",
@@ -200,6 +202,7 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.respawn_backoff_ms, 100);
 	cr_expect_eq(c.keep_versions, 16);
 	cr_expect_eq(c.keep_versions, STORE_KEEP_VERSIONS_DEFAULT);
+	cr_expect_str_eq(c.workspace_overlay, "auto");
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
 	cr_expect_eq(c.ceiling.cpu_ms, 3600000);
 	cr_expect_eq(c.ceiling.memory_bytes, 8 * GIB);
@@ -272,7 +275,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 24);
+	cr_expect_eq(nkeys, 25);
 	free(printed);
 	free(example);
 }

@@ -40,6 +40,33 @@ teardown(void)
 
 TestSuite(sandbox, .init = setup, .fini = teardown, .timeout = 600);
 
+/*
+ * The same jobs with workspace_overlay=off: every job writes its whole
+ * snapshot out and reads it all back, the path a kernel without overlays
+ * in user namespaces takes (docs/decisions.md).
+ */
+static bool plain;	/* this test runs in sandbox_plain */
+
+static void
+setup_plain(void)
+{
+	static const char *const extra[] = { "--set", "workspace_overlay=off", NULL };
+
+	plain = true;
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
+		    (int)geteuid());
+	harness_start(&H, 2, extra);
+}
+
+TestSuite(sandbox_plain, .init = setup_plain, .fini = teardown, .timeout = 600);
+
+/* A test body run in both suites. */
+#define BOTH_WAYS(name) \
+	static void name(void); \
+	Test(sandbox, name) { name(); } \
+	Test(sandbox_plain, name) { name(); }
+
 #define WAIT_MS 60000
 
 static struct sandq_result *
@@ -107,7 +134,11 @@ fs_read(struct sandq *c, const char *sb, const char *path, char **code)
 	return out;
 }
 
-Test(sandbox, files_persist_across_jobs_and_versions_count)
+/* Run twice: on an overlay of the kept base, and with none (sandbox_plain). */
+BOTH_WAYS(files_persist_across_jobs_and_versions_count)
+
+static void
+files_persist_across_jobs_and_versions_count(void)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_result *r;
@@ -139,7 +170,11 @@ Test(sandbox, files_persist_across_jobs_and_versions_count)
 	sandq_close(c);
 }
 
-Test(sandbox, persist_false_and_failed_jobs_commit_nothing)
+/* Run twice: on an overlay of the kept base, and with none (sandbox_plain). */
+BOTH_WAYS(persist_false_and_failed_jobs_commit_nothing)
+
+static void
+persist_false_and_failed_jobs_commit_nothing(void)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .sandbox = "p2", .persist = SANDQ_PERSIST_NO };
@@ -182,7 +217,11 @@ Test(sandbox, persist_false_and_failed_jobs_commit_nothing)
  * rules: nothing of a persist: false or timed-out job, of another sandbox,
  * of other rules, and every op that moved the head outside a job.
  */
-Test(sandbox, the_kept_base_follows_heads_rules_and_sandboxes)
+/* Run twice: on an overlay of the kept base, and with none (sandbox_plain). */
+BOTH_WAYS(the_kept_base_follows_heads_rules_and_sandboxes)
+
+static void
+the_kept_base_follows_heads_rules_and_sandboxes(void)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .sandbox = "kb1" };
@@ -196,7 +235,10 @@ Test(sandbox, the_kept_base_follows_heads_rules_and_sandboxes)
 	create(c, "kb2");
 	sandq_result_free(sh_on(c, "kb1", "mkdir src; echo v1 > src/a; echo s > secret.txt"));
 	r = sh_on(c, "kb1", "grep -c ' /workspace .* overlay ' /proc/self/mountinfo; ls");
-	if (strncmp((char *)r->stdout_data, "1\n", 2) != 0)
+	if (plain)
+		cr_expect(strncmp((char *)r->stdout_data, "0\n", 2) == 0,
+		    "workspace_overlay=off, yet /workspace is an overlay");
+	else if (strncmp((char *)r->stdout_data, "1\n", 2) != 0)
 		cr_log_warn("no overlay /workspace on this kernel: the base is not "
 		    "exercised, only the fallback");
 	sandq_result_free(r);
@@ -293,7 +335,11 @@ Test(sandbox, fork_shares_the_snapshot_and_then_goes_its_own_way)
 	sandq_close(c);
 }
 
-Test(sandbox, shell_session_carries_cwd_and_exports)
+/* Run twice: on an overlay of the kept base, and with none (sandbox_plain). */
+BOTH_WAYS(shell_session_carries_cwd_and_exports)
+
+static void
+shell_session_carries_cwd_and_exports(void)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .sandbox = "s1" };
@@ -368,7 +414,11 @@ Test(sandbox, unknown_sandbox_is_rejected_naming_it)
 	sandq_close(c);
 }
 
-Test(sandbox, special_files_are_refused_and_symlinks_never_followed)
+/* Run twice: on an overlay of the kept base, and with none (sandbox_plain). */
+BOTH_WAYS(special_files_are_refused_and_symlinks_never_followed)
+
+static void
+special_files_are_refused_and_symlinks_never_followed(void)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .sandbox = "t1" };
@@ -637,7 +687,11 @@ golden_group(struct sandq *c, struct gcase *g, size_t n, int gi, int *checked)
 	}
 }
 
-Test(sandbox, path_rules_hold_in_jobs_and_at_commit_for_the_golden_table)
+/* Run twice: on an overlay of the kept base, and with none (sandbox_plain). */
+BOTH_WAYS(path_rules_hold_in_jobs_and_at_commit_for_the_golden_table)
+
+static void
+path_rules_hold_in_jobs_and_at_commit_for_the_golden_table(void)
 {
 	struct sandq *c = harness_client(&H);
 	static struct gcase all[512];

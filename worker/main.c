@@ -2,7 +2,7 @@
  * main.c - sandq-worker start-up. Started only by sandqd, never by hand.
  *
  *   sandq-worker --index N --run-dir DIR --store-dir DIR --uid UID
- *       [--log-level L] [--keep-versions N]
+ *       [--log-level L] [--keep-versions N] [--no-overlay]
  *
  * sandqd creates a SOCK_SEQPACKET socketpair, forks, puts its end on fd 3,
  * closes every other descriptor but stdio, and execs this binary (a fresh
@@ -68,7 +68,7 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
-	    "--uid UID [--log-level LEVEL] [--keep-versions N]\n(started by sandqd; not meant to be run by hand)\n");
+	    "--uid UID [--log-level LEVEL] [--keep-versions N] [--no-overlay]\n(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
 
@@ -114,6 +114,7 @@ main(int argc, char **argv)
 		{ "uid", required_argument, NULL, 'u' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "keep-versions", required_argument, NULL, 'k' },
+		{ "no-overlay", no_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
@@ -149,6 +150,9 @@ main(int argc, char **argv)
 		case 'k':
 			if (parse_i64(optarg, 0, STORE_KEEP_VERSIONS_MAX, &keep) < 0)
 				usage();
+			break;
+		case 'o':
+			w.sbx_conf.no_base = true;
 			break;
 		default:
 			usage();
