@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
@@ -348,9 +349,15 @@ harness_sh(struct sandq *c, const char *script, const struct sandq_job_opts *o)
 const char *
 harness_build_dir(void)
 {
+	static char abs[PATH_MAX];
 	const char *b = getenv("SANDQ_BUILD");
 
-	return b != NULL && b[0] != '\0' ? b : "build";
+	if (b == NULL || b[0] == '\0')
+		b = "build";
+	/* Absolute, so a command run from another folder finds it too. */
+	if (abs[0] == '\0' && realpath(b, abs) == NULL)
+		snprintf(abs, sizeof(abs), "%s", b);
+	return abs;
 }
 
 int

@@ -39,8 +39,9 @@ struct sandq_result *harness_sh(struct sandq *c, const char *script,
 /* Runs argv through redis-cli against the harness; returns its stdout. */
 char *harness_redis_cli(const struct harness *h, const char *const *args);
 /*
- * The folder of the binaries under test: $SANDQ_BUILD (make test sets it to
- * its build folder, sanitizer builds included), else "build".
+ * The folder of the binaries under test, made absolute: $SANDQ_BUILD (make
+ * test sets it to its build folder, sanitizer builds included), else
+ * "build".
  */
 const char *harness_build_dir(void);
 /* Runs a shell command line; returns its exit status and stdout (owned). */
