@@ -50,14 +50,16 @@ $(shell mkdir -p $(B) && \
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_session.c store/cowimg.c store/patch.c store/perms.c store/store.c store/workspace.c
+STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_session.c store/cowimg.c store/patch.c store/perms.c \
+	store/store.c store/store_chunks.c store/store_migrate.c store/workspace.c store/workspace_capture.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
-WORKER_SRCS := worker/main.c worker/job.c worker/ops.c
+OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
+WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 	dispatcher/jobs.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
-CLI_SRCS := client/cli.c client/cli_sandbox.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c
+CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
@@ -118,17 +120,17 @@ $(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,store/sqlerr.c sto
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,store/perms.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/store.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/store.c store/store_chunks.c store/store_migrate.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/workspace_capture.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,store/workspace.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,store/workspace.c store/workspace_capture.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/cowimg_test: $(B)/tests/cowimg_test.o $(call obj,store/cowimg.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3
 $(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,client/gitignore.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,worker/ops.c $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,$(OPS_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson -lmsgpackc
 $(B)/tests/interop_test: $(B)/tests/interop_test.o $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson

@@ -1,7 +1,8 @@
 /*
- * cli.h - what the files of the sandq command (cli.c, cli_sandbox.c)
- * share: the connection options parsed before a verb, and a few helpers
- * cli.c defines. Not part of libsandq; nothing here is installed.
+ * cli.h - what the files of the sandq command (cli.c, and cli_sandbox.c,
+ * cli_fs.c and cli_output.c for the verb groups) share: the connection
+ * options parsed before a verb, and a few helpers cli.c defines. Not part
+ * of libsandq; nothing here is installed.
  *
  * Flow: cli.c parses the options before the verb; for the verb groups
  * sandbox, fs and kv it hands the rest of argv to cli_sandbox_main(),

@@ -5,6 +5,10 @@
  *   sandq kv get|set|del|keys
  * Each verb is one op (docs/protocol.md "Sandboxes") sent with
  * sandq_call(); fs get is several (fs.stat, fs.list, one fs.read per file).
+ * This file holds the manual pages, the options, the sandbox verbs and the
+ * entry point with its verb table; the fs and kv verbs are in cli_fs.c,
+ * running an op and printing its result in cli_output.c, and
+ * cli_sandbox_int.h is what the three share.
  *
  * The verbs, their output and exit statuses are a contract scripts rely on
  * (issue 4, "Interfaces scripts rely on"); the manual pages below state
@@ -14,30 +18,23 @@
  * "sandq: CODE: MESSAGE" and exits with 125, as a rejected job does.
  *
  * SECURITY. The server's answers are not trusted to name safe local
- * paths. fs get writes below LOCALDIR only through directory fds opened
- * O_DIRECTORY|O_NOFOLLOW, one validated component at a time, with
- * O_CREAT|O_EXCL|O_NOFOLLOW, mkdirat() and symlinkat(): a name with '/',
- * "..", or one already present is refused, symlinks are created and never
- * followed, so a hostile listing cannot write outside LOCALDIR.
+ * paths: see cli_fs.c for fs get.
  * --from DIR reads the folder with workspace_capture_rules(), which walks it with
  * the same care (see store/workspace.h), then drops what .gitignore files
  * and .git leave out.
  *
- * Sections: manual pages, options, output, snapshots from a folder,
- * fs get, verbs, entry point.
+ * Sections: manual pages, options, snapshots from a folder, verbs, entry
+ * point.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <jansson.h>
 #include <msgpack.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../common/err.h"
@@ -48,13 +45,13 @@
 #include "../store/perms.h"
 #include "../store/workspace.h"
 #include "cli.h"
+#include "cli_sandbox_int.h"
 #include "gitignore.h"
 #include "sandq.h"
 
 #define DEFAULT_REDIS "redis://127.0.0.1:6379"
 #define DEFAULT_TENANT "default"
 #define GITIGNORE_FILE_MAX (1u << 20)	/* bytes of one .gitignore read */
-#define GET_DEPTH_MAX AGENTFS_DEPTH_MAX	/* components below fs get's PATH */
 
 /* Options of the group verbs (bits of struct sbx.given). */
 enum {
@@ -91,9 +88,6 @@ static const struct option sbx_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-struct sbx;
-typedef int (*sbx_verb_cb)(struct sbx *s, struct sandq *c);
-
 /* One verb: where it lives, its operands and the options it takes. */
 struct sbx_verb {
 	const char *group;		/* "sandbox", "fs", "kv" */
@@ -102,28 +96,6 @@ struct sbx_verb {
 	unsigned opts;			/* SB() of its own options */
 	sbx_verb_cb run;
 	const char *usage;		/* operands, for messages */
-};
-
-/* A parsed command line. */
-struct sbx {
-	const struct sbx_verb *v;
-	const char *group;		/* as typed */
-	const char *redis;
-	const char *tenant;
-	int64_t wait_ms;
-	bool json;
-	bool help;
-	bool recursive;
-	const char *from;		/* --from DIR */
-	const char *id;			/* --id: the job id */
-	struct sandq_label *labels;	/* --label K=V; keys owned */
-	size_t nlabels;
-	struct sandq_perm *perms;	/* --perm; patterns owned */
-	size_t nperms;
-	const char *perm_preset;
-	unsigned given;			/* SB() of every option seen */
-	char **args;			/* operands after the verb */
-	int nargs;
 };
 
 /*** Manual pages ***/
@@ -299,8 +271,8 @@ cli_sandbox_is_group(const char *name)
 
 /*** Options ***/
 
-static int __attribute__((format(printf, 2, 3)))
-usage(const struct sbx *s, const char *fmt, ...)
+int __attribute__((format(printf, 2, 3)))
+cli__usage(const struct sbx *s, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -315,8 +287,8 @@ usage(const struct sbx *s, const char *fmt, ...)
 	return CLI_EXIT_SANDQ;
 }
 
-static int __attribute__((format(printf, 1, 2)))
-fail(const char *fmt, ...)
+int __attribute__((format(printf, 1, 2)))
+cli__fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -340,7 +312,7 @@ static int
 check_id(const struct sbx *s, const char *what, const char *id)
 {
 	if (!sandbox_id_ok(id))
-		return usage(s, "%s '%s': expected 1 to %d characters of "
+		return cli__usage(s, "%s '%s': expected 1 to %d characters of "
 		    "A-Z a-z 0-9 . _ : - (not . or ..)", what, id, JOB_SANDBOX_ID_MAX);
 	return 0;
 }
@@ -361,7 +333,7 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		return 0;
 	case S_WAIT_TIMEOUT:
 		if (cli_parse_seconds(arg, &u) < 0)
-			return usage(s, "--wait-timeout '%s': expected a number of "
+			return cli__usage(s, "--wait-timeout '%s': expected a number of "
 			    "seconds, such as 60 or 2.5", arg);
 		s->wait_ms = (int64_t)u;
 		return 0;
@@ -373,7 +345,7 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		return 0;
 	case S_FROM:
 		if (arg[0] == '\0')
-			return usage(s, "--from: expected a folder");
+			return cli__usage(s, "--from: expected a folder");
 		s->from = arg;
 		return 0;
 	case S_RECURSIVE:
@@ -381,7 +353,7 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		return 0;
 	case S_ID:
 		if (!payload_id_valid(arg, strlen(arg)))
-			return usage(s, "--id '%s': expected 1 to %d characters of "
+			return cli__usage(s, "--id '%s': expected 1 to %d characters of "
 			    "A-Z a-z 0-9 . _ : -", arg, SANDQ_ID_MAX);
 		s->id = arg;
 		return 0;
@@ -390,16 +362,16 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		size_t klen = eq ? (size_t)(eq - arg) : 0;
 
 		if (eq == NULL || klen == 0)
-			return usage(s, "--label '%s': expected KEY=VALUE", arg);
+			return cli__usage(s, "--label '%s': expected KEY=VALUE", arg);
 		if (klen > JOB_LABEL_MAX || strlen(eq + 1) > JOB_LABEL_MAX)
-			return usage(s, "--label '%.64s...': key and value are at most "
+			return cli__usage(s, "--label '%.64s...': key and value are at most "
 			    "%d bytes each", arg, JOB_LABEL_MAX);
 		if (s->nlabels >= JOB_LABELS_MAX)
-			return usage(s, "--label: more than %d labels", JOB_LABELS_MAX);
+			return cli__usage(s, "--label: more than %d labels", JOB_LABELS_MAX);
 		for (size_t i = 0; i < s->nlabels; i++)
 			if (strlen(s->labels[i].key) == klen &&
 			    strncmp(s->labels[i].key, arg, klen) == 0)
-				return usage(s, "--label: key '%.*s' given twice", (int)klen,
+				return cli__usage(s, "--label: key '%.*s' given twice", (int)klen,
 				    arg);
 		s->labels = xreallocarray(s->labels, s->nlabels + 1, sizeof(*s->labels));
 		s->labels[s->nlabels].key = xmemdup0(arg, klen);
@@ -410,16 +382,16 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		char msg[320];
 
 		if (cli_perm_add(&s->perms, &s->nperms, arg, msg, sizeof(msg)) < 0)
-			return usage(s, "%s", msg);
+			return cli__usage(s, "%s", msg);
 		return 0;
 	}
 	case S_PERM_PRESET:
 		if ((s->perm_preset = cli_perm_preset(arg)) == NULL)
-			return usage(s, "--perm-preset '%s': expected agent-safe, read-only, "
+			return cli__usage(s, "--perm-preset '%s': expected agent-safe, read-only, "
 			    "full-access, development or view-only", arg);
 		return 0;
 	default:
-		return usage(s, "internal error: option %d", o);
+		return cli__usage(s, "internal error: option %d", o);
 	}
 }
 
@@ -445,8 +417,8 @@ sbx_free(struct sbx *s)
 }
 
 /* The job options every op of s sends. */
-static struct sandq_job_opts
-job_opts(const struct sbx *s)
+struct sandq_job_opts
+cli__job_opts(const struct sbx *s)
 {
 	struct sandq_job_opts o = { 0 };
 
@@ -455,310 +427,6 @@ job_opts(const struct sbx *s)
 	o.nperms = s->nperms;
 	o.perm_preset = s->perm_preset;
 	return o;
-}
-
-/*** Output ***/
-
-/*
- * Converts one msgpack object to JSON: bin and ext as base64 strings, a
- * str that is not UTF-8 as base64 too, map keys that are not strings as
- * their JSON text. Integers past INT64_MAX become reals. Depth is bounded
- * by the decoder (payload_scan's PAYLOAD_MAX_DEPTH on results).
- */
-static json_t *
-mp_to_json(const msgpack_object *o)
-{
-	json_t *j;
-	char *b64;
-
-	switch (o->type) {
-	case MSGPACK_OBJECT_NIL:
-		return json_null();
-	case MSGPACK_OBJECT_BOOLEAN:
-		return json_boolean(o->via.boolean);
-	case MSGPACK_OBJECT_POSITIVE_INTEGER:
-		if (o->via.u64 <= INT64_MAX)
-			return json_integer((json_int_t)o->via.u64);
-		return json_real((double)o->via.u64);
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-		return json_integer((json_int_t)o->via.i64);
-	case MSGPACK_OBJECT_FLOAT32:
-	case MSGPACK_OBJECT_FLOAT64:
-		return json_real(o->via.f64);
-	case MSGPACK_OBJECT_STR:
-		if ((j = json_stringn(o->via.str.ptr, o->via.str.size)) != NULL)
-			return j;
-		b64 = cli_base64((const uint8_t *)o->via.str.ptr, o->via.str.size);
-		break;
-	case MSGPACK_OBJECT_BIN:
-		b64 = cli_base64((const uint8_t *)o->via.bin.ptr, o->via.bin.size);
-		break;
-	case MSGPACK_OBJECT_EXT:
-		b64 = cli_base64((const uint8_t *)o->via.ext.ptr, o->via.ext.size);
-		break;
-	case MSGPACK_OBJECT_ARRAY:
-		j = json_array();
-		for (uint32_t i = 0; i < o->via.array.size; i++)
-			json_array_append_new(j, mp_to_json(&o->via.array.ptr[i]));
-		return j;
-	case MSGPACK_OBJECT_MAP:
-		j = json_object();
-		for (uint32_t i = 0; i < o->via.map.size; i++) {
-			const msgpack_object_kv *kv = &o->via.map.ptr[i];
-			json_t *val = mp_to_json(&kv->val);
-
-			if (kv->key.type == MSGPACK_OBJECT_STR &&
-			    json_object_setn_new(j, kv->key.via.str.ptr, kv->key.via.str.size,
-			    val) == 0)
-				continue;
-			{
-				json_t *k = mp_to_json(&kv->key);
-				char *ks = json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT);
-
-				json_object_set_new(j, ks ? ks : "?", val);
-				free(ks);
-				json_decref(k);
-			}
-		}
-		return j;
-	default:
-		return json_null();
-	}
-	j = json_string(b64);
-	free(b64);
-	return j;
-}
-
-/* The result's data as JSON, or NULL when it has none (or it is garbage). */
-static json_t *
-result_data_json(const struct sandq_result *r)
-{
-	msgpack_unpacked u;
-	size_t off = 0;
-	json_t *j = NULL;
-
-	if (r->data == NULL || r->data_len == 0)
-		return NULL;
-	msgpack_unpacked_init(&u);
-	if (msgpack_unpack_next(&u, (const char *)r->data, r->data_len, &off) ==
-	    MSGPACK_UNPACK_SUCCESS)
-		j = mp_to_json(&u.data);
-	msgpack_unpacked_destroy(&u);
-	return j;
-}
-
-/* Prints j as one compact line and drops the reference. 0 or 125. */
-static int
-print_json_line(json_t *j)
-{
-	int rc = 0;
-
-	if (json_dumpf(j, stdout, JSON_COMPACT | JSON_ENCODE_ANY) < 0 ||
-	    fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
-		rc = fail("writing the output: %s", strerror(errno));
-	json_decref(j);
-	return rc;
-}
-
-/* {"sandbox","version","snapshot"} of a result, for ops without data. */
-static json_t *
-result_head_json(const struct sandq_result *r)
-{
-	json_t *o = json_object();
-
-	if (r->sandbox)
-		json_object_set_new(o, "sandbox", json_string(r->sandbox));
-	if (r->version)
-		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
-	if (r->snapshot)
-		json_object_set_new(o, "snapshot", json_string(r->snapshot));
-	return o;
-}
-
-/*
- * Formats epoch milliseconds as "2024-05-01T12:00:00Z" (UTC, seconds);
- * "-" for 0 or a value past what gmtime can take.
- */
-static const char *
-fmt_time_ms(char *buf, size_t size, json_int_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	if (ms <= 0 || gmtime_r(&t, &tm) == NULL ||
-	    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, size, "-");
-	return buf;
-}
-
-/* A string member or def. */
-static const char *
-jstr(const json_t *o, const char *k, const char *def)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-
-	return s ? s : def;
-}
-
-/* An integer member or 0. */
-static json_int_t
-jint(const json_t *o, const char *k)
-{
-	const json_t *v = json_object_get(o, k);
-
-	if (json_is_real(v))
-		return (json_int_t)json_real_value(v);
-	return json_integer_value(v);
-}
-
-/* "k=v, k2=v2" of a labels map into buf. */
-static const char *
-fmt_labels(char *buf, size_t size, const json_t *labels)
-{
-	const char *k;
-	json_t *v;
-	size_t n = 0;
-
-	buf[0] = '\0';
-	json_object_foreach((json_t *)(uintptr_t)labels, k, v) {
-		int w = snprintf(buf + n, size - n, "%s%s=%s", n ? "," : "", k,
-		    json_string_value(v) ? json_string_value(v) : "");
-
-		if (w < 0 || (size_t)w >= size - n)
-			break;
-		n += (size_t)w;
-	}
-	return buf;
-}
-
-/* An info map as "key: value" lines. */
-static void
-print_info(const json_t *o)
-{
-	char t1[32], t2[32], lb[2048];
-
-	printf("sandbox: %s\n", jstr(o, "sandbox", ""));
-	printf("version: %" JSON_INTEGER_FORMAT "\n", jint(o, "version"));
-	printf("snapshot: %s\n", jstr(o, "snapshot", ""));
-	if (json_object_get(o, "size"))
-		printf("size: %" JSON_INTEGER_FORMAT "\n", jint(o, "size"));
-	printf("created_at: %s\n", fmt_time_ms(t1, sizeof(t1), jint(o, "created_at")));
-	printf("updated_at: %s\n", fmt_time_ms(t2, sizeof(t2), jint(o, "updated_at")));
-	printf("labels: %s\n", fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
-}
-
-/* An fs entry as "key: value" lines. */
-static void
-print_entry(const json_t *o)
-{
-	char t[32];
-
-	printf("path: %s\n", jstr(o, "path", ""));
-	printf("type: %s\n", jstr(o, "type", "?"));
-	printf("size: %" JSON_INTEGER_FORMAT "\n", jint(o, "size"));
-	printf("mode: %04o\n", (unsigned)(jint(o, "mode") & 07777));
-	printf("mtime: %s\n", fmt_time_ms(t, sizeof(t), jint(o, "mtime") * 1000));
-	if (json_object_get(o, "target"))
-		printf("target: %s\n", jstr(o, "target", ""));
-}
-
-/*
- * Explains a result that is not ok: "sandq: CODE: MESSAGE" for a rejected
- * or failed op. Returns the exit status.
- */
-static int
-result_failed(const struct sandq_result *r)
-{
-	if (r->error_code)
-		fprintf(stderr, "sandq: %s: %s\n", r->error_code,
-		    r->error_message && r->error_message[0] ? r->error_message :
-		    r->status);
-	else
-		fprintf(stderr, "sandq: %s: the op did not succeed\n", r->status);
-	return sandq_result_exit_status(r) ? sandq_result_exit_status(r) :
-	    CLI_EXIT_SANDQ;
-}
-
-/*
- * Runs one op and waits for it. Returns 0 with *out an ok result (owned by
- * the caller), or the exit status with the failure explained.
- */
-static int
-call(const struct sbx *s, struct sandq *c, const char *op,
-    const struct sandq_op_args *a, struct sandq_result **out)
-{
-	struct sandq_job_opts o = job_opts(s);
-	struct sandq_result *r = NULL;
-	int rc, status;
-
-	*out = NULL;
-	/* An op carries only the perms of the fs verbs. */
-	if (strncmp(op, "fs.", 3) != 0) {
-		o.perms = NULL;
-		o.nperms = 0;
-		o.perm_preset = NULL;
-	}
-	rc = sandq_call(c, op, a, &o, s->wait_ms, &r);
-	if (rc == -ETIMEDOUT)
-		return fail("%s: no result after the wait timeout", op);
-	if (rc == -EINVAL)
-		return usage(s, "%s", sandq_last_error(c));
-	if (rc < 0)
-		return fail("%s", sandq_last_error(c));
-	if (strcmp(r->status, "ok") != 0) {
-		status = result_failed(r);
-		sandq_result_free(r);
-		return status;
-	}
-	*out = r;
-	return 0;
-}
-
-/*
- * The common tail of a verb: --json prints the data (or the head), else
- * human() if given. Frees r. Returns the exit status.
- */
-static int
-finish(const struct sbx *s, struct sandq_result *r,
-    void (*human)(const json_t *))
-{
-	json_t *d = result_data_json(r);
-	int status = 0;
-
-	if (s->json) {
-		status = print_json_line(d && !json_is_null(d) ? json_incref(d) :
-		    result_head_json(r));
-	} else if (human && d) {
-		human(d);
-		if (fflush(stdout) == EOF)
-			status = fail("writing the output: %s", strerror(errno));
-	}
-	json_decref(d);
-	sandq_result_free(r);
-	return status;
-}
-
-/* The bytes of a bin (or str) result. false if it holds none. */
-static bool
-result_bytes(const struct sandq_result *r, msgpack_unpacked *u,
-    const char **p, size_t *len)
-{
-	size_t off = 0;
-
-	if (r->data == NULL || msgpack_unpack_next(u, (const char *)r->data,
-	    r->data_len, &off) != MSGPACK_UNPACK_SUCCESS)
-		return false;
-	if (u->data.type == MSGPACK_OBJECT_BIN) {
-		*p = u->data.via.bin.ptr;
-		*len = u->data.via.bin.size;
-		return true;
-	}
-	if (u->data.type == MSGPACK_OBJECT_STR) {
-		*p = u->data.via.str.ptr;
-		*len = u->data.via.str.size;
-		return true;
-	}
-	return false;
 }
 
 /*** Snapshots from a folder ***/
@@ -842,7 +510,7 @@ load_gitignores(struct agentfs *fs, struct snap_list *l, struct gitignore *g,
 			if (!en->is_gitignore || depth(en->path) != d || in_dot_git(en->path))
 				continue;
 			if ((rc = agentfs_read(fs, en->path, &text, &len, &e)) < 0)
-				return fail("--from %s: reading %s: %s", dir, en->path, e.msg);
+				return cli__fail("--from %s: reading %s: %s", dir, en->path, e.msg);
 			/* The directory holding it, without the leading '/'. */
 			base = xmemdup0(en->path + 1, strlen(en->path + 1) -
 			    strlen("/.gitignore") + (d == 1 ? 1 : 0));
@@ -856,7 +524,7 @@ load_gitignores(struct agentfs *fs, struct snap_list *l, struct gitignore *g,
 			free(base);
 			free(text);
 			if (rc < 0)
-				return fail("--from %s: %s", dir, e.msg);
+				return cli__fail("--from %s: %s", dir, e.msg);
 		}
 	}
 	return 0;
@@ -889,7 +557,7 @@ snapshot_from_dir(const char *dir, void **blob, size_t *bloblen)
 	/* The folder named on the command line may itself be a symlink the
 	 * user chose; nothing below it is followed. */
 	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		fail("--from %s: %s", dir, strerror(errno));
+		cli__fail("--from %s: %s", dir, strerror(errno));
 		goto out;
 	}
 	/*
@@ -903,11 +571,11 @@ snapshot_from_dir(const char *dir, void **blob, size_t *bloblen)
 	perms_free(&p);
 	close(dfd);
 	if (rc < 0) {
-		fail("--from %s: %s", dir, e.msg[0] ? e.msg : strerror(-rc));
+		cli__fail("--from %s: %s", dir, e.msg[0] ? e.msg : strerror(-rc));
 		goto out;
 	}
 	if ((rc = agentfs_walk(fs, collect_cb, &l, &e)) < 0) {
-		fail("--from %s: %s", dir, e.msg);
+		cli__fail("--from %s: %s", dir, e.msg);
 		goto out;
 	}
 	if ((status = load_gitignores(fs, &l, g, dir)) != 0)
@@ -919,16 +587,16 @@ snapshot_from_dir(const char *dir, void **blob, size_t *bloblen)
 	/* The walk lists parents before children: remove in reverse. */
 	for (size_t i = l.n; i-- > 0;) {
 		if (l.v[i].drop && (rc = agentfs_remove(fs, l.v[i].path, &e)) < 0) {
-			fail("--from %s: leaving out %s: %s", dir, l.v[i].path, e.msg);
+			cli__fail("--from %s: leaving out %s: %s", dir, l.v[i].path, e.msg);
 			goto out;
 		}
 	}
 	if ((rc = agentfs_to_blob(fs, blob, bloblen, &e)) < 0) {
-		fail("--from %s: %s", dir, e.msg);
+		cli__fail("--from %s: %s", dir, e.msg);
 		goto out;
 	}
 	if (*bloblen > JOB_SNAPSHOT_MAX) {
-		fail("--from %s: the snapshot is %zu bytes, more than the %u a job "
+		cli__fail("--from %s: the snapshot is %zu bytes, more than the %u a job "
 		    "may carry", dir, *bloblen, JOB_SNAPSHOT_MAX);
 		free(*blob);
 		*blob = NULL;
@@ -944,382 +612,6 @@ out:
 	return status;
 }
 
-/*** fs get ***/
-
-/* What fs get wrote, for --json and the final modes. */
-struct get_ctx {
-	const struct sbx *s;
-	struct sandq *c;
-	const char *localdir;		/* for messages */
-	int topfd;			/* the directory entries go into */
-	uint64_t files, dirs, symlinks;
-	struct get_dir {
-		char *rel;		/* "" for the top itself */
-		uint32_t mode;
-		int64_t mtime;
-	} *pending;			/* directories whose mode is set last */
-	size_t npending;
-};
-
-/*
- * Splits rel ("a/b/c") into components in place, checking each with
- * workspace_name_is_valid(): an empty one, "." and "..", and bad UTF-8
- * are refused. Returns the count, or -EINVAL.
- */
-static int
-split_rel(char *rel, char **comps, int max)
-{
-	int n = 0;
-
-	for (char *p = rel;;) {
-		char *slash = strchr(p, '/');
-
-		if (slash)
-			*slash = '\0';
-		if (n == max || !workspace_name_is_valid(p))
-			return -EINVAL;
-		comps[n++] = p;
-		if (!slash)
-			break;
-		p = slash + 1;
-	}
-	return n;
-}
-
-/*
- * Opens the directory holding the last of n components, from topfd, one
- * component at a time with O_NOFOLLOW: a component that is (or became) a
- * symlink fails with ELOOP/ENOTDIR instead of leading elsewhere. Returns
- * an fd the caller closes, or -errno.
- */
-static int
-open_parent(int topfd, char **comps, int n)
-{
-	int fd = dup(topfd);
-
-	if (fd < 0)
-		return -errno;
-	for (int i = 0; i < n - 1; i++) {
-		int next = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		    O_CLOEXEC);
-		int saved = errno;
-
-		close(fd);
-		if (next < 0)
-			return -saved;
-		fd = next;
-	}
-	return fd;
-}
-
-/* Sets a file's or directory's mtime (seconds) through its fd. */
-static void
-set_mtime(int fd, int64_t mtime)
-{
-	struct timespec ts[2] = {
-		{ .tv_nsec = UTIME_OMIT },
-		{ .tv_sec = (time_t)mtime, .tv_nsec = 0 },
-	};
-
-	if (mtime > 0)
-		(void)futimens(fd, ts);
-}
-
-/*
- * Fetches the sandbox file spath with fs.read and creates it as name in
- * dirfd: O_CREAT|O_EXCL|O_NOFOLLOW, so nothing present is overwritten or
- * written through. Returns 0 or an exit status.
- */
-static int
-get_file(struct get_ctx *g, int dirfd, const char *name, const char *spath,
-    const char *shown, uint32_t mode, int64_t mtime)
-{
-	struct sandq_op_args a = { .sandbox = g->s->args[0], .path = spath };
-	struct sandq_result *r = NULL;
-	msgpack_unpacked u;
-	const char *p = NULL;
-	size_t len = 0;
-	int fd, rc, status;
-
-	if ((status = call(g->s, g->c, "fs.read", &a, &r)) != 0)
-		return status;
-	msgpack_unpacked_init(&u);
-	if (!result_bytes(r, &u, &p, &len)) {
-		status = fail("fs get: the answer to fs.read %s holds no bytes", spath);
-		goto out;
-	}
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	    0600);
-	if (fd < 0) {
-		status = fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
-		    "already exists" : strerror(errno));
-		goto out;
-	}
-	rc = write_all(fd, p ? p : "", len);
-	if (rc == 0 && fchmod(fd, mode & 0777) < 0)
-		rc = -errno;
-	if (rc == 0)
-		set_mtime(fd, mtime);
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc < 0)
-		status = fail("%s/%s: %s", g->localdir, shown, strerror(-rc));
-	else
-		g->files++;
-out:
-	msgpack_unpacked_destroy(&u);
-	sandq_result_free(r);
-	return status;
-}
-
-/*
- * Creates one entry of the tree: e is an fs.list/fs.stat entry, rel its
- * path below the top ("" for the top itself, which then gets name). 0 or
- * an exit status.
- */
-static int
-get_entry(struct get_ctx *g, const json_t *e, const char *rel, const char *name)
-{
-	char *comps[GET_DEPTH_MAX + 1];
-	char *buf = xstrdup(rel[0] ? rel : name);
-	const char *type = jstr(e, "type", "");
-	const char *spath = jstr(e, "path", NULL);
-	const char *shown = rel[0] ? rel : name;
-	uint32_t mode = (uint32_t)jint(e, "mode");
-	int n, dfd = -1, status = 0;
-
-	if (spath == NULL) {
-		status = fail("fs get: an entry without a path");
-		goto out;
-	}
-	if ((n = split_rel(buf, comps, GET_DEPTH_MAX)) < 0) {
-		status = fail("fs get: refusing the entry '%s': not a valid name below "
-		    "%s", spath, g->localdir);
-		goto out;
-	}
-	if ((dfd = open_parent(g->topfd, comps, n)) < 0) {
-		status = fail("%s/%s: its directory: %s", g->localdir, shown,
-		    strerror(-dfd));
-		goto out;
-	}
-	if (strcmp(type, "dir") == 0) {
-		if (mkdirat(dfd, comps[n - 1], 0700) < 0) {
-			status = fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
-			    "already exists" : strerror(errno));
-			goto out;
-		}
-		g->pending = xreallocarray(g->pending, g->npending + 1,
-		    sizeof(*g->pending));
-		g->pending[g->npending].rel = xstrdup(shown);
-		g->pending[g->npending].mode = mode;
-		g->pending[g->npending++].mtime = jint(e, "mtime");
-		g->dirs++;
-	} else if (strcmp(type, "symlink") == 0) {
-		const char *target = jstr(e, "target", NULL);
-
-		/* The target is stored as given and never resolved here. */
-		if (target == NULL || target[0] == '\0') {
-			status = fail("fs get: symlink %s has no target", spath);
-			goto out;
-		}
-		if (symlinkat(target, dfd, comps[n - 1]) < 0) {
-			status = fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
-			    "already exists" : strerror(errno));
-			goto out;
-		}
-		g->symlinks++;
-	} else if (strcmp(type, "file") == 0) {
-		status = get_file(g, dfd, comps[n - 1], spath, shown, mode,
-		    jint(e, "mtime"));
-	} else {
-		fprintf(stderr, "sandq: fs get: skipping %s, a %s\n", spath, type);
-	}
-out:
-	if (dfd >= 0)
-		close(dfd);
-	free(buf);
-	return status;
-}
-
-/* Applies the directories' modes and mtimes, deepest first, once filled. */
-static void
-get_finish_dirs(struct get_ctx *g)
-{
-	char *comps[GET_DEPTH_MAX + 1];
-
-	for (size_t i = g->npending; i-- > 0;) {
-		struct get_dir *d = &g->pending[i];
-		int n, pfd, fd;
-
-		if (d->rel == NULL)
-			continue;	/* the top itself: the caller's */
-		n = split_rel(d->rel, comps, GET_DEPTH_MAX);
-		if (n < 0 || (pfd = open_parent(g->topfd, comps, n)) < 0)
-			continue;
-		fd = openat(pfd, comps[n - 1], O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		    O_CLOEXEC);
-		close(pfd);
-		if (fd < 0)
-			continue;
-		/* Owner write stays, so the caller can clean up a copy. */
-		(void)fchmod(fd, (d->mode & 0777) | 0700);
-		set_mtime(fd, d->mtime);
-		close(fd);
-	}
-}
-
-/* True if p names the sandbox's root: "/", "//", ".", "/workspace". */
-static bool
-path_is_root(const char *p)
-{
-	while (*p == '/' || (*p == '.' && (p[1] == '/' || p[1] == '\0')))
-		p++;
-	if (*p == '\0')
-		return true;
-	if (strncmp(p, "workspace", 9) != 0)
-		return false;
-	for (p += 9; *p == '/'; p++)
-		;
-	return *p == '\0';
-}
-
-static int
-cmd_fs_get(struct sbx *s, struct sandq *c)
-{
-	const char *id = s->args[0], *path = s->args[1];
-	struct get_ctx g = { .s = s, .c = c, .localdir = s->args[2], .topfd = -1 };
-	struct sandq_op_args a = { .sandbox = id, .path = path };
-	struct sandq_result *r = NULL;
-	json_t *st = NULL, *list = NULL;
-	char *localname = NULL;
-	const char *spath, *type, *name;
-	int rootfd, status;
-	bool root = path_is_root(path);
-
-	rootfd = open(g.localdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (rootfd < 0) {
-		int saved = errno;
-		struct stat lst;
-
-		if (lstat(g.localdir, &lst) == 0 && S_ISLNK(lst.st_mode))
-			return fail("%s: is a symlink (not followed); give the folder it "
-			    "points to", g.localdir);
-		return fail("%s: %s", g.localdir, strerror(saved));
-	}
-	if (root) {
-		st = json_pack("{s:s, s:s, s:i}", "path", "/", "type", "dir", "mode", 0755);
-	} else {
-		if ((status = call(s, c, "fs.stat", &a, &r)) != 0)
-			goto out;
-		st = result_data_json(r);
-		sandq_result_free(r);
-		r = NULL;
-		if (!json_is_object(st)) {
-			status = fail("fs get: fs.stat %s answered without an entry", path);
-			goto out;
-		}
-	}
-	spath = jstr(st, "path", NULL);
-	type = jstr(st, "type", "");
-	if (spath == NULL || spath[0] != '/') {
-		status = fail("fs get: fs.stat %s answered without a path", path);
-		goto out;
-	}
-	name = strrchr(spath, '/') + 1;
-	if (!root && !workspace_name_is_valid(name)) {
-		status = fail("fs get: refusing the name of '%s'", spath);
-		goto out;
-	}
-	if (strcmp(type, "dir") != 0) {
-		g.topfd = rootfd;
-		status = get_entry(&g, st, "", name);
-		rootfd = -1;
-		goto out_json;
-	}
-	if (root) {
-		g.topfd = rootfd;
-		rootfd = -1;
-	} else {
-		if (mkdirat(rootfd, name, 0700) < 0) {
-			status = fail("%s/%s: %s", g.localdir, name, errno == EEXIST ?
-			    "already exists" : strerror(errno));
-			goto out;
-		}
-		g.topfd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		    O_CLOEXEC);
-		if (g.topfd < 0) {
-			status = fail("%s/%s: %s", g.localdir, name, strerror(errno));
-			goto out;
-		}
-		g.dirs++;
-		/* Messages name LOCALDIR/NAME/REL from here on. */
-		xasprintf(&localname, "%s/%s", s->args[2], name);
-		g.localdir = localname;
-	}
-	a.path = spath;
-	a.recursive = true;
-	if ((status = call(s, c, "fs.list", &a, &r)) != 0)
-		goto out;
-	list = result_data_json(r);
-	sandq_result_free(r);
-	r = NULL;
-	if (!json_is_array(list)) {
-		status = fail("fs get: fs.list %s answered without a listing", spath);
-		goto out;
-	}
-	{
-		size_t blen = root ? 1 : strlen(spath) + 1, i;
-		json_t *e;
-
-		json_array_foreach(list, i, e) {
-			const char *ep = jstr(e, "path", "");
-
-			/* Only what lies strictly below spath; the rest is refused. */
-			if ((root && ep[0] != '/') || (!root &&
-			    (strncmp(ep, spath, blen - 1) != 0 || ep[blen - 1] != '/')) ||
-			    ep[blen] == '\0') {
-				status = fail("fs get: refusing the entry '%s', not below %s",
-				    ep, spath);
-				goto out;
-			}
-			if ((status = get_entry(&g, e, ep + blen, "")) != 0)
-				goto out;
-		}
-	}
-	if (!root) {
-		g.pending = xreallocarray(g.pending, g.npending + 1, sizeof(*g.pending));
-		memmove(g.pending + 1, g.pending, g.npending * sizeof(*g.pending));
-		g.pending[0].rel = NULL;
-		g.pending[0].mode = (uint32_t)jint(st, "mode");
-		g.pending[0].mtime = jint(st, "mtime");
-		g.npending++;
-	}
-out_json:
-	if (status == 0) {
-		get_finish_dirs(&g);
-		if (g.npending && g.pending[0].rel == NULL) {
-			(void)fchmod(g.topfd, (g.pending[0].mode & 0777) | 0700);
-			set_mtime(g.topfd, g.pending[0].mtime);
-		}
-	}
-	if (status == 0 && s->json)
-		status = print_json_line(json_pack("{s:s, s:I, s:I, s:I}", "path",
-		    s->args[2], "files", (json_int_t)g.files, "dirs", (json_int_t)g.dirs,
-		    "symlinks", (json_int_t)g.symlinks));
-out:
-	for (size_t i = 0; i < g.npending; i++)
-		free(g.pending[i].rel);
-	free(g.pending);
-	free(localname);
-	if (g.topfd >= 0)
-		close(g.topfd);
-	if (rootfd >= 0)
-		close(rootfd);
-	json_decref(st);
-	json_decref(list);
-	return status;
-}
-
 /*** Verbs ***/
 
 static void
@@ -1331,7 +623,7 @@ human_ls(const json_t *d)
 	char t[32], lb[2048];
 
 	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
-		int n = (int)strlen(jstr(o, "sandbox", ""));
+		int n = (int)strlen(cli__jstr(o, "sandbox", ""));
 
 		if (n > w)
 			w = n;
@@ -1340,10 +632,10 @@ human_ls(const json_t *d)
 	    "SNAPSHOT", "LABELS");
 	json_array_foreach((json_t *)(uintptr_t)d, i, o)
 		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12.12s  %s\n", w,
-		    jstr(o, "sandbox", ""), jint(o, "version"),
-		    fmt_time_ms(t, sizeof(t), jint(o, "updated_at")),
-		    jstr(o, "snapshot", ""),
-		    fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
+		    cli__jstr(o, "sandbox", ""), cli__jint(o, "version"),
+		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "updated_at")),
+		    cli__jstr(o, "snapshot", ""),
+		    cli__fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
 }
 
 static void
@@ -1357,18 +649,18 @@ human_history(const json_t *d)
 
 	printf("%7s  %-20s  %s\n", "VERSION", "CREATED", "SNAPSHOT");
 	json_array_foreach((json_t *)(uintptr_t)vs, i, o)
-		printf("%7" JSON_INTEGER_FORMAT "  %-20s  %s\n", jint(o, "version"),
-		    fmt_time_ms(t, sizeof(t), jint(o, "created_at")),
-		    jstr(o, "snapshot", ""));
+		printf("%7" JSON_INTEGER_FORMAT "  %-20s  %s\n", cli__jint(o, "version"),
+		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "created_at")),
+		    cli__jstr(o, "snapshot", ""));
 	printf("\n%5s  %-16s  %-7s  %-20s  %8s  %s\n", "CALL", "NAME", "STATUS",
 	    "STARTED", "MS", "PARAMETERS");
 	json_array_foreach((json_t *)(uintptr_t)cs, i, o) {
-		const char *par = jstr(o, "parameters", "");
+		const char *par = cli__jstr(o, "parameters", "");
 
 		printf("%5" JSON_INTEGER_FORMAT "  %-16s  %-7s  %-20s  %8"
-		    JSON_INTEGER_FORMAT "  %.60s%s\n", jint(o, "id"), jstr(o, "name", ""),
-		    jstr(o, "status", ""), fmt_time_ms(t, sizeof(t), jint(o, "started_at")),
-		    jint(o, "duration_ms"), par, strlen(par) > 60 ? "..." : "");
+		    JSON_INTEGER_FORMAT "  %.60s%s\n", cli__jint(o, "id"), cli__jstr(o, "name", ""),
+		    cli__jstr(o, "status", ""), cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "started_at")),
+		    cli__jint(o, "duration_ms"), par, strlen(par) > 60 ? "..." : "");
 	}
 }
 
@@ -1376,45 +668,7 @@ static void
 human_info(const json_t *d)
 {
 	if (json_is_object(d))
-		print_info(d);
-}
-
-static void
-human_stat(const json_t *d)
-{
-	if (json_is_object(d))
-		print_entry(d);
-}
-
-/* fs ls: one line per entry; recursive listings show whole paths. */
-static bool fs_ls_recursive;
-
-static void
-human_fs_ls(const json_t *d)
-{
-	size_t i;
-	json_t *o;
-	char t[32];
-
-	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
-		const char *target = jstr(o, "target", NULL);
-
-		printf("%-7s  %04o  %10" JSON_INTEGER_FORMAT "  %-20s  %s%s%s\n",
-		    jstr(o, "type", "?"), (unsigned)(jint(o, "mode") & 07777),
-		    jint(o, "size"), fmt_time_ms(t, sizeof(t), jint(o, "mtime") * 1000),
-		    fs_ls_recursive ? jstr(o, "path", "") : jstr(o, "name", ""),
-		    target ? " -> " : "", target ? target : "");
-	}
-}
-
-static void
-human_lines(const json_t *d)
-{
-	size_t i;
-	json_t *o;
-
-	json_array_foreach((json_t *)(uintptr_t)d, i, o)
-		printf("%s\n", json_string_value(o) ? json_string_value(o) : "");
+		cli__print_info(d);
 }
 
 static int
@@ -1431,11 +685,11 @@ cmd_create(struct sbx *s, struct sandq *c)
 		return status;
 	a.snapshot = blob;
 	a.snapshot_len = len;
-	status = call(s, c, "sandbox.create", &a, &r);
+	status = cli__call(s, c, "sandbox.create", &a, &r);
 	free(blob);
 	if (status != 0)
 		return status;
-	return finish(s, r, human_info);
+	return cli__finish(s, r, human_info);
 }
 
 static int
@@ -1444,9 +698,9 @@ cmd_ls(struct sbx *s, struct sandq *c)
 	struct sandq_result *r = NULL;
 	int status;
 
-	if ((status = call(s, c, "sandbox.list", NULL, &r)) != 0)
+	if ((status = cli__call(s, c, "sandbox.list", NULL, &r)) != 0)
 		return status;
-	return finish(s, r, human_ls);
+	return cli__finish(s, r, human_ls);
 }
 
 static int
@@ -1456,9 +710,9 @@ cmd_info(struct sbx *s, struct sandq *c)
 	struct sandq_result *r = NULL;
 	int status;
 
-	if ((status = call(s, c, "sandbox.info", &a, &r)) != 0)
+	if ((status = cli__call(s, c, "sandbox.info", &a, &r)) != 0)
 		return status;
-	return finish(s, r, human_info);
+	return cli__finish(s, r, human_info);
 }
 
 static int
@@ -1470,9 +724,9 @@ cmd_fork(struct sbx *s, struct sandq *c)
 	int status;
 
 	if ((status = check_id(s, "DST", s->args[1])) != 0 ||
-	    (status = call(s, c, "sandbox.fork", &a, &r)) != 0)
+	    (status = cli__call(s, c, "sandbox.fork", &a, &r)) != 0)
 		return status;
-	return finish(s, r, human_info);
+	return cli__finish(s, r, human_info);
 }
 
 static int
@@ -1482,9 +736,9 @@ cmd_rm(struct sbx *s, struct sandq *c)
 	struct sandq_result *r = NULL;
 	int status;
 
-	if ((status = call(s, c, "sandbox.delete", &a, &r)) != 0)
+	if ((status = cli__call(s, c, "sandbox.delete", &a, &r)) != 0)
 		return status;
-	return finish(s, r, NULL);
+	return cli__finish(s, r, NULL);
 }
 
 static int
@@ -1494,30 +748,30 @@ cmd_history(struct sbx *s, struct sandq *c)
 	struct sandq_result *r = NULL;
 	int status;
 
-	if ((status = call(s, c, "sandbox.history", &a, &r)) != 0)
+	if ((status = cli__call(s, c, "sandbox.history", &a, &r)) != 0)
 		return status;
-	return finish(s, r, human_history);
+	return cli__finish(s, r, human_history);
 }
 
 /* Writes len bytes to FILE ("-": stdout), replacing it. 0 or an exit status. */
-static int
-write_local(const char *file, const void *p, size_t len)
+int
+cli__write_local(const char *file, const void *p, size_t len)
 {
 	int fd, rc;
 
 	if (strcmp(file, "-") == 0) {
 		if (fwrite(p, 1, len, stdout) != len || fflush(stdout) == EOF)
-			return fail("writing standard output: %s", strerror(errno));
+			return cli__fail("writing standard output: %s", strerror(errno));
 		return 0;
 	}
 	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return fail("%s: %s", file, strerror(errno));
+		return cli__fail("%s: %s", file, strerror(errno));
 	rc = write_all(fd, p, len);
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
 	if (rc < 0)
-		return fail("%s: %s", file, strerror(-rc));
+		return cli__fail("%s: %s", file, strerror(-rc));
 	return 0;
 }
 
@@ -1531,19 +785,19 @@ cmd_export(struct sbx *s, struct sandq *c)
 	size_t len = 0;
 	int status;
 
-	if ((status = call(s, c, "sandbox.export", &a, &r)) != 0)
+	if ((status = cli__call(s, c, "sandbox.export", &a, &r)) != 0)
 		return status;
 	msgpack_unpacked_init(&u);
-	if (!result_bytes(r, &u, &p, &len))
-		status = fail("sandbox export: the answer holds no snapshot");
+	if (!cli__result_bytes(r, &u, &p, &len))
+		status = cli__fail("sandbox export: the answer holds no snapshot");
 	else
-		status = write_local(s->args[1], p, len);
+		status = cli__write_local(s->args[1], p, len);
 	if (status == 0 && s->json) {
-		json_t *o = result_head_json(r);
+		json_t *o = cli__result_head_json(r);
 
 		json_object_set_new(o, "file", json_string(s->args[1]));
 		json_object_set_new(o, "size", json_integer((json_int_t)len));
-		status = print_json_line(o);
+		status = cli__print_json_line(o);
 	}
 	msgpack_unpacked_destroy(&u);
 	sandq_result_free(r);
@@ -1561,183 +815,19 @@ cmd_import(struct sbx *s, struct sandq *c)
 	int rc, status;
 
 	if ((rc = cli_read_input(s->args[1], true, JOB_SNAPSHOT_MAX, &blob, &len)) < 0)
-		return rc == -EFBIG ? fail("%s: larger than %u bytes", s->args[1],
-		    JOB_SNAPSHOT_MAX) : fail("%s: %s", s->args[1], strerror(-rc));
+		return rc == -EFBIG ? cli__fail("%s: larger than %u bytes", s->args[1],
+		    JOB_SNAPSHOT_MAX) : cli__fail("%s: %s", s->args[1], strerror(-rc));
 	if (len == 0) {
 		free(blob);
-		return fail("%s: empty, not an AgentFS database", s->args[1]);
+		return cli__fail("%s: empty, not an AgentFS database", s->args[1]);
 	}
 	a.snapshot = blob;
 	a.snapshot_len = len;
-	status = call(s, c, "sandbox.import", &a, &r);
+	status = cli__call(s, c, "sandbox.import", &a, &r);
 	free(blob);
 	if (status != 0)
 		return status;
-	return finish(s, r, human_info);
-}
-
-static int
-cmd_fs_ls(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0],
-	    .path = s->nargs > 1 ? s->args[1] : NULL, .recursive = s->recursive };
-	struct sandq_result *r = NULL;
-	int status;
-
-	if ((status = call(s, c, "fs.list", &a, &r)) != 0)
-		return status;
-	fs_ls_recursive = s->recursive;
-	return finish(s, r, human_fs_ls);
-}
-
-static int
-cmd_fs_cat(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1] };
-	struct sandq_result *r = NULL;
-	msgpack_unpacked u;
-	const char *p = NULL;
-	size_t len = 0;
-	int status;
-
-	if ((status = call(s, c, "fs.read", &a, &r)) != 0)
-		return status;
-	msgpack_unpacked_init(&u);
-	if (!result_bytes(r, &u, &p, &len))
-		status = fail("fs cat: the answer holds no content");
-	else
-		status = write_local("-", p, len);
-	msgpack_unpacked_destroy(&u);
-	sandq_result_free(r);
-	return status;
-}
-
-static int
-cmd_fs_put(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1] };
-	struct sandq_result *r = NULL;
-	const char *local = s->args[2];
-	uint8_t *data = NULL;
-	size_t len = 0;
-	struct stat st;
-	int rc, status;
-
-	if ((rc = cli_read_input(local, true, JOB_DATA_MAX, &data, &len)) < 0)
-		return rc == -EFBIG ? fail("%s: larger than %u bytes", local,
-		    JOB_DATA_MAX) : fail("%s: %s", local, strerror(-rc));
-	/* The local file's permission bits, as cp(1) keeps them. */
-	if (strcmp(local, "-") != 0 && stat(local, &st) == 0 && S_ISREG(st.st_mode))
-		a.mode = st.st_mode & 0777;
-	a.data = data;
-	a.data_len = len;
-	status = call(s, c, "fs.write", &a, &r);
-	free(data);
-	if (status != 0)
-		return status;
-	return finish(s, r, NULL);
-}
-
-static int
-cmd_fs_rm(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1],
-	    .recursive = s->recursive };
-	struct sandq_result *r = NULL;
-	int status;
-
-	if ((status = call(s, c, "fs.delete", &a, &r)) != 0)
-		return status;
-	return finish(s, r, NULL);
-}
-
-static int
-cmd_fs_stat(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0], .path = s->args[1] };
-	struct sandq_result *r = NULL;
-	int status;
-
-	if ((status = call(s, c, "fs.stat", &a, &r)) != 0)
-		return status;
-	return finish(s, r, human_stat);
-}
-
-static int
-cmd_kv_get(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0], .key = s->args[1] };
-	struct sandq_result *r = NULL;
-	msgpack_unpacked u;
-	const char *p = NULL;
-	size_t len = 0;
-	int status;
-
-	if ((status = call(s, c, "kv.get", &a, &r)) != 0)
-		return status;
-	/* The value is JSON text already: printed as stored, in both modes. */
-	msgpack_unpacked_init(&u);
-	if (!result_bytes(r, &u, &p, &len)) {
-		status = fail("kv get: the answer holds no value");
-	} else if (fwrite(p, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
-	    fflush(stdout) == EOF) {
-		status = fail("writing standard output: %s", strerror(errno));
-	}
-	msgpack_unpacked_destroy(&u);
-	sandq_result_free(r);
-	return status;
-}
-
-static int
-cmd_kv_set(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0], .key = s->args[1] };
-	struct sandq_result *r = NULL;
-	json_t *j = json_loads(s->args[2], JSON_DECODE_ANY, NULL);
-	char *value = NULL;
-	int status;
-
-	/* Valid JSON goes as given; anything else as a JSON string. */
-	if (j == NULL) {
-		json_t *str = json_string(s->args[2]);
-
-		if (str == NULL)
-			return usage(s, "VALUE is neither JSON nor UTF-8 text");
-		value = json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT);
-		json_decref(str);
-	}
-	json_decref(j);
-	a.value = value ? value : s->args[2];
-	status = call(s, c, "kv.set", &a, &r);
-	free(value);
-	if (status != 0)
-		return status;
-	return finish(s, r, NULL);
-}
-
-static int
-cmd_kv_del(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0], .key = s->args[1] };
-	struct sandq_result *r = NULL;
-	int status;
-
-	if ((status = call(s, c, "kv.delete", &a, &r)) != 0)
-		return status;
-	return finish(s, r, NULL);
-}
-
-static int
-cmd_kv_keys(struct sbx *s, struct sandq *c)
-{
-	struct sandq_op_args a = { .sandbox = s->args[0],
-	    .prefix = s->nargs > 1 ? s->args[1] : NULL };
-	struct sandq_result *r = NULL;
-	int status;
-
-	if ((status = call(s, c, "kv.keys", &a, &r)) != 0)
-		return status;
-	return finish(s, r, human_lines);
+	return cli__finish(s, r, human_info);
 }
 
 static const struct sbx_verb verbs[] = {
@@ -1752,16 +842,16 @@ static const struct sbx_verb verbs[] = {
 	{ "sandbox", "export", 2, 2, 0, cmd_export, "ID FILE" },
 	{ "sandbox", "import", 2, 2, SB(S_LABEL), cmd_import,
 	    "ID FILE [--label KEY=VALUE]..." },
-	{ "fs", "ls", 1, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cmd_fs_ls, "ID [PATH] [-R]" },
-	{ "fs", "cat", 2, 2, SOPTS_PERMS, cmd_fs_cat, "ID PATH" },
-	{ "fs", "put", 3, 3, SOPTS_PERMS, cmd_fs_put, "ID PATH LOCALFILE" },
-	{ "fs", "get", 3, 3, SOPTS_PERMS, cmd_fs_get, "ID PATH LOCALDIR" },
-	{ "fs", "rm", 2, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cmd_fs_rm, "ID PATH [-r]" },
-	{ "fs", "stat", 2, 2, SOPTS_PERMS, cmd_fs_stat, "ID PATH" },
-	{ "kv", "get", 2, 2, 0, cmd_kv_get, "ID KEY" },
-	{ "kv", "set", 3, 3, 0, cmd_kv_set, "ID KEY VALUE" },
-	{ "kv", "del", 2, 2, 0, cmd_kv_del, "ID KEY" },
-	{ "kv", "keys", 1, 2, 0, cmd_kv_keys, "ID [PREFIX]" },
+	{ "fs", "ls", 1, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cli__fs_ls, "ID [PATH] [-R]" },
+	{ "fs", "cat", 2, 2, SOPTS_PERMS, cli__fs_cat, "ID PATH" },
+	{ "fs", "put", 3, 3, SOPTS_PERMS, cli__fs_put, "ID PATH LOCALFILE" },
+	{ "fs", "get", 3, 3, SOPTS_PERMS, cli__fs_get, "ID PATH LOCALDIR" },
+	{ "fs", "rm", 2, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cli__fs_rm, "ID PATH [-r]" },
+	{ "fs", "stat", 2, 2, SOPTS_PERMS, cli__fs_stat, "ID PATH" },
+	{ "kv", "get", 2, 2, 0, cli__kv_get, "ID KEY" },
+	{ "kv", "set", 3, 3, 0, cli__kv_set, "ID KEY VALUE" },
+	{ "kv", "del", 2, 2, 0, cli__kv_del, "ID KEY" },
+	{ "kv", "keys", 1, 2, 0, cli__kv_keys, "ID [PREFIX]" },
 };
 
 /*** Entry point ***/
@@ -1804,10 +894,10 @@ sbx_run(struct sbx *s, int argc, char **argv)
 		else if (o == 'R' || o == 'r')
 			o = S_RECURSIVE;
 		else if (o == ':')
-			return usage(s, "option '%s' needs a value", bad);
+			return cli__usage(s, "option '%s' needs a value", bad);
 		else if (o == '?')
-			return optopt ? usage(s, "unknown option '-%c'", optopt) :
-			    usage(s, "unknown option '%.*s'", (int)strcspn(bad, "="), bad);
+			return optopt ? cli__usage(s, "unknown option '-%c'", optopt) :
+			    cli__usage(s, "unknown option '%.*s'", (int)strcspn(bad, "="), bad);
 		if ((rc = opt_apply(s, o, optarg)) != 0)
 			return rc;
 	}
@@ -1816,7 +906,7 @@ sbx_run(struct sbx *s, int argc, char **argv)
 			cli_sandbox_help(s->group);
 			return 0;
 		}
-		return usage(s, "missing %s command (%s)", s->group,
+		return cli__usage(s, "missing %s command (%s)", s->group,
 		    verb_list(s->group, list, sizeof(list)));
 	}
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
@@ -1824,7 +914,7 @@ sbx_run(struct sbx *s, int argc, char **argv)
 		    strcmp(verbs[i].name, argv[optind]) == 0)
 			s->v = &verbs[i];
 	if (s->v == NULL)
-		return usage(s, "unknown %s command '%s' (expected %s)", s->group,
+		return cli__usage(s, "unknown %s command '%s' (expected %s)", s->group,
 		    argv[optind], verb_list(s->group, list, sizeof(list)));
 	if (s->help) {
 		cli_sandbox_help(s->group);
@@ -1840,12 +930,12 @@ sbx_run(struct sbx *s, int argc, char **argv)
 
 			while ((extra & SB(bit)) == 0)
 				bit++;
-			return usage(s, "option '--%s' does not apply to 'sandq %s %s'",
+			return cli__usage(s, "option '--%s' does not apply to 'sandq %s %s'",
 			    opt_name(bit), s->v->group, s->v->name);
 		}
 	}
 	if (s->nargs < s->v->min || s->nargs > s->v->max)
-		return usage(s, "expected %s", s->v->usage[0] ? s->v->usage :
+		return cli__usage(s, "expected %s", s->v->usage[0] ? s->v->usage :
 		    "no arguments");
 	if (s->v->min > 0 && (rc = check_id(s, strcmp(s->v->name, "fork") == 0 ?
 	    "SRC" : "ID", s->args[0])) != 0)
@@ -1855,7 +945,7 @@ sbx_run(struct sbx *s, int argc, char **argv)
 	if (s->tenant == NULL && (s->tenant = getenv("SANDQ_TENANT")) == NULL)
 		s->tenant = DEFAULT_TENANT;
 	if ((c = sandq_connect(s->redis, s->tenant, err, sizeof(err))) == NULL)
-		return fail("%s", err);
+		return cli__fail("%s", err);
 	rc = s->v->run(s, c);
 	sandq_close(c);
 	return rc;

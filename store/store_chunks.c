@@ -1,0 +1,833 @@
+/*
+ * store_chunks.c - the blobs of the snapshot store: content-addressed
+ * chunks under a manifest key, the plans that cut a blob into them, puts,
+ * reads and collection. store.c calls these inside its transactions for
+ * the sandbox calls; store_int.h is what they share.
+ *
+ * DESIGN
+ * A put is two steps. store__plan_make() cuts the bytes into chunks and
+ * hashes them (or takes a hash from the base's manifest where the bytes
+ * are equal) with no lock held; store__plan_store() then writes, inside
+ * the caller's transaction, only what is new: a chunk already stored gets
+ * refs + 1 in chunk_refs. Collection (gc_blob()) is the reverse and runs
+ * in the same transaction as whatever dropped a blob's last name. With the
+ * _blob sandbox calls a blob is named in the transaction that stores it
+ * and deleted in the one that stops naming it, so the two never
+ * interleave. store__plan_make_patch() is the plan of an image with a
+ * patch applied, for store_sandbox_commit_patch(): it hashes only the
+ * chunks the patch touches.
+ *
+ * Sections: Chunks and manifests, Plans from an image and a patch,
+ * Collection, Blobs.
+ */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "agentfs.h"
+#include "patch.h"
+#include "store.h"
+#include "store_int.h"
+
+#define MANIFEST_DOMAIN "sandq-snapshot-1"	/* hashed with its NUL */
+#define CHUNK_SIZE_MAX (16 * 1024 * 1024)	/* largest chunk_size read */
+
+/* A snapshot the codec accepts must fit the store, up to SQLite's limit. */
+_Static_assert(STORE_BLOB_MAX <= AGENTFS_BLOB_MAX, "store blob bound");
+_Static_assert(STORE_CHUNK_BYTES <= CHUNK_SIZE_MAX, "chunk bound");
+/* A patch block lies in exactly one chunk, and a patched image fits. */
+_Static_assert(STORE_CHUNK_BYTES % PATCH_BLOCK == 0, "patch block bound");
+_Static_assert(PATCH_SIZE_MAX <= STORE_BLOB_MAX, "patch size bound");
+
+/*** Chunks and manifests ***/
+
+/*
+ * The blob key: SHA-256 of "sandq-snapshot-1" NUL, size as u64 LE,
+ * chunk_size as u32 LE and the n raw chunk hashes. The domain string sets
+ * these keys apart from the plain SHA-256 of a snapshot (schema 1's keys:
+ * a snapshot starts "SQLite format 3"), and size and chunk size make the
+ * hash list unambiguous.
+ */
+static int
+manifest_key(uint64_t size, uint32_t chunk_size, const unsigned char *hashes,
+    size_t n, char key[STORE_SHA_HEX + 1], struct err *e)
+{
+	unsigned char head[sizeof(MANIFEST_DOMAIN) + 12];
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx;
+	bool ok;
+
+	memcpy(head, MANIFEST_DOMAIN, sizeof(MANIFEST_DOMAIN));
+	for (int i = 0; i < 8; i++)
+		head[sizeof(MANIFEST_DOMAIN) + i] =
+		    (unsigned char)(size >> (8 * i));
+	for (int i = 0; i < 4; i++)
+		head[sizeof(MANIFEST_DOMAIN) + 8 + i] =
+		    (unsigned char)(chunk_size >> (8 * i));
+	ctx = EVP_MD_CTX_new();
+	ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+	    EVP_DigestUpdate(ctx, head, sizeof(head)) == 1 &&
+	    (n == 0 || EVP_DigestUpdate(ctx, hashes, n * SHA_RAW) == 1) &&
+	    EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == SHA_RAW;
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return err_set(e, -EIO, "store: SHA-256 failed");
+	store__hex_of(md, SHA_RAW, key);
+	return 0;
+}
+
+/*
+ * Reads blob sha's manifest into *m (m->hashes is the caller's to free)
+ * and checks it: n chunks of chunk_size cover size exactly, and the whole
+ * hashes to sha. -ENOENT if no such blob; -EBADMSG, m empty, if damaged.
+ */
+int
+store__manifest_read(struct store *st, const char *sha, struct manifest *m,
+    struct err *e)
+{
+	char key[STORE_SHA_HEX + 1];
+	sqlite3_stmt *stmt = NULL;
+	int64_t size, cs;
+	const void *p;
+	int nb, rc;
+
+	memset(m, 0, sizeof(*m));
+	rc = store__stmt_prepare(st,
+	    "SELECT size, chunk_size, chunks FROM blobs WHERE sha256 = ?1",
+	    &stmt, e);
+	if (rc != 0)
+		return rc;
+	if ((rc = store__bind_text(st, stmt, 1, sha, e)) != 0)
+		goto out_finalize;
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_DONE) {
+		rc = err_set(e, -ENOENT, "store: blob %s: not stored", sha);
+		goto out_finalize;
+	}
+	if (rc != SQLITE_ROW) {
+		rc = store__db_fail(st->db, rc, "blobs", e);
+		goto out_finalize;
+	}
+	size = sqlite3_column_int64(stmt, 0);
+	cs = sqlite3_column_int64(stmt, 1);
+	p = sqlite3_column_blob(stmt, 2);
+	nb = sqlite3_column_bytes(stmt, 2);
+	if (size < 0 || (uint64_t)size > STORE_BLOB_MAX || cs < 1 ||
+	    cs > CHUNK_SIZE_MAX || nb < 0 || nb % SHA_RAW != 0 ||
+	    (p == NULL && nb > 0) ||
+	    (size_t)nb / SHA_RAW != (size_t)((size + cs - 1) / cs)) {
+		rc = err_set(e, -EBADMSG, "store: blob %s: damaged manifest "
+		    "(size %lld, chunk size %lld, %d bytes of hashes)", sha,
+		    (long long)size, (long long)cs, nb);
+		goto out_finalize;
+	}
+	m->size = (uint64_t)size;
+	m->chunk_size = (uint32_t)cs;
+	m->n = (size_t)nb / SHA_RAW;
+	m->hashes = xmalloc(nb > 0 ? (size_t)nb : 1);
+	if (nb > 0)
+		memcpy(m->hashes, p, (size_t)nb);
+	rc = manifest_key(m->size, m->chunk_size, m->hashes, m->n, key, e);
+	if (rc == 0 && strcmp(key, sha) != 0)
+		rc = err_set(e, -EBADMSG, "store: blob %s: manifest does not "
+		    "match its key", sha);
+	if (rc != 0) {
+		free(m->hashes);
+		memset(m, 0, sizeof(*m));
+	}
+out_finalize:
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+void
+store__plan_free(struct blob_plan *p)
+{
+	free(p->hashes);
+	free(p->reused);
+	memset(p, 0, sizeof(*p));
+}
+
+/*
+ * Chunk i of p's blob, its length in *cn: a pointer into data, or, for an
+ * image + patch, the chunk assembled into buf (STORE_CHUNK_BYTES bytes,
+ * which the caller supplies whenever p->patch is set).
+ */
+static const unsigned char *
+plan_chunk(const struct blob_plan *p, size_t i, unsigned char *buf,
+    size_t *cn)
+{
+	size_t off = i * STORE_CHUNK_BYTES;
+
+	*cn = p->len - off < STORE_CHUNK_BYTES ? p->len - off :
+	    STORE_CHUNK_BYTES;
+	if (p->patch == NULL)
+		return p->data + off;
+	patch_read(p->data, p->data_len, p->patch, off, *cn, buf);
+	return buf;
+}
+
+/*
+ * Cuts data into STORE_CHUNK_BYTES chunks and finds each one's hash: taken
+ * from base_sha's manifest where the chunk memcmp-equals base_data's chunk
+ * at the same offset (same length), computed otherwise. A base that is not
+ * stored, damaged, or of another size or chunking is ignored: every chunk
+ * is hashed. Reads only (no lock held); the caller frees p (store__plan_free()).
+ */
+int
+store__plan_make(struct store *st, const void *data, size_t len,
+    const char *base_sha, const void *base_data, size_t base_len,
+    struct blob_plan *p, struct err *e)
+{
+	const unsigned char *b = base_data;
+	struct manifest base = { 0 };
+	bool have_base = false;
+	int rc = 0;
+
+	memset(p, 0, sizeof(*p));
+	if (len > STORE_BLOB_MAX)
+		return err_set(e, -EFBIG, "store: blob: %zu bytes, over %zu",
+		    len, STORE_BLOB_MAX);
+	if (base_sha != NULL && (rc = store__sha_check("base_sha", base_sha,
+	    e)) != 0)
+		return rc;
+	if (base_sha != NULL && (b != NULL || base_len == 0)) {
+		rc = store__manifest_read(st, base_sha, &base, e);
+		if (rc == 0)
+			have_base = base.size == base_len &&
+			    base.chunk_size == STORE_CHUNK_BYTES;
+		else if (rc != -ENOENT && rc != -EBADMSG)
+			return rc;
+		err_clear(e);
+	}
+	p->data = data;
+	p->data_len = len;
+	p->len = len;
+	p->n = (len + STORE_CHUNK_BYTES - 1) / STORE_CHUNK_BYTES;
+	p->hashes = xcalloc(p->n > 0 ? p->n : 1, SHA_RAW);
+	p->reused = xcalloc(p->n > 0 ? p->n : 1, sizeof(bool));
+	for (size_t i = 0; i < p->n; i++) {
+		size_t off = i * STORE_CHUNK_BYTES;
+		size_t cn = len - off < STORE_CHUNK_BYTES ? len - off :
+		    STORE_CHUNK_BYTES;
+		size_t bn = i < base.n && base_len - off < STORE_CHUNK_BYTES ?
+		    base_len - off : STORE_CHUNK_BYTES;
+
+		if (have_base && i < base.n && bn == cn &&
+		    memcmp(p->data + off, b + off, cn) == 0) {
+			memcpy(p->hashes + i * SHA_RAW,
+			    base.hashes + i * SHA_RAW, SHA_RAW);
+			p->reused[i] = true;
+		} else if ((rc = store__sha256_raw(p->data + off, cn,
+		    p->hashes + i * SHA_RAW, e)) != 0) {
+			goto out_free;
+		} else {
+			st->chunks_hashed++;
+		}
+	}
+	rc = manifest_key(len, STORE_CHUNK_BYTES, p->hashes, p->n, p->key, e);
+out_free:
+	free(base.hashes);
+	if (rc != 0)
+		store__plan_free(p);
+	return rc;
+}
+
+/*
+ * Takes one reference on each chunk of p, storing the chunks not stored
+ * yet. A chunk whose hash came from the base but which is no longer stored
+ * (the base was collected since store__plan_make()) is hashed now: it must match,
+ * or base_data was not the base's bytes (-EINVAL). With an image + patch
+ * that cannot happen (see store_sandbox_commit_patch()) short of a
+ * damaged file, and the same check stands. In a transaction.
+ */
+int
+store__plan_chunks(struct store *st, const struct blob_plan *p, int64_t now,
+    struct err *e)
+{
+	sqlite3_stmt *ref = NULL, *chunk = NULL, *newref = NULL;
+	unsigned char *buf = p->patch != NULL ? xmalloc(STORE_CHUNK_BYTES) :
+	    NULL;
+	char hex[STORE_SHA_HEX + 1];
+	unsigned char md[SHA_RAW];
+	int rc;
+
+	if ((rc = store__stmt_prepare(st,
+	    "UPDATE chunk_refs SET refs = refs + 1 WHERE sha256 = ?1", &ref,
+	    e)) != 0 ||
+	    (rc = store__stmt_prepare(st, "INSERT INTO chunks (sha256, data,"
+	    " created_at) VALUES (?1, ?2, ?3) ON CONFLICT (sha256) DO NOTHING",
+	    &chunk, e)) != 0 ||
+	    (rc = store__stmt_prepare(st,
+	    "INSERT INTO chunk_refs (sha256, refs) VALUES (?1, 1)", &newref,
+	    e)) != 0 ||
+	    (rc = store__bind_i64(st, chunk, 3, now, e)) != 0)
+		goto out_finalize;
+	for (size_t i = 0; i < p->n; i++) {
+		const unsigned char *h = p->hashes + i * SHA_RAW, *c;
+		size_t cn;
+
+		store__hex_of(h, SHA_RAW, hex);
+		if ((rc = store__bind_text(st, ref, 1, hex, e)) != 0 ||
+		    (rc = store__stmt_step_reset(st, ref, "chunk_refs",
+		    e)) != 0)
+			goto out_finalize;
+		if (sqlite3_changes(st->db) == 1)
+			continue;
+		c = plan_chunk(p, i, buf, &cn);
+		if (p->reused[i]) {
+			if ((rc = store__sha256_raw(c, cn, md, e)) != 0)
+				goto out_finalize;
+			st->chunks_hashed++;
+			if (memcmp(md, h, SHA_RAW) != 0) {
+				rc = err_set(e, -EINVAL, p->patch == NULL ?
+				    "store: base_data: not the bytes of the "
+				    "base blob (chunk %zu)" : "store: patch: "
+				    "the head is not the image with a subset "
+				    "of this patch (chunk %zu)", i);
+				goto out_finalize;
+			}
+		}
+		if ((rc = store__bind_text(st, chunk, 1, hex, e)) != 0 ||
+		    (rc = store__bind_blob(st, chunk, 2, c, cn, e)) != 0 ||
+		    (rc = store__stmt_step_reset(st, chunk, "chunks",
+		    e)) != 0 ||
+		    (rc = store__bind_text(st, newref, 1, hex, e)) != 0 ||
+		    (rc = store__stmt_step_reset(st, newref, "chunk_refs",
+		    e)) != 0)
+			goto out_finalize;
+	}
+out_finalize:
+	sqlite3_finalize(ref);
+	sqlite3_finalize(chunk);
+	sqlite3_finalize(newref);
+	free(buf);
+	return rc;
+}
+
+/* Inserts p's blobs row, through sql (blobs, or blobs_v2 while migrating). */
+int
+store__plan_row(struct store *st, const char *sql, const struct blob_plan *p,
+    int64_t created_at, struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	if ((rc = store__stmt_prepare(st, sql, &stmt, e)) != 0)
+		return rc;
+	if ((rc = store__bind_text(st, stmt, 1, p->key, e)) != 0 ||
+	    (rc = store__bind_i64(st, stmt, 2, (int64_t)p->len, e)) != 0 ||
+	    (rc = store__bind_i64(st, stmt, 3, STORE_CHUNK_BYTES, e)) != 0 ||
+	    (rc = store__bind_blob(st, stmt, 4, p->hashes, p->n * SHA_RAW,
+	    e)) != 0 ||
+	    (rc = store__bind_i64(st, stmt, 5, created_at, e)) != 0) {
+		sqlite3_finalize(stmt);
+		return rc;
+	}
+	return store__stmt_done(st, stmt, "blobs", e);
+}
+
+/*
+ * Stores the blob p describes, in the caller's write transaction: nothing
+ * when its key is stored already (blobs are immutable), else its new
+ * chunks, a reference on each chunk and the manifest row.
+ */
+int
+store__plan_store(struct store *st, const struct blob_plan *p, struct err *e)
+{
+	int64_t now = (int64_t)now_ms();
+	int rc = store_blob_exists(st, p->key, e);
+
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	if ((rc = store__plan_chunks(st, p, now, e)) != 0)
+		return rc;
+	return store__plan_row(st,
+	    "INSERT INTO blobs (sha256, size, chunk_size,"
+	    " chunks, created_at) VALUES (?1, ?2, ?3, ?4, ?5)", p, now, e);
+}
+
+/*** Plans from an image and a patch ***/
+
+/*
+ * The plan of img (img_len bytes) with pt applied, against base, the
+ * manifest of the current head (empty: no base). Chunk i takes the head's
+ * hash, unhashed, when all of these hold:
+ *   - no block of pt lies in it;
+ *   - the head has a chunk i, of the same length (base->chunk_size is
+ *     ours): so a chunk past the head's end is hashed;
+ *   - it is not the last chunk of a blob whose size changed.
+ * Under the caller's contract (the head is img with a patch whose blocks
+ * are a subset of pt's) such a chunk is the same bytes as the head's: both
+ * are img's bytes, or zeros past img_len, over the same offsets. The last
+ * rule is not needed for that (the length test covers a grown or shrunk
+ * last chunk), but costs one chunk and keeps a size change away from the
+ * contract altogether. Every other chunk is assembled (patch_read()) and
+ * hashed. No lock held; p keeps pointers to img and pt.
+ */
+int
+store__plan_make_patch(struct store *st, const void *img, size_t img_len,
+    const struct patch *pt, const struct manifest *base, struct blob_plan *p,
+    struct err *e)
+{
+	bool have_base = base->n > 0 && base->chunk_size == STORE_CHUNK_BYTES;
+	const size_t per_chunk = STORE_CHUNK_BYTES / PATCH_BLOCK;
+	unsigned char *buf = NULL;
+	bool *touched = NULL;
+	int rc = 0;
+
+	memset(p, 0, sizeof(*p));
+	if (pt->size > STORE_BLOB_MAX)
+		return err_set(e, -EFBIG, "store: patch: size %llu, over %zu",
+		    (unsigned long long)pt->size, STORE_BLOB_MAX);
+	p->data = img;
+	p->data_len = img_len;
+	p->patch = pt;
+	p->len = (size_t)pt->size;
+	p->n = (p->len + STORE_CHUNK_BYTES - 1) / STORE_CHUNK_BYTES;
+	p->hashes = xcalloc(p->n > 0 ? p->n : 1, SHA_RAW);
+	p->reused = xcalloc(p->n > 0 ? p->n : 1, sizeof(bool));
+	touched = xcalloc(p->n > 0 ? p->n : 1, sizeof(bool));
+	buf = xmalloc(STORE_CHUNK_BYTES);
+	/* patch_parse() keeps every block below size, so inside p->n. */
+	for (uint32_t i = 0; i < pt->count; i++)
+		touched[patch_index(pt, i) / per_chunk] = true;
+	for (size_t i = 0; i < p->n; i++) {
+		size_t off = i * STORE_CHUNK_BYTES, cn;
+		size_t bn = i < base->n && base->size - off < STORE_CHUNK_BYTES ?
+		    (size_t)(base->size - off) : STORE_CHUNK_BYTES;
+		const unsigned char *c;
+
+		cn = p->len - off < STORE_CHUNK_BYTES ? p->len - off :
+		    STORE_CHUNK_BYTES;
+		if (have_base && !touched[i] && i < base->n && bn == cn &&
+		    !(i == p->n - 1 && p->len != base->size)) {
+			memcpy(p->hashes + i * SHA_RAW,
+			    base->hashes + i * SHA_RAW, SHA_RAW);
+			p->reused[i] = true;
+			continue;
+		}
+		c = plan_chunk(p, i, buf, &cn);
+		if ((rc = store__sha256_raw(c, cn, p->hashes + i * SHA_RAW,
+		    e)) != 0)
+			goto out_free;
+		st->chunks_hashed++;
+	}
+	rc = manifest_key(p->len, STORE_CHUNK_BYTES, p->hashes, p->n, p->key,
+	    e);
+out_free:
+	free(buf);
+	free(touched);
+	if (rc != 0)
+		store__plan_free(p);
+	return rc;
+}
+
+#ifdef STORE_CHECK_PATCH
+/*
+ * The debug cross-check of the caller's contract: every chunk of the new
+ * snapshot assembled and hashed (a pass over the whole image: this is
+ * what the contract saves) and compared with the plan. -EINVAL naming the
+ * first chunk taken from the head that is not the snapshot's. Not counted
+ * in store_debug_chunks_hashed().
+ */
+int
+store__plan_check_patch(const struct blob_plan *p, struct err *e)
+{
+	unsigned char *buf = xmalloc(STORE_CHUNK_BYTES), md[SHA_RAW];
+	const unsigned char *c;
+	int rc = 0;
+
+	for (size_t i = 0; i < p->n && rc == 0; i++) {
+		size_t cn;
+
+		c = plan_chunk(p, i, buf, &cn);
+		if ((rc = store__sha256_raw(c, cn, md, e)) == 0 &&
+		    memcmp(md, p->hashes + i * SHA_RAW, SHA_RAW) != 0)
+			rc = err_set(e, -EINVAL, "store: patch: chunk %zu has no "
+			    "patch block but differs from the head's: the head "
+			    "is not the image with a subset of this patch", i);
+	}
+	free(buf);
+	return rc;
+}
+#else
+/* Without STORE_CHECK_PATCH the contract is trusted (see store.h). */
+int
+store__plan_check_patch(const struct blob_plan *p, struct err *e)
+{
+	(void)p;
+	(void)e;
+	return 0;
+}
+#endif
+
+/*** Collection ***/
+
+/* The statements of one collection, prepared once for all its blobs. */
+struct gc {
+	sqlite3_stmt *named;	/* 1 if a head or history row names ?1 */
+	sqlite3_stmt *manifest;	/* ?1's chunk hashes */
+	sqlite3_stmt *blob;	/* deletes blob ?1 */
+	sqlite3_stmt *unref;	/* refs - 1 on chunk ?1, if more than 1 */
+	sqlite3_stmt *ref;	/* deletes chunk ?1's count */
+	sqlite3_stmt *chunk;	/* deletes chunk ?1 */
+};
+
+static void
+gc_close(struct gc *g)
+{
+	sqlite3_finalize(g->named);
+	sqlite3_finalize(g->manifest);
+	sqlite3_finalize(g->blob);
+	sqlite3_finalize(g->unref);
+	sqlite3_finalize(g->ref);
+	sqlite3_finalize(g->chunk);
+	memset(g, 0, sizeof(*g));
+}
+
+static int
+gc_open(struct store *st, struct gc *g, struct err *e)
+{
+	int rc;
+
+	memset(g, 0, sizeof(*g));
+	/* Both lookups use an index: sandboxes_head, versions_sha256. */
+	if ((rc = store__stmt_prepare(st,
+	    "SELECT EXISTS (SELECT 1 FROM sandboxes"
+	    " WHERE head = ?1) OR EXISTS (SELECT 1 FROM versions"
+	    " WHERE sha256 = ?1)", &g->named, e)) != 0 ||
+	    (rc = store__stmt_prepare(st,
+	    "SELECT chunks FROM blobs WHERE sha256 = ?1", &g->manifest,
+	    e)) != 0 ||
+	    (rc = store__stmt_prepare(st, "DELETE FROM blobs WHERE sha256 = ?1",
+	    &g->blob, e)) != 0 ||
+	    (rc = store__stmt_prepare(st,
+	    "UPDATE chunk_refs SET refs = refs - 1"
+	    " WHERE sha256 = ?1 AND refs > 1", &g->unref, e)) != 0 ||
+	    (rc = store__stmt_prepare(st,
+	    "DELETE FROM chunk_refs WHERE sha256 = ?1", &g->ref, e)) != 0 ||
+	    (rc = store__stmt_prepare(st,
+	    "DELETE FROM chunks WHERE sha256 = ?1", &g->chunk, e)) != 0)
+		gc_close(g);
+	return rc;
+}
+
+/* Drops one reference on a chunk; the last one deletes it. */
+static int
+gc_chunk(struct store *st, struct gc *g, const unsigned char *h,
+    struct err *e)
+{
+	char hex[STORE_SHA_HEX + 1];
+	int rc;
+
+	store__hex_of(h, SHA_RAW, hex);
+	if ((rc = store__bind_text(st, g->unref, 1, hex, e)) != 0 ||
+	    (rc = store__stmt_step_reset(st, g->unref, "chunk_refs", e)) != 0)
+		return rc;
+	if (sqlite3_changes(st->db) == 1)
+		return 0;
+	/* The count first: it references the chunk. */
+	if ((rc = store__bind_text(st, g->ref, 1, hex, e)) != 0 ||
+	    (rc = store__stmt_step_reset(st, g->ref, "chunk_refs", e)) != 0 ||
+	    (rc = store__bind_text(st, g->chunk, 1, hex, e)) != 0)
+		return rc;
+	return store__stmt_step_reset(st, g->chunk, "chunks", e);
+}
+
+/*
+ * Deletes blob sha if no head and no history row names it, then drops a
+ * reference on each chunk its manifest lists. Returns 1 if deleted, 0 if
+ * named or already gone, or -errno. In the caller's write transaction.
+ */
+static int
+gc_blob(struct store *st, struct gc *g, const char *sha, struct err *e)
+{
+	unsigned char *hashes = NULL;
+	const void *p;
+	int named, nb, rc;
+
+	if ((rc = store__bind_text(st, g->named, 1, sha, e)) != 0)
+		return rc;
+	rc = sqlite3_step(g->named);
+	named = rc == SQLITE_ROW ? sqlite3_column_int(g->named, 0) : -1;
+	sqlite3_reset(g->named);
+	if (named < 0)
+		return store__db_fail(st->db, rc, "blobs", e);
+	if (named)
+		return 0;
+	if ((rc = store__bind_text(st, g->manifest, 1, sha, e)) != 0)
+		return rc;
+	rc = sqlite3_step(g->manifest);
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(g->manifest);
+		return rc == SQLITE_DONE ? 0 : store__db_fail(st->db, rc,
+		    "blobs", e);
+	}
+	/* A damaged manifest still gives back every whole hash it holds. */
+	p = sqlite3_column_blob(g->manifest, 0);
+	nb = p != NULL ? sqlite3_column_bytes(g->manifest, 0) / SHA_RAW : 0;
+	hashes = xmalloc(nb > 0 ? (size_t)nb * SHA_RAW : 1);
+	if (nb > 0)
+		memcpy(hashes, p, (size_t)nb * SHA_RAW);
+	sqlite3_reset(g->manifest);
+	if ((rc = store__bind_text(st, g->blob, 1, sha, e)) != 0 ||
+	    (rc = store__stmt_step_reset(st, g->blob, "blobs", e)) != 0)
+		goto out_free;
+	for (int i = 0; i < nb; i++) {
+		rc = gc_chunk(st, g, hashes + (size_t)i * SHA_RAW, e);
+		if (rc != 0)
+			goto out_free;
+	}
+	rc = 1;
+out_free:
+	free(hashes);
+	return rc;
+}
+
+/*
+ * Collects every blob of l that nothing names any more (a key may appear
+ * more than once). Adds the number deleted to *removed if not NULL.
+ */
+int
+store__gc_list(struct store *st, const struct shalist *l, long *removed,
+    struct err *e)
+{
+	struct gc g;
+	int rc = 0;
+
+	if (l->n == 0)
+		return 0;
+	if ((rc = gc_open(st, &g, e)) != 0)
+		return rc;
+	for (size_t i = 0; i < l->n; i++) {
+		if ((rc = gc_blob(st, &g, l->v[i], e)) < 0)
+			break;
+		if (removed != NULL)
+			*removed += rc;
+		rc = 0;
+	}
+	gc_close(&g);
+	return rc;
+}
+
+/*** Blobs ***/
+
+/* store__plan_store() of a prepared plan in a transaction of its own. */
+static int
+blob_put(struct store *st, const struct blob_plan *p,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e)
+{
+	int rc;
+
+	if ((rc = store__tx_begin(st, e)) != 0)
+		return rc;
+	rc = store__tx_end(st, store__plan_store(st, p, e), e);
+	if (rc == 0)
+		memcpy(sha_hex, p->key, STORE_SHA_HEX + 1);
+	return rc;
+}
+
+int
+store_blob_put(struct store *st, const void *data, size_t len,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e)
+{
+	return store_blob_put_delta(st, data, len, NULL, NULL, 0, sha_hex, e);
+}
+
+int
+store_blob_put_delta(struct store *st, const void *data, size_t len,
+    const char *base_sha, const void *base_data, size_t base_len,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e)
+{
+	struct blob_plan p;
+	int rc;
+
+	err_clear(e);
+	rc = store__plan_make(st, data, len, base_sha, base_data, base_len, &p,
+	    e);
+	if (rc != 0)
+		return rc;
+	rc = blob_put(st, &p, sha_hex, e);
+	store__plan_free(&p);
+	return rc;
+}
+
+/*
+ * Copies blob m's chunks into buf, checking each one's length and hash:
+ * a missing or damaged chunk is -EBADMSG naming it.
+ */
+static int
+blob_assemble(struct store *st, const char *sha, const struct manifest *m,
+    unsigned char *buf, struct err *e)
+{
+	char hex[STORE_SHA_HEX + 1];
+	unsigned char md[SHA_RAW];
+	sqlite3_stmt *stmt = NULL;
+	const void *p;
+	int n, rc;
+
+	rc = store__stmt_prepare(st,
+	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, e);
+	if (rc != 0)
+		return rc;
+	for (size_t i = 0; i < m->n; i++) {
+		uint64_t off = (uint64_t)i * m->chunk_size;
+		uint64_t cn = m->size - off < m->chunk_size ? m->size - off :
+		    m->chunk_size;
+
+		store__hex_of(m->hashes + i * SHA_RAW, SHA_RAW, hex);
+		if ((rc = store__bind_text(st, stmt, 1, hex, e)) != 0)
+			break;
+		rc = sqlite3_step(stmt);
+		if (rc != SQLITE_ROW) {
+			rc = rc == SQLITE_DONE ? err_set(e, -EBADMSG, "store: "
+			    "blob %s: chunk %zu (%s) is missing", sha, i, hex) :
+			    store__db_fail(st->db, rc, "chunks", e);
+			break;
+		}
+		p = sqlite3_column_blob(stmt, 0);
+		n = sqlite3_column_bytes(stmt, 0);
+		if (n < 0 || (uint64_t)n != cn || p == NULL) {
+			rc = err_set(e, -EBADMSG, "store: blob %s: chunk %zu: "
+			    "%d bytes stored, %llu expected", sha, i, n,
+			    (unsigned long long)cn);
+			break;
+		}
+		/*
+		 * Hash what was read before anything leaves: a damaged page or
+		 * a hand-edited row must not reach a worker as a snapshot.
+		 */
+		if ((rc = store__sha256_raw(p, (size_t)n, md, e)) != 0)
+			break;
+		if (memcmp(md, m->hashes + i * SHA_RAW, SHA_RAW) != 0) {
+			rc = err_set(e, -EBADMSG, "store: blob %s: chunk %zu "
+			    "does not match its SHA-256", sha, i);
+			break;
+		}
+		memcpy(buf + off, p, (size_t)n);
+		sqlite3_reset(stmt);
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int
+store_blob_get(struct store *st, const char *sha_hex, void **data,
+    size_t *len, struct err *e)
+{
+	struct manifest m = { 0 };
+	unsigned char *buf = NULL;
+	int rc;
+
+	err_clear(e);
+	*data = NULL;
+	*len = 0;
+	if ((rc = store__sha_check("sha256", sha_hex, e)) != 0)
+		return rc;
+	/*
+	 * One read transaction: the manifest and its chunks come from one
+	 * state of the file, whatever another handle collects meanwhile.
+	 */
+	if ((rc = store__db_exec(st, "BEGIN", "begin", e)) != 0)
+		return rc;
+	if ((rc = store__manifest_read(st, sha_hex, &m, e)) != 0)
+		goto out_end;
+	buf = malloc(m.size > 0 ? (size_t)m.size : 1);
+	if (buf == NULL) {
+		rc = err_set(e, -ENOMEM, "store: blob %s: out of memory",
+		    sha_hex);
+		goto out_end;
+	}
+	if ((rc = blob_assemble(st, sha_hex, &m, buf, e)) != 0)
+		goto out_end;
+	*data = buf;
+	*len = (size_t)m.size;
+	buf = NULL;
+out_end:
+	free(buf);
+	free(m.hashes);
+	if (!sqlite3_get_autocommit(st->db))
+		sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+	return rc;
+}
+
+int64_t
+store_blob_size(struct store *st, const char *sha_hex, struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	int64_t rc;
+
+	if ((rc = store__sha_check("sha256", sha_hex, e)) != 0)
+		return rc;
+	rc = store__stmt_prepare(st, "SELECT size FROM blobs WHERE sha256 = ?1", &stmt, e);
+	if (rc != 0)
+		return rc;
+	if ((rc = store__bind_text(st, stmt, 1, sha_hex, e)) == 0) {
+		int s = sqlite3_step(stmt);
+
+		if (s == SQLITE_ROW)
+			rc = sqlite3_column_int64(stmt, 0);
+		else if (s == SQLITE_DONE)
+			rc = err_set(e, -ENOENT, "store: no blob %s", sha_hex);
+		else
+			rc = store__db_fail(st->db, s, "blobs", e);
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int
+store_blob_exists(struct store *st, const char *sha_hex, struct err *e)
+{
+	int64_t rc = store_blob_size(st, sha_hex, e);
+
+	if (rc == -ENOENT)
+		return 0;
+	return rc < 0 ? (int)rc : 1;
+}
+
+long
+store_blob_count(struct store *st, struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	long n;
+	int rc;
+
+	if ((rc = store__stmt_prepare(st, "SELECT count(*) FROM blobs", &stmt, e)) != 0)
+		return rc;
+	rc = sqlite3_step(stmt);
+	n = rc == SQLITE_ROW ? (long)sqlite3_column_int64(stmt, 0) :
+	    store__db_fail(st->db, rc, "blobs", e);
+	sqlite3_finalize(stmt);
+	return n;
+}
+
+long
+store_chunk_count(struct store *st, struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	long n;
+	int rc;
+
+	if ((rc = store__stmt_prepare(st, "SELECT count(*) FROM chunks", &stmt,
+	    e)) != 0)
+		return rc;
+	rc = sqlite3_step(stmt);
+	n = rc == SQLITE_ROW ? (long)sqlite3_column_int64(stmt, 0) :
+	    store__db_fail(st->db, rc, "chunks", e);
+	sqlite3_finalize(stmt);
+	return n;
+}
+
+long
+store_debug_chunks_hashed(const struct store *st)
+{
+	return st->chunks_hashed;
+}

@@ -1,0 +1,164 @@
+/*
+ * store_int.h - what the files of the snapshot store share, and nothing
+ * else sees: the handle, the SQL helpers, the blob plans and collection.
+ * store.c holds handles, sandboxes and retention; store_chunks.c chunks,
+ * manifests, plans, puts and collection; store_migrate.c the schema 1 -> 2
+ * conversion. store.h is the public API and does not change with these.
+ */
+#ifndef SANDQ_STORE_STORE_INT_H
+#define SANDQ_STORE_STORE_INT_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+#include "store.h"
+
+#define SHA_RAW 32			/* bytes of a raw SHA-256 */
+
+struct patch;
+
+struct store {
+	sqlite3 *db;		/* the connection to dir/store.db */
+	unsigned keep_versions;	/* history rows per sandbox; 0: all */
+	long chunks_hashed;	/* chunks hashed for writes (a test hook) */
+};
+
+/* blobs, in schema 2 and in the table a schema-1 file is converted into. */
+#define BLOBS_COLUMNS_SQL \
+	" (sha256 TEXT NOT NULL PRIMARY KEY, size INTEGER NOT NULL," \
+	" chunk_size INTEGER NOT NULL, chunks BLOB NOT NULL," \
+	" created_at INTEGER NOT NULL);"
+
+/*
+ * refs lives in a table of its own: SQLite rewrites a whole row to change
+ * one column, and a commit changes the count of every chunk of a snapshot.
+ */
+#define CHUNK_TABLES_SQL \
+	"CREATE TABLE chunks (sha256 TEXT NOT NULL PRIMARY KEY," \
+	" data BLOB NOT NULL, created_at INTEGER NOT NULL);" \
+	"CREATE TABLE chunk_refs (sha256 TEXT NOT NULL PRIMARY KEY" \
+	" REFERENCES chunks (sha256), refs INTEGER NOT NULL" \
+	" CHECK (refs >= 1)) WITHOUT ROWID;"
+
+/* A growing list of blob keys, for what a collection must look at. */
+struct shalist {
+	char (*v)[STORE_SHA_HEX + 1];	/* the keys */
+	size_t n;			/* keys held */
+	size_t cap;			/* keys v has room for */
+};
+
+/* A blobs row: what a blob is made of. */
+struct manifest {
+	uint64_t size;			/* bytes of the blob */
+	uint32_t chunk_size;		/* bytes of each chunk but the last */
+	size_t n;			/* chunks: size / chunk_size, up */
+	unsigned char *hashes;		/* n raw SHA-256s, malloc'd */
+};
+
+/*
+ * A blob cut into chunks and hashed, ready for store__plan_store(). The
+ * blob is data itself, or, when patch is set, the image data with patch
+ * applied (patch.h): its chunks are then assembled when they are needed.
+ */
+struct blob_plan {
+	const unsigned char *data;	/* the caller's bytes, not owned */
+	size_t data_len;		/* bytes of data */
+	const struct patch *patch;	/* over data, or NULL; not owned */
+	size_t len;			/* bytes of the blob */
+	size_t n;			/* chunks */
+	unsigned char *hashes;		/* n raw SHA-256s: manifest body */
+	bool *reused;			/* per chunk: hash from the base */
+	char key[STORE_SHA_HEX + 1];	/* the blob's key */
+};
+
+/*** store.c: helpers ***/
+
+/* e <- "store: what: SQLite's message"; returns the matching -errno. */
+int store__db_fail(sqlite3 *db, int rc, const char *what, struct err *e);
+/* Prepares sql on st's connection; 0 or -errno with e. */
+int store__stmt_prepare(struct store *st, const char *sql,
+    sqlite3_stmt **stmt, struct err *e);
+/* Steps a statement that returns no rows, then finalises it. */
+int store__stmt_done(struct store *st, sqlite3_stmt *stmt, const char *what,
+    struct err *e);
+/* Runs sql (no rows, no parameters); 0 or -errno naming what. */
+int store__db_exec(struct store *st, const char *sql, const char *what,
+    struct err *e);
+/* Takes the write lock now, waiting up to the busy timeout. */
+int store__tx_begin(struct store *st, struct err *e);
+/* Commits on rc == 0, rolls back otherwise; returns rc or the commit error. */
+int store__tx_end(struct store *st, int rc, struct err *e);
+/* Binds a C string as TEXT; the string must outlive the statement step. */
+int store__bind_text(struct store *st, sqlite3_stmt *stmt, int i,
+    const char *s, struct err *e);
+/* Binds a 64-bit integer. */
+int store__bind_i64(struct store *st, sqlite3_stmt *stmt, int i, int64_t v,
+    struct err *e);
+/* Copies a TEXT column into dst[size]; a NULL or over-long one is -EBADMSG. */
+int store__col_text(sqlite3_stmt *stmt, int col, char *dst, size_t size,
+    const char *what, struct err *e);
+/* Binds n bytes as a BLOB (an empty one for n == 0, never SQL NULL). */
+int store__bind_blob(struct store *st, sqlite3_stmt *stmt, int i,
+    const void *p, size_t n, struct err *e);
+/* Steps a statement to be reused; its bindings stay for the next step. */
+int store__stmt_step_reset(struct store *st, sqlite3_stmt *stmt,
+    const char *what, struct err *e);
+/* Lower-case hex of n raw bytes: 2 * n digits and a NUL. */
+void store__hex_of(const unsigned char *raw, size_t n, char *out);
+/* Raw SHA-256 of data through OpenSSL's EVP interface. */
+int store__sha256_raw(const void *data, size_t len,
+    unsigned char out[SHA_RAW], struct err *e);
+/* A blob key is exactly 64 lower-case hex digits; -EINVAL naming field. */
+int store__sha_check(const char *field, const char *s, struct err *e);
+
+/*** store_chunks.c: plans, puts and collection ***/
+
+/*
+ * Reads blob sha's manifest into *m (m->hashes is the caller's to free)
+ * and checks it. -ENOENT if no such blob; -EBADMSG, m empty, if damaged.
+ */
+int store__manifest_read(struct store *st, const char *sha,
+    struct manifest *m, struct err *e);
+/* Frees what p holds and empties it. */
+void store__plan_free(struct blob_plan *p);
+/*
+ * The plan of data (len bytes), reusing base_sha's chunk hashes where
+ * base_data's bytes are equal. No lock held; the caller frees p.
+ */
+int store__plan_make(struct store *st, const void *data, size_t len,
+    const char *base_sha, const void *base_data, size_t base_len,
+    struct blob_plan *p, struct err *e);
+/*
+ * The plan of img with pt applied against base, the head's manifest; only
+ * the chunks pt touches are hashed. No lock held; p points into img, pt.
+ */
+int store__plan_make_patch(struct store *st, const void *img,
+    size_t img_len, const struct patch *pt, const struct manifest *base,
+    struct blob_plan *p, struct err *e);
+/* The STORE_CHECK_PATCH cross-check of a patch plan; 0 without it. */
+int store__plan_check_patch(const struct blob_plan *p, struct err *e);
+/* Stores p's new chunks and takes a reference on each; in a transaction. */
+int store__plan_chunks(struct store *st, const struct blob_plan *p,
+    int64_t now, struct err *e);
+/* Inserts p's blobs row through sql (blobs, or blobs_v2 while migrating). */
+int store__plan_row(struct store *st, const char *sql,
+    const struct blob_plan *p, int64_t created_at, struct err *e);
+/* Stores the blob p describes, in the caller's write transaction. */
+int store__plan_store(struct store *st, const struct blob_plan *p,
+    struct err *e);
+/*
+ * Collects every blob of l that nothing names any more, in the caller's
+ * write transaction. Adds the number deleted to *removed if not NULL.
+ */
+int store__gc_list(struct store *st, const struct shalist *l, long *removed,
+    struct err *e);
+
+/*** store_migrate.c ***/
+
+/* Converts a schema-1 file, inside the caller's write transaction. */
+int store__migrate_v1(struct store *st, struct err *e);
+
+#endif

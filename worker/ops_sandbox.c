@@ -1,0 +1,580 @@
+/*
+ * ops_sandbox.c - the sandbox.* ops (create, fork, delete, export, import,
+ * history, info, list), called through ops.c's dispatch table, and the
+ * copy that sandbox.import makes of an uploaded snapshot.
+ *
+ * DESIGN. sandbox.import bytes are hostile: agentfs_open_blob() checks
+ * every page, then the tree is copied into a database agentfs_new() made,
+ * entry by entry, with sandq's own name rules (workspace_name_is_valid()),
+ * so what is stored is always a 0.4 database sandq wrote (no trigger, view
+ * or odd table of the upload survives). Legacy json-file symlinks become
+ * native ones and legacy millisecond tool_calls times become seconds.
+ * What is not copied: uid/gid, atime/ctime, nlink (a hard-linked file
+ * becomes separate copies), kv created_at/updated_at, the root's mode.
+ *
+ * Sections: Import, sandbox ops.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <msgpack.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../store/agentfs.h"
+#include "../store/perms.h"
+#include "../store/workspace.h"
+#include "ops.h"
+#include "ops_int.h"
+
+/*** Import ***/
+
+/* Copying an untrusted snapshot into a fresh one. */
+struct copy {
+	struct ops *o;		/* for rejections */
+	struct agentfs *src;	/* untrusted, fully checked on open */
+	struct agentfs *dst;	/* agentfs_new() */
+	bool legacy;		/* src has the LocalSandbox layout */
+	uint64_t bytes;		/* file bytes copied so far */
+	int rc;			/* OPS_DONE once res is filled */
+};
+
+/* A failure writing dst: too big is the upload's fault, the rest ours. */
+static int
+copy_dst_fail(struct copy *c, int rc, const char *what, const struct err *e)
+{
+	if (rc == -EFBIG)
+		c->rc = ops__fail(c->o, ST_REJECTED, "too_large",
+		    "snapshot: %s: %s", what, ops__emsg(e));
+	else
+		c->rc = ops__fail(c->o, ST_INTERNAL, "store",
+		    "snapshot: %s: %s", what, ops__emsg(e));
+	return c->rc;
+}
+
+static int
+copy_bad(struct copy *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int
+copy_bad(struct copy *c, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->rc = ops__fail(c->o, ST_REJECTED, "bad_snapshot", "snapshot: %s",
+	    msg);
+	return c->rc;
+}
+
+static int
+copy_entry(const struct agentfs_entry *ent, void *arg)
+{
+	struct copy *c = arg;
+	struct err e = { 0 };
+	void *data = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	/* What could not be materialised must not be stored either. */
+	if (!workspace_name_is_valid(ent->name))
+		return copy_bad(c, "'%.200s': the name is not valid UTF-8 or "
+		    "has a control character", ent->path);
+	switch (ent->kind) {
+	case AGENTFS_DIR:
+		rc = agentfs_mkdir(c->dst, ent->path, ent->mode & 07777, &e);
+		break;
+	case AGENTFS_FILE:
+		if (ent->size > OPS_IMPORT_BYTES_MAX - c->bytes)
+			return c->rc = ops__fail(c->o, ST_REJECTED, "too_large",
+			    "snapshot: '%.200s': files hold more than %llu "
+			    "bytes", ent->path,
+			    (unsigned long long)OPS_IMPORT_BYTES_MAX);
+		c->bytes += ent->size;
+		if ((rc = agentfs_read(c->src, ent->path, &data, &len,
+		    &e)) != 0)
+			return copy_bad(c, "%s", ops__emsg(&e));
+		rc = agentfs_write(c->dst, ent->path, data, len,
+		    ent->mode & 07777, &e);
+		free(data);
+		break;
+	case AGENTFS_SYMLINK:
+		/* Native whatever the form: legacy json-file links upgrade. */
+		rc = agentfs_symlink(c->dst, ent->target, ent->path, &e);
+		if (rc == -EINVAL)
+			return copy_bad(c, "%s", ops__emsg(&e));
+		break;
+	case AGENTFS_SPECIAL:
+		return copy_bad(c, "'%.200s': special files (%s) are not "
+		    "allowed", ent->path, agentfs_type_name(ent->mode));
+	}
+	if (rc == 0)
+		rc = agentfs_set_mtime(c->dst, ent->path, ent->mtime, &e);
+	if (rc != 0)
+		return copy_dst_fail(c, rc, ent->path, &e);
+	return 0;
+}
+
+static int
+copy_kv(const char *key, void *arg)
+{
+	struct copy *c = arg;
+	struct err e = { 0 };
+	char *value = NULL;
+	int rc;
+
+	if ((rc = agentfs_kv_get(c->src, key, &value, &e)) != 0)
+		return copy_bad(c, "kv: %s", ops__emsg(&e));
+	rc = agentfs_kv_set(c->dst, key, value, &e);
+	free(value);
+	if (rc == -EINVAL)
+		return copy_bad(c, "kv key '%.200s': %s", key, ops__emsg(&e));
+	if (rc != 0)
+		return copy_dst_fail(c, rc, "kv", &e);
+	return 0;
+}
+
+/*
+ * Whether a tool_calls time is in milliseconds. LocalSandbox's legacy rows
+ * are; agentfs-sdk 0.5 writes the same legacy layout with seconds. Decided
+ * per row: 1e11 is the year 5138 in seconds and 1973 in milliseconds.
+ */
+static bool
+time_is_ms(int64_t t)
+{
+	return t >= 100000000000LL;
+}
+
+/* Copies one row, millisecond times converted to 0.4 seconds. */
+static int
+copy_tool_call(const struct agentfs_tool_call *tc, void *arg)
+{
+	struct copy *c = arg;
+	struct agentfs_tool_call t = *tc;
+	struct err e = { 0 };
+	int rc;
+
+	if (c->legacy && time_is_ms(tc->started_at)) {
+		t.started_at = tc->started_at / 1000;
+		t.completed_at = tc->completed_at / 1000;
+		/* Legacy duration_ms is 1000 times too big; the times are not. */
+		if (tc->completed_at != 0 && tc->completed_at >= tc->started_at)
+			t.duration_ms = tc->completed_at - tc->started_at;
+		else
+			t.duration_ms = tc->duration_ms / 1000;
+	}
+	rc = agentfs_tool_call_put(c->dst, &t, &e);
+	if (rc == -EINVAL)
+		return copy_bad(c, "tool_calls row %lld: %s",
+		    (long long)tc->id, ops__emsg(&e));
+	if (rc != 0)
+		return copy_dst_fail(c, rc, "tool_calls", &e);
+	return 0;
+}
+
+/*
+ * Checks j->snapshot fully and re-encodes it into o->fs, a new database
+ * (see DESIGN). 0 or OPS_DONE.
+ */
+static int
+import_build(struct ops *o)
+{
+	const struct job *j = o->j;
+	struct copy c = { .o = o };
+	struct err e = { 0 };
+	int rc;
+
+	if (j->snapshot == NULL || j->snapshot_len == 0)
+		return ops__fail(o, ST_REJECTED, "invalid", "field 'snapshot': "
+		    "required by %s", job_op_name(j->op));
+	if (j->snapshot_len > JOB_SNAPSHOT_MAX)
+		return ops__fail(o, ST_REJECTED, "too_large",
+		    "field 'snapshot': over %u bytes", JOB_SNAPSHOT_MAX);
+	rc = agentfs_open_blob(j->snapshot, j->snapshot_len, &c.src, &e);
+	if (rc == -EFBIG)
+		return ops__fail(o, ST_REJECTED, "too_large", "snapshot: %s",
+		    ops__emsg(&e));
+	if (rc == -ENOMEM)
+		return ops__fail(o, ST_INTERNAL, "store", "snapshot: %s",
+		    ops__emsg(&e));
+	if (rc != 0)
+		return ops__fail(o, ST_REJECTED, "bad_snapshot", "snapshot: %s",
+		    ops__emsg(&e));
+	c.legacy = agentfs_is_legacy(c.src);
+	if ((rc = agentfs_new(&c.dst, &e)) != 0) {
+		rc = ops__fail(o, ST_INTERNAL, "store", "snapshot: %s",
+		    ops__emsg(&e));
+		goto out;
+	}
+	rc = agentfs_walk(c.src, copy_entry, &c, &e);
+	if (rc == 0)
+		rc = agentfs_kv_keys(c.src, NULL, copy_kv, &c, &e);
+	if (rc == 0)
+		rc = agentfs_tool_call_each(c.src, copy_tool_call, &c, &e);
+	if (rc != 0) {
+		/* A callback filled res; otherwise reading src failed. */
+		if (c.rc == 0)
+			ops__fail(o, rc == -ENOMEM ? ST_INTERNAL : ST_REJECTED,
+			    rc == -ENOMEM ? "store" : "bad_snapshot",
+			    "snapshot: %s", ops__emsg(&e));
+		rc = OPS_DONE;
+		goto out;
+	}
+	o->fs = c.dst;
+	c.dst = NULL;
+out:
+	agentfs_close(c.dst);
+	agentfs_close(c.src);
+	return rc;
+}
+
+/*** sandbox ops ***/
+
+/* The info map of o->id after a create or import. */
+static int
+pk_new_info(struct ops *o)
+{
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	int rc;
+
+	rc = store_sandbox_get(o->st, o->j->tenant, o->id, &sb, &e);
+	if (rc != 0)
+		return ops__store_fail(o, rc, o->id, &e);
+	ops__pk_info(&o->pk, &sb, true, o->blob_len);
+	o->have_data = true;
+	return 0;
+}
+
+/* Creates the directories above path ("/a/b/f": /a, /a/b) as needed. */
+static int
+mkdir_parents(struct ops *o, const char *path)
+{
+	char buf[JOB_PATH_MAX + 3];
+	struct agentfs_entry ent;
+	struct err e = { 0 };
+	char *target = NULL, *p;
+	int rc;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = strchr(buf + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+		*p = '\0';
+		rc = agentfs_stat(o->fs, buf, &ent, &target, &e);
+		free(target);
+		target = NULL;
+		if (rc == -ENOENT)
+			rc = agentfs_mkdir(o->fs, buf, 0755, &e);
+		else if (rc == 0 && ent.kind != AGENTFS_DIR)
+			rc = err_set(&e, -ENOTDIR, "%s: not a directory", buf);
+		if (rc != 0)
+			return ops__fs_fail(o, rc, &e);
+		*p = '/';
+	}
+	return 0;
+}
+
+/* Seeds j->files into o->fs: files 0644, parent directories 0755. */
+static int
+seed_files(struct ops *o, json_t *list)
+{
+	char path[JOB_PATH_MAX + 3];
+	struct err e = { 0 };
+	int rc;
+
+	for (size_t i = 0; i < o->j->nfiles; i++) {
+		const struct job_file *f = &o->j->files[i];
+		if (f->path == NULL || strlen(f->path) > JOB_PATH_MAX)
+			return ops__fail(o, ST_REJECTED, "invalid",
+			    "field 'files': entry %zu has no valid path",
+			    i + 1);
+		if (perms_normalize_path(f->path, path, sizeof(path), &e) != 0)
+			return ops__fail(o, ST_REJECTED, "invalid",
+			    "field 'files': %s", e.msg);
+		if (strcmp(path, "/") == 0)
+			return ops__fail(o, ST_REJECTED, "invalid",
+			    "field 'files': '%s' names the root", f->path);
+		if ((rc = ops__path_names_check(o, path)) != 0 ||
+		    (rc = mkdir_parents(o, path)) != 0)
+			return rc;
+		rc = agentfs_write(o->fs, path, f->data != NULL ? f->data :
+		    (const uint8_t *)"", f->len, 0644, &e);
+		if (rc != 0)
+			return ops__fs_fail(o, rc, &e);
+		json_array_append_new(list, ops_history_text(path, strlen(path)));
+	}
+	return 0;
+}
+
+int
+ops__sandbox_create(struct ops *o)
+{
+	const struct job *j = o->j;
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	char *labels = NULL;
+	json_t *params;
+	int rc;
+
+	if (j->snapshot != NULL && j->nfiles > 0)
+		return ops__fail(o, ST_REJECTED, "invalid",
+		    "fields 'snapshot' and 'files' cannot be used together");
+	/* Fail fast before building anything; create still checks. */
+	rc = store_sandbox_get(o->st, j->tenant, o->id, &sb, &e);
+	if (rc == 0)
+		return ops__store_fail(o, -EEXIST, o->id, &e);
+	if (rc != -ENOENT)
+		return ops__store_fail(o, rc, o->id, &e);
+	if ((rc = ops__labels_json(o, &labels)) != 0)
+		return rc;
+	params = json_object();
+	if (j->snapshot != NULL) {
+		rc = import_build(o);
+		json_object_set_new(params, "snapshot",
+		    json_integer((json_int_t)j->snapshot_len));
+	} else if ((rc = agentfs_new(&o->fs, &e)) != 0) {
+		rc = ops__fail(o, ST_INTERNAL, "store", "sandbox '%s': %s",
+		    o->id, ops__emsg(&e));
+	} else {
+		json_t *list = json_array();
+
+		json_object_set_new(params, "files", list);
+		rc = seed_files(o, list);
+	}
+	if (rc != 0) {
+		json_decref(params);
+		free(labels);
+		return rc;
+	}
+	rc = ops__commit(o, params, true, labels);
+	free(labels);
+	/* Created by another job since the check above. */
+	if (rc == -EEXIST)
+		return ops__store_fail(o, -EEXIST, o->id, &e);
+	if (rc != 0)
+		return rc;
+	return pk_new_info(o);
+}
+
+int
+ops__sandbox_import(struct ops *o)
+{
+	const struct job *j = o->j;
+	struct err e = { 0 };
+	char *labels = NULL;
+	bool create;
+	json_t *params;
+	int rc;
+
+	if ((rc = import_build(o)) != 0)
+		return rc;
+	rc = store_sandbox_get(o->st, j->tenant, o->id, &o->sb, &e);
+	if (rc != 0 && rc != -ENOENT)
+		return ops__store_fail(o, rc, o->id, &e);
+	create = rc == -ENOENT;
+	o->have_sb = !create;
+	/* Labels name a new sandbox; an existing one keeps its own. */
+	if (create && (rc = ops__labels_json(o, &labels)) != 0)
+		return rc;
+	params = json_object();
+	json_object_set_new(params, "snapshot",
+	    json_integer((json_int_t)j->snapshot_len));
+	rc = ops__commit(o, params, create, labels);
+	free(labels);
+	/* Created by another job meanwhile: run again, as a new version. */
+	if (rc == -EEXIST)
+		return -ESTALE;
+	if (rc != 0)
+		return rc;
+	return pk_new_info(o);
+}
+
+int
+ops__sandbox_fork(struct ops *o)
+{
+	const struct job *j = o->j;
+	struct err e = { 0 };
+	int rc;
+
+	if (j->to == NULL || *j->to == '\0')
+		return ops__fail(o, ST_REJECTED, "invalid", "field 'to': required by "
+		    "sandbox.fork");
+	/*
+	 * The fork is one row naming the same blob (O(1)), so it keeps the
+	 * source's labels: the store has no label update, and labels given
+	 * here would be silently lost, so they are refused.
+	 */
+	if (j->nlabels > 0)
+		return ops__fail(o, ST_REJECTED, "invalid",
+		    "field 'labels': a fork keeps the labels of sandbox '%s'",
+		    o->id);
+	rc = store_sandbox_fork(o->st, j->tenant, o->id, j->to, &e);
+	if (rc == -ENOENT)
+		return ops__store_fail(o, rc, o->id, &e);
+	if (rc != 0)
+		return ops__store_fail(o, rc, j->to, &e);
+	/* The result describes the new sandbox. */
+	o->id = j->to;
+	if ((rc = ops__head_get(o)) != 0)
+		return rc;
+	ops__pk_info(&o->pk, &o->sb, false, 0);
+	o->have_data = true;
+	return 0;
+}
+
+int
+ops__sandbox_delete(struct ops *o)
+{
+	struct err e = { 0 };
+	int rc;
+
+	rc = store_sandbox_delete(o->st, o->j->tenant, o->id, &e);
+	if (rc != 0)
+		return ops__store_fail(o, rc, o->id, &e);
+	msgpack_pack_nil(&o->pk);
+	o->have_data = true;
+	return 0;
+}
+
+int
+ops__sandbox_export(struct ops *o)
+{
+	void *blob = NULL;
+	size_t len = 0;
+	int rc;
+
+	if ((rc = ops__head_get(o)) != 0 ||
+	    (rc = ops__head_blob(o, &blob, &len)) != 0)
+		return rc;
+	msgpack_pack_bin_with_body(&o->pk, blob, len);
+	o->have_data = true;
+	free(blob);
+	return 0;
+}
+
+static int
+version_cb(const struct store_version *v, void *arg)
+{
+	struct seq *s = arg;
+
+	msgpack_pack_map(&s->pk, 3);
+	ops__pk_kv_u64(&s->pk, "version", v->version);
+	ops__pk_kv_str(&s->pk, "snapshot", v->sha256);
+	ops__pk_kv_i64(&s->pk, "created_at", v->created_at);
+	s->n++;
+	return 0;
+}
+
+/* tool_calls rows as history entries, times in ms. */
+struct calls {
+	struct seq seq;		/* packed rows */
+};
+
+static int
+call_cb(const struct agentfs_tool_call *tc, void *arg)
+{
+	struct calls *c = arg;
+	msgpack_packer *pk = &c->seq.pk;
+	int64_t unit = time_is_ms(tc->started_at) ? 1 : 1000;
+
+	msgpack_pack_map(pk, 9);
+	ops__pk_kv_i64(pk, "id", tc->id);
+	ops__pk_kv_str(pk, "name", tc->name);
+	ops__pk_kv_opt(pk, "parameters", tc->parameters);
+	ops__pk_kv_opt(pk, "result", tc->result);
+	ops__pk_kv_opt(pk, "error", tc->error);
+	ops__pk_kv_str(pk, "status", tc->status);
+	ops__pk_kv_i64(pk, "started_at", tc->started_at * unit);
+	ops__pk_str(pk, "completed_at");
+	if (tc->completed_at != 0)
+		msgpack_pack_int64(pk, tc->completed_at * unit);
+	else
+		msgpack_pack_nil(pk);
+	ops__pk_kv_i64(pk, "duration_ms", tc->duration_ms);
+	c->seq.n++;
+	return 0;
+}
+
+int
+ops__sandbox_history(struct ops *o)
+{
+	struct err e = { 0 };
+	struct calls calls;
+	struct seq vers;
+	int rc;
+
+	if ((rc = ops__load(o)) != 0)
+		return rc;
+	ops__seq_init(&vers);
+	ops__seq_init(&calls.seq);
+	rc = store_sandbox_history(o->st, o->j->tenant, o->id, version_cb,
+	    &vers, &e);
+	if (rc != 0) {
+		rc = ops__store_fail(o, rc, o->id, &e);
+		goto out;
+	}
+	if ((rc = agentfs_tool_call_each(o->fs, call_cb, &calls, &e)) != 0) {
+		rc = ops__fail(o, ST_INTERNAL, "store", "sandbox '%s': %s",
+		    o->id, ops__emsg(&e));
+		goto out;
+	}
+	msgpack_pack_map(&o->pk, 2);
+	ops__pk_str(&o->pk, "versions");
+	ops__seq_finish(&vers, &o->pk);
+	ops__pk_str(&o->pk, "calls");
+	ops__seq_finish(&calls.seq, &o->pk);
+	o->have_data = true;
+	return 0;
+out:
+	ops__seq_destroy(&vers);
+	ops__seq_destroy(&calls.seq);
+	return rc;
+}
+
+int
+ops__sandbox_info(struct ops *o)
+{
+	struct err e = { 0 };
+	int64_t size;
+	int rc;
+
+	if ((rc = ops__head_get(o)) != 0)
+		return rc;
+	if ((size = store_blob_size(o->st, o->sb.head, &e)) < 0)
+		return ops__fail(o, ST_INTERNAL, "store", "sandbox '%s': %s", o->id, e.msg);
+	ops__pk_info(&o->pk, &o->sb, true, (uint64_t)size);
+	o->have_data = true;
+	return 0;
+}
+
+static int
+list_sandbox_cb(const struct store_sandbox *sb, void *arg)
+{
+	struct seq *s = arg;
+
+	ops__pk_info(&s->pk, sb, false, 0);
+	s->n++;
+	return 0;
+}
+
+int
+ops__sandbox_list(struct ops *o)
+{
+	struct err e = { 0 };
+	struct seq s;
+	int rc;
+
+	ops__seq_init(&s);
+	rc = store_sandbox_list(o->st, o->j->tenant, list_sandbox_cb, &s, &e);
+	if (rc != 0) {
+		ops__seq_destroy(&s);
+		return ops__fail(o, ST_INTERNAL, "store", "sandbox list: %s",
+		    ops__emsg(&e));
+	}
+	ops__seq_finish(&s, &o->pk);
+	o->have_data = true;
+	return 0;
+}
