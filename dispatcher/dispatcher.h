@@ -54,6 +54,9 @@ struct tenant {
 	struct djob_list queue;		/* validated, waiting for a worker */
 	size_t queued;			/* length of queue */
 	size_t running;			/* jobs on workers */
+	uint32_t weight;		/* share of the workers under contention, >= 1 */
+	uint32_t max_running;		/* jobs on this host's workers at most; 0: no cap */
+	uint32_t deficit;		/* picks left in this round (sched.c) */
 };
 
 enum wstate {
@@ -97,6 +100,8 @@ struct sandqd {
 	uint32_t next_seq;
 	uint64_t idle_seq;		/* ordinal of the last worker to go idle */
 	bool history_done;		/* our pending entries re-read */
+	bool read_blocking;		/* the read in flight blocks (no work here) */
+	bool read_dry;			/* a read found nothing since a job ended */
 	bool draining;			/* SIGTERM: no new reads */
 	bool stopping;			/* workers being shut down */
 	bool drain_grace;		/* past the drain timeout */

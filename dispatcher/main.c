@@ -356,6 +356,7 @@ main(int argc, char **argv)
 	d->tenants = xcalloc(d->ntenants, sizeof(*d->tenants));
 	for (size_t i = 0; i < d->ntenants; i++) {
 		d->tenants[i].name = d->cfg.tenants[i];
+		d->tenants[i].weight = 1;
 		TAILQ_INIT(&d->tenants[i].queue);
 	}
 	TAILQ_INIT(&d->publish);

@@ -142,6 +142,7 @@ h_done(struct sandqd *d, struct wslot *w, struct msg *m)
 	w->jobs++;
 	w->backoff_ms = d->cfg.respawn_backoff_ms;
 	d->tenants[j->tenant].running--;
+	d->read_dry = false;
 	jobs_worker_result(d, j, w->index, m->data, m->len);
 	sched_dispatch(d);
 	sandqd_check_drained(d);

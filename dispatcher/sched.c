@@ -2,10 +2,13 @@
  * sched.c - which job runs next, and how much to read from Redis.
  *
  * Each tenant has a queue ordered by priority (higher first), then arrival.
- * Idle workers take jobs from tenants in round-robin order, one job per
- * tenant per turn, so a tenant with a deep backlog cannot starve one with a
- * few jobs: each tenant with queued work gets an equal share of the workers.
- * (Weights and quotas build on this pick.)
+ * Idle workers take jobs from tenants by deficit round robin: a tenant that
+ * can run a job (one queued whose sandbox is free, below its max_running)
+ * gets `weight` picks per round, spent one job at a time in round-robin
+ * order; a round ends when no such tenant has picks left, and a tenant with
+ * nothing to run forfeits what it had. Under contention the workers go to
+ * the tenants in proportion to their weights, whatever their backlogs; a
+ * tenant with a deep backlog cannot starve one with a few jobs.
  *
  * Jobs naming the same sandbox run one at a time, in arrival order: a job
  * whose sandbox is busy on a worker waits, and the tenant's next job whose
@@ -13,16 +16,23 @@
  * own sandbox, whatever its priority. (The store's compare-and-set commit
  * backs this up: two runs from one version can never both commit.)
  *
- * Reading is pull-based: sandqd asks Redis only for as many jobs as it has
- * idle workers without queued work, so jobs wait in Redis, where another
- * host's sandqd can take them, not in this process. XREADGROUP's COUNT is
- * per stream, so a read over several tenant streams can return more than
- * asked; the surplus waits here, bounded by workers x tenants.
+ * Reading is pull-based, so jobs wait in Redis, where another host's sandqd
+ * can take them, not in this process. But the pick above can only be fair
+ * among the jobs it sees: a tenant whose jobs are all still in Redis would
+ * lose its turn to one whose are here. So each tenant's local queue is
+ * kept topped up to one job per worker: a read asks only the streams of
+ * tenants below that, for up to that many each. While there is work here,
+ * reads do not block, and after one that found nothing the next waits for
+ * a job to finish (no busy loop); with nothing here at all, the read blocks
+ * on every stream until something arrives. What waits here is bounded by
+ * workers x tenants.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/xmalloc.h"
 #include "dispatcher.h"
 
 #define READ_RETRY_MS 500
@@ -92,42 +102,71 @@ sched_running(const struct sandqd *d)
 	return n;
 }
 
+/* t's first queued job whose sandbox is free, or NULL. */
+static struct djob *
+first_runnable(const struct sandqd *d, const struct tenant *t)
+{
+	struct djob *j;
+
+	TAILQ_FOREACH(j, &t->queue, link)
+		if (!sandbox_busy(d, j))
+			return j;
+	return NULL;
+}
+
+static bool
+can_run(const struct tenant *t)
+{
+	return t->max_running == 0 || t->running < t->max_running;
+}
+
 /*
- * The next job to run: from the next tenant, after the last one served,
- * that has a queued job whose sandbox is free; its first such job. NULL if
- * none can run now.
+ * The next job to run, by deficit round robin (see the top of the file).
+ * NULL if no tenant can run one now.
  */
 static struct djob *
 pick_job(struct sandqd *d)
 {
-	for (size_t k = 0; k < d->ntenants; k++) {
-		size_t i = (d->rr + k) % d->ntenants;
-		struct djob *j;
+	for (int round = 0; round < 2; round++) {
+		bool any = false;
 
-		if (d->tenants[i].queued == 0)
-			continue;
-		TAILQ_FOREACH(j, &d->tenants[i].queue, link) {
-			if (!sandbox_busy(d, j)) {
-				d->rr = (i + 1) % d->ntenants;
-				return j;
+		for (size_t k = 0; k < d->ntenants; k++) {
+			size_t i = (d->rr + k) % d->ntenants;
+			struct tenant *t = &d->tenants[i];
+			struct djob *j = can_run(t) ? first_runnable(d, t) : NULL;
+
+			if (j == NULL) {
+				t->deficit = 0;		/* nothing to run: no credit kept */
+				continue;
 			}
+			any = true;
+			if (t->deficit == 0)
+				continue;
+			/* Stay on this tenant while it has picks, then move on. */
+			if (--t->deficit == 0)
+				d->rr = (i + 1) % d->ntenants;
+			else
+				d->rr = i;
+			return j;
 		}
+		if (!any)
+			return NULL;
+		/* Nobody who can run has picks left: a new round. */
+		for (size_t i = 0; i < d->ntenants; i++)
+			d->tenants[i].deficit = d->tenants[i].weight;
 	}
 	return NULL;
 }
 
-/* Queued jobs that could run now (their sandbox is free). */
+/* Queued jobs of t that could run now (their sandbox is free). */
 static size_t
-sched_runnable(const struct sandqd *d)
+runnable_of(const struct sandqd *d, const struct tenant *t)
 {
+	const struct djob *j;
 	size_t n = 0;
 
-	for (size_t i = 0; i < d->ntenants; i++) {
-		const struct djob *j;
-
-		TAILQ_FOREACH(j, &d->tenants[i].queue, link)
-			n += !sandbox_busy(d, j);
-	}
+	TAILQ_FOREACH(j, &t->queue, link)
+		n += !sandbox_busy(d, j);
 	return n;
 }
 
@@ -140,8 +179,8 @@ read_retry_cb(uv_timer_t *t)
 static void
 maybe_read(struct sandqd *d)
 {
-	/* Jobs waiting for a busy sandbox do not hold an idle worker back. */
-	size_t idle = pool_count(d, W_IDLE), queued = sched_runnable(d);
+	size_t idle = pool_count(d, W_IDLE), target = d->nslots, local = 0;
+	bool *want, any = false, starved = false;
 	int rc;
 
 	if (d->draining || !rq_is_ready(d->rq) || rq_read_pending(d->rq) ||
@@ -149,12 +188,31 @@ maybe_read(struct sandqd *d)
 		return;
 	if (!d->history_done) {
 		/* Entries this host read but never answered before a restart. */
-		rc = rq_read(d->rq, true, HISTORY_COUNT, 0);
-	} else {
-		if (idle <= queued)
-			return;
-		rc = rq_read(d->rq, false, idle - queued, d->cfg.read_block_ms);
+		rc = rq_read(d->rq, true, HISTORY_COUNT, 0, NULL);
+		goto out;
 	}
+	want = xcalloc(d->ntenants, sizeof(*want));
+	for (size_t i = 0; i < d->ntenants; i++) {
+		size_t n = runnable_of(d, &d->tenants[i]);
+
+		local += n;
+		want[i] = n < target;
+		any |= want[i];
+		starved |= n == 0;
+	}
+	/*
+	 * Nothing to gain: no idle worker and every tenant has a job here
+	 * for the next pick; or a read found nothing since the last job
+	 * ended and there is still work here to hand out.
+	 */
+	if (!any || (idle == 0 && !starved) || (local > 0 && d->read_dry)) {
+		free(want);
+		return;
+	}
+	rc = rq_read(d->rq, false, target, local > 0 ? 0 : d->cfg.read_block_ms, want);
+	d->read_blocking = local == 0;
+	free(want);
+out:
 	if (rc < 0 && rc != -ENOTCONN)
 		uv_timer_start(&d->read_retry, read_retry_cb, READ_RETRY_MS, 0);
 }
@@ -170,6 +228,8 @@ sched_read_done(struct sandqd *d, int status, size_t n)
 		if (n > 0)
 			log_info("re-running %zu job%s read before a restart", n,
 			    n == 1 ? "" : "s");
+	} else if (n == 0 && !d->read_blocking) {
+		d->read_dry = true;	/* read again once a job has ended */
 	}
 	sched_dispatch(d);
 	sandqd_check_drained(d);

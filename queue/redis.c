@@ -393,7 +393,8 @@ on_read_reply(redisAsyncContext *ac, void *r, void *priv)
 }
 
 int
-rq_read(struct rq *q, bool history, size_t count, int64_t block_ms)
+rq_read(struct rq *q, bool history, size_t count, int64_t block_ms,
+    const bool *want)
 {
 	size_t argc = 0, nargs = 9 + 2 * q->ntenants;
 	const char **argv;
@@ -415,15 +416,17 @@ rq_read(struct rq *q, bool history, size_t count, int64_t block_ms)
 	argv[argc++] = q->consumer;
 	argv[argc++] = "COUNT";
 	argv[argc++] = cnt;
-	if (!history) {
+	if (!history && block_ms > 0) {
 		argv[argc++] = "BLOCK";
 		argv[argc++] = blk;
 	}
 	argv[argc++] = "STREAMS";
 	for (size_t i = 0; i < q->ntenants; i++)
-		argv[argc++] = q->jobs_keys[i];
+		if (want == NULL || want[i])
+			argv[argc++] = q->jobs_keys[i];
 	for (size_t i = 0; i < q->ntenants; i++)
-		argv[argc++] = history ? "0" : ">";
+		if (want == NULL || want[i])
+			argv[argc++] = history ? "0" : ">";
 	for (size_t i = 0; i < argc; i++)
 		argvlen[i] = strlen(argv[i]);
 	rc = redisAsyncCommandArgv(q->conn[RQ_READ].ac, on_read_reply, NULL,

@@ -54,11 +54,13 @@ void rq_start(struct rq *q);
 bool rq_is_ready(const struct rq *q);
 
 /*
- * XREADGROUP over every tenant stream: history (our own pending entries,
- * after a restart) when history is true, else new entries; up to count per
- * stream; blocks up to block_ms. One read at a time: -EBUSY otherwise.
+ * XREADGROUP over the tenant streams i with want[i] (want NULL: all of
+ * them): history (our own pending entries, after a restart) when history
+ * is true, else new entries; up to count per stream; blocks up to block_ms
+ * (0: does not block). One read at a time: -EBUSY otherwise.
  */
-int rq_read(struct rq *q, bool history, size_t count, int64_t block_ms);
+int rq_read(struct rq *q, bool history, size_t count, int64_t block_ms,
+    const bool *want);
 bool rq_read_pending(const struct rq *q);
 /* Wakes a blocked read at once (CLIENT UNBLOCK), e.g. to drain. */
 void rq_unblock(struct rq *q);
