@@ -59,7 +59,9 @@ WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 	dispatcher/jobs.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
-CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c
+AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
+CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
+	client/cli_audit.c $(AUDIT_SRCS)
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
@@ -97,7 +99,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment sandbox cli_sandbox
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -128,6 +130,9 @@ $(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,store/workspace.c 
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/cowimg_test: $(B)/tests/cowimg_test.o $(call obj,store/cowimg.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3
+# audit_test runs build/sandq (--db, and a private redis-server for the stream).
+$(B)/tests/audit_test: $(B)/tests/audit_test.o $(B)/tests/harness.o $(call obj,$(AUDIT_SRCS) store/sqlerr.c) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 $(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,client/gitignore.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,$(OPS_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))

@@ -370,6 +370,8 @@ static const char man_main[] =
 "       sandq sandbox create|ls|info|fork|rm|history|export|import ...\n"
 "       sandq fs ls|cat|put|get|rm|stat ID ...\n"
 "       sandq kv get|set|del|keys ID ...\n"
+"       sandq audit [--tenant T] [--job ID] [--sandbox ID] [--category C]\n"
+"             [--denied] [--since DURATION] [--json] [--summary] [--export FILE]\n"
 "       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
@@ -398,6 +400,8 @@ static const char man_main[] =
 "       fs       Reads and changes a sandbox's files without running a job\n"
 "                (sandq help fs).\n"
 "       kv       A sandbox's key-value store (sandq help kv).\n"
+"       audit    Reads the audit trail: a tenant's Redis audit stream, or a\n"
+"                host's audit database (sandq help audit).\n"
 "       doctor   Prints which isolation mechanisms this machine gives and\n"
 "                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
@@ -1398,6 +1402,10 @@ cmd_help(struct cli *cl)
 		doctor_help();
 		return 0;
 	}
+	if (strcmp(cl->args[0], "audit") == 0) {
+		cli_audit_help();
+		return 0;
+	}
 	if (cli_sandbox_is_group(cl->args[0])) {
 		cli_sandbox_help(cl->args[0]);
 		return 0;
@@ -1480,6 +1488,9 @@ cli_main(struct cli *cl, int argc, char **argv)
 			if (argv[i] == cl->verb_name)
 				return doctor_main(argc - i - 1, argv + i + 1);
 	}
+	/* audit parses the whole line itself (client/cli_audit.c). */
+	if (cl->verb_name && strcmp(cl->verb_name, "audit") == 0)
+		return cli_audit_main(argc, argv);
 	if (cl->verb_name && (cl->verb = verb_parse(cl->verb_name)) == V_HELP)
 		cl->verb = V_NONE;
 	/* Options before the verb; "+" stops at the verb. */
@@ -1511,7 +1522,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
-		    "sandbox, fs, kv, doctor or help)");
+		    "sandbox, fs, kv, audit, doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

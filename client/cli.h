@@ -62,4 +62,14 @@ int cli_sandbox_main(const struct cli_conn *conn, int argc, char **argv);
 /* Prints the manual of a group ("sandbox", "fs" or "kv"). */
 void cli_sandbox_help(const char *group);
 
+/*** In cli_audit.c ***/
+
+/*
+ * Runs `sandq [OPTIONS] audit [OPTIONS]`: parses all of argv itself.
+ * Returns the process's exit status (0, 2 usage, 125 failure).
+ */
+int cli_audit_main(int argc, char **argv);
+/* Prints the manual of audit. */
+void cli_audit_help(void);
+
 #endif
