@@ -57,20 +57,20 @@ SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
-	dispatcher/jobs.c queue/redis.c
+	dispatcher/jobs.c dispatcher/audit.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
 	client/cli_audit.c $(AUDIT_SRCS)
 
-LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih
+LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
 LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) sandbox/cgroup.c store/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) store/sqlerr.c sandbox/cgroup.c store/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))

@@ -244,6 +244,14 @@ static const struct option options[] = {
 	    STORE_KEEP_VERSIONS_MAX, false,
 	    "History rows (and their snapshots) each sandbox keeps; older ones "
 	    "are deleted at each commit. 0 keeps every version."),
+	NUM(audit_stream_max, OPT_INT, "100000", 100, 100000000, false,
+	    "Events each tenant's Redis audit stream keeps (about: trimmed with "
+	    "MAXLEN ~)."),
+	NUM(audit_retention_s, OPT_INT, "2592000", 60, 315360000, false,
+	    "Seconds the host's audit database keeps an event."),
+	NUM(audit_max_bytes, OPT_SIZE, "1G", 1 * MIB, (int64_t)1 << 40, false,
+	    "Size the host's audit database is kept under; the oldest events go "
+	    "first."),
 	ENUM(workspace_overlay, "auto", overlay_choices, false,
 	    "auto: a job on a persistent sandbox whose snapshot the worker "
 	    "already holds runs on an overlay of it; off: every job writes its "

@@ -52,6 +52,9 @@ struct config {
 	int64_t sandbox_uid_base;	/* host uid of worker i's jobs: base + i */
 	char *default_preset;		/* strict|normal|permissive */
 	char *workspace_overlay;	/* auto|off */
+	int64_t audit_stream_max;	/* events per tenant audit stream */
+	int64_t audit_retention_s;	/* age limit of the audit database */
+	int64_t audit_max_bytes;	/* size limit of the audit database */
 	int64_t max_job_bytes;		/* largest stream entry accepted */
 	int64_t respawn_backoff_ms;	/* first delay before respawning a worker */
 	int64_t keep_versions;		/* history rows per sandbox; 0 = all */

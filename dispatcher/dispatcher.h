@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "../audit/audit.h"
 #include "../config/config.h"
 #include "../queue/payload.h"
 #include "../queue/redis.h"
@@ -44,6 +45,9 @@ struct djob {
 	char *dead_raw;			/* the entry's bytes, for the record */
 	size_t dead_rawlen;
 	bool publishing;		/* a transaction for it is in flight */
+	struct audit_event *audit;	/* its events for the Redis stream (audit.c) */
+	size_t naudit;
+	uint64_t audit_over;		/* events past DAUDIT_JOB_MAX */
 	struct sandqd *d;		/* owner, for publish callbacks */
 	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
 };
@@ -110,7 +114,25 @@ struct sandqd {
 	uv_timer_t publish_retry;	/* publish again after an outage */
 	uv_timer_t drain_timer;		/* drain deadline */
 	uint64_t jobs_done;		/* results published */
+	struct audit_writer *audit;	/* the host's audit database, or NULL */
 };
+
+/*** audit.c ***/
+
+#define DAUDIT_JOB_MAX 64		/* events a job carries to Redis */
+
+/* The host's audit database (STATE/audit.db) and the streams' cap. */
+void daudit_start(struct sandqd *d);
+/* Flushes the database writer (a bounded wait) and stops it. */
+void daudit_stop(struct sandqd *d);
+/* Records an event of j's (detail printf-style, may be NULL). */
+void daudit_job(struct sandqd *d, struct djob *j, enum audit_category c,
+    const char *action, const char *target, bool allowed, enum audit_level lv,
+    const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+/* The events a result implies: refusals, sandbox ops, finished/rejected. */
+void daudit_result(struct sandqd *d, struct djob *j, const struct result *r);
+/* Before j's events go to Redis: notes what past DAUDIT_JOB_MAX was cut. */
+void daudit_close(struct sandqd *d, struct djob *j);
 
 /*** jobs.c ***/
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,

@@ -59,6 +59,7 @@ djob_free(struct djob *j)
 	free(j->res);
 	free(j->dead_reason);
 	free(j->dead_raw);
+	free(j->audit);
 	free(j);
 }
 
@@ -71,6 +72,7 @@ answer(struct sandqd *d, struct djob *j, struct result *r)
 	r->queued_at = j->queued_at;
 	if (r->finished_at == 0)
 		r->finished_at = now_ms();
+	daudit_result(d, j, r);
 	if (payload_result_encode(r, &j->res, &j->reslen) < 0)
 		fatalx("cannot encode a result");
 	log_debug("job %s (%s): %s", j->id, d->tenants[j->tenant].name,
@@ -95,6 +97,8 @@ dead_letter(struct sandqd *d, struct djob *j, const char *reason,
 {
 	log_warnx("tenant %s: entry %s dead-lettered: %s",
 	    d->tenants[j->tenant].name, j->entry_id, reason);
+	daudit_job(d, j, AUDIT_CAT_JOB, "dead_lettered", j->entry_id, false,
+	    AUDIT_LVL_WARNING, "%s", reason);
 	j->dead_reason = xstrdup(reason);
 	if (raw != NULL) {
 		j->dead_raw = xmemdup0(raw, rawlen);
@@ -207,6 +211,10 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 	}
 	free(job->tenant);
 	job->tenant = xstrdup(d->tenants[tenant].name);
+	j->job = job;		/* for the audit trail's sandbox field */
+	daudit_job(d, j, AUDIT_CAT_JOB, "received", job_op_name(job->op), true,
+	    AUDIT_LVL_INFO, NULL);
+	j->job = NULL;
 	if (!jobs_rules_valid(job, &e)) {
 		job_free(job);
 		answer_early(d, j, ST_REJECTED, "invalid_job", e.msg);
@@ -326,12 +334,14 @@ jobs_publish_pending(struct sandqd *d)
 	TAILQ_FOREACH(j, &d->publish, link) {
 		if (j->publishing)
 			continue;
+		daudit_close(d, j);
 		if (j->dead_reason != NULL)
 			rc = rq_dead(d->rq, j->tenant, j->entry_id, j->dead_reason,
-			    j->dead_raw, j->dead_rawlen, publish_done, j);
+			    j->dead_raw, j->dead_rawlen, j->audit, j->naudit, publish_done, j);
 		else
 			rc = rq_publish(d->rq, j->tenant, j->id, j->entry_id, j->res,
-			    j->reslen, d->cfg.result_ttl_s * 1000, publish_done, j);
+			    j->reslen, d->cfg.result_ttl_s * 1000, j->audit, j->naudit,
+			    publish_done, j);
 		if (rc == -ENOTCONN)
 			return;		/* ready() will call us again */
 		if (rc < 0) {

@@ -389,9 +389,11 @@ main(int argc, char **argv)
 		    "per process by rlimits only", d->cg.why);
 	else
 		log_info("jobs run in cgroup v%d", (int)d->cg.version);
+	daudit_start(d);
 	pool_start(d);
 	rq_start(d->rq);
 	uv_run(d->loop, UV_RUN_DEFAULT);
+	daudit_stop(d);
 
 	/* Everything is closed; free what is left. */
 	while (!TAILQ_EMPTY(&d->publish)) {

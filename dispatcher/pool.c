@@ -384,6 +384,8 @@ pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j)
 	w->job = j;
 	w->state = W_BUSY;
 	j->worker = w->index;
+	daudit_job(d, j, AUDIT_CAT_JOB, "started", NULL, true, AUDIT_LVL_INFO,
+	    "{\"worker\":%d}", w->index);
 	w->last_tenant = j->tenant;
 	snprintf(w->last_sandbox, sizeof(w->last_sandbox), "%s",
 	    j->job != NULL && j->job->sandbox != NULL ? j->job->sandbox : "");

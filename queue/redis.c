@@ -29,6 +29,7 @@
 
 #include "../common/log.h"
 #include "../common/xmalloc.h"
+#include "../audit/audit.h"
 #include "keys.h"
 #include "redis.h"
 #include "url.h"
@@ -65,6 +66,7 @@ struct rq {
 	bool ready;			/* ready() fired since the last loss */
 	bool read_pending;		/* an XREADGROUP is outstanding */
 	bool closing;			/* rq_close() called */
+	char audit_max[24];		/* MAXLEN ~ of the audit streams */
 	struct rq_callbacks cb;
 	void *arg;
 };
@@ -262,6 +264,7 @@ rq_new(uv_loop_t *loop, const char *url, const char *prefix,
 	}
 	q->loop = loop;
 	q->prefix = xstrdup(prefix);
+	snprintf(q->audit_max, sizeof(q->audit_max), "%d", 100000);
 	q->consumer = xstrdup(consumer);
 	q->ntenants = ntenants;
 	q->tenants = xcalloc(ntenants, sizeof(char *));
@@ -490,6 +493,50 @@ cmd(struct rq *q, int argc, const char **argv, const size_t *len)
 	    == REDIS_OK ? 0 : -EIO;
 }
 
+/* Queues an XADD of each event to its tenant's audit stream (inside the
+ * caller's MULTI). An event that does not encode is skipped. */
+static int
+audit_adds(struct rq *q, const struct audit_event *ev, size_t nev)
+{
+	char key[KEY_MAX];
+	int rc = 0;
+
+	for (size_t i = 0; i < nev; i++) {
+		const char *argv[6 + 2 * AUDIT_NFIELDS];
+		size_t len[6 + 2 * AUDIT_NFIELDS], n = 0;
+		struct audit_fields f;
+		struct err e = { 0 };
+
+		if (audit_event_to_fields(&ev[i], &f, &e) < 0 ||
+		    audit_stream_key(key, sizeof(key), q->prefix, ev[i].tenant) < 0) {
+			log_warnx("audit: an event does not encode: %s", e.msg);
+			continue;
+		}
+		argv[n++] = "XADD";
+		argv[n++] = key;
+		argv[n++] = "MAXLEN";
+		argv[n++] = "~";
+		argv[n++] = q->audit_max;
+		argv[n++] = "*";
+		for (size_t k = 0; k < AUDIT_NFIELDS; k++) {
+			argv[n] = f.name[k];
+			len[n++] = f.name_len[k];
+			argv[n] = f.value[k];
+			len[n++] = f.value_len[k];
+		}
+		for (size_t k = 0; k < 6; k++)
+			len[k] = strlen(argv[k]);
+		rc |= cmd(q, (int)n, argv, len);
+	}
+	return rc;
+}
+
+void
+rq_audit_max(struct rq *q, int64_t max)
+{
+	snprintf(q->audit_max, sizeof(q->audit_max), "%lld", (long long)max);
+}
+
 static int
 exec_with(struct rq *q, rq_done_cb *cb, void *arg)
 {
@@ -506,7 +553,8 @@ exec_with(struct rq *q, rq_done_cb *cb, void *arg)
 
 int
 rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
-    const void *res, size_t reslen, int64_t ttl_ms, rq_done_cb *cb, void *arg)
+    const void *res, size_t reslen, int64_t ttl_ms, const struct audit_event *ev,
+    size_t nev, rq_done_cb *cb, void *arg)
 {
 	char reskey[KEY_MAX], donekey[KEY_MAX], ttl[24];
 	const char *t = q->tenants[tenant];
@@ -542,6 +590,7 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 		rc |= cmd(q, 4, ack, l_ack);
 		rc |= cmd(q, 3, xdel, l_xdel);
 	}
+	rc |= audit_adds(q, ev, nev);
 	if (rc != 0)
 		return -EIO;
 	return exec_with(q, cb, arg);
@@ -549,7 +598,8 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 
 int
 rq_dead(struct rq *q, size_t tenant, const char *entry_id, const char *reason,
-    const void *raw, size_t rawlen, rq_done_cb *cb, void *arg)
+    const void *raw, size_t rawlen, const struct audit_event *ev, size_t nev,
+    rq_done_cb *cb, void *arg)
 {
 	char deadkey[KEY_MAX], now[24];
 	int rc = 0;
@@ -579,6 +629,7 @@ rq_dead(struct rq *q, size_t tenant, const char *entry_id, const char *reason,
 		rc |= cmd(q, 4, ack, l_ack);
 		rc |= cmd(q, 3, xdel, l_xdel);
 	}
+	rc |= audit_adds(q, ev, nev);
 	if (rc != 0)
 		return -EIO;
 	return exec_with(q, cb, arg);

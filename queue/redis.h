@@ -39,6 +39,8 @@ struct rq_callbacks {
 	void (*read_done)(void *arg, int status, size_t n);
 };
 
+struct audit_event;
+
 /* Completion of rq_publish()/rq_dead(): status 0 or -errno. */
 typedef void rq_done_cb(void *arg, int status);
 
@@ -70,15 +72,24 @@ void rq_unblock(struct rq *q);
  * (TTL), DEL+RPUSH+PEXPIRE done, XACK. The ack never precedes the store.
  */
 int rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
-    const void *res, size_t reslen, int64_t ttl_ms, rq_done_cb *cb, void *arg);
+    const void *res, size_t reslen, int64_t ttl_ms, const struct audit_event *ev,
+    size_t nev, rq_done_cb *cb, void *arg);
 
 /*
  * Records an entry that cannot be answered (no readable id) on the tenant's
  * dead-letter stream with the reason, and acknowledges it, in one MULTI/EXEC.
  */
 int rq_dead(struct rq *q, size_t tenant, const char *entry_id,
-    const char *reason, const void *raw, size_t rawlen, rq_done_cb *cb,
-    void *arg);
+    const char *reason, const void *raw, size_t rawlen,
+    const struct audit_event *ev, size_t nev, rq_done_cb *cb, void *arg);
+
+/*
+ * Audit events ride with results and dead letters: rq_publish() and
+ * rq_dead() add each of ev[0..nev) to its tenant's audit stream
+ * (PREFIX:{T}:audit) in the same transaction, trimmed with MAXLEN ~ max,
+ * set here once (the default is 100000).
+ */
+void rq_audit_max(struct rq *q, int64_t max);
 
 /* Disconnects both connections; rq_free() after the loop has run. */
 void rq_close(struct rq *q);

@@ -653,6 +653,87 @@ Test(e2e, cli_prints_output_and_exits_with_the_jobs_status)
 	free(out);
 }
 
+/* How many lines of text contain every needle (NULL-ended). */
+static int
+lines_with(const char *text, const char *const *needles)
+{
+	int n = 0;
+
+	for (const char *l = text; l != NULL && *l != '\0';) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		char *line = strndup(l, len);
+		bool all = true;
+
+		for (size_t i = 0; needles[i] != NULL && all; i++)
+			all = strstr(line, needles[i]) != NULL;
+		n += all;
+		free(line);
+		l = nl ? nl + 1 : NULL;
+	}
+	return n;
+}
+
+/*
+ * Every decision about a job is on record in the tenant's audit stream and
+ * in the host's audit database: received, started, finished with its
+ * status and usage, a refused system call, a rejection naming why.
+ */
+Test(e2e, audit_trail_records_what_happened_to_each_job)
+{
+	char *out = NULL, args[600], id[SANDQ_ID_MAX + 1];
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .limits = { .memory_bytes = (uint64_t)1 << 40 } };
+	struct sandq_result *r;
+
+	r = harness_sh(c, "unshare -U true 2>/dev/null; exit 4", NULL);
+	cr_assert_str_eq(r->status, "exit");
+	snprintf(id, sizeof(id), "%s", r->id);
+	sandq_result_free(r);
+	r = harness_sh(c, "true", &o);
+	cr_assert_str_eq(r->status, "rejected");
+	sandq_result_free(r);
+
+	snprintf(args, sizeof(args), "audit --json --job %s", id);
+	cr_assert_eq(cli(args, &out), 0, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"received\"",
+	    "\"target\":\"sh\"", NULL }), 1, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"started\"",
+	    NULL }), 1, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"finished\"",
+	    "\"target\":\"exit\"", "\"exit_code\\\":4", NULL }), 1, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"category\":\"syscall\"",
+	    "\"target\":\"unshare\"", "\"allowed\":false", "\"level\":\"alert\"",
+	    NULL }), 1, "%s", out);
+	free(out);
+
+	cr_assert_eq(cli("audit --json --denied --category job", &out), 0, "%s", out);
+	cr_expect_geq(lines_with(out, (const char *const[]){ "\"action\":\"rejected\"",
+	    "\"target\":\"limit\"", "memory_bytes", NULL }), 1, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"allowed\":true", NULL }), 0,
+	    "--denied listed an allowed event: %s", out);
+	free(out);
+	out = NULL;
+
+	/* The host's own copy, written by its writer thread: wait for it. */
+	snprintf(args, sizeof(args), "%s/sandq audit --db %s/state/audit.db --json --job %s",
+	    harness_build_dir(), H.dir, id);
+	for (int i = 0; i < 200; i++) {
+		free(out);
+		out = NULL;
+		if (harness_run(args, &out) == 0 && lines_with(out, (const char *const[]){
+		    "\"action\":\"finished\"", NULL }) == 1)
+			break;
+		usleep(20000);
+	}
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"category\":\"syscall\"",
+	    "\"target\":\"unshare\"", NULL }), 1, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"finished\"",
+	    NULL }), 1, "%s", out);
+	free(out);
+	sandq_close(c);
+}
+
 /* The value of "Key:" in /proc/PID/status, or NULL. */
 static char *
 status_field(pid_t pid, const char *key, char *buf, size_t len)
