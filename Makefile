@@ -60,8 +60,9 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 	dispatcher/jobs.c dispatcher/audit.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
+TENANT_SRCS := queue/tenant.c
 CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
-	client/cli_audit.c $(AUDIT_SRCS)
+	client/cli_audit.c $(AUDIT_SRCS) client/cli_tenant.c $(TENANT_SRCS)
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
@@ -99,9 +100,9 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment sandbox cli_sandbox
+INTEG_TESTS := e2e containment sandbox cli_sandbox acl
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 
 $(B)/tests/%.o: tests/%.c
@@ -146,6 +147,10 @@ $(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/lib
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
+$(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -ljansson
+$(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 
 deps:

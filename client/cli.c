@@ -372,6 +372,7 @@ static const char man_main[] =
 "       sandq kv get|set|del|keys ID ...\n"
 "       sandq audit [--tenant T] [--job ID] [--sandbox ID] [--category C]\n"
 "             [--denied] [--since DURATION] [--json] [--summary] [--export FILE]\n"
+"       sandq tenant add|ls|show|set|rm ...\n"
 "       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
@@ -402,6 +403,8 @@ static const char man_main[] =
 "       kv       A sandbox's key-value store (sandq help kv).\n"
 "       audit    Reads the audit trail: a tenant's Redis audit stream, or a\n"
 "                host's audit database (sandq help audit).\n"
+"       tenant   Adds, changes and removes tenants and their confined\n"
+"                Redis credentials (sandq help tenant).\n"
 "       doctor   Prints which isolation mechanisms this machine gives and\n"
 "                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
@@ -1406,6 +1409,10 @@ cmd_help(struct cli *cl)
 		cli_audit_help();
 		return 0;
 	}
+	if (strcmp(cl->args[0], "tenant") == 0) {
+		cli_tenant_help();
+		return 0;
+	}
 	if (cli_sandbox_is_group(cl->args[0])) {
 		cli_sandbox_help(cl->args[0]);
 		return 0;
@@ -1496,6 +1503,11 @@ cli_main(struct cli *cl, int argc, char **argv)
 	/* Options before the verb; "+" stops at the verb. */
 	if ((rc = opts_parse(cl, argc, argv, "+:h", &next)) != 0)
 		return rc;
+	/* `sandq tenant ...`: the admin verbs of cli_tenant.c. */
+	if (next < argc && strcmp(argv[next], "tenant") == 0)
+		return cli_tenant_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    argc - next, argv + next);
 	if (next < argc && cli_sandbox_is_group(argv[next])) {
 		struct cli_conn conn = { .redis = cl->redis, .tenant = cl->tenant,
 		    .wait_ms = cl->wait_ms, .json = cl->json, .help = cl->help };
@@ -1522,7 +1534,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
-		    "sandbox, fs, kv, audit, doctor or help)");
+		    "sandbox, fs, kv, audit, tenant, doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

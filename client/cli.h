@@ -62,6 +62,17 @@ int cli_sandbox_main(const struct cli_conn *conn, int argc, char **argv);
 /* Prints the manual of a group ("sandbox", "fs" or "kv"). */
 void cli_sandbox_help(const char *group);
 
+/*** In cli_tenant.c ***/
+
+/*
+ * Runs `sandq tenant VERB ...`: argv[0] is "tenant". conn gives --redis,
+ * --json and --help seen before it; a --tenant there is refused. Returns
+ * the process's exit status.
+ */
+int cli_tenant_main(const struct cli_conn *conn, int argc, char **argv);
+/* Prints the manual of tenant. */
+void cli_tenant_help(void);
+
 /*** In cli_audit.c ***/
 
 /*
