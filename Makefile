@@ -57,7 +57,7 @@ SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
-	dispatcher/jobs.c dispatcher/audit.c queue/redis.c
+	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c
@@ -71,7 +71,7 @@ LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) store/sqlerr.c sandbox/cgroup.c store/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) store/sqlerr.c sandbox/cgroup.c store/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
@@ -102,7 +102,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment sandbox cli_sandbox acl
+INTEG_TESTS := e2e containment sandbox cli_sandbox acl fair
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 
 $(B)/tests/%.o: tests/%.c
@@ -113,8 +113,8 @@ $(B)/tests/msg_test: $(B)/tests/msg_test.o $(call obj,$(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
-$(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih
+$(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson
 $(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
 $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c $(COMMON_SRCS))
@@ -152,6 +152,8 @@ $(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PAY
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -ljansson
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
+$(B)/tests/fair_test: $(B)/tests/fair_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 
 deps:
 	@sh deploy/install-deps.sh

@@ -677,8 +677,9 @@ tenant_cfg_get(struct config *c, const char *name)
 }
 
 /*
- * Sets key of [tenant.NAME] from v (append: an indented continuation line).
- * Only net_modes so far; the tenant work adds the rest.
+ * Sets key of [tenant.NAME] from v (append: an indented continuation line):
+ * net_modes, with the host option's rules, or any field of the tenant's
+ * Redis record (queue/tenant.h, with its rules and messages).
  */
 static int
 tenant_set(struct config *c, const char *tenant, const char *key, const char *v,
@@ -689,9 +690,20 @@ tenant_set(struct config *c, const char *tenant, const char *key, const char *v,
 	struct config tmp;
 	int rc;
 
-	if (strcmp(key, "net_modes") != 0)
-		return err_set(e, -EINVAL, "%s: unknown option in section [tenant.%s] "
-		    "(a tenant section takes net_modes)", ctx, tenant);
+	if (strcmp(key, "net_modes") != 0) {
+		struct err te = { 0 };
+
+		t = tenant_cfg_get(c, tenant);
+		if (!t->has_conf && tenant_conf_init(&t->conf, tenant, &te) < 0)
+			return err_set(e, -EINVAL, "%s: %s", ctx, te.msg);
+		t->has_conf = true;
+		if (append)
+			return err_set(e, -EINVAL, "%s: [tenant.%s] %s takes one line", ctx,
+			    tenant, key);
+		if (tenant_conf_set(&t->conf, key, strlen(key), v, strlen(v), &te) < 0)
+			return err_set(e, -EINVAL, "%s: [tenant.%s] %s", ctx, tenant, te.msg);
+		return 0;
+	}
 	/* Parse with the host option's own rules, into a scratch config. */
 	t = tenant_cfg_get(c, tenant);
 	memset(&tmp, 0, sizeof(tmp));
@@ -995,6 +1007,8 @@ config_free(struct config *c)
 	for (size_t i = 0; i < c->ntenant_cfg; i++) {
 		free(c->tenant_cfg[i].name);
 		list_free(c->tenant_cfg[i].net_modes);
+		if (c->tenant_cfg[i].has_conf)
+			tenant_conf_free(&c->tenant_cfg[i].conf);
 	}
 	free(c->tenant_cfg);
 	/* Every pointer is NULL again, so a second call frees nothing. */
@@ -1033,7 +1047,8 @@ config_set(struct config *c, const char *assignment, struct err *e)
 	key[ke - ks] = '\0';
 	snprintf(ctx, sizeof(ctx), "--set %s", key);
 
-	if (strncmp(key, "tenant.", 7) == 0 && (dot = strrchr(key, '.')) > key + 6) {
+	/* tenant.NAME.KEY: names hold no dot, keys may (ceiling.wall_ms). */
+	if (strncmp(key, "tenant.", 7) == 0 && (dot = strchr(key + 7, '.')) != NULL) {
 		char t[CONFIG_TENANT_NAME_MAX + 1];
 
 		if (tenant_section(key, (size_t)(dot - key), t, sizeof(t)) == NULL)
@@ -1219,7 +1234,25 @@ config_print(const struct config *c, FILE *f)
 			print_list(t->net_modes, t->nnet_modes, f);
 			fputc('\n', f);
 		}
+		if (t->has_conf) {
+			struct tenant_hash h;
+
+			tenant_hash_encode(&t->conf, &h);
+			for (size_t k = 0; k < h.n; k++)
+				if (strcmp(h.field[k], "v") != 0 && strcmp(h.field[k], "deny") != 0)
+					fprintf(f, "%s = %s\n", h.field[k], h.value[k]);
+			tenant_hash_free(&h);
+		}
 	}
+}
+
+const struct tenant_conf *
+config_tenant_conf(const struct config *c, const char *tenant)
+{
+	for (size_t i = 0; tenant != NULL && i < c->ntenant_cfg; i++)
+		if (c->tenant_cfg[i].has_conf && strcmp(c->tenant_cfg[i].name, tenant) == 0)
+			return &c->tenant_cfg[i].conf;
+	return NULL;
 }
 
 const struct job_limits *

@@ -24,6 +24,7 @@
 
 #include "../common/err.h"
 #include "../queue/payload.h"
+#include "../queue/tenant.h"
 
 #define CONFIG_TENANTS_MAX 256
 #define CONFIG_TENANT_NAME_MAX 64
@@ -33,6 +34,8 @@ struct tenant_config {
 	char *name;
 	char **net_modes;		/* NULL: the host's net_modes */
 	size_t nnet_modes;
+	struct tenant_conf conf;	/* the settings of queue/tenant.h */
+	bool has_conf;			/* the section set one of them */
 };
 
 struct config {
@@ -98,6 +101,12 @@ void config_print(const struct config *c, FILE *f);
  * the host's. Sets *n.
  */
 char *const *config_net_modes(const struct config *c, const char *tenant, size_t *n);
+/*
+ * The settings a [tenant.NAME] section gives (weight, max_running, ...: the
+ * fields of the tenant's Redis record, docs/tenants.md), or NULL when it
+ * sets none. Settings kept in Redis for the tenant take precedence.
+ */
+const struct tenant_conf *config_tenant_conf(const struct config *c, const char *tenant);
 
 /*
  * Resolves a job's limits: the preset's numbers (the job's preset, else the

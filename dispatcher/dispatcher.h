@@ -27,6 +27,7 @@
 #include "../config/config.h"
 #include "../queue/payload.h"
 #include "../queue/redis.h"
+#include "../queue/tenant.h"
 #include "../sandbox/cgroup.h"
 
 struct djob {
@@ -61,7 +62,16 @@ struct tenant {
 	uint32_t weight;		/* share of the workers under contention, >= 1 */
 	uint32_t max_running;		/* jobs on this host's workers at most; 0: no cap */
 	uint32_t deficit;		/* picks left in this round (sched.c) */
+	struct tenant_conf conf;	/* its settings (tenants.c), if has_conf */
+	bool has_conf;
+	bool active;			/* its stream is read */
+	bool in_config;			/* listed in the config file */
+	bool from_redis;		/* its settings are its Redis record */
+	bool listed;			/* seen in the last Redis poll */
+	bool name_owned;		/* name is ours to free (added at run time) */
 };
+
+#define TENANTS_CAP 1024		/* tenants one host serves at most */
 
 enum wstate {
 	W_DOWN = 0,			/* not running (respawn pending) */
@@ -115,7 +125,18 @@ struct sandqd {
 	uv_timer_t drain_timer;		/* drain deadline */
 	uint64_t jobs_done;		/* results published */
 	struct audit_writer *audit;	/* the host's audit database, or NULL */
+	uint64_t tenants_gen;		/* the Redis tenants' counter last applied */
+	uv_timer_t tenants_poll;	/* polls it */
 };
+
+/*** tenants.c ***/
+
+/* The config file's tenants (before rq_new) and the poll timer. */
+void tenants_init(struct sandqd *d);
+/* Polls the tenants kept in Redis from now on. */
+void tenants_start(struct sandqd *d);
+void tenants_stop(struct sandqd *d);
+void tenants_free(struct sandqd *d);
 
 /*** audit.c ***/
 

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,97 @@ net_allowed(const struct config *c, const char *tenant, const char *mode,
 			    i ? ", " : "", modes[i]);
 	}
 	return false;
+}
+
+/* The text a tenant's deny patterns are matched against, or NULL (ops). */
+static char *
+command_text(const struct job *job)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (job->op == OP_SH)
+		return xstrdup(job->script);
+	if (job->op == OP_PYTHON)
+		return xstrdup(job->code);
+	if (job->op != OP_EXEC)
+		return NULL;
+	if ((f = open_memstream(&s, &len)) == NULL)
+		fatal("open_memstream");
+	for (size_t i = 0; i < job->argc; i++)
+		fprintf(f, "%s%s", i ? " " : "", job->argv[i]);
+	fclose(f);
+	return s;
+}
+
+/*
+ * The tenant's own rules for a job (docs/tenants.md): its network modes
+ * (within the host's), its ceilings over the host's limits (an asked limit
+ * above one is refused naming it; a default above one is lowered to it),
+ * its denied command patterns. lim is the job's resolved limits. Returns
+ * true, or false after answering the job (rejected, on the audit trail).
+ */
+static bool
+tenant_admit(struct sandqd *d, struct djob *j, struct job *job,
+    struct job_limits *lim)
+{
+	const struct tenant *t = &d->tenants[j->tenant];
+	const struct tenant_conf *c = &t->conf;
+	static const struct { const char *name; size_t off; } fields[] = {
+#define F(x) { #x, offsetof(struct job_limits, x) }
+		F(wall_ms), F(cpu_ms), F(memory_bytes), F(pids), F(output_bytes),
+		F(disk_bytes), F(files),
+#undef F
+	};
+	char msg[400], *text;
+	int k;
+
+	if (!t->has_conf)
+		return true;
+	if (c->net_mask != 0 && !tenant_net_allowed(c, job->net_mode)) {
+		snprintf(msg, sizeof(msg), "field 'net': mode '%s' is not allowed for tenant "
+		    "'%s'", job->net ? job->net : "none", t->name);
+		daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", "net", false, AUDIT_LVL_WARNING,
+		    "%s", msg);
+		answer_early(d, j, ST_REJECTED, "net", msg);
+		return false;
+	}
+	for (size_t i = 0; JOB_OP_RUNS(job->op) && i < sizeof(fields) / sizeof(fields[0]); i++) {
+		uint64_t cap = *(const uint64_t *)(const void *)((const char *)&c->ceiling +
+		    fields[i].off);
+		uint64_t asked = *(const uint64_t *)(const void *)((const char *)&job->limits +
+		    fields[i].off);
+		uint64_t *got = (uint64_t *)(void *)((char *)lim + fields[i].off);
+
+		if (cap == 0 || *got <= cap)
+			continue;
+		if (asked == 0) {
+			*got = cap;	/* a default, not the job's ask */
+			continue;
+		}
+		snprintf(msg, sizeof(msg), "limits.%s: %llu is above tenant '%s''s ceiling "
+		    "of %llu", fields[i].name, (unsigned long long)asked, t->name,
+		    (unsigned long long)cap);
+		daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", "limits", false,
+		    AUDIT_LVL_WARNING, "%s", msg);
+		answer_early(d, j, ST_REJECTED, "limit", msg);
+		return false;
+	}
+	if (c->ndeny > 0 && (text = command_text(job)) != NULL) {
+		k = tenant_deny_match(c, text);
+		free(text);
+		if (k >= 0) {
+			snprintf(msg, sizeof(msg), "the command matches tenant '%s''s denied "
+			    "pattern '%.256s' (a policy aid, not a security boundary)", t->name,
+			    c->deny[k]);
+			daudit_job(d, j, AUDIT_CAT_POLICY, "refused", c->deny[k], false,
+			    AUDIT_LVL_WARNING, "%s", msg);
+			answer_early(d, j, ST_REJECTED, "policy", msg);
+			return false;
+		}
+	}
+	return true;
 }
 
 /*
@@ -238,14 +330,20 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		return;
 	}
 	/* Only runs have limits; the other ops never start a process. */
-	if (JOB_OP_RUNS(job->op)) {
-		if (config_job_limits(&d->cfg, job, &lim, &e) < 0) {
-			job_free(job);
-			answer_early(d, j, ST_REJECTED, "limit", e.msg);
-			return;
-		}
-		job->limits = lim;
+	if (JOB_OP_RUNS(job->op) && config_job_limits(&d->cfg, job, &lim, &e) < 0) {
+		job_free(job);
+		answer_early(d, j, ST_REJECTED, "limit", e.msg);
+		return;
 	}
+	j->job = job;		/* the audit trail's sandbox field */
+	if (!tenant_admit(d, j, job, &lim)) {
+		j->job = NULL;
+		job_free(job);
+		return;
+	}
+	j->job = NULL;
+	if (JOB_OP_RUNS(job->op))
+		job->limits = lim;
 	if (payload_job_encode(job, &j->norm, &j->normlen) < 0)
 		fatalx("cannot encode a job");
 	j->job = job;

@@ -157,6 +157,7 @@ close_all(struct sandqd *d)
 	uv_close((uv_handle_t *)&d->read_retry, NULL);
 	uv_close((uv_handle_t *)&d->publish_retry, NULL);
 	uv_close((uv_handle_t *)&d->drain_timer, NULL);
+	tenants_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }
@@ -352,13 +353,7 @@ main(int argc, char **argv)
 		fatal("worker binary %s", d->worker_path);
 
 	d->loop = uv_default_loop();
-	d->ntenants = d->cfg.ntenants;
-	d->tenants = xcalloc(d->ntenants, sizeof(*d->tenants));
-	for (size_t i = 0; i < d->ntenants; i++) {
-		d->tenants[i].name = d->cfg.tenants[i];
-		d->tenants[i].weight = 1;
-		TAILQ_INIT(&d->tenants[i].queue);
-	}
+	tenants_init(d);
 	TAILQ_INIT(&d->publish);
 	d->nslots = (size_t)d->cfg.workers;
 	d->rq = rq_new(d->loop, d->cfg.redis, d->cfg.prefix, d->cfg.host,
@@ -392,6 +387,7 @@ main(int argc, char **argv)
 	daudit_start(d);
 	pool_start(d);
 	rq_start(d->rq);
+	tenants_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daudit_stop(d);
 
@@ -405,7 +401,7 @@ main(int argc, char **argv)
 	cg_host_cleanup(&d->cg, getpid());
 	rq_free(d->rq);
 	free(d->slots);
-	free(d->tenants);
+	tenants_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);
 	log_info("stopped");

@@ -196,7 +196,7 @@ maybe_read(struct sandqd *d)
 		size_t n = runnable_of(d, &d->tenants[i]);
 
 		local += n;
-		want[i] = n < target;
+		want[i] = d->tenants[i].active && n < target;
 		any |= want[i];
 		starved |= n == 0;
 	}

@@ -32,6 +32,7 @@
 #include "../audit/audit.h"
 #include "keys.h"
 #include "redis.h"
+#include "tenant.h"
 #include "url.h"
 
 #define RQ_READ 0
@@ -60,6 +61,8 @@ struct rq {
 	char **tenants;
 	size_t ntenants;
 	char (*jobs_keys)[KEY_MAX];	/* sandq:{T}:jobs per tenant */
+	bool *group_ok;			/* the tenant's consumer group exists */
+	struct tload *tload;		/* rq_tenants_load() in flight, or NULL */
 	struct rconn conn[2];
 	size_t groups_pending;		/* XGROUP replies still due */
 	bool groups_ok;			/* every group exists */
@@ -185,8 +188,27 @@ on_group_reply(redisAsyncContext *ac, void *r, void *priv)
 	}
 	if (q->groups_pending > 0 && --q->groups_pending == 0) {
 		q->groups_ok = true;
+		for (size_t i = 0; i < q->ntenants; i++)
+			q->group_ok[i] = true;
 		check_ready(q);
 	}
+}
+
+/* A group made for a tenant added at run time: its stream is read from now. */
+static void
+on_added_group_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	redisReply *reply = r;
+	size_t i = (size_t)(uintptr_t)priv;
+
+	if (reply == NULL || i >= q->ntenants)
+		return;
+	if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "BUSYGROUP", 9) != 0) {
+		log_warnx("redis: XGROUP CREATE %s failed: %s", q->jobs_keys[i], reply->str);
+		return;
+	}
+	q->group_ok[i] = true;
 }
 
 static void
@@ -199,6 +221,27 @@ create_groups(struct rconn *c)
 	for (size_t i = 0; i < q->ntenants; i++)
 		redisAsyncCommand(c->ac, on_group_reply, (void *)(uintptr_t)c->gen,
 		    "XGROUP CREATE %s %s 0 MKSTREAM", q->jobs_keys[i], KEY_GROUP);
+}
+
+int
+rq_add_tenant(struct rq *q, const char *name, struct err *e)
+{
+	size_t i = q->ntenants;
+
+	q->tenants = xreallocarray(q->tenants, i + 1, sizeof(*q->tenants));
+	q->jobs_keys = xreallocarray(q->jobs_keys, i + 1, sizeof(*q->jobs_keys));
+	q->group_ok = xreallocarray(q->group_ok, i + 1, sizeof(*q->group_ok));
+	if (key_jobs(q->jobs_keys[i], q->prefix, name) < 0)
+		return err_set(e, -ENAMETOOLONG, "tenant %s: key name too long", name);
+	q->tenants[i] = xstrdup(name);
+	q->group_ok[i] = false;
+	q->ntenants++;
+	/* On a (re)connection create_groups() makes it with the others. */
+	if (q->conn[RQ_CMD].ac != NULL)
+		redisAsyncCommand(q->conn[RQ_CMD].ac, on_added_group_reply,
+		    (void *)(uintptr_t)i, "XGROUP CREATE %s %s 0 MKSTREAM",
+		    q->jobs_keys[i], KEY_GROUP);
+	return 0;
 }
 
 static void
@@ -269,6 +312,7 @@ rq_new(uv_loop_t *loop, const char *url, const char *prefix,
 	q->ntenants = ntenants;
 	q->tenants = xcalloc(ntenants, sizeof(char *));
 	q->jobs_keys = xcalloc(ntenants, sizeof(*q->jobs_keys));
+	q->group_ok = xcalloc(ntenants, sizeof(*q->group_ok));
 	for (size_t i = 0; i < ntenants; i++) {
 		q->tenants[i] = xstrdup(tenants[i]);
 		if (key_jobs(q->jobs_keys[i], prefix, tenants[i]) < 0) {
@@ -399,7 +443,7 @@ int
 rq_read(struct rq *q, bool history, size_t count, int64_t block_ms,
     const bool *want)
 {
-	size_t argc = 0, nargs = 9 + 2 * q->ntenants;
+	size_t argc = 0, nargs = 9 + 2 * q->ntenants, nstreams;
 	const char **argv;
 	size_t *argvlen;
 	char cnt[24], blk[24];
@@ -424,11 +468,18 @@ rq_read(struct rq *q, bool history, size_t count, int64_t block_ms,
 		argv[argc++] = blk;
 	}
 	argv[argc++] = "STREAMS";
+	nstreams = argc;
 	for (size_t i = 0; i < q->ntenants; i++)
-		if (want == NULL || want[i])
+		if ((want == NULL || want[i]) && q->group_ok[i])
 			argv[argc++] = q->jobs_keys[i];
+	nstreams = argc - nstreams;
+	if (nstreams == 0) {
+		free(argv);
+		free(argvlen);
+		return -EAGAIN;		/* no stream to read (yet) */
+	}
 	for (size_t i = 0; i < q->ntenants; i++)
-		if (want == NULL || want[i])
+		if ((want == NULL || want[i]) && q->group_ok[i])
 			argv[argc++] = history ? "0" : ">";
 	for (size_t i = 0; i < argc; i++)
 		argvlen[i] = strlen(argv[i]);
@@ -529,6 +580,14 @@ audit_adds(struct rq *q, const struct audit_event *ev, size_t nev)
 		rc |= cmd(q, (int)n, argv, len);
 	}
 	return rc;
+}
+
+int
+rq_audit(struct rq *q, const struct audit_event *ev, size_t nev)
+{
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	return audit_adds(q, ev, nev) != 0 ? -EIO : 0;
 }
 
 void
@@ -635,6 +694,179 @@ rq_dead(struct rq *q, size_t tenant, const char *entry_id, const char *reason,
 	return exec_with(q, cb, arg);
 }
 
+/*** Tenants kept in Redis (tenant.h) ***/
+
+struct tload {
+	struct rq *q;
+	rq_tenants_cb *cb;
+	void *arg;
+	uint64_t known, gen;
+	size_t n, due;
+	bool failed;
+	char **names;
+	struct tenant_conf *confs;
+	bool *ok;
+};
+
+static void
+tload_finish(struct tload *t, int status)
+{
+	t->cb(t->arg, status, t->confs, t->ok, status == 0 ? t->n : 0, t->gen);
+	for (size_t i = 0; i < t->n; i++) {
+		tenant_conf_free(&t->confs[i]);
+		free(t->names[i]);
+	}
+	free(t->names);
+	free(t->confs);
+	free(t->ok);
+	free(t);
+}
+
+static void
+on_tenant_conf(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct tload *t = ((struct rconn *)ac->data)->q->tload;
+	redisReply *reply = r;
+	size_t i = (size_t)(uintptr_t)priv;
+	struct err e = { 0 };
+
+	if (t == NULL)
+		return;
+	if (reply == NULL) {
+		t->failed = true;
+	} else if (reply->type == REDIS_REPLY_ARRAY && reply->elements % 2 == 0 &&
+	    reply->elements / 2 <= TENANT_FIELDS_MAX) {
+		const char *f[TENANT_FIELDS_MAX], *v[TENANT_FIELDS_MAX];
+		size_t fl[TENANT_FIELDS_MAX], vl[TENANT_FIELDS_MAX], n = reply->elements / 2;
+		bool strings = true;
+
+		for (size_t k = 0; k < n; k++) {
+			const redisReply *a = reply->element[2 * k], *b = reply->element[2 * k + 1];
+
+			strings &= reply_is_str(a) && reply_is_str(b);
+			if (!strings)
+				break;
+			f[k] = a->str;
+			fl[k] = a->len;
+			v[k] = b->str;
+			vl[k] = b->len;
+		}
+		/* No hash: a name listed without settings takes the defaults. */
+		if (strings && (n == 0 ? tenant_conf_init(&t->confs[i], t->names[i], &e) :
+		    tenant_hash_decode(&t->confs[i], t->names[i], f, fl, v, vl, n, &e)) == 0)
+			t->ok[i] = true;
+		else
+			log_warnx("tenant %s: settings in Redis not used: %s", t->names[i],
+			    strings ? e.msg : "not a hash of strings");
+	}
+	if (--t->due == 0) {
+		t->q->tload = NULL;
+		tload_finish(t, t->failed ? -ENOTCONN : 0);
+	}
+}
+
+static void
+on_tenant_set(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	struct tload *t = q->tload;
+	redisReply *reply = r;
+	char key[KEY_MAX];
+
+	(void)priv;
+	if (t == NULL)
+		return;
+	if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+		q->tload = NULL;
+		tload_finish(t, reply == NULL ? -ENOTCONN : -EPROTO);
+		return;
+	}
+	t->names = xcalloc(reply->elements + 1, sizeof(*t->names));
+	t->confs = xcalloc(reply->elements + 1, sizeof(*t->confs));
+	t->ok = xcalloc(reply->elements + 1, sizeof(*t->ok));
+	for (size_t k = 0; k < reply->elements; k++) {
+		const redisReply *m = reply->element[k];
+
+		if (!reply_is_str(m) || m->len == 0 || m->len > TENANT_NAME_MAX ||
+		    memchr(m->str, '\0', m->len) != NULL)
+			continue;
+		t->names[t->n++] = xmemdup0(m->str, m->len);
+	}
+	if (t->n == 0) {
+		q->tload = NULL;
+		tload_finish(t, 0);
+		return;
+	}
+	t->due = t->n;
+	for (size_t k = 0; k < t->n; k++) {
+		if (tenant_key_conf(key, q->prefix, t->names[k]) < 0 ||
+		    redisAsyncCommand(ac, on_tenant_conf, (void *)(uintptr_t)k,
+		    "HGETALL %s", key) != REDIS_OK) {
+			t->failed = true;
+			if (--t->due == 0) {
+				q->tload = NULL;
+				tload_finish(t, -EIO);
+				return;
+			}
+		}
+	}
+}
+
+static void
+on_tenant_gen(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	struct tload *t = q->tload;
+	redisReply *reply = r;
+	char key[KEY_MAX];
+
+	(void)priv;
+	if (t == NULL)
+		return;
+	if (reply == NULL || (reply->type != REDIS_REPLY_NIL && !reply_is_str(reply))) {
+		q->tload = NULL;
+		tload_finish(t, reply == NULL ? -ENOTCONN : -EPROTO);
+		return;
+	}
+	t->gen = reply->type == REDIS_REPLY_NIL ? 0 : strtoull(reply->str, NULL, 10);
+	if (t->gen == t->known) {
+		q->tload = NULL;
+		tload_finish(t, 1);
+		return;
+	}
+	if (tenant_key_set(key, q->prefix) < 0 ||
+	    redisAsyncCommand(ac, on_tenant_set, NULL, "SMEMBERS %s", key) != REDIS_OK) {
+		q->tload = NULL;
+		tload_finish(t, -EIO);
+	}
+}
+
+int
+rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg)
+{
+	char key[KEY_MAX];
+	struct tload *t;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (q->tload != NULL)
+		return -EBUSY;
+	if (tenant_key_gen(key, q->prefix) < 0)
+		return -ENAMETOOLONG;
+	t = xcalloc(1, sizeof(*t));
+	t->q = q;
+	t->cb = cb;
+	t->arg = arg;
+	t->known = known_gen;
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_tenant_gen, NULL, "GET %s", key)
+	    != REDIS_OK) {
+		free(t);
+		return -EIO;
+	}
+	q->tload = t;
+	return 0;
+}
+
 /*** Shutdown ***/
 
 void
@@ -662,6 +894,7 @@ rq_free(struct rq *q)
 		free(q->tenants[i]);
 	free(q->tenants);
 	free(q->jobs_keys);
+	free(q->group_ok);
 	free(q->prefix);
 	free(q->consumer);
 	free(q);

@@ -90,6 +90,29 @@ int rq_dead(struct rq *q, size_t tenant, const char *entry_id,
  * set here once (the default is 100000).
  */
 void rq_audit_max(struct rq *q, int64_t max);
+/* Adds events that belong to no job (a tenant change) to their tenants'
+ * audit streams, outside any transaction. -ENOTCONN while Redis is down. */
+int rq_audit(struct rq *q, const struct audit_event *ev, size_t nev);
+
+/*
+ * Adds a tenant stream at run time: its consumer group is created, and
+ * rq_read() takes its stream once the group exists. The tenant's index is
+ * the old tenant count. 0 or -errno with e.
+ */
+int rq_add_tenant(struct rq *q, const char *name, struct err *e);
+
+/*
+ * The tenants kept in Redis (queue/tenant.h): status 1 when the change
+ * counter is still known_gen (nothing else read), 0 with the n tenants of
+ * the set (confs[i] valid only where ok[i]: a record that does not decode
+ * is logged and left out), or -errno. confs and ok live only during the
+ * call.
+ */
+struct tenant_conf;
+typedef void rq_tenants_cb(void *arg, int status, const struct tenant_conf *confs,
+    const bool *ok, size_t n, uint64_t gen);
+/* Starts one load; -EBUSY while one is in flight, -ENOTCONN when down. */
+int rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg);
 
 /* Disconnects both connections; rq_free() after the loop has run. */
 void rq_close(struct rq *q);

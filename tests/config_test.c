@@ -615,8 +615,19 @@ Test(config, tenant_sections_give_a_tenant_its_own_net_modes)
 	m = config_net_modes(&c, "a", &n);
 	cr_expect(n == 1 && strcmp(m[0], "unix") == 0);
 
-	expect_load_error("[tenant.a]\nweight = 3\n", "sandq.conf:2: weight: unknown "
-	    "option in section [tenant.a] (a tenant section takes net_modes)");
+	cr_assert_eq(config_set(&c, "tenant.a.weight=3", &e), 0, "%s", e.msg);
+	cr_assert_eq(config_set(&c, "tenant.a.max_running=2", &e), 0, "%s", e.msg);
+	cr_assert_eq(config_set(&c, "tenant.a.ceiling.memory_bytes=1048576", &e), 0, "%s",
+	    e.msg);
+	cr_assert_not_null(config_tenant_conf(&c, "a"));
+	cr_expect_eq(config_tenant_conf(&c, "a")->weight, 3);
+	cr_expect_eq(config_tenant_conf(&c, "a")->max_running, 2);
+	cr_expect_eq(config_tenant_conf(&c, "a")->ceiling.memory_bytes, 1048576);
+	cr_expect_null(config_tenant_conf(&c, "b"), "b sets only net_modes");
+	cr_expect_neq(config_set(&c, "tenant.a.weight=0", &e), 0);
+	cr_expect_not_null(strstr(e.msg, "weight"), "%s", e.msg);
+	cr_expect_neq(config_set(&c, "tenant.a.colour=red", &e), 0);
+	cr_expect_not_null(strstr(e.msg, "colour"), "%s", e.msg);
 	expect_load_error("[tenant.a]\nnet_modes = egress\n",
 	    "sandq.conf:2: net_modes: 'egress' is not one of none, unix");
 	expect_load_error("[tenant.bad name]\nnet_modes = unix\n",

@@ -1,0 +1,218 @@
+/*
+ * fair_test.c - tenants sharing one pool (issue 5): a flood from one tenant
+ * does not hold another back, and under contention the workers go to the
+ * tenants in proportion to their weights.
+ *
+ * Each test starts its own redis-server and sandqd (2 workers, tenants
+ * default, a and b; the harness checks readiness through default). Jobs
+ * are `true`, so the scheduler, not the jobs, decides the order. What is
+ * compared is counts of finished jobs at one moment, read back as results,
+ * never times: it holds on a loaded machine.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define WAIT_MS 120000
+
+static struct harness H;
+
+static void
+start(const char *const *extra)
+{
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
+		    (int)geteuid());
+	harness_start(&H, 2, extra);
+}
+
+static void
+teardown(void)
+{
+	harness_stop(&H);
+}
+
+TestSuite(fair, .fini = teardown);
+
+static struct sandq *
+client_for(const char *tenant)
+{
+	char err[256];
+	struct sandq *c = sandq_connect(H.url, tenant, err, sizeof(err));
+
+	cr_assert_not_null(c, "connect as %s: %s", tenant, err);
+	return c;
+}
+
+/* Submits n `true` jobs; their ids into ids[] (n x (SANDQ_ID_MAX + 1)). */
+static void
+submit_n(struct sandq *c, size_t n, char (*ids)[SANDQ_ID_MAX + 1])
+{
+	const char *tr[] = { "true", NULL };
+
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(sandq_submit_exec(c, tr, NULL, ids[i]), 0, "submit: %s",
+		    sandq_last_error(c));
+}
+
+/* How many of ids[0..n) have a result now. */
+static size_t
+count_done(struct sandq *c, size_t n, char (*ids)[SANDQ_ID_MAX + 1])
+{
+	size_t done = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sandq_result *r = NULL;
+		int rc = sandq_result_get(c, ids[i], &r);
+
+		cr_assert(rc == 0 || rc == -ENOENT, "result %s: %s", ids[i],
+		    sandq_last_error(c));
+		if (rc == 0) {
+			cr_expect_str_eq(r->status, "ok");
+			done++;
+		}
+		sandq_result_free(r);
+	}
+	return done;
+}
+
+static void
+wait_all(struct sandq *c, size_t n, char (*ids)[SANDQ_ID_MAX + 1])
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sandq_result *r = NULL;
+
+		cr_assert_eq(sandq_wait(c, ids[i], WAIT_MS, &r), 0, "wait %s: %s", ids[i],
+		    sandq_last_error(c));
+		cr_expect_str_eq(r->status, "ok");
+		sandq_result_free(r);
+	}
+}
+
+/*
+ * Tenant a queues 5,000 jobs, then b queues 50: with equal weights b gets
+ * every other worker as soon as its jobs are in, so all of b's finish
+ * while a's backlog is still nearly whole.
+ */
+Test(fair, a_flood_from_one_tenant_does_not_hold_another_back)
+{
+	static const char *const extra[] = { "--set", "tenants=default,a,b", NULL };
+	enum { NA = 5000, NB = 50 };
+	char (*ida)[SANDQ_ID_MAX + 1] = calloc(NA, sizeof(*ida));
+	char (*idb)[SANDQ_ID_MAX + 1] = calloc(NB, sizeof(*idb));
+	struct sandq *a, *b;
+	size_t done_a;
+
+	start(extra);
+	a = client_for("a");
+	b = client_for("b");
+	submit_n(a, NA, ida);
+	submit_n(b, NB, idb);
+	wait_all(b, NB, idb);
+	done_a = count_done(a, NA, ida);
+	cr_log_info("when b's %d jobs had all finished, %zu of a's %d had", NB, done_a, NA);
+	/* Even shares: about NB of a's ran meanwhile; a's backlog barely moved. */
+	cr_expect_lt(done_a, NA / 5, "b waited for a's backlog: %zu of a's %d jobs had "
+	    "finished before b's %d did", done_a, NA, NB);
+	sandq_close(a);
+	sandq_close(b);
+	free(ida);
+	free(idb);
+}
+
+/*
+ * Weights 3:1, both tenants saturating the pool: when b has finished its
+ * first 150 jobs, a has finished about 450.
+ */
+Test(fair, weights_share_the_workers_in_proportion)
+{
+	static const char *const extra[] = { "--set", "tenants=default,a,b",
+	    "--set", "tenant.a.weight=3", NULL };
+	enum { N = 1500, B_MARK = 150 };
+	char (*ida)[SANDQ_ID_MAX + 1] = calloc(N, sizeof(*ida));
+	char (*idb)[SANDQ_ID_MAX + 1] = calloc(N, sizeof(*idb));
+	struct sandq *a, *b;
+	size_t done_a, done_b;
+	double ratio;
+
+	start(extra);
+	a = client_for("a");
+	b = client_for("b");
+	/* Interleaved in blocks, so both backlogs exist from the start. */
+	for (size_t i = 0; i < N; i += 100) {
+		submit_n(a, 100, ida + i);
+		submit_n(b, 100, idb + i);
+	}
+	wait_all(b, B_MARK, idb);
+	done_a = count_done(a, N, ida);
+	done_b = count_done(b, N, idb);
+	ratio = (double)done_a / (double)done_b;
+	cr_log_info("a (weight 3) finished %zu, b (weight 1) %zu: %.2f to 1", done_a,
+	    done_b, ratio);
+	cr_expect(done_a < N && done_b < N, "a tenant ran dry before the mark: %zu, %zu",
+	    done_a, done_b);
+	cr_expect(ratio > 2.2 && ratio < 4.0, "a finished %zu and b %zu: %.2f to 1, "
+	    "not near 3 to 1", done_a, done_b, ratio);
+	sandq_close(a);
+	sandq_close(b);
+	free(ida);
+	free(idb);
+}
+
+/*
+ * A tenant's own rules: a limit asked above its ceiling is rejected naming
+ * it (a default above it is lowered to it), a command matching a denied
+ * pattern is rejected naming the pattern, and both refusals are on the
+ * audit trail.
+ */
+Test(fair, tenant_ceilings_and_denied_patterns_refuse_with_a_reason)
+{
+	static const char *const extra[] = { "--set", "tenants=default,a",
+	    "--set", "tenant.a.ceiling.memory_bytes=268435456",
+	    "--set", "tenant.a.deny=*curl *", NULL };
+	struct sandq_job_opts big = { .limits = { .memory_bytes = (uint64_t)512 << 20 } };
+	struct sandq_result *r;
+	char id[SANDQ_ID_MAX + 1], cmd[512], *out = NULL;
+	struct sandq *a;
+
+	start(extra);
+	a = client_for("a");
+	cr_assert_eq(sandq_submit_sh(a, "true", &big, id), 0);
+	cr_assert_eq(sandq_wait(a, id, WAIT_MS, &r), 0);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_code, "limit");
+	cr_expect_not_null(strstr(r->error_message, "limits.memory_bytes"), "%s",
+	    r->error_message);
+	cr_expect_not_null(strstr(r->error_message, "268435456"), "%s", r->error_message);
+	sandq_result_free(r);
+
+	/* No ask: the host's default, above the ceiling, is lowered to it. */
+	cr_assert_eq(sandq_submit_sh(a, "ulimit -v", NULL, id), 0);
+	cr_assert_eq(sandq_wait(a, id, WAIT_MS, &r), 0);
+	cr_expect_str_eq(r->status, "ok", "%s", r->error_message ? r->error_message : "");
+	cr_expect(r->stdout_data != NULL && strtoull((char *)r->stdout_data, NULL, 10) <=
+	    262144, "ulimit -v: %s KiB, above the tenant's ceiling",
+	    r->stdout_data ? (char *)r->stdout_data : "(none)");
+	sandq_result_free(r);
+
+	cr_assert_eq(sandq_submit_sh(a, "curl http://example.org", NULL, id), 0);
+	cr_assert_eq(sandq_wait(a, id, WAIT_MS, &r), 0);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_code, "policy");
+	cr_expect_not_null(strstr(r->error_message, "*curl *"), "%s", r->error_message);
+	sandq_result_free(r);
+
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s --tenant a audit --json --denied",
+	    harness_build_dir(), H.url);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	cr_expect_not_null(strstr(out, "\"category\":\"quota\""), "%s", out);
+	cr_expect_not_null(strstr(out, "\"category\":\"policy\""), "%s", out);
+	cr_expect_not_null(strstr(out, "\"target\":\"*curl *\""), "%s", out);
+	free(out);
+	sandq_close(a);
+}
