@@ -44,14 +44,13 @@
 #include "../queue/keys.h"
 #include "../queue/url.h"
 #include "cli.h"
+#include "redis_sync.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_REDIS "redis://127.0.0.1:6379"
 #define DEFAULT_TENANT "default"
 #define PREFIX "sandq"			/* key prefix (ARCHITECTURE.md section 3) */
 #define PAGE_COUNT 1000			/* entries per XRANGE */
-#define CONNECT_TIMEOUT_MS 5000
-#define CMD_TIMEOUT_MS 30000
 /*
  * A stream id is the time Redis added the entry, an event's time the time
  * its host saw it: the XRANGE window is widened by this much on each side
@@ -652,87 +651,6 @@ summary_print(struct aud *a)
 
 /*** Sources ***/
 
-/* Sends AUTH and SELECT as the URL asks. 0 or -EIO with msg. */
-static int
-redis_setup(redisContext *rc, const struct redis_url *u, char *msg, size_t len)
-{
-	const char *argv[3];
-	size_t lens[3];
-	char db[16];
-	int argc = 0;
-	redisReply *r;
-
-	if (u->user[0] || u->pass[0]) {
-		argv[argc] = "AUTH";
-		lens[argc++] = 4;
-		if (u->user[0]) {
-			argv[argc] = u->user;
-			lens[argc++] = strlen(u->user);
-		}
-		argv[argc] = u->pass;
-		lens[argc++] = strlen(u->pass);
-		r = redisCommandArgv(rc, argc, argv, lens);
-		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-			snprintf(msg, len, "AUTH: %s", r ? r->str : rc->errstr);
-			freeReplyObject(r);
-			return -EIO;
-		}
-		freeReplyObject(r);
-	}
-	if (u->db != 0) {
-		snprintf(db, sizeof(db), "%d", u->db);
-		argv[0] = "SELECT";
-		lens[0] = 6;
-		argv[1] = db;
-		lens[1] = strlen(db);
-		r = redisCommandArgv(rc, 2, argv, lens);
-		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-			snprintf(msg, len, "SELECT: %s", r ? r->str : rc->errstr);
-			freeReplyObject(r);
-			return -EIO;
-		}
-		freeReplyObject(r);
-	}
-	return 0;
-}
-
-static redisContext *
-redis_open(const char *url, char *msg, size_t len)
-{
-	struct redis_url u;
-	struct err e = { 0 };
-	struct timeval tv = { CONNECT_TIMEOUT_MS / 1000, 0 };
-	struct timeval cmd = { CMD_TIMEOUT_MS / 1000, 0 };
-	redisContext *rc = NULL;
-
-	if (redis_url_parse(url, &u, &e) < 0) {
-		snprintf(msg, len, "%s", e.msg);
-		goto out;
-	}
-	if (u.path[0])
-		rc = redisConnectUnixWithTimeout(u.path, tv);
-	else
-		rc = redisConnectWithTimeout(u.host, u.port, tv);
-	if (rc == NULL || rc->err) {
-		snprintf(msg, len, "redis %s: %s", u.path[0] ? u.path : u.host,
-		    rc ? rc->errstr : "cannot allocate a context");
-		goto out_free;
-	}
-	if (redisSetTimeout(rc, cmd) != REDIS_OK ||
-	    redis_setup(rc, &u, msg, len) != 0)
-		goto out_free;
-	goto out;
-
-out_free:
-	if (rc != NULL)
-		redisFree(rc);
-	rc = NULL;
-out:
-	/* The URL holds the password. */
-	explicit_bzero(&u, sizeof(u));
-	return rc;
-}
-
 /* Decodes one XRANGE entry [id, [field, value, ...]] into ev. */
 static int
 entry_event(const redisReply *ent, struct audit_event *ev, struct err *e)
@@ -790,7 +708,7 @@ from_redis(struct aud *a)
 	redisContext *rc;
 	int status = 0;
 
-	if ((rc = redis_open(a->redis, msg, sizeof(msg))) == NULL) {
+	if ((rc = cli_redis_open(a->redis, NULL, msg, sizeof(msg))) == NULL) {
 		free(ev);
 		return fail("%s", msg);
 	}

@@ -38,6 +38,7 @@
 #include "../queue/tenant.h"
 #include "../queue/url.h"
 #include "cli.h"
+#include "redis_sync.h"
 
 /*
  * libsandq and sandqd's default: the ACL rules name it, so a deployment
@@ -46,8 +47,6 @@
 #define TENANT_PREFIX "sandq"
 #define DEFAULT_REDIS "redis://127.0.0.1:6379"
 #define PASSWORD_BYTES 32		/* random bytes; printed as 64 hex digits */
-#define CONNECT_TIMEOUT_MS 5000
-#define CMD_TIMEOUT_MS 30000
 #define WATCH_TRIES 5			/* MULTI/EXEC attempts against a racing admin */
 #define URL_MAX 512
 
@@ -353,14 +352,6 @@ changes_apply(const struct tcli *t, struct tenant_conf *r)
 
 /*** Redis ***/
 
-static struct timeval
-tv_ms(long ms)
-{
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-
-	return tv;
-}
-
 /*
  * Runs one command (NUL-terminated arguments). Returns the reply, which is
  * never an error reply, or NULL with t->errbuf set.
@@ -404,54 +395,19 @@ rcmd_ok(struct tcli *t, int argc, const char **argv)
 	return 0;
 }
 
-/* Connects to --redis and authenticates as it says. 0 or -EIO. */
+/* Connects to --redis and authenticates as it says. 0, -EINVAL or -EIO. */
 static int
 conn_open(struct tcli *t)
 {
-	struct err e = { 0 };
-	const char *argv[3];
-	char db[16];
-	int argc = 0;
-
 	if (t->redis == NULL && (t->redis = getenv("SANDQ_REDIS")) == NULL)
 		t->redis = DEFAULT_REDIS;
-	if (redis_url_parse(t->redis, &t->url, &e) < 0) {
-		snprintf(t->errbuf, sizeof(t->errbuf), "%s", e.msg);
-		return -EINVAL;
-	}
-	if (t->url.path[0]) {
+	t->rc = cli_redis_open(t->redis, &t->url, t->errbuf, sizeof(t->errbuf));
+	if (t->rc == NULL)
+		return -EIO;
+	if (t->url.path[0])
 		snprintf(t->where, sizeof(t->where), "%s", t->url.path);
-		t->rc = redisConnectUnixWithTimeout(t->url.path, tv_ms(CONNECT_TIMEOUT_MS));
-	} else {
+	else
 		snprintf(t->where, sizeof(t->where), "%s:%d", t->url.host, t->url.port);
-		t->rc = redisConnectWithTimeout(t->url.host, t->url.port,
-		    tv_ms(CONNECT_TIMEOUT_MS));
-	}
-	if (t->rc == NULL || t->rc->err) {
-		snprintf(t->errbuf, sizeof(t->errbuf), "redis %s: %s", t->where,
-		    t->rc ? t->rc->errstr : "cannot allocate a context");
-		return -EIO;
-	}
-	if (redisSetTimeout(t->rc, tv_ms(CMD_TIMEOUT_MS)) != REDIS_OK) {
-		snprintf(t->errbuf, sizeof(t->errbuf), "redis %s: %s", t->where,
-		    t->rc->errstr);
-		return -EIO;
-	}
-	if (t->url.user[0] || t->url.pass[0]) {
-		argv[argc++] = "AUTH";
-		if (t->url.user[0])
-			argv[argc++] = t->url.user;
-		argv[argc++] = t->url.pass;
-		if (rcmd_ok(t, argc, argv) < 0)
-			return -EIO;
-	}
-	if (t->url.db != 0) {
-		snprintf(db, sizeof(db), "%d", t->url.db);
-		argv[0] = "SELECT";
-		argv[1] = db;
-		if (rcmd_ok(t, 2, argv) < 0)
-			return -EIO;
-	}
 	return 0;
 }
 
