@@ -57,12 +57,12 @@ SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
-	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c queue/redis.c
+	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c queue/redis.c
 CLIENT_SRCS := client/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c
 CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
-	client/cli_audit.c $(AUDIT_SRCS) client/cli_tenant.c $(TENANT_SRCS) client/redis_sync.c
+	client/cli_audit.c $(AUDIT_SRCS) client/cli_tenant.c $(TENANT_SRCS) client/redis_sync.c client/cli_status.c
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson

@@ -373,6 +373,7 @@ static const char man_main[] =
 "       sandq audit [--tenant T] [--job ID] [--sandbox ID] [--category C]\n"
 "             [--denied] [--since DURATION] [--json] [--summary] [--export FILE]\n"
 "       sandq tenant add|ls|show|set|rm ...\n"
+"       sandq status [--json]\n"
 "       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
@@ -405,6 +406,8 @@ static const char man_main[] =
 "                host's audit database (sandq help audit).\n"
 "       tenant   Adds, changes and removes tenants and their confined\n"
 "                Redis credentials (sandq help tenant).\n"
+"       status   The hosts, and each tenant's queue, running jobs, results\n"
+"                of the last minute and share of the workers.\n"
 "       doctor   Prints which isolation mechanisms this machine gives and\n"
 "                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
@@ -1413,6 +1416,10 @@ cmd_help(struct cli *cl)
 		cli_tenant_help();
 		return 0;
 	}
+	if (strcmp(cl->args[0], "status") == 0) {
+		cli_status_help();
+		return 0;
+	}
 	if (cli_sandbox_is_group(cl->args[0])) {
 		cli_sandbox_help(cl->args[0]);
 		return 0;
@@ -1503,6 +1510,11 @@ cli_main(struct cli *cl, int argc, char **argv)
 	/* Options before the verb; "+" stops at the verb. */
 	if ((rc = opts_parse(cl, argc, argv, "+:h", &next)) != 0)
 		return rc;
+	/* `sandq status`: hosts and tenants, read from Redis (cli_status.c). */
+	if (next < argc && strcmp(argv[next], "status") == 0)
+		return cli_status_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    argc - next, argv + next);
 	/* `sandq tenant ...`: the admin verbs of cli_tenant.c. */
 	if (next < argc && strcmp(argv[next], "tenant") == 0)
 		return cli_tenant_main(&(struct cli_conn){ .redis = cl->redis,
@@ -1534,7 +1546,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
-		    "sandbox, fs, kv, audit, tenant, doctor or help)");
+		    "sandbox, fs, kv, audit, tenant, status, doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

@@ -73,6 +73,12 @@ int cli_tenant_main(const struct cli_conn *conn, int argc, char **argv);
 /* Prints the manual of tenant. */
 void cli_tenant_help(void);
 
+/*** In cli_status.c ***/
+
+/* Runs `sandq status [--json]`: argv[0] is "status". */
+int cli_status_main(const struct cli_conn *conn, int argc, char **argv);
+void cli_status_help(void);
+
 /*** In cli_audit.c ***/
 
 /*

@@ -54,6 +54,14 @@ struct djob {
 };
 TAILQ_HEAD(djob_list, djob);
 
+#define STATUS_BUCKETS 60		/* one-second buckets: the last minute */
+
+/* Results of one second (status.c). */
+struct tstat_bucket {
+	uint64_t sec;			/* epoch second it counts */
+	uint32_t done, refused;
+};
+
 struct tenant {
 	char *name;
 	struct djob_list queue;		/* validated, waiting for a worker */
@@ -69,6 +77,7 @@ struct tenant {
 	bool from_redis;		/* its settings are its Redis record */
 	bool listed;			/* seen in the last Redis poll */
 	bool name_owned;		/* name is ours to free (added at run time) */
+	struct tstat_bucket stats[STATUS_BUCKETS];	/* results, last minute */
 };
 
 #define TENANTS_CAP 1024		/* tenants one host serves at most */
@@ -127,6 +136,7 @@ struct sandqd {
 	struct audit_writer *audit;	/* the host's audit database, or NULL */
 	uint64_t tenants_gen;		/* the Redis tenants' counter last applied */
 	uv_timer_t tenants_poll;	/* polls it */
+	uv_timer_t status_timer;	/* writes this host's status */
 };
 
 /*** tenants.c ***/
@@ -137,6 +147,14 @@ void tenants_init(struct sandqd *d);
 void tenants_start(struct sandqd *d);
 void tenants_stop(struct sandqd *d);
 void tenants_free(struct sandqd *d);
+
+/*** status.c ***/
+
+/* Counts a published result of the tenant's (refused: rejected/expired). */
+void status_count(struct sandqd *d, size_t tenant, bool refused);
+/* Writes this host's status to PREFIX:hosts every couple of seconds. */
+void status_start(struct sandqd *d);
+void status_stop(struct sandqd *d);
 
 /*** audit.c ***/
 

@@ -74,6 +74,7 @@ answer(struct sandqd *d, struct djob *j, struct result *r)
 	if (r->finished_at == 0)
 		r->finished_at = now_ms();
 	daudit_result(d, j, r);
+	status_count(d, j->tenant, r->status == ST_REJECTED || r->status == ST_EXPIRED);
 	if (payload_result_encode(r, &j->res, &j->reslen) < 0)
 		fatalx("cannot encode a result");
 	log_debug("job %s (%s): %s", j->id, d->tenants[j->tenant].name,

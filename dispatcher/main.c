@@ -158,6 +158,7 @@ close_all(struct sandqd *d)
 	uv_close((uv_handle_t *)&d->publish_retry, NULL);
 	uv_close((uv_handle_t *)&d->drain_timer, NULL);
 	tenants_stop(d);
+	status_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }
@@ -388,6 +389,7 @@ main(int argc, char **argv)
 	pool_start(d);
 	rq_start(d->rq);
 	tenants_start(d);
+	status_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daudit_stop(d);
 

@@ -867,6 +867,21 @@ rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg)
 	return 0;
 }
 
+/*** Host status ***/
+
+int
+rq_host_status(struct rq *q, const char *host, const char *json)
+{
+	char key[KEY_MAX];
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (snprintf(key, sizeof(key), "%s:hosts", q->prefix) >= (int)sizeof(key))
+		return -ENAMETOOLONG;
+	return redisAsyncCommand(q->conn[RQ_CMD].ac, NULL, NULL, "HSET %s %s %s", key,
+	    host, json) == REDIS_OK ? 0 : -EIO;
+}
+
 /*** Shutdown ***/
 
 void

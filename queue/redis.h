@@ -114,6 +114,9 @@ typedef void rq_tenants_cb(void *arg, int status, const struct tenant_conf *conf
 /* Starts one load; -EBUSY while one is in flight, -ENOTCONN when down. */
 int rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg);
 
+/* HSET PREFIX:hosts host json (fire and forget; -ENOTCONN when down). */
+int rq_host_status(struct rq *q, const char *host, const char *json);
+
 /* Disconnects both connections; rq_free() after the loop has run. */
 void rq_close(struct rq *q);
 void rq_free(struct rq *q);

@@ -152,6 +152,21 @@ Test(fair, weights_share_the_workers_in_proportion)
 	done_a = count_done(a, N, ida);
 	done_b = count_done(b, N, idb);
 	ratio = (double)done_a / (double)done_b;
+	{
+		/* Both backlogs show in sandq status, and so does the host. */
+		char cmd[512], *out = NULL;
+
+		snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s status --json",
+		    harness_build_dir(), H.url);
+		cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+		cr_expect_not_null(strstr(out, "\"workers\":2"), "%s", out);
+		cr_expect_not_null(strstr(out, "{\"name\":\"a\",\"queued\":"), "%s", out);
+		cr_expect_null(strstr(out, "{\"name\":\"a\",\"queued\":0,"),
+		    "a's backlog is not shown: %s", out);
+		cr_expect_null(strstr(out, "{\"name\":\"b\",\"queued\":0,"),
+		    "b's backlog is not shown: %s", out);
+		free(out);
+	}
 	cr_log_info("a (weight 3) finished %zu, b (weight 1) %zu: %.2f to 1", done_a,
 	    done_b, ratio);
 	cr_expect(done_a < N && done_b < N, "a tenant ran dry before the mark: %zu, %zu",
