@@ -137,6 +137,7 @@ struct sandqd {
 	uint64_t tenants_gen;		/* the Redis tenants' counter last applied */
 	uv_timer_t tenants_poll;	/* polls it */
 	uv_timer_t status_timer;	/* writes this host's status */
+	uv_timer_t admit_retry;		/* watches new entries again (admit.c) */
 };
 
 /*** tenants.c ***/
@@ -147,6 +148,16 @@ void tenants_init(struct sandqd *d);
 void tenants_start(struct sandqd *d);
 void tenants_stop(struct sandqd *d);
 void tenants_free(struct sandqd *d);
+
+/*** admit.c ***/
+
+void admit_init(struct sandqd *d);
+/* (Re)starts the watch of new entries of tenants with max_queued or rate. */
+void admit_watch(struct sandqd *d);
+/* A new entry the watch saw: decided by rq_admit(), answered if refused. */
+void admit_watched(struct sandqd *d, size_t tenant, const char *entry_id,
+    const char *job, size_t joblen);
+void admit_stop(struct sandqd *d);
 
 /*** status.c ***/
 
@@ -174,6 +185,15 @@ void daudit_result(struct sandqd *d, struct djob *j, const struct result *r);
 void daudit_close(struct sandqd *d, struct djob *j);
 
 /*** jobs.c ***/
+
+/*
+ * Answers an entry refused at admission (already deleted from its stream):
+ * rejected with code (queue_full, rate_limited), the quota named on the
+ * audit trail; an entry whose id cannot be read is dead-lettered.
+ */
+void jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id,
+    const char *raw, size_t rawlen, const char *code, const char *quota,
+    const char *msg);
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen, size_t nfields);
 /* The worker's result (bytes from MSG_JOB_DONE), checked and completed. */

@@ -352,6 +352,22 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 }
 
 void
+jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id, const char *raw,
+    size_t rawlen, const char *code, const char *quota, const char *msg)
+{
+	struct djob *j = djob_new(d, tenant, entry_id);
+
+	if (raw != NULL)
+		payload_peek_id(raw, rawlen, j->id);
+	daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", quota, false, AUDIT_LVL_WARNING,
+	    "%s", msg);
+	if (j->id[0] != '\0')
+		answer_early(d, j, ST_REJECTED, code, msg);
+	else
+		dead_letter(d, j, msg, raw, rawlen);
+}
+
+void
 jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
     const void *buf, size_t len)
 {

@@ -121,6 +121,7 @@ on_ready(void *arg)
 
 	jobs_publish_pending(d);
 	sched_dispatch(d);
+	admit_watch(d);
 }
 
 static void
@@ -128,6 +129,20 @@ on_lost(void *arg)
 {
 	(void)arg;
 	log_warnx("redis: lost; results are kept until it is back");
+}
+
+static void
+on_watched(void *arg, size_t tenant, const char *entry_id, const char *job,
+    size_t joblen)
+{
+	admit_watched(arg, tenant, entry_id, job, joblen);
+}
+
+static void
+on_watch_done(void *arg, int status)
+{
+	(void)status;
+	admit_watch(arg);
 }
 
 static void
@@ -159,6 +174,7 @@ close_all(struct sandqd *d)
 	uv_close((uv_handle_t *)&d->drain_timer, NULL);
 	tenants_stop(d);
 	status_stop(d);
+	admit_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }
@@ -286,7 +302,8 @@ main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sandqd sd, *d = &sd;
-	struct rq_callbacks cb = { on_ready, on_lost, on_entry, on_read_done };
+	struct rq_callbacks cb = { on_ready, on_lost, on_entry, on_watched, on_watch_done,
+	    on_read_done };
 	struct err e = { 0 };
 	const char *config_file = NULL;
 	bool check = false, print = false;
@@ -386,6 +403,7 @@ main(int argc, char **argv)
 	else
 		log_info("jobs run in cgroup v%d", (int)d->cg.version);
 	daudit_start(d);
+	admit_init(d);
 	pool_start(d);
 	rq_start(d->rq);
 	tenants_start(d);

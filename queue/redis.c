@@ -37,6 +37,8 @@
 
 #define RQ_READ 0
 #define RQ_CMD 1
+#define RQ_WATCH 2		/* XREAD of new entries for admission (rq_watch) */
+#define RQ_NCONN 3
 #define RQ_BACKOFF_MIN_MS 100
 #define RQ_BACKOFF_MAX_MS 5000
 #define RQ_DEAD_MAXLEN "10000"
@@ -63,7 +65,9 @@ struct rq {
 	char (*jobs_keys)[KEY_MAX];	/* sandq:{T}:jobs per tenant */
 	bool *group_ok;			/* the tenant's consumer group exists */
 	struct tload *tload;		/* rq_tenants_load() in flight, or NULL */
-	struct rconn conn[2];
+	struct rconn conn[RQ_NCONN];
+	char (*watch_last)[48];		/* per tenant: last id seen by rq_watch */
+	bool watch_pending;		/* an XREAD of rq_watch() is outstanding */
 	size_t groups_pending;		/* XGROUP replies still due */
 	bool groups_ok;			/* every group exists */
 	bool ready;			/* ready() fired since the last loss */
@@ -114,6 +118,13 @@ conn_lost(struct rconn *c)
 
 	c->ac = NULL;
 	c->up = false;
+	if (c->which == RQ_WATCH) {
+		/* Admission only: reads and results go on without it. */
+		q->watch_pending = false;
+		if (!q->closing)
+			schedule_reconnect(c);
+		return;
+	}
 	if (c->which == RQ_CMD)
 		q->groups_ok = false;
 	q->ready = false;
@@ -231,6 +242,8 @@ rq_add_tenant(struct rq *q, const char *name, struct err *e)
 	q->tenants = xreallocarray(q->tenants, i + 1, sizeof(*q->tenants));
 	q->jobs_keys = xreallocarray(q->jobs_keys, i + 1, sizeof(*q->jobs_keys));
 	q->group_ok = xreallocarray(q->group_ok, i + 1, sizeof(*q->group_ok));
+	q->watch_last = xreallocarray(q->watch_last, i + 1, sizeof(*q->watch_last));
+	q->watch_last[i][0] = '\0';
 	if (key_jobs(q->jobs_keys[i], q->prefix, name) < 0)
 		return err_set(e, -ENAMETOOLONG, "tenant %s: key name too long", name);
 	q->tenants[i] = xstrdup(name);
@@ -286,7 +299,8 @@ conn_connect(struct rconn *c)
 		redisAsyncCommand(ac, on_setup_reply, (void *)"SELECT", "SELECT %d",
 		    q->url.db);
 	redisAsyncCommand(ac, on_setup_reply, (void *)"CLIENT SETNAME",
-	    "CLIENT SETNAME sandqd-%s", c->which == RQ_READ ? "read" : "cmd");
+	    "CLIENT SETNAME sandqd-%s", c->which == RQ_READ ? "read" :
+	    c->which == RQ_CMD ? "cmd" : "watch");
 	if (c->which == RQ_READ)
 		redisAsyncCommand(ac, on_setup_reply, (void *)"CLIENT ID", "CLIENT ID");
 	else
@@ -313,6 +327,7 @@ rq_new(uv_loop_t *loop, const char *url, const char *prefix,
 	q->tenants = xcalloc(ntenants, sizeof(char *));
 	q->jobs_keys = xcalloc(ntenants, sizeof(*q->jobs_keys));
 	q->group_ok = xcalloc(ntenants, sizeof(*q->group_ok));
+	q->watch_last = xcalloc(ntenants, sizeof(*q->watch_last));
 	for (size_t i = 0; i < ntenants; i++) {
 		q->tenants[i] = xstrdup(tenants[i]);
 		if (key_jobs(q->jobs_keys[i], prefix, tenants[i]) < 0) {
@@ -323,7 +338,7 @@ rq_new(uv_loop_t *loop, const char *url, const char *prefix,
 	}
 	q->cb = *cb;
 	q->arg = arg;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < RQ_NCONN; i++) {
 		q->conn[i].q = q;
 		q->conn[i].which = i;
 		q->conn[i].backoff_ms = RQ_BACKOFF_MIN_MS;
@@ -338,6 +353,7 @@ rq_start(struct rq *q)
 {
 	conn_connect(&q->conn[RQ_READ]);
 	conn_connect(&q->conn[RQ_CMD]);
+	conn_connect(&q->conn[RQ_WATCH]);
 }
 
 bool
@@ -371,35 +387,16 @@ tenant_of(const struct rq *q, const redisReply *name)
 	return SIZE_MAX;
 }
 
-static void
-on_read_reply(redisAsyncContext *ac, void *r, void *priv)
+/*
+ * Hands every entry of an XREAD(GROUP) reply to the entry callback, or to
+ * the watched one (noting the last id per stream) when watch. Returns how
+ * many.
+ */
+static size_t
+entries_each(struct rq *q, const redisReply *reply, bool watch)
 {
-	struct rq *q = ((struct rconn *)ac->data)->q;
-	redisReply *reply = r;
 	size_t n = 0;
 
-	(void)priv;
-	q->read_pending = false;
-	if (reply == NULL) {
-		q->cb.read_done(q->arg, -ENOTCONN, 0);
-		return;
-	}
-	if (reply->type == REDIS_REPLY_NIL) {
-		q->cb.read_done(q->arg, 0, 0);
-		return;
-	}
-	if (reply->type == REDIS_REPLY_ERROR) {
-		log_warnx("redis: XREADGROUP failed: %s", reply->str);
-		/* A stream or group deleted under us: recreate the groups. */
-		if (strncmp(reply->str, "NOGROUP", 7) == 0 && q->conn[RQ_CMD].ac)
-			create_groups(&q->conn[RQ_CMD]);
-		q->cb.read_done(q->arg, -EIO, 0);
-		return;
-	}
-	if (reply->type != REDIS_REPLY_ARRAY) {
-		q->cb.read_done(q->arg, -EPROTO, 0);
-		return;
-	}
 	for (size_t s = 0; s < reply->elements; s++) {
 		const redisReply *st = reply->element[s];
 		size_t t;
@@ -432,10 +429,67 @@ on_read_reply(redisAsyncContext *ac, void *r, void *priv)
 					}
 				}
 			}
-			q->cb.entry(q->arg, t, en->element[0]->str, job, joblen, nf);
+			if (watch) {
+				snprintf(q->watch_last[t], sizeof(q->watch_last[t]), "%s",
+				    en->element[0]->str);
+				q->cb.watched(q->arg, t, en->element[0]->str, job, joblen);
+			} else
+				q->cb.entry(q->arg, t, en->element[0]->str, job, joblen, nf);
 			n++;
 		}
 	}
+	return n;
+}
+
+static void
+on_watch_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	redisReply *reply = r;
+
+	(void)priv;
+	q->watch_pending = false;
+	if (reply == NULL) {
+		q->cb.watch_done(q->arg, -ENOTCONN);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ARRAY)
+		(void)entries_each(q, reply, true);
+	else if (reply->type == REDIS_REPLY_ERROR)
+		log_warnx("redis: XREAD (admission) failed: %s", reply->str);
+	q->cb.watch_done(q->arg, reply->type == REDIS_REPLY_ERROR ? -EIO : 0);
+}
+
+static void
+on_read_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	redisReply *reply = r;
+	size_t n = 0;
+
+	(void)priv;
+	q->read_pending = false;
+	if (reply == NULL) {
+		q->cb.read_done(q->arg, -ENOTCONN, 0);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_NIL) {
+		q->cb.read_done(q->arg, 0, 0);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("redis: XREADGROUP failed: %s", reply->str);
+		/* A stream or group deleted under us: recreate the groups. */
+		if (strncmp(reply->str, "NOGROUP", 7) == 0 && q->conn[RQ_CMD].ac)
+			create_groups(&q->conn[RQ_CMD]);
+		q->cb.read_done(q->arg, -EIO, 0);
+		return;
+	}
+	if (reply->type != REDIS_REPLY_ARRAY) {
+		q->cb.read_done(q->arg, -EPROTO, 0);
+		return;
+	}
+	n = entries_each(q, reply, false);
 	q->cb.read_done(q->arg, 0, n);
 }
 
@@ -867,6 +921,159 @@ rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg)
 	return 0;
 }
 
+/*** Admission ***/
+
+/*
+ * New entries of the streams of the tenants i with want[i], as they are
+ * added: XREAD (no group: every host sees them), from where the last watch
+ * ended (at first, from the stream's start: entries already decided, or
+ * taken by a host, are admitted again at no cost). Each goes to the
+ * watched callback, then watch_done. Blocks up to block_ms.
+ */
+int
+rq_watch(struct rq *q, const bool *want, int64_t block_ms)
+{
+	size_t argc = 0, nargs = 6 + 2 * q->ntenants, n = 0;
+	const char **argv;
+	size_t *argvlen;
+	char blk[24];
+	int rc;
+
+	if (q->conn[RQ_WATCH].ac == NULL || !q->conn[RQ_WATCH].up)
+		return -ENOTCONN;
+	if (q->watch_pending)
+		return -EBUSY;
+	argv = xcalloc(nargs, sizeof(*argv));
+	argvlen = xcalloc(nargs, sizeof(*argvlen));
+	snprintf(blk, sizeof(blk), "%lld", (long long)block_ms);
+	argv[argc++] = "XREAD";
+	argv[argc++] = "COUNT";
+	argv[argc++] = "256";
+	argv[argc++] = "BLOCK";
+	argv[argc++] = blk;
+	argv[argc++] = "STREAMS";
+	for (size_t i = 0; i < q->ntenants; i++)
+		if (want[i] && q->group_ok[i]) {
+			argv[argc++] = q->jobs_keys[i];
+			n++;
+		}
+	for (size_t i = 0; i < q->ntenants; i++)
+		if (want[i] && q->group_ok[i])
+			/* At first from the start: what already waits is decided too. */
+			argv[argc++] = q->watch_last[i][0] ? q->watch_last[i] : "0-0";
+	if (n == 0) {
+		free(argv);
+		free(argvlen);
+		return -EAGAIN;
+	}
+	for (size_t i = 0; i < argc; i++)
+		argvlen[i] = strlen(argv[i]);
+	rc = redisAsyncCommandArgv(q->conn[RQ_WATCH].ac, on_watch_reply, NULL,
+	    (int)argc, argv, argvlen);
+	free(argv);
+	free(argvlen);
+	if (rc != REDIS_OK)
+		return -EIO;
+	q->watch_pending = true;
+	return 0;
+}
+
+/*
+ * One entry's admission, atomic whatever the number of hosts. KEYS: the
+ * jobs stream, the tenant's admission state (a hash only dispatchers
+ * write). ARGV: entry id, max_queued, rate, burst, the consumer group. An
+ * entry at or before the state's "last" was decided by some host already,
+ * and one a host has taken (pending in the group) is admitted: either way
+ * 0. Otherwise: past max_queued unfinished jobs before it (the stream holds
+ * exactly the unfinished ones: an entry leaves it with its result), or with
+ * no token left in the bucket (refilled at rate per second of submission
+ * time, the entries' ids, up to burst), it is deleted and the reply says
+ * why: 1 queue full, 2 over the rate. Returns {verdict, unfinished before}.
+ */
+static const char admit_lua[] =
+"local function older(a, b)\n"
+"  local am, as = string.match(a, '^(%d+)-(%d+)$')\n"
+"  local bm, bs = string.match(b, '^(%d+)-(%d+)$')\n"
+"  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)\n"
+"  return am < bm or (am == bm and as <= bs)\n"
+"end\n"
+"local id, maxq, rate, burst = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+"local st = redis.call('HMGET', KEYS[2], 'last', 'tokens', 'ts')\n"
+"if st[1] and older(id, st[1]) then return {0, -1} end\n"
+"redis.call('HSET', KEYS[2], 'last', id)\n"
+"if #redis.call('XPENDING', KEYS[1], ARGV[5], id, id, 1) > 0 then return {0, -1} end\n"
+"local before = -1\n"
+"if maxq > 0 then\n"
+"  local after = #redis.call('XRANGE', KEYS[1], '(' .. id, '+', 'COUNT', 1000)\n"
+"  before = redis.call('XLEN', KEYS[1]) - after - 1\n"
+"  if before >= maxq then redis.call('XDEL', KEYS[1], id) return {1, before} end\n"
+"end\n"
+"if rate > 0 then\n"
+"  local t = tonumber(string.match(id, '^(%d+)-'))\n"
+"  local tokens, ts = tonumber(st[2]) or burst, tonumber(st[3]) or t\n"
+"  if t > ts then tokens = math.min(burst, tokens + (t - ts) * rate / 1000); ts = t end\n"
+"  if tokens < 1 then\n"
+"    redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'ts', ts)\n"
+"    redis.call('XDEL', KEYS[1], id) return {2, before}\n"
+"  end\n"
+"  redis.call('HSET', KEYS[2], 'tokens', tostring(tokens - 1), 'ts', ts)\n"
+"end\n"
+"return {0, before}\n";
+
+struct admit_op {
+	rq_admit_cb *cb;
+	void *arg;
+};
+
+static void
+on_admit_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct admit_op *op = priv;
+	redisReply *reply = r;
+	int verdict = -EIO;
+	long long before = -1;
+
+	(void)ac;
+	if (reply == NULL)
+		verdict = -ENOTCONN;
+	else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+	    reply->element[0]->type == REDIS_REPLY_INTEGER &&
+	    reply->element[1]->type == REDIS_REPLY_INTEGER) {
+		verdict = (int)reply->element[0]->integer;
+		before = reply->element[1]->integer;
+	} else if (reply->type == REDIS_REPLY_ERROR)
+		log_warnx("redis: admission script failed: %s", reply->str);
+	op->cb(op->arg, verdict, before);
+	free(op);
+}
+
+int
+rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_queued,
+    double rate, uint32_t burst, rq_admit_cb *cb, void *arg)
+{
+	char key[KEY_MAX], mq[16], rt[32], bu[16];
+	struct admit_op *op;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (snprintf(key, sizeof(key), "%s:admit:%s", q->prefix, q->tenants[tenant]) >=
+	    (int)sizeof(key))
+		return -ENAMETOOLONG;
+	snprintf(mq, sizeof(mq), "%u", max_queued);
+	snprintf(rt, sizeof(rt), "%.6f", rate);
+	snprintf(bu, sizeof(bu), "%u", burst);
+	op = xcalloc(1, sizeof(*op));
+	op->cb = cb;
+	op->arg = arg;
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_admit_reply, op,
+	    "EVAL %s 2 %s %s %s %s %s %s %s", admit_lua, q->jobs_keys[tenant], key,
+	    entry_id, mq, rt, bu, KEY_GROUP) != REDIS_OK) {
+		free(op);
+		return -EIO;
+	}
+	return 0;
+}
+
 /*** Host status ***/
 
 int
@@ -888,7 +1095,7 @@ void
 rq_close(struct rq *q)
 {
 	q->closing = true;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < RQ_NCONN; i++) {
 		uv_timer_stop(&q->conn[i].timer);
 		uv_close((uv_handle_t *)&q->conn[i].timer, NULL);
 		if (q->conn[i].ac != NULL) {
@@ -910,6 +1117,7 @@ rq_free(struct rq *q)
 	free(q->tenants);
 	free(q->jobs_keys);
 	free(q->group_ok);
+	free(q->watch_last);
 	free(q->prefix);
 	free(q->consumer);
 	free(q);

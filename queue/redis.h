@@ -35,6 +35,11 @@ struct rq_callbacks {
 	 */
 	void (*entry)(void *arg, size_t tenant, const char *entry_id,
 	    const char *job, size_t joblen, size_t nfields);
+	/* A new entry seen by rq_watch() (job as for entry). */
+	void (*watched)(void *arg, size_t tenant, const char *entry_id,
+	    const char *job, size_t joblen);
+	/* rq_watch() finished: 0 or -errno. */
+	void (*watch_done)(void *arg, int status);
 	/* rq_read() finished: status 0 (n entries delivered) or -errno. */
 	void (*read_done)(void *arg, int status, size_t n);
 };
@@ -113,6 +118,20 @@ typedef void rq_tenants_cb(void *arg, int status, const struct tenant_conf *conf
     const bool *ok, size_t n, uint64_t gen);
 /* Starts one load; -EBUSY while one is in flight, -ENOTCONN when down. */
 int rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg);
+
+/*
+ * Admission of new entries (max_queued and rate, docs/tenants.md), on a
+ * connection of its own: rq_watch() XREADs the new entries of the streams
+ * of tenants with want[i] (every host sees every entry), and rq_admit()
+ * decides one atomically for all hosts: the verdict is 0 admitted, 1 queue
+ * full or 2 over the rate (the entry was deleted: the caller answers it),
+ * or -errno; before is the number of unfinished jobs ahead of it (-1 when
+ * not counted).
+ */
+int rq_watch(struct rq *q, const bool *want, int64_t block_ms);
+typedef void rq_admit_cb(void *arg, int verdict, long long before);
+int rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_queued,
+    double rate, uint32_t burst, rq_admit_cb *cb, void *arg);
 
 /* HSET PREFIX:hosts host json (fire and forget; -ENOTCONN when down). */
 int rq_host_status(struct rq *q, const char *host, const char *json);

@@ -231,3 +231,68 @@ Test(fair, tenant_ceilings_and_denied_patterns_refuse_with_a_reason)
 	free(out);
 	sandq_close(a);
 }
+
+/*
+ * max_queued and rate refuse at once: with two long jobs holding both
+ * workers, a tenant capped at 4 unfinished jobs gets exactly two more
+ * admitted and the rest rejected while the long ones still run; a tenant
+ * with a rate of 1 job/s (burst 2) submitting 10 at once gets 2 through.
+ */
+Test(fair, max_queued_and_rate_refuse_submissions_at_once)
+{
+	static const char *const extra[] = { "--set", "tenants=default,a,b",
+	    "--set", "tenant.a.max_queued=4", "--set", "tenant.b.rate=1",
+	    "--set", "tenant.b.burst=2", NULL };
+	enum { N = 10 };
+	char longs[2][SANDQ_ID_MAX + 1], ids[N][SANDQ_ID_MAX + 1];
+	struct sandq_result *r;
+	struct sandq *a, *b;
+	int refused = 0, admitted = 0;
+
+	start(extra);
+	a = client_for("a");
+	b = client_for("b");
+	struct sandq_job_opts hold = { .limits = { .wall_ms = 8000 } };
+
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(sandq_submit_sh(a, "sleep 60", &hold, longs[i]), 0);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(sandq_submit_sh(a, "true", NULL, ids[i]), 0);
+	/* Every refusal arrives while the long jobs still hold the workers. */
+	for (int i = 0; i < N; i++) {
+		int rc = sandq_wait(a, ids[i], 1500, &r);
+
+		if (rc == -ETIMEDOUT) {
+			admitted++;	/* queued behind the long jobs */
+			continue;
+		}
+		cr_assert_eq(rc, 0, "%s", sandq_last_error(a));
+		cr_expect_str_eq(r->status, "rejected");
+		cr_expect_str_eq(r->error_code, "queue_full");
+		cr_expect_not_null(strstr(r->error_message, "max_queued is 4"), "%s",
+		    r->error_message);
+		refused++;
+		sandq_result_free(r);
+	}
+	cr_expect_eq(admitted, 2, "admitted %d of %d past the two running", admitted, N);
+	cr_expect_eq(refused, N - 2);
+
+	refused = admitted = 0;
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(sandq_submit_exec(b, (const char *const[]){ "true", NULL }, NULL,
+		    ids[i]), 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(sandq_wait(b, ids[i], WAIT_MS, &r), 0, "%s", sandq_last_error(b));
+		if (strcmp(r->status, "rejected") == 0) {
+			cr_expect_str_eq(r->error_code, "rate_limited");
+			refused++;
+		} else
+			admitted++;
+		sandq_result_free(r);
+	}
+	/* Ten submissions within a few ms: the burst of 2, perhaps one refill. */
+	cr_expect(admitted >= 2 && admitted <= 3, "%d admitted at 1 job/s, burst 2",
+	    admitted);
+	sandq_close(a);
+	sandq_close(b);
+}

@@ -1,0 +1,129 @@
+/*
+ * admit.c - a tenant's max_queued and rate, refused at once.
+ *
+ * Reading is pull-based (sched.c): a job waits in its stream until a worker
+ * can take it, which under a backlog is when the queue cap matters most.
+ * So the caps are not checked when a job is read but when it is added:
+ * while any tenant has max_queued or rate set, a connection of its own
+ * XREADs the new entries of those tenants' streams as they arrive
+ * (rq_watch: every host sees every entry), and each one is decided by an
+ * atomic script shared by all hosts (rq_admit): past max_queued unfinished
+ * jobs ahead of it, or with its tenant's token bucket empty, the entry is
+ * deleted and the host that decided it answers it at once, rejected with
+ * queue_full or rate_limited, on the audit trail. An entry some host had
+ * already taken is admitted: a job is never both run and refused.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/xmalloc.h"
+#include "dispatcher.h"
+
+#define WATCH_BLOCK_MS 1000	/* the tenants watched are re-read this often */
+#define WATCH_RETRY_MS 500
+
+struct admit_req {
+	struct sandqd *d;
+	size_t tenant;
+	char entry_id[48];
+	char *job;		/* the entry's bytes, for the answer */
+	size_t joblen;
+};
+
+static bool
+capped(const struct tenant *t)
+{
+	return t->active && t->has_conf && (t->conf.max_queued > 0 || t->conf.rate > 0);
+}
+
+static void
+on_verdict(void *arg, int verdict, long long before)
+{
+	struct admit_req *r = arg;
+	struct sandqd *d = r->d;
+	const struct tenant *t = &d->tenants[r->tenant];
+	char msg[256];
+
+	if (verdict == 1) {
+		snprintf(msg, sizeof(msg), "tenant '%s' has %lld jobs queued or running, "
+		    "its max_queued is %u: submit again later", t->name, before,
+		    t->conf.max_queued);
+		jobs_refuse(d, r->tenant, r->entry_id, r->job, r->joblen, "queue_full",
+		    "max_queued", msg);
+	} else if (verdict == 2) {
+		snprintf(msg, sizeof(msg), "tenant '%s' submits faster than its rate of "
+		    "%g jobs/s (burst %u): submit again later", t->name, t->conf.rate,
+		    tenant_burst(&t->conf));
+		jobs_refuse(d, r->tenant, r->entry_id, r->job, r->joblen, "rate_limited",
+		    "rate", msg);
+	} else if (verdict < 0 && verdict != -ENOTCONN)
+		log_warnx("tenant %s: entry %s admitted unchecked: %s", t->name,
+		    r->entry_id, strerror(-verdict));
+	free(r->job);
+	free(r);
+}
+
+void
+admit_watched(struct sandqd *d, size_t tenant, const char *entry_id,
+    const char *job, size_t joblen)
+{
+	const struct tenant *t = &d->tenants[tenant];
+	struct admit_req *r;
+
+	if (!capped(t))
+		return;
+	r = xcalloc(1, sizeof(*r));
+	r->d = d;
+	r->tenant = tenant;
+	snprintf(r->entry_id, sizeof(r->entry_id), "%s", entry_id);
+	if (job != NULL) {
+		r->job = xmemdup0(job, joblen);
+		r->joblen = joblen;
+	}
+	if (rq_admit(d->rq, tenant, entry_id, t->conf.max_queued, t->conf.rate,
+	    tenant_burst(&t->conf), on_verdict, r) < 0) {
+		free(r->job);
+		free(r);
+	}
+}
+
+static void
+retry_cb(uv_timer_t *timer)
+{
+	admit_watch(timer->data);
+}
+
+void
+admit_watch(struct sandqd *d)
+{
+	bool *want, any = false;
+	int rc;
+
+	if (d->draining || uv_is_active((uv_handle_t *)&d->admit_retry))
+		return;
+	want = xcalloc(d->ntenants, sizeof(*want));
+	for (size_t i = 0; i < d->ntenants; i++)
+		any |= want[i] = capped(&d->tenants[i]);
+	rc = any ? rq_watch(d->rq, want, WATCH_BLOCK_MS) : -EAGAIN;
+	free(want);
+	/* Busy: its reply comes back here. Else look again a bit later. */
+	if (rc < 0 && rc != -EBUSY)
+		uv_timer_start(&d->admit_retry, retry_cb, WATCH_RETRY_MS, 0);
+}
+
+void
+admit_init(struct sandqd *d)
+{
+	uv_timer_init(d->loop, &d->admit_retry);
+	d->admit_retry.data = d;
+}
+
+void
+admit_stop(struct sandqd *d)
+{
+	uv_timer_stop(&d->admit_retry);
+	uv_close((uv_handle_t *)&d->admit_retry, NULL);
+}
