@@ -60,6 +60,7 @@ msg_type_name(uint32_t type)
 	case MSG_SBX_COMMIT: return "SBX_COMMIT";
 	case MSG_SBX_CHANGES: return "SBX_CHANGES";
 	case MSG_SBX_SNAPSHOT: return "SBX_SNAPSHOT";
+	case MSG_JOB_TENANT: return "JOB_TENANT";
 	case MSG_SBX_BASE: return "SBX_BASE";
 	case MSG_SBX_BASE_NEXT: return "SBX_BASE_NEXT";
 	case MSG_SPAWN_REQ: return "SPAWN_REQ";

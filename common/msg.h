@@ -43,6 +43,7 @@ enum msg_type {
 	/* 1xx: dispatcher -> worker. */
 	MSG_JOB_RUN = 100,	/* payload: normalised job (msgpack) */
 	MSG_SHUTDOWN = 101,	/* empty: finish and exit */
+	MSG_JOB_TENANT = 102,	/* struct msg_job_tenant: before each MSG_JOB_RUN */
 	/* 2xx: worker -> dispatcher. */
 	MSG_HELLO = 200,	/* payload: struct msg_hello */
 	MSG_JOB_DONE = 201,	/* payload: result (msgpack) */
@@ -81,6 +82,12 @@ struct msg_hdr {
 	uint16_t flags;		/* MSG_F_* */
 };
 _Static_assert(sizeof(struct msg_hdr) == 16, "msg_hdr is a wire struct");
+
+/* What the worker needs of the job's tenant besides the job. */
+struct msg_job_tenant {
+	uint64_t storage_quota;	/* bytes its sandboxes' heads may hold; 0: no cap */
+};
+_Static_assert(sizeof(struct msg_job_tenant) == 8, "msg_job_tenant is a wire struct");
 
 struct msg_hello {
 	uint32_t pid;		/* the worker's pid */

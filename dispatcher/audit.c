@@ -133,6 +133,10 @@ daudit_result(struct sandqd *d, struct djob *j, const struct result *r)
 	for (size_t i = 0; i < r->nrefused_paths; i++)
 		daudit_job(d, j, AUDIT_CAT_PATH, "refused", r->refused_paths[i], false,
 		    AUDIT_LVL_WARNING, "a change the path rules kept out of the commit");
+	if (r->status == ST_REJECTED && r->error_code != NULL &&
+	    strcmp(r->error_code, "storage_quota") == 0)
+		daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", "storage_quota_bytes", false,
+		    AUDIT_LVL_WARNING, "%s", r->error_message ? r->error_message : "");
 	if (r->status == ST_REJECTED || r->status == ST_EXPIRED) {
 		daudit_job(d, j, AUDIT_CAT_JOB, "rejected", r->error_code, false,
 		    AUDIT_LVL_WARNING, "%s", r->error_message ? r->error_message : st);

@@ -376,7 +376,12 @@ pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j)
 {
 	int rc;
 
-	rc = msg_send(w->fd, MSG_JOB_RUN, j->seq, j->norm, j->normlen, -1);
+	struct msg_job_tenant jt = { .storage_quota = d->tenants[j->tenant].has_conf ?
+	    d->tenants[j->tenant].conf.storage_quota_bytes : 0 };
+
+	rc = msg_send(w->fd, MSG_JOB_TENANT, j->seq, &jt, sizeof(jt), -1);
+	if (rc == 0)
+		rc = msg_send(w->fd, MSG_JOB_RUN, j->seq, j->norm, j->normlen, -1);
 	if (rc < 0) {
 		worker_broken(d, w, "cannot take a job");
 		return rc;

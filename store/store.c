@@ -705,6 +705,30 @@ out_free:
 	return rc;
 }
 
+int64_t
+store_tenant_usage(struct store *st, const char *tenant, struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	int64_t rc;
+
+	err_clear(e);
+	if ((rc = tenant_check(tenant, e)) != 0)
+		return rc;
+	/* Each head once: forks of one snapshot count it once. */
+	rc = store__stmt_prepare(st, "SELECT COALESCE(SUM(size), 0) FROM blobs"
+	    " WHERE sha256 IN (SELECT head FROM sandboxes WHERE tenant = ?1)", &stmt, e);
+	if (rc != 0)
+		return rc;
+	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) == 0) {
+		int s = sqlite3_step(stmt);
+
+		rc = s == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) :
+		    store__db_fail(st->db, s, "sandboxes", e);
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
 int
 store_sandbox_get(struct store *st, const char *tenant, const char *id,
     struct store_sandbox *out, struct err *e)

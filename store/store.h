@@ -232,6 +232,13 @@ int store_sandbox_create_blob(struct store *st, const char *tenant,
     const char *id, const void *data, size_t len, const char *labels_json,
     char sha_hex[STORE_SHA_HEX + 1], struct err *e);
 
+/*
+ * The bytes of the tenant's sandboxes' heads, each snapshot once (forks of
+ * one head share it): what a tenant's storage quota is measured against.
+ * Returns the size (>= 0) or -errno.
+ */
+int64_t store_tenant_usage(struct store *st, const char *tenant, struct err *e);
+
 /* Fills *out with tenant/id. -ENOENT if it does not exist. */
 int store_sandbox_get(struct store *st, const char *tenant, const char *id,
     struct store_sandbox *out, struct err *e);

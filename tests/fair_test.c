@@ -296,3 +296,58 @@ Test(fair, max_queued_and_rate_refuse_submissions_at_once)
 	sandq_close(a);
 	sandq_close(b);
 }
+
+/*
+ * A storage quota: a commit that would take the tenant's sandboxes past it
+ * is rejected, naming the quota, and changes nothing; one that shrinks the
+ * sandbox is always committed.
+ */
+Test(fair, storage_quota_refuses_commits_that_grow_past_it)
+{
+	static const char *const extra[] = { "--set", "tenants=default,a",
+	    "--set", "tenant.a.storage_quota_bytes=600000", NULL };
+	struct sandq_job_opts o = { .sandbox = "q1" };
+	struct sandq_op_args create = { .sandbox = "q1" };
+	struct sandq_op_args w = { .sandbox = "q1", .path = "/big",
+	    .data_len = 600000 };
+	struct sandq_result *r;
+	char id[SANDQ_ID_MAX + 1];
+	struct sandq *a;
+	uint64_t version;
+	void *zeros = calloc(1, 600000);
+
+	start(extra);
+	a = client_for("a");
+	cr_assert_eq(sandq_call(a, "sandbox.create", &create, NULL, WAIT_MS, &r), 0);
+	cr_assert_str_eq(r->status, "ok");
+	sandq_result_free(r);
+
+	cr_assert_eq(sandq_submit_sh(a, "head -c 300000 /dev/urandom > f1; echo ok", &o, id), 0);
+	cr_assert_eq(sandq_wait(a, id, WAIT_MS, &r), 0);
+	cr_assert_str_eq(r->status, "ok", "%s", r->error_message ? r->error_message : "");
+	version = r->version;
+	sandq_result_free(r);
+
+	cr_assert_eq(sandq_submit_sh(a, "head -c 300000 /dev/urandom > f2", &o, id), 0);
+	cr_assert_eq(sandq_wait(a, id, WAIT_MS, &r), 0);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_code, "storage_quota");
+	cr_expect_not_null(strstr(r->error_message, "600000"), "%s", r->error_message);
+	cr_expect_eq(r->version, version, "the refused commit moved the head");
+	sandq_result_free(r);
+
+	w.data = zeros;
+	cr_assert_eq(sandq_call(a, "fs.write", &w, NULL, WAIT_MS, &r), 0);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_code, "storage_quota");
+	sandq_result_free(r);
+	free(zeros);
+
+	/* Shrinking is always allowed, over the quota or not. */
+	cr_assert_eq(sandq_submit_sh(a, "rm f1", &o, id), 0);
+	cr_assert_eq(sandq_wait(a, id, WAIT_MS, &r), 0);
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_eq(r->version, version + 1);
+	sandq_result_free(r);
+	sandq_close(a);
+}

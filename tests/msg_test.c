@@ -646,6 +646,7 @@ Test(msg, type_name_known_and_unknown)
 		{ MSG_SBX_SNAPSHOT, "SBX_SNAPSHOT" },
 		{ MSG_SBX_BASE, "SBX_BASE" },
 		{ MSG_SBX_BASE_NEXT, "SBX_BASE_NEXT" },
+		{ MSG_JOB_TENANT, "JOB_TENANT" },
 		{ MSG_SPAWN_REQ, "SPAWN_REQ" },
 		{ MSG_SPAWN_DONE, "SPAWN_DONE" },
 		{ MSG_SPAWN_PIDFD, "SPAWN_PIDFD" },

@@ -540,6 +540,22 @@ ops__commit(struct ops *o, json_t *params, bool create, const char *labels)
 	if ((rc = agentfs_to_blob(o->fs, &blob, &len, &e)) != 0)
 		return ops__fail(o, ST_INTERNAL, "store", "sandbox '%s': %s",
 		    o->id, ops__emsg(&e));
+	if (o->quota > 0) {
+		/* What the new head adds to the tenant's, against its quota;
+		 * an op that does not grow the sandbox always passes. */
+		size_t old = create ? 0 : o->head_len;
+		int64_t usage = store_tenant_usage(o->st, o->j->tenant, &e);
+
+		if (usage >= 0 && len > old &&
+		    (uint64_t)usage - old + len > o->quota) {
+			free(blob);
+			return ops__fail(o, ST_REJECTED, "storage_quota", "sandbox '%s': "
+			    "tenant '%s''s sandboxes would hold %llu bytes, above its "
+			    "storage quota of %llu", o->id, o->j->tenant,
+			    (unsigned long long)((uint64_t)usage - old + len),
+			    (unsigned long long)o->quota);
+		}
+	}
 	/* The blob and the head move in one transaction: nothing stored
 	 * unnamed, whatever retention runs meanwhile. */
 	if (create)
@@ -623,7 +639,14 @@ result_fill(struct ops *o)
 int
 ops_run(struct store *st, const struct job *j, struct result *res)
 {
-	struct ops o = { .st = st, .j = j, .res = res };
+	return ops_run_quota(st, j, 0, res);
+}
+
+int
+ops_run_quota(struct store *st, const struct job *j, uint64_t quota,
+    struct result *res)
+{
+	struct ops o = { .st = st, .j = j, .res = res, .quota = quota };
 	int64_t t0 = mono_ns();
 	int rc = OPS_DONE, ret = 0;
 

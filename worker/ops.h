@@ -50,6 +50,14 @@
  * still filled as internal).
  */
 int ops_run(struct store *st, const struct job *j, struct result *res);
+/*
+ * ops_run() for a tenant with a storage quota (bytes; 0: none): an op whose
+ * commit would take the tenant's sandboxes' heads past it is rejected
+ * (storage_quota) and changes nothing; one that does not grow its sandbox
+ * always passes.
+ */
+int ops_run_quota(struct store *st, const struct job *j, uint64_t quota,
+    struct result *res);
 
 /*
  * A string of a tool_calls row (runs' too, worker/job.c): n bytes of p as

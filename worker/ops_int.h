@@ -29,6 +29,7 @@ struct ops {
 	struct store *st;			/* the store (not owned) */
 	const struct job *j;			/* the job (not owned) */
 	struct result *res;			/* filled on rejection */
+	uint64_t quota;				/* the tenant's storage quota; 0: none */
 	const char *id;				/* j->sandbox, or "" */
 	struct perms perms;			/* fs.* path rules */
 	struct store_sandbox sb;		/* head loaded (have_sb) */

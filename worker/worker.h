@@ -21,6 +21,7 @@ struct worker {
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
 	unsigned long jobs;		/* jobs run so far */
 	struct store *store;		/* the host's snapshot store */
+	uint64_t quota;			/* the next job's tenant's storage quota */
 	/*
 	 * The last snapshot used, as an image (read from the store) and a
 	 * patch of the blocks rewritten since (store/patch.h): sealed memfds.
