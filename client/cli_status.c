@@ -40,7 +40,8 @@ static const char man_status[] =
 "\n"
 "DESCRIPTION\n"
 "       Lists the sandqd hosts that share this Redis (workers, how many are\n"
-"       busy, how long ago each last reported), then one line per tenant:\n"
+"       busy, how long ago each last reported, audit events it could not\n"
+"       record), then one line per tenant:\n"
 "         QUEUED      its jobs not started yet, in Redis or taken by a host\n"
 "         RUNNING     its jobs running now, on all hosts\n"
 "         DONE/1m     results published in the last minute, refusals aside\n"
@@ -167,6 +168,8 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		json_object_set_new(e, "workers", json_integer(jint(h, "workers")));
 		json_object_set_new(e, "busy", json_integer(jint(h, "busy")));
 		json_object_set_new(e, "age_ms", json_integer(age));
+		json_object_set_new(e, "audit_lost", json_integer(jint(h, "audit_db_dropped") +
+		    jint(h, "audit_stream_lost")));
 		json_object_set_new(e, "live", json_boolean(live));
 		json_array_append_new(hosts, e);
 		if (live) {
@@ -229,11 +232,13 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		size_t i;
 		json_t *e;
 
-		printf("%-24s %8s %6s %8s\n", "HOST", "WORKERS", "BUSY", "AGE");
+		printf("%-24s %8s %6s %8s %11s\n", "HOST", "WORKERS", "BUSY", "AGE",
+		    "AUDIT LOST");
 		json_array_foreach(hosts, i, e)
-			printf("%-24.24s %8lld %6lld %7.1fs%s\n",
+			printf("%-24.24s %8lld %6lld %7.1fs %11lld%s\n",
 			    json_string_value(json_object_get(e, "host")), jint(e, "workers"),
 			    jint(e, "busy"), (double)jint(e, "age_ms") / 1000.0,
+			    jint(e, "audit_lost"),
 			    json_is_true(json_object_get(e, "live")) ? "" : "  (gone)");
 		printf("\n%-24s %8s %8s %8s %10s %6s\n", "TENANT", "QUEUED", "RUNNING",
 		    "DONE/1m", "REFUSED/1m", "SHARE");

@@ -109,6 +109,7 @@ daudit_close(struct sandqd *d, struct djob *j)
 	if (j->audit_over == 0)
 		return;
 	snprintf(detail, sizeof(detail), "{\"not_streamed\":%" PRIu64 "}", j->audit_over);
+	d->audit_stream_lost += j->audit_over;
 	event_fill(d, j, &ev, AUDIT_CAT_AUDIT, "truncated", "", true, AUDIT_LVL_NOTICE,
 	    detail);
 	/* The last slot says what the stream misses (the database has all). */

@@ -135,6 +135,7 @@ struct sandqd {
 	uint64_t jobs_done;		/* results published */
 	struct audit_writer *audit;	/* the host's audit database, or NULL */
 	uint64_t tenants_gen;		/* the Redis tenants' counter last applied */
+	uint64_t audit_stream_lost;	/* events that could not reach a stream */
 	uv_timer_t tenants_poll;	/* polls it */
 	uv_timer_t status_timer;	/* writes this host's status */
 	uv_timer_t admit_retry;		/* watches new entries again (admit.c) */

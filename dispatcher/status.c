@@ -5,6 +5,7 @@
  * in the hash PREFIX:hosts (ARCHITECTURE.md section 3):
  *
  *   {"host", "time" (epoch ms), "pid", "workers", "busy",
+ *    "audit_db_dropped", "audit_stream_lost" (events the audit sinks lost),
  *    "tenants": {NAME: {"queued", "running", "done_1m", "refused_1m"}}}
  *
  * queued is what this host has taken from the tenant's stream and not yet
@@ -75,6 +76,14 @@ status_cb(uv_timer_t *timer)
 	json_object_set_new(o, "pid", json_integer((json_int_t)getpid()));
 	json_object_set_new(o, "workers", json_integer((json_int_t)d->nslots));
 	json_object_set_new(o, "busy", json_integer((json_int_t)pool_count(d, W_BUSY)));
+	if (d->audit != NULL) {
+		uint64_t queued, written, dropped, failed;
+
+		audit_writer_stats(d->audit, &queued, &written, &dropped, &failed);
+		json_object_set_new(o, "audit_db_dropped", json_integer((json_int_t)dropped));
+	}
+	json_object_set_new(o, "audit_stream_lost",
+	    json_integer((json_int_t)d->audit_stream_lost));
 	for (size_t i = 0; i < d->ntenants; i++) {
 		const struct tenant *t = &d->tenants[i];
 		json_t *e = json_object();
