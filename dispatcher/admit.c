@@ -10,8 +10,10 @@
  * atomic script shared by all hosts (rq_admit): past max_queued unfinished
  * jobs ahead of it, or with its tenant's token bucket empty, the entry is
  * deleted and the host that decided it answers it at once, rejected with
- * queue_full or rate_limited, on the audit trail. An entry some host had
- * already taken is admitted: a job is never both run and refused.
+ * queue_full or rate_limited, on the audit trail. A host that reads a
+ * capped tenant's entry for a worker asks the same script before queueing
+ * it (admit_read), so whichever comes first decides, once, in stream
+ * order: a job is never both run and refused, nor run unchecked.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -64,6 +66,63 @@ on_verdict(void *arg, int verdict, long long before)
 		    r->entry_id, strerror(-verdict));
 	free(r->job);
 	free(r);
+}
+
+bool
+admit_capped(const struct sandqd *d, size_t tenant)
+{
+	return capped(&d->tenants[tenant]);
+}
+
+static void
+on_read_verdict(void *arg, int verdict, long long before)
+{
+	struct djob *j = arg;
+	struct sandqd *d = j->d;
+	const struct tenant *t = &d->tenants[j->tenant];
+	char msg[256];
+
+	switch (verdict) {
+	case 1:
+	case 2:
+		if (verdict == 1)
+			snprintf(msg, sizeof(msg), "tenant '%s' has %lld jobs queued or "
+			    "running, its max_queued is %u: submit again later", t->name,
+			    before, t->conf.max_queued);
+		else
+			snprintf(msg, sizeof(msg), "tenant '%s' submits faster than its "
+			    "rate of %g jobs/s (burst %u): submit again later", t->name,
+			    t->conf.rate, tenant_burst(&t->conf));
+		daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", verdict == 1 ? "max_queued" :
+		    "rate", false, AUDIT_LVL_WARNING, "%s", msg);
+		jobs_refuse_read(d, j, verdict == 1 ? "queue_full" : "rate_limited", msg);
+		break;
+	case 3:
+		djob_free(j);		/* refused and answered by whoever decided */
+		break;
+	case -ENOTCONN:
+		/* Unanswered: the entry stays pending, read again later. */
+		djob_free(j);
+		break;
+	default:
+		if (verdict < 0)
+			log_warnx("tenant %s: job %s admitted unchecked: %s", t->name, j->id,
+			    strerror(-verdict));
+		sched_enqueue(d, j);
+		sched_dispatch(d);
+		break;
+	}
+}
+
+void
+admit_read(struct sandqd *d, struct djob *j)
+{
+	const struct tenant *t = &d->tenants[j->tenant];
+
+	j->d = d;
+	if (rq_admit(d->rq, j->tenant, j->entry_id, t->conf.max_queued, t->conf.rate,
+	    tenant_burst(&t->conf), on_read_verdict, j) < 0)
+		djob_free(j);	/* Redis is down: read again once it is back */
 }
 
 void

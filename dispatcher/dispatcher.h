@@ -155,6 +155,10 @@ void tenants_free(struct sandqd *d);
 void admit_init(struct sandqd *d);
 /* (Re)starts the watch of new entries of tenants with max_queued or rate. */
 void admit_watch(struct sandqd *d);
+/* Whether the tenant has max_queued or rate set. */
+bool admit_capped(const struct sandqd *d, size_t tenant);
+/* A capped tenant's job read for a worker: queued once admitted. */
+void admit_read(struct sandqd *d, struct djob *j);
 /* A new entry the watch saw: decided by rq_admit(), answered if refused. */
 void admit_watched(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen);
@@ -194,6 +198,9 @@ void daudit_close(struct sandqd *d, struct djob *j);
  */
 void jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, const char *code, const char *quota,
+    const char *msg);
+/* The same for a job read for a worker (decoded, not queued). */
+void jobs_refuse_read(struct sandqd *d, struct djob *j, const char *code,
     const char *msg);
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen, size_t nfields);

@@ -348,6 +348,10 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 	if (payload_job_encode(job, &j->norm, &j->normlen) < 0)
 		fatalx("cannot encode a job");
 	j->job = job;
+	if (admit_capped(d, tenant)) {
+		admit_read(d, j);	/* queued once admitted */
+		return;
+	}
 	sched_enqueue(d, j);
 }
 
@@ -365,6 +369,12 @@ jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id, const char *r
 		answer_early(d, j, ST_REJECTED, code, msg);
 	else
 		dead_letter(d, j, msg, raw, rawlen);
+}
+
+void
+jobs_refuse_read(struct sandqd *d, struct djob *j, const char *code, const char *msg)
+{
+	answer_early(d, j, ST_REJECTED, code, msg);
 }
 
 void

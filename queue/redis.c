@@ -981,14 +981,16 @@ rq_watch(struct rq *q, const bool *want, int64_t block_ms)
 /*
  * One entry's admission, atomic whatever the number of hosts. KEYS: the
  * jobs stream, the tenant's admission state (a hash only dispatchers
- * write). ARGV: entry id, max_queued, rate, burst, the consumer group. An
- * entry at or before the state's "last" was decided by some host already,
- * and one a host has taken (pending in the group) is admitted: either way
- * 0. Otherwise: past max_queued unfinished jobs before it (the stream holds
- * exactly the unfinished ones: an entry leaves it with its result), or with
- * no token left in the bucket (refilled at rate per second of submission
- * time, the entries' ids, up to burst), it is deleted and the reply says
- * why: 1 queue full, 2 over the rate. Returns {verdict, unfinished before}.
+ * write). ARGV: entry id, max_queued, rate, burst. Entries are decided in
+ * stream order, each once: one at or before the state's "last" was decided
+ * already, and is admitted (0) if it is still in the stream, else it was
+ * refused (3: whoever refused it answered it). Otherwise: past max_queued
+ * unfinished jobs before it (the stream holds exactly the unfinished ones:
+ * an entry leaves it with its result), or with no token left in the bucket
+ * (refilled at rate per second of submission time, the entries' ids, up to
+ * burst), it is deleted and the reply says why: 1 queue full, 2 over the
+ * rate. The watch and the reader of a capped tenant both ask, so whichever
+ * comes first decides. Returns {verdict, unfinished before}.
  */
 static const char admit_lua[] =
 "local function older(a, b)\n"
@@ -999,9 +1001,11 @@ static const char admit_lua[] =
 "end\n"
 "local id, maxq, rate, burst = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
 "local st = redis.call('HMGET', KEYS[2], 'last', 'tokens', 'ts')\n"
-"if st[1] and older(id, st[1]) then return {0, -1} end\n"
+"if st[1] and older(id, st[1]) then\n"
+"  if #redis.call('XRANGE', KEYS[1], id, id) > 0 then return {0, -1} end\n"
+"  return {3, -1}\n"
+"end\n"
 "redis.call('HSET', KEYS[2], 'last', id)\n"
-"if #redis.call('XPENDING', KEYS[1], ARGV[5], id, id, 1) > 0 then return {0, -1} end\n"
 "local before = -1\n"
 "if maxq > 0 then\n"
 "  local after = #redis.call('XRANGE', KEYS[1], '(' .. id, '+', 'COUNT', 1000)\n"
@@ -1066,8 +1070,8 @@ rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_queued,
 	op->cb = cb;
 	op->arg = arg;
 	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_admit_reply, op,
-	    "EVAL %s 2 %s %s %s %s %s %s %s", admit_lua, q->jobs_keys[tenant], key,
-	    entry_id, mq, rt, bu, KEY_GROUP) != REDIS_OK) {
+	    "EVAL %s 2 %s %s %s %s %s %s", admit_lua, q->jobs_keys[tenant], key,
+	    entry_id, mq, rt, bu) != REDIS_OK) {
 		free(op);
 		return -EIO;
 	}

@@ -125,8 +125,10 @@ int rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *a
  * of tenants with want[i] (every host sees every entry), and rq_admit()
  * decides one atomically for all hosts: the verdict is 0 admitted, 1 queue
  * full or 2 over the rate (the entry was deleted: the caller answers it),
- * or -errno; before is the number of unfinished jobs ahead of it (-1 when
- * not counted).
+ * 3 refused earlier (whoever refused it answered it), or -errno; before is
+ * the number of unfinished jobs ahead of it (-1 when not counted). The
+ * reader of a capped tenant asks too, before it queues an entry, so a job
+ * is never run unless admitted.
  */
 int rq_watch(struct rq *q, const bool *want, int64_t block_ms);
 typedef void rq_admit_cb(void *arg, int verdict, long long before);

@@ -258,24 +258,38 @@ Test(fair, max_queued_and_rate_refuse_submissions_at_once)
 		cr_assert_eq(sandq_submit_sh(a, "sleep 60", &hold, longs[i]), 0);
 	for (int i = 0; i < N; i++)
 		cr_assert_eq(sandq_submit_sh(a, "true", NULL, ids[i]), 0);
-	/* Every refusal arrives while the long jobs still hold the workers. */
-	for (int i = 0; i < N; i++) {
-		int rc = sandq_wait(a, ids[i], 1500, &r);
+	/*
+	 * Admitted jobs run once the long ones are stopped (8 s); refused ones
+	 * are answered at once: before the long jobs end, whatever the load.
+	 */
+	uint64_t refused_last = 0, long_end = UINT64_MAX;
 
-		if (rc == -ETIMEDOUT) {
-			admitted++;	/* queued behind the long jobs */
-			continue;
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(sandq_wait(a, ids[i], WAIT_MS, &r), 0, "%s", sandq_last_error(a));
+		if (strcmp(r->status, "ok") == 0) {
+			admitted++;
+		} else {
+			cr_expect_str_eq(r->status, "rejected");
+			cr_expect_str_eq(r->error_code, "queue_full");
+			cr_expect_not_null(strstr(r->error_message, "max_queued is 4"), "%s",
+			    r->error_message);
+			if (r->finished_at > refused_last)
+				refused_last = r->finished_at;
+			refused++;
 		}
-		cr_assert_eq(rc, 0, "%s", sandq_last_error(a));
-		cr_expect_str_eq(r->status, "rejected");
-		cr_expect_str_eq(r->error_code, "queue_full");
-		cr_expect_not_null(strstr(r->error_message, "max_queued is 4"), "%s",
-		    r->error_message);
-		refused++;
+		sandq_result_free(r);
+	}
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(sandq_wait(a, longs[i], WAIT_MS, &r), 0);
+		cr_expect_str_eq(r->status, "timeout");
+		if (r->finished_at < long_end)
+			long_end = r->finished_at;
 		sandq_result_free(r);
 	}
 	cr_expect_eq(admitted, 2, "admitted %d of %d past the two running", admitted, N);
 	cr_expect_eq(refused, N - 2);
+	cr_expect_lt(refused_last, long_end, "a refusal came only after the long jobs "
+	    "ended: not at once");
 
 	refused = admitted = 0;
 	for (int i = 0; i < N; i++)
