@@ -926,9 +926,8 @@ rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg)
 /*
  * New entries of the streams of the tenants i with want[i], as they are
  * added: XREAD (no group: every host sees them), from where the last watch
- * ended (at first, from the stream's start: entries already decided, or
- * taken by a host, are admitted again at no cost). Each goes to the
- * watched callback, then watch_done. Blocks up to block_ms.
+ * ended (at first, from now). Each goes to the watched callback, then
+ * watch_done. Blocks up to block_ms.
  */
 int
 rq_watch(struct rq *q, const bool *want, int64_t block_ms)
@@ -959,8 +958,13 @@ rq_watch(struct rq *q, const bool *want, int64_t block_ms)
 		}
 	for (size_t i = 0; i < q->ntenants; i++)
 		if (want[i] && q->group_ok[i])
-			/* At first from the start: what already waits is decided too. */
-			argv[argc++] = q->watch_last[i][0] ? q->watch_last[i] : "0-0";
+			/*
+			 * At first from now: what waits already (some of it
+			 * running) is decided by its reader. So is an entry
+			 * added between two XREADs from "$": the watch only
+			 * makes refusals prompt; the readers make them sure.
+			 */
+			argv[argc++] = q->watch_last[i][0] ? q->watch_last[i] : "$";
 	if (n == 0) {
 		free(argv);
 		free(argvlen);
