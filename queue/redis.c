@@ -68,6 +68,7 @@ struct rq {
 	struct rconn conn[RQ_NCONN];
 	char (*watch_last)[48];		/* per tenant: last id seen by rq_watch */
 	bool watch_pending;		/* an XREAD of rq_watch() is outstanding */
+	size_t watch_starts;		/* XREVRANGEs of new watches still due */
 	size_t groups_pending;		/* XGROUP replies still due */
 	bool groups_ok;			/* every group exists */
 	bool ready;			/* ready() fired since the last loss */
@@ -926,9 +927,33 @@ rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg)
 /*
  * New entries of the streams of the tenants i with want[i], as they are
  * added: XREAD (no group: every host sees them), from where the last watch
- * ended (at first, from now). Each goes to the watched callback, then
- * watch_done. Blocks up to block_ms.
+ * ended (at first, from its last entry now). Each goes to the watched
+ * callback, then watch_done. Blocks up to block_ms.
  */
+/* Where a newly watched stream starts: its last entry now (or its start). */
+static void
+on_watch_start(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	redisReply *reply = r;
+	size_t i = (size_t)(uintptr_t)priv;
+
+	if (reply != NULL && i < q->ntenants) {
+		if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
+		    reply->element[0]->type == REDIS_REPLY_ARRAY &&
+		    reply->element[0]->elements == 2 &&
+		    reply_is_str(reply->element[0]->element[0]))
+			snprintf(q->watch_last[i], sizeof(q->watch_last[i]), "%s",
+			    reply->element[0]->element[0]->str);
+		else if (reply->type == REDIS_REPLY_ARRAY)
+			snprintf(q->watch_last[i], sizeof(q->watch_last[i]), "0-0");
+	}
+	if (q->watch_starts > 0 && --q->watch_starts == 0) {
+		q->watch_pending = false;
+		q->cb.watch_done(q->arg, reply == NULL ? -ENOTCONN : 0);
+	}
+}
+
 int
 rq_watch(struct rq *q, const bool *want, int64_t block_ms)
 {
@@ -942,6 +967,22 @@ rq_watch(struct rq *q, const bool *want, int64_t block_ms)
 		return -ENOTCONN;
 	if (q->watch_pending)
 		return -EBUSY;
+	/*
+	 * A stream watched for the first time starts at its last entry now;
+	 * from then on at the last entry seen, timeouts included, so no entry
+	 * added between two XREADs is missed. (What came before is decided by
+	 * its reader.)
+	 */
+	for (size_t i = 0; i < q->ntenants; i++)
+		if (want[i] && q->group_ok[i] && q->watch_last[i][0] == '\0' &&
+		    redisAsyncCommand(q->conn[RQ_WATCH].ac, on_watch_start,
+		    (void *)(uintptr_t)i, "XREVRANGE %s + - COUNT 1", q->jobs_keys[i]) ==
+		    REDIS_OK)
+			q->watch_starts++;
+	if (q->watch_starts > 0) {
+		q->watch_pending = true;
+		return 0;
+	}
 	argv = xcalloc(nargs, sizeof(*argv));
 	argvlen = xcalloc(nargs, sizeof(*argvlen));
 	snprintf(blk, sizeof(blk), "%lld", (long long)block_ms);
@@ -958,13 +999,7 @@ rq_watch(struct rq *q, const bool *want, int64_t block_ms)
 		}
 	for (size_t i = 0; i < q->ntenants; i++)
 		if (want[i] && q->group_ok[i])
-			/*
-			 * At first from now: what waits already (some of it
-			 * running) is decided by its reader. So is an entry
-			 * added between two XREADs from "$": the watch only
-			 * makes refusals prompt; the readers make them sure.
-			 */
-			argv[argc++] = q->watch_last[i][0] ? q->watch_last[i] : "$";
+			argv[argc++] = q->watch_last[i];
 	if (n == 0) {
 		free(argv);
 		free(argvlen);
