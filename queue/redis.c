@@ -927,10 +927,15 @@ rq_tenants_load(struct rq *q, uint64_t known_gen, rq_tenants_cb *cb, void *arg)
 /*
  * New entries of the streams of the tenants i with want[i], as they are
  * added: XREAD (no group: every host sees them), from where the last watch
- * ended (at first, from its last entry now). Each goes to the watched
- * callback, then watch_done. Blocks up to block_ms.
+ * ended (at first, after the last entry its consumer group delivered).
+ * Each goes to the watched callback, then watch_done. Blocks up to
+ * block_ms.
  */
-/* Where a newly watched stream starts: its last entry now (or its start). */
+/*
+ * Where a newly watched stream starts: its group's last delivered entry
+ * (XINFO GROUPS), so every entry no reader has taken yet is watched, and
+ * what readers took they decided themselves.
+ */
 static void
 on_watch_start(redisAsyncContext *ac, void *r, void *priv)
 {
@@ -938,15 +943,26 @@ on_watch_start(redisAsyncContext *ac, void *r, void *priv)
 	redisReply *reply = r;
 	size_t i = (size_t)(uintptr_t)priv;
 
-	if (reply != NULL && i < q->ntenants) {
-		if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 1 &&
-		    reply->element[0]->type == REDIS_REPLY_ARRAY &&
-		    reply->element[0]->elements == 2 &&
-		    reply_is_str(reply->element[0]->element[0]))
-			snprintf(q->watch_last[i], sizeof(q->watch_last[i]), "%s",
-			    reply->element[0]->element[0]->str);
-		else if (reply->type == REDIS_REPLY_ARRAY)
-			snprintf(q->watch_last[i], sizeof(q->watch_last[i]), "0-0");
+	for (size_t g = 0; reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
+	    i < q->ntenants && g < reply->elements; g++) {
+		const redisReply *grp = reply->element[g];
+		bool ours = false;
+		const char *last = NULL;
+
+		if (grp->type != REDIS_REPLY_ARRAY)
+			continue;
+		for (size_t k = 0; k + 1 < grp->elements; k += 2) {
+			const redisReply *f = grp->element[k], *v = grp->element[k + 1];
+
+			if (!reply_is_str(f) || !reply_is_str(v))
+				continue;
+			if (strcmp(f->str, "name") == 0)
+				ours = strcmp(v->str, KEY_GROUP) == 0;
+			else if (strcmp(f->str, "last-delivered-id") == 0)
+				last = v->str;
+		}
+		if (ours && last != NULL)
+			snprintf(q->watch_last[i], sizeof(q->watch_last[i]), "%s", last);
 	}
 	if (q->watch_starts > 0 && --q->watch_starts == 0) {
 		q->watch_pending = false;
@@ -968,16 +984,14 @@ rq_watch(struct rq *q, const bool *want, int64_t block_ms)
 	if (q->watch_pending)
 		return -EBUSY;
 	/*
-	 * A stream watched for the first time starts at its last entry now;
-	 * from then on at the last entry seen, timeouts included, so no entry
-	 * added between two XREADs is missed. (What came before is decided by
-	 * its reader.)
+	 * A stream watched for the first time starts after the last entry a
+	 * reader took; from then on at the last entry seen, timeouts
+	 * included, so no entry added between two XREADs is missed.
 	 */
 	for (size_t i = 0; i < q->ntenants; i++)
 		if (want[i] && q->group_ok[i] && q->watch_last[i][0] == '\0' &&
 		    redisAsyncCommand(q->conn[RQ_WATCH].ac, on_watch_start,
-		    (void *)(uintptr_t)i, "XREVRANGE %s + - COUNT 1", q->jobs_keys[i]) ==
-		    REDIS_OK)
+		    (void *)(uintptr_t)i, "XINFO GROUPS %s", q->jobs_keys[i]) == REDIS_OK)
 			q->watch_starts++;
 	if (q->watch_starts > 0) {
 		q->watch_pending = true;
