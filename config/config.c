@@ -244,6 +244,9 @@ static const struct option options[] = {
 	    STORE_KEEP_VERSIONS_MAX, false,
 	    "History rows (and their snapshots) each sandbox keeps; older ones "
 	    "are deleted at each commit. 0 keeps every version."),
+	NUM(lease_ms, OPT_INT, "30000", 300, 3600000, false,
+	    "Milliseconds a host's hold on the jobs it has read lasts without "
+	    "renewal; past it another host takes them over."),
 	NUM(audit_stream_max, OPT_INT, "100000", 100, 100000000, false,
 	    "Events each tenant's Redis audit stream keeps (about: trimmed with "
 	    "MAXLEN ~)."),

@@ -55,6 +55,7 @@ struct config {
 	int64_t sandbox_uid_base;	/* host uid of worker i's jobs: base + i */
 	char *default_preset;		/* strict|normal|permissive */
 	char *workspace_overlay;	/* auto|off */
+	int64_t lease_ms;		/* a host's hold on what it read, unrenewed */
 	int64_t audit_stream_max;	/* events per tenant audit stream */
 	int64_t audit_retention_s;	/* age limit of the audit database */
 	int64_t audit_max_bytes;	/* size limit of the audit database */

@@ -139,6 +139,8 @@ struct sandqd {
 	uv_timer_t tenants_poll;	/* polls it */
 	uv_timer_t status_timer;	/* writes this host's status */
 	uv_timer_t admit_retry;		/* watches new entries again (admit.c) */
+	uv_timer_t lease_renew;		/* renews the leases of what we hold */
+	uv_timer_t lease_reclaim;	/* takes over what others stopped renewing */
 };
 
 /*** tenants.c ***/
@@ -149,6 +151,15 @@ void tenants_init(struct sandqd *d);
 void tenants_start(struct sandqd *d);
 void tenants_stop(struct sandqd *d);
 void tenants_free(struct sandqd *d);
+
+/*** lease.c ***/
+
+/* An entry read before (our history, or taken over): republished if it has
+ * a result already, else handled as new. */
+void lease_redelivered(struct sandqd *d, size_t tenant, const char *entry_id,
+    const char *raw, size_t rawlen, size_t nfields);
+void lease_start(struct sandqd *d);
+void lease_stop(struct sandqd *d);
 
 /*** admit.c ***/
 
@@ -199,6 +210,9 @@ void daudit_close(struct sandqd *d, struct djob *j);
 void jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, const char *code, const char *quota,
     const char *msg);
+/* Publishes a stored result again for a redelivered entry (and acks it). */
+void jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id,
+    const char *id, const char *res, size_t reslen);
 /* The same for a job read for a worker (decoded, not queued). */
 void jobs_refuse_read(struct sandqd *d, struct djob *j, const char *code,
     const char *msg);

@@ -372,6 +372,18 @@ jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id, const char *r
 }
 
 void
+jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id, const char *id,
+    const char *res, size_t reslen)
+{
+	struct djob *j = djob_new(d, tenant, entry_id);
+
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	j->res = xmemdup0(res, reslen);
+	j->reslen = reslen;
+	publish(d, j);
+}
+
+void
 jobs_refuse_read(struct sandqd *d, struct djob *j, const char *code, const char *msg)
 {
 	answer_early(d, j, ST_REJECTED, code, msg);

@@ -147,9 +147,12 @@ on_watch_done(void *arg, int status)
 
 static void
 on_entry(void *arg, size_t tenant, const char *entry_id, const char *job,
-    size_t joblen, size_t nfields)
+    size_t joblen, size_t nfields, bool redelivered)
 {
-	jobs_entry(arg, tenant, entry_id, job, joblen, nfields);
+	if (redelivered)
+		lease_redelivered(arg, tenant, entry_id, job, joblen, nfields);
+	else
+		jobs_entry(arg, tenant, entry_id, job, joblen, nfields);
 }
 
 static void
@@ -175,6 +178,7 @@ close_all(struct sandqd *d)
 	tenants_stop(d);
 	status_stop(d);
 	admit_stop(d);
+	lease_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }
@@ -408,6 +412,7 @@ main(int argc, char **argv)
 	rq_start(d->rq);
 	tenants_start(d);
 	status_start(d);
+	lease_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daudit_stop(d);
 

@@ -68,6 +68,8 @@ struct rq {
 	struct rconn conn[RQ_NCONN];
 	char (*watch_last)[48];		/* per tenant: last id seen by rq_watch */
 	bool watch_pending;		/* an XREAD of rq_watch() is outstanding */
+	bool redelivering;		/* entries_each() hands out redeliveries */
+	bool history_pending;		/* the read in flight is of our history */
 	size_t watch_starts;		/* XREVRANGEs of new watches still due */
 	size_t groups_pending;		/* XGROUP replies still due */
 	bool groups_ok;			/* every group exists */
@@ -435,7 +437,8 @@ entries_each(struct rq *q, const redisReply *reply, bool watch)
 				    en->element[0]->str);
 				q->cb.watched(q->arg, t, en->element[0]->str, job, joblen);
 			} else
-				q->cb.entry(q->arg, t, en->element[0]->str, job, joblen, nf);
+				q->cb.entry(q->arg, t, en->element[0]->str, job, joblen, nf,
+				    q->redelivering);
 			n++;
 		}
 	}
@@ -490,7 +493,9 @@ on_read_reply(redisAsyncContext *ac, void *r, void *priv)
 		q->cb.read_done(q->arg, -EPROTO, 0);
 		return;
 	}
+	q->redelivering = q->history_pending;
 	n = entries_each(q, reply, false);
+	q->redelivering = false;
 	q->cb.read_done(q->arg, 0, n);
 }
 
@@ -538,6 +543,7 @@ rq_read(struct rq *q, bool history, size_t count, int64_t block_ms,
 			argv[argc++] = history ? "0" : ">";
 	for (size_t i = 0; i < argc; i++)
 		argvlen[i] = strlen(argv[i]);
+	q->history_pending = history;
 	rc = redisAsyncCommandArgv(q->conn[RQ_READ].ac, on_read_reply, NULL,
 	    (int)argc, argv, argvlen);
 	free(argv);
@@ -1126,6 +1132,133 @@ rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_queued,
 	    "EVAL %s 2 %s %s %s %s %s %s", admit_lua, q->jobs_keys[tenant], key,
 	    entry_id, mq, rt, bu) != REDIS_OK) {
 		free(op);
+		return -EIO;
+	}
+	return 0;
+}
+
+/*** Leases (issue 6: at-least-once) ***/
+
+int
+rq_lease(struct rq *q, size_t tenant, const char *const *ids, size_t n)
+{
+	const char **argv;
+	size_t *len, argc = 0;
+	int rc;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (n == 0)
+		return 0;
+	argv = xcalloc(n + 6, sizeof(*argv));
+	len = xcalloc(n + 6, sizeof(*len));
+	argv[argc++] = "XCLAIM";
+	argv[argc++] = q->jobs_keys[tenant];
+	argv[argc++] = KEY_GROUP;
+	argv[argc++] = q->consumer;
+	argv[argc++] = "0";
+	for (size_t i = 0; i < n; i++)
+		argv[argc++] = ids[i];
+	argv[argc++] = "JUSTID";
+	for (size_t i = 0; i < argc; i++)
+		len[i] = strlen(argv[i]);
+	/* Min idle 0 and JUSTID: the idle time restarts, the delivery count
+	 * does not move, nothing is sent back but the ids. */
+	rc = cmd(q, (int)argc, argv, len);
+	free(argv);
+	free(len);
+	return rc;
+}
+
+static void
+on_reclaim_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq *q = ((struct rconn *)ac->data)->q;
+	redisReply *reply = r, wrap, *one[1];
+	size_t t = (size_t)(uintptr_t)priv;
+
+	if (reply == NULL || t >= q->ntenants)
+		return;
+	if (reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("redis: XAUTOCLAIM %s: %s", q->jobs_keys[t], reply->str);
+		return;
+	}
+	/* [next-id, [entries...], [deleted ids]]: the entries as one stream. */
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+	    reply->element[1]->type != REDIS_REPLY_ARRAY ||
+	    reply->element[1]->elements == 0)
+		return;
+	{
+		redisReply name = { .type = REDIS_REPLY_STRING, .str = q->jobs_keys[t],
+		    .len = strlen(q->jobs_keys[t]) }, *pair[2] = { &name, reply->element[1] };
+		redisReply stream = { .type = REDIS_REPLY_ARRAY, .elements = 2,
+		    .element = pair };
+
+		one[0] = &stream;
+		wrap = (redisReply){ .type = REDIS_REPLY_ARRAY, .elements = 1, .element = one };
+		log_info("tenant %s: took over %zu job%s from a host that stopped "
+		    "renewing them", q->tenants[t], reply->element[1]->elements,
+		    reply->element[1]->elements == 1 ? "" : "s");
+		q->redelivering = true;
+		(void)entries_each(q, &wrap, false);
+		q->redelivering = false;
+		q->cb.read_done(q->arg, 0, reply->element[1]->elements);
+	}
+}
+
+int
+rq_reclaim(struct rq *q, size_t tenant, int64_t min_idle_ms, size_t count)
+{
+	char idle[24], cnt[24];
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	snprintf(idle, sizeof(idle), "%lld", (long long)min_idle_ms);
+	snprintf(cnt, sizeof(cnt), "%zu", count ? count : 1);
+	return redisAsyncCommand(q->conn[RQ_CMD].ac, on_reclaim_reply,
+	    (void *)(uintptr_t)tenant, "XAUTOCLAIM %s %s %s %s 0-0 COUNT %s",
+	    q->jobs_keys[tenant], KEY_GROUP, q->consumer, idle, cnt) == REDIS_OK ? 0 : -EIO;
+}
+
+struct rget {
+	rq_get_cb *cb;
+	void *arg;
+};
+
+static void
+on_get_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rget *g = priv;
+	redisReply *reply = r;
+
+	(void)ac;
+	if (reply == NULL)
+		g->cb(g->arg, -ENOTCONN, NULL, 0);
+	else if (reply->type == REDIS_REPLY_STRING)
+		g->cb(g->arg, 1, reply->str, reply->len);
+	else if (reply->type == REDIS_REPLY_NIL)
+		g->cb(g->arg, 0, NULL, 0);
+	else
+		g->cb(g->arg, -EIO, NULL, 0);
+	free(g);
+}
+
+int
+rq_result_get(struct rq *q, size_t tenant, const char *id, rq_get_cb *cb, void *arg)
+{
+	char key[KEY_MAX];
+	struct rget *g;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_res(key, q->prefix, q->tenants[tenant], id) < 0)
+		return -ENAMETOOLONG;
+	g = xcalloc(1, sizeof(*g));
+	g->cb = cb;
+	g->arg = arg;
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_get_reply, g, "GET %s", key) !=
+	    REDIS_OK) {
+		free(g);
 		return -EIO;
 	}
 	return 0;

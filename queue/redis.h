@@ -29,12 +29,14 @@ struct rq_callbacks {
 	/* A connection was lost; reads and publishes in flight have failed. */
 	void (*lost)(void *arg);
 	/*
-	 * One stream entry from rq_read(). tenant indexes the tenant list;
-	 * job/joblen is the entry's `job` field, or NULL when the entry has
-	 * none (or was deleted); nfields counts the entry's field-value pairs.
+	 * One stream entry from rq_read() or rq_reclaim(). tenant indexes the
+	 * tenant list; job/joblen is the entry's `job` field, or NULL when
+	 * the entry has none (or was deleted); nfields counts the entry's
+	 * field-value pairs; redelivered: read before by some host (our
+	 * history, or taken over from another), so it may have run already.
 	 */
 	void (*entry)(void *arg, size_t tenant, const char *entry_id,
-	    const char *job, size_t joblen, size_t nfields);
+	    const char *job, size_t joblen, size_t nfields, bool redelivered);
 	/* A new entry seen by rq_watch() (job as for entry). */
 	void (*watched)(void *arg, size_t tenant, const char *entry_id,
 	    const char *job, size_t joblen);
@@ -134,6 +136,20 @@ int rq_watch(struct rq *q, const bool *want, int64_t block_ms);
 typedef void rq_admit_cb(void *arg, int verdict, long long before);
 int rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_queued,
     double rate, uint32_t burst, rq_admit_cb *cb, void *arg);
+
+/*
+ * Leases: rq_lease() renews this host's hold on entries it has read
+ * (XCLAIM ... JUSTID, min idle 0: their idle time restarts); rq_reclaim()
+ * takes over up to count entries of the tenant idle for min_idle_ms, held
+ * by a host that stopped renewing them (XAUTOCLAIM), and hands them to the
+ * entry callback as redelivered, then read_done.
+ */
+int rq_lease(struct rq *q, size_t tenant, const char *const *ids, size_t n);
+int rq_reclaim(struct rq *q, size_t tenant, int64_t min_idle_ms, size_t count);
+/* GET of a job's stored result: status 1 with its bytes, 0 none, -errno. */
+typedef void rq_get_cb(void *arg, int status, const char *buf, size_t len);
+int rq_result_get(struct rq *q, size_t tenant, const char *id, rq_get_cb *cb,
+    void *arg);
 
 /* HSET PREFIX:hosts host json (fire and forget; -ENOTCONN when down). */
 int rq_host_status(struct rq *q, const char *host, const char *json);
