@@ -210,6 +210,8 @@ void daudit_close(struct sandqd *d, struct djob *j);
 void jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, const char *code, const char *quota,
     const char *msg);
+/* Answers a queued job whose deadline_ms passed before it could start. */
+void jobs_expire(struct sandqd *d, struct djob *j);
 /* Publishes a stored result again for a redelivered entry (and acks it). */
 void jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *id, const char *res, size_t reslen);

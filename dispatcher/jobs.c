@@ -372,6 +372,13 @@ jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id, const char *r
 }
 
 void
+jobs_expire(struct sandqd *d, struct djob *j)
+{
+	answer_early(d, j, ST_EXPIRED, "deadline",
+	    "deadline passed before the job could start");
+}
+
+void
 jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id, const char *id,
     const char *res, size_t reslen)
 {

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "dispatcher.h"
 
@@ -244,9 +245,14 @@ sched_dispatch(struct sandqd *d)
 	while (pool_idle(d) != NULL && (j = pick_job(d)) != NULL) {
 		struct tenant *t = &d->tenants[j->tenant];
 
-		w = pool_idle_for(d, j);
 		TAILQ_REMOVE(&t->queue, j, link);
 		t->queued--;
+		/* Its deadline may have passed while it waited here. */
+		if (j->job->deadline_ms > 0 && now_ms() > (uint64_t)j->job->deadline_ms) {
+			jobs_expire(d, j);
+			continue;
+		}
+		w = pool_idle_for(d, j);
 		t->running++;
 		if (pool_send_job(d, w, j) < 0) {
 			/* The worker is being replaced; the job fails with it. */

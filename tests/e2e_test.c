@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -588,6 +589,38 @@ Test(e2e_one_worker, each_job_gets_its_own_limits_in_turn)
 			    r->error_message ? r->error_message : "");
 		sandq_result_free(r);
 	}
+	sandq_close(c);
+	harness_stop(&h);
+}
+
+/*
+ * A job whose deadline passes while it waits for a worker is expired when
+ * its turn comes, not run: the one worker is busy when it is read, and
+ * free only after its deadline.
+ */
+Test(e2e_one_worker, a_deadline_that_passes_in_the_queue_expires_the_job)
+{
+	struct harness h;
+	struct sandq *c;
+	struct sandq_result *r;
+	char busy[SANDQ_ID_MAX + 1], late[SANDQ_ID_MAX + 1];
+	struct timespec ts;
+	struct sandq_job_opts o = { 0 };
+
+	harness_start(&h, 1, NULL);
+	c = harness_client(&h);
+	cr_assert_eq(sandq_submit_sh(c, "sleep 2", NULL, busy), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	o.deadline_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 800;
+	cr_assert_eq(sandq_submit_sh(c, "echo ran", &o, late), 0);
+	cr_assert_eq(sandq_wait(c, late, 60000, &r), 0, "%s", sandq_last_error(c));
+	cr_expect_str_eq(r->status, "expired", "%s %s", r->status,
+	    r->stdout_data ? (char *)r->stdout_data : "");
+	cr_expect_str_eq(r->error_code, "deadline");
+	sandq_result_free(r);
+	cr_assert_eq(sandq_wait(c, busy, 60000, &r), 0);
+	cr_expect_str_eq(r->status, "ok");
+	sandq_result_free(r);
 	sandq_close(c);
 	harness_stop(&h);
 }
