@@ -626,6 +626,15 @@ fixture_json(void)
 	    files, "kv", kv, "calls", calls);
 }
 
+static json_int_t
+real_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (json_int_t)ts.tv_sec;
+}
+
 /* Builds the fixture, writes its blob to tmpdir/name; returns the blob. */
 static void *
 fixture_blob_file(const char *name, size_t *len, json_int_t *t0,
@@ -636,9 +645,11 @@ fixture_blob_file(const char *name, size_t *len, json_int_t *t0,
 	char *path = tmp_path(name);
 	void *blob = NULL;
 
-	*t0 = (json_int_t)time(NULL);
+	/* The codec stamps CLOCK_REALTIME; time() may read a coarser clock a
+	 * tick behind it, so the window is taken from the same clock. */
+	*t0 = real_seconds();
 	fs = fixture_build();
-	*t1 = (json_int_t)time(NULL);
+	*t1 = real_seconds();
 	cr_assert_eq(agentfs_to_blob(fs, &blob, len, &e), 0, "%s", e.msg);
 	agentfs_close(fs);
 	file_put(path, blob, *len);
