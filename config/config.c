@@ -244,6 +244,8 @@ static const struct option options[] = {
 	    STORE_KEEP_VERSIONS_MAX, false,
 	    "History rows (and their snapshots) each sandbox keeps; older ones "
 	    "are deleted at each commit. 0 keeps every version."),
+	NUM(worker_max_jobs, OPT_INT, "10000", 0, 1000000000, false,
+	    "Jobs a worker runs before it is replaced by a fresh one; 0 = never."),
 	NUM(lease_ms, OPT_INT, "30000", 300, 3600000, false,
 	    "Milliseconds a host's hold on the jobs it has read lasts without "
 	    "renewal; past it another host takes them over."),

@@ -56,6 +56,7 @@ struct config {
 	char *default_preset;		/* strict|normal|permissive */
 	char *workspace_overlay;	/* auto|off */
 	int64_t lease_ms;		/* a host's hold on what it read, unrenewed */
+	int64_t worker_max_jobs;	/* jobs before a worker is replaced; 0 never */
 	int64_t audit_stream_max;	/* events per tenant audit stream */
 	int64_t audit_retention_s;	/* age limit of the audit database */
 	int64_t audit_max_bytes;	/* size limit of the audit database */

@@ -100,7 +100,8 @@ struct wslot {
 	struct djob *job;		/* job in flight */
 	uv_timer_t respawn;		/* respawn delay */
 	int64_t backoff_ms;		/* next respawn delay */
-	uint64_t jobs;			/* jobs completed */
+	uint64_t jobs;			/* jobs its current process completed */
+	bool retiring;			/* replaced after worker_max_jobs jobs */
 	char why[96];			/* why sandqd killed it, until reaped */
 	uint64_t idle_seq;		/* when it last became idle (ordinal) */
 	size_t last_tenant;		/* tenant of the last job it ran */

@@ -144,6 +144,15 @@ h_done(struct sandqd *d, struct wslot *w, struct msg *m)
 	d->tenants[j->tenant].running--;
 	d->read_dry = false;
 	jobs_worker_result(d, j, w->index, m->data, m->len);
+	/* Worn: it leaves after this job and a fresh one takes its slot. */
+	if (d->cfg.worker_max_jobs > 0 && w->jobs >= (uint64_t)d->cfg.worker_max_jobs &&
+	    !d->stopping && !d->draining) {
+		log_debug("worker/%d: %llu jobs done, replaced", w->index,
+		    (unsigned long long)w->jobs);
+		w->retiring = true;
+		close_channel(w);
+		w->state = W_DEAD;
+	}
 	sched_dispatch(d);
 	sandqd_check_drained(d);
 }
@@ -211,6 +220,8 @@ spawn(struct sandqd *d, struct wslot *w)
 	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24];
 	int sv[2];
 	pid_t pid;
+
+	w->jobs = 0;		/* this process's count, for worker_max_jobs */
 
 	if (d->stopping)
 		return;
@@ -304,6 +315,16 @@ pool_reap(struct sandqd *d)
 		else
 			snprintf(why, sizeof(why), "exited with status %d", WEXITSTATUS(st));
 		w->why[0] = '\0';
+		if (w->retiring && w->job == NULL) {
+			/* Replaced on purpose: at once, and no warning. */
+			w->retiring = false;
+			close_channel(w);
+			w->pid = 0;
+			w->state = W_DOWN;
+			if (!d->stopping && !d->draining)
+				spawn(d, w);
+			continue;
+		}
 		if (!d->stopping || w->job != NULL)
 			log_warnx("worker/%d (pid %d) %s", w->index, (int)pid, why);
 		fail_job(d, w, why);

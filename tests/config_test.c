@@ -140,6 +140,7 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_str_eq(a->workspace_overlay, b->workspace_overlay);
 	cr_expect_eq(a->audit_stream_max, b->audit_stream_max);
 	cr_expect_eq(a->lease_ms, b->lease_ms);
+	cr_expect_eq(a->worker_max_jobs, b->worker_max_jobs);
 	cr_expect_eq(a->audit_retention_s, b->audit_retention_s);
 	cr_expect_eq(a->audit_max_bytes, b->audit_max_bytes);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
@@ -169,6 +170,7 @@ static const char *const non_defaults[] = {
 	"workspace_overlay=off",
 	"audit_stream_max=100",
 	"lease_ms=300",
+	"worker_max_jobs=0",
 	"audit_retention_s=315360000",
 	"audit_max_bytes=3M",
 	"limits.wall_ms=1",
@@ -213,6 +215,7 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_str_eq(c.workspace_overlay, "auto");
 	cr_expect_eq(c.audit_stream_max, 100000);
 	cr_expect_eq(c.lease_ms, 30000);
+	cr_expect_eq(c.worker_max_jobs, 10000);
 	cr_expect_eq(c.audit_retention_s, 2592000);
 	cr_expect_eq(c.audit_max_bytes, GIB);
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
@@ -287,7 +290,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 29);
+	cr_expect_eq(nkeys, 30);
 	free(printed);
 	free(example);
 }

@@ -625,6 +625,53 @@ Test(e2e_one_worker, a_deadline_that_passes_in_the_queue_expires_the_job)
 	harness_stop(&h);
 }
 
+struct replaced {
+	struct harness *h;
+	pid_t first;
+};
+
+/* Whether the harness's worker (the first process below sandqd) changed. */
+static bool
+worker_replaced(void *arg)
+{
+	const struct replaced *x = arg;
+	pid_t now[64];
+	int n = harness_pgrep_workers(x->h, now, 64);
+
+	return n >= 1 && now[0] != x->first;
+}
+
+/*
+ * worker_max_jobs: after that many jobs a worker is replaced by a fresh
+ * process at once, and jobs go on.
+ */
+Test(e2e_one_worker, a_worker_is_replaced_after_worker_max_jobs)
+{
+	static const char *const extra[] = { "--set", "worker_max_jobs=2", NULL };
+	struct harness h;
+	struct sandq *c;
+	pid_t pids[8], first;
+	int n;
+
+	harness_start(&h, 1, extra);
+	c = harness_client(&h);
+	n = harness_pgrep_workers(&h, pids, 8);
+	cr_assert_geq(n, 1);
+	first = pids[0];
+	/* The harness's readiness job was the first; this is the second. */
+	sandq_result_free(harness_sh(c, "true", NULL));
+	cr_expect(harness_wait_for(worker_replaced, &(struct replaced){ &h, first }, 10000),
+	    "worker %d still serving after 2 jobs", (int)first);
+	for (int i = 0; i < 3; i++) {
+		struct sandq_result *r = harness_sh(c, "echo ok", NULL);
+
+		cr_expect_str_eq(r->status, "ok");
+		sandq_result_free(r);
+	}
+	sandq_close(c);
+	harness_stop(&h);
+}
+
 TestSuite(e2e_drain, .timeout = 180);
 
 Test(e2e_drain, timeout_answers_the_jobs_it_kills_and_exits_zero)
