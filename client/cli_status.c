@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
+#include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../queue/keys.h"
 #include "../queue/tenant.h"
@@ -68,15 +68,6 @@ struct tfig {
 	long long queued, running, done, refused, backlog;
 };
 
-static long long
-now_ms(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
 static struct tfig *
 fig_get(struct tfig *f, size_t *n, const char *name)
 {
@@ -107,7 +98,7 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 	struct tfig *figs = xcalloc(TENANTS_SHOWN_MAX, sizeof(*figs));
 	json_t *out = json_object(), *hosts = json_array(), *tenants = json_array();
 	bool json = conn->json;
-	long long workers = 0, now = now_ms();
+	long long workers = 0, now = (long long)now_ms();
 	size_t nfigs = 0;
 	redisContext *rc = NULL;
 	redisReply *r = NULL;

@@ -41,29 +41,42 @@ capped(const struct tenant *t)
 	return t->active && t->has_conf && (t->conf.max_queued > 0 || t->conf.rate > 0);
 }
 
+/*
+ * Answers j, refused by verdict (1: queue full, 2: over the rate, as
+ * rq_admit() says), with a message that says which setting and how to go
+ * on.
+ */
+static void
+refuse(struct sandqd *d, struct djob *j, int verdict, long long before,
+    const char *raw, size_t rawlen)
+{
+	const struct tenant *t = &d->tenants[j->tenant];
+	char msg[256];
+
+	if (verdict == 1)
+		snprintf(msg, sizeof(msg), "tenant '%s' has %lld jobs queued or running, "
+		    "its max_queued is %u: submit again later", t->name, before,
+		    t->conf.max_queued);
+	else
+		snprintf(msg, sizeof(msg), "tenant '%s' submits faster than its rate of "
+		    "%g jobs/s (burst %u): submit again later", t->name, t->conf.rate,
+		    tenant_burst(&t->conf));
+	jobs_refuse(d, j, raw, rawlen, verdict == 1 ? "queue_full" : "rate_limited",
+	    verdict == 1 ? "max_queued" : "rate", msg);
+}
+
 static void
 on_verdict(void *arg, int verdict, long long before)
 {
 	struct admit_req *r = arg;
 	struct sandqd *d = r->d;
-	const struct tenant *t = &d->tenants[r->tenant];
-	char msg[256];
 
-	if (verdict == 1) {
-		snprintf(msg, sizeof(msg), "tenant '%s' has %lld jobs queued or running, "
-		    "its max_queued is %u: submit again later", t->name, before,
-		    t->conf.max_queued);
-		jobs_refuse(d, r->tenant, r->entry_id, r->job, r->joblen, "queue_full",
-		    "max_queued", msg);
-	} else if (verdict == 2) {
-		snprintf(msg, sizeof(msg), "tenant '%s' submits faster than its rate of "
-		    "%g jobs/s (burst %u): submit again later", t->name, t->conf.rate,
-		    tenant_burst(&t->conf));
-		jobs_refuse(d, r->tenant, r->entry_id, r->job, r->joblen, "rate_limited",
-		    "rate", msg);
-	} else if (verdict < 0 && verdict != -ENOTCONN)
-		log_warnx("tenant %s: entry %s admitted unchecked: %s", t->name,
-		    r->entry_id, strerror(-verdict));
+	if (verdict == 1 || verdict == 2)
+		refuse(d, djob_new(d, r->tenant, r->entry_id), verdict, before, r->job,
+		    r->joblen);
+	else if (verdict < 0 && verdict != -ENOTCONN)
+		log_warnx("tenant %s: entry %s admitted unchecked: %s",
+		    d->tenants[r->tenant].name, r->entry_id, strerror(-verdict));
 	free(r->job);
 	free(r);
 }
@@ -79,23 +92,11 @@ on_read_verdict(void *arg, int verdict, long long before)
 {
 	struct djob *j = arg;
 	struct sandqd *d = j->d;
-	const struct tenant *t = &d->tenants[j->tenant];
-	char msg[256];
 
 	switch (verdict) {
 	case 1:
 	case 2:
-		if (verdict == 1)
-			snprintf(msg, sizeof(msg), "tenant '%s' has %lld jobs queued or "
-			    "running, its max_queued is %u: submit again later", t->name,
-			    before, t->conf.max_queued);
-		else
-			snprintf(msg, sizeof(msg), "tenant '%s' submits faster than its "
-			    "rate of %g jobs/s (burst %u): submit again later", t->name,
-			    t->conf.rate, tenant_burst(&t->conf));
-		daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", verdict == 1 ? "max_queued" :
-		    "rate", false, AUDIT_LVL_WARNING, "%s", msg);
-		jobs_refuse_read(d, j, verdict == 1 ? "queue_full" : "rate_limited", msg);
+		refuse(d, j, verdict, before, NULL, 0);
 		break;
 	case 3:
 		djob_free(j);		/* refused and answered by whoever decided */
@@ -106,8 +107,8 @@ on_read_verdict(void *arg, int verdict, long long before)
 		break;
 	default:
 		if (verdict < 0)
-			log_warnx("tenant %s: job %s admitted unchecked: %s", t->name, j->id,
-			    strerror(-verdict));
+			log_warnx("tenant %s: job %s admitted unchecked: %s",
+			    d->tenants[j->tenant].name, j->id, strerror(-verdict));
 		sched_enqueue(d, j);
 		sched_dispatch(d);
 		break;

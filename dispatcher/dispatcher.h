@@ -204,21 +204,20 @@ void daudit_close(struct sandqd *d, struct djob *j);
 /*** jobs.c ***/
 
 /*
- * Answers an entry refused at admission (already deleted from its stream):
- * rejected with code (queue_full, rate_limited), the quota named on the
- * audit trail; an entry whose id cannot be read is dead-lettered.
+ * Answers j, an entry refused at admission (already deleted from its
+ * stream): rejected with code (queue_full, rate_limited), the quota named
+ * on the audit trail; an entry whose id cannot be read (from raw, when j
+ * has none) is dead-lettered.
  */
-void jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id,
-    const char *raw, size_t rawlen, const char *code, const char *quota,
-    const char *msg);
+void jobs_refuse(struct sandqd *d, struct djob *j, const char *raw, size_t rawlen,
+    const char *code, const char *quota, const char *msg);
+/* A new job record for the tenant's stream entry; djob_free() frees it. */
+struct djob *djob_new(struct sandqd *d, size_t tenant, const char *entry_id);
 /* Answers a queued job whose deadline_ms passed before it could start. */
 void jobs_expire(struct sandqd *d, struct djob *j);
 /* Publishes a stored result again for a redelivered entry (and acks it). */
 void jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *id, const char *res, size_t reslen);
-/* The same for a job read for a worker (decoded, not queued). */
-void jobs_refuse_read(struct sandqd *d, struct djob *j, const char *code,
-    const char *msg);
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen, size_t nfields);
 /* The worker's result (bytes from MSG_JOB_DONE), checked and completed. */

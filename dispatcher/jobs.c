@@ -32,7 +32,7 @@
 
 static void publish(struct sandqd *d, struct djob *j);
 
-static struct djob *
+struct djob *
 djob_new(struct sandqd *d, size_t tenant, const char *entry_id)
 {
 	struct djob *j = xcalloc(1, sizeof(*j));
@@ -356,12 +356,10 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 }
 
 void
-jobs_refuse(struct sandqd *d, size_t tenant, const char *entry_id, const char *raw,
-    size_t rawlen, const char *code, const char *quota, const char *msg)
+jobs_refuse(struct sandqd *d, struct djob *j, const char *raw, size_t rawlen,
+    const char *code, const char *quota, const char *msg)
 {
-	struct djob *j = djob_new(d, tenant, entry_id);
-
-	if (raw != NULL)
+	if (j->id[0] == '\0' && raw != NULL)
 		payload_peek_id(raw, rawlen, j->id);
 	daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", quota, false, AUDIT_LVL_WARNING,
 	    "%s", msg);
@@ -388,12 +386,6 @@ jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id, const char
 	j->res = xmemdup0(res, reslen);
 	j->reslen = reslen;
 	publish(d, j);
-}
-
-void
-jobs_refuse_read(struct sandqd *d, struct djob *j, const char *code, const char *msg)
-{
-	answer_early(d, j, ST_REJECTED, code, msg);
 }
 
 void

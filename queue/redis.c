@@ -68,7 +68,6 @@ struct rq {
 	struct rconn conn[RQ_NCONN];
 	char (*watch_last)[48];		/* per tenant: last id seen by rq_watch */
 	bool watch_pending;		/* an XREAD of rq_watch() is outstanding */
-	bool redelivering;		/* entries_each() hands out redeliveries */
 	bool history_pending;		/* the read in flight is of our history */
 	size_t watch_starts;		/* XREVRANGEs of new watches still due */
 	size_t groups_pending;		/* XGROUP replies still due */
@@ -391,12 +390,12 @@ tenant_of(const struct rq *q, const redisReply *name)
 }
 
 /*
- * Hands every entry of an XREAD(GROUP) reply to the entry callback, or to
- * the watched one (noting the last id per stream) when watch. Returns how
- * many.
+ * Hands every entry of an XREAD(GROUP) reply to the entry callback (as
+ * redelivered or not), or to the watched one (noting the last id per
+ * stream) when watch. Returns how many.
  */
 static size_t
-entries_each(struct rq *q, const redisReply *reply, bool watch)
+entries_each(struct rq *q, const redisReply *reply, bool watch, bool redelivered)
 {
 	size_t n = 0;
 
@@ -438,7 +437,7 @@ entries_each(struct rq *q, const redisReply *reply, bool watch)
 				q->cb.watched(q->arg, t, en->element[0]->str, job, joblen);
 			} else
 				q->cb.entry(q->arg, t, en->element[0]->str, job, joblen, nf,
-				    q->redelivering);
+				    redelivered);
 			n++;
 		}
 	}
@@ -458,7 +457,7 @@ on_watch_reply(redisAsyncContext *ac, void *r, void *priv)
 		return;
 	}
 	if (reply->type == REDIS_REPLY_ARRAY)
-		(void)entries_each(q, reply, true);
+		(void)entries_each(q, reply, true, false);
 	else if (reply->type == REDIS_REPLY_ERROR)
 		log_warnx("redis: XREAD (admission) failed: %s", reply->str);
 	q->cb.watch_done(q->arg, reply->type == REDIS_REPLY_ERROR ? -EIO : 0);
@@ -493,9 +492,7 @@ on_read_reply(redisAsyncContext *ac, void *r, void *priv)
 		q->cb.read_done(q->arg, -EPROTO, 0);
 		return;
 	}
-	q->redelivering = q->history_pending;
-	n = entries_each(q, reply, false);
-	q->redelivering = false;
+	n = entries_each(q, reply, false, q->history_pending);
 	q->cb.read_done(q->arg, 0, n);
 }
 
@@ -1199,9 +1196,7 @@ on_reclaim_reply(redisAsyncContext *ac, void *r, void *priv)
 		log_info("tenant %s: took over %zu job%s from a host that stopped "
 		    "renewing them", q->tenants[t], reply->element[1]->elements,
 		    reply->element[1]->elements == 1 ? "" : "s");
-		q->redelivering = true;
-		(void)entries_each(q, &wrap, false);
-		q->redelivering = false;
+		(void)entries_each(q, &wrap, false, true);
 		q->cb.read_done(q->arg, 0, reply->element[1]->elements);
 	}
 }
