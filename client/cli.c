@@ -374,6 +374,8 @@ static const char man_main[] =
 "             [--denied] [--since DURATION] [--json] [--summary] [--export FILE]\n"
 "       sandq tenant add|ls|show|set|rm ...\n"
 "       sandq status [--json]\n"
+"       sandq dead ls|show|retry|purge ...\n"
+"       sandq cancel ID...\n"
 "       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
@@ -408,6 +410,10 @@ static const char man_main[] =
 "                Redis credentials (sandq help tenant).\n"
 "       status   The hosts, and each tenant's queue, running jobs, results\n"
 "                of the last minute and share of the workers.\n"
+"       dead     Lists, shows, retries and purges jobs that ran out of\n"
+"                attempts (sandq help dead).\n"
+"       cancel   Stops queued or running jobs, from any host (sandq help\n"
+"                cancel).\n"
 "       doctor   Prints which isolation mechanisms this machine gives and\n"
 "                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
@@ -1420,6 +1426,14 @@ cmd_help(struct cli *cl)
 		cli_status_help();
 		return 0;
 	}
+	if (strcmp(cl->args[0], "dead") == 0) {
+		cli_dead_help();
+		return 0;
+	}
+	if (strcmp(cl->args[0], "cancel") == 0) {
+		cli_cancel_help();
+		return 0;
+	}
 	if (cli_sandbox_is_group(cl->args[0])) {
 		cli_sandbox_help(cl->args[0]);
 		return 0;
@@ -1513,6 +1527,15 @@ cli_main(struct cli *cl, int argc, char **argv)
 	/* `sandq status`: hosts and tenants, read from Redis (cli_status.c). */
 	if (next < argc && strcmp(argv[next], "status") == 0)
 		return cli_status_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    argc - next, argv + next);
+	/* `sandq dead ...` and `sandq cancel ...` (cli_dead.c). */
+	if (next < argc && strcmp(argv[next], "dead") == 0)
+		return cli_dead_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    argc - next, argv + next);
+	if (next < argc && strcmp(argv[next], "cancel") == 0)
+		return cli_cancel_main(&(struct cli_conn){ .redis = cl->redis,
 		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
 		    argc - next, argv + next);
 	/* `sandq tenant ...`: the admin verbs of cli_tenant.c. */

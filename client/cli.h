@@ -79,6 +79,15 @@ void cli_tenant_help(void);
 int cli_status_main(const struct cli_conn *conn, int argc, char **argv);
 void cli_status_help(void);
 
+/*** In cli_dead.c ***/
+
+/* Runs `sandq dead VERB ...`: argv[0] is "dead". */
+int cli_dead_main(const struct cli_conn *conn, int argc, char **argv);
+void cli_dead_help(void);
+/* Runs `sandq cancel ID...`: argv[0] is "cancel". */
+int cli_cancel_main(const struct cli_conn *conn, int argc, char **argv);
+void cli_cancel_help(void);
+
 /*** In cli_audit.c ***/
 
 /*

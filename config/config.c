@@ -249,6 +249,12 @@ static const struct option options[] = {
 	NUM(lease_ms, OPT_INT, "30000", 300, 3600000, false,
 	    "Milliseconds a host's hold on the jobs it has read lasts without "
 	    "renewal; past it another host takes them over."),
+	NUM(max_attempts, OPT_INT, "3", 1, 100, true,
+	    "Runs a job gets when its worker or host fails under it; past them it "
+	    "is answered internal and dead-lettered with every attempt's reason."),
+	NUM(retry_backoff_ms, OPT_INT, "1000", 0, 600000, true,
+	    "Delay before a job's second attempt; each later one waits twice as "
+	    "long, up to 60 s."),
 	NUM(audit_stream_max, OPT_INT, "100000", 100, 100000000, false,
 	    "Events each tenant's Redis audit stream keeps (about: trimmed with "
 	    "MAXLEN ~)."),

@@ -57,6 +57,8 @@ struct config {
 	char *workspace_overlay;	/* auto|off */
 	int64_t lease_ms;		/* a host's hold on what it read, unrenewed */
 	int64_t worker_max_jobs;	/* jobs before a worker is replaced; 0 never */
+	int64_t max_attempts;		/* runs a job gets across infrastructure failures */
+	int64_t retry_backoff_ms;	/* delay before the second attempt, doubling */
 	int64_t audit_stream_max;	/* events per tenant audit stream */
 	int64_t audit_retention_s;	/* age limit of the audit database */
 	int64_t audit_max_bytes;	/* size limit of the audit database */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/types.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "../audit/audit.h"
@@ -49,6 +50,10 @@ struct djob {
 	struct audit_event *audit;	/* its events for the Redis stream (audit.c) */
 	size_t naudit;
 	uint64_t audit_over;		/* events past DAUDIT_JOB_MAX */
+	json_t *attempts;		/* its failed attempts' records, or NULL */
+	char *dead_attempts;		/* out of attempts: JSON for the dead letter */
+	uint64_t retry_at;		/* epoch ms its backoff ends; 0: not waiting */
+	bool cancelled;			/* sandq cancel: its worker is being killed */
 	struct sandqd *d;		/* owner, for publish callbacks */
 	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
 };
@@ -142,6 +147,9 @@ struct sandqd {
 	uv_timer_t admit_retry;		/* watches new entries again (admit.c) */
 	uv_timer_t lease_renew;		/* renews the leases of what we hold */
 	uv_timer_t lease_reclaim;	/* takes over what others stopped renewing */
+	uv_timer_t backoff_timer;	/* the next retry's backoff ends (sched.c) */
+	size_t nbackoff;		/* queued jobs waiting out a backoff, or more */
+	uv_timer_t cancel_poll;		/* asks which held jobs were cancelled */
 };
 
 /*** tenants.c ***/
@@ -161,6 +169,11 @@ void lease_redelivered(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, size_t nfields);
 void lease_start(struct sandqd *d);
 void lease_stop(struct sandqd *d);
+
+/*** cancel.c ***/
+
+void cancel_start(struct sandqd *d);
+void cancel_stop(struct sandqd *d);
 
 /*** admit.c ***/
 
@@ -213,13 +226,31 @@ void jobs_refuse(struct sandqd *d, struct djob *j, const char *raw, size_t rawle
     const char *code, const char *quota, const char *msg);
 /* A new job record for the tenant's stream entry; djob_free() frees it. */
 struct djob *djob_new(struct sandqd *d, size_t tenant, const char *entry_id);
+/* Answers j `cancelled` (when: "before it started", "while running"). */
+void jobs_cancelled(struct sandqd *d, struct djob *j, const char *when);
 /* Answers a queued job whose deadline_ms passed before it could start. */
 void jobs_expire(struct sandqd *d, struct djob *j);
 /* Publishes a stored result again for a redelivered entry (and acks it). */
 void jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *id, const char *res, size_t reslen);
+/*
+ * A stream entry read for a worker. attempts: the records of the job's
+ * failed attempts so far (a JSON array, the reference is taken), NULL for
+ * a first delivery; a job out of attempts is answered and dead-lettered.
+ */
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
-    const char *job, size_t joblen, size_t nfields);
+    const char *job, size_t joblen, size_t nfields, json_t *attempts);
+/*
+ * The job's attempt failed for a reason of the infrastructure's (its
+ * worker died, broke or could not take it): the failure is recorded with
+ * the job (and in Redis), and the job runs again after a backoff, or,
+ * past max_attempts, is answered `internal` and dead-lettered with every
+ * attempt. While draining it is answered at once (jobs_fail).
+ */
+void jobs_retry(struct sandqd *d, struct djob *j, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An attempt record: {attempt, host, worker, at, reason} (a new reference). */
+json_t *jobs_attempt_record(struct sandqd *d, size_t n, int worker, const char *reason);
 /* The worker's result (bytes from MSG_JOB_DONE), checked and completed. */
 void jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
     const void *buf, size_t len);
@@ -231,7 +262,12 @@ void jobs_publish_pending_cb(uv_timer_t *t);
 void djob_free(struct djob *j);
 
 /*** sched.c ***/
+void sched_init(struct sandqd *d);
+void sched_stop(struct sandqd *d);
 void sched_enqueue(struct sandqd *d, struct djob *j);
+/* Puts a job whose attempt failed back at the head of its queue, to run
+ * after delay_ms (no later job on its sandbox overtakes it). */
+void sched_requeue(struct sandqd *d, struct djob *j, uint64_t delay_ms);
 /* Hands queued jobs to idle workers; then reads more if there is room. */
 void sched_dispatch(struct sandqd *d);
 size_t sched_queued(const struct sandqd *d);
@@ -249,6 +285,8 @@ int pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j);
 void pool_reap(struct sandqd *d);
 /* Closes every channel (workers exit on EOF) or kills them all. */
 void pool_stop(struct sandqd *d, bool kill_now);
+/* Kills w for its cancelled job; the reaper answers it and respawns at once. */
+void pool_cancel(struct sandqd *d, struct wslot *w);
 /* SIGKILLs every worker; the reaper then answers their jobs. */
 void pool_kill(struct sandqd *d);
 /* True once no worker process is left. */

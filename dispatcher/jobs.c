@@ -3,9 +3,12 @@
  *
  * Every entry read from a tenant's stream ends in exactly one of:
  *   - a result under its id (ok/exit/.../rejected/expired/internal), stored
- *     and acknowledged in one transaction (rq_publish), or
+ *     and acknowledged in one transaction (rq_publish); for a job out of
+ *     attempts, with its dead-letter entry in the same transaction, or
  *   - when no id can be read, an entry on the tenant's dead-letter stream with
  *     the reason, acknowledged in the same transaction (rq_dead).
+ * A job whose worker fails under it is not answered but tried again
+ * (jobs_retry), up to max_attempts across every host that holds it.
  * Until that transaction succeeds the djob stays on d->publish and is sent
  * again whenever Redis is reachable, so a Redis outage delays results but
  * never loses them, and nothing is acknowledged unanswered.
@@ -29,6 +32,7 @@
 #include "dispatcher.h"
 
 #define PUBLISH_RETRY_MS 500
+#define RETRY_BACKOFF_MAX_MS 60000
 
 static void publish(struct sandqd *d, struct djob *j);
 
@@ -61,6 +65,8 @@ djob_free(struct djob *j)
 	free(j->dead_reason);
 	free(j->dead_raw);
 	free(j->audit);
+	json_decref(j->attempts);
+	free(j->dead_attempts);
 	free(j);
 }
 
@@ -71,6 +77,9 @@ answer(struct sandqd *d, struct djob *j, struct result *r)
 	free(r->host);
 	r->host = xstrdup(d->cfg.host);
 	r->queued_at = j->queued_at;
+	/* The attempts before this one failed; out of them, the last did. */
+	r->attempt = (int64_t)(j->attempts ? json_array_size(j->attempts) : 0) +
+	    (j->dead_attempts ? 0 : 1);
 	if (r->finished_at == 0)
 		r->finished_at = now_ms();
 	daudit_result(d, j, r);
@@ -256,9 +265,103 @@ jobs_rules_valid(const struct job *job, struct err *e)
 	return true;
 }
 
+/*** Retries (docs/operations.md, "Retries and dead letters") ***/
+
+json_t *
+jobs_attempt_record(struct sandqd *d, size_t n, int worker, const char *reason)
+{
+	return json_pack("{s:I, s:s, s:o, s:I, s:s}", "attempt", (json_int_t)n,
+	    "host", d->cfg.host, "worker", worker >= 0 ? json_integer(worker) : json_null(),
+	    "at", (json_int_t)now_ms(), "reason", reason);
+}
+
+/* The last attempt's reason, from j's records. */
+static const char *
+last_reason(const struct djob *j)
+{
+	json_t *last = json_array_get(j->attempts, json_array_size(j->attempts) - 1);
+	const char *s = json_string_value(json_object_get(last, "reason"));
+
+	return s != NULL ? s : "unknown";
+}
+
+/*
+ * Out of attempts: answered internal, and, in the same transaction, on the
+ * dead-letter stream with every attempt and the job as it ran.
+ */
+static void
+give_up(struct sandqd *d, struct djob *j)
+{
+	size_t n = json_array_size(j->attempts);
+	struct result *r = result_new(j->id);
+
+	j->dead_attempts = json_dumps(j->attempts, JSON_COMPACT);
+	if (j->dead_attempts == NULL)
+		fatalx("cannot encode attempts");
+	j->dead_reason = xstrdup(last_reason(j));
+	log_warnx("job %s (%s): failed %zu attempt%s; dead-lettered: %s", j->id,
+	    d->tenants[j->tenant].name, n, n == 1 ? "" : "s", j->dead_reason);
+	daudit_job(d, j, AUDIT_CAT_JOB, "dead_lettered", j->id, false, AUDIT_LVL_WARNING,
+	    "failed %zu attempts: %s", n, j->dead_reason);
+	result_set_error(r, ST_INTERNAL, "attempts_exhausted", "failed %zu attempt%s "
+	    "(max_attempts %lld); the last: %s", n, n == 1 ? "" : "s",
+	    (long long)d->cfg.max_attempts, j->dead_reason);
+	r->worker = j->worker;
+	answer(d, j, r);
+	result_free(r);
+}
+
+/* Delay before attempt n + 1: retry_backoff_ms doubled per failed attempt. */
+static uint64_t
+backoff_ms(const struct sandqd *d, size_t n)
+{
+	uint64_t ms = (uint64_t)d->cfg.retry_backoff_ms;
+
+	for (size_t i = 1; i < n && ms < RETRY_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	return ms < RETRY_BACKOFF_MAX_MS ? ms : RETRY_BACKOFF_MAX_MS;
+}
+
+void
+jobs_retry(struct sandqd *d, struct djob *j, const char *fmt, ...)
+{
+	char reason[256], *text;
+	json_t *rec;
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	if (d->draining || d->stopping || j->norm == NULL) {
+		jobs_fail(d, j, "%s", reason);
+		return;
+	}
+	if (j->attempts == NULL)
+		j->attempts = json_array();
+	n = json_array_size(j->attempts) + 1;
+	rec = jobs_attempt_record(d, n, j->worker, reason);
+	if ((text = json_dumps(rec, JSON_COMPACT)) == NULL)
+		fatalx("cannot encode an attempt");
+	json_array_append_new(j->attempts, rec);
+	/* Another host that takes the job over counts on from here. */
+	if (rq_attempt_add(d->rq, j->tenant, j->id, text, d->cfg.result_ttl_s * 1000) < 0)
+		log_warnx("job %s: its attempt %zu could not be recorded in Redis", j->id, n);
+	free(text);
+	if (n >= (size_t)d->cfg.max_attempts) {
+		give_up(d, j);
+		return;
+	}
+	log_warnx("job %s (%s): attempt %zu failed (%s); retried in %llu ms", j->id,
+	    d->tenants[j->tenant].name, n, reason, (unsigned long long)backoff_ms(d, n));
+	daudit_job(d, j, AUDIT_CAT_JOB, "retried", j->id, true, AUDIT_LVL_NOTICE,
+	    "attempt %zu failed: %s", n, reason);
+	sched_requeue(d, j, backoff_ms(d, n));
+}
+
 void
 jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
-    const char *raw, size_t rawlen, size_t nfields)
+    const char *raw, size_t rawlen, size_t nfields, json_t *attempts)
 {
 	struct djob *j = djob_new(d, tenant, entry_id);
 	struct job_limits lim;
@@ -266,6 +369,7 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 	struct job *job = NULL;
 	char modes[128];
 
+	j->attempts = attempts;
 	if (raw == NULL) {
 		dead_letter(d, j, nfields == 0 ?
 		    "entry has no fields (deleted while pending?)" :
@@ -348,6 +452,10 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 	if (payload_job_encode(job, &j->norm, &j->normlen) < 0)
 		fatalx("cannot encode a job");
 	j->job = job;
+	if (j->attempts != NULL && json_array_size(j->attempts) >= (size_t)d->cfg.max_attempts) {
+		give_up(d, j);
+		return;
+	}
 	if (admit_capped(d, tenant)) {
 		admit_read(d, j);	/* queued once admitted */
 		return;
@@ -367,6 +475,17 @@ jobs_refuse(struct sandqd *d, struct djob *j, const char *raw, size_t rawlen,
 		answer_early(d, j, ST_REJECTED, code, msg);
 	else
 		dead_letter(d, j, msg, raw, rawlen);
+}
+
+void
+jobs_cancelled(struct sandqd *d, struct djob *j, const char *when)
+{
+	char msg[128];
+
+	snprintf(msg, sizeof(msg), "cancelled (sandq cancel) %s", when);
+	daudit_job(d, j, AUDIT_CAT_JOB, "cancelled", j->id, true, AUDIT_LVL_NOTICE,
+	    "%s", msg);
+	answer_early(d, j, ST_CANCELLED, "cancelled", msg);
 }
 
 void
@@ -399,7 +518,7 @@ jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
 		log_warnx("worker/%d: bad result for job %s: %s", worker, j->id,
 		    r ? "id mismatch" : e.msg);
 		result_free(r);
-		jobs_fail(d, j, "worker %d returned a malformed result", worker);
+		jobs_retry(d, j, "worker %d returned a malformed result", worker);
 		return;
 	}
 	r->worker = worker;
@@ -441,7 +560,7 @@ publish_done(void *arg, int status)
 		return;
 	}
 	TAILQ_REMOVE(&d->publish, j, link);
-	if (j->dead_reason == NULL)
+	if (j->res != NULL)
 		d->jobs_done++;
 	djob_free(j);
 	sandqd_check_drained(d);
@@ -471,13 +590,18 @@ jobs_publish_pending(struct sandqd *d)
 		if (j->publishing)
 			continue;
 		daudit_close(d, j);
-		if (j->dead_reason != NULL)
+		if (j->res == NULL) {
 			rc = rq_dead(d->rq, j->tenant, j->entry_id, j->dead_reason,
 			    j->dead_raw, j->dead_rawlen, j->audit, j->naudit, publish_done, j);
-		else
+		} else {
+			struct rq_dead_rec dead = { j->dead_reason, j->dead_attempts,
+			    j->norm, j->normlen };
+
 			rc = rq_publish(d->rq, j->tenant, j->id, j->entry_id, j->res,
-			    j->reslen, d->cfg.result_ttl_s * 1000, j->audit, j->naudit,
+			    j->reslen, d->cfg.result_ttl_s * 1000,
+			    j->dead_attempts != NULL ? &dead : NULL, j->audit, j->naudit,
 			    publish_done, j);
+		}
 		if (rc == -ENOTCONN)
 			return;		/* ready() will call us again */
 		if (rc < 0) {

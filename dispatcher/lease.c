@@ -13,7 +13,9 @@
  * An entry taken over, or re-read after a restart, may have run already:
  * before it is queued its stored result is looked up, and if there is one
  * it is published again (which acknowledges the entry) instead of running
- * the job twice. A sandbox's commit moves its head only from the version
+ * the job twice. If there is none, the delivery that was lost counts as a
+ * failed attempt, with the attempts recorded before it (jobs_retry): a job
+ * that keeps taking its hosts down ends on the dead-letter stream. A sandbox's commit moves its head only from the version
  * the job started on (store compare-and-set), so a job that did run twice
  * cannot commit twice.
  */
@@ -32,6 +34,7 @@ struct redelivery {
 	char id[JOB_ID_MAX + 1];
 	char *raw;
 	size_t rawlen, nfields;
+	bool history;			/* our own, read at start-up */
 };
 
 /* Whether this host holds the entry already (queued, running, publishing). */
@@ -53,8 +56,46 @@ held(const struct sandqd *d, size_t tenant, const char *entry_id)
 	return false;
 }
 
+/*
+ * The job's past attempts, and this delivery as one more: the host that
+ * held it died, lost Redis for lease_ms, or (our own history) restarted.
+ */
+static json_t *
+attempts_with_this(struct redelivery *r, const char *const *recs, size_t n)
+{
+	json_t *a = json_array();
+	char reason[200], *text;
+	json_t *rec;
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *one = json_loads(recs[i], 0, NULL);
+
+		if (json_is_object(one))
+			json_array_append_new(a, one);
+		else
+			json_decref(one);
+	}
+	if (r->history)
+		snprintf(reason, sizeof(reason), "sandqd on %s stopped while holding the "
+		    "job (read again at its restart)", r->d->cfg.host);
+	else
+		snprintf(reason, sizeof(reason), "the host holding the job stopped renewing "
+		    "its lease for %lld ms (taken over by %s)", (long long)r->d->cfg.lease_ms,
+		    r->d->cfg.host);
+	rec = jobs_attempt_record(r->d, json_array_size(a) + 1, -1, reason);
+	if ((text = json_dumps(rec, JSON_COMPACT)) == NULL)
+		fatalx("cannot encode an attempt");
+	json_array_append_new(a, rec);
+	if (rq_attempt_add(r->d->rq, r->tenant, r->id, text,
+	    r->d->cfg.result_ttl_s * 1000) < 0)
+		log_warnx("job %s: its attempt could not be recorded in Redis", r->id);
+	free(text);
+	return a;
+}
+
 static void
-on_stored(void *arg, int status, const char *buf, size_t len)
+on_stored(void *arg, int status, const char *buf, size_t len,
+    const char *const *attempts, size_t nattempts)
 {
 	struct redelivery *r = arg;
 
@@ -63,7 +104,8 @@ on_stored(void *arg, int status, const char *buf, size_t len)
 		    r->id);
 		jobs_republish(r->d, r->tenant, r->entry_id, r->id, buf, len);
 	} else if (status == 0)
-		jobs_entry(r->d, r->tenant, r->entry_id, r->raw, r->rawlen, r->nfields);
+		jobs_entry(r->d, r->tenant, r->entry_id, r->raw, r->rawlen, r->nfields,
+		    attempts_with_this(r, attempts, nattempts));
 	/* Else Redis is gone: the entry stays pending, taken again later. */
 	free(r->raw);
 	free(r);
@@ -79,7 +121,7 @@ lease_redelivered(struct sandqd *d, size_t tenant, const char *entry_id,
 	if (held(d, tenant, entry_id))
 		return;
 	if (raw == NULL || !payload_peek_id(raw, rawlen, id)) {
-		jobs_entry(d, tenant, entry_id, raw, rawlen, nfields);
+		jobs_entry(d, tenant, entry_id, raw, rawlen, nfields, NULL);
 		return;
 	}
 	r = xcalloc(1, sizeof(*r));
@@ -90,7 +132,8 @@ lease_redelivered(struct sandqd *d, size_t tenant, const char *entry_id,
 	r->raw = xmemdup0(raw, rawlen);
 	r->rawlen = rawlen;
 	r->nfields = nfields;
-	if (rq_result_get(d->rq, tenant, id, on_stored, r) < 0) {
+	r->history = !d->history_done;
+	if (rq_redelivery_get(d->rq, tenant, id, on_stored, r) < 0) {
 		free(r->raw);
 		free(r);
 	}

@@ -152,7 +152,7 @@ on_entry(void *arg, size_t tenant, const char *entry_id, const char *job,
 	if (redelivered)
 		lease_redelivered(arg, tenant, entry_id, job, joblen, nfields);
 	else
-		jobs_entry(arg, tenant, entry_id, job, joblen, nfields);
+		jobs_entry(arg, tenant, entry_id, job, joblen, nfields, NULL);
 }
 
 static void
@@ -179,6 +179,8 @@ close_all(struct sandqd *d)
 	status_stop(d);
 	admit_stop(d);
 	lease_stop(d);
+	sched_stop(d);
+	cancel_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }
@@ -413,6 +415,8 @@ main(int argc, char **argv)
 	tenants_start(d);
 	status_start(d);
 	lease_start(d);
+	sched_init(d);
+	cancel_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daudit_stop(d);
 

@@ -10,7 +10,7 @@
  * What a worker may send, and when, is the table `wdispatch` below: a frame
  * of a type it lists, in a state it allows, goes to its handler; anything
  * else, and any malformed frame, means the worker is broken or compromised:
- * it is killed, its job gets an `internal` result, and it is respawned.
+ * it is killed, its job is tried again (jobs_retry), and it is respawned.
  *
  * Reaping is driven by SIGCHLD (uv_signal_t -> pool_reap). A worker that died
  * is respawned after a delay that doubles from respawn_backoff_ms up to 10 s
@@ -76,7 +76,7 @@ close_channel(struct wslot *w)
 	}
 }
 
-/* Fails the slot's job, if any, with an internal result. */
+/* The slot's job, if any, failed with its worker: it is tried again. */
 static void
 fail_job(struct sandqd *d, struct wslot *w, const char *why)
 {
@@ -86,7 +86,10 @@ fail_job(struct sandqd *d, struct wslot *w, const char *why)
 		return;
 	w->job = NULL;
 	d->tenants[j->tenant].running--;
-	jobs_fail(d, j, "worker %d %s while running the job", w->index, why);
+	if (j->cancelled)
+		jobs_cancelled(d, j, "while running");
+	else
+		jobs_retry(d, j, "worker %d %s while running the job", w->index, why);
 }
 
 /*
@@ -315,6 +318,11 @@ pool_reap(struct sandqd *d)
 		else
 			snprintf(why, sizeof(why), "exited with status %d", WEXITSTATUS(st));
 		w->why[0] = '\0';
+		if (w->job != NULL && w->job->cancelled) {
+			/* Killed on purpose: answered, and replaced at once. */
+			fail_job(d, w, why);
+			w->retiring = true;
+		}
 		if (w->retiring && w->job == NULL) {
 			/* Replaced on purpose: at once, and no warning. */
 			w->retiring = false;
@@ -441,6 +449,17 @@ pool_stop(struct sandqd *d, bool kill_now)
 		if (w->job == NULL || kill_now)
 			close_channel(w);
 	}
+}
+
+void
+pool_cancel(struct sandqd *d, struct wslot *w)
+{
+	(void)d;
+	w->job->cancelled = true;
+	if (w->pid > 0)
+		kill(w->pid, SIGKILL);
+	close_channel(w);
+	w->state = W_DEAD;
 }
 
 void

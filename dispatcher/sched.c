@@ -14,7 +14,10 @@
  * whose sandbox is busy on a worker waits, and the tenant's next job whose
  * sandbox is free goes instead; a job never overtakes an earlier one on its
  * own sandbox, whatever its priority. (The store's compare-and-set commit
- * backs this up: two runs from one version can never both commit.)
+ * backs this up: two runs from one version can never both commit.) A job
+ * whose worker failed under it goes back to the head of its queue to wait
+ * out its backoff (jobs_retry); until then it is not run, nor is any later
+ * job on its sandbox.
  *
  * Reading is pull-based, so jobs wait in Redis, where another host's sandqd
  * can take them, not in this process. But the pick above can only be fair
@@ -103,16 +106,101 @@ sched_running(const struct sandqd *d)
 	return n;
 }
 
-/* t's first queued job whose sandbox is free, or NULL. */
+/*
+ * Whether j cannot run now: its sandbox is busy, it waits out a retry's
+ * backoff, or an earlier job on its sandbox does (a retried job keeps its
+ * place before later jobs on its sandbox).
+ */
+static bool
+blocked(const struct sandqd *d, const struct tenant *t, const struct djob *j,
+    uint64_t now)
+{
+	const struct djob *it;
+
+	if (j->retry_at > now || sandbox_busy(d, j))
+		return true;
+	if (d->nbackoff == 0)
+		return false;
+	TAILQ_FOREACH(it, &t->queue, link) {
+		if (it == j)
+			break;
+		if (it->retry_at > now && same_sandbox(it, j))
+			return true;
+	}
+	return false;
+}
+
+/* t's first queued job that can run now, or NULL. */
 static struct djob *
 first_runnable(const struct sandqd *d, const struct tenant *t)
 {
+	uint64_t now = d->nbackoff ? now_ms() : 0;
 	struct djob *j;
 
 	TAILQ_FOREACH(j, &t->queue, link)
-		if (!sandbox_busy(d, j))
+		if (!blocked(d, t, j, now))
 			return j;
 	return NULL;
+}
+
+/* Counts the jobs still backing off and wakes the scheduler when the next is due. */
+static void
+backoff_cb(uv_timer_t *timer)
+{
+	struct sandqd *d = timer->data;
+	uint64_t now = now_ms(), next = UINT64_MAX;
+	struct djob *j;
+
+	d->nbackoff = 0;
+	for (size_t i = 0; i < d->ntenants; i++)
+		TAILQ_FOREACH(j, &d->tenants[i].queue, link) {
+			if (j->retry_at == 0)
+				continue;
+			if (j->retry_at <= now) {
+				j->retry_at = 0;
+				continue;
+			}
+			d->nbackoff++;
+			if (j->retry_at < next)
+				next = j->retry_at;
+		}
+	if (d->nbackoff > 0)
+		uv_timer_start(&d->backoff_timer, backoff_cb, next - now, 0);
+	sched_dispatch(d);
+	sandqd_check_drained(d);
+}
+
+void
+sched_requeue(struct sandqd *d, struct djob *j, uint64_t delay_ms)
+{
+	struct tenant *t = &d->tenants[j->tenant];
+
+	j->worker = -1;
+	j->retry_at = delay_ms > 0 ? now_ms() + delay_ms : 0;
+	TAILQ_INSERT_HEAD(&t->queue, j, link);
+	t->queued++;
+	if (j->retry_at == 0) {
+		sched_dispatch(d);
+		return;
+	}
+	d->nbackoff++;
+	if (!uv_is_active((uv_handle_t *)&d->backoff_timer) ||
+	    uv_timer_get_due_in(&d->backoff_timer) > delay_ms)
+		uv_timer_start(&d->backoff_timer, backoff_cb, delay_ms, 0);
+}
+
+void
+sched_init(struct sandqd *d)
+{
+	uv_timer_init(d->loop, &d->backoff_timer);
+	d->backoff_timer.data = d;
+}
+
+void
+sched_stop(struct sandqd *d)
+{
+	uv_timer_stop(&d->backoff_timer);
+	uv_close((uv_handle_t *)&d->backoff_timer, NULL);
 }
 
 static bool
@@ -163,11 +251,12 @@ pick_job(struct sandqd *d)
 static size_t
 runnable_of(const struct sandqd *d, const struct tenant *t)
 {
+	uint64_t now = d->nbackoff ? now_ms() : 0;
 	const struct djob *j;
 	size_t n = 0;
 
 	TAILQ_FOREACH(j, &t->queue, link)
-		n += !sandbox_busy(d, j);
+		n += !blocked(d, t, j, now);
 	return n;
 }
 
@@ -255,9 +344,9 @@ sched_dispatch(struct sandqd *d)
 		w = pool_idle_for(d, j);
 		t->running++;
 		if (pool_send_job(d, w, j) < 0) {
-			/* The worker is being replaced; the job fails with it. */
+			/* The worker is being replaced; the job tries again. */
 			t->running--;
-			jobs_fail(d, j, "worker %d could not take the job", w->index);
+			jobs_retry(d, j, "worker %d could not take the job", w->index);
 		}
 	}
 	maybe_read(d);

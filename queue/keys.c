@@ -50,6 +50,18 @@ key_dead(char *buf, const char *prefix, const char *tenant)
 }
 
 int
+key_attempts(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "attempts", id);
+}
+
+int
+key_cancel(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "cancel", id);
+}
+
+int
 key_tenant_valid(const char *name)
 {
 	size_t n = strlen(name);

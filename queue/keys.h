@@ -18,6 +18,10 @@ int key_jobs(char *buf, const char *prefix, const char *tenant);
 int key_res(char *buf, const char *prefix, const char *tenant, const char *id);
 int key_done(char *buf, const char *prefix, const char *tenant, const char *id);
 int key_dead(char *buf, const char *prefix, const char *tenant);
+/* A job's failed attempts so far: a list of JSON records, until its result. */
+int key_attempts(char *buf, const char *prefix, const char *tenant, const char *id);
+/* A cancellation asked for a job that some host holds (sandq cancel). */
+int key_cancel(char *buf, const char *prefix, const char *tenant, const char *id);
 /* True if name is a valid tenant name: 1..64 bytes of [A-Za-z0-9_-]. */
 int key_tenant_valid(const char *name);
 

@@ -43,6 +43,7 @@
 #define RQ_BACKOFF_MAX_MS 5000
 #define RQ_DEAD_MAXLEN "10000"
 #define RQ_DEAD_RAW_MAX 4096
+#define RQ_DEAD_PAYLOAD_MAX (1024 * 1024)
 
 struct rconn {
 	struct rq *q;			/* owner */
@@ -668,49 +669,103 @@ exec_with(struct rq *q, rq_done_cb *cb, void *arg)
 	return 0;
 }
 
+/*
+ * KEYS: res, done, jobs stream, attempts, cancel; ARGV: result, ttl ms, entry id,
+ * group. The first result of a job wins: a job run twice (taken over from
+ * a host that was only cut off, or answered and then redelivered) keeps
+ * the result its waiters may have seen, and its done list one element.
+ * Either way the entry is acknowledged and deleted, and the attempts
+ * record goes. Returns 1 when this result was stored, 0 when one was.
+ */
+static const char publish_lua[] =
+"local won = 0\n"
+"if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then\n"
+"  redis.call('DEL', KEYS[2])\n"
+"  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
+"  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+"  won = 1\n"
+"end\n"
+"redis.call('XACK', KEYS[3], ARGV[4], ARGV[3])\n"
+"redis.call('XDEL', KEYS[3], ARGV[3])\n"
+"redis.call('DEL', KEYS[4], KEYS[5])\n"
+"return won\n";
+
 int
 rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
-    const void *res, size_t reslen, int64_t ttl_ms, const struct audit_event *ev,
-    size_t nev, rq_done_cb *cb, void *arg)
+    const void *res, size_t reslen, int64_t ttl_ms, const struct rq_dead_rec *dead,
+    const struct audit_event *ev, size_t nev, rq_done_cb *cb, void *arg)
 {
-	char reskey[KEY_MAX], donekey[KEY_MAX], ttl[24];
+	char reskey[KEY_MAX], donekey[KEY_MAX], attkey[KEY_MAX], deadkey[KEY_MAX];
+	char cankey[KEY_MAX], ttl[24];
 	const char *t = q->tenants[tenant];
 	int rc = 0;
 
 	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
 		return -ENOTCONN;
-	if (key_res(reskey, q->prefix, t, id) < 0 || key_done(donekey, q->prefix, t, id) < 0)
+	if (key_res(reskey, q->prefix, t, id) < 0 || key_done(donekey, q->prefix, t, id) < 0 ||
+	    key_attempts(attkey, q->prefix, t, id) < 0 || key_dead(deadkey, q->prefix, t) < 0 ||
+	    key_cancel(cankey, q->prefix, t, id) < 0)
 		return -ENAMETOOLONG;
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	{
 		const char *multi[] = { "MULTI" };
-		const char *set[] = { "SET", reskey, res, "PX", ttl };
-		const char *del[] = { "DEL", donekey };
-		const char *push[] = { "RPUSH", donekey, res };
-		const char *exp[] = { "PEXPIRE", donekey, ttl };
-		const char *ack[] = { "XACK", q->jobs_keys[tenant], KEY_GROUP, entry_id };
-		const char *xdel[] = { "XDEL", q->jobs_keys[tenant], entry_id };
+		const char *eval[] = { "EVAL", publish_lua, "5", reskey, donekey,
+		    q->jobs_keys[tenant], attkey, cankey, res, ttl, entry_id, KEY_GROUP };
 		size_t l_multi[] = { 5 };
-		size_t l_set[] = { 3, strlen(reskey), reslen, 2, strlen(ttl) };
-		size_t l_del[] = { 3, strlen(donekey) };
-		size_t l_push[] = { 5, strlen(donekey), reslen };
-		size_t l_exp[] = { 7, strlen(donekey), strlen(ttl) };
-		size_t l_ack[] = { 4, strlen(q->jobs_keys[tenant]), strlen(KEY_GROUP),
-		    strlen(entry_id) };
-		size_t l_xdel[] = { 4, strlen(q->jobs_keys[tenant]), strlen(entry_id) };
+		size_t l_eval[] = { 4, strlen(publish_lua), 1, strlen(reskey), strlen(donekey),
+		    strlen(q->jobs_keys[tenant]), strlen(attkey), strlen(cankey), reslen,
+		    strlen(ttl), strlen(entry_id), strlen(KEY_GROUP) };
 
 		rc |= cmd(q, 1, multi, l_multi);
-		rc |= cmd(q, 5, set, l_set);
-		rc |= cmd(q, 2, del, l_del);
-		rc |= cmd(q, 3, push, l_push);
-		rc |= cmd(q, 3, exp, l_exp);
-		rc |= cmd(q, 4, ack, l_ack);
-		rc |= cmd(q, 3, xdel, l_xdel);
+		rc |= cmd(q, 12, eval, l_eval);
+	}
+	if (dead != NULL) {
+		size_t plen = dead->payload_len > RQ_DEAD_PAYLOAD_MAX ? RQ_DEAD_PAYLOAD_MAX :
+		    dead->payload_len;
+		const char *trunc = plen < dead->payload_len ? "1" : "0";
+		const char *xadd[] = { "XADD", deadkey, "MAXLEN", "~", RQ_DEAD_MAXLEN, "*",
+		    "entry", entry_id, "id", id, "reason", dead->reason, "attempts",
+		    dead->attempts, "payload", dead->payload ? dead->payload : "",
+		    "payload_truncated", trunc };
+		size_t l_xadd[sizeof(xadd) / sizeof(xadd[0])];
+
+		for (size_t i = 0; i < sizeof(xadd) / sizeof(xadd[0]); i++)
+			l_xadd[i] = strlen(xadd[i]);
+		l_xadd[15] = dead->payload ? plen : 0;
+		rc |= cmd(q, (int)(sizeof(xadd) / sizeof(xadd[0])), xadd, l_xadd);
 	}
 	rc |= audit_adds(q, ev, nev);
 	if (rc != 0)
 		return -EIO;
 	return exec_with(q, cb, arg);
+}
+
+int
+rq_attempt_add(struct rq *q, size_t tenant, const char *id, const char *record,
+    int64_t ttl_ms)
+{
+	char key[KEY_MAX], ttl[24];
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_attempts(key, q->prefix, q->tenants[tenant], id) < 0)
+		return -ENAMETOOLONG;
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+	{
+		const char *multi[] = { "MULTI" }, *exec[] = { "EXEC" };
+		const char *push[] = { "RPUSH", key, record };
+		const char *exp[] = { "PEXPIRE", key, ttl };
+		size_t l_multi[] = { 5 }, l_exec[] = { 4 };
+		size_t l_push[] = { 5, strlen(key), strlen(record) };
+		size_t l_exp[] = { 7, strlen(key), strlen(ttl) };
+		int rc = 0;
+
+		rc |= cmd(q, 1, multi, l_multi);
+		rc |= cmd(q, 3, push, l_push);
+		rc |= cmd(q, 3, exp, l_exp);
+		rc |= cmd(q, 1, exec, l_exec);
+		return rc != 0 ? -EIO : 0;
+	}
 }
 
 int
@@ -1216,47 +1271,146 @@ rq_reclaim(struct rq *q, size_t tenant, int64_t min_idle_ms, size_t count)
 }
 
 struct rget {
-	rq_get_cb *cb;
+	rq_redelivery_cb *cb;
 	void *arg;
 };
 
 static void
-on_get_reply(redisAsyncContext *ac, void *r, void *priv)
+on_redelivery_reply(redisAsyncContext *ac, void *r, void *priv)
 {
 	struct rget *g = priv;
-	redisReply *reply = r;
+	redisReply *reply = r, *res, *att;
+	const char **recs = NULL;
+	size_t n = 0;
 
 	(void)ac;
-	if (reply == NULL)
-		g->cb(g->arg, -ENOTCONN, NULL, 0);
-	else if (reply->type == REDIS_REPLY_STRING)
-		g->cb(g->arg, 1, reply->str, reply->len);
-	else if (reply->type == REDIS_REPLY_NIL)
-		g->cb(g->arg, 0, NULL, 0);
+	if (reply == NULL) {
+		g->cb(g->arg, -ENOTCONN, NULL, 0, NULL, 0);
+		goto out;
+	}
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+	    reply->element[1]->type != REDIS_REPLY_ARRAY) {
+		if (reply->type == REDIS_REPLY_ERROR)
+			log_warnx("redis: redelivery lookup: %s", reply->str);
+		g->cb(g->arg, -EIO, NULL, 0, NULL, 0);
+		goto out;
+	}
+	res = reply->element[0];
+	att = reply->element[1];
+	recs = xcalloc(att->elements + 1, sizeof(*recs));
+	for (size_t i = 0; i < att->elements; i++)
+		if (reply_is_str(att->element[i]))
+			recs[n++] = att->element[i]->str;
+	if (reply_is_str(res))
+		g->cb(g->arg, 1, res->str, res->len, recs, n);
 	else
-		g->cb(g->arg, -EIO, NULL, 0);
+		g->cb(g->arg, 0, NULL, 0, recs, n);
+out:
+	free(recs);
 	free(g);
 }
 
 int
-rq_result_get(struct rq *q, size_t tenant, const char *id, rq_get_cb *cb, void *arg)
+rq_redelivery_get(struct rq *q, size_t tenant, const char *id, rq_redelivery_cb *cb,
+    void *arg)
 {
-	char key[KEY_MAX];
+	static const char lua[] = "return {redis.call('GET', KEYS[1]), "
+	    "redis.call('LRANGE', KEYS[2], 0, -1)}";
+	char key[KEY_MAX], akey[KEY_MAX];
 	struct rget *g;
 
 	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
 		return -ENOTCONN;
-	if (key_res(key, q->prefix, q->tenants[tenant], id) < 0)
+	if (key_res(key, q->prefix, q->tenants[tenant], id) < 0 ||
+	    key_attempts(akey, q->prefix, q->tenants[tenant], id) < 0)
 		return -ENAMETOOLONG;
 	g = xcalloc(1, sizeof(*g));
 	g->cb = cb;
 	g->arg = arg;
-	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_get_reply, g, "GET %s", key) !=
-	    REDIS_OK) {
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_redelivery_reply, g,
+	    "EVAL %s 2 %s %s", lua, key, akey) != REDIS_OK) {
 		free(g);
 		return -EIO;
 	}
 	return 0;
+}
+
+/*** Cancellations (sandq cancel) ***/
+
+struct rcancel {
+	rq_cancels_cb *cb;
+	void *arg;
+	size_t n;
+	size_t *tenants;
+	char **ids;
+};
+
+static void
+on_cancels_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rcancel *c = priv;
+	redisReply *reply = r;
+
+	(void)ac;
+	if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == c->n) {
+		for (size_t i = 0; i < c->n; i++)
+			if (reply->element[i]->type != REDIS_REPLY_NIL)
+				c->cb(c->arg, c->tenants[i], c->ids[i]);
+	} else if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("redis: cancellation check: %s", reply->str);
+	}
+	for (size_t i = 0; i < c->n; i++)
+		free(c->ids[i]);
+	free(c->ids);
+	free(c->tenants);
+	free(c);
+}
+
+int
+rq_cancels(struct rq *q, const size_t *tenants, const char *const *ids, size_t n,
+    rq_cancels_cb *cb, void *arg)
+{
+	const char **argv;
+	size_t *len;
+	char (*keys)[KEY_MAX];
+	struct rcancel *c;
+	int rc = 0;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (n == 0)
+		return 0;
+	argv = xcalloc(n + 1, sizeof(*argv));
+	len = xcalloc(n + 1, sizeof(*len));
+	keys = xcalloc(n, sizeof(*keys));
+	c = xcalloc(1, sizeof(*c));
+	c->cb = cb;
+	c->arg = arg;
+	c->n = n;
+	c->tenants = xcalloc(n, sizeof(*c->tenants));
+	c->ids = xcalloc(n, sizeof(*c->ids));
+	argv[0] = "MGET";
+	len[0] = 4;
+	for (size_t i = 0; i < n; i++) {
+		if (key_cancel(keys[i], q->prefix, q->tenants[tenants[i]], ids[i]) < 0)
+			keys[i][0] = '\0';
+		argv[i + 1] = keys[i];
+		len[i + 1] = strlen(keys[i]);
+		c->tenants[i] = tenants[i];
+		c->ids[i] = xstrdup(ids[i]);
+	}
+	if (redisAsyncCommandArgv(q->conn[RQ_CMD].ac, on_cancels_reply, c, (int)n + 1,
+	    argv, len) != REDIS_OK) {
+		c->n = 0;
+		for (size_t i = 0; i < n; i++)
+			free(c->ids[i]);
+		on_cancels_reply(NULL, NULL, c);
+		rc = -EIO;
+	}
+	free(keys);
+	free(argv);
+	free(len);
+	return rc;
 }
 
 /*** Host status ***/

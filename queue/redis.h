@@ -75,12 +75,38 @@ bool rq_read_pending(const struct rq *q);
 void rq_unblock(struct rq *q);
 
 /*
- * Stores a result and acknowledges its entry in one MULTI/EXEC: SET res
- * (TTL), DEL+RPUSH+PEXPIRE done, XACK. The ack never precedes the store.
+ * A job that ran out of attempts: with its result, an entry on the
+ * tenant's dead-letter stream with fields entry, id, reason (the last
+ * failure), attempts (JSON array, one object per failed attempt),
+ * payload (the job as it ran, msgpack; cut at 1 MiB) and
+ * payload_truncated ("1" when cut). docs/protocol.md describes them.
+ */
+struct rq_dead_rec {
+	const char *reason;
+	const char *attempts;
+	const void *payload;
+	size_t payload_len;
+};
+
+/*
+ * Stores a result and acknowledges its entry in one transaction: a script
+ * that SETs res (TTL) only if the job has no result yet and then DEL +
+ * RPUSH + PEXPIRE its done list (the first result wins: a job that ran
+ * twice shows once), and in every case XACKs and deletes the entry and its
+ * attempts record; dead, when set, adds the dead-letter entry; ev the
+ * audit events. The ack never precedes the store.
  */
 int rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
-    const void *res, size_t reslen, int64_t ttl_ms, const struct audit_event *ev,
-    size_t nev, rq_done_cb *cb, void *arg);
+    const void *res, size_t reslen, int64_t ttl_ms, const struct rq_dead_rec *dead,
+    const struct audit_event *ev, size_t nev, rq_done_cb *cb, void *arg);
+
+/*
+ * Appends a failed attempt's record (JSON text) to the job's attempts list
+ * (PREFIX:{T}:attempts:ID, TTL ttl_ms), so the host that runs it next, or
+ * takes it over, knows its past. Fire and forget: -ENOTCONN while down.
+ */
+int rq_attempt_add(struct rq *q, size_t tenant, const char *id, const char *record,
+    int64_t ttl_ms);
 
 /*
  * Records an entry that cannot be answered (no readable id) on the tenant's
@@ -146,10 +172,25 @@ int rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_que
  */
 int rq_lease(struct rq *q, size_t tenant, const char *const *ids, size_t n);
 int rq_reclaim(struct rq *q, size_t tenant, int64_t min_idle_ms, size_t count);
-/* GET of a job's stored result: status 1 with its bytes, 0 none, -errno. */
-typedef void rq_get_cb(void *arg, int status, const char *buf, size_t len);
-int rq_result_get(struct rq *q, size_t tenant, const char *id, rq_get_cb *cb,
-    void *arg);
+/*
+ * What a redelivered entry's job left behind, in one round trip: status 1
+ * with its stored result, 0 with none, or -errno; and either way the
+ * records of its failed attempts (JSON texts, oldest first). Everything
+ * lives only during the call.
+ */
+typedef void rq_redelivery_cb(void *arg, int status, const char *res, size_t reslen,
+    const char *const *attempts, size_t nattempts);
+int rq_redelivery_get(struct rq *q, size_t tenant, const char *id,
+    rq_redelivery_cb *cb, void *arg);
+
+/*
+ * Which of the given jobs (tenant index and id, pairwise) a `sandq cancel`
+ * asked to stop: one MGET of their PREFIX:{T}:cancel:ID keys; cb runs for
+ * each one that has a key. The ids are copied.
+ */
+typedef void rq_cancels_cb(void *arg, size_t tenant, const char *id);
+int rq_cancels(struct rq *q, const size_t *tenants, const char *const *ids, size_t n,
+    rq_cancels_cb *cb, void *arg);
 
 /* HSET PREFIX:hosts host json (fire and forget; -ENOTCONN when down). */
 int rq_host_status(struct rq *q, const char *host, const char *json);

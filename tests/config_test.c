@@ -141,6 +141,8 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_eq(a->audit_stream_max, b->audit_stream_max);
 	cr_expect_eq(a->lease_ms, b->lease_ms);
 	cr_expect_eq(a->worker_max_jobs, b->worker_max_jobs);
+	cr_expect_eq(a->max_attempts, b->max_attempts);
+	cr_expect_eq(a->retry_backoff_ms, b->retry_backoff_ms);
 	cr_expect_eq(a->audit_retention_s, b->audit_retention_s);
 	cr_expect_eq(a->audit_max_bytes, b->audit_max_bytes);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
@@ -171,6 +173,8 @@ static const char *const non_defaults[] = {
 	"audit_stream_max=100",
 	"lease_ms=300",
 	"worker_max_jobs=0",
+	"max_attempts=100",
+	"retry_backoff_ms=0",
 	"audit_retention_s=315360000",
 	"audit_max_bytes=3M",
 	"limits.wall_ms=1",
@@ -216,6 +220,8 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.audit_stream_max, 100000);
 	cr_expect_eq(c.lease_ms, 30000);
 	cr_expect_eq(c.worker_max_jobs, 10000);
+	cr_expect_eq(c.max_attempts, 3);
+	cr_expect_eq(c.retry_backoff_ms, 1000);
 	cr_expect_eq(c.audit_retention_s, 2592000);
 	cr_expect_eq(c.audit_max_bytes, GIB);
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
@@ -290,7 +296,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 30);
+	cr_expect_eq(nkeys, 32);
 	free(printed);
 	free(example);
 }

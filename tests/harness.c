@@ -270,8 +270,8 @@ harness_client(const struct harness *h)
 }
 
 /* The parent of pid from /proc/PID/stat, or 0. */
-static pid_t
-ppid_of(pid_t pid)
+pid_t
+harness_ppid_of(pid_t pid)
 {
 	char path[64], buf[512], *p;
 	int fd;
@@ -312,7 +312,7 @@ harness_pgrep_workers(const struct harness *h, pid_t *pids, int max)
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
 		all[nall] = (pid_t)atoi(de->d_name);
-		parent[nall] = ppid_of(all[nall]);
+		parent[nall] = harness_ppid_of(all[nall]);
 		nall++;
 	}
 	closedir(d);

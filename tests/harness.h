@@ -48,6 +48,8 @@ const char *harness_build_dir(void);
 int harness_run(const char *cmdline, char **out);
 /* Pids of processes whose command line contains needle (up to max). */
 int harness_pgrep(const char *needle, pid_t *pids, int max);
+/* The parent of pid (from /proc), or 0. */
+pid_t harness_ppid_of(pid_t pid);
 /* Pids of this harness's workers and every process below them. */
 int harness_pgrep_workers(const struct harness *h, pid_t *pids, int max);
 /* Waits until pred(arg) or timeout; returns pred's last answer. */

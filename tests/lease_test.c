@@ -46,7 +46,7 @@ teardown(void)
 {
 	char cmd[700];
 
-	snprintf(cmd, sizeof(cmd), "tail -n 8 %s/sandqd-b.log %s >&2", H.dir, H.log);
+	snprintf(cmd, sizeof(cmd), "tail -n 30 %s/sandqd-b.log %s >&2", H.dir, H.log);
 	if (getenv("LEASE_TEST_LOGS") && system(cmd) != 0)
 		fprintf(stderr, "(no logs)\n");
 	if (host_b > 0) {
@@ -202,6 +202,73 @@ Test(lease, a_taken_over_job_that_has_a_result_is_not_run_again)
 	cr_expect_str_eq((char *)r->stdout_data, "from-the-first-run\n",
 	    "the stored result was replaced");
 	sandq_result_free(r);
+	redisFree(rc);
+	sandq_close(c);
+}
+
+/*
+ * A takeover is an attempt: the job below already failed twice (on hosts
+ * that died, as their records say), and its third holder stops renewing.
+ * With max_attempts at its default of 3, the host that takes it over does
+ * not run it: it answers it `internal` and dead-letters it with all three
+ * attempts, the last naming the lost lease.
+ */
+Test(lease, a_takeover_past_max_attempts_is_dead_lettered_not_run)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1], host[64];
+	redisContext *rc = redisConnect("127.0.0.1", H.port);
+	redisReply *rep;
+
+	cr_assert(rc != NULL && rc->err == 0);
+	cr_assert_eq(harness_stop_sandqd(&H, 30000), 0);
+	cr_assert_eq(sandq_submit_sh(c, "echo must-not-run", NULL, id), 0);
+	rep = redisCommand(rc, "XREADGROUP GROUP sandq ghost COUNT 1 STREAMS "
+	    "sandq:{default}:jobs >");
+	cr_assert(rep != NULL && rep->type == REDIS_REPLY_ARRAY, "ghost read");
+	freeReplyObject(rep);
+	for (int i = 1; i <= 2; i++) {
+		char rec[200];
+
+		snprintf(rec, sizeof(rec), "{\"attempt\":%d,\"host\":\"gone-%d\",\"worker\":0,"
+		    "\"at\":1,\"reason\":\"worker 0 died of signal 9 while running the job\"}",
+		    i, i);
+		rep = redisCommand(rc, "RPUSH sandq:{default}:attempts:%s %s", id, rec);
+		cr_assert(rep != NULL && rep->type == REDIS_REPLY_INTEGER);
+		freeReplyObject(rep);
+	}
+
+	host_b = start_host_b();
+	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "%s", sandq_last_error(c));
+	cr_expect_str_eq(r->status, "internal");
+	cr_expect_str_eq(r->error_code ? r->error_code : "", "attempts_exhausted");
+	cr_expect_not_null(strstr(r->error_message ? r->error_message : "",
+	    "stopped renewing"), "%s", r->error_message ? r->error_message : "");
+	cr_expect_eq(r->attempt, 3);
+	sandq_result_free(r);
+	started_on(id, host, sizeof(host));
+	cr_expect_str_eq(host, "", "host %s ran the job", host);
+
+	rep = redisCommand(rc, "XRANGE sandq:{default}:dead - +");
+	cr_assert(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
+	{
+		const redisReply *f = rep->element[0]->element[1];
+		const char *attempts = NULL;
+
+		for (size_t i = 0; i + 1 < f->elements; i += 2)
+			if (strcmp(f->element[i]->str, "attempts") == 0)
+				attempts = f->element[i + 1]->str;
+		cr_assert_not_null(attempts);
+		cr_expect_not_null(strstr(attempts, "gone-1"), "%s", attempts);
+		cr_expect_not_null(strstr(attempts, "gone-2"), "%s", attempts);
+		cr_expect_not_null(strstr(attempts, "\"attempt\":3"), "%s", attempts);
+		cr_expect_not_null(strstr(attempts, "taken over by host-b"), "%s", attempts);
+	}
+	freeReplyObject(rep);
+	rep = redisCommand(rc, "EXISTS sandq:{default}:attempts:%s", id);
+	cr_expect_eq(rep->integer, 0, "the attempts record outlived the result");
+	freeReplyObject(rep);
 	redisFree(rc);
 	sandq_close(c);
 }

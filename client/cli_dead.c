@@ -1,0 +1,765 @@
+/*
+ * cli_dead.c - `sandq dead ls|show|retry|purge` and `sandq cancel`: an
+ * operator's verbs on jobs that could not finish, and on jobs that should
+ * not, run with the admin credentials of --redis.
+ *
+ * The dead-letter stream, PREFIX:{T}:dead, holds two kinds of entries
+ * (docs/protocol.md): a job out of attempts (fields entry, id, reason,
+ * attempts: a JSON array, payload: the job as it ran, payload_truncated)
+ * and an entry no id could be read from (entry, reason, payload: its first
+ * bytes). Only the first kind can be retried: one script deletes the job's
+ * old result, done list, attempts and cancellation, adds the payload to
+ * the job stream as a new entry and deletes the dead letter, so a retry is
+ * never half done and never done twice.
+ *
+ * Cancelling is one script too (cancel_lua): a job no host has read yet is
+ * deleted from its stream and answered `cancelled` in the same step, so no
+ * host can read it in between; a job a host holds gets a cancellation key
+ * that the host polls (dispatcher/cancel.c) and answers.
+ *
+ * Sections: manual, Redis, dead, cancel.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "../queue/keys.h"
+#include "../queue/payload.h"
+#include "cli.h"
+#include "redis_sync.h"
+
+#define PREFIX "sandq"
+#define DEAD_LS_DEFAULT 50		/* entries `dead ls` shows by default */
+#define DEAD_SCAN_MAX 100000		/* entries searched for a job id */
+#define CANCEL_TTL_MS 86400000		/* a cancellation waits this long for its host */
+#define REASON_COLS 60			/* reason text in the ls table */
+
+/*** Manual ***/
+
+static const char man_dead[] =
+"SANDQ-DEAD(1)                   User Commands                  SANDQ-DEAD(1)\n"
+"\n"
+"NAME\n"
+"       sandq dead - list, show, retry and purge dead-lettered jobs (admin)\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq [--redis URL] [--tenant T] dead ls [--limit N] [--json]\n"
+"       sandq [--redis URL] [--tenant T] dead show REF [--json]\n"
+"       sandq [--redis URL] [--tenant T] dead retry REF... | --all\n"
+"       sandq [--redis URL] [--tenant T] dead purge REF... | --all |\n"
+"                                             --older-than SECONDS\n"
+"\n"
+"DESCRIPTION\n"
+"       A job whose worker or host failed under it max_attempts times\n"
+"       (sandqd's config, default 3) is answered `internal` (error code\n"
+"       attempts_exhausted) and recorded on its tenant's dead-letter stream\n"
+"       with every attempt's reason and the job as it ran. A stream entry\n"
+"       with no readable job id is recorded there too, with its first bytes.\n"
+"       REF is a dead letter's id (as ls prints it, e.g. 1732200000000-0)\n"
+"       or a job id (its newest dead letter).\n"
+"\n"
+"       ls     the newest dead letters, newest first: id, job id, attempts,\n"
+"              age and the last reason.\n"
+"       show   one dead letter in full, every attempt included.\n"
+"       retry  submits each job again as it ran (same id): its old result\n"
+"              and attempt count are cleared, and the dead letter goes.\n"
+"              Entries without a job id, or whose job was cut at 1 MiB,\n"
+"              cannot be retried (said, and the exit status is 1).\n"
+"       purge  deletes dead letters: the ones named, all of them, or those\n"
+"              older than SECONDS.\n"
+"\n"
+"OPTIONS\n"
+"       --limit N           ls: at most N entries (default 50).\n"
+"       --all               retry or purge every dead letter of the tenant.\n"
+"       --older-than SECS   purge: those added more than SECS seconds ago.\n"
+"       --json              ls and show: JSON (an array; one object).\n"
+"\n"
+"EXIT STATUS\n"
+"       0 done; 1 a REF not found or not retryable; 2 usage; 125 Redis failed.\n";
+
+static const char man_cancel[] =
+"SANDQ-CANCEL(1)                 User Commands                SANDQ-CANCEL(1)\n"
+"\n"
+"NAME\n"
+"       sandq cancel - stop jobs, queued or running, from any host (admin)\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq [--redis URL] [--tenant T] cancel ID... [--json]\n"
+"\n"
+"DESCRIPTION\n"
+"       A job no host has read yet is removed from its queue and answered\n"
+"       `cancelled` at once. A job a host holds (read and waiting there,\n"
+"       or running) is stopped by that host within about a second: a\n"
+"       running job's worker is killed, and the job is answered `cancelled`\n"
+"       (never retried). A job already answered is left as it is. A running\n"
+"       job cancelled while its sandbox was being committed may have\n"
+"       committed: its result says `cancelled`, the sandbox's history says\n"
+"       what happened.\n"
+"\n"
+"       Prints one line per ID: cancelled, cancelling (held by HOST),\n"
+"       finished (it has a result) or unknown (no such job queued).\n"
+"       Finding a queued job reads its tenant's stream: cheap for the\n"
+"       queues sandq keeps, linear in their length.\n"
+"\n"
+"OPTIONS\n"
+"       --json    one JSON array of {\"id\", \"outcome\", \"host\"}.\n"
+"\n"
+"EXIT STATUS\n"
+"       0 every ID cancelled or cancelling; 1 some finished or unknown;\n"
+"       2 usage; 125 Redis failed.\n";
+
+/* --tenant, else $SANDQ_TENANT, else "default". */
+static const char *
+tenant_of(const struct cli_conn *conn)
+{
+	const char *t = conn->tenant;
+
+	if (t == NULL && (t = getenv("SANDQ_TENANT")) == NULL)
+		t = "default";
+	return t;
+}
+
+void
+cli_dead_help(void)
+{
+	fputs(man_dead, stdout);
+}
+
+void
+cli_cancel_help(void)
+{
+	fputs(man_cancel, stdout);
+}
+
+/*** Redis ***/
+
+/* A dead letter, as read from the stream (strings point into the reply). */
+struct dead {
+	const char *dead_id;
+	const char *entry, *id, *reason, *attempts;
+	size_t payload_len;
+	bool truncated, has_payload;
+};
+
+static const char *
+field(const redisReply *fields, const char *name, size_t *len)
+{
+	for (size_t i = 0; i + 1 < fields->elements; i += 2)
+		if (fields->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(fields->element[i]->str, name) == 0 &&
+		    fields->element[i + 1]->type == REDIS_REPLY_STRING) {
+			if (len)
+				*len = fields->element[i + 1]->len;
+			return fields->element[i + 1]->str;
+		}
+	return NULL;
+}
+
+/* Reads one XRANGE element; false if it is not [id, [fields]]. */
+static bool
+dead_parse(const redisReply *e, struct dead *d)
+{
+	const redisReply *f;
+
+	memset(d, 0, sizeof(*d));
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING ||
+	    e->element[1]->type != REDIS_REPLY_ARRAY)
+		return false;
+	f = e->element[1];
+	d->dead_id = e->element[0]->str;
+	d->entry = field(f, "entry", NULL);
+	d->id = field(f, "id", NULL);
+	d->reason = field(f, "reason", NULL);
+	d->attempts = field(f, "attempts", NULL);
+	d->has_payload = field(f, "payload", &d->payload_len) != NULL;
+	d->truncated = field(f, "payload_truncated", NULL) != NULL &&
+	    strcmp(field(f, "payload_truncated", NULL), "1") == 0;
+	return true;
+}
+
+static bool
+retryable(const struct dead *d)
+{
+	return d->id != NULL && d->has_payload && d->payload_len > 0 && !d->truncated;
+}
+
+static json_t *
+dead_json(const struct dead *d)
+{
+	json_t *o = json_object(), *att = NULL;
+	unsigned long long ms = 0;
+
+	sscanf(d->dead_id, "%llu-", &ms);
+	if (d->attempts != NULL)
+		att = json_loads(d->attempts, 0, NULL);
+	json_object_set_new(o, "dead_id", json_string(d->dead_id));
+	json_object_set_new(o, "at", json_integer((json_int_t)ms));
+	json_object_set_new(o, "entry", d->entry ? json_string(d->entry) : json_null());
+	json_object_set_new(o, "id", d->id ? json_string(d->id) : json_null());
+	json_object_set_new(o, "reason", d->reason ? json_string(d->reason) : json_null());
+	json_object_set_new(o, "attempts", att ? att : json_array());
+	json_object_set_new(o, "payload_bytes", json_integer((json_int_t)d->payload_len));
+	json_object_set_new(o, "payload_truncated", json_boolean(d->truncated));
+	json_object_set_new(o, "retryable", json_boolean(retryable(d)));
+	return o;
+}
+
+static void
+print_age(uint64_t ms)
+{
+	uint64_t s = ms / 1000;
+
+	if (s < 120)
+		printf("%6llus", (unsigned long long)s);
+	else if (s < 7200)
+		printf("%6llum", (unsigned long long)(s / 60));
+	else if (s < 172800)
+		printf("%6lluh", (unsigned long long)(s / 3600));
+	else
+		printf("%6llud", (unsigned long long)(s / 86400));
+}
+
+static bool
+is_stream_id(const char *s)
+{
+	unsigned long long a, b;
+	char tail;
+
+	return sscanf(s, "%llu-%llu%c", &a, &b, &tail) == 2;
+}
+
+/*
+ * The dead letter REF names: a stream id, or the newest whose job id is
+ * REF. Returns the XRANGE element (owned by *keep, freed by the caller) or
+ * NULL (with *keep holding what to free, or NULL).
+ */
+static const redisReply *
+dead_find(redisContext *rc, const char *key, const char *ref, redisReply **keep)
+{
+	redisReply *r;
+
+	if (is_stream_id(ref)) {
+		r = redisCommand(rc, "XRANGE %s %s %s", key, ref, ref);
+		*keep = r;
+		return r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 ?
+		    r->element[0] : NULL;
+	}
+	r = redisCommand(rc, "XREVRANGE %s + - COUNT %d", key, DEAD_SCAN_MAX);
+	*keep = r;
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (size_t i = 0; i < r->elements; i++) {
+		struct dead d;
+
+		if (dead_parse(r->element[i], &d) && d.id != NULL && strcmp(d.id, ref) == 0)
+			return r->element[i];
+	}
+	return NULL;
+}
+
+/*** dead ***/
+
+static int
+dead_ls(redisContext *rc, const char *key, long limit, bool json)
+{
+	redisReply *r = redisCommand(rc, "XREVRANGE %s + - COUNT %ld", key, limit);
+	json_t *arr = json_array();
+	uint64_t now = now_ms();
+
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		fprintf(stderr, "sandq: %s: %s\n", key, r && r->type == REDIS_REPLY_ERROR ?
+		    r->str : rc->errstr);
+		freeReplyObject(r);
+		json_decref(arr);
+		return 125;
+	}
+	if (!json && r->elements > 0)
+		printf("%-20s %-32s %8s %7s  %s\n", "DEAD-ID", "JOB-ID", "ATTEMPTS", "AGE",
+		    "REASON");
+	for (size_t i = 0; i < r->elements; i++) {
+		struct dead d;
+		json_t *o;
+		unsigned long long ms = 0;
+
+		if (!dead_parse(r->element[i], &d))
+			continue;
+		o = dead_json(&d);
+		if (json) {
+			json_array_append_new(arr, o);
+			continue;
+		}
+		sscanf(d.dead_id, "%llu-", &ms);
+		printf("%-20s %-32.64s %8zu ", d.dead_id, d.id ? d.id : "-",
+		    json_array_size(json_object_get(o, "attempts")));
+		print_age(now > ms ? now - ms : 0);
+		printf("  %.*s%s\n", REASON_COLS, d.reason ? d.reason : "",
+		    d.reason && strlen(d.reason) > REASON_COLS ? "..." : "");
+		json_decref(o);
+	}
+	if (json) {
+		json_dumpf(arr, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else if (r->elements == 0) {
+		printf("no dead letters\n");
+	}
+	json_decref(arr);
+	freeReplyObject(r);
+	return 0;
+}
+
+static int
+dead_show(redisContext *rc, const char *key, const char *ref, bool json)
+{
+	redisReply *keep = NULL;
+	const redisReply *e = dead_find(rc, key, ref, &keep);
+	struct dead d;
+	json_t *o, *a;
+	size_t i;
+
+	if (e == NULL || !dead_parse(e, &d)) {
+		fprintf(stderr, "sandq: no dead letter '%s' in %s\n", ref, key);
+		freeReplyObject(keep);
+		return 1;
+	}
+	o = dead_json(&d);
+	if (json) {
+		json_dumpf(o, stdout, JSON_COMPACT);
+		putchar('\n');
+	} else {
+		printf("dead letter %s\n  job:      %s\n  entry:    %s\n  reason:   %s\n"
+		    "  payload:  %zu bytes%s\n  retry:    %s\n", d.dead_id,
+		    d.id ? d.id : "(no readable id)", d.entry ? d.entry : "-",
+		    d.reason ? d.reason : "-", d.payload_len, d.truncated ? " (cut at 1 MiB)" : "",
+		    retryable(&d) ? "possible (sandq dead retry)" : "not possible");
+		json_array_foreach(json_object_get(o, "attempts"), i, a) {
+			const char *host = json_string_value(json_object_get(a, "host"));
+			const char *why = json_string_value(json_object_get(a, "reason"));
+			json_t *w = json_object_get(a, "worker");
+			char where[64] = "";
+
+			if (json_is_integer(w))
+				snprintf(where, sizeof(where), ", worker %lld",
+				    (long long)json_integer_value(w));
+			printf("  attempt %lld on %s%s: %s\n",
+			    (long long)json_integer_value(json_object_get(a, "attempt")),
+			    host ? host : "?", where, why ? why : "?");
+		}
+	}
+	json_decref(o);
+	freeReplyObject(keep);
+	return 0;
+}
+
+/*
+ * KEYS: dead, jobs, res, done, attempts, cancel; ARGV: the dead letter's
+ * id. Returns {1, new entry id}, {0, why}.
+ */
+static const char retry_lua[] =
+"local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])\n"
+"if #e == 0 then return {0, 'gone'} end\n"
+"local f, payload, cut = e[1][2], nil, '0'\n"
+"for i = 1, #f, 2 do\n"
+"  if f[i] == 'payload' then payload = f[i + 1] end\n"
+"  if f[i] == 'payload_truncated' then cut = f[i + 1] end\n"
+"end\n"
+"if payload == nil or payload == '' or cut == '1' then return {0, 'no job to retry'} end\n"
+"redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])\n"
+"local id = redis.call('XADD', KEYS[2], '*', 'job', payload)\n"
+"redis.call('XDEL', KEYS[1], ARGV[1])\n"
+"return {1, id}\n";
+
+static int
+dead_retry_one(redisContext *rc, const char *tenant, const char *key,
+    const struct dead *d)
+{
+	char jobs[KEY_MAX], res[KEY_MAX], done[KEY_MAX], att[KEY_MAX], can[KEY_MAX];
+	redisReply *r;
+	int status = 0;
+
+	if (!retryable(d)) {
+		fprintf(stderr, "sandq: dead letter %s cannot be retried: %s\n", d->dead_id,
+		    d->id == NULL ? "its entry had no readable job id" :
+		    "its job was cut at 1 MiB when it was recorded");
+		return 1;
+	}
+	if (key_jobs(jobs, PREFIX, tenant) < 0 || key_res(res, PREFIX, tenant, d->id) < 0 ||
+	    key_done(done, PREFIX, tenant, d->id) < 0 ||
+	    key_attempts(att, PREFIX, tenant, d->id) < 0 ||
+	    key_cancel(can, PREFIX, tenant, d->id) < 0) {
+		fprintf(stderr, "sandq: job id '%s' makes too long a key\n", d->id);
+		return 1;
+	}
+	r = redisCommand(rc, "EVAL %s 6 %s %s %s %s %s %s %s", retry_lua, key, jobs, res,
+	    done, att, can, d->dead_id);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+		fprintf(stderr, "sandq: retry of %s: %s\n", d->dead_id,
+		    r && r->type == REDIS_REPLY_ERROR ? r->str : rc->errstr);
+		status = 125;
+	} else if (r->element[0]->integer != 1) {
+		fprintf(stderr, "sandq: dead letter %s: %s\n", d->dead_id, r->element[1]->str);
+		status = 1;
+	} else {
+		printf("%s: submitted again as entry %s\n", d->id, r->element[1]->str);
+	}
+	freeReplyObject(r);
+	return status;
+}
+
+static int
+dead_retry(redisContext *rc, const char *tenant, const char *key, char **refs,
+    int nrefs, bool all)
+{
+	int status = 0, st;
+
+	if (all) {
+		redisReply *r = redisCommand(rc, "XRANGE %s - + COUNT %d", key, DEAD_SCAN_MAX);
+
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+			fprintf(stderr, "sandq: %s: %s\n", key, r && r->type == REDIS_REPLY_ERROR ?
+			    r->str : rc->errstr);
+			freeReplyObject(r);
+			return 125;
+		}
+		for (size_t i = 0; i < r->elements; i++) {
+			struct dead d;
+
+			if (dead_parse(r->element[i], &d) &&
+			    (st = dead_retry_one(rc, tenant, key, &d)) > status)
+				status = st;
+		}
+		if (r->elements == 0)
+			printf("no dead letters\n");
+		freeReplyObject(r);
+		return status;
+	}
+	for (int i = 0; i < nrefs; i++) {
+		redisReply *keep = NULL;
+		const redisReply *e = dead_find(rc, key, refs[i], &keep);
+		struct dead d;
+
+		if (e == NULL || !dead_parse(e, &d)) {
+			fprintf(stderr, "sandq: no dead letter '%s' in %s\n", refs[i], key);
+			st = 1;
+		} else {
+			st = dead_retry_one(rc, tenant, key, &d);
+		}
+		if (st > status)
+			status = st;
+		freeReplyObject(keep);
+	}
+	return status;
+}
+
+static int
+dead_purge(redisContext *rc, const char *key, char **refs, int nrefs, bool all,
+    uint64_t older_ms)
+{
+	redisReply *r;
+	int status = 0;
+
+	if (all || older_ms > 0) {
+		if (all)
+			r = redisCommand(rc, "XLEN %s", key);
+		else
+			r = redisCommand(rc, "XTRIM %s MINID %llu-0", key,
+			    (unsigned long long)(now_ms() - older_ms));
+		if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
+			fprintf(stderr, "sandq: %s: %s\n", key, r && r->type == REDIS_REPLY_ERROR ?
+			    r->str : rc->errstr);
+			freeReplyObject(r);
+			return 125;
+		}
+		printf("%lld dead letter%s purged\n", r->integer, r->integer == 1 ? "" : "s");
+		freeReplyObject(r);
+		if (all) {
+			r = redisCommand(rc, "DEL %s", key);
+			freeReplyObject(r);
+		}
+		return 0;
+	}
+	for (int i = 0; i < nrefs; i++) {
+		redisReply *keep = NULL;
+		const redisReply *e = dead_find(rc, key, refs[i], &keep);
+
+		if (e == NULL) {
+			fprintf(stderr, "sandq: no dead letter '%s' in %s\n", refs[i], key);
+			status = 1;
+		} else {
+			r = redisCommand(rc, "XDEL %s %s", key, e->element[0]->str);
+			if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
+				printf("%s: purged\n", e->element[0]->str);
+			freeReplyObject(r);
+		}
+		freeReplyObject(keep);
+	}
+	return status;
+}
+
+int
+cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "limit", required_argument, NULL, 'l' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "older-than", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = conn->json, all = false;
+	long limit = DEAD_LS_DEFAULT;
+	uint64_t older = 0;
+	const char *verb;
+	redisContext *rc;
+	char key[KEY_MAX], msg[512], *end;
+	int c, status;
+
+	if (conn->help || argc < 2 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		cli_dead_help();
+		return conn->help || argc >= 2 ? 0 : 2;
+	}
+	verb = argv[1];
+	if (strcmp(verb, "ls") != 0 && strcmp(verb, "show") != 0 &&
+	    strcmp(verb, "retry") != 0 && strcmp(verb, "purge") != 0) {
+		fprintf(stderr, "sandq: dead: unknown verb '%s' (ls, show, retry, purge)\n",
+		    verb);
+		return 2;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc - 1, argv + 1, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			limit = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || limit < 1 || limit > DEAD_SCAN_MAX) {
+				fprintf(stderr, "sandq: --limit: expected 1..%d, got '%s'\n",
+				    DEAD_SCAN_MAX, optarg);
+				return 2;
+			}
+			break;
+		case 'a':
+			all = true;
+			break;
+		case 'o':
+			if (cli_parse_seconds(optarg, &older) < 0 || older == 0) {
+				fprintf(stderr, "sandq: --older-than: expected seconds > 0, got "
+				    "'%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			cli_dead_help();
+			return 0;
+		default:
+			fputs("Try 'sandq dead --help'.\n", stderr);
+			return 2;
+		}
+	}
+	argc -= optind + 1;
+	argv += optind + 1;
+	if ((strcmp(verb, "ls") == 0 && argc != 0) ||
+	    (strcmp(verb, "show") == 0 && argc != 1) ||
+	    (strcmp(verb, "retry") == 0 && (all ? argc != 0 : argc == 0)) ||
+	    (strcmp(verb, "purge") == 0 &&
+	    ((all || older) ? argc != 0 || (all && older) : argc == 0)) ||
+	    ((all && strcmp(verb, "retry") != 0 && strcmp(verb, "purge") != 0) ||
+	    (older && strcmp(verb, "purge") != 0))) {
+		fprintf(stderr, "sandq: dead %s: wrong arguments\nTry 'sandq dead --help'.\n",
+		    verb);
+		return 2;
+	}
+	if (!key_tenant_valid(tenant_of(conn))) {
+		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant_of(conn));
+		return 2;
+	}
+	if (key_dead(key, PREFIX, tenant_of(conn)) < 0)
+		return 2;
+	if ((rc = cli_redis_open(conn->redis, NULL, msg, sizeof(msg))) == NULL) {
+		fprintf(stderr, "sandq: %s\n", msg);
+		return 125;
+	}
+	if (strcmp(verb, "ls") == 0)
+		status = dead_ls(rc, key, limit, json);
+	else if (strcmp(verb, "show") == 0)
+		status = dead_show(rc, key, argv[0], json);
+	else if (strcmp(verb, "retry") == 0)
+		status = dead_retry(rc, tenant_of(conn), key, argv, argc, all);
+	else
+		status = dead_purge(rc, key, argv, argc, all, older);
+	redisFree(rc);
+	return status;
+}
+
+/*** cancel ***/
+
+/*
+ * KEYS: jobs, res, done, cancel; ARGV: job id, the `cancelled` result,
+ * TTL ms, group. {0, "finished"} if the job has a result; {1, entry} if it
+ * was waiting unread (now deleted and answered); {2, consumer} if a host
+ * holds it (the cancellation key is set for it); {0, "unknown"} if no
+ * entry carries the id. The id is matched as text first, then confirmed
+ * by decoding the entry (cmsgpack), so a job whose script merely mentions
+ * the id is not taken for it. A stream with no consumer group yet has been
+ * read by no host.
+ */
+static const char cancel_lua[] =
+"if redis.call('EXISTS', KEYS[2]) == 1 then return {0, 'finished'} end\n"
+"local found, start = nil, '-'\n"
+"while not found do\n"
+"  local batch = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 1000)\n"
+"  if #batch == 0 then break end\n"
+"  for _, e in ipairs(batch) do\n"
+"    local f = e[2]\n"
+"    for i = 1, #f, 2 do\n"
+"      if f[i] == 'job' and string.find(f[i + 1], ARGV[1], 1, true) then\n"
+"        local ok, job = pcall(cmsgpack.unpack, f[i + 1])\n"
+"        if ok and type(job) == 'table' and job['id'] == ARGV[1] then found = e[1] end\n"
+"      end\n"
+"    end\n"
+"    if found then break end\n"
+"  end\n"
+"  start = '(' .. batch[#batch][1]\n"
+"end\n"
+"if not found then return {0, 'unknown'} end\n"
+"local pend = redis.pcall('XPENDING', KEYS[1], ARGV[4], found, found, 1)\n"
+"if pend.err == nil and #pend > 0 then\n"
+"  redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])\n"
+"  return {2, pend[1][2]}\n"
+"end\n"
+"redis.call('XDEL', KEYS[1], found)\n"
+"redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+"redis.call('DEL', KEYS[3])\n"
+"redis.call('RPUSH', KEYS[3], ARGV[2])\n"
+"redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+"return {1, found}\n";
+
+/* One job: prints and returns its outcome ("cancelled", ...), or NULL. */
+static const char *
+cancel_one(redisContext *rc, const char *tenant, const char *id, char *host, size_t hlen)
+{
+	char jobs[KEY_MAX], res[KEY_MAX], done[KEY_MAX], can[KEY_MAX], ttl[24];
+	struct result *r = result_new(id);
+	char *enc = NULL;
+	size_t enclen = 0;
+	const char *outcome = NULL;
+	redisReply *rep;
+
+	host[0] = '\0';
+	result_set_error(r, ST_CANCELLED, "cancelled", "cancelled (sandq cancel) before "
+	    "any host read it");
+	r->finished_at = now_ms();
+	if (payload_result_encode(r, &enc, &enclen) < 0) {
+		result_free(r);
+		return NULL;
+	}
+	result_free(r);
+	if (key_jobs(jobs, PREFIX, tenant) < 0 || key_res(res, PREFIX, tenant, id) < 0 ||
+	    key_done(done, PREFIX, tenant, id) < 0 || key_cancel(can, PREFIX, tenant, id) < 0) {
+		free(enc);
+		return NULL;
+	}
+	snprintf(ttl, sizeof(ttl), "%d", CANCEL_TTL_MS);
+	rep = redisCommand(rc, "EVAL %s 4 %s %s %s %s %s %b %s %s", cancel_lua, jobs, res,
+	    done, can, id, enc, enclen, ttl, KEY_GROUP);
+	free(enc);
+	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+		fprintf(stderr, "sandq: cancel %s: %s\n", id,
+		    rep && rep->type == REDIS_REPLY_ERROR ? rep->str : rc->errstr);
+	} else if (rep->element[0]->integer == 1) {
+		outcome = "cancelled";
+	} else if (rep->element[0]->integer == 2) {
+		outcome = "cancelling";
+		snprintf(host, hlen, "%s", rep->element[1]->str);
+	} else {
+		outcome = strcmp(rep->element[1]->str, "finished") == 0 ? "finished" : "unknown";
+	}
+	freeReplyObject(rep);
+	return outcome;
+}
+
+int
+cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = conn->json;
+	json_t *arr;
+	redisContext *rc;
+	char msg[512];
+	int c, status = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'j')
+			json = true;
+		else if (c == 'h') {
+			cli_cancel_help();
+			return 0;
+		} else {
+			fputs("Try 'sandq cancel --help'.\n", stderr);
+			return 2;
+		}
+	}
+	if (conn->help) {
+		cli_cancel_help();
+		return 0;
+	}
+	if (optind == argc) {
+		fprintf(stderr, "sandq: cancel: name at least one job id\n");
+		return 2;
+	}
+	if (!key_tenant_valid(tenant_of(conn))) {
+		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant_of(conn));
+		return 2;
+	}
+	for (int i = optind; i < argc; i++)
+		if (!payload_id_valid(argv[i], strlen(argv[i]))) {
+			fprintf(stderr, "sandq: cancel: '%s' is not a job id\n", argv[i]);
+			return 2;
+		}
+	if ((rc = cli_redis_open(conn->redis, NULL, msg, sizeof(msg))) == NULL) {
+		fprintf(stderr, "sandq: %s\n", msg);
+		return 125;
+	}
+	arr = json_array();
+	for (int i = optind; i < argc; i++) {
+		char host[256];
+		const char *outcome = cancel_one(rc, tenant_of(conn), argv[i], host,
+		    sizeof(host));
+
+		if (outcome == NULL) {
+			status = 125;
+			break;
+		}
+		if (strcmp(outcome, "finished") == 0 || strcmp(outcome, "unknown") == 0)
+			status = 1;
+		if (json)
+			json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "id", argv[i],
+			    "outcome", outcome, "host", host[0] ? json_string(host) : json_null()));
+		else if (host[0])
+			printf("%s: cancelling (held by %s)\n", argv[i], host);
+		else
+			printf("%s: %s\n", argv[i], outcome);
+	}
+	if (json && status != 125) {
+		json_dumpf(arr, stdout, JSON_COMPACT);
+		putchar('\n');
+	}
+	json_decref(arr);
+	redisFree(rc);
+	return status;
+}
