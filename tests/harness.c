@@ -246,6 +246,39 @@ rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 	return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
+/*
+ * A sanitizer's report in a daemon's log (sandqd's, or another host's a
+ * test started in the folder) goes to our stderr before the folder goes:
+ * tests/run.sh fails the binary on it. Only the report lines are copied.
+ */
+static int
+scan_log(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	char line[1024];
+	bool in_report = false;
+	FILE *f;
+	size_t n = strlen(path);
+
+	(void)st;
+	(void)ftw;
+	if (flag != FTW_F || n < 4 || strcmp(path + n - 4, ".log") != 0 ||
+	    (f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strstr(line, "ERROR: AddressSanitizer") != NULL ||
+		    strstr(line, "ERROR: LeakSanitizer") != NULL ||
+		    strstr(line, "runtime error: ") != NULL) {
+			if (!in_report)
+				fprintf(stderr, "harness: a sanitizer report in %s:\n", path);
+			in_report = true;
+		}
+		if (in_report)
+			fputs(line, stderr);
+	}
+	fclose(f);
+	return 0;
+}
+
 void
 harness_stop(struct harness *h)
 {
@@ -255,8 +288,10 @@ harness_stop(struct harness *h)
 		waitpid(h->redis_pid, NULL, 0);
 		h->redis_pid = 0;
 	}
-	if (h->dir[0])
+	if (h->dir[0]) {
+		nftw(h->dir, scan_log, 16, FTW_PHYS);
 		nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	}
 }
 
 struct sandq *
