@@ -1,9 +1,10 @@
 /*
- * util.c - time, parsing and descriptor helpers shared by every process.
+ * util.c - time, parsing, descriptor and /proc helpers shared by every process.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -105,5 +106,32 @@ fd_set_nonblock(int fd, bool on)
 	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
 	if (fcntl(fd, F_SETFL, fl) < 0)
 		return -errno;
+	return 0;
+}
+
+int
+proc_rss(int pid, uint64_t *bytes)
+{
+	static long page;
+	char path[40], buf[128];
+	unsigned long long size, resident;
+	ssize_t n;
+	int fd, rc;
+
+	if (page <= 0 && (page = sysconf(_SC_PAGESIZE)) <= 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/statm", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	rc = n < 0 ? -errno : 0;
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? rc : -EIO;
+	buf[n] = '\0';
+	/* "size resident shared text lib data dt", in pages. */
+	if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+		return -EIO;
+	*bytes = (uint64_t)resident * (uint64_t)page;
 	return 0;
 }

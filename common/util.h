@@ -28,4 +28,10 @@ int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 /* Sets or clears O_NONBLOCK. 0 or -errno. */
 int fd_set_nonblock(int fd, bool on);
 
+/*
+ * The resident set of process pid in bytes (/proc/PID/statm: resident
+ * pages times the page size; one open and one read). 0 or -errno.
+ */
+int proc_rss(int pid, uint64_t *bytes);
+
 #endif

@@ -246,6 +246,15 @@ static const struct option options[] = {
 	    "are deleted at each commit. 0 keeps every version."),
 	NUM(worker_max_jobs, OPT_INT, "10000", 0, 1000000000, false,
 	    "Jobs a worker runs before it is replaced by a fresh one; 0 = never."),
+	NUM(worker_max_memory_growth, OPT_SIZE, "256M", 0, (int64_t)1 << 40, false,
+	    "Bytes a worker's own resident set may grow past its size at start "
+	    "before it is replaced after a job; 0 = never."),
+	NUM(worker_setup_timeout_ms, OPT_INT, "30000", 100, 3600000, false,
+	    "Milliseconds a new worker may take to get ready before it is killed "
+	    "and started again."),
+	NUM(worker_stuck_grace_ms, OPT_INT, "30000", 100, 3600000, false,
+	    "Milliseconds past its job's wall limit a worker may take to answer "
+	    "before it is killed as stuck and its job answered internal."),
 	NUM(lease_ms, OPT_INT, "30000", 300, 3600000, false,
 	    "Milliseconds a host's hold on the jobs it has read lasts without "
 	    "renewal; past it another host takes them over."),

@@ -59,6 +59,9 @@ struct config {
 	int64_t worker_max_jobs;	/* jobs before a worker is replaced; 0 never */
 	int64_t max_attempts;		/* runs a job gets across infrastructure failures */
 	int64_t retry_backoff_ms;	/* delay before the second attempt, doubling */
+	int64_t worker_max_memory_growth;	/* own RSS growth that replaces it; 0 never */
+	int64_t worker_setup_timeout_ms;	/* fork to HELLO at most, or killed */
+	int64_t worker_stuck_grace_ms;	/* past a job's wall limit, or killed */
 	int64_t audit_stream_max;	/* events per tenant audit stream */
 	int64_t audit_retention_s;	/* age limit of the audit database */
 	int64_t audit_max_bytes;	/* size limit of the audit database */

@@ -106,11 +106,13 @@ struct wslot {
 	uv_timer_t respawn;		/* respawn delay */
 	int64_t backoff_ms;		/* next respawn delay */
 	uint64_t jobs;			/* jobs its current process completed */
-	bool retiring;			/* replaced after worker_max_jobs jobs */
+	bool retiring;			/* replaced: worker_max_jobs or memory growth */
 	char why[96];			/* why sandqd killed it, until reaped */
 	uint64_t idle_seq;		/* when it last became idle (ordinal) */
 	size_t last_tenant;		/* tenant of the last job it ran */
 	char last_sandbox[JOB_SANDBOX_ID_MAX + 1];	/* its sandbox, "" if none */
+	int64_t since_ms;		/* monotonic: started, got its job, or retired */
+	uint64_t rss_base;		/* its own RSS at HELLO (bytes); 0 unknown */
 };
 
 struct sandqd {
@@ -150,6 +152,7 @@ struct sandqd {
 	uv_timer_t backoff_timer;	/* the next retry's backoff ends (sched.c) */
 	size_t nbackoff;		/* queued jobs waiting out a backoff, or more */
 	uv_timer_t cancel_poll;		/* asks which held jobs were cancelled */
+	uv_timer_t pool_watch;		/* finds workers stuck (pool.c) */
 };
 
 /*** tenants.c ***/

@@ -16,6 +16,14 @@
  * is respawned after a delay that doubles from respawn_backoff_ms up to 10 s
  * while workers keep dying without finishing a job, so a crash loop cannot
  * spin the host.
+ *
+ * Hygiene. A worker is retired after its result, and replaced at once, when
+ * it has run worker_max_jobs jobs or its own resident set has grown more
+ * than worker_max_memory_growth since its HELLO (worn_out()). One timer for
+ * the whole pool (watch_cb(), every POOL_WATCH_MS) kills a worker stuck in
+ * set-up (no HELLO within worker_setup_timeout_ms) or on a job (no result
+ * worker_stuck_grace_ms past the job's wall limit), like a broken one: the
+ * reaper answers its job and respawns it with the usual backoff.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +43,7 @@
 #include "dispatcher.h"
 
 #define RESPAWN_MAX_MS 10000
+#define POOL_WATCH_MS 500		/* how often watch_cb() looks */
 
 static void spawn(struct sandqd *d, struct wslot *w);
 
@@ -126,8 +135,46 @@ h_hello(struct sandqd *d, struct wslot *w, struct msg *m)
 	}
 	w->state = W_IDLE;
 	w->idle_seq = ++d->idle_seq;
+	/* Its baseline: the growth worn_out() measures starts here. */
+	if (d->cfg.worker_max_memory_growth == 0 || proc_rss(w->pid, &w->rss_base) < 0)
+		w->rss_base = 0;
 	log_debug("worker/%d: ready (pid %d)", w->index, (int)w->pid);
 	sched_dispatch(d);
+}
+
+static int64_t
+mono_ms(void)
+{
+	return mono_ns() / 1000000;
+}
+
+/*
+ * Whether w, which just finished a job, should make way for a fresh process:
+ * it ran worker_max_jobs jobs, or its own resident set (its sandboxes are
+ * other processes) grew past worker_max_memory_growth since its HELLO. An
+ * unreadable /proc skips the check.
+ */
+static bool
+worn_out(struct sandqd *d, struct wslot *w)
+{
+	uint64_t rss;
+
+	if (d->cfg.worker_max_jobs > 0 && w->jobs >= (uint64_t)d->cfg.worker_max_jobs) {
+		log_debug("worker/%d: %llu jobs done, replaced", w->index,
+		    (unsigned long long)w->jobs);
+		return true;
+	}
+	if (d->cfg.worker_max_memory_growth > 0 && w->rss_base > 0 &&
+	    proc_rss(w->pid, &rss) == 0 && rss > w->rss_base &&
+	    rss - w->rss_base > (uint64_t)d->cfg.worker_max_memory_growth) {
+		log_info("worker/%d: resident set grew by %llu KiB (%llu to %llu KiB) "
+		    "in %llu job%s, past worker_max_memory_growth; replaced", w->index,
+		    (unsigned long long)((rss - w->rss_base) >> 10),
+		    (unsigned long long)(w->rss_base >> 10), (unsigned long long)(rss >> 10),
+		    (unsigned long long)w->jobs, w->jobs == 1 ? "" : "s");
+		return true;
+	}
+	return false;
 }
 
 static void
@@ -148,11 +195,9 @@ h_done(struct sandqd *d, struct wslot *w, struct msg *m)
 	d->read_dry = false;
 	jobs_worker_result(d, j, w->index, m->data, m->len);
 	/* Worn: it leaves after this job and a fresh one takes its slot. */
-	if (d->cfg.worker_max_jobs > 0 && w->jobs >= (uint64_t)d->cfg.worker_max_jobs &&
-	    !d->stopping && !d->draining) {
-		log_debug("worker/%d: %llu jobs done, replaced", w->index,
-		    (unsigned long long)w->jobs);
+	if (!d->stopping && !d->draining && worn_out(d, w)) {
 		w->retiring = true;
+		w->since_ms = mono_ms();
 		close_channel(w);
 		w->state = W_DEAD;
 	}
@@ -208,6 +253,54 @@ on_readable(uv_poll_t *h, int status, int events)
 }
 
 /*** Spawn and respawn ***/
+
+/* How long w's job may go without a result before w counts as stuck. */
+static int64_t
+stuck_after_ms(const struct sandqd *d, const struct djob *j)
+{
+	uint64_t wall = j != NULL && j->job != NULL && JOB_OP_RUNS(j->job->op) ?
+	    j->job->limits.wall_ms : d->cfg.ceiling.wall_ms;
+
+	return (int64_t)wall + d->cfg.worker_stuck_grace_ms;
+}
+
+/*
+ * Every POOL_WATCH_MS: kills the workers that are stuck (blocked, stopped,
+ * looping) before HELLO or on a job; the reaper then answers the job and
+ * respawns them. A retired worker that does not exit once its channel is
+ * closed is killed after worker_stuck_grace_ms, so its slot comes back. One
+ * timer for the pool: a scan of at most 1,024 slots twice a second costs
+ * nothing, where a timer per slot would be re-armed at every job; a kill
+ * comes up to POOL_WATCH_MS late, which no timeout here needs to beat.
+ */
+static void
+watch_cb(uv_timer_t *t)
+{
+	struct sandqd *d = t->data;
+	int64_t now = mono_ms();
+
+	for (size_t i = 0; i < d->nslots; i++) {
+		struct wslot *w = &d->slots[i];
+		int64_t age = now - w->since_ms;
+		char why[96];
+
+		if (w->state == W_STARTING && age > d->cfg.worker_setup_timeout_ms) {
+			snprintf(why, sizeof(why), "was stuck in set-up: no HELLO %lld ms "
+			    "after it started", (long long)d->cfg.worker_setup_timeout_ms);
+			worker_broken(d, w, why);
+		} else if (w->state == W_BUSY && age > stuck_after_ms(d, w->job)) {
+			snprintf(why, sizeof(why), "was stuck: no result %lld ms after the "
+			    "job's wall limit", (long long)d->cfg.worker_stuck_grace_ms);
+			worker_broken(d, w, why);
+		} else if (w->state == W_DEAD && w->retiring && w->pid > 0 &&
+		    age > d->cfg.worker_stuck_grace_ms) {
+			log_warnx("worker/%d: still running %lld ms after it was retired; "
+			    "killing it", w->index, (long long)age);
+			kill(w->pid, SIGKILL);
+			w->since_ms = now;
+		}
+	}
+}
 
 static void
 respawn_cb(uv_timer_t *t)
@@ -266,6 +359,8 @@ spawn(struct sandqd *d, struct wslot *w)
 	w->fd = sv[0];
 	w->pid = pid;
 	w->state = W_STARTING;
+	w->since_ms = mono_ms();
+	w->rss_base = 0;
 	w->last_sandbox[0] = '\0';	/* a new process caches nothing */
 	w->poll = xcalloc(1, sizeof(*w->poll));
 	w->poll->data = w;
@@ -293,6 +388,9 @@ pool_start(struct sandqd *d)
 		w->respawn.data = w;
 		spawn(d, w);
 	}
+	uv_timer_init(d->loop, &d->pool_watch);
+	d->pool_watch.data = d;
+	uv_timer_start(&d->pool_watch, watch_cb, POOL_WATCH_MS, POOL_WATCH_MS);
 	return 0;
 }
 
@@ -417,6 +515,7 @@ pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j)
 	}
 	w->job = j;
 	w->state = W_BUSY;
+	w->since_ms = mono_ms();
 	j->worker = w->index;
 	daudit_job(d, j, AUDIT_CAT_JOB, "started", NULL, true, AUDIT_LVL_INFO,
 	    "{\"worker\":%d}", w->index);
@@ -439,6 +538,7 @@ void
 pool_stop(struct sandqd *d, bool kill_now)
 {
 	d->stopping = true;
+	uv_timer_stop(&d->pool_watch);
 	for (size_t i = 0; i < d->nslots; i++) {
 		struct wslot *w = &d->slots[i];
 
@@ -477,6 +577,7 @@ pool_kill(struct sandqd *d)
 void
 pool_close_handles(struct sandqd *d)
 {
+	uv_close((uv_handle_t *)&d->pool_watch, NULL);
 	for (size_t i = 0; i < d->nslots; i++) {
 		close_channel(&d->slots[i]);
 		uv_close((uv_handle_t *)&d->slots[i].respawn, NULL);

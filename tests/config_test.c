@@ -143,6 +143,9 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_eq(a->worker_max_jobs, b->worker_max_jobs);
 	cr_expect_eq(a->max_attempts, b->max_attempts);
 	cr_expect_eq(a->retry_backoff_ms, b->retry_backoff_ms);
+	cr_expect_eq(a->worker_max_memory_growth, b->worker_max_memory_growth);
+	cr_expect_eq(a->worker_setup_timeout_ms, b->worker_setup_timeout_ms);
+	cr_expect_eq(a->worker_stuck_grace_ms, b->worker_stuck_grace_ms);
 	cr_expect_eq(a->audit_retention_s, b->audit_retention_s);
 	cr_expect_eq(a->audit_max_bytes, b->audit_max_bytes);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
@@ -175,6 +178,9 @@ static const char *const non_defaults[] = {
 	"worker_max_jobs=0",
 	"max_attempts=100",
 	"retry_backoff_ms=0",
+	"worker_max_memory_growth=1025",
+	"worker_setup_timeout_ms=100",
+	"worker_stuck_grace_ms=3600000",
 	"audit_retention_s=315360000",
 	"audit_max_bytes=3M",
 	"limits.wall_ms=1",
@@ -222,6 +228,9 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.worker_max_jobs, 10000);
 	cr_expect_eq(c.max_attempts, 3);
 	cr_expect_eq(c.retry_backoff_ms, 1000);
+	cr_expect_eq(c.worker_max_memory_growth, 256 * MIB);
+	cr_expect_eq(c.worker_setup_timeout_ms, 30000);
+	cr_expect_eq(c.worker_stuck_grace_ms, 30000);
 	cr_expect_eq(c.audit_retention_s, 2592000);
 	cr_expect_eq(c.audit_max_bytes, GIB);
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
@@ -296,7 +305,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 32);
+	cr_expect_eq(nkeys, 35);
 	free(printed);
 	free(example);
 }
@@ -472,6 +481,38 @@ Test(config, keep_versions_bounds_and_zero_keeping_everything)
 	cr_expect_eq(c.keep_versions, 0);
 	set_ok(&c, "keep_versions=3");
 	cr_expect_eq(c.keep_versions, 3);
+}
+
+/*
+ * Worker hygiene: memory growth is off at 0 and takes test-sized values;
+ * the two timeouts cannot be so short that a healthy worker is killed in
+ * a loop, nor longer than an hour.
+ */
+Test(config, worker_hygiene_keys_have_their_bounds)
+{
+	expect_load_error("[sandqd]\nworker_max_memory_growth = 2T\n",
+	    "sandq.conf:2: worker_max_memory_growth: must be at most 1T");
+	expect_load_error("[sandqd]\nworker_setup_timeout_ms = 99\n",
+	    "sandq.conf:2: worker_setup_timeout_ms: must be at least 100");
+	expect_load_error("[sandqd]\nworker_setup_timeout_ms = 3600001\n",
+	    "sandq.conf:2: worker_setup_timeout_ms: must be at most 3600000");
+	expect_load_error("[sandqd]\nworker_stuck_grace_ms = 99\n",
+	    "sandq.conf:2: worker_stuck_grace_ms: must be at least 100");
+	expect_load_error("[sandqd]\nworker_stuck_grace_ms = 3600001\n",
+	    "sandq.conf:2: worker_stuck_grace_ms: must be at most 3600000");
+	expect_load_error("[sandqd]\nworker_max_memory_growth = -1\n",
+	    "sandq.conf:2: worker_max_memory_growth: expected a size such as 512, "
+	    "64k, 16M or 2G, got '-1'");
+	cr_assert_eq(load("[sandqd]\nworker_max_memory_growth = 0\n"
+	    "worker_setup_timeout_ms = 100\nworker_stuck_grace_ms = 3600000\n"),
+	    0, "%s", e.msg);
+	cr_expect_eq(c.worker_max_memory_growth, 0);
+	cr_expect_eq(c.worker_setup_timeout_ms, 100);
+	cr_expect_eq(c.worker_stuck_grace_ms, 3600000);
+	set_ok(&c, "worker_max_memory_growth=1T");
+	cr_expect_eq(c.worker_max_memory_growth, (int64_t)TIB);
+	set_ok(&c, "worker_max_memory_growth=1M");
+	cr_expect_eq(c.worker_max_memory_growth, (int64_t)MIB);
 }
 
 Test(config, accepts_integers_at_their_bounds)

@@ -178,7 +178,7 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 		int rc = sandq_submit_exec(c, tr, NULL, id), st;
 
 		/* In slices, so a sandqd that could not start fails at once. */
-		for (int i = 0; rc == 0 && i < 60; i++) {
+		for (int i = 0; (rc == 0 || rc == -ETIMEDOUT) && i < 60; i++) {
 			if ((rc = sandq_wait(c, id, 1000, &r)) != -ETIMEDOUT)
 				break;
 			if (waitpid(h->sandqd_pid, &st, WNOHANG) == h->sandqd_pid) {
