@@ -51,7 +51,10 @@ COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/ut
 PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
 CONFIG_SRCS := config/config.c
 STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_session.c store/cowimg.c store/patch.c store/perms.c \
-	store/store.c store/store_chunks.c store/store_migrate.c store/workspace.c store/workspace_capture.c
+	store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/workspace.c store/workspace_capture.c
+# The Redis snapshot store: hiredis, so never in the worker. sandqd will link
+# it (with STORE_SRCS' store files and -lhiredis -lcrypto); its test does now.
+RSTORE_SRCS := store/rstore.c store/rstore_blob.c store/rstore_lua.c queue/redis_sync.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
@@ -62,7 +65,7 @@ CLIENT_SRCS := client/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c
 CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
-	client/cli_audit.c $(AUDIT_SRCS) client/cli_tenant.c $(TENANT_SRCS) client/redis_sync.c client/cli_status.c client/cli_dead.c
+	client/cli_audit.c $(AUDIT_SRCS) client/cli_tenant.c $(TENANT_SRCS) client/redis_sync.c queue/redis_sync.c client/cli_status.c client/cli_dead.c
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
@@ -102,7 +105,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment sandbox cli_sandbox acl fair lease retry hygiene
+INTEG_TESTS := e2e containment sandbox cli_sandbox acl fair lease retry hygiene rstore
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 
 $(B)/tests/%.o: tests/%.c
@@ -123,7 +126,7 @@ $(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,store/sqlerr.c sto
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,store/perms.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/store.c store/store_chunks.c store/store_migrate.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/workspace_capture.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
@@ -160,6 +163,9 @@ $(B)/tests/retry_test: $(B)/tests/retry_test.o $(B)/tests/harness.o $(B)/libsand
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/hygiene_test: $(B)/tests/hygiene_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+# rstore_test: a private redis-server (harness.c) and local stores in a mkdtemp folder.
+$(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) store/sqlerr.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/patch.c $(PAYLOAD_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lsqlite3 -lcrypto -ljansson
 
 deps:
 	@sh deploy/install-deps.sh

@@ -9,15 +9,16 @@
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 
+#include "../queue/redis_sync.h"
 #include "../queue/url.h"
 
 #define CLI_REDIS_CONNECT_MS 5000	/* connecting, at most */
 #define CLI_REDIS_COMMAND_MS 30000	/* one command, at most */
 
 /*
- * Connects to url (redis:// or unix://, with USER:PASS@ and /DB as
- * queue/url.h reads them), with the timeouts above, and sends AUTH and
- * SELECT as the URL asks. Returns the context, or NULL with msg (len
+ * redis_sync_open() with the timeouts above: connects to url (redis:// or
+ * unix://, with USER:PASS@ and /DB as queue/url.h reads them), and sends
+ * AUTH and SELECT as the URL asks. Returns the context, or NULL with msg (len
  * bytes) saying why. When u is not NULL it receives the parsed URL (the
  * caller wipes it: it holds the password); otherwise it is wiped here.
  */

@@ -62,6 +62,19 @@ key_cancel(char *buf, const char *prefix, const char *tenant, const char *id)
 }
 
 int
+key_store(char *buf, const char *prefix, const char *tenant, const char *kind,
+    const char *id)
+{
+	int n;
+
+	if (kind[0] == '\0' && id == NULL) {
+		n = snprintf(buf, KEY_MAX, "%s:{%s}:", prefix, tenant);
+		return n < 0 || n >= KEY_MAX ? -ENAMETOOLONG : n;
+	}
+	return key_fmt(buf, prefix, tenant, kind, id);
+}
+
+int
 key_tenant_valid(const char *name)
 {
 	size_t n = strlen(name);

@@ -22,6 +22,15 @@ int key_dead(char *buf, const char *prefix, const char *tenant);
 int key_attempts(char *buf, const char *prefix, const char *tenant, const char *id);
 /* A cancellation asked for a job that some host holds (sandq cancel). */
 int key_cancel(char *buf, const char *prefix, const char *tenant, const char *id);
+/*
+ * The Redis snapshot store's keys (docs/store.md, "The Redis store"):
+ * "prefix:{tenant}:kind:id", or "prefix:{tenant}:kind" when id is NULL.
+ * kind is one of sbx, sbxv, sbxj, blob, chunk (with an id) or sbxs, refs,
+ * crefs (without); kind "" with no id gives the keys' common start,
+ * "prefix:{tenant}:".
+ */
+int key_store(char *buf, const char *prefix, const char *tenant,
+    const char *kind, const char *id);
 /* True if name is a valid tenant name: 1..64 bytes of [A-Za-z0-9_-]. */
 int key_tenant_valid(const char *name);
 

@@ -298,8 +298,8 @@ store__sha_check(const char *field, const char *s, struct err *e)
 }
 
 /* Tenant: 1..STORE_TENANT_MAX of [A-Za-z0-9_-]. */
-static int
-tenant_check(const char *s, struct err *e)
+int
+store__tenant_check(const char *s, struct err *e)
 {
 	size_t n = s != NULL ? strnlen(s, STORE_TENANT_MAX + 1) : 0;
 
@@ -321,8 +321,8 @@ tenant_check(const char *s, struct err *e)
  * too: ids are keys here, but a later caller may well use one as a path
  * component, and those two would name another directory.
  */
-static int
-id_check(const char *field, const char *s, struct err *e)
+int
+store__id_check(const char *field, const char *s, struct err *e)
 {
 	size_t n = s != NULL ? strnlen(s, STORE_ID_MAX + 1) : 0;
 
@@ -347,8 +347,8 @@ id_check(const char *field, const char *s, struct err *e)
  * Validates labels (NULL means {}) as one JSON object without duplicate
  * keys and writes its compact, key-sorted form to out.
  */
-static int
-labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
+int
+store__labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
     struct err *e)
 {
 	json_error_t jerr;
@@ -663,10 +663,10 @@ store_sandbox_create(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0 ||
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0 ||
 	    (rc = store__sha_check("sha256", sha_hex, e)) != 0 ||
-	    (rc = labels_canon(labels_json, labels, e)) != 0)
+	    (rc = store__labels_canon(labels_json, labels, e)) != 0)
 		return rc;
 	if ((rc = store__tx_begin(st, e)) != 0)
 		return rc;
@@ -686,9 +686,9 @@ store_sandbox_create_blob(struct store *st, const char *tenant,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0 ||
-	    (rc = labels_canon(labels_json, labels, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0 ||
+	    (rc = store__labels_canon(labels_json, labels, e)) != 0)
 		return rc;
 	/* Hashing happens here, before the write lock is taken. */
 	if ((rc = store__plan_make(st, data, len, NULL, NULL, 0, &p, e)) != 0)
@@ -712,7 +712,7 @@ store_tenant_usage(struct store *st, const char *tenant, struct err *e)
 	int64_t rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0)
 		return rc;
 	/* Each head once: forks of one snapshot count it once. */
 	rc = store__stmt_prepare(st, "SELECT COALESCE(SUM(size), 0) FROM blobs"
@@ -737,8 +737,8 @@ store_sandbox_get(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
 	rc = store__stmt_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
 	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
@@ -865,8 +865,8 @@ store_sandbox_commit(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0 ||
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0 ||
 	    (rc = store__sha_check("sha256", new_sha, e)) != 0)
 		return rc;
 	if ((rc = store__tx_begin(st, e)) != 0)
@@ -885,8 +885,8 @@ store_sandbox_commit_blob(struct store *st, const char *tenant,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
 	/* Hashing happens here, before the write lock is taken. */
 	rc = store__plan_make(st, data, len, base_sha, base_data, base_len, &p,
@@ -1018,8 +1018,8 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
 	if (img == NULL && img_len > 0)
 		return err_set(e, -EINVAL, "store: image: NULL with %zu bytes",
@@ -1064,9 +1064,9 @@ store_sandbox_fork(struct store *st, const char *tenant, const char *src,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("src", src, e)) != 0 ||
-	    (rc = id_check("dst", dst, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("src", src, e)) != 0 ||
+	    (rc = store__id_check("dst", dst, e)) != 0)
 		return rc;
 	if ((rc = store__tx_begin(st, e)) != 0)
 		return rc;
@@ -1086,8 +1086,8 @@ store_sandbox_delete(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
 	if ((rc = store__tx_begin(st, e)) != 0)
 		return rc;
@@ -1127,6 +1127,99 @@ out_end:
 	return store__tx_end(st, rc, e);
 }
 
+/*
+ * The body of store_sandbox_adopt(), inside its transaction. The rows that
+ * go are collected after the new head's row is in, so a blob both name
+ * stays.
+ */
+static int
+sandbox_adopt_locked(struct store *st, const struct store_sandbox *sb,
+    const char *labels, struct err *e)
+{
+	struct shalist old = { 0 };
+	struct store_sandbox cur;
+	sqlite3_stmt *stmt = NULL;
+	int64_t above;
+	int rc;
+
+	if ((rc = blob_require(st, sb->head, e)) != 0)
+		return rc;
+	rc = store_sandbox_get(st, sb->tenant, sb->id, &cur, e);
+	if (rc != 0 && rc != -ENOENT)
+		return rc;
+	err_clear(e);
+	/*
+	 * Rows at or above the new version are of a future this cache no
+	 * longer holds; a sandbox created anew under the same name has a
+	 * history of its own, so none of the old rows stay.
+	 */
+	above = rc == 0 && cur.created_at != sb->created_at ? 0 :
+	    (int64_t)sb->version;
+	if (rc == 0)
+		shalist_add(&old, cur.head);
+	rc = store__stmt_prepare(st, "DELETE FROM versions WHERE tenant = ?1"
+	    " AND id = ?2 AND version >= ?3 RETURNING sha256", &stmt, e);
+	if (rc != 0)
+		goto out_free;
+	if ((rc = store__bind_text(st, stmt, 1, sb->tenant, e)) != 0 ||
+	    (rc = store__bind_text(st, stmt, 2, sb->id, e)) != 0 ||
+	    (rc = store__bind_i64(st, stmt, 3, above, e)) != 0) {
+		sqlite3_finalize(stmt);
+		goto out_free;
+	}
+	if ((rc = shalist_collect(st, stmt, &old, "versions.sha256", e)) != 0)
+		goto out_free;
+	rc = store__stmt_prepare(st,
+	    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ")"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+	    " ON CONFLICT (tenant, id) DO UPDATE SET head = excluded.head,"
+	    " version = excluded.version, created_at = excluded.created_at,"
+	    " updated_at = excluded.updated_at, labels = excluded.labels",
+	    &stmt, e);
+	if (rc != 0)
+		goto out_free;
+	if ((rc = store__bind_text(st, stmt, 1, sb->tenant, e)) != 0 ||
+	    (rc = store__bind_text(st, stmt, 2, sb->id, e)) != 0 ||
+	    (rc = store__bind_text(st, stmt, 3, sb->head, e)) != 0 ||
+	    (rc = store__bind_i64(st, stmt, 4, (int64_t)sb->version, e)) != 0 ||
+	    (rc = store__bind_i64(st, stmt, 5, sb->created_at, e)) != 0 ||
+	    (rc = store__bind_i64(st, stmt, 6, sb->updated_at, e)) != 0 ||
+	    (rc = store__bind_text(st, stmt, 7, labels, e)) != 0) {
+		sqlite3_finalize(stmt);
+		goto out_free;
+	}
+	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0 ||
+	    (rc = version_append(st, sb->tenant, sb->id, sb->version,
+	    sb->head, sb->updated_at, e)) != 0 ||
+	    (rc = sandbox_retain(st, sb->tenant, sb->id, e)) != 0)
+		goto out_free;
+	rc = store__gc_list(st, &old, NULL, e);
+out_free:
+	shalist_free(&old);
+	return rc;
+}
+
+int
+store_sandbox_adopt(struct store *st, const struct store_sandbox *sb,
+    struct err *e)
+{
+	char labels[STORE_LABELS_MAX + 1];
+	int rc;
+
+	err_clear(e);
+	if ((rc = store__tenant_check(sb->tenant, e)) != 0 ||
+	    (rc = store__id_check("id", sb->id, e)) != 0 ||
+	    (rc = store__sha_check("head", sb->head, e)) != 0 ||
+	    (rc = store__labels_canon(sb->labels, labels, e)) != 0)
+		return rc;
+	if (sb->version == 0 || sb->version > INT64_MAX)
+		return err_set(e, -EINVAL, "store: sandbox %s/%s: version %llu",
+		    sb->tenant, sb->id, (unsigned long long)sb->version);
+	if ((rc = store__tx_begin(st, e)) != 0)
+		return rc;
+	return store__tx_end(st, sandbox_adopt_locked(st, sb, labels, e), e);
+}
+
 int
 store_sandbox_list(struct store *st, const char *tenant, store_sandbox_cb cb,
     void *arg, struct err *e)
@@ -1136,7 +1229,7 @@ store_sandbox_list(struct store *st, const char *tenant, store_sandbox_cb cb,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0)
 		return rc;
 	rc = store__stmt_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
 	    " WHERE tenant = ?1 ORDER BY id", &stmt, e);
@@ -1166,8 +1259,8 @@ store_sandbox_history(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = tenant_check(tenant, e)) != 0 ||
-	    (rc = id_check("id", id, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
 	rc = store__stmt_prepare(st,
 	    "SELECT version, sha256, created_at FROM versions"

@@ -12,10 +12,12 @@
  *
  * Lifecycle: store_open() -> store_set_keep_versions() (optional) ->
  * sandbox_create_blob / commit_blob / commit_patch / fork / get / list /
- * history / delete / blob_get -> store_close(). A handle is not thread-safe: use one per
- * thread or process; any number of handles, in any number of processes,
- * may share the file (SQLite WAL locking, with a busy timeout of
- * STORE_BUSY_MS).
+ * history / delete / blob_get -> store_close(). The Redis store
+ * (rstore.h) uses a local store as its cache, through the calls of "Moving
+ * blobs between stores" and store_sandbox_adopt(). A handle is not
+ * thread-safe: use one per thread or process; any number of handles, in
+ * any number of processes, may share the file (SQLite WAL locking, with a
+ * busy timeout of STORE_BUSY_MS).
  *
  * DESIGN
  * Schema version 2 (every column named, so tests and tools may read it):
@@ -91,6 +93,7 @@
 #ifndef SANDQ_STORE_H
 #define SANDQ_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -336,12 +339,113 @@ int store_sandbox_list(struct store *st, const char *tenant,
 int store_sandbox_history(struct store *st, const char *tenant,
     const char *id, store_version_cb cb, void *arg, struct err *e);
 
+/*** Moving blobs between stores ***/
+
+/*
+ * The Redis store (rstore.h) keeps a blob as this store does: its manifest,
+ * in the bytes whose SHA-256 is the blob's key, and each chunk under the
+ * hex SHA-256 of its bytes. These calls copy a blob out of a local store
+ * piece by piece, and into one with only the chunks it lacks. Every byte
+ * that comes in is hashed once and checked against the key that names it.
+ */
+
+/* The manifest's fixed part: the domain and its NUL, u64 size, u32 chunk size. */
+#define STORE_MANIFEST_HEAD 29
+/* Bytes of the largest manifest: a STORE_BLOB_MAX blob's. */
+#define STORE_MANIFEST_MAX (STORE_MANIFEST_HEAD + (size_t)32 * \
+	((STORE_BLOB_MAX + STORE_CHUNK_BYTES - 1) / STORE_CHUNK_BYTES))
+
+/* A blob's manifest as store_manifest_parse() reads it. */
+struct store_manifest {
+	char sha256[STORE_SHA_HEX + 1];		/* the blob's key */
+	uint64_t size;				/* bytes of the blob */
+	size_t n;				/* chunks (64 KiB but the last) */
+	const unsigned char *hashes;		/* n raw SHA-256s, in the bytes */
+};
+
+/*
+ * Reads len bytes as the manifest of blob sha_hex (no I/O): the format of
+ * store.h's DESIGN with chunk size STORE_CHUNK_BYTES (the only one this
+ * build writes), n chunks covering size exactly, size at most
+ * STORE_BLOB_MAX, and SHA-256(bytes) == sha_hex. -EINVAL for a malformed
+ * sha_hex; -EBADMSG naming what is wrong otherwise. m->hashes points into
+ * bytes, which must outlive m.
+ */
+int store_manifest_parse(const void *bytes, size_t len, const char *sha_hex,
+    struct store_manifest *m, struct err *e);
+
+/* The length of chunk i of m (i < m->n). */
+size_t store_manifest_chunk_len(const struct store_manifest *m, size_t i);
+
+/* The hex key of chunk i of m (i < m->n): 64 digits and a NUL into hex. */
+void store_manifest_chunk_hex(const struct store_manifest *m, size_t i,
+    char hex[STORE_SHA_HEX + 1]);
+
+/*
+ * Sets first[i] (m->n entries, the caller's) for the first index of each
+ * distinct chunk of m and clears the others; returns how many were set.
+ * A chunk listed twice (a run of zero pages) is moved once.
+ */
+size_t store_manifest_distinct(const struct store_manifest *m, bool *first);
+
+/*
+ * The manifest of the stored blob sha_hex, in the bytes its key is the
+ * SHA-256 of, into *bytes (malloc'd, the caller frees) and *len. Checked
+ * against the key: -EBADMSG if damaged, -ENOENT if not stored.
+ */
+int store_blob_manifest(struct store *st, const char *sha_hex, void **bytes,
+    size_t *len, struct err *e);
+
+/*
+ * The bytes of chunk hex into *data (malloc'd, the caller frees) and *len,
+ * checked against their hash: -EBADMSG if damaged, -ENOENT if not stored.
+ */
+int store_chunk_get(struct store *st, const char *hex, void **data,
+    size_t *len, struct err *e);
+
+/*
+ * Which chunks of m the store lacks: sets missing[i] (m->n entries, the
+ * caller's) for the first index of each such chunk, clears the others.
+ * Returns how many were set (>= 0) or -errno. A chunk may be collected
+ * right after this answer; store_blob_import() says so (-ENOENT).
+ */
+long store_chunks_missing(struct store *st, const struct store_manifest *m,
+    bool *missing, struct err *e);
+
+/*
+ * Stores blob m from chunks[] (m->n entries): chunks[i] holds
+ * store_manifest_chunk_len(m, i) bytes of chunk i, or NULL for a chunk the
+ * store holds (store_chunks_missing()). Each chunk given is hashed first,
+ * with no lock held: one that does not match its hash is -EBADMSG naming
+ * it, and nothing is stored. Then one write transaction stores the chunks
+ * not stored yet, a reference on each chunk listed, and the manifest;
+ * nothing when the blob is stored already. A chunk neither stored nor
+ * given is -ENOENT (nothing stored). The blob is unnamed until a sandbox
+ * names it (store_sandbox_adopt()): like a store_blob_put(), store_prune()
+ * sweeps it after STORE_PRUNE_GRACE_MS. Does not take ownership of chunks.
+ */
+int store_blob_import(struct store *st, const struct store_manifest *m,
+    const void *const *chunks, struct err *e);
+
+/*
+ * Makes sb->tenant/sb->id what sb says (head, version, created_at,
+ * updated_at, labels), as a cache of a sandbox another store owns: no
+ * compare-and-set. The head must be stored (-ENOENT). History rows at or
+ * above sb->version go (all of them when created_at differs: another
+ * sandbox of that name), the head's row is added with sb->updated_at as
+ * its time, then retention applies as at a commit, and the blobs no row
+ * names any more are collected, in one write transaction. -EINVAL for a
+ * bad name, key, version 0 or labels.
+ */
+int store_sandbox_adopt(struct store *st, const struct store_sandbox *sb,
+    struct err *e);
+
 /*** Test hook ***/
 
 /*
  * How many chunks this handle has hashed to write blobs since
- * store_open(): puts, commits and the check of a reused chunk found
- * missing (not reads, which hash every chunk they return, and not the
+ * store_open(): puts, commits, imports and the check of a reused chunk
+ * found missing (not reads, which hash every chunk they return, and not the
  * STORE_CHECK_PATCH cross-check). For tests and the benchmark, which use
  * it to show that a commit hashed only what changed.
  */

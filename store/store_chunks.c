@@ -34,7 +34,6 @@
 #include "store.h"
 #include "store_int.h"
 
-#define MANIFEST_DOMAIN "sandq-snapshot-1"	/* hashed with its NUL */
 #define CHUNK_SIZE_MAX (16 * 1024 * 1024)	/* largest chunk_size read */
 
 /* A snapshot the codec accepts must fit the store, up to SQLite's limit. */

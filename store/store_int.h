@@ -17,6 +17,7 @@
 #include "store.h"
 
 #define SHA_RAW 32			/* bytes of a raw SHA-256 */
+#define MANIFEST_DOMAIN "sandq-snapshot-1"	/* hashed with its NUL */
 
 struct patch;
 
@@ -113,6 +114,16 @@ int store__sha256_raw(const void *data, size_t len,
     unsigned char out[SHA_RAW], struct err *e);
 /* A blob key is exactly 64 lower-case hex digits; -EINVAL naming field. */
 int store__sha_check(const char *field, const char *s, struct err *e);
+/* A tenant name (store.h's Names); -EINVAL saying what is allowed. */
+int store__tenant_check(const char *s, struct err *e);
+/* A sandbox id (store.h's Names), called field in the message. */
+int store__id_check(const char *field, const char *s, struct err *e);
+/*
+ * Validates labels (NULL means {}) as one JSON object without duplicate
+ * keys and writes its compact, key-sorted form to out.
+ */
+int store__labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
+    struct err *e);
 
 /*** store_chunks.c: plans, puts and collection ***/
 

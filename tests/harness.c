@@ -114,16 +114,15 @@ redis_answers(void *p)
 }
 
 void
-harness_start(struct harness *h, int workers, const char *const *extra)
+harness_redis_start(struct harness *h)
 {
-	char portstr[16], state[300], workers_s[16], rlog[300];
-	const char *argv[64];
-	size_t n = 0;
+	char portstr[16], rlog[300];
 
 	memset(h, 0, sizeof(*h));
 	snprintf(h->dir, sizeof(h->dir), "/tmp/sandq-test-XXXXXX");
 	cr_assert(mkdtemp(h->dir) != NULL);
 	snprintf(rlog, sizeof(rlog), "%s/redis.log", h->dir);
+	snprintf(h->sock, sizeof(h->sock), "%s/redis.sock", h->dir);
 	for (int attempt = 0; attempt < 10; attempt++) {
 		struct ping_arg a = { h, 0 };
 
@@ -132,7 +131,8 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 		{
 			const char *rargv[] = { "/usr/bin/redis-server", "--port", portstr,
 			    "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			    "--dir", h->dir, NULL };
+			    "--dir", h->dir, "--unixsocket", h->sock,
+			    "--unixsocketperm", "700", NULL };
 			h->redis_pid = spawn(rargv, rlog);
 		}
 		a.pid = h->redis_pid;
@@ -149,6 +149,16 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 		cr_assert_fail("could not start redis-server");
 	}
 	snprintf(h->url, sizeof(h->url), "redis://127.0.0.1:%d", h->port);
+}
+
+void
+harness_start(struct harness *h, int workers, const char *const *extra)
+{
+	char state[300], workers_s[16];
+	const char *argv[64];
+	size_t n = 0;
+
+	harness_redis_start(h);
 	snprintf(state, sizeof(state), "%s/state", h->dir);
 	snprintf(workers_s, sizeof(workers_s), "%d", workers);
 	snprintf(h->log, sizeof(h->log), "%s/sandqd.log", h->dir);

@@ -5,7 +5,9 @@
  * loopback port in it (retrying if another process takes the port first),
  * waits until it answers PING, starts build/sandqd against it and waits
  * until a job has run end to end. harness_stop() stops both by their pids
- * and removes the folder. Nothing here assumes a server is already running.
+ * and removes the folder. harness_redis_start() is the first half alone,
+ * for tests that need Redis and no sandqd (harness_stop() ends it too).
+ * Nothing here assumes a server is already running.
  */
 #ifndef SANDQ_TEST_HARNESS_H
 #define SANDQ_TEST_HARNESS_H
@@ -23,8 +25,15 @@ struct harness {
 	pid_t sandqd_pid;
 	char log[320];		/* sandqd's stderr */
 	char sandqd[300];	/* the sandqd binary run */
+	char sock[300];		/* redis-server's unix socket */
 };
 
+/*
+ * A private redis-server (TCP on 127.0.0.1:port, and unix socket sock) in
+ * a new temporary folder, answering PING; fills h->dir, port, url, sock
+ * and redis_pid. Asserts on failure, having stopped what it started.
+ */
+void harness_redis_start(struct harness *h);
 /* extra: NULL-terminated extra sandqd arguments, or NULL. */
 void harness_start(struct harness *h, int workers, const char *const *extra);
 /* Sends SIGTERM to sandqd and returns its exit status (-1 if signalled). */

@@ -1949,3 +1949,221 @@ Test(store, commit_patch_trusts_the_contract_unless_checked)
 	free(img2);
 	free(img);
 }
+
+/*** Moving blobs between stores ***/
+
+/* A second store in dir/other, for blobs to come from. */
+static struct store *
+other_open(char path[PATH_MAX])
+{
+	struct store *o = NULL;
+	struct err e = { 0 };
+
+	snprintf(path, PATH_MAX, "%s/other", dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	cr_assert_eq(store_open(path, &o, &e), 0, "%s", e.msg);
+	return o;
+}
+
+static void
+other_close(struct store *o, const char *path)
+{
+	static const char *const names[] = { "store.db", "store.db-wal",
+	    "store.db-shm" };
+	char p[PATH_MAX + 16];
+
+	store_close(o);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", path, names[i]);
+		unlink(p);
+	}
+	rmdir(path);
+}
+
+Test(store, import_stores_a_blob_from_its_manifest_and_missing_chunks)
+{
+	const size_t len = 4 * STORE_CHUNK_BYTES + 100;
+	unsigned char *v1 = pattern(len, 70), *v2 = pattern(len, 70);
+	unsigned char *fresh = pattern(STORE_CHUNK_BYTES, 71);
+	char path[PATH_MAX], sha1[65], sha2[65], hex[65], want[65];
+	const void *chunks[5] = { NULL };
+	struct store_manifest m;
+	struct store *o = other_open(path);
+	struct err e = { 0 };
+	bool missing[5];
+	void *mb = NULL, *c2 = NULL;
+	size_t ml, c2len;
+	long hashed;
+
+	memcpy(v2 + 2 * STORE_CHUNK_BYTES, fresh, STORE_CHUNK_BYTES);
+	put_bytes(v1, len, sha1);
+	cr_assert_eq(store_blob_put(o, v2, len, sha2, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_blob_manifest(o, sha2, &mb, &ml, &e), 0, "%s",
+	    e.msg);
+	cr_expect_eq(ml, STORE_MANIFEST_HEAD + 5 * 32);
+	cr_assert_eq(store_manifest_parse(mb, ml, sha2, &m, &e), 0, "%s",
+	    e.msg);
+	manifest_key_of(v2, len, want);
+	cr_expect_str_eq(m.sha256, want);
+	cr_expect_eq(m.size, len);
+	cr_expect_eq(m.n, 5);
+	cr_expect_eq(store_manifest_chunk_len(&m, 4), 100);
+	cr_expect_eq(store_chunks_missing(st, &m, missing, &e), 1);
+	cr_expect(missing[2] && !missing[0] && !missing[4]);
+	store_manifest_chunk_hex(&m, 2, hex);
+	cr_assert_eq(store_chunk_get(o, hex, &c2, &c2len, &e), 0, "%s", e.msg);
+	cr_assert_eq(c2len, STORE_CHUNK_BYTES);
+	hashed = store_debug_chunks_hashed(st);
+
+	/* A damaged chunk: refused, nothing stored. */
+	((unsigned char *)c2)[7] ^= 1;
+	chunks[2] = c2;
+	cr_expect_eq(store_blob_import(st, &m, chunks, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "chunk 2") != NULL, "%s", e.msg);
+	cr_expect_eq(blob_rows(), 1);
+	cr_expect_eq(chunk_rows(), 5);
+	/* A chunk neither stored nor given. */
+	chunks[2] = NULL;
+	cr_expect_eq(store_blob_import(st, &m, chunks, &e), -ENOENT);
+	cr_expect_eq(blob_rows(), 1);
+	/* The real one: stored, the rest shared, hashed once. */
+	((unsigned char *)c2)[7] ^= 1;
+	chunks[2] = c2;
+	hashed = store_debug_chunks_hashed(st);
+	cr_expect_eq(store_blob_import(st, &m, chunks, &e), 0, "%s", e.msg);
+	cr_expect_eq(store_debug_chunks_hashed(st) - hashed, 1);
+	cr_expect_eq(blob_rows(), 2);
+	cr_expect_eq(chunk_rows(), 6);
+	cr_expect_eq(refs_mismatches(), 0);
+	expect_blob(sha2, v2, len);
+	/* Again: the blob is there, nothing changes. */
+	cr_expect_eq(store_blob_import(st, &m, chunks, &e), 0, "%s", e.msg);
+	cr_expect_eq(blob_rows(), 2);
+	cr_expect_eq(refs_mismatches(), 0);
+	other_close(o, path);
+	free(mb);
+	free(c2);
+	free(fresh);
+	free(v1);
+	free(v2);
+}
+
+Test(store, manifest_parse_refuses_what_is_not_a_manifest)
+{
+	const size_t len = 3 * STORE_CHUNK_BYTES;
+	unsigned char *zeros = calloc(1, len), *bad;
+	char sha[65], other[65], hex[65];
+	struct store_manifest m;
+	struct err e = { 0 };
+	bool first[3];
+	void *mb = NULL, *c = NULL;
+	size_t ml, clen;
+
+	put_bytes(zeros, len, sha);
+	cr_assert_eq(store_blob_manifest(st, sha, &mb, &ml, &e), 0, "%s",
+	    e.msg);
+	cr_assert_eq(store_manifest_parse(mb, ml, sha, &m, &e), 0, "%s", e.msg);
+	/* Three equal chunks are one chunk to move. */
+	cr_expect_eq(store_manifest_distinct(&m, first), 1);
+	cr_expect(first[0] && !first[1] && !first[2]);
+	cr_expect_eq(chunk_rows(), 1);
+	memset(other, 'a', 64);
+	other[64] = '\0';
+	cr_expect_eq(store_manifest_parse(mb, ml, other, &m, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "does not match its key") != NULL, "%s", e.msg);
+	cr_expect_eq(store_manifest_parse(mb, ml - 1, sha, &m, &e), -EBADMSG);
+	cr_expect_eq(store_manifest_parse(mb, ml - 32, sha, &m, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "damaged manifest") != NULL, "%s", e.msg);
+	cr_expect_eq(store_manifest_parse(mb, 10, sha, &m, &e), -EBADMSG);
+	cr_expect_eq(store_manifest_parse(mb, ml, "ABC", &m, &e), -EINVAL);
+	bad = malloc(ml);
+	memcpy(bad, mb, ml);
+	bad[0] = 'S';
+	cr_expect_eq(store_manifest_parse(bad, ml, sha, &m, &e), -EBADMSG);
+	memcpy(bad, mb, ml);
+	bad[STORE_MANIFEST_HEAD - 4] = 1;	/* chunk size 65537 */
+	cr_expect_eq(store_manifest_parse(bad, ml, sha, &m, &e), -EBADMSG);
+	/* Chunks leave checked. */
+	store_manifest_parse(mb, ml, sha, &m, &e);
+	store_manifest_chunk_hex(&m, 0, hex);
+	cr_expect_eq(store_chunk_get(st, other, &c, &clen, &e), -ENOENT);
+	raw_exec("UPDATE chunks SET data = zeroblob(65535) || x'01'");
+	cr_expect_eq(store_chunk_get(st, hex, &c, &clen, &e), -EBADMSG);
+	cr_expect_null(c);
+	free(bad);
+	free(mb);
+	free(zeros);
+}
+
+Test(store, adopt_makes_the_row_a_cache_of_another_store)
+{
+	char s1[65], s2[65], s3[65];
+	struct store_sandbox sb = { .tenant = "t", .id = "box", .version = 4,
+	    .created_at = 1000, .updated_at = 2000,
+	    .labels = "{\"b\":1, \"a\":2}" };
+	struct store_sandbox got;
+	struct err e = { 0 };
+	struct hist h;
+
+	put("one", s1);
+	put("two", s2);
+	put("three", s3);
+	memcpy(sb.head, s1, sizeof(s1));
+	cr_assert_eq(store_sandbox_adopt(st, &sb, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(st, "t", "box", &got, &e), 0);
+	cr_expect_eq(got.version, 4);
+	cr_expect_str_eq(got.head, s1);
+	cr_expect_eq(got.created_at, 1000);
+	cr_expect_eq(got.updated_at, 2000);
+	cr_expect_str_eq(got.labels, "{\"a\":2,\"b\":1}");
+	h = history("t", "box");
+	cr_expect_eq(h.n, 1);
+	cr_expect_eq(h.v[0].version, 4);
+	cr_expect_eq(h.v[0].created_at, 2000);
+	/* Forward: the new head's row joins the old. */
+	memcpy(sb.head, s2, sizeof(s2));
+	sb.version = 7;
+	sb.updated_at = 3000;
+	cr_assert_eq(store_sandbox_adopt(st, &sb, &e), 0, "%s", e.msg);
+	h = history("t", "box");
+	cr_expect_eq(h.n, 2);
+	cr_expect_eq(h.v[0].version, 7);
+	/* Back to 5 (the owner lost 6 and 7): rows above go, and blob two. */
+	memcpy(sb.head, s3, sizeof(s3));
+	sb.version = 5;
+	cr_assert_eq(store_sandbox_adopt(st, &sb, &e), 0, "%s", e.msg);
+	h = history("t", "box");
+	cr_expect_eq(h.n, 2);
+	cr_expect_eq(h.v[0].version, 5);
+	cr_expect_eq(h.v[1].version, 4);
+	cr_expect_eq(blob_rows(), 2);
+	/* Another sandbox of that name: none of the old rows stay. */
+	sb.version = 1;
+	sb.created_at = 9999;
+	cr_assert_eq(store_sandbox_adopt(st, &sb, &e), 0, "%s", e.msg);
+	h = history("t", "box");
+	cr_expect_eq(h.n, 1);
+	cr_expect_eq(blob_rows(), 1);
+	cr_expect_eq(refs_mismatches(), 0);
+	/* The cache's retention applies. */
+	store_set_keep_versions(st, 2);
+	put("four", s1);
+	for (uint64_t v = 2; v <= 4; v++) {
+		memcpy(sb.head, v % 2 ? s1 : s3, 65);
+		sb.version = v;
+		cr_assert_eq(store_sandbox_adopt(st, &sb, &e), 0, "%s", e.msg);
+	}
+	h = history("t", "box");
+	cr_expect_eq(h.n, 2);
+	cr_expect_eq(h.v[1].version, 3);
+	/* Refused: version 0, a head not stored, a bad name. */
+	sb.version = 0;
+	cr_expect_eq(store_sandbox_adopt(st, &sb, &e), -EINVAL);
+	sb.version = 9;
+	memset(sb.head, 'b', 64);
+	cr_expect_eq(store_sandbox_adopt(st, &sb, &e), -ENOENT);
+	memcpy(sb.head, s1, 65);
+	snprintf(sb.tenant, sizeof(sb.tenant), "a:b");
+	cr_expect_eq(store_sandbox_adopt(st, &sb, &e), -EINVAL);
+	cr_expect_eq(version_of("t", "box"), 4);
+}
