@@ -60,7 +60,7 @@ SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
-	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c queue/redis.c
+	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c queue/redis.c queue/uvredis.c
 CLIENT_SRCS := client/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c

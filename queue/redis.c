@@ -20,7 +20,6 @@
  * they keep; replies are walked with type and size checks throughout.
  */
 #include <errno.h>
-#include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -32,6 +31,7 @@
 #include "../audit/audit.h"
 #include "keys.h"
 #include "redis.h"
+#include "uvredis.h"
 #include "tenant.h"
 #include "url.h"
 
@@ -283,10 +283,15 @@ conn_connect(struct rconn *c)
 		schedule_reconnect(c);
 		return;
 	}
+	if (uvredis_attach(ac, q->loop) != REDIS_OK) {
+		log_warnx("redis: cannot watch the connection's socket");
+		redisAsyncFree(ac);
+		schedule_reconnect(c);
+		return;
+	}
 	c->gen++;
 	c->ac = ac;
 	ac->data = c;
-	redisLibuvAttach(ac, q->loop);
 	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
 	/* Commands queue up until the socket connects; replies come in order. */
