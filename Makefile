@@ -4,6 +4,7 @@
 #   make test            install missing Debian packages, build, run every test
 #   make demo            run the example jobs against a private redis + sandqd
 #   make bench           run the benchmark (prints ratios against the floors)
+#   make bench-hosts     throughput over 1, 2 and 3 hosts (network namespaces)
 #   make SANITIZER=address test    (or undefined) build and test with a sanitizer
 #   make asan / ubsan    shorthands for the two above
 #   make install [PREFIX=/usr/local] [DESTDIR=]
@@ -105,7 +106,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment sandbox cli_sandbox acl fair lease retry hygiene rstore
+INTEG_TESTS := e2e containment sandbox cli_sandbox acl fair lease retry hygiene rstore hosts
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 
 $(B)/tests/%.o: tests/%.c
@@ -166,6 +167,9 @@ $(B)/tests/hygiene_test: $(B)/tests/hygiene_test.o $(B)/tests/harness.o $(B)/lib
 # rstore_test: a private redis-server (harness.c) and local stores in a mkdtemp folder.
 $(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) store/sqlerr.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/patch.c $(PAYLOAD_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lsqlite3 -lcrypto -ljansson
+# hosts_test runs deploy/hosts.sh (network namespaces): root, from the repository root.
+$(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 
 deps:
 	@sh deploy/install-deps.sh
@@ -199,6 +203,15 @@ $(B)/snapshot-bench: bench/snapshot.c bench/timing.h $(call obj,$(STORE_SRCS) $(
 $(B)/bench: bench/bench.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/bench.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
 
+# Throughput of one batch over 1, 2 and 3 hosts in network namespaces
+# (deploy/hosts.sh; needs root). Not part of make test.
+bench-hosts: deps
+	@$(MAKE) --no-print-directory all $(B)/hosts-load
+	@SANDQ_BUILD=$(B) sh bench/hosts.sh
+
+$(B)/hosts-load: bench/hosts_load.c bench/timing.h $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ bench/hosts_load.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
+
 $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm
 
@@ -214,6 +227,6 @@ lint:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps test test-run check asan ubsan demo bench install lint clean
+.PHONY: all deps test test-run check asan ubsan demo bench bench-hosts install lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

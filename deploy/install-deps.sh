@@ -25,6 +25,7 @@ python3
 python3-msgpack
 python3-redis
 bubblewrap
+iproute2
 sqlite3
 "
 

@@ -76,8 +76,9 @@ attempts_with_this(struct redelivery *r, const char *const *recs, size_t n)
 			json_decref(one);
 	}
 	if (r->history)
-		snprintf(reason, sizeof(reason), "sandqd on %s stopped while holding the "
-		    "job (read again at its restart)", r->d->cfg.host);
+		snprintf(reason, sizeof(reason), "its delivery to %s was lost (sandqd "
+		    "restarted, or lost its Redis connection, while holding it)",
+		    r->d->cfg.host);
 	else
 		snprintf(reason, sizeof(reason), "the host holding the job stopped renewing "
 		    "its lease for %lld ms (taken over by %s)", (long long)r->d->cfg.lease_ms,

@@ -127,8 +127,16 @@ on_ready(void *arg)
 static void
 on_lost(void *arg)
 {
-	(void)arg;
+	struct sandqd *d = arg;
+
 	log_warnx("redis: lost; results are kept until it is back");
+	/*
+	 * An entry being delivered when the connection dropped is pending
+	 * for us without our knowing: once back, read our own pending
+	 * entries again (those we hold are skipped), as at a restart, rather
+	 * than leave it to a takeover lease_ms later.
+	 */
+	d->history_done = false;
 }
 
 static void

@@ -316,7 +316,7 @@ sched_read_done(struct sandqd *d, int status, size_t n)
 	} else if (!d->history_done) {
 		d->history_done = true;
 		if (n > 0)
-			log_info("re-running %zu job%s read before a restart", n,
+			log_info("%zu job%s pending for this host read again", n,
 			    n == 1 ? "" : "s");
 	} else if (n == 0 && !d->read_blocking) {
 		d->read_dry = true;	/* read again once a job has ended */

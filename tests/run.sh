@@ -3,7 +3,8 @@
 # Unit tests are pure; integration tests (e2e, containment) start their own
 # redis-server and sandqd. Criterion runs each test in its own process;
 # --jobs bounds how many run at once (integration tests each start a daemon
-# with 2 workers).
+# with 2 workers; hosts_test's each start Redis and three hosts, one at a
+# time).
 #
 # A sanitizer report fails the binary even when every assertion passed:
 # Criterion does not always turn a leak found at a test process's exit
@@ -16,6 +17,7 @@ for t in "$@"; do
 	name=$(basename "$t")
 	case "$name" in
 	e2e_test|containment_test) jobs=2 ;;
+	hosts_test) jobs=1 ;;
 	*) jobs=4 ;;
 	esac
 	echo "== $name"
