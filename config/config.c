@@ -192,6 +192,7 @@ static const char *const log_levels[] = {
 /* Must match job_net_parse() in queue/payload.c (a test checks). */
 static const char *const net_choices[] = { "none", "unix", NULL };
 static const char *const overlay_choices[] = { "auto", "off", NULL };
+static const char *const store_choices[] = { "local", "redis", NULL };
 /* Must match job_preset_parse() in queue/payload.c (a test checks). */
 static const char *const preset_choices[] = {
 	"strict", "normal", "permissive", NULL,
@@ -272,6 +273,9 @@ static const struct option options[] = {
 	NUM(audit_max_bytes, OPT_SIZE, "1G", 1 * MIB, (int64_t)1 << 40, false,
 	    "Size the host's audit database is kept under; the oldest events go "
 	    "first."),
+	ENUM(snapshot_store, "local", store_choices, false,
+	    "Where sandboxes live: local (this host's state folder) or redis "
+	    "(shared by every host on the Redis, the local store its cache)."),
 	ENUM(workspace_overlay, "auto", overlay_choices, false,
 	    "auto: a job on a persistent sandbox whose snapshot the worker "
 	    "already holds runs on an overlay of it; off: every job writes its "

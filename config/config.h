@@ -55,6 +55,7 @@ struct config {
 	int64_t sandbox_uid_base;	/* host uid of worker i's jobs: base + i */
 	char *default_preset;		/* strict|normal|permissive */
 	char *workspace_overlay;	/* auto|off */
+	char *snapshot_store;		/* local|redis */
 	int64_t lease_ms;		/* a host's hold on what it read, unrenewed */
 	int64_t worker_max_jobs;	/* jobs before a worker is replaced; 0 never */
 	int64_t max_attempts;		/* runs a job gets across infrastructure failures */

@@ -54,10 +54,21 @@ struct djob {
 	char *dead_attempts;		/* out of attempts: JSON for the dead letter */
 	uint64_t retry_at;		/* epoch ms its backoff ends; 0: not waiting */
 	bool cancelled;			/* sandq cancel: its worker is being killed */
+	uint8_t sync;			/* SYNC_*: the shared store around it (shared.c) */
+	uint64_t sbx_from;		/* the sandbox's version it was given */
+	struct result *sync_res;	/* its result while the commit goes to Redis */
+	uint32_t conflicts;		/* reruns after another host moved its sandbox */
 	struct sandqd *d;		/* owner, for publish callbacks */
 	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
 };
 TAILQ_HEAD(djob_list, djob);
+
+enum {
+	SYNC_NONE = 0,			/* not synced (or no shared store) */
+	SYNC_PULLING,			/* its sandbox is being pulled: not runnable */
+	SYNC_READY,			/* pulled: may run */
+	SYNC_PUSHING,			/* its commit is going to Redis */
+};
 
 #define STATUS_BUCKETS 60		/* one-second buckets: the last minute */
 
@@ -152,6 +163,8 @@ struct sandqd {
 	uv_timer_t backoff_timer;	/* the next retry's backoff ends (sched.c) */
 	size_t nbackoff;		/* queued jobs waiting out a backoff, or more */
 	uv_timer_t cancel_poll;		/* asks which held jobs were cancelled */
+	size_t shared_inflight;		/* shared store syncs under way (shared.c) */
+	struct djob_list pushing;	/* results whose commit goes to Redis */
 	uv_timer_t pool_watch;		/* finds workers stuck (pool.c) */
 };
 
@@ -172,6 +185,24 @@ void lease_redelivered(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, size_t nfields);
 void lease_start(struct sandqd *d);
 void lease_stop(struct sandqd *d);
+
+/*** shared.c ***/
+
+/* Whether snapshot_store is redis. */
+bool shared_enabled(const struct sandqd *d);
+/*
+ * Before j goes to a worker: true if it may go now; false if its sandbox
+ * is being pulled (j stays queued, not runnable, until it is ready, or is
+ * answered or retried).
+ */
+bool shared_before(struct sandqd *d, struct djob *j);
+/*
+ * The worker's result r for j: true if it can be answered now; false if
+ * its commit goes to Redis first (r is then shared.c's, answered or
+ * retried when that is done).
+ */
+bool shared_after(struct sandqd *d, struct djob *j, struct result *r);
+void shared_stop(struct sandqd *d);
 
 /*** cancel.c ***/
 
@@ -229,6 +260,10 @@ void jobs_refuse(struct sandqd *d, struct djob *j, const char *raw, size_t rawle
     const char *code, const char *quota, const char *msg);
 /* A new job record for the tenant's stream entry; djob_free() frees it. */
 struct djob *djob_new(struct sandqd *d, size_t tenant, const char *entry_id);
+/* Completes and publishes j's result r (r stays the caller's). */
+void jobs_answer(struct sandqd *d, struct djob *j, struct result *r);
+/* Answers a job that made version of its sandbox in a run whose result was lost. */
+void jobs_result_lost(struct sandqd *d, struct djob *j, uint64_t version);
 /* Answers j `cancelled` (when: "before it started", "while running"). */
 void jobs_cancelled(struct sandqd *d, struct djob *j, const char *when);
 /* Answers a queued job whose deadline_ms passed before it could start. */

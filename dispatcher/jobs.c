@@ -67,6 +67,7 @@ djob_free(struct djob *j)
 	free(j->audit);
 	json_decref(j->attempts);
 	free(j->dead_attempts);
+	result_free(j->sync_res);
 	free(j);
 }
 
@@ -522,8 +523,29 @@ jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
 		return;
 	}
 	r->worker = worker;
+	if (!shared_after(d, j, r))
+		return;		/* its commit goes to Redis first (shared.c) */
 	answer(d, j, r);
 	result_free(r);
+}
+
+void
+jobs_answer(struct sandqd *d, struct djob *j, struct result *r)
+{
+	answer(d, j, r);
+}
+
+void
+jobs_result_lost(struct sandqd *d, struct djob *j, uint64_t version)
+{
+	char msg[300];
+
+	snprintf(msg, sizeof(msg), "the job ran and made version %llu of sandbox '%s', "
+	    "but the host that ran it stopped before publishing its result; it is not "
+	    "run again", (unsigned long long)version, j->job->sandbox);
+	daudit_job(d, j, AUDIT_CAT_JOB, "result_lost", j->id, false, AUDIT_LVL_WARNING,
+	    "%s", msg);
+	answer_early(d, j, ST_INTERNAL, "result_lost", msg);
 }
 
 void

@@ -53,6 +53,9 @@ held(const struct sandqd *d, size_t tenant, const char *entry_id)
 	TAILQ_FOREACH(j, &d->publish, link)
 		if (j->tenant == tenant && strcmp(j->entry_id, entry_id) == 0)
 			return true;
+	TAILQ_FOREACH(j, &d->pushing, link)
+		if (j->tenant == tenant && strcmp(j->entry_id, entry_id) == 0)
+			return true;
 	return false;
 }
 
@@ -169,6 +172,9 @@ renew_cb(uv_timer_t *timer)
 				ids_add(&ids, &n, &cap, d->slots[i].job->entry_id);
 		TAILQ_FOREACH(j, &d->publish, link)
 			if (j->tenant == t && j->entry_id[0] != '\0')
+				ids_add(&ids, &n, &cap, j->entry_id);
+		TAILQ_FOREACH(j, &d->pushing, link)
+			if (j->tenant == t)
 				ids_add(&ids, &n, &cap, j->entry_id);
 		if (n > 0)
 			(void)rq_lease(d->rq, t, ids, n);

@@ -225,7 +225,7 @@ sandqd_check_drained(struct sandqd *d)
 	if (!d->draining || d->stopping)
 		return;
 	if (rq_read_pending(d->rq) || sched_queued(d) > 0 || sched_running(d) > 0 ||
-	    !TAILQ_EMPTY(&d->publish))
+	    !TAILQ_EMPTY(&d->publish) || d->shared_inflight > 0)
 		return;
 	log_info("drained: %llu job%s answered; stopping",
 	    (unsigned long long)d->jobs_done, d->jobs_done == 1 ? "" : "s");
@@ -387,6 +387,7 @@ main(int argc, char **argv)
 	d->loop = uv_default_loop();
 	tenants_init(d);
 	TAILQ_INIT(&d->publish);
+	TAILQ_INIT(&d->pushing);
 	d->nslots = (size_t)d->cfg.workers;
 	d->rq = rq_new(d->loop, d->cfg.redis, d->cfg.prefix, d->cfg.host,
 	    d->cfg.tenants, d->cfg.ntenants, &cb, d, &e);
@@ -427,6 +428,7 @@ main(int argc, char **argv)
 	cancel_start(d);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daudit_stop(d);
+	shared_stop(d);
 
 	/* Everything is closed; free what is left. */
 	while (!TAILQ_EMPTY(&d->publish)) {

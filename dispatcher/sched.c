@@ -50,12 +50,17 @@ same_sandbox(const struct djob *a, const struct djob *b)
 	    strcmp(a->job->sandbox, b->job->sandbox) == 0;
 }
 
-/* Whether a job on j's sandbox is running on a worker. */
+/* Whether a job on j's sandbox is running on a worker, or committing to Redis. */
 static bool
 sandbox_busy(const struct sandqd *d, const struct djob *j)
 {
+	const struct djob *it;
+
 	if (j->job == NULL || j->job->sandbox == NULL)
 		return false;
+	TAILQ_FOREACH(it, &d->pushing, link)
+		if (same_sandbox(it, j))
+			return true;
 	for (size_t i = 0; i < d->nslots; i++) {
 		const struct wslot *w = &d->slots[i];
 
@@ -117,14 +122,14 @@ blocked(const struct sandqd *d, const struct tenant *t, const struct djob *j,
 {
 	const struct djob *it;
 
-	if (j->retry_at > now || sandbox_busy(d, j))
+	if (j->retry_at > now || j->sync == SYNC_PULLING || sandbox_busy(d, j))
 		return true;
-	if (d->nbackoff == 0)
+	if (d->nbackoff == 0 && d->shared_inflight == 0)
 		return false;
 	TAILQ_FOREACH(it, &t->queue, link) {
 		if (it == j)
 			break;
-		if (it->retry_at > now && same_sandbox(it, j))
+		if ((it->retry_at > now || it->sync == SYNC_PULLING) && same_sandbox(it, j))
 			return true;
 	}
 	return false;
@@ -176,6 +181,8 @@ sched_requeue(struct sandqd *d, struct djob *j, uint64_t delay_ms)
 	struct tenant *t = &d->tenants[j->tenant];
 
 	j->worker = -1;
+	j->sync = SYNC_NONE;		/* its sandbox is pulled again */
+	j->sbx_from = 0;
 	j->retry_at = delay_ms > 0 ? now_ms() + delay_ms : 0;
 	TAILQ_INSERT_HEAD(&t->queue, j, link);
 	t->queued++;
@@ -334,6 +341,9 @@ sched_dispatch(struct sandqd *d)
 	while (pool_idle(d) != NULL && (j = pick_job(d)) != NULL) {
 		struct tenant *t = &d->tenants[j->tenant];
 
+		/* With the shared store, its sandbox is pulled first (shared.c). */
+		if (!shared_before(d, j))
+			continue;
 		TAILQ_REMOVE(&t->queue, j, link);
 		t->queued--;
 		/* Its deadline may have passed while it waited here. */

@@ -138,6 +138,7 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_eq(a->respawn_backoff_ms, b->respawn_backoff_ms);
 	cr_expect_eq(a->keep_versions, b->keep_versions);
 	cr_expect_str_eq(a->workspace_overlay, b->workspace_overlay);
+	cr_expect_str_eq(a->snapshot_store, b->snapshot_store);
 	cr_expect_eq(a->audit_stream_max, b->audit_stream_max);
 	cr_expect_eq(a->lease_ms, b->lease_ms);
 	cr_expect_eq(a->worker_max_jobs, b->worker_max_jobs);
@@ -173,6 +174,7 @@ static const char *const non_defaults[] = {
 	"respawn_backoff_ms=60000",
 	"keep_versions=1000000",
 	"workspace_overlay=off",
+	"snapshot_store=redis",
 	"audit_stream_max=100",
 	"lease_ms=300",
 	"worker_max_jobs=0",
@@ -223,6 +225,7 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.keep_versions, 16);
 	cr_expect_eq(c.keep_versions, STORE_KEEP_VERSIONS_DEFAULT);
 	cr_expect_str_eq(c.workspace_overlay, "auto");
+	cr_expect_str_eq(c.snapshot_store, "local");
 	cr_expect_eq(c.audit_stream_max, 100000);
 	cr_expect_eq(c.lease_ms, 30000);
 	cr_expect_eq(c.worker_max_jobs, 10000);
@@ -305,7 +308,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 35);
+	cr_expect_eq(nkeys, 36);
 	free(printed);
 	free(example);
 }
