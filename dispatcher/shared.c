@@ -37,6 +37,7 @@
 
 #define SHARED_CONFLICTS_MAX 50		/* reruns after lost compare-and-sets */
 #define SHARED_CONFLICT_BACKOFF_MS 20
+#define SHARED_DOWN_BACKOFF_MS 1000	/* Redis unreachable: wait, uncounted */
 
 struct shandle {
 	struct rstore *rs;
@@ -272,6 +273,12 @@ before_done(uv_work_t *w, int status)
 	if (q->rc == 0 && q->done_version > 0) {
 		unqueue(d, j);
 		jobs_result_lost(d, j, (uint64_t)q->done_version);
+	} else if (q->rc == -EIO) {
+		/* Redis is out of reach: nothing could be published anyway; wait. */
+		unqueue(d, j);
+		log_warnx("job %s: the shared snapshot store is out of reach (%s); "
+		    "trying again", j->id, q->e.msg);
+		sched_requeue(d, j, SHARED_DOWN_BACKOFF_MS);
 	} else if (q->rc < 0) {
 		unqueue(d, j);
 		jobs_retry(d, j, "the shared snapshot store could not give sandbox '%s': %s",
@@ -306,6 +313,12 @@ after_done(uv_work_t *w, int status)
 		log_info("job %s: another run committed sandbox '%s' first; this run's "
 		    "result is dropped", j->id, q->id);
 		djob_free(j);
+	} else if (q->rc == -EIO) {
+		/* Redis is out of reach: the run's commit never got there; run it
+		 * again once it is back (uncounted, as nothing can be published). */
+		log_warnx("job %s: the shared snapshot store is out of reach (%s); its run "
+		    "is repeated", j->id, q->e.msg);
+		sched_requeue(d, j, SHARED_DOWN_BACKOFF_MS);
 	} else if (q->rc == -ESTALE && j->conflicts < SHARED_CONFLICTS_MAX) {
 		/* Another host moved the head: run again from the new one. */
 		j->conflicts++;

@@ -314,14 +314,22 @@ TestSuite(hosts, .init = setup, .fini = teardown);
 /*** The batch ***/
 
 /*
- * What a job runs. Today every job is a throw-away sandbox echoing its
- * index. A follow-up adds jobs on K persistent sandboxes (each appends its
- * index to a file in one of them; then every sandbox's versions must go
- * 1..n with no skip or repeat): a new kind here, its line in job_mix(),
- * its check in job_check(), and a batch-level check after batch_verify().
+ * What a job runs: most echo their index on a throw-away sandbox; every
+ * SBX_EVERY-th appends its index to a file in one of NSBX persistent
+ * sandboxes (the hosts share them: snapshot_store = redis). Once every job
+ * is answered, each sandbox's versions must be 2..n+1 with none skipped or
+ * repeated, and its file must hold each of its jobs' lines once
+ * (sbx_verify()).
  */
 enum job_kind {
 	JOB_ECHO,			/* sh "echo INDEX" on a fresh sandbox */
+	JOB_SBX,			/* appends INDEX to log in sandbox sbx-K */
+};
+
+#define NSBX 8
+#define SBX_EVERY 10
+static const char *const sbx_names[NSBX] = {
+	"sbx-0", "sbx-1", "sbx-2", "sbx-3", "sbx-4", "sbx-5", "sbx-6", "sbx-7",
 };
 
 struct job {
@@ -353,9 +361,16 @@ job_mix(struct job *j, const char *tag, size_t i)
 {
 	memset(j, 0, sizeof(*j));
 	snprintf(j->id, sizeof(j->id), "%s-%04zu", tag, i);
+	snprintf(j->expect, sizeof(j->expect), "%zu\n", i);
+	if (i % SBX_EVERY == 0) {
+		j->kind = JOB_SBX;
+		j->sandbox = sbx_names[(i / SBX_EVERY) % NSBX];
+		snprintf(j->script, sizeof(j->script), "sleep 0.05; echo %zu >> log; echo %zu",
+		    i, i);
+		return;
+	}
 	j->kind = JOB_ECHO;
 	snprintf(j->script, sizeof(j->script), "sleep 0.05; echo %zu", i);
-	snprintf(j->expect, sizeof(j->expect), "%zu\n", i);
 }
 
 /* Whether r is the right answer to j; explains why not in why. */
@@ -363,6 +378,12 @@ static bool
 job_check(const struct job *j, const struct sandq_result *r, char *why, size_t len)
 {
 	switch (j->kind) {
+	case JOB_SBX:
+		/* Committed by a host that died before publishing: said so. */
+		if (strcmp(r->status, "internal") == 0 && r->error_code != NULL &&
+		    strcmp(r->error_code, "result_lost") == 0)
+			return true;
+		/* FALLTHROUGH */
 	case JOB_ECHO:
 		if (strcmp(r->status, "ok") != 0) {
 			snprintf(why, len, "status %s (%s)", r->status,
@@ -718,9 +739,103 @@ next:
 
 /*** Tests ***/
 
-static const char *const short_lease[] = { "lease_ms=3000", NULL };
+/*** The shared sandboxes ***/
+
+static void
+sbx_create(struct sandq *c)
+{
+	for (int s = 0; s < NSBX; s++) {
+		struct sandq_op_args a = { .sandbox = sbx_names[s] };
+		struct sandq_result *r = NULL;
+
+		cr_assert_eq(sandq_call(c, "sandbox.create", &a, NULL, 60000, &r), 0, "%s",
+		    sandq_last_error(c));
+		cr_assert_str_eq(r->status, "ok", "create %s: %s", sbx_names[s],
+		    r->error_message ? r->error_message : "");
+		sandq_result_free(r);
+	}
+}
+
+/* The version a job's first result says it made (0: none). */
+static uint64_t
+made_version(const struct job *j)
+{
+	struct sandq_result *r = NULL;
+	uint64_t v = 0;
+	const char *p;
+
+	if (j->first == NULL || sandq_result_decode(j->first, j->first_len, &r) != 0)
+		return 0;
+	if (strcmp(r->status, "ok") == 0)
+		v = r->version;
+	else if (r->error_message && (p = strstr(r->error_message, "made version ")) != NULL)
+		v = strtoull(p + 13, NULL, 10);
+	sandq_result_free(r);
+	return v;
+}
+
+/*
+ * Every sandbox: the versions its jobs made are 2..n+1, each once, and
+ * its file holds each job's line once. Run while hosts still serve (the
+ * file is read by a job).
+ */
+static void
+sbx_verify(const struct batch *b, struct sandq *c)
+{
+	size_t commits = 0;
+
+	for (int s = 0; s < NSBX; s++) {
+		size_t n = 0, lines = 0;
+		bool seen[NJOBS / SBX_EVERY + 2] = { false };
+		unsigned char count[NJOBS] = { 0 };
+		struct sandq_job_opts o = { .sandbox = sbx_names[s] };
+		struct sandq_result *r = NULL;
+		char id[SANDQ_ID_MAX + 1], *p, *save = NULL;
+
+		for (size_t i = 0; i < b->n; i++) {
+			const struct job *j = &b->jobs[i];
+			uint64_t v;
+
+			if (j->kind != JOB_SBX || j->sandbox != sbx_names[s])
+				continue;
+			n++;
+			v = made_version(j);
+			cr_expect(v >= 2 && v < sizeof(seen), "%s: job %s made version %llu",
+			    sbx_names[s], j->id, (unsigned long long)v);
+			if (v < 2 || v >= sizeof(seen))
+				continue;
+			cr_expect(!seen[v], "%s: version %llu made twice (job %s)", sbx_names[s],
+			    (unsigned long long)v, j->id);
+			seen[v] = true;
+		}
+		for (size_t v = 2; v < n + 2; v++)
+			cr_expect(seen[v], "%s: version %zu skipped", sbx_names[s], v);
+		commits += n;
+		cr_assert_eq(sandq_submit_sh(c, "cat log", &o, id), 0);
+		cr_assert_eq(sandq_wait(c, id, 60000, &r), 0, "%s", sandq_last_error(c));
+		cr_assert_str_eq(r->status, "ok", "cat on %s: %s", sbx_names[s],
+		    r->error_message ? r->error_message : "");
+		for (p = strtok_r((char *)r->stdout_data, "\n", &save); p != NULL;
+		    p = strtok_r(NULL, "\n", &save)) {
+			size_t k = strtoul(p, NULL, 10);
+
+			lines++;
+			if (k < NJOBS && count[k] < 255)
+				count[k]++;
+		}
+		cr_expect_eq(lines, n, "%s: %zu lines for %zu jobs", sbx_names[s], lines, n);
+		for (size_t i = 0; i < b->n; i++)
+			if (b->jobs[i].kind == JOB_SBX && b->jobs[i].sandbox == sbx_names[s])
+				cr_expect_eq(count[i], 1, "%s: job %zu's line %d times",
+				    sbx_names[s], i, count[i]);
+		sandq_result_free(r);
+	}
+	note("%d shared sandboxes: %zu commits, none skipped or repeated", NSBX, commits);
+}
+
+static const char *const short_lease[] = { "lease_ms=3000", "snapshot_store=redis", NULL };
 /* Longer than the Redis outage: test b is about Redis, not leases. */
-static const char *const long_lease[] = { "lease_ms=30000", NULL };
+static const char *const long_lease[] = { "lease_ms=30000", "snapshot_store=redis", NULL };
 
 static long long
 epoch_ms(void)
@@ -770,6 +885,7 @@ Test(hosts, a_killed_host_and_a_cut_host_lose_no_job_and_answer_each_once,
 	cr_assert_not_null(c = sandq_connect(H.url, TENANT, err, sizeof(err)), "%s", err);
 	rc = redis_open();
 	batch_init(&b, "a", NJOBS);
+	sbx_create(c);
 	batch_submit(&b, c);
 	note("submitted %zu jobs in %lld ms", b.n, mono_ms() - t0);
 
@@ -798,6 +914,7 @@ Test(hosts, a_killed_host_and_a_cut_host_lose_no_job_and_answer_each_once,
 
 	at = batch_watch(&b, rc, b.n, ALL_DONE_MS - (int)(mono_ms() - t0));
 	note("%zu answered at %lld ms", at, mono_ms() - t0);
+	sbx_verify(&b, c);
 	/* A drain publishes all a host holds: any late result lands now. */
 	hosts_stop(1, 1);
 	hosts_stop(3, 3);
@@ -835,6 +952,7 @@ Test(hosts, a_redis_restart_with_aof_loses_no_job, .timeout = 290)
 	cr_assert_not_null(c = sandq_connect(H.url, TENANT, err, sizeof(err)), "%s", err);
 	rc = redis_open();
 	batch_init(&b, "b", NJOBS);
+	sbx_create(c);
 	batch_submit(&b, c);
 
 	at = batch_watch(&b, rc, b.n / 3, ALL_DONE_MS);
@@ -878,6 +996,7 @@ Test(hosts, a_redis_restart_with_aof_loses_no_job, .timeout = 290)
 
 	at = batch_watch(&b, rc, b.n, ALL_DONE_MS - (int)(mono_ms() - t0));
 	note("%zu answered at %lld ms", at, mono_ms() - t0);
+	sbx_verify(&b, c);
 	hosts_stop(1, NHOSTS);
 	(void)batch_poll(&b, rc);
 	cr_expect_eq(b.answered, b.n, "%zu of %zu jobs never answered", b.n - b.answered,
