@@ -33,6 +33,9 @@ on_cancel(void *arg, size_t tenant, const char *id)
 	t = &d->tenants[tenant];
 	TAILQ_FOREACH(j, &t->queue, link)
 		if (strcmp(j->id, id) == 0) {
+			/* Its sandbox is being pulled: the next poll finds it ready. */
+			if (j->sync == SYNC_PULLING)
+				return;
 			TAILQ_REMOVE(&t->queue, j, link);
 			t->queued--;
 			log_info("job %s (%s): cancelled before it started", id, t->name);

@@ -260,7 +260,13 @@ on_drain_timeout(uv_timer_t *t)
 	log_warnx("drain timeout: killing %zu running job%s",
 	    sched_running(d), sched_running(d) == 1 ? "" : "s");
 	for (size_t i = 0; i < d->ntenants; i++) {
-		while ((j = TAILQ_FIRST(&d->tenants[i].queue)) != NULL) {
+		struct djob *next;
+
+		/* One whose sandbox is being pulled is failed when the pull ends. */
+		for (j = TAILQ_FIRST(&d->tenants[i].queue); j != NULL; j = next) {
+			next = TAILQ_NEXT(j, link);
+			if (j->sync == SYNC_PULLING)
+				continue;
 			TAILQ_REMOVE(&d->tenants[i].queue, j, link);
 			d->tenants[i].queued--;
 			jobs_fail(d, j, "sandqd shut down before the job started");

@@ -270,7 +270,11 @@ before_done(uv_work_t *w, int status)
 	d->shared_inflight--;
 	if (status < 0 && q->rc == 0)
 		q->rc = status;
-	if (q->rc == 0 && q->done_version > 0) {
+	if (d->drain_grace) {
+		/* The drain timed out while its sandbox was pulled. */
+		unqueue(d, j);
+		jobs_fail(d, j, "sandqd shut down before the job started");
+	} else if (q->rc == 0 && q->done_version > 0) {
 		unqueue(d, j);
 		jobs_result_lost(d, j, (uint64_t)q->done_version);
 	} else if (q->rc == -EIO) {
