@@ -13,6 +13,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,6 +303,52 @@ harness_stop(struct harness *h)
 		nftw(h->dir, scan_log, 16, FTW_PHYS);
 		nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	}
+}
+
+pid_t
+harness_start_host(const struct harness *h, const char *name, int workers,
+    int uid_base, const char *const *sets)
+{
+	char state[400], log[400], sandqd[400], host[80], w[16], uid[32];
+	const char *argv[64];
+	size_t n = 0;
+	pid_t pid;
+
+	snprintf(state, sizeof(state), "%s/state-%s", h->dir, name);
+	snprintf(log, sizeof(log), "%s/sandqd-%s.log", h->dir, name);
+	snprintf(sandqd, sizeof(sandqd), "%s/sandqd", harness_build_dir());
+	snprintf(host, sizeof(host), "host=host-%s", name);
+	snprintf(w, sizeof(w), "%d", workers);
+	snprintf(uid, sizeof(uid), "sandbox_uid_base=%d", uid_base);
+	argv[n++] = sandqd;
+	argv[n++] = "--redis";
+	argv[n++] = h->url;
+	argv[n++] = "--state";
+	argv[n++] = state;
+	argv[n++] = "--workers";
+	argv[n++] = w;
+	argv[n++] = "--set";
+	argv[n++] = host;
+	argv[n++] = "--set";
+	argv[n++] = uid;
+	for (size_t i = 0; sets != NULL && sets[i] != NULL && n + 3 < 64; i++) {
+		argv[n++] = "--set";
+		argv[n++] = sets[i];
+	}
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setpgid(0, 0);
+		execv(sandqd, (char *const *)(uintptr_t)argv);
+		_exit(127);
+	}
+	return pid;
 }
 
 struct sandq *

@@ -40,6 +40,14 @@ void harness_start(struct harness *h, int workers, const char *const *extra);
 int harness_stop_sandqd(struct harness *h, int timeout_ms);
 void harness_stop(struct harness *h);
 
+/*
+ * Starts another sandqd host on the harness's Redis: host name host-NAME,
+ * state folder DIR/state-NAME, log DIR/sandqd-NAME.log, its own uid range
+ * from uid_base, and sets (NULL-terminated "key=value", or NULL) each as
+ * --set. Returns its pid (-1 if fork failed); the caller stops it.
+ */
+pid_t harness_start_host(const struct harness *h, const char *name, int workers,
+    int uid_base, const char *const *sets);
 /* A connection for the default tenant (asserts on failure). */
 struct sandq *harness_client(const struct harness *h);
 /* Runs a shell script and waits (asserts on submit/wait failure). */

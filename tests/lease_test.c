@@ -58,31 +58,14 @@ teardown(void)
 
 TestSuite(lease, .init = setup, .fini = teardown);
 
-/* Starts host B: the same Redis, its own state, name and uid range. */
+/* Host B: the same Redis, its own state, name and uid range. */
 static pid_t
 start_host_b(void)
 {
-	char state[400], log[400], sandqd[400];
-	pid_t pid;
+	static const char *const sets[] = { "lease_ms=1500", NULL };
+	pid_t pid = harness_start_host(&H, "b", 1, 200000, sets);
 
-	snprintf(state, sizeof(state), "%s/state-b", H.dir);
-	snprintf(log, sizeof(log), "%s/sandqd-b.log", H.dir);
-	snprintf(sandqd, sizeof(sandqd), "%s/sandqd", harness_build_dir());
-	pid = fork();
 	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setpgid(0, 0);
-		execl(sandqd, sandqd, "--redis", H.url, "--state", state, "--workers", "1",
-		    "--set", "host=host-b", "--set", "lease_ms=1500",
-		    "--set", "sandbox_uid_base=200000", (char *)NULL);
-		_exit(127);
-	}
 	return pid;
 }
 

@@ -56,27 +56,10 @@ TestSuite(shared, .init = setup, .fini = teardown, .timeout = 600);
 static pid_t
 start_host_b(void)
 {
-	char state[400], log[400], sandqd[400];
-	pid_t pid;
+	static const char *const sets[] = { "snapshot_store=redis", "lease_ms=3000", NULL };
+	pid_t pid = harness_start_host(&H, "b", 2, 200000, sets);
 
-	snprintf(state, sizeof(state), "%s/state-b", H.dir);
-	snprintf(log, sizeof(log), "%s/sandqd-b.log", H.dir);
-	snprintf(sandqd, sizeof(sandqd), "%s/sandqd", harness_build_dir());
-	pid = fork();
 	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setpgid(0, 0);
-		execl(sandqd, sandqd, "--redis", H.url, "--state", state, "--workers", "2",
-		    "--set", "host=host-b", "--set", "snapshot_store=redis",
-		    "--set", "lease_ms=3000", "--set", "sandbox_uid_base=200000", (char *)NULL);
-		_exit(127);
-	}
 	return pid;
 }
 
