@@ -25,6 +25,7 @@
  * local store) from a small locked pool, opened on first use.
  */
 #include <errno.h>
+#include <msgpack.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,9 @@ struct sreq {
 	uint64_t from, version;
 	unsigned keep;
 	bool check_job;			/* before: did this job commit already? */
+	/* sandbox.history: Redis's rows, packed as the worker packs its own. */
+	msgpack_sbuffer versions;
+	size_t nversions;
 	/* Answers. */
 	int rc;
 	int64_t done_version;		/* before: the version the job made, or 0 */
@@ -200,12 +204,36 @@ before_work(struct sreq *q, struct shandle *h)
 
 /*** After the job ***/
 
+/* One history row, as worker/ops_sandbox.c packs it. */
+static int
+version_cb(const struct store_version *v, const char *job_id, void *arg)
+{
+	struct sreq *q = arg;
+	msgpack_packer pk;
+
+	(void)job_id;
+	msgpack_packer_init(&pk, &q->versions, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3);
+	msgpack_pack_str_with_body(&pk, "version", 7);
+	msgpack_pack_uint64(&pk, v->version);
+	msgpack_pack_str_with_body(&pk, "snapshot", 8);
+	msgpack_pack_str_with_body(&pk, v->sha256, strlen(v->sha256));
+	msgpack_pack_str_with_body(&pk, "created_at", 10);
+	msgpack_pack_int64(&pk, v->created_at);
+	q->nversions++;
+	return 0;
+}
+
 static void
 after_work(struct sreq *q, struct shandle *h)
 {
 	struct store_sandbox sb;
 
 	switch (q->op) {
+	case OP_SANDBOX_HISTORY:
+		/* The local store holds the versions this host saw; Redis all. */
+		q->rc = rstore_history(h->rs, q->tenant, q->id, version_cb, q, &q->e);
+		return;
 	case OP_SANDBOX_FORK:
 		q->rc = rstore_fork(h->rs, q->tenant, q->id, q->to, &q->e);
 		return;
@@ -250,6 +278,49 @@ work_cb(uv_work_t *w)
 
 /*** On the loop ***/
 
+/*
+ * r's data ({versions, calls} from the worker's local store) with Redis's
+ * versions instead. Returns 0, or -EBADMSG when r's data is not that map.
+ */
+static int
+history_replace(struct result *r, struct sreq *q)
+{
+	msgpack_unpacked u;
+	msgpack_sbuffer out;
+	msgpack_packer pk;
+	const msgpack_object *calls = NULL;
+	int rc = -EBADMSG;
+
+	msgpack_unpacked_init(&u);
+	if (r->data == NULL || msgpack_unpack_next(&u, (const char *)r->data, r->data_len,
+	    NULL) != MSGPACK_UNPACK_SUCCESS || u.data.type != MSGPACK_OBJECT_MAP)
+		goto out;
+	for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+		const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
+
+		if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 5 &&
+		    memcmp(kv->key.via.str.ptr, "calls", 5) == 0)
+			calls = &kv->val;
+	}
+	if (calls == NULL)
+		goto out;
+	msgpack_sbuffer_init(&out);
+	msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_str_with_body(&pk, "versions", 8);
+	msgpack_pack_array(&pk, q->nversions);
+	msgpack_sbuffer_write(&out, q->versions.data, q->versions.size);
+	msgpack_pack_str_with_body(&pk, "calls", 5);
+	msgpack_pack_object(&pk, *calls);
+	free(r->data);
+	r->data_len = out.size;
+	r->data = (uint8_t *)msgpack_sbuffer_release(&out);
+	rc = 0;
+out:
+	msgpack_unpacked_destroy(&u);
+	return rc;
+}
+
 /* Takes j out of its tenant's queue (it was waiting there for the sync). */
 static void
 unqueue(struct sandqd *d, struct djob *j)
@@ -291,6 +362,7 @@ before_done(uv_work_t *w, int status)
 		j->sync = SYNC_READY;
 		j->sbx_from = q->from;
 	}
+	msgpack_sbuffer_destroy(&q->versions);
 	free(q);
 	sched_dispatch(d);
 	sandqd_check_drained(d);
@@ -310,7 +382,17 @@ after_done(uv_work_t *w, int status)
 	j->sync = SYNC_NONE;
 	if (status < 0 && q->rc == 0)
 		q->rc = status;
-	if (q->rc == 0) {
+	if (q->rc == 0 && q->op == OP_SANDBOX_HISTORY) {
+		if (history_replace(r, q) < 0)
+			log_warnx("job %s: sandbox.history's answer is not a map of versions "
+			    "and calls; sent as the worker made it", j->id);
+		jobs_answer(d, j, r);
+	} else if (q->rc == 0) {
+		jobs_answer(d, j, r);
+	} else if (q->op == OP_SANDBOX_HISTORY) {
+		/* Redis failed us: the local versions are better than none. */
+		log_warnx("job %s: the shared store's history of '%s' could not be read "
+		    "(%s); answered from this host's", j->id, q->id, q->e.msg);
 		jobs_answer(d, j, r);
 	} else if (q->rc == -EALREADY) {
 		/* Another run of this job committed first; its host answers it. */
@@ -334,6 +416,7 @@ after_done(uv_work_t *w, int status)
 		    "sandbox '%s': %s", q->id, q->e.msg[0] ? q->e.msg : strerror(-q->rc));
 	}
 	result_free(r);
+	msgpack_sbuffer_destroy(&q->versions);
 	free(q);
 	sched_dispatch(d);
 	sandqd_check_drained(d);
@@ -346,6 +429,7 @@ sreq_new(struct sandqd *d, struct djob *j, enum skind kind)
 	const struct job *job = j->job;
 
 	q->work.data = q;
+	msgpack_sbuffer_init(&q->versions);
 	q->d = d;
 	q->j = j;
 	q->kind = kind;
@@ -399,7 +483,7 @@ shared_after(struct sandqd *d, struct djob *j, struct result *r)
 	if (!shared_enabled(d) || j->job == NULL || j->job->sandbox == NULL)
 		return true;
 	op = j->job->op;
-	if (op == OP_SANDBOX_FORK || op == OP_SANDBOX_DELETE) {
+	if (op == OP_SANDBOX_FORK || op == OP_SANDBOX_DELETE || op == OP_SANDBOX_HISTORY) {
 		if (r->status != ST_OK)
 			return true;
 	} else if (r->snapshot == NULL || r->version <= j->sbx_from ||

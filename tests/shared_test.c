@@ -117,6 +117,20 @@ Test(shared, a_sandbox_made_on_one_host_is_carried_on_by_another)
 			cr_expect_str_eq((char *)r->stdout_data, "a1\na2\na3\nb1\nb2\nb3\n");
 		sandq_result_free(r);
 	}
+	/* The history is Redis's: B lists the versions A made too. */
+	{
+		char cmd[600], *out = NULL, needle[32];
+
+		snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s --json sandbox history carried",
+		    harness_build_dir(), H.url);
+		cr_assert_eq(harness_run(cmd, &out), 0, "%s", out ? out : "");
+		for (int v = 1; v <= 7; v++) {
+			snprintf(needle, sizeof(needle), "\"version\":%d,", v);
+			cr_expect_not_null(strstr(out, needle), "version %d missing from %s", v,
+			    out);
+		}
+		free(out);
+	}
 	sandq_close(c);
 }
 
