@@ -47,6 +47,9 @@ enum msg_type {
 	/* 2xx: worker -> dispatcher. */
 	MSG_HELLO = 200,	/* payload: struct msg_hello */
 	MSG_JOB_DONE = 201,	/* payload: result (msgpack) */
+	MSG_JOB_COMMITTED = 202,	/* payload: u64, the version the job's commit
+				 * made: sent at once, so a worker that dies
+				 * before its result is not run again */
 	/* 3xx: log records from a worker. */
 	MSG_LOG = 300,		/* payload: u32 level + text */
 	/* 4xx: worker <-> its prepared sandbox's init process. */

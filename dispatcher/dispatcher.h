@@ -58,6 +58,7 @@ struct djob {
 	uint64_t sbx_from;		/* the sandbox's version it was given */
 	struct result *sync_res;	/* its result while the commit goes to Redis */
 	uint32_t conflicts;		/* reruns after another host moved its sandbox */
+	uint64_t committed;		/* the version its worker reported committing */
 	struct sandqd *d;		/* owner, for publish callbacks */
 	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
 };

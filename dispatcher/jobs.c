@@ -541,7 +541,7 @@ jobs_result_lost(struct sandqd *d, struct djob *j, uint64_t version)
 	char msg[300];
 
 	snprintf(msg, sizeof(msg), "the job ran and made version %llu of sandbox '%s', "
-	    "but the host that ran it stopped before publishing its result; it is not "
+	    "but its worker or host stopped before returning its result; it is not "
 	    "run again", (unsigned long long)version, j->job->sandbox);
 	daudit_job(d, j, AUDIT_CAT_JOB, "result_lost", j->id, false, AUDIT_LVL_WARNING,
 	    "%s", msg);

@@ -53,7 +53,7 @@ static void spawn(struct sandqd *d, struct wslot *w);
 
 typedef void wmsg_handler(struct sandqd *, struct wslot *, struct msg *);
 
-static wmsg_handler h_hello, h_done;
+static wmsg_handler h_hello, h_done, h_committed;
 
 static const struct {
 	uint32_t type;
@@ -62,6 +62,7 @@ static const struct {
 } wdispatch[] = {
 	{ MSG_HELLO, WS(W_STARTING), h_hello },
 	{ MSG_JOB_DONE, WS(W_BUSY), h_done },
+	{ MSG_JOB_COMMITTED, WS(W_BUSY), h_committed },
 };
 
 /* Frees the poll handle once libuv is done with it. */
@@ -97,6 +98,11 @@ fail_job(struct sandqd *d, struct wslot *w, const char *why)
 	d->tenants[j->tenant].running--;
 	if (j->cancelled)
 		jobs_cancelled(d, j, "while running");
+	else if (j->committed > 0 && !shared_enabled(d))
+		/* Its changes are in: running it again would apply them twice.
+		 * (With the shared store the local commit never reached Redis,
+		 * and the rerun starts from Redis's head.) */
+		jobs_result_lost(d, j, j->committed);
 	else
 		jobs_retry(d, j, "worker %d %s while running the job", w->index, why);
 }
@@ -175,6 +181,20 @@ worn_out(struct sandqd *d, struct wslot *w)
 		return true;
 	}
 	return false;
+}
+
+/* The job's run committed its sandbox: noted, its result is still to come. */
+static void
+h_committed(struct sandqd *d, struct wslot *w, struct msg *m)
+{
+	uint64_t v;
+
+	if (m->hdr.job_id != w->job->seq || m->len != sizeof(v)) {
+		worker_broken(d, w, "sent a malformed commit report");
+		return;
+	}
+	memcpy(&v, m->data, sizeof(v));
+	w->job->committed = v;
 }
 
 static void

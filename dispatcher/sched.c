@@ -182,6 +182,7 @@ sched_requeue(struct sandqd *d, struct djob *j, uint64_t delay_ms)
 
 	j->worker = -1;
 	j->sync = SYNC_NONE;		/* its sandbox is pulled again */
+	j->committed = 0;
 	j->sbx_from = 0;
 	j->retry_at = delay_ms > 0 ? now_ms() + delay_ms : 0;
 	TAILQ_INSERT_HEAD(&t->queue, j, link);

@@ -413,6 +413,14 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	res->version = sb->version + 1;
 	free(res->snapshot);
 	res->snapshot = xstrdup(sha);
+	/* Told at once: if this worker dies before its result, the job is
+	 * not run again (its changes would be applied twice). */
+	{
+		uint64_t v = res->version;
+
+		if (msg_send(w->fd, MSG_JOB_COMMITTED, w->job_seq, &v, sizeof(v), -1) < 0)
+			log_warnx("cannot report the commit of job %s", j->id);
+	}
 	/* The same image, the new patch: the cached head is the new one. */
 	if (w->patch_fd >= 0)
 		close(w->patch_fd);
@@ -434,6 +442,7 @@ run_job(struct worker *w, const struct msg *m)
 
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		fatalx("dispatcher sent a job that does not decode: %s", e.msg);
+	w->job_seq = m->hdr.job_id;
 	res = result_new(j->id);
 	if (!JOB_OP_RUNS(j->op)) {
 		ops_run_quota(w->store, j, w->quota, res);

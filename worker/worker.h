@@ -16,6 +16,7 @@
 
 struct worker {
 	int fd;				/* channel to the dispatcher */
+	uint32_t job_seq;		/* the job in hand's id in frames */
 	struct sandbox_conf sbx_conf;	/* where and as whom jobs run */
 	struct sandbox *next;		/* prepared sandbox, or NULL */
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
