@@ -23,7 +23,7 @@
  * the whole pool (watch_cb(), every POOL_WATCH_MS) kills a worker stuck in
  * set-up (no HELLO within worker_setup_timeout_ms) or on a job (no result
  * worker_stuck_grace_ms past the job's wall limit), like a broken one: the
- * reaper answers its job and respawns it with the usual backoff.
+ * reaper tries its job again and respawns it with the usual backoff.
  */
 #include <errno.h>
 #include <fcntl.h>
