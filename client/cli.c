@@ -84,6 +84,7 @@ enum {
 	O_NO_PERSIST,
 	O_PERM,
 	O_PERM_PRESET,
+	O_STREAM,
 	O__END,
 };
 
@@ -117,6 +118,7 @@ static const struct option long_opts[] = {
 	{ "version", no_argument, NULL, O_VERSION },
 	{ "sandbox", required_argument, NULL, O_SANDBOX },
 	{ "no-persist", no_argument, NULL, O_NO_PERSIST },
+	{ "stream", no_argument, NULL, O_STREAM },
 	{ "perm", required_argument, NULL, O_PERM },
 	{ "perm-preset", required_argument, NULL, O_PERM_PRESET },
 	{ NULL, 0, NULL, 0 },
@@ -156,6 +158,7 @@ struct cli {
 	int nargs;
 	const char *sandbox;		/* --sandbox */
 	bool no_persist;		/* --no-persist */
+	bool stream;			/* --stream */
 	struct sandq_perm *perms;	/* --perm; patterns owned */
 	size_t nperms;
 	const char *perm_preset;	/* --perm-preset */
@@ -273,6 +276,11 @@ static const char man_opts_job[] =
 "\n"
 "       --no-persist\n"
 "              With --sandbox: runs on the sandbox's files but commits nothing.\n"
+"\n"
+"       --stream\n"
+"              Prints the job's output as it is produced, stdout to stdout and\n"
+"              stderr to stderr, rather than all of it at the end; the exit\n"
+"              status is the job's, as without it. Not with --detach or --json.\n"
 "\n"
 "       --perm PATTERN=LEVEL\n"
 "              A path rule, repeatable: PATTERN (in the sandbox's tree, / being\n"
@@ -851,6 +859,9 @@ opt_apply(struct cli *cl, int o, const char *arg)
 			    JOB_SANDBOX_ID_MAX);
 		cl->sandbox = arg;
 		return 0;
+	case O_STREAM:
+		cl->stream = true;
+		return 0;
 	case O_NO_PERSIST:
 		cl->no_persist = true;
 		return 0;
@@ -931,6 +942,9 @@ opts_check(struct cli *cl)
 		cl->tenant = DEFAULT_TENANT;
 	if (cl->no_persist && cl->sandbox == NULL)
 		return usage_error(cl, "--no-persist needs --sandbox");
+	if (cl->stream && (cl->detach || cl->json))
+		return usage_error(cl, "--stream prints output as it comes: not with %s",
+		    cl->detach ? "--detach" : "--json");
 	switch (cl->verb) {
 	case V_RUN:
 		if (cl->nargs < 1)
@@ -1284,6 +1298,13 @@ print_result(const struct sandq_result *r)
 static int
 output(const struct cli *cl, const struct sandq_result *r)
 {
+	if (cl->stream) {
+		/* The output went out as it came: the rest of the report only. */
+		struct sandq_result rest = *r;
+
+		rest.stdout_len = rest.stderr_len = 0;
+		return print_result(&rest);
+	}
 	if (cl->json) {
 		if (print_json(r) < 0 || fflush(stdout) == EOF)
 			return failure("writing the result: %s", strerror(errno));
@@ -1322,6 +1343,31 @@ wait_and_print(const struct cli *cl, struct sandq *c, const char *id)
 	return status;
 }
 
+/* --stream: copies the job's live output to ours until it ends. 0 or 125. */
+static int
+stream_output(struct sandq *c, const char *id)
+{
+	struct sandq_stream *st = NULL;
+	const void *data;
+	size_t len;
+	int fd, rc;
+
+	if (sandq_stream_open(c, id, &st) < 0)
+		return failure("%s", sandq_last_error(c));
+	while ((rc = sandq_stream_next(st, -1, &fd, &data, &len)) == 1) {
+		FILE *f = fd == 2 ? stderr : stdout;
+
+		if (fwrite(data, 1, len, f) != len || fflush(f) == EOF) {
+			sandq_stream_close(st);
+			return failure("writing the job's output: %s", strerror(errno));
+		}
+	}
+	sandq_stream_close(st);
+	if (rc < 0)
+		return failure("live output of %s: %s", id, strerror(-rc));
+	return 0;
+}
+
 /* run, sh, python: submit, then wait and print unless --detach. */
 static int
 cmd_submit(struct cli *cl, struct sandq *c)
@@ -1348,6 +1394,7 @@ cmd_submit(struct cli *cl, struct sandq *c)
 	o.perms = cl->perms;
 	o.nperms = cl->nperms;
 	o.perm_preset = cl->perm_preset;
+	o.stream = cl->stream;
 	if (cl->nfiles) {
 		files = xcalloc(cl->nfiles, sizeof(*files));
 		for (size_t i = 0; i < cl->nfiles; i++) {
@@ -1375,6 +1422,8 @@ cmd_submit(struct cli *cl, struct sandq *c)
 			return failure("writing the job id: %s", strerror(errno));
 		return 0;
 	}
+	if (cl->stream && (status = stream_output(c, id)) != 0)
+		return status;
 	status = wait_and_print(cl, c, id);
 	return status;
 }

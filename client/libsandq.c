@@ -660,6 +660,7 @@ job_build(struct sandq *c, enum job_op op, const char *const *argv,
 		goto out_free;
 	}
 	j->persist = o->sandbox != NULL && o->persist != SANDQ_PERSIST_NO;
+	j->stream = o->stream;
 	if (total > JOB_EXEC_BYTES_MAX) {
 		rc = fail(c, -EINVAL, "arguments and environment exceed %u bytes",
 		    JOB_EXEC_BYTES_MAX);
@@ -1294,4 +1295,141 @@ sandq_result_exit_status(const struct sandq_result *r)
 		break;
 	}
 	return 125;
+}
+
+/*** Live output ***/
+
+struct sandq_stream {
+	struct sandq *c;		/* its own connection: XREAD BLOCK */
+	char key[KEY_MAX];		/* PREFIX:{T}:out:ID */
+	char id[SANDQ_ID_MAX + 1];
+	char last[64];			/* the last entry id read */
+	redisReply *batch;		/* entries read, not yet handed out */
+	size_t next;			/* the next of batch's entries */
+	bool done;
+};
+
+int
+sandq_stream_open(struct sandq *c, const char *id, struct sandq_stream **out)
+{
+	struct sandq_stream *s;
+	int rc;
+
+	*out = NULL;
+	if ((rc = check_id(c, id)) < 0)
+		return rc;
+	s = xcalloc(1, sizeof(*s));
+	s->c = xcalloc(1, sizeof(*s->c));
+	s->c->url = c->url;
+	s->c->tenant = xstrdup(c->tenant);
+	if (key_out(s->key, SANDQ_PREFIX, c->tenant, id) < 0 || conn_open(s->c) < 0) {
+		rc = fail(c, -EIO, "stream of %s: %s", id, s->c->errbuf);
+		sandq_stream_close(s);
+		return rc;
+	}
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->last, sizeof(s->last), "0-0");
+	*out = s;
+	return 0;
+}
+
+/* The entry's field name's value, or NULL. */
+static const redisReply *
+entry_field(const redisReply *fields, const char *name)
+{
+	for (size_t i = 0; i + 1 < fields->elements; i += 2)
+		if (fields->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(fields->element[i]->str, name) == 0)
+			return fields->element[i + 1];
+	return NULL;
+}
+
+int
+sandq_stream_next(struct sandq_stream *s, int64_t timeout_ms, int *fd,
+    const void **data, size_t *len)
+{
+	char block[24];
+	int rc;
+
+	while (!s->done) {
+		if (s->batch != NULL && s->next < s->batch->elements) {
+			const redisReply *e = s->batch->element[s->next++], *f, *d;
+
+			if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
+				continue;
+			snprintf(s->last, sizeof(s->last), "%s", e->element[0]->str);
+			if (entry_field(e->element[1], "eof") != NULL) {
+				s->done = true;
+				break;
+			}
+			f = entry_field(e->element[1], "fd");
+			d = entry_field(e->element[1], "data");
+			if (f == NULL || d == NULL || d->type != REDIS_REPLY_STRING)
+				continue;
+			*fd = atoi(f->str);
+			*data = d->str;
+			*len = d->len;
+			return 1;
+		}
+		if (s->batch != NULL) {
+			freeReplyObject(s->batch);
+			s->batch = NULL;
+		}
+		{
+			redisReply *r = NULL;
+			const char *argv[] = { "XREAD", "COUNT", "256", "BLOCK", block, "STREAMS",
+			    s->key, s->last };
+			size_t lens[8];
+
+			snprintf(block, sizeof(block), "%lld",
+			    (long long)(timeout_ms < 0 || timeout_ms > WAIT_SLICE_MS ?
+			    WAIT_SLICE_MS : timeout_ms));
+			for (size_t i = 0; i < 8; i++)
+				lens[i] = strlen(argv[i]);
+			if ((rc = cmd(s->c, &r, 8, argv, lens)) < 0)
+				return rc;
+			if (r->type == REDIS_REPLY_NIL) {
+				/* Nothing new: a job answered without output (a
+				 * refusal) has no eof of its own; its result ends it. */
+				struct sandq_result *res = NULL;
+
+				freeReplyObject(r);
+				if (sandq_result_get(s->c, s->id, &res) == 0) {
+					sandq_result_free(res);
+					s->done = true;
+					break;
+				}
+				if (timeout_ms >= 0)
+					return -ETIMEDOUT;
+				continue;
+			}
+			if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
+			    r->element[0]->elements != 2) {
+				freeReplyObject(r);
+				return fail(s->c, -EIO, "stream of %s: an unexpected reply", s->id);
+			}
+			/* [[key, [entries]]]: keep the reply, hand out its entries. */
+			s->batch = r;
+			s->next = 0;
+			{
+				redisReply *entries = r->element[0]->element[1];
+
+				r->element[0]->element[1] = NULL;
+				freeReplyObject(r);
+				s->batch = entries;
+			}
+		}
+	}
+	return 0;
+}
+
+void
+sandq_stream_close(struct sandq_stream *s)
+{
+	if (s == NULL)
+		return;
+	if (s->batch != NULL)
+		freeReplyObject(s->batch);
+	sandq_close(s->c);
+	free(s);
 }

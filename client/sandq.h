@@ -90,6 +90,8 @@ struct sandq_job_opts {
 	const struct sandq_perm *perms;	/* path rules on top of perm_preset */
 	size_t nperms;
 	const char *perm_preset;	/* "agent-safe" (NULL), "read-only", ... */
+	/* Live output: published as it comes (sandq_stream_open()). */
+	bool stream;
 };
 
 /*
@@ -206,6 +208,21 @@ int sandq_submit_op(struct sandq *c, const char *op,
 int sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
     const struct sandq_job_opts *o, int64_t timeout_ms,
     struct sandq_result **out);
+/*
+ * Live output of a job submitted with o->stream: an iterator over its
+ * chunks as they are published (PREFIX:{T}:out:ID, docs/protocol.md).
+ * sandq_stream_next() returns 1 with *fd (1 stdout, 2 stderr) and *data,
+ * *len (valid until the next call), 0 at the end (the job is answered:
+ * get its result with sandq_wait()), -ETIMEDOUT when timeout_ms passed
+ * with nothing new (call again), or -EIO. The stream uses its own
+ * connection (blocking reads), so c stays free for other calls.
+ */
+struct sandq_stream;
+int sandq_stream_open(struct sandq *c, const char *id, struct sandq_stream **out);
+int sandq_stream_next(struct sandq_stream *s, int64_t timeout_ms, int *fd,
+    const void **data, size_t *len);
+void sandq_stream_close(struct sandq_stream *s);
+
 /* Submits raw bytes as the entry's `job` field, unchecked (for tests). */
 int sandq_submit_raw(struct sandq *c, const void *job, size_t len);
 

@@ -49,6 +49,7 @@ msg_type_name(uint32_t type)
 	case MSG_HELLO: return "HELLO";
 	case MSG_JOB_DONE: return "JOB_DONE";
 	case MSG_JOB_COMMITTED: return "JOB_COMMITTED";
+	case MSG_JOB_OUTPUT: return "JOB_OUTPUT";
 	case MSG_LOG: return "LOG";
 	case MSG_SBX_SPEC: return "SBX_SPEC";
 	case MSG_SBX_READY: return "SBX_READY";

@@ -47,6 +47,7 @@ enum msg_type {
 	/* 2xx: worker -> dispatcher. */
 	MSG_HELLO = 200,	/* payload: struct msg_hello */
 	MSG_JOB_DONE = 201,	/* payload: result (msgpack) */
+	MSG_JOB_OUTPUT = 203,	/* payload: u8 fd (1 or 2) + live output bytes */
 	MSG_JOB_COMMITTED = 202,	/* payload: u64, the version the job's commit
 				 * made: sent at once, so a worker that dies
 				 * before its result is not run again */

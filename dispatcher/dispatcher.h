@@ -59,6 +59,9 @@ struct djob {
 	struct result *sync_res;	/* its result while the commit goes to Redis */
 	uint32_t conflicts;		/* reruns after another host moved its sandbox */
 	uint64_t committed;		/* the version its worker reported committing */
+	bool stream;			/* its output is published live (job stream) */
+	const char *eof_status;		/* stream: its output stream ends with this */
+	uint64_t streamed;		/* live output bytes relayed */
 	struct sandqd *d;		/* owner, for publish callbacks */
 	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
 };

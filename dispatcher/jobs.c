@@ -84,6 +84,9 @@ answer(struct sandqd *d, struct djob *j, struct result *r)
 	if (r->finished_at == 0)
 		r->finished_at = now_ms();
 	daudit_result(d, j, r);
+	/* Its live output ends with its status (res_status_name: static). */
+	if (j->stream)
+		j->eof_status = res_status_name(r->status);
 	status_count(d, j->tenant, r->status == ST_REJECTED || r->status == ST_EXPIRED);
 	if (payload_result_encode(r, &j->res, &j->reslen) < 0)
 		fatalx("cannot encode a result");
@@ -409,6 +412,7 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 	}
 	free(job->tenant);
 	job->tenant = xstrdup(d->tenants[tenant].name);
+	j->stream = job->stream;	/* even a refusal ends its output stream */
 	j->job = job;		/* for the audit trail's sandbox field */
 	daudit_job(d, j, AUDIT_CAT_JOB, "received", job_op_name(job->op), true,
 	    AUDIT_LVL_INFO, NULL);
@@ -621,8 +625,8 @@ jobs_publish_pending(struct sandqd *d)
 
 			rc = rq_publish(d->rq, j->tenant, j->id, j->entry_id, j->res,
 			    j->reslen, d->cfg.result_ttl_s * 1000,
-			    j->dead_attempts != NULL ? &dead : NULL, j->audit, j->naudit,
-			    publish_done, j);
+			    j->dead_attempts != NULL ? &dead : NULL, j->eof_status, j->audit,
+			    j->naudit, publish_done, j);
 		}
 		if (rc == -ENOTCONN)
 			return;		/* ready() will call us again */

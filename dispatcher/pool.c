@@ -53,7 +53,7 @@ static void spawn(struct sandqd *d, struct wslot *w);
 
 typedef void wmsg_handler(struct sandqd *, struct wslot *, struct msg *);
 
-static wmsg_handler h_hello, h_done, h_committed;
+static wmsg_handler h_hello, h_done, h_committed, h_output;
 
 static const struct {
 	uint32_t type;
@@ -63,6 +63,7 @@ static const struct {
 	{ MSG_HELLO, WS(W_STARTING), h_hello },
 	{ MSG_JOB_DONE, WS(W_BUSY), h_done },
 	{ MSG_JOB_COMMITTED, WS(W_BUSY), h_committed },
+	{ MSG_JOB_OUTPUT, WS(W_BUSY), h_output },
 };
 
 /* Frees the poll handle once libuv is done with it. */
@@ -181,6 +182,28 @@ worn_out(struct sandqd *d, struct wslot *w)
 		return true;
 	}
 	return false;
+}
+
+/*
+ * A piece of a streaming job's output: relayed to its Redis stream at once.
+ * Only for a job that asked, within twice its output limit (both streams).
+ */
+static void
+h_output(struct sandqd *d, struct wslot *w, struct msg *m)
+{
+	struct djob *j = w->job;
+	const unsigned char *p = m->data;
+
+	if (m->hdr.job_id != j->seq || m->len < 2 || (p[0] != 1 && p[0] != 2) ||
+	    !j->stream || j->job == NULL ||
+	    j->streamed + m->len - 1 > 2 * j->job->limits.output_bytes) {
+		worker_broken(d, w, "sent live output out of place");
+		return;
+	}
+	j->streamed += m->len - 1;
+	if (rq_output(d->rq, j->tenant, j->id, p[0], p + 1, m->len - 1,
+	    d->cfg.result_ttl_s * 1000) < 0)
+		log_debug("job %s: live output not relayed (Redis down)", j->id);
 }
 
 /* The job's run committed its sandbox: noted, its result is still to come. */

@@ -56,6 +56,12 @@ key_attempts(char *buf, const char *prefix, const char *tenant, const char *id)
 }
 
 int
+key_out(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "out", id);
+}
+
+int
 key_cancel(char *buf, const char *prefix, const char *tenant, const char *id)
 {
 	return key_fmt(buf, prefix, tenant, "cancel", id);

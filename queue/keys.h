@@ -20,6 +20,8 @@ int key_done(char *buf, const char *prefix, const char *tenant, const char *id);
 int key_dead(char *buf, const char *prefix, const char *tenant);
 /* A job's failed attempts so far: a list of JSON records, until its result. */
 int key_attempts(char *buf, const char *prefix, const char *tenant, const char *id);
+/* A job's live output (stream: true): a stream of chunks, then eof. */
+int key_out(char *buf, const char *prefix, const char *tenant, const char *id);
 /* A cancellation asked for a job that some host holds (sandq cancel). */
 int key_cancel(char *buf, const char *prefix, const char *tenant, const char *id);
 /*

@@ -1335,7 +1335,6 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
     size_t *exec_bytes, bool *persist_given, struct err *e)
 {
 	uint64_t u = 0;
-	bool b = false;
 	int rc = 0;
 
 	switch (f) {
@@ -1383,10 +1382,7 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		j->deadline_ms = (int64_t)u;
 		return rc;
 	case JF_STREAM:
-		if ((rc = get_bool(v, "stream", &b, e)) == 0 && b)
-			rc = err_set(e, -EINVAL,
-			    "field 'stream': live output is not available in this version");
-		return rc;
+		return get_bool(v, "stream", &j->stream, e);
 	case JF_PERSIST:
 		*persist_given = true;
 		return get_bool(v, "persist", &j->persist, e);
@@ -1775,6 +1771,8 @@ job_pack(const struct job *j, msgpack_packer *pk)
 		pk_kv_str(pk, "tenant", j->tenant);
 	if (pk_want(j->sandbox != NULL, &n, pk))
 		pk_kv_str(pk, "sandbox", j->sandbox);
+	if (pk_want(j->stream, &n, pk))
+		pk_kv_bool(pk, "stream", j->stream);
 	/*
 	 * A run on a sandbox says persist either way, so the default cannot
 	 * drift; a persist without a sandbox is written so decode refuses it.

@@ -163,6 +163,7 @@ struct job {
 				 * value must equal it */
 	char *sandbox;		/* sandbox id, or NULL (a throw-away one) */
 	bool persist;		/* commit the workspace back (default: sandbox set) */
+	bool stream;		/* output published live to PREFIX:{T}:out:ID */
 	struct job_perm *perms;	/* path rules, on top of perm_preset */
 	size_t nperms;
 	char *perm_preset;	/* agent-safe (default), read-only, ... or NULL */

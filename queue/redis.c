@@ -698,10 +698,11 @@ static const char publish_lua[] =
 int
 rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
     const void *res, size_t reslen, int64_t ttl_ms, const struct rq_dead_rec *dead,
-    const struct audit_event *ev, size_t nev, rq_done_cb *cb, void *arg)
+    const char *eof_status, const struct audit_event *ev, size_t nev,
+    rq_done_cb *cb, void *arg)
 {
 	char reskey[KEY_MAX], donekey[KEY_MAX], attkey[KEY_MAX], deadkey[KEY_MAX];
-	char cankey[KEY_MAX], ttl[24];
+	char cankey[KEY_MAX], outkey[KEY_MAX], ttl[24];
 	const char *t = q->tenants[tenant];
 	int rc = 0;
 
@@ -709,7 +710,7 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 		return -ENOTCONN;
 	if (key_res(reskey, q->prefix, t, id) < 0 || key_done(donekey, q->prefix, t, id) < 0 ||
 	    key_attempts(attkey, q->prefix, t, id) < 0 || key_dead(deadkey, q->prefix, t) < 0 ||
-	    key_cancel(cankey, q->prefix, t, id) < 0)
+	    key_cancel(cankey, q->prefix, t, id) < 0 || key_out(outkey, q->prefix, t, id) < 0)
 		return -ENAMETOOLONG;
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	{
@@ -739,10 +740,48 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 		l_xadd[15] = dead->payload ? plen : 0;
 		rc |= cmd(q, (int)(sizeof(xadd) / sizeof(xadd[0])), xadd, l_xadd);
 	}
+	if (eof_status != NULL) {
+		const char *xadd[] = { "XADD", outkey, "*", "eof", "1", "status", eof_status };
+		const char *exp[] = { "PEXPIRE", outkey, ttl };
+		size_t l_xadd[7], l_exp[3];
+
+		for (size_t i = 0; i < 7; i++)
+			l_xadd[i] = strlen(xadd[i]);
+		for (size_t i = 0; i < 3; i++)
+			l_exp[i] = strlen(exp[i]);
+		rc |= cmd(q, 7, xadd, l_xadd);
+		rc |= cmd(q, 3, exp, l_exp);
+	}
 	rc |= audit_adds(q, ev, nev);
 	if (rc != 0)
 		return -EIO;
 	return exec_with(q, cb, arg);
+}
+
+int
+rq_output(struct rq *q, size_t tenant, const char *id, int fd, const void *data,
+    size_t len, int64_t ttl_ms)
+{
+	char key[KEY_MAX], ttl[24], fds[4];
+	const char *xadd[] = { "XADD", key, "*", "fd", fds, "data", data };
+	const char *exp[] = { "PEXPIRE", key, ttl };
+	size_t l_xadd[7], l_exp[3];
+	int rc = 0;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_out(key, q->prefix, q->tenants[tenant], id) < 0)
+		return -ENAMETOOLONG;
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+	snprintf(fds, sizeof(fds), "%d", fd);
+	for (size_t i = 0; i < 6; i++)
+		l_xadd[i] = strlen(xadd[i]);
+	l_xadd[6] = len;
+	for (size_t i = 0; i < 3; i++)
+		l_exp[i] = strlen(exp[i]);
+	rc |= cmd(q, 7, xadd, l_xadd);
+	rc |= cmd(q, 3, exp, l_exp);
+	return rc != 0 ? -EIO : 0;
 }
 
 int

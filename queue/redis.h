@@ -93,12 +93,24 @@ struct rq_dead_rec {
  * that SETs res (TTL) only if the job has no result yet and then DEL +
  * RPUSH + PEXPIRE its done list (the first result wins: a job that ran
  * twice shows once), and in every case XACKs and deletes the entry and its
- * attempts record; dead, when set, adds the dead-letter entry; ev the
- * audit events. The ack never precedes the store.
+ * attempts record; dead, when set, adds the dead-letter entry;
+ * eof_status, when set (a job with live output), ends its output stream
+ * with {eof: 1, status}; ev the audit events. The ack never precedes the store.
  */
 int rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
     const void *res, size_t reslen, int64_t ttl_ms, const struct rq_dead_rec *dead,
-    const struct audit_event *ev, size_t nev, rq_done_cb *cb, void *arg);
+    const char *eof_status, const struct audit_event *ev, size_t nev,
+    rq_done_cb *cb, void *arg);
+
+/*
+ * Live output of a job with stream: true: XADD of {fd, data} to
+ * PREFIX:{T}:out:ID and PEXPIRE ttl_ms, pipelined on the command
+ * connection (so chunks and the result's eof entry keep their order).
+ * Fire and forget: -ENOTCONN while down (the chunk is lost; the result
+ * still carries the whole output).
+ */
+int rq_output(struct rq *q, size_t tenant, const char *id, int fd, const void *data,
+    size_t len, int64_t ttl_ms);
 
 /*
  * Appends a failed attempt's record (JSON text) to the job's attempts list

@@ -64,6 +64,8 @@ struct sandbox {
 	int ctl;		/* SEQPACKET channel to init */
 	int out_rd;		/* job's stdout, read end */
 	int err_rd;		/* job's stderr, read end */
+	sandbox_output_cb *output;	/* live output, or NULL (sandbox_set_output) */
+	void *output_arg;
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
@@ -484,6 +486,9 @@ struct capture {
 	size_t cap;		/* output limit */
 	bool truncated;
 	bool eof;
+	int fdno;		/* 1 stdout, 2 stderr: for the live output */
+	sandbox_output_cb *output;	/* or NULL */
+	void *output_arg;
 };
 
 static void
@@ -511,6 +516,8 @@ capture_read(int fd, struct capture *c)
 			c->buf = xreallocarray(c->buf, c->len + keep, 1);
 			memcpy(c->buf + c->len, tmp, keep);
 			c->len += keep;
+			if (c->output != NULL)
+				c->output(c->output_arg, c->fdno, tmp, keep);
 		}
 	}
 }
@@ -754,13 +761,22 @@ kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now
 	run->end_ns = now;
 }
 
+void
+sandbox_set_output(struct sandbox *s, sandbox_output_cb *cb, void *arg)
+{
+	s->output = cb;
+	s->output_arg = arg;
+}
+
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
 {
 	const struct job_limits *l = &j->limits;
-	struct capture out = { .cap = l->output_bytes };
-	struct capture err = { .cap = l->output_bytes };
+	struct capture out = { .cap = l->output_bytes, .fdno = 1, .output = s->output,
+	    .output_arg = s->output_arg };
+	struct capture err = { .cap = l->output_bytes, .fdno = 2, .output = s->output,
+	    .output_arg = s->output_arg };
 	struct run run = { 0 };
 	struct cg_usage u = { 0 };
 	struct err e = { 0 };

@@ -89,6 +89,14 @@ int sandbox_run(struct sandbox *sbx, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res);
 
 /*
+ * Live output: sandbox_run() calls cb with each piece of the job's output
+ * as it reads it (fd 1 stdout, 2 stderr; only what the output limit keeps,
+ * in order per stream), besides capturing it. NULL stops it.
+ */
+typedef void sandbox_output_cb(void *arg, int fd, const void *buf, size_t len);
+void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
+
+/*
  * After sandbox_run() of a persistent job: hands init the tool call record
  * rec (JSON text: name, parameters, result, status, error, started_ms,
  * completed_ms) and waits for the captured workspace. On success returns 0

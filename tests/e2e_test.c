@@ -6,6 +6,7 @@
  * every test says so and stops if it runs without it.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <msgpack.h>
 #include <signal.h>
@@ -949,4 +950,73 @@ Test(e2e, cli_detach_then_wait_and_result)
 	cr_expect_eq(cli("result no-such-job 2>/dev/null", &out), 125);
 	free(out);
 	free(id);
+}
+
+/*** Live output ***/
+
+/*
+ * A streaming job's output arrives while it runs: the first chunk is read
+ * while the job is still blocked in a sleep only the test ends, then the
+ * job is killed from outside, the stream ends and the result holds all.
+ */
+Test(e2e, a_streaming_job_output_arrives_while_it_runs)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .stream = true };
+	struct sandq_stream *st = NULL;
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+	const void *data;
+	size_t len;
+	pid_t job[4];
+	int fd, rc;
+
+	cr_assert_eq(sandq_submit_sh(c, "echo one; echo two >&2; exec sleep 5252", &o, id), 0);
+	cr_assert_eq(sandq_stream_open(c, id, &st), 0, "%s", sandq_last_error(c));
+	/* stdout and stderr are separate streams: take both, in any order. */
+	{
+		bool out = false, err = false;
+
+		while (!(out && err)) {
+			cr_assert_eq(rc = sandq_stream_next(st, 30000, &fd, &data, &len), 1,
+			    "stream ended or failed: %d", rc);
+			if (fd == 1) {
+				cr_expect_eq(len, 4);
+				cr_expect(memcmp(data, "one\n", 4) == 0);
+				out = true;
+			} else {
+				cr_expect_eq(fd, 2);
+				cr_expect(memcmp(data, "two\n", 4) == 0);
+				err = true;
+			}
+		}
+	}
+	cr_expect_eq(sandq_result_get(c, id, &r), -ENOENT, "answered before its sleep ended");
+	cr_assert(harness_wait_for(marker_running, "sleep 5252", 30000));
+	cr_assert_eq(harness_pgrep("sleep 5252", job, 4), 1);
+	cr_assert_eq(kill(job[0], SIGKILL), 0);
+	while ((rc = sandq_stream_next(st, 30000, &fd, &data, &len)) == 1)
+		;
+	cr_expect_eq(rc, 0, "the stream did not end: %d", rc);
+	sandq_stream_close(st);
+	cr_assert_eq(sandq_wait(c, id, 30000, &r), 0);
+	cr_expect_str_eq(r->status, "signal");
+	cr_expect_str_eq((char *)r->stdout_data, "one\n");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(e2e, sandq_run_stream_prints_both_streams_and_exits_with_the_job)
+{
+	char cmd[700], *out = NULL;
+
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --stream 'echo a; echo b >&2; "
+	    "exit 3' 2>%s/stream-err", harness_build_dir(), H.url, H.dir);
+	cr_expect_eq(harness_run(cmd, &out), 3);
+	cr_expect_str_eq(out, "a\n");
+	free(out);
+	snprintf(cmd, sizeof(cmd), "cat %s/stream-err", H.dir);
+	cr_assert_eq(harness_run(cmd, &out), 0);
+	cr_expect_str_eq(out, "b\n");
+	free(out);
 }

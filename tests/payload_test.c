@@ -691,6 +691,7 @@ expect_jobs_equal(const struct job *a, const struct job *b)
 	cr_expect_eq(a->deadline_ms, b->deadline_ms);
 	expect_opt_str_eq("tenant", a->tenant, b->tenant);
 	expect_opt_str_eq("sandbox", a->sandbox, b->sandbox);
+	cr_expect_eq(a->stream, b->stream);
 	cr_expect_eq(a->persist, b->persist);
 	cr_assert_eq(a->nperms, b->nperms);
 	cr_expect_eq(a->perms == NULL, b->perms == NULL);
@@ -773,6 +774,7 @@ Test(payload, round_trips_every_job_field)
 	j->net = xdup("none");
 	j->priority = -3;
 	j->deadline_ms = 1700000000000;
+	j->stream = true;
 	expect_job_round_trip(j);
 	job_free(j);
 }
@@ -1201,10 +1203,8 @@ Test(payload, rejects_wrong_source_fields_for_sh_and_python)
 	jb_destroy(&b);
 }
 
-Test(payload, rejects_stream_and_persist_true)
+Test(payload, rejects_a_stream_not_bool_and_persist_true_without_sandbox)
 {
-	REJECT_EXEC_WITH("field 'stream': live output is not available",
-	    jb_bool(b, "stream", true));
 	REJECT_EXEC_WITH("field 'stream': expected true or false",
 	    jb_int(b, "stream", 1));
 	REJECT_EXEC_WITH("field 'persist'", jb_bool(b, "persist", true));

@@ -57,6 +57,30 @@ prepare_next(struct worker *w)
 		log_warnx("cannot prepare a sandbox: %s", e.msg);
 }
 
+/* Live output frames: 64 KiB of output at most, well under MSG_MAX. */
+#define OUTPUT_FRAME_MAX (64 * 1024)
+
+/* Live output (a job with stream): to sandqd as it comes, in frames. */
+static void
+send_output(void *arg, int fd, const void *buf, size_t len)
+{
+	struct worker *w = arg;
+	unsigned char frame[1 + OUTPUT_FRAME_MAX];
+
+	while (len > 0) {
+		size_t n = len < OUTPUT_FRAME_MAX ? len : OUTPUT_FRAME_MAX;
+
+		frame[0] = (unsigned char)fd;
+		memcpy(frame + 1, buf, n);
+		if (msg_send(w->fd, MSG_JOB_OUTPUT, w->job_seq, frame, n + 1, -1) < 0) {
+			log_warnx("cannot send live output");
+			return;
+		}
+		buf = (const unsigned char *)buf + n;
+		len -= n;
+	}
+}
+
 static int
 send_result(struct worker *w, uint32_t job_id, const struct result *res)
 {
@@ -460,6 +484,7 @@ run_job(struct worker *w, const struct msg *m)
 		struct sandbox_snapshot snap = { .img_fd = w->snap_fd,
 		    .patch_fd = w->patch_fd, .base_key = key };
 
+		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
 		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
 		free(key);
