@@ -8,6 +8,7 @@
 #   make SANITIZER=address test    (or undefined) build and test with a sanitizer
 #   make asan / ubsan    shorthands for the two above
 #   make install [PREFIX=/usr/local] [DESTDIR=]
+#   make python-test     only the Python client's tests (clients/python)
 #
 # Each binary lists its own sources and libraries, so the link lines show the
 # privilege split: only sandqd links hiredis and libuv; the worker links
@@ -109,6 +110,9 @@ UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace op
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment sandbox cli_sandbox acl fair lease retry hygiene rstore hosts shared
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
+# The Python client's tests (clients/python/tests: unittest against a private
+# redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
+TEST_BINS += $(B)/tests/python_test
 
 $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
@@ -174,6 +178,17 @@ $(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj
 $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 
+# tests/run.sh passes --jobs=N --short-filename, which unittest does not take:
+# the wrapper drops them. It runs from the repository root, as run.sh does,
+# and SANDQ_BUILD (set by test-run) names the sandqd under test.
+$(B)/tests/python_test: Makefile
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: the Python client tests (clients/python/tests).' \
+	  'PYTHONPATH=clients/python PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 -m unittest discover -s clients/python/tests -t clients/python' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 deps:
 	@sh deploy/install-deps.sh
 
@@ -184,6 +199,9 @@ test: deps
 
 test-run: all $(TEST_BINS)
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(TEST_BINS)
+
+python-test: all $(B)/tests/python_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/python_test
 
 check: test
 asan:
@@ -230,6 +248,6 @@ lint:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps test test-run check asan ubsan demo bench bench-hosts install lint clean
+.PHONY: all deps test test-run python-test check asan ubsan demo bench bench-hosts install lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,37 @@
+"""sandq: run code in sandq's Linux sandboxes from Python.
+
+    import sandq
+
+    client = sandq.Client("redis://127.0.0.1:6379", "default")
+    print(client.sh("echo hi").stdout_text)
+
+    with client.sandbox() as sb:            # a persistent sandbox, deleted after
+        sb.write_file("data.txt", "1 2 3")
+        print(sb.bash("wc -w data.txt").stdout_text)
+
+A client of the wire protocol in docs/protocol.md, needing only redis-py and
+msgpack. Client submits jobs and waits for results (and has async twins of
+every call: arun, ash, apython, asubmit, await_, astream, abatch,
+asandbox); Sandbox is a persistent workspace; sandq.tools has agent tool
+definitions; sandq.errors the exceptions, all subclasses of sandq.Error.
+"""
+
+from . import tools
+from .client import Chunk, Client
+from .errors import (CommandError, ConnectionError, Error, InvalidJob, JobFailed,
+                     JobTimeout, LimitExceeded, NotFound, PermissionDenied, Rejected,
+                     SandboxNotFound, TimeoutError, WaitTimeout)
+from .job import Job
+from .result import Result
+from .sandbox import HistoryEntry, KV, Sandbox
+from .util import files_from_dir
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Sandbox", "KV", "HistoryEntry", "Job", "Result", "Chunk",
+    "files_from_dir", "tools",
+    "Error", "InvalidJob", "ConnectionError", "TimeoutError", "JobTimeout",
+    "WaitTimeout", "CommandError", "LimitExceeded", "Rejected", "SandboxNotFound",
+    "NotFound", "PermissionDenied", "JobFailed",
+]

@@ -1,0 +1,148 @@
+"""Results: the msgpack map sandqd stores at sandq:{T}:res:ID, decoded.
+
+docs/protocol.md ("Result") is the reference. Fields this client does not
+know are kept in Result.raw, as the protocol asks clients to ignore them
+rather than fail. Decoding does no I/O.
+"""
+
+import msgpack
+
+from .errors import error_for
+
+# The exit status the sandq CLI gives each status (sandq_result_exit_status()).
+_LIMIT_OR_TIMEOUT = ("timeout", "cpu_limit", "memory_limit", "pids_limit",
+                     "output_limit", "disk_limit")
+
+
+def unpack(buf):
+    """Decodes one msgpack object as sandqd writes it: str as str (bytes that
+    are not UTF-8 survive as surrogate escapes), bin as bytes."""
+    return msgpack.unpackb(buf, raw=False, unicode_errors="surrogateescape",
+                           strict_map_key=False)
+
+
+def _text(v):
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "surrogateescape")
+    return v
+
+
+def _bytes(v):
+    if v is None:
+        return b""
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogateescape")
+    return bytes(v)
+
+
+class Result:
+    """The result of one job or sandbox op.
+
+    Runs: status, exit_code, signal, stdout and stderr (bytes; stdout_text
+    and stderr_text decode them), wall_ms, cpu_ms, max_rss_kb, refused (the
+    system calls the job's filter refused, by name). Sandboxes: sandbox,
+    version, snapshot, changed, changes. Ops: data (the answer, already
+    decoded). Failures: error_code and error_message. raw holds the whole
+    map as decoded.
+    """
+
+    __slots__ = ("raw", "id", "status", "exit_code", "signal", "stdout", "stderr",
+                 "stdout_truncated", "stderr_truncated", "wall_ms", "cpu_ms",
+                 "max_rss_kb", "queued_at", "started_at", "finished_at", "host",
+                 "worker", "attempt", "error_code", "error_message", "refused",
+                 "sandbox", "version", "snapshot", "changed", "changed_truncated",
+                 "changes", "refused_paths", "data", "has_data")
+
+    def __init__(self, raw):
+        if not isinstance(raw, dict):
+            raise ValueError("a result is a msgpack map, got %s" % type(raw).__name__)
+        self.raw = raw
+        g = raw.get
+        self.id = _text(g("id", ""))
+        self.status = _text(g("status", ""))
+        self.exit_code = int(g("exit_code", -1))
+        self.signal = int(g("signal", 0))
+        self.stdout = _bytes(g("stdout"))
+        self.stderr = _bytes(g("stderr"))
+        self.stdout_truncated = bool(g("stdout_truncated", False))
+        self.stderr_truncated = bool(g("stderr_truncated", False))
+        self.wall_ms = int(g("wall_ms", 0))
+        self.cpu_ms = int(g("cpu_ms", 0))
+        self.max_rss_kb = int(g("max_rss_kb", 0))
+        self.queued_at = int(g("queued_at", 0))
+        self.started_at = int(g("started_at", 0))
+        self.finished_at = int(g("finished_at", 0))
+        self.host = _text(g("host"))
+        self.worker = int(g("worker", -1))
+        self.attempt = int(g("attempt", 1))
+        err = g("error") or {}
+        self.error_code = _text(err.get("code")) if err else None
+        self.error_message = _text(err.get("message", "")) if err else None
+        self.refused = dict(g("refused") or {})
+        self.sandbox = _text(g("sandbox"))
+        self.version = int(g("version", 0))
+        self.snapshot = _text(g("snapshot"))
+        self.changed = [_text(p) for p in g("changed") or []]
+        self.changed_truncated = bool(g("changed_truncated", False))
+        self.changes = dict(g("changes") or {})
+        self.refused_paths = [_text(p) for p in g("refused_paths") or []]
+        self.has_data = "data" in raw
+        self.data = g("data")
+
+    @classmethod
+    def decode(cls, buf):
+        """A Result from its msgpack bytes, as stored in Redis."""
+        return cls(unpack(buf))
+
+    @property
+    def ok(self):
+        """True when the job exited 0 (or the op succeeded)."""
+        return self.status == "ok"
+
+    @property
+    def stdout_text(self):
+        """stdout decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self):
+        """stderr decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stderr.decode("utf-8", "replace")
+
+    # LocalSandbox and AgentFense results call it .duration_ms.
+    @property
+    def duration_ms(self):
+        return self.wall_ms
+
+    @property
+    def exit_status(self):
+        """What the sandq CLI would exit with: 0 for ok, the code for exit,
+        128+N for a signal, 124 for a timeout or a limit, 125 when sandq did
+        not run the job (rejected, expired, cancelled, internal)."""
+        if self.status == "ok":
+            return 0
+        if self.status == "exit":
+            return self.exit_code if 0 <= self.exit_code <= 255 else 125
+        if self.status == "signal":
+            return 128 + self.signal if 0 < self.signal < 128 else 125
+        if self.status in _LIMIT_OR_TIMEOUT:
+            return 124
+        return 125
+
+    def raise_for_status(self, check=True):
+        """Raises the sandq.Error this result stands for (see sandq.errors);
+        returns self otherwise. With check=False a non-zero exit or a signal
+        is not an error."""
+        exc = error_for(self, check)
+        if exc is not None:
+            raise exc
+        return self
+
+    def __repr__(self):
+        extra = ""
+        if self.status in ("exit", "ok"):
+            extra = " exit_code=%d" % self.exit_code
+        elif self.error_code:
+            extra = " error=%s" % self.error_code
+        return "<sandq.Result %s %s%s wall_ms=%d>" % (self.id, self.status, extra,
+                                                     self.wall_ms)

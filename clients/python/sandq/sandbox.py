@@ -1,0 +1,413 @@
+"""Sandbox: a tenant's persistent workspace, as one object.
+
+A sandbox is a /workspace that lasts across jobs (docs/protocol.md,
+"Sandboxes"): runs on it start from its head and commit what they changed as
+the next version; the fs.*, kv.* and sandbox.* ops read and change it
+without starting a process. Get one from Client.sandbox(). The method names
+follow LocalSandbox (bash, execute_python, read_file, write_file,
+list_files, exists, delete_file, kv, history, export_snapshot), so code
+written for it ports by changing how the sandbox is made.
+
+Paths are the sandbox's own: "/" is its root, which a job sees as
+/workspace; "a/b", "/a/b" and "/workspace/a/b" are the same file.
+
+Each method has an async twin named with an "a" in front.
+"""
+
+import json
+
+from .client import _DEFAULT
+from .errors import NotFound
+from .job import check_sandbox_id, json_text, new_id, Job
+
+
+class HistoryEntry:
+    """One recorded call (a tool_calls row): a job or op that committed.
+
+    name is the op ("sh", "python", "fs.write", ...); parameters and result
+    are the recorded JSON, decoded (result: {"status", "exit_code",
+    "stdout", "stderr"} for runs); status is "success" or "error"; times in
+    epoch ms."""
+
+    __slots__ = ("id", "name", "parameters", "result", "error", "status",
+                 "started_at", "completed_at", "duration_ms")
+
+    def __init__(self, row):
+        self.id = row.get("id")
+        self.name = row.get("name", "")
+        self.parameters = _json_or_text(row.get("parameters"))
+        self.result = _json_or_text(row.get("result"))
+        self.error = row.get("error") or None
+        self.status = row.get("status", "")
+        self.started_at = row.get("started_at", 0)
+        self.completed_at = row.get("completed_at", 0)
+        self.duration_ms = row.get("duration_ms", 0)
+
+    def __repr__(self):
+        return "<sandq.HistoryEntry %s %s %s>" % (self.id, self.name, self.status)
+
+
+def _json_or_text(s):
+    if not s:
+        return None
+    try:
+        return json.loads(s)
+    except ValueError:
+        return s
+
+
+class KV:
+    """The sandbox's key-value store. Values are JSON: set() stores any
+    JSON-serialisable value and get() returns it decoded, so strings round
+    trip as strings, as with LocalSandbox. Each change is a new version."""
+
+    def __init__(self, sandbox):
+        self._sb = sandbox
+
+    def get(self, key, default=None):
+        """The value of key, or default if there is none."""
+        try:
+            r = self._sb._op("kv.get", key=key)
+        except NotFound:
+            return default
+        return json.loads(r.data)
+
+    def set(self, key, value):
+        self._sb._op("kv.set", key=key, value=json_text(value))
+
+    def delete(self, key):
+        """Deletes key; a key that is not there is not an error."""
+        try:
+            self._sb._op("kv.delete", key=key)
+        except NotFound:
+            pass
+
+    def keys(self, prefix=""):
+        """Keys starting with prefix, in byte order."""
+        return list(self._sb._op("kv.keys", prefix=prefix).data or [])
+
+    async def aget(self, key, default=None):
+        try:
+            r = await self._sb._aop("kv.get", key=key)
+        except NotFound:
+            return default
+        return json.loads(r.data)
+
+    async def aset(self, key, value):
+        await self._sb._aop("kv.set", key=key, value=json_text(value))
+
+    async def adelete(self, key):
+        try:
+            await self._sb._aop("kv.delete", key=key)
+        except NotFound:
+            pass
+
+    async def akeys(self, prefix=""):
+        return list((await self._sb._aop("kv.keys", prefix=prefix)).data or [])
+
+
+class Sandbox:
+    """A persistent sandbox of client's tenant. Made by Client.sandbox().
+
+    .id is its id, .version its version after the last call made through
+    this object, .created whether this object created it, .keep whether the
+    end of a with block leaves it in place.
+    """
+
+    def __init__(self, client, id, *, created, keep=None, perms=None,
+                 perm_preset=None):
+        self.client = client
+        self.id = check_sandbox_id("sandbox", id)
+        self.created = created
+        self.keep = (not created) if keep is None else keep
+        self.perms = perms
+        self.perm_preset = perm_preset
+        self.version = 0
+        self.labels = {}
+        self.deleted = False
+        self.kv = KV(self)
+
+    def _info(self, data):
+        if isinstance(data, dict):
+            self.version = data.get("version", self.version)
+            self.labels = data.get("labels") or {}
+        return data
+
+    def _track(self, result):
+        if result.version:
+            self.version = result.version
+        return result
+
+    def _fields(self, op, fields):
+        fields["sandbox"] = self.id
+        # Path rules go with fs ops only: kv and sandbox ops refuse them.
+        if op.startswith("fs."):
+            if self.perms is not None:
+                fields.setdefault("perms", self.perms)
+            if self.perm_preset is not None:
+                fields.setdefault("perm_preset", self.perm_preset)
+        return fields
+
+    def _op(self, op, **fields):
+        return self._track(self.client.call(op, **self._fields(op, fields)))
+
+    async def _aop(self, op, **fields):
+        return self._track(await self.client.acall(op, **self._fields(op, fields)))
+
+    def _job(self, kind, body, opts):
+        opts["sandbox"] = self.id
+        if self.perms is not None:
+            opts.setdefault("perms", self.perms)
+        if self.perm_preset is not None:
+            opts.setdefault("perm_preset", self.perm_preset)
+        return getattr(Job, kind)(body, **opts)
+
+    def _run(self, job, timeout, check):
+        r = self._track(self.client.wait(self.client.submit(job), timeout))
+        return r.raise_for_status(check)
+
+    async def _arun(self, job, timeout, check):
+        r = self._track(await self.client.await_(await self.client.asubmit(job), timeout))
+        return r.raise_for_status(check)
+
+    ### Runs
+
+    def bash(self, command, check=True, *, timeout=_DEFAULT, **opts):
+        """Runs command with bash in the sandbox and returns its Result.
+        The workspace, the working directory and exported variables carry
+        over to the next bash call. With check=True (the default, as
+        LocalSandbox) a non-zero exit raises CommandError; limits and
+        refusals raise whatever check says (see Client.run())."""
+        return self._run(self._job("sh", command, opts), timeout, check)
+
+    def execute_python(self, code, check=True, *, timeout=_DEFAULT, **opts):
+        """Runs code with python3 -c in the sandbox; as bash()."""
+        return self._run(self._job("python", code, opts), timeout, check)
+
+    def run(self, argv, check=True, *, timeout=_DEFAULT, **opts):
+        """Runs argv in the sandbox; as bash()."""
+        return self._run(self._job("run", argv, opts), timeout, check)
+
+    async def abash(self, command, check=True, *, timeout=_DEFAULT, **opts):
+        return await self._arun(self._job("sh", command, opts), timeout, check)
+
+    async def aexecute_python(self, code, check=True, *, timeout=_DEFAULT, **opts):
+        return await self._arun(self._job("python", code, opts), timeout, check)
+
+    async def arun(self, argv, check=True, *, timeout=_DEFAULT, **opts):
+        return await self._arun(self._job("run", argv, opts), timeout, check)
+
+    ### Files
+
+    def read_file(self, path):
+        """The file's content as text (UTF-8; invalid bytes replaced).
+        NotFound (a FileNotFoundError) if there is no such file."""
+        return self._op("fs.read", path=path).data.decode("utf-8", "replace")
+
+    def read_file_bytes(self, path):
+        """The file's content as bytes."""
+        return self._op("fs.read", path=path).data
+
+    def write_file(self, path, content, mode=None):
+        """Writes content (str as UTF-8, or bytes) to path, as a new version.
+        The parent folder must exist, unless it is the root."""
+        self._op("fs.write", path=path, data=content, mode=mode)
+
+    def write_file_bytes(self, path, data, mode=None):
+        """write_file() under LocalSandbox's name for bytes."""
+        self.write_file(path, data, mode)
+
+    def list_files(self, path="/"):
+        """The names in the folder path."""
+        return [e["name"] for e in self._op("fs.list", path=path).data or []]
+
+    def entries(self, path="/", recursive=False):
+        """Entries of the folder path (with recursive, its whole subtree):
+        dicts {path, name, type, size, mode, mtime[, target]}."""
+        return list(self._op("fs.list", path=path, recursive=recursive).data or [])
+
+    def stat(self, path):
+        """The entry of path (as entries() gives)."""
+        return self._op("fs.stat", path=path).data
+
+    def exists(self, path):
+        """True if path exists (and is visible to this object's path rules)."""
+        if path.strip("/") in ("", ".", "workspace"):
+            return True
+        try:
+            self._op("fs.stat", path=path)
+        except NotFound:
+            return False
+        return True
+
+    def delete_file(self, path, recursive=False):
+        """Deletes path (a folder only if empty, unless recursive). Returns
+        the number of entries removed."""
+        return self._op("fs.delete", path=path, recursive=recursive).data["removed"]
+
+    async def aread_file(self, path):
+        return (await self._aop("fs.read", path=path)).data.decode("utf-8", "replace")
+
+    async def aread_file_bytes(self, path):
+        return (await self._aop("fs.read", path=path)).data
+
+    async def awrite_file(self, path, content, mode=None):
+        await self._aop("fs.write", path=path, data=content, mode=mode)
+
+    async def awrite_file_bytes(self, path, data, mode=None):
+        await self.awrite_file(path, data, mode)
+
+    async def alist_files(self, path="/"):
+        return [e["name"] for e in (await self._aop("fs.list", path=path)).data or []]
+
+    async def aentries(self, path="/", recursive=False):
+        return list((await self._aop("fs.list", path=path,
+                                     recursive=recursive)).data or [])
+
+    async def astat(self, path):
+        return (await self._aop("fs.stat", path=path)).data
+
+    async def aexists(self, path):
+        if path.strip("/") in ("", ".", "workspace"):
+            return True
+        try:
+            await self._aop("fs.stat", path=path)
+        except NotFound:
+            return False
+        return True
+
+    async def adelete_file(self, path, recursive=False):
+        return (await self._aop("fs.delete", path=path,
+                                recursive=recursive)).data["removed"]
+
+    ### History, snapshots, forks
+
+    def history(self, limit=None):
+        """The recorded calls, oldest first (the last limit of them)."""
+        calls = [HistoryEntry(c) for c in self._op("sandbox.history").data["calls"]]
+        return calls[-limit:] if limit else calls
+
+    def versions(self):
+        """The versions, newest first: dicts {version, snapshot, created_at}."""
+        return list(self._op("sandbox.history").data["versions"])
+
+    def info(self):
+        """The info map: {sandbox, version, snapshot, size, created_at,
+        updated_at, labels}."""
+        return self._info(self._op("sandbox.info").data)
+
+    def export_snapshot(self):
+        """The head as an AgentFS SQLite database (bytes): give it to
+        Client.sandbox(snapshot=...) or open it with sqlite3."""
+        return self._op("sandbox.export").data
+
+    def import_snapshot(self, snapshot):
+        """Commits an AgentFS database (bytes; a LocalSandbox export too) as
+        the next version. Returns the info map."""
+        return self._info(self._op("sandbox.import", snapshot=snapshot).data)
+
+    def fork(self, new_id=None, *, keep=None, labels=None):
+        """A new sandbox sharing this one's head (no copy). Like any sandbox
+        created here, its with block deletes it unless keep=True."""
+        to = new_id or _new_sandbox_id()
+        fork = Sandbox(self.client, to, created=True, keep=keep, perms=self.perms,
+                       perm_preset=self.perm_preset)
+        fork._info(self.client.call("sandbox.fork", sandbox=self.id, to=to,
+                                    labels=labels).data)
+        return fork
+
+    def delete(self):
+        """Deletes the sandbox and every version of it (once)."""
+        if not self.deleted:
+            self.client.call("sandbox.delete", sandbox=self.id)
+            self.deleted = True
+
+    def destroy(self):
+        """delete() under LocalSandbox's and AgentFense's name."""
+        self.delete()
+
+    async def ahistory(self, limit=None):
+        calls = [HistoryEntry(c)
+                 for c in (await self._aop("sandbox.history")).data["calls"]]
+        return calls[-limit:] if limit else calls
+
+    async def aversions(self):
+        return list((await self._aop("sandbox.history")).data["versions"])
+
+    async def ainfo(self):
+        return self._info((await self._aop("sandbox.info")).data)
+
+    async def aexport_snapshot(self):
+        return (await self._aop("sandbox.export")).data
+
+    async def aimport_snapshot(self, snapshot):
+        return self._info((await self._aop("sandbox.import", snapshot=snapshot)).data)
+
+    async def afork(self, new_id=None, *, keep=None, labels=None):
+        to = new_id or _new_sandbox_id()
+        fork = Sandbox(self.client, to, created=True, keep=keep, perms=self.perms,
+                       perm_preset=self.perm_preset)
+        r = await self.client.acall("sandbox.fork", sandbox=self.id, to=to, labels=labels)
+        fork._info(r.data)
+        return fork
+
+    async def adelete(self):
+        if not self.deleted:
+            await self.client.acall("sandbox.delete", sandbox=self.id)
+            self.deleted = True
+
+    async def adestroy(self):
+        await self.adelete()
+
+    ### with blocks
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.keep or self.deleted:
+            return
+        try:
+            self.delete()
+        except Exception:
+            # Do not hide the error that ended the block behind this one.
+            if exc_type is None:
+                raise
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        if self.keep or self.deleted:
+            return
+        try:
+            await self.adelete()
+        except Exception:
+            if exc_type is None:
+                raise
+
+    def __repr__(self):
+        return "<sandq.Sandbox %s version=%d>" % (self.id, self.version)
+
+
+def _new_sandbox_id():
+    return new_id("sbx")
+
+
+class _Opening:
+    """What Client.asandbox() returns: awaitable (the Sandbox) and usable as
+    "async with", which also deletes it at the end as a with block does."""
+
+    def __init__(self, opener):
+        self._opener = opener
+        self._sandbox = None
+
+    def __await__(self):
+        return self._opener().__await__()
+
+    async def __aenter__(self):
+        self._sandbox = await self._opener()
+        return self._sandbox
+
+    async def __aexit__(self, exc_type, exc, tb):
+        return await self._sandbox.__aexit__(exc_type, exc, tb)
