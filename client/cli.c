@@ -384,6 +384,9 @@ static const char man_main[] =
 "       sandq status [--json]\n"
 "       sandq dead ls|show|retry|purge ...\n"
 "       sandq cancel ID...\n"
+"       sandq batch run CASES.jsonl [--base SANDBOX] [--concurrency N]\n"
+"             [--out RESULTS.jsonl] [--id BATCH] [--json]\n"
+"       sandq batch status BATCH [--json]\n"
 "       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
@@ -422,6 +425,10 @@ static const char man_main[] =
 "                attempts (sandq help dead).\n"
 "       cancel   Stops queued or running jobs, from any host (sandq help\n"
 "                cancel).\n"
+"       batch    Runs a file of jobs, one JSON object a line, with bounded\n"
+"                concurrency, checks each one's output against what it\n"
+"                expects, and resumes after an interruption (sandq help\n"
+"                batch).\n"
 "       doctor   Prints which isolation mechanisms this machine gives and\n"
 "                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
@@ -1174,12 +1181,14 @@ json_str_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
-/* Prints r as one JSON object on one line. 0 or -EIO. */
-static int
-print_json(const struct sandq_result *r)
+/*
+ * r as the JSON object --json prints (the fields listed in the manual's
+ * --json). The caller owns it. sandq batch writes the same objects.
+ */
+json_t *
+cli_result_json(const struct sandq_result *r)
 {
 	json_t *o = json_object();
-	int rc = 0;
 
 	json_object_set_new(o, "id", json_str_or_null(r->id));
 	json_object_set_new(o, "status", json_str_or_null(r->status));
@@ -1232,6 +1241,16 @@ print_json(const struct sandq_result *r)
 			json_array_append_new(rp, json_str_or_null(r->refused_paths[i]));
 		json_object_set_new(o, "refused_paths", rp);
 	}
+	return o;
+}
+
+/* Prints r as one JSON object on one line. 0 or -EIO. */
+static int
+print_json(const struct sandq_result *r)
+{
+	json_t *o = cli_result_json(r);
+	int rc = 0;
+
 	if (json_dumpf(o, stdout, JSON_COMPACT) < 0 || fputc('\n', stdout) == EOF)
 		rc = -EIO;
 	json_decref(o);
@@ -1483,6 +1502,10 @@ cmd_help(struct cli *cl)
 		cli_cancel_help();
 		return 0;
 	}
+	if (strcmp(cl->args[0], "batch") == 0) {
+		cli_batch_help();
+		return 0;
+	}
 	if (cli_sandbox_is_group(cl->args[0])) {
 		cli_sandbox_help(cl->args[0]);
 		return 0;
@@ -1573,6 +1596,9 @@ cli_main(struct cli *cl, int argc, char **argv)
 	/* Options before the verb; "+" stops at the verb. */
 	if ((rc = opts_parse(cl, argc, argv, "+:h", &next)) != 0)
 		return rc;
+	/* The verbs handed the connection below do not fill its default. */
+	if (cl->redis == NULL && (cl->redis = getenv("SANDQ_REDIS")) == NULL)
+		cl->redis = DEFAULT_REDIS;
 	/* `sandq status`: hosts and tenants, read from Redis (cli_status.c). */
 	if (next < argc && strcmp(argv[next], "status") == 0)
 		return cli_status_main(&(struct cli_conn){ .redis = cl->redis,
@@ -1587,6 +1613,26 @@ cli_main(struct cli *cl, int argc, char **argv)
 		return cli_cancel_main(&(struct cli_conn){ .redis = cl->redis,
 		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
 		    argc - next, argv + next);
+	/*
+	 * `sandq batch run|status ...` (cli_batch.c): a job option here would
+	 * apply to no case (each line is its job); its usage status is 2.
+	 */
+	if (next < argc && strcmp(argv[next], "batch") == 0) {
+		unsigned extra = cl->given & ~OPTS_FETCH;
+
+		if (extra != 0) {
+			int o = O_BASE;
+
+			while ((extra & BIT(o)) == 0)
+				o++;
+			fprintf(stderr, "sandq: option '--%s' does not apply to 'sandq batch'"
+			    "\nTry 'sandq help batch'.\n", opt_name(o));
+			return 2;
+		}
+		return cli_batch_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .wait_ms = cl->wait_ms, .json = cl->json,
+		    .help = cl->help }, argc - next, argv + next);
+	}
 	/* `sandq tenant ...`: the admin verbs of cli_tenant.c. */
 	if (next < argc && strcmp(argv[next], "tenant") == 0)
 		return cli_tenant_main(&(struct cli_conn){ .redis = cl->redis,
@@ -1618,7 +1664,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
-		    "sandbox, fs, kv, audit, tenant, status, doctor or help)");
+		    "sandbox, fs, kv, audit, tenant, status, dead, cancel, batch, doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

@@ -6,7 +6,8 @@
  *
  * Flow: cli.c parses the options before the verb; for the verb groups
  * sandbox, fs and kv it hands the rest of argv to cli_sandbox_main(),
- * which parses the group's own options and runs the verb.
+ * which parses the group's own options and runs the verb (and so on for
+ * tenant, status, dead, cancel and batch).
  */
 #ifndef SANDQ_CLI_H
 #define SANDQ_CLI_H
@@ -15,7 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "sandq.h"
+
+struct redisContext;
 
 #define CLI_EXIT_SANDQ 125		/* sandq itself failed */
 
@@ -41,6 +46,12 @@ char *cli_base64(const uint8_t *p, size_t n);
  */
 int cli_read_input(const char *path, bool dash_is_stdin, size_t max,
     uint8_t **out, size_t *outlen);
+/*
+ * r as the one JSON object `sandq --json` prints for a result (id, status,
+ * exit_code, ..., error; the sandbox fields for a job on one). Owned by
+ * the caller.
+ */
+json_t *cli_result_json(const struct sandq_result *r);
 
 /*** In cli_sandbox.c ***/
 
@@ -87,6 +98,33 @@ void cli_dead_help(void);
 /* Runs `sandq cancel ID...`: argv[0] is "cancel". */
 int cli_cancel_main(const struct cli_conn *conn, int argc, char **argv);
 void cli_cancel_help(void);
+
+/* What cli_cancel_job() did. */
+enum cli_cancel {
+	CLI_CANCEL_FAILED = -1,		/* Redis failed; said on stderr */
+	CLI_CANCELLED,			/* no host had read it: removed, answered */
+	CLI_CANCELLING,			/* a host holds it: asked to stop it */
+	CLI_CANCEL_HELD,		/* a host holds it: left alone (queued_only) */
+	CLI_CANCEL_FINISHED,		/* it has a result already */
+	CLI_CANCEL_UNKNOWN,		/* no entry of the tenant's stream has the id */
+};
+
+/*
+ * The cancel script of `sandq cancel` for one job id of tenant, on rc
+ * (admin or the tenant's own credentials). A job no host has read yet is
+ * deleted from the stream and answered `cancelled` in one step. A job a
+ * host holds gets a cancellation key, unless queued_only: then it is left
+ * to run (sandq batch's Ctrl-C). host (hlen bytes) receives the holding
+ * host's consumer name, or "". Does not take rc.
+ */
+enum cli_cancel cli_cancel_job(struct redisContext *rc, const char *tenant,
+    const char *id, bool queued_only, char *host, size_t hlen);
+
+/*** In cli_batch.c ***/
+
+/* Runs `sandq batch run|status ...`: argv[0] is "batch". */
+int cli_batch_main(const struct cli_conn *conn, int argc, char **argv);
+void cli_batch_help(void);
 
 /*** In cli_audit.c ***/
 

@@ -605,10 +605,11 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 
 /*
  * KEYS: jobs, res, done, cancel; ARGV: job id, the `cancelled` result,
- * TTL ms, group. {0, "finished"} if the job has a result; {1, entry} if it
- * was waiting unread (now deleted and answered); {2, consumer} if a host
- * holds it (the cancellation key is set for it); {0, "unknown"} if no
- * entry carries the id. The id is matched as text first, then confirmed
+ * TTL ms, group, "1" to leave a held job alone. {0, "finished"} if the job
+ * has a result; {1, entry} if it was waiting unread (now deleted and
+ * answered); {2, consumer} if a host holds it (the cancellation key is set
+ * for it, unless ARGV[5] is "1"); {0, "unknown"} if no entry carries the
+ * id. The id is matched as text first, then confirmed
  * by decoding the entry (cmsgpack), so a job whose script merely mentions
  * the id is not taken for it. A stream with no consumer group yet has been
  * read by no host.
@@ -634,7 +635,7 @@ static const char cancel_lua[] =
 "if not found then return {0, 'unknown'} end\n"
 "local pend = redis.pcall('XPENDING', KEYS[1], ARGV[4], found, found, 1)\n"
 "if pend.err == nil and #pend > 0 then\n"
-"  redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])\n"
+"  if ARGV[5] ~= '1' then redis.call('SET', KEYS[4], '1', 'PX', ARGV[3]) end\n"
 "  return {2, pend[1][2]}\n"
 "end\n"
 "redis.call('XDEL', KEYS[1], found)\n"
@@ -644,15 +645,15 @@ static const char cancel_lua[] =
 "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
 "return {1, found}\n";
 
-/* One job: prints and returns its outcome ("cancelled", ...), or NULL. */
-static const char *
-cancel_one(redisContext *rc, const char *tenant, const char *id, char *host, size_t hlen)
+enum cli_cancel
+cli_cancel_job(redisContext *rc, const char *tenant, const char *id, bool queued_only,
+    char *host, size_t hlen)
 {
 	char jobs[KEY_MAX], res[KEY_MAX], done[KEY_MAX], can[KEY_MAX], ttl[24];
 	struct result *r = result_new(id);
 	char *enc = NULL;
 	size_t enclen = 0;
-	const char *outcome = NULL;
+	enum cli_cancel outcome = CLI_CANCEL_FAILED;
 	redisReply *rep;
 
 	host[0] = '\0';
@@ -661,31 +662,51 @@ cancel_one(redisContext *rc, const char *tenant, const char *id, char *host, siz
 	r->finished_at = now_ms();
 	if (payload_result_encode(r, &enc, &enclen) < 0) {
 		result_free(r);
-		return NULL;
+		return CLI_CANCEL_FAILED;
 	}
 	result_free(r);
 	if (key_jobs(jobs, PREFIX, tenant) < 0 || key_res(res, PREFIX, tenant, id) < 0 ||
 	    key_done(done, PREFIX, tenant, id) < 0 || key_cancel(can, PREFIX, tenant, id) < 0) {
 		free(enc);
-		return NULL;
+		return CLI_CANCEL_FAILED;
 	}
 	snprintf(ttl, sizeof(ttl), "%d", CANCEL_TTL_MS);
-	rep = redisCommand(rc, "EVAL %s 4 %s %s %s %s %s %b %s %s", cancel_lua, jobs, res,
-	    done, can, id, enc, enclen, ttl, KEY_GROUP);
+	rep = redisCommand(rc, "EVAL %s 4 %s %s %s %s %s %b %s %s %s", cancel_lua, jobs, res,
+	    done, can, id, enc, enclen, ttl, KEY_GROUP, queued_only ? "1" : "0");
 	free(enc);
-	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) {
+	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[1]->type != REDIS_REPLY_STRING) {
 		fprintf(stderr, "sandq: cancel %s: %s\n", id,
 		    rep && rep->type == REDIS_REPLY_ERROR ? rep->str : rc->errstr);
 	} else if (rep->element[0]->integer == 1) {
-		outcome = "cancelled";
+		outcome = CLI_CANCELLED;
 	} else if (rep->element[0]->integer == 2) {
-		outcome = "cancelling";
+		outcome = queued_only ? CLI_CANCEL_HELD : CLI_CANCELLING;
 		snprintf(host, hlen, "%s", rep->element[1]->str);
 	} else {
-		outcome = strcmp(rep->element[1]->str, "finished") == 0 ? "finished" : "unknown";
+		outcome = strcmp(rep->element[1]->str, "finished") == 0 ?
+		    CLI_CANCEL_FINISHED : CLI_CANCEL_UNKNOWN;
 	}
 	freeReplyObject(rep);
 	return outcome;
+}
+
+/* The word `sandq cancel` prints for an outcome. */
+static const char *
+cancel_word(enum cli_cancel c)
+{
+	switch (c) {
+	case CLI_CANCELLED:
+		return "cancelled";
+	case CLI_CANCELLING:
+	case CLI_CANCEL_HELD:
+		return "cancelling";
+	case CLI_CANCEL_FINISHED:
+		return "finished";
+	default:
+		return "unknown";
+	}
 }
 
 int
@@ -738,14 +759,15 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 	arr = json_array();
 	for (int i = optind; i < argc; i++) {
 		char host[256];
-		const char *outcome = cancel_one(rc, tenant_of(conn), argv[i], host,
-		    sizeof(host));
+		enum cli_cancel got = cli_cancel_job(rc, tenant_of(conn), argv[i], false,
+		    host, sizeof(host));
+		const char *outcome = cancel_word(got);
 
-		if (outcome == NULL) {
+		if (got == CLI_CANCEL_FAILED) {
 			status = 125;
 			break;
 		}
-		if (strcmp(outcome, "finished") == 0 || strcmp(outcome, "unknown") == 0)
+		if (got == CLI_CANCEL_FINISHED || got == CLI_CANCEL_UNKNOWN)
 			status = 1;
 		if (json)
 			json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "id", argv[i],

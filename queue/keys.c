@@ -68,6 +68,12 @@ key_cancel(char *buf, const char *prefix, const char *tenant, const char *id)
 }
 
 int
+key_batch(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "batch", id);
+}
+
+int
 key_store(char *buf, const char *prefix, const char *tenant, const char *kind,
     const char *id)
 {

@@ -24,6 +24,8 @@ int key_attempts(char *buf, const char *prefix, const char *tenant, const char *
 int key_out(char *buf, const char *prefix, const char *tenant, const char *id);
 /* A cancellation asked for a job that some host holds (sandq cancel). */
 int key_cancel(char *buf, const char *prefix, const char *tenant, const char *id);
+/* The progress of a `sandq batch` run (a hash, with a TTL). */
+int key_batch(char *buf, const char *prefix, const char *tenant, const char *id);
 /*
  * The Redis snapshot store's keys (docs/store.md, "The Redis store"):
  * "prefix:{tenant}:kind:id", or "prefix:{tenant}:kind" when id is NULL.
