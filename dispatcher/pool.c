@@ -304,6 +304,12 @@ stuck_after_ms(const struct sandqd *d, const struct djob *j)
 	uint64_t wall = j != NULL && j->job != NULL && JOB_OP_RUNS(j->job->op) ?
 	    j->job->limits.wall_ms : d->cfg.ceiling.wall_ms;
 
+	/*
+	 * A run with cases runs its command once per case, each in a sandbox
+	 * of its own with its own limit: a second of set-up per case on top.
+	 */
+	if (j != NULL && j->job != NULL && j->job->ncases > 1)
+		wall = (wall + 1000) * j->job->ncases;
 	return (int64_t)wall + d->cfg.worker_stuck_grace_ms;
 }
 

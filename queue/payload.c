@@ -745,6 +745,12 @@ job_free(struct job *j)
 	free(j->net);
 	free(j->tenant);
 	free(j->sandbox);
+	for (size_t i = 0; i < j->ncases; i++) {
+		free(j->cases[i].stdin_data);
+		free(j->cases[i].expect);
+		free(j->cases[i].expect_mode);
+	}
+	free(j->cases);
 	for (size_t i = 0; i < j->nperms; i++) {
 		free(j->perms[i].pattern);
 		free(j->perms[i].level);
@@ -1064,7 +1070,7 @@ enum job_field {
 	JF_CWD, JF_LIMITS, JF_PRESET, JF_FILES, JF_LABELS, JF_NET, JF_PRIORITY,
 	JF_DEADLINE, JF_STREAM, JF_PERSIST, JF_TENANT, JF_SANDBOX, JF_PERMS,
 	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
-	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT,
+	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES,
 	JF__COUNT,
 };
 
@@ -1080,7 +1086,7 @@ static const char *const job_field_names[JF__COUNT] = {
 	[JF_PERM_PRESET] = "perm_preset", [JF_PATH] = "path", [JF_DATA] = "data",
 	[JF_MODE] = "mode", [JF_RECURSIVE] = "recursive", [JF_KEY] = "key",
 	[JF_VALUE] = "value", [JF_PREFIX] = "prefix", [JF_TO] = "to",
-	[JF_SNAPSHOT] = "snapshot",
+	[JF_SNAPSHOT] = "snapshot", [JF_CASES] = "cases",
 };
 
 _Static_assert(JF__COUNT <= 32, "job fields must fit in a uint32_t mask");
@@ -1094,7 +1100,7 @@ _Static_assert(JF__COUNT <= 32, "job fields must fit in a uint32_t mask");
 #define JF_RUN (JFB(JF_STDIN) | JFB(JF_ENV) | JFB(JF_CWD) | JFB(JF_LIMITS) | \
 	JFB(JF_PRESET) | JFB(JF_FILES) | JFB(JF_LABELS) | JFB(JF_NET) | \
 	JFB(JF_STREAM) | JFB(JF_PERSIST) | JFB(JF_SANDBOX) | JFB(JF_PERMS) | \
-	JFB(JF_PERM_PRESET))
+	JFB(JF_PERM_PRESET) | JFB(JF_CASES))
 /* Fields of every fs.* op. */
 #define JF_FS (JFB(JF_SANDBOX) | JFB(JF_PATH) | JFB(JF_PERMS) | JFB(JF_PERM_PRESET))
 #define JF_SB JFB(JF_SANDBOX)
@@ -1214,6 +1220,66 @@ decode_pattern(const msgpack_object *o, const char *field, char **out,
 		return err_set(e, -EINVAL, "field '%s': longer than %d bytes", field,
 		    JOB_PATTERN_MAX);
 	*out = xmemdup0(p, n);
+	return 0;
+}
+
+static int
+decode_cases(const msgpack_object *o, struct job *j, struct err *e)
+{
+	char field[48];
+	uint64_t total = 0;
+
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size == 0)
+		return err_set(e, -EINVAL, "field 'cases': expected a non-empty array of "
+		    "{stdin, expect, expect_mode} maps");
+	if (o->via.array.size > JOB_CASES_MAX)
+		return err_set(e, -EINVAL, "field 'cases': more than %d cases", JOB_CASES_MAX);
+	j->cases = xcalloc(o->via.array.size, sizeof(*j->cases));
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		const msgpack_object *m = &o->via.array.ptr[i];
+		struct job_case *c = &j->cases[j->ncases++];
+
+		if (m->type != MSGPACK_OBJECT_MAP)
+			return err_set(e, -EINVAL,
+			    "field 'cases[%u]': expected a map {stdin, expect, expect_mode}", i);
+		for (uint32_t k = 0; k < m->via.map.size; k++) {
+			const msgpack_object_kv *kv = &m->via.map.ptr[k];
+			const char *p;
+			size_t n;
+
+			if (key_is(&kv->key, "stdin") && c->stdin_data == NULL) {
+				snprintf(field, sizeof(field), "cases[%u].stdin", i);
+				if (get_bytes(&kv->val, field, JOB_STDIN_MAX, &c->stdin_data,
+				    &c->stdin_len, e) < 0)
+					return -EINVAL;
+				total += c->stdin_len;
+			} else if (key_is(&kv->key, "expect") && c->expect == NULL) {
+				snprintf(field, sizeof(field), "cases[%u].expect", i);
+				if (get_bytes(&kv->val, field, JOB_STDIN_MAX, &c->expect,
+				    &c->expect_len, e) < 0)
+					return -EINVAL;
+				total += c->expect_len;
+			} else if (key_is(&kv->key, "expect_mode") && c->expect_mode == NULL) {
+				if (!obj_bytes(&kv->val, &p, &n) ||
+				    !((n == 5 && memcmp(p, "exact", 5) == 0) ||
+				    (n == 4 && memcmp(p, "trim", 4) == 0) ||
+				    (n == 5 && memcmp(p, "regex", 5) == 0)))
+					return err_set(e, -EINVAL, "field 'cases[%u].expect_mode': "
+					    "expected exact, trim or regex", i);
+				c->expect_mode = xmemdup0(p, n);
+			} else {
+				p = "?";
+				n = 1;
+				obj_bytes(&kv->key, &p, &n);
+				return err_set(e, -EINVAL, "field 'cases[%u].%.*s': unknown or "
+				    "given twice (expected stdin, expect, expect_mode)", i,
+				    (int)(n > 32 ? 32 : n), p);
+			}
+		}
+		if (total > JOB_STDIN_MAX)
+			return err_set(e, -EINVAL, "field 'cases': stdin and expect exceed %u "
+			    "bytes in all", (unsigned)JOB_STDIN_MAX);
+	}
 	return 0;
 }
 
@@ -1402,6 +1468,8 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		return decode_sandbox_id(v, "to", &j->to, e);
 	case JF_PERMS:
 		return decode_perms(v, j, e);
+	case JF_CASES:
+		return decode_cases(v, j, e);
 	case JF_PERM_PRESET:
 		return decode_perm_preset(v, j, e);
 	case JF_PATH:
@@ -1525,7 +1593,17 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 	/* A run on a named sandbox commits back unless it says otherwise. */
 	if (j->persist && j->sandbox == NULL)
 		return err_set(e, -EINVAL, "field 'persist': needs 'sandbox'");
-	if (!persist_given && j->sandbox != NULL && JOB_OP_RUNS(j->op))
+	if (j->ncases > 0) {
+		/* Every case starts from the same files: nothing is committed. */
+		if (j->persist)
+			return err_set(e, -EINVAL, "field 'cases': cases never commit; not "
+			    "with persist: true");
+		if (j->stream)
+			return err_set(e, -EINVAL, "field 'cases': not with stream");
+		if (fields[JF_STDIN] != NULL)
+			return err_set(e, -EINVAL, "field 'cases': each case has its own "
+			    "stdin; not with stdin");
+	} else if (!persist_given && j->sandbox != NULL && JOB_OP_RUNS(j->op))
 		j->persist = true;
 	if (j->op == OP_FS_LIST && j->path == NULL)
 		j->path = xstrdup("/");
@@ -1773,6 +1851,22 @@ job_pack(const struct job *j, msgpack_packer *pk)
 		pk_kv_str(pk, "sandbox", j->sandbox);
 	if (pk_want(j->stream, &n, pk))
 		pk_kv_bool(pk, "stream", j->stream);
+	if (pk_want(j->ncases > 0, &n, pk)) {
+		pk_str(pk, "cases");
+		msgpack_pack_array(pk, j->ncases);
+		for (size_t i = 0; i < j->ncases; i++) {
+			const struct job_case *c = &j->cases[i];
+
+			msgpack_pack_map(pk, (c->stdin_data != NULL) + (c->expect != NULL) +
+			    (c->expect_mode != NULL));
+			if (c->stdin_data != NULL)
+				pk_str(pk, "stdin"), pk_bin(pk, c->stdin_data, c->stdin_len);
+			if (c->expect != NULL)
+				pk_str(pk, "expect"), pk_bin(pk, c->expect, c->expect_len);
+			if (c->expect_mode != NULL)
+				pk_kv_str(pk, "expect_mode", c->expect_mode);
+		}
+	}
 	/*
 	 * A run on a sandbox says persist either way, so the default cannot
 	 * drift; a persist without a sandbox is written so decode refuses it.

@@ -41,6 +41,7 @@
 #define JOB_NAME_MAX 255		/* bytes of one path component */
 #define JOB_LABELS_MAX 64
 #define JOB_LABEL_MAX 256
+#define JOB_CASES_MAX 1000		/* cases of one run (field cases) */
 #define JOB_PERMS_MAX 256		/* path rules of a job (PERMS_RULES_MAX) */
 #define JOB_PATTERN_MAX 4096		/* bytes of a rule pattern (PERMS_PATTERN_MAX) */
 #define JOB_SANDBOX_ID_MAX 128		/* bytes of a sandbox id (STORE_ID_MAX) */
@@ -130,6 +131,15 @@ enum job_net {
 };
 
 /* A path rule as given: level is one of none, view, read, write. */
+/* One case of a run with cases: its stdin and the stdout expected. */
+struct job_case {
+	uint8_t *stdin_data;	/* owned, or NULL: no stdin */
+	size_t stdin_len;
+	uint8_t *expect;	/* owned, or NULL: nothing to compare */
+	size_t expect_len;
+	char *expect_mode;	/* "exact" (NULL), "trim" or "regex" */
+};
+
 struct job_perm {
 	char *pattern;		/* JOB_PATTERN_MAX bytes, no NUL or control char */
 	char *level;
@@ -164,6 +174,8 @@ struct job {
 	char *sandbox;		/* sandbox id, or NULL (a throw-away one) */
 	bool persist;		/* commit the workspace back (default: sandbox set) */
 	bool stream;		/* output published live to PREFIX:{T}:out:ID */
+	struct job_case *cases;	/* runs: the command once per case, or NULL */
+	size_t ncases;
 	struct job_perm *perms;	/* path rules, on top of perm_preset */
 	size_t nperms;
 	char *perm_preset;	/* agent-safe (default), read-only, ... or NULL */

@@ -1020,3 +1020,96 @@ Test(e2e, sandq_run_stream_prints_both_streams_and_exits_with_the_job)
 	cr_expect_str_eq(out, "b\n");
 	free(out);
 }
+
+/*** Cases: one command, many inputs ***/
+
+/* The value of key in the msgpack map m, or NULL. */
+static const msgpack_object *
+map_get(const msgpack_object *m, const char *key)
+{
+	if (m->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	for (uint32_t i = 0; i < m->via.map.size; i++) {
+		const msgpack_object_kv *kv = &m->via.map.ptr[i];
+
+		if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == strlen(key) &&
+		    memcmp(kv->key.via.str.ptr, key, kv->key.via.str.size) == 0)
+			return &kv->val;
+	}
+	return NULL;
+}
+
+static void
+pack_case(msgpack_packer *pk, const char *in, const char *expect, const char *mode)
+{
+	msgpack_pack_map(pk, 2 + (mode != NULL));
+	pack_str(pk, "stdin");
+	pack_str(pk, in);
+	pack_str(pk, "expect");
+	pack_str(pk, expect);
+	if (mode != NULL) {
+		pack_str(pk, "expect_mode");
+		pack_str(pk, mode);
+	}
+}
+
+/*
+ * One job, four inputs: each case runs the command in a fresh sandbox
+ * (the file the previous case made is not there) with its own stdin, and
+ * its stdout is compared in the mode it names; one is made to fail.
+ */
+Test(e2e, a_run_with_cases_runs_each_case_fresh_and_compares_its_output)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = NULL;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_unpacked u;
+	const msgpack_object *cases, *o;
+	const bool want[4] = { true, true, false, true };
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	pack_str(&pk, "id");
+	pack_str(&pk, "cases-1");
+	pack_str(&pk, "op");
+	pack_str(&pk, "sh");
+	pack_str(&pk, "script");
+	pack_str(&pk, "ls /workspace | wc -l; touch /workspace/seen; read x; echo $((x * 2))");
+	pack_str(&pk, "cases");
+	msgpack_pack_array(&pk, 4);
+	pack_case(&pk, "1\n", "0\n2\n", NULL);
+	pack_case(&pk, "5\n", "0  \n10", "trim");
+	pack_case(&pk, "3\n", "0\n7\n", NULL);
+	pack_case(&pk, "4\n", "0\n[0-9]+", "regex");
+	cr_assert_eq(sandq_submit_raw(c, sb.data, sb.size), 0);
+	msgpack_sbuffer_destroy(&sb);
+	cr_assert_eq(sandq_wait(c, "cases-1", 60000, &r), 0, "%s", sandq_last_error(c));
+	cr_assert_str_eq(r->status, "ok", "%s", r->error_message ? r->error_message : "");
+	cr_expect_eq(r->exit_code, 1, "one case failed its expect");
+	msgpack_unpacked_init(&u);
+	cr_assert_eq(msgpack_unpack_next(&u, (const char *)r->data, r->data_len, NULL),
+	    MSGPACK_UNPACK_SUCCESS);
+	cases = map_get(&u.data, "cases");
+	cr_assert(cases != NULL && cases->type == MSGPACK_OBJECT_ARRAY &&
+	    cases->via.array.size == 4);
+	for (uint32_t i = 0; i < 4; i++) {
+		const msgpack_object *one = &cases->via.array.ptr[i];
+
+		o = map_get(one, "pass");
+		cr_assert(o != NULL && o->type == MSGPACK_OBJECT_BOOLEAN);
+		cr_expect_eq(o->via.boolean, want[i], "case %u", i + 1);
+		o = map_get(one, "case");
+		cr_expect(o != NULL && o->via.u64 == i + 1);
+		o = map_get(one, "status");
+		cr_expect(o != NULL && o->via.str.size == 2 && memcmp(o->via.str.ptr, "ok", 2) == 0);
+	}
+	o = map_get(&u.data, "passed");
+	cr_expect(o != NULL && o->via.u64 == 3);
+	o = map_get(&u.data, "failed");
+	cr_expect(o != NULL && o->via.u64 == 1);
+	msgpack_unpacked_destroy(&u);
+	sandq_result_free(r);
+	sandq_close(c);
+}

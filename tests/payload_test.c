@@ -3377,3 +3377,70 @@ Test(payload, files_and_long_paths_keep_a_folder_named_workspace)
 	jb_destroy(&b);
 	free(longp);
 }
+
+/*** Cases ***/
+
+/* cases: n maps {stdin, expect[, expect_mode]} (mode NULL: none). */
+static void
+jb_cases(struct jb *b, size_t n, const char *mode)
+{
+	msgpack_packer *pk = jb_key(b, "cases");
+
+	msgpack_pack_array(pk, n);
+	for (size_t i = 0; i < n; i++) {
+		msgpack_pack_map(pk, 2 + (mode != NULL));
+		pstr(pk, "stdin");
+		pbin(pk, "in\n", 3);
+		pstr(pk, "expect");
+		pstr(pk, "out\n");
+		if (mode != NULL) {
+			pstr(pk, "expect_mode");
+			pstr(pk, mode);
+		}
+	}
+}
+
+Test(payload, cases_decode_round_trip_and_never_persist)
+{
+	struct jb b;
+	struct job *j = NULL, *back = NULL;
+	struct err e = { 0 };
+	char id[JOB_ID_MAX + 1], *buf = NULL;
+	size_t len = 0, n = 0;
+	const char *bytes;
+
+	jb_init(&b);
+	jb_exec(&b, "j1");
+	jb_str(&b, "sandbox", "sb");
+	jb_cases(&b, 3, "trim");
+	bytes = jb_finish(&b, &n);
+	cr_assert_eq(payload_job_decode(bytes, n, &j, id, &e), 0, "%s", e.msg);
+	cr_expect_eq(j->ncases, 3);
+	cr_expect_not(j->persist, "a run with cases on a sandbox commits nothing");
+	cr_expect_str_eq(j->cases[2].expect_mode, "trim");
+	cr_expect_eq(j->cases[1].stdin_len, 3);
+	cr_assert_eq(payload_job_encode(j, &buf, &len), 0);
+	cr_assert_eq(payload_job_decode(buf, len, &back, id, &e), 0, "%s", e.msg);
+	cr_expect_eq(back->ncases, 3);
+	cr_expect_eq(back->cases[0].expect_len, 4);
+	cr_expect(memcmp(back->cases[0].expect, "out\n", 4) == 0);
+	job_free(back);
+	job_free(j);
+	free(buf);
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_bad_cases)
+{
+	REJECT_EXEC_WITH("field 'cases[0].expect_mode': expected exact, trim or regex",
+	    jb_cases(b, 1, "fuzzy"));
+	REJECT_EXEC_WITH("field 'cases': more than 1000 cases", jb_cases(b, 1001, NULL));
+	REJECT_EXEC_WITH("field 'cases': not with stream", jb_cases(b, 1, NULL);
+	    jb_bool(b, "stream", true));
+	REJECT_EXEC_WITH("field 'cases': each case has its own stdin", jb_cases(b, 1, NULL);
+	    jb_str(b, "stdin", "x"));
+	REJECT_EXEC_WITH("field 'cases': cases never commit", jb_cases(b, 1, NULL);
+	    jb_str(b, "sandbox", "sb"); jb_bool(b, "persist", true));
+	REJECT_EXEC_WITH("field 'cases': expected a non-empty array",
+	    jb_key(b, "cases"); msgpack_pack_array(&b->pk, 0));
+}

@@ -33,7 +33,9 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <msgpack.h>
 #include <openssl/evp.h>
+#include <regex.h>
 
 #include "../common/log.h"
 #include "../common/msg.h"
@@ -455,6 +457,188 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	    j->id, (t1 - t0) / 1e6, (mono_ns() - t1) / 1e6, len);
 }
 
+/*** Cases: one command, many inputs ***/
+
+/* buf without trailing blanks on each line and without trailing newlines. */
+static char *
+trimmed(const uint8_t *buf, size_t len, size_t *outlen)
+{
+	char *out = xmalloc(len + 1);
+	size_t n = 0, line = 0;
+
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || buf[i] == '\n') {
+			while (n > line && (out[n - 1] == ' ' || out[n - 1] == '\t' ||
+			    out[n - 1] == '\r'))
+				n--;
+			if (i < len)
+				out[n++] = '\n';
+			line = n;
+		} else {
+			out[n++] = (char)buf[i];
+		}
+	}
+	while (n > 0 && out[n - 1] == '\n')
+		n--;
+	out[n] = '\0';
+	*outlen = n;
+	return out;
+}
+
+/*
+ * Whether a case's stdout matches its expect: exact bytes; trim (trailing
+ * blanks of each line and trailing newlines ignored on both sides); regex
+ * (POSIX extended, the whole output without its trailing newlines).
+ */
+static bool
+case_passes(const struct job_case *c, const struct result *r)
+{
+	const char *mode = c->expect_mode ? c->expect_mode : "exact";
+	size_t a, b;
+	char *x, *y;
+	bool ok;
+
+	if (strcmp(mode, "exact") == 0)
+		return r->out_len == c->expect_len &&
+		    (c->expect_len == 0 || memcmp(r->out, c->expect, c->expect_len) == 0);
+	x = trimmed(r->out, r->out_len, &a);
+	if (strcmp(mode, "trim") == 0) {
+		y = trimmed(c->expect, c->expect_len, &b);
+		ok = a == b && memcmp(x, y, a) == 0;
+	} else {
+		regex_t re;
+
+		y = xmalloc(c->expect_len + 5);
+		memcpy(y, "^(", 2);
+		memcpy(y + 2, c->expect, c->expect_len);
+		memcpy(y + 2 + c->expect_len, ")$", 3);
+		ok = regcomp(&re, y, REG_EXTENDED | REG_NOSUB) == 0;
+		if (ok) {
+			ok = regexec(&re, x, 0, NULL, 0) == 0;
+			regfree(&re);
+		}
+	}
+	free(x);
+	free(y);
+	return ok;
+}
+
+static void
+pk_key(msgpack_packer *pk, const char *k)
+{
+	msgpack_pack_str_with_body(pk, k, strlen(k));
+}
+
+/* One case's outcome, in the run's data. */
+static void
+pack_case(msgpack_packer *pk, size_t i, const struct job_case *c,
+    const struct result *r, bool pass)
+{
+	const char *st = res_status_name(r->status);
+
+	msgpack_pack_map(pk, 10 + (c->expect != NULL) + (r->error_message != NULL));
+	pk_key(pk, "case");
+	msgpack_pack_uint64(pk, i + 1);
+	pk_key(pk, "status");
+	msgpack_pack_str_with_body(pk, st, strlen(st));
+	pk_key(pk, "exit_code");
+	msgpack_pack_int(pk, r->exit_code);
+	pk_key(pk, "signal");
+	msgpack_pack_int(pk, r->signal);
+	pk_key(pk, "stdout");
+	msgpack_pack_bin_with_body(pk, r->out, r->out_len);
+	pk_key(pk, "stderr");
+	msgpack_pack_bin_with_body(pk, r->err, r->err_len);
+	pk_key(pk, "stdout_truncated");
+	r->out_truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+	pk_key(pk, "stderr_truncated");
+	r->err_truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+	pk_key(pk, "wall_ms");
+	msgpack_pack_uint64(pk, r->wall_ms);
+	pk_key(pk, "cpu_ms");
+	msgpack_pack_uint64(pk, r->cpu_ms);
+	if (c->expect != NULL) {
+		pk_key(pk, "pass");
+		pass ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+	}
+	if (r->error_message != NULL) {
+		pk_key(pk, "error");
+		msgpack_pack_str_with_body(pk, r->error_message, strlen(r->error_message));
+	}
+}
+
+/*
+ * A run with cases: the command once per case, each in a fresh sandbox
+ * from the same files (snap: the sandbox's head, or NULL) with its own
+ * stdin and limits; nothing is committed. res: status ok once every case
+ * ran (each has its own status), exit code 1 if a case failed its expect,
+ * data {cases: [...], passed, failed}; wall and CPU time summed.
+ */
+static void
+run_cases(struct worker *w, struct job *j, const struct sandbox_snapshot *snap,
+    struct result *res)
+{
+	struct job_case *cases = j->cases;
+	size_t n = j->ncases, passed = 0, failed = 0;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	res->started_at = now_ms();
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3);
+	pk_key(&pk, "cases");
+	msgpack_pack_array(&pk, n);
+	/* Each case's spec is the job with that case's stdin and no cases. */
+	j->cases = NULL;
+	j->ncases = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct result *cr = result_new(j->id);
+		char *spec = NULL;
+		size_t speclen = 0;
+		bool pass = false;
+
+		j->stdin_data = cases[i].stdin_data;
+		j->stdin_len = cases[i].stdin_len;
+		prepare_next(w);
+		if (w->next == NULL) {
+			result_set_error(cr, ST_INTERNAL, "sandbox",
+			    "no sandbox could be prepared on this worker");
+		} else {
+			if (payload_job_encode(j, &spec, &speclen) < 0)
+				fatalx("cannot encode a case's job");
+			sandbox_set_output(w->next, NULL, NULL);
+			sandbox_run(w->next, j, spec, speclen, snap, cr);
+			free(spec);
+			sandbox_free(w->next);
+			w->next = NULL;
+		}
+		if (cases[i].expect != NULL) {
+			pass = cr->status == ST_OK && case_passes(&cases[i], cr);
+			pass ? passed++ : failed++;
+		}
+		pack_case(&pk, i, &cases[i], cr, pass);
+		res->wall_ms += cr->wall_ms;
+		res->cpu_ms += cr->cpu_ms;
+		if (cr->max_rss_kb > res->max_rss_kb)
+			res->max_rss_kb = cr->max_rss_kb;
+		result_free(cr);
+	}
+	j->stdin_data = NULL;
+	j->stdin_len = 0;
+	j->cases = cases;
+	j->ncases = n;
+	pk_key(&pk, "passed");
+	msgpack_pack_uint64(&pk, passed);
+	pk_key(&pk, "failed");
+	msgpack_pack_uint64(&pk, failed);
+	res->status = ST_OK;
+	res->exit_code = failed > 0 ? 1 : 0;
+	res->data_len = sb.size;
+	res->data = (uint8_t *)msgpack_sbuffer_release(&sb);
+	res->finished_at = now_ms();
+}
+
 static int
 run_job(struct worker *w, const struct msg *m)
 {
@@ -484,6 +668,16 @@ run_job(struct worker *w, const struct msg *m)
 		struct sandbox_snapshot snap = { .img_fd = w->snap_fd,
 		    .patch_fd = w->patch_fd, .base_key = key };
 
+		if (j->ncases > 0) {
+			run_cases(w, j, j->sandbox != NULL ? &snap : NULL, res);
+			free(key);
+			if (j->sandbox != NULL) {
+				res->sandbox = xstrdup(j->sandbox);
+				res->version = sb.version;
+				res->snapshot = xstrdup(sb.head);
+			}
+			goto out_send;
+		}
 		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
 		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
