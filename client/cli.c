@@ -680,6 +680,14 @@ failure(const char *fmt, ...)
 	return EXIT_SANDQ;
 }
 
+const char *
+cli_tenant_or_default(const char *given)
+{
+	if (given == NULL && (given = getenv("SANDQ_TENANT")) == NULL)
+		given = DEFAULT_TENANT;
+	return given;
+}
+
 /*
  * Parses "2", "0.5" or ".25" seconds into milliseconds; digits past the
  * third decimal round up, so a limit is never shortened. 0 or -EINVAL.
@@ -945,8 +953,7 @@ opts_check(struct cli *cl)
 	}
 	if (cl->redis == NULL && (cl->redis = getenv("SANDQ_REDIS")) == NULL)
 		cl->redis = DEFAULT_REDIS;
-	if (cl->tenant == NULL && (cl->tenant = getenv("SANDQ_TENANT")) == NULL)
-		cl->tenant = DEFAULT_TENANT;
+	cl->tenant = cli_tenant_or_default(cl->tenant);
 	if (cl->no_persist && cl->sandbox == NULL)
 		return usage_error(cl, "--no-persist needs --sandbox");
 	if (cl->stream && (cl->detach || cl->json))

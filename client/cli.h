@@ -35,6 +35,9 @@ struct cli_conn {
 
 /*** In cli.c ***/
 
+/* The tenant a verb works on: given (--tenant), else $SANDQ_TENANT, else "default". */
+const char *cli_tenant_or_default(const char *given);
+
 /* Parses "2", "0.5" or ".25" seconds into ms (rounding up). 0 or -EINVAL. */
 int cli_parse_seconds(const char *s, uint64_t *ms);
 /* Base64 of n bytes, NUL-terminated, owned by the caller. */

@@ -48,7 +48,6 @@
 
 #define EXIT_USAGE 2
 #define DEFAULT_REDIS "redis://127.0.0.1:6379"
-#define DEFAULT_TENANT "default"
 #define PREFIX "sandq"			/* key prefix (ARCHITECTURE.md section 3) */
 #define PAGE_COUNT 1000			/* entries per XRANGE */
 /*
@@ -881,8 +880,7 @@ cli_audit_main(int argc, char **argv)
 	}
 	if (a.redis == NULL && (a.redis = getenv("SANDQ_REDIS")) == NULL)
 		a.redis = DEFAULT_REDIS;
-	if (a.tenant == NULL && (a.tenant = getenv("SANDQ_TENANT")) == NULL)
-		a.tenant = DEFAULT_TENANT;
+	a.tenant = cli_tenant_or_default(a.tenant);
 	if (!key_tenant_valid(a.tenant))
 		return usage("$SANDQ_TENANT '%s': not a tenant name", a.tenant);
 	if (a.summary)

@@ -1431,8 +1431,7 @@ cli_batch_main(const struct cli_conn *conn, int argc, char **argv)
 	}
 	argc -= optind + 1;
 	argv += optind + 1;
-	if (b.tenant == NULL && (b.tenant = getenv("SANDQ_TENANT")) == NULL)
-		b.tenant = "default";
+	b.tenant = cli_tenant_or_default(b.tenant);
 	if (!key_tenant_valid(b.tenant))
 		return usage("'%s' is not a tenant name", b.tenant);
 	if (strcmp(verb, "status") == 0) {

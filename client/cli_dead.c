@@ -115,17 +115,6 @@ static const char man_cancel[] =
 "       0 every ID cancelled or cancelling; 1 some finished or unknown;\n"
 "       2 usage; 125 Redis failed.\n";
 
-/* --tenant, else $SANDQ_TENANT, else "default". */
-static const char *
-tenant_of(const struct cli_conn *conn)
-{
-	const char *t = conn->tenant;
-
-	if (t == NULL && (t = getenv("SANDQ_TENANT")) == NULL)
-		t = "default";
-	return t;
-}
-
 void
 cli_dead_help(void)
 {
@@ -514,6 +503,7 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *tenant = cli_tenant_or_default(conn->tenant);
 	bool json = conn->json, all = false;
 	long limit = DEAD_LS_DEFAULT;
 	uint64_t older = 0;
@@ -579,11 +569,11 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 		    verb);
 		return 2;
 	}
-	if (!key_tenant_valid(tenant_of(conn))) {
-		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant_of(conn));
+	if (!key_tenant_valid(tenant)) {
+		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant);
 		return 2;
 	}
-	if (key_dead(key, PREFIX, tenant_of(conn)) < 0)
+	if (key_dead(key, PREFIX, tenant) < 0)
 		return 2;
 	if ((rc = cli_redis_open(conn->redis, NULL, msg, sizeof(msg))) == NULL) {
 		fprintf(stderr, "sandq: %s\n", msg);
@@ -594,7 +584,7 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 	else if (strcmp(verb, "show") == 0)
 		status = dead_show(rc, key, argv[0], json);
 	else if (strcmp(verb, "retry") == 0)
-		status = dead_retry(rc, tenant_of(conn), key, argv, argc, all);
+		status = dead_retry(rc, tenant, key, argv, argc, all);
 	else
 		status = dead_purge(rc, key, argv, argc, all, older);
 	redisFree(rc);
@@ -717,6 +707,7 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *tenant = cli_tenant_or_default(conn->tenant);
 	bool json = conn->json;
 	json_t *arr;
 	redisContext *rc;
@@ -743,8 +734,8 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 		fprintf(stderr, "sandq: cancel: name at least one job id\n");
 		return 2;
 	}
-	if (!key_tenant_valid(tenant_of(conn))) {
-		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant_of(conn));
+	if (!key_tenant_valid(tenant)) {
+		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant);
 		return 2;
 	}
 	for (int i = optind; i < argc; i++)
@@ -759,7 +750,7 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 	arr = json_array();
 	for (int i = optind; i < argc; i++) {
 		char host[256];
-		enum cli_cancel got = cli_cancel_job(rc, tenant_of(conn), argv[i], false,
+		enum cli_cancel got = cli_cancel_job(rc, tenant, argv[i], false,
 		    host, sizeof(host));
 		const char *outcome = cancel_word(got);
 

@@ -50,7 +50,6 @@
 #include "sandq.h"
 
 #define DEFAULT_REDIS "redis://127.0.0.1:6379"
-#define DEFAULT_TENANT "default"
 #define GITIGNORE_FILE_MAX (1u << 20)	/* bytes of one .gitignore read */
 
 /* Options of the group verbs (bits of struct sbx.given). */
@@ -942,8 +941,7 @@ sbx_run(struct sbx *s, int argc, char **argv)
 		return rc;
 	if (s->redis == NULL && (s->redis = getenv("SANDQ_REDIS")) == NULL)
 		s->redis = DEFAULT_REDIS;
-	if (s->tenant == NULL && (s->tenant = getenv("SANDQ_TENANT")) == NULL)
-		s->tenant = DEFAULT_TENANT;
+	s->tenant = cli_tenant_or_default(s->tenant);
 	if ((c = sandq_connect(s->redis, s->tenant, err, sizeof(err))) == NULL)
 		return cli__fail("%s", err);
 	rc = s->v->run(s, c);

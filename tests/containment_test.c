@@ -210,22 +210,6 @@ pattern_of(const char *s)
 	return p;
 }
 
-static bool
-no_marker_processes(void *arg)
-{
-	pid_t pids[8];
-
-	return harness_pgrep((const char *)arg, pids, 8) == 0;
-}
-
-static bool
-marker_running(void *arg)
-{
-	pid_t pids[8];
-
-	return harness_pgrep((const char *)arg, pids, 8) > 0;
-}
-
 /* Forks and execs /bin/true on the host: it still can after a bomb. */
 static bool
 host_runs_true(void)
@@ -621,7 +605,7 @@ Test(containment, fork_bomb_hits_the_pids_limit)
 	expect_tried(r, "TRIED");
 	free(code);
 	code = text("bomb-%s", marker);
-	cr_expect(harness_wait_for(no_marker_processes, code, GONE_MS),
+	cr_expect(harness_wait_for(harness_marker_gone, code, GONE_MS),
 	    "processes of the bomb outlived it");
 	expect_still_serving(c);
 	sandq_result_free(r);
@@ -761,7 +745,7 @@ Test(containment, double_forked_daemons_die_with_the_job)
 	expect_status(r, "ok");
 	cr_expect(out_has(r, "DAEMONS 3"), "the daemons did not all start:\n%s\n%s",
 	    r->stdout_data, r->stderr_data);
-	cr_expect(harness_wait_for(no_marker_processes, marker, GONE_MS),
+	cr_expect(harness_wait_for(harness_marker_gone, marker, GONE_MS),
 	    "a daemon of the job outlived it");
 	sandq_result_free(r);
 	sandq_close(c);
@@ -791,7 +775,7 @@ Test(containment, a_concurrent_jobs_files_are_out_of_reach)
 	    "echo READY && exec sleep 60.$D", secret);
 	submit(c, "sh", script, &oa, ida);
 	free(script);
-	cr_assert(harness_wait_for(marker_running, marker, 30000), "job A never started");
+	cr_assert(harness_wait_for(harness_marker_running, marker, 30000), "job A never started");
 
 	pat = pattern_of(secret);
 	script = text("cat /workspace/s /tmp/s /dev/shm/s 2>&1; ls /proc/*/root/ 2>&1; "
@@ -926,7 +910,7 @@ Test(containment, nothing_outlives_a_job)
 	}
 	cr_expect(seen[0] && seen[1], "not every worker ran a job after the leftover one");
 
-	cr_expect(harness_wait_for(no_marker_processes, marker, GONE_MS),
+	cr_expect(harness_wait_for(harness_marker_gone, marker, GONE_MS),
 	    "a daemon of the job is still running on the host");
 	hostpath = text("/tmp/stay-%s", denv + 2);
 	cr_expect(access(hostpath, F_OK) < 0, "%s exists on the host", hostpath);

@@ -111,14 +111,6 @@ Test(e2e, reports_exit_code_and_signal)
 	sandq_close(c);
 }
 
-static bool
-no_marker_processes(void *arg)
-{
-	pid_t pids[8];
-
-	return harness_pgrep((const char *)arg, pids, 8) == 0;
-}
-
 Test(e2e, timeout_kills_every_process_of_the_job)
 {
 	struct sandq *c = harness_client(&H);
@@ -130,7 +122,7 @@ Test(e2e, timeout_kills_every_process_of_the_job)
 	cr_expect_str_eq(r->status, "timeout");
 	cr_expect_eq(r->signal, SIGKILL);
 	cr_expect_geq(r->wall_ms, 500);
-	cr_expect(harness_wait_for(no_marker_processes, "sleep 434", 5000),
+	cr_expect(harness_wait_for(harness_marker_gone, "sleep 434", 5000),
 	    "a process of the timed-out job survived it");
 	sandq_result_free(r);
 	sandq_close(c);
@@ -464,31 +456,6 @@ Test(e2e, oversized_job_is_rejected_under_its_id)
 
 /*** Failures of the system itself ***/
 
-static pid_t
-parent_of(pid_t pid)
-{
-	char path[64], buf[4096], *p;
-	FILE *f;
-	pid_t pp = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	while (fgets(buf, sizeof(buf), f))
-		if ((p = strstr(buf, "PPid:")) == buf)
-			pp = (pid_t)atoi(buf + 5);
-	fclose(f);
-	return pp;
-}
-
-static bool
-marker_running(void *arg)
-{
-	pid_t pids[4];
-
-	return harness_pgrep((const char *)arg, pids, 4) > 0;
-}
-
 /* A marker process other than the one given. */
 struct rerun {
 	const char *marker;
@@ -527,12 +494,12 @@ Test(e2e, a_crashed_worker_is_replaced_and_its_job_runs_again)
 	struct rerun rerun = { "sleep 4646", 0, 0 };
 
 	cr_assert(sandq_submit_exec(c, argv, NULL, id) == 0);
-	cr_assert(harness_wait_for(marker_running, "sleep 4646", 30000));
+	cr_assert(harness_wait_for(harness_marker_running, "sleep 4646", 30000));
 	cr_assert_eq(harness_pgrep("sleep 4646", job, 4), 1);
 	/* job <- the sandbox's init <- the worker's spawner <- the worker */
-	init = parent_of(job[0]);
-	spawner = parent_of(init);
-	worker = parent_of(spawner);
+	init = harness_ppid_of(job[0]);
+	spawner = harness_ppid_of(init);
+	worker = harness_ppid_of(spawner);
 	cr_assert_gt(worker, 1);
 	{
 		pid_t w[8];
@@ -551,7 +518,7 @@ Test(e2e, a_crashed_worker_is_replaced_and_its_job_runs_again)
 	cr_expect_str_eq(r->status, "signal");
 	cr_expect_eq(r->attempt, 2, "attempt %lld", (long long)r->attempt);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(no_marker_processes, "sleep 4646", 5000),
+	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4646", 5000),
 	    "the job outlived its worker");
 	/* Both slots serve again: run more jobs than one worker could hold. */
 	for (int i = 0; i < 4; i++) {
@@ -579,7 +546,7 @@ Test(e2e, sigterm_drains_running_jobs_then_exits_zero)
 	char id[SANDQ_ID_MAX + 1];
 
 	cr_assert(sandq_submit_sh(c, "sleep 1; echo finished", NULL, id) == 0);
-	cr_assert(harness_wait_for(marker_running, "sleep 1", 30000));
+	cr_assert(harness_wait_for(harness_marker_running, "sleep 1", 30000));
 	cr_expect_eq(harness_stop_sandqd(&H, 30000), 0, "sandqd did not exit 0");
 	cr_assert(sandq_result_get(c, id, &r) == 0, "the running job's result was not published");
 	cr_expect_str_eq(r->status, "ok");
@@ -719,13 +686,13 @@ Test(e2e_drain, timeout_answers_the_jobs_it_kills_and_exits_zero)
 	harness_start(&h, 1, extra);
 	c = harness_client(&h);
 	cr_assert(sandq_submit_sh(c, "exec sleep 4747", NULL, id) == 0);
-	cr_assert(harness_wait_for(marker_running, "sleep 4747", 30000));
+	cr_assert(harness_wait_for(harness_marker_running, "sleep 4747", 30000));
 	cr_expect_eq(harness_stop_sandqd(&h, 30000), 0, "sandqd did not exit 0");
 	cr_assert(sandq_result_get(c, id, &r) == 0, "the killed job was not answered");
 	cr_expect_str_eq(r->status, "internal");
 	cr_expect_not_null(strstr(r->error_message, "worker"), "%s", r->error_message);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(no_marker_processes, "sleep 4747", 5000));
+	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4747", 5000));
 	sandq_close(c);
 	harness_stop(&h);
 }
@@ -992,7 +959,7 @@ Test(e2e, a_streaming_job_output_arrives_while_it_runs)
 		}
 	}
 	cr_expect_eq(sandq_result_get(c, id, &r), -ENOENT, "answered before its sleep ended");
-	cr_assert(harness_wait_for(marker_running, "sleep 5252", 30000));
+	cr_assert(harness_wait_for(harness_marker_running, "sleep 5252", 30000));
 	cr_assert_eq(harness_pgrep("sleep 5252", job, 4), 1);
 	cr_assert_eq(kill(job[0], SIGKILL), 0);
 	while ((rc = sandq_stream_next(st, 30000, &fd, &data, &len)) == 1)

@@ -361,6 +361,22 @@ harness_client(const struct harness *h)
 	return c;
 }
 
+bool
+harness_marker_running(void *marker)
+{
+	pid_t pids[8];
+
+	return harness_pgrep(marker, pids, 8) > 0;
+}
+
+bool
+harness_marker_gone(void *marker)
+{
+	pid_t pids[8];
+
+	return harness_pgrep(marker, pids, 8) == 0;
+}
+
 /* The parent of pid from /proc/PID/stat, or 0. */
 pid_t
 harness_ppid_of(pid_t pid)

@@ -65,6 +65,10 @@ const char *harness_build_dir(void);
 int harness_run(const char *cmdline, char **out);
 /* Pids of processes whose command line contains needle (up to max). */
 int harness_pgrep(const char *needle, pid_t *pids, int max);
+/* harness_wait_for() predicates on a marker (a string only one job's
+ * command line holds, arg): some process has it, or none has. */
+bool harness_marker_running(void *marker);
+bool harness_marker_gone(void *marker);
 /* The parent of pid (from /proc), or 0. */
 pid_t harness_ppid_of(pid_t pid);
 /* Pids of this harness's workers and every process below them. */

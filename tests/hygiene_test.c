@@ -83,22 +83,6 @@ process_gone(void *arg)
 	return kill(*(pid_t *)arg, 0) < 0 && errno == ESRCH;
 }
 
-static bool
-no_marker_processes(void *arg)
-{
-	pid_t pids[8];
-
-	return harness_pgrep((const char *)arg, pids, 8) == 0;
-}
-
-static bool
-marker_running(void *arg)
-{
-	pid_t pids[4];
-
-	return harness_pgrep((const char *)arg, pids, 4) > 0;
-}
-
 /* Whether sandqd's log contains needle. */
 static bool
 log_has(const struct harness *h, const char *needle)
@@ -115,23 +99,6 @@ log_has(const struct harness *h, const char *needle)
 	free(buf);
 	fclose(f);
 	return found;
-}
-
-static pid_t
-parent_of(pid_t pid)
-{
-	char path[64], buf[512];
-	FILE *f;
-	pid_t pp = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	while (fgets(buf, sizeof(buf), f))
-		if (strncmp(buf, "PPid:", 5) == 0)
-			pp = (pid_t)atoi(buf + 5);
-	fclose(f);
-	return pp;
 }
 
 static void
@@ -266,7 +233,7 @@ Test(hygiene, a_worker_stuck_in_set_up_is_killed_and_replaced)
 	cr_assert_geq(n, 2, "the worker was started %d time(s)", n);
 	cr_expect(harness_wait_for(process_gone, &pids[0], WAIT_MS),
 	    "the stuck worker %d is still there", (int)pids[0]);
-	cr_expect(harness_wait_for(no_marker_processes, "sleep 5171", WAIT_MS));
+	cr_expect(harness_wait_for(harness_marker_gone, "sleep 5171", WAIT_MS));
 	cr_expect(log_has(&H, "worker/0: was stuck in set-up: no HELLO 5000 ms after it "
 	    "started; killing it"));
 	now = worker_pid(&H);
@@ -300,10 +267,10 @@ Test(hygiene, a_worker_stuck_on_a_job_is_killed_and_its_job_answered)
 	worker = worker_pid(&H);
 	cr_assert_gt(worker, 0);
 	cr_assert_eq(sandq_submit_exec(c, argv, &o, id), 0);
-	cr_assert(harness_wait_for(marker_running, "sleep 5173", WAIT_MS));
+	cr_assert(harness_wait_for(harness_marker_running, "sleep 5173", WAIT_MS));
 	cr_assert_eq(harness_pgrep("sleep 5173", job, 4), 1);
 	/* job <- its sandbox's init <- the spawner <- the worker */
-	cr_assert_eq(parent_of(parent_of(parent_of(job[0]))), worker);
+	cr_assert_eq(harness_ppid_of(harness_ppid_of(harness_ppid_of(job[0]))), worker);
 	cr_assert_eq(kill(worker, SIGSTOP), 0);
 
 	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "%s", sandq_last_error(c));
@@ -317,7 +284,7 @@ Test(hygiene, a_worker_stuck_on_a_job_is_killed_and_its_job_answered)
 	cr_expect(log_has(&H, "worker/0: was stuck: no result 500 ms after the job's "
 	    "wall limit; killing it"));
 	cr_expect(harness_wait_for(process_gone, &worker, WAIT_MS));
-	cr_expect(harness_wait_for(no_marker_processes, "sleep 5173", WAIT_MS),
+	cr_expect(harness_wait_for(harness_marker_gone, "sleep 5173", WAIT_MS),
 	    "the job outlived its stuck worker");
 	cr_expect(harness_wait_for(worker_replaced, &(struct replaced){ &H, worker },
 	    WAIT_MS));

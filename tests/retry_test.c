@@ -66,14 +66,6 @@ marker_new(void *arg)
 	return false;
 }
 
-static bool
-marker_gone(void *arg)
-{
-	pid_t pids[4];
-
-	return harness_pgrep(arg, pids, 4) == 0;
-}
-
 /* Waits for a new run of the marker job and kills its worker. */
 static pid_t
 kill_worker_under(struct marker *m)
@@ -126,7 +118,7 @@ Test(retry, a_job_out_of_attempts_is_dead_lettered_with_each_and_can_be_retried)
 	cr_expect_not_null(strstr(r->error_message, "died"), "%s", r->error_message);
 	cr_expect_eq(r->attempt, 2);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(marker_gone, "sleep 4848", 10000));
+	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4848", 10000));
 
 	/* On the dead-letter stream: the job, both attempts and why. */
 	cr_assert_eq(cli(&out, "dead ls --json"), 0);
@@ -215,7 +207,7 @@ Test(retry, cancel_stops_a_running_job_and_the_worker_is_replaced)
 	cr_expect_str_eq(r->status, "cancelled");
 	cr_expect_not_null(strstr(r->error_message, "while running"), "%s", r->error_message);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(marker_gone, "sleep 4949", 10000), "the job outlived it");
+	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4949", 10000), "the job outlived it");
 	/* The one slot serves again, and a finished job is past cancelling. */
 	r = harness_sh(c, "echo after", NULL);
 	cr_expect_str_eq((char *)r->stdout_data, "after\n");
