@@ -109,7 +109,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment sandbox cli_sandbox acl fair lease retry batch hygiene rstore hosts shared
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox acl fair lease retry batch hygiene rstore hosts shared
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -155,6 +155,8 @@ $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 $(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a $(call obj,store/perms.c)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson

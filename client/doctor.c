@@ -126,9 +126,16 @@ limits_text(const struct facts *f, const char *out[7][2])
 	out[1][1] = cpu ? "cgroup CPU time of all processes together (cpu_limit), "
 	    "and RLIMIT_CPU per process" : "RLIMIT_CPU per process only (cpu_limit)";
 	out[2][0] = "memory_bytes";
-	out[2][1] = mem ? "cgroup memory for the whole job, files in its tmpfs "
-	    "included; the kernel's OOM kill (memory_limit)" :
-	    "RLIMIT_AS per process only: allocations fail (status exit)";
+	out[2][1] = !mem ? "RLIMIT_AS per process only: allocations fail (status "
+	    "exit); socket buffers are not bounded" :
+	    !f->cg.sock_bounded ? "cgroup memory for the whole job, files in its "
+	    "tmpfs included; the kernel's OOM kill (memory_limit); socket buffers "
+	    "are NOT bounded (the kernel charges them to no cgroup)" :
+	    f->cg.version == CG_V1 ? "cgroup memory for the whole job, files in its "
+	    "tmpfs included; the kernel's OOM kill (memory_limit); TCP and UDP "
+	    "buffers in memory.kmem.tcp, at most job_socket_bytes" :
+	    "cgroup memory for the whole job, files in its tmpfs and socket buffers "
+	    "included; the kernel's OOM kill (memory_limit)";
 	out[3][0] = "pids";
 	out[3][1] = pids ? "cgroup pids for the whole job (pids_limit), "
 	    "and RLIMIT_NPROC" : "RLIMIT_NPROC only";
@@ -169,7 +176,8 @@ print_text(const struct facts *f)
 	if (f->cg.version == CG_NONE) {
 		printf("  %-20s none usable: %s\n", "cgroups", f->cg.why);
 	} else {
-		printf("  %-20s v%d\n", "cgroups", (int)f->cg.version);
+		printf("  %-20s v%d, socket buffers %s\n", "cgroups", (int)f->cg.version,
+		    f->cg.sock_bounded ? "charged" : "NOT charged");
 		for (int c = 0; c < CG__NCTRL; c++)
 			printf("    %-18s %s\n", cg_ctrl_name(c),
 			    f->cg.dir[c][0] ? f->cg.dir[c] : "absent");
@@ -209,6 +217,7 @@ print_json(const struct facts *f)
 		if (f->cg.dir[c][0])
 			json_object_set_new(ctl, cg_ctrl_name(c), json_string(f->cg.dir[c]));
 	json_object_set_new(cg, "controllers", ctl);
+	json_object_set_new(cg, "socket_buffers", json_boolean(f->cg.sock_bounded));
 	if (f->cg.version == CG_NONE)
 		json_object_set_new(cg, "why", json_string(f->cg.why));
 	json_object_set_new(o, "cgroups", cg);

@@ -256,6 +256,10 @@ static const struct option options[] = {
 	NUM(worker_stuck_grace_ms, OPT_INT, "30000", 100, 3600000, false,
 	    "Milliseconds past its job's wall limit a worker may take to answer "
 	    "before it is killed as stuck and its job answered internal."),
+	NUM(job_socket_bytes, OPT_SIZE, "64M", 0, 64 * TIB, false,
+	    "Bound of the kernel's TCP and UDP buffers of one job's sockets, "
+	    "never above its memory limit; 0 = its memory limit. cgroup v1 counts "
+	    "them apart from memory (memory.kmem.tcp); v2 within it."),
 	NUM(lease_ms, OPT_INT, "30000", 300, 3600000, false,
 	    "Milliseconds a host's hold on the jobs it has read lasts without "
 	    "renewal; past it another host takes them over."),

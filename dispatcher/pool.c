@@ -362,7 +362,7 @@ respawn_cb(uv_timer_t *t)
 static void
 spawn(struct sandqd *d, struct wslot *w)
 {
-	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24];
+	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24], sock[24];
 	int sv[2];
 	pid_t pid;
 
@@ -375,6 +375,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	snprintf(rundir, sizeof(rundir), "%s/run/w%d", d->cfg.state, w->index);
 	snprintf(storedir, sizeof(storedir), "%s/store", d->cfg.state);
 	snprintf(keep, sizeof(keep), "%lld", (long long)d->cfg.keep_versions);
+	snprintf(sock, sizeof(sock), "%lld", (long long)d->cfg.job_socket_bytes);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("worker/%d: socketpair", w->index);
 		goto out_retry;
@@ -389,7 +390,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	if (pid == 0) {
 		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
 		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level,
-		    "--keep-versions", keep,
+		    "--keep-versions", keep, "--socket-bytes", sock,
 		    strcmp(d->cfg.workspace_overlay, "off") == 0 ? "--no-overlay" : NULL,
 		    NULL };
 		sigset_t none;

@@ -193,6 +193,33 @@ join_own(const char *mnt, const char *root, const char *own, char *out, size_t l
 	return (size_t)snprintf(out, len, "%s%s", mnt, rest) < len;
 }
 
+/* The kernel was booted with cgroup.memory=nosocket: no socket is charged. */
+static bool
+sockets_unaccounted(void)
+{
+	char cmd[4096];
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	cmd[n] = '\0';
+	/* Each cgroup.memory= word is a comma list: "nokmem,nosocket". */
+	for (const char *p = cmd; (p = strstr(p, "cgroup.memory=")) != NULL; p++) {
+		char word[256];
+		const char *v = p + strlen("cgroup.memory=");
+
+		snprintf(word, sizeof(word), "%.*s", (int)strcspn(v, " \n"), v);
+		if (list_has(word, "nosocket"))
+			return true;
+	}
+	return false;
+}
+
 void
 cg_detect(struct cg_sys *s)
 {
@@ -230,7 +257,16 @@ cg_detect(struct cg_sys *s)
 	fclose(f);
 
 	if (s->dir[CG_MEMORY][0] && s->dir[CG_PIDS][0]) {
+		char tcp[CG_PATH_MAX + 40];
+
 		s->version = CG_V1;
+		/*
+		 * v1 charges socket buffers to no counter unless a cgroup's
+		 * tcp limit is set; a kernel built without it has no file.
+		 */
+		s->sock_bounded = !sockets_unaccounted() &&
+		    pathf(tcp, sizeof(tcp), "%s/memory.kmem.tcp.limit_in_bytes",
+		    s->dir[CG_MEMORY]) && access(tcp, F_OK) == 0;
 		return;
 	}
 	memset(s->dir, 0, sizeof(s->dir));
@@ -251,6 +287,8 @@ cg_detect(struct cg_sys *s)
 		}
 		if (s->dir[CG_MEMORY][0] && s->dir[CG_PIDS][0]) {
 			s->version = CG_V2;
+			/* v2 charges socket buffers to memory.max. */
+			s->sock_bounded = !sockets_unaccounted();
 			return;
 		}
 		snprintf(s->why, sizeof(s->why),
@@ -550,8 +588,8 @@ cg_job_join_self(const char *dirs, size_t len, struct err *e)
 }
 
 int
-cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t pids,
-    struct err *e)
+cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t sock_bytes,
+    uint64_t pids, struct err *e)
 {
 	const struct cg_sys *s = j->sys;
 	char buf[32];
@@ -573,6 +611,18 @@ cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t pids,
 		}
 		if (rc == 0)
 			(void)write_file(j->dir[CG_MEMORY], "memory.memsw.limit_in_bytes", buf);
+		/*
+		 * Socket buffers: v1 charges them to memory.kmem.tcp (TCP and
+		 * UDP alike, once this is set), never to memory.limit_in_bytes.
+		 * Unset, a job's loopback sockets hold any amount of the host's
+		 * shared TCP and UDP pools (docs/security.md, "Kernel memory").
+		 */
+		if (rc == 0 && s->sock_bounded) {
+			snprintf(buf, sizeof(buf), "%" PRIu64, sock_bytes);
+			if ((rc = write_file(j->dir[CG_MEMORY], "memory.kmem.tcp.limit_in_bytes",
+			    buf)) < 0)
+				return err_set(e, rc, "socket buffer limit: %s", strerror(-rc));
+		}
 	} else {
 		rc = write_file(j->dir[CG_MEMORY], "memory.max", buf);
 		if (rc == 0)

@@ -39,6 +39,7 @@ struct cg_sys {
 	/* Our own cgroup's folder per controller ("" if the controller is absent). */
 	char dir[CG__NCTRL][CG_PATH_MAX];
 	char why[200];		/* why version is CG_NONE, for doctor and logs */
+	bool sock_bounded;	/* a job's TCP and UDP buffers are charged to it */
 };
 
 /* The cgroup usage of one sandbox's job tree. */
@@ -99,9 +100,16 @@ size_t cg_job_dirs(const struct cg_job *j, char *buf, size_t len);
  * root: moves itself into each folder of the NUL-separated list.
  */
 int cg_job_join_self(const char *dirs, size_t len, struct err *e);
-/* Sets the job's memory (bytes, swap none) and process-count limits. */
-int cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t pids,
-    struct err *e);
+/*
+ * Sets the job's memory (bytes, swap none), socket buffer and process-count
+ * limits. sock_bytes bounds the kernel's TCP and UDP buffers of the job's
+ * sockets: on v1 they have their own counter (memory.kmem.tcp), which this
+ * sets to sock_bytes; on v2 they are charged to memory.max and sock_bytes
+ * is not used. Call it before the job creates its first socket: a socket
+ * is charged only if it was made once the counter was set.
+ */
+int cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t sock_bytes,
+    uint64_t pids, struct err *e);
 /* Reads what the job used so far. */
 void cg_job_usage(const struct cg_job *j, struct cg_usage *u);
 /* Kills every process left and removes the cgroup (retrying while busy). */

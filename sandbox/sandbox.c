@@ -69,6 +69,7 @@ struct sandbox {
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
+	uint64_t socket_bytes;	/* conf->socket_bytes: 0 = the job's memory limit */
 	int notify;		/* the job filter's listener, -1 until init sends it */
 	bool updating;		/* init is bringing the kept base up to a commit */
 };
@@ -350,6 +351,20 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 
 /*** Prepare ***/
 
+/*
+ * The bound of a job's TCP and UDP buffers for a memory limit: the
+ * configured socket_bytes, never above the memory limit itself, so a job
+ * holds at most twice its memory limit on cgroup v1 (where socket buffers
+ * have their own counter) and its memory limit on v2.
+ */
+static uint64_t
+sock_bound(const struct sandbox *s, uint64_t memory_bytes)
+{
+	if (s->socket_bytes == 0 || s->socket_bytes > memory_bytes)
+		return memory_bytes;
+	return s->socket_bytes;
+}
+
 /* The cgroup limits of the last job this worker ran. */
 static uint64_t last_memory, last_pids;
 
@@ -437,7 +452,9 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	 * Jobs mostly ask for what the one before asked for: set that now, off
 	 * the job's path; sandbox_run() corrects it if needed.
 	 */
-	if (last_memory > 0 && cg_job_limit(&s->cg, last_memory, last_pids, e) == 0) {
+	s->socket_bytes = conf->socket_bytes;
+	if (last_memory > 0 && cg_job_limit(&s->cg, last_memory,
+	    sock_bound(s, last_memory), last_pids, e) == 0) {
 		s->cg_memory = last_memory;
 		s->cg_pids = last_pids;
 	}
@@ -790,7 +807,8 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	if (wait_ready(s, res) < 0)
 		goto out_finish;
 	if ((s->cg_memory != l->memory_bytes || s->cg_pids != l->pids) &&
-	    cg_job_limit(&s->cg, l->memory_bytes, l->pids, &e) < 0) {
+	    cg_job_limit(&s->cg, l->memory_bytes, sock_bound(s, l->memory_bytes),
+	    l->pids, &e) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox", "cgroup: %s", e.msg);
 		goto out_finish;
 	}
@@ -989,7 +1007,8 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 	 * cgroup: give it room beyond the job's own limit.
 	 */
 	if (s->cg_memory > 0 && cg_job_limit(&s->cg, s->cg_memory + 4 * (uint64_t)snaplen +
-	    2 * j->limits.disk_bytes + ((uint64_t)64 << 20), s->cg_pids, &e) < 0)
+	    2 * j->limits.disk_bytes + ((uint64_t)64 << 20), sock_bound(s, s->cg_memory),
+	    s->cg_pids, &e) < 0)
 		log_warnx("capture: cannot raise the memory limit: %s", e.msg);
 	fd_set_nonblock(s->ctl, false);
 	if ((rc = msg_send(s->ctl, MSG_SBX_COMMIT, 0, rec, strlen(rec), -1)) < 0) {

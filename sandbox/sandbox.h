@@ -40,6 +40,7 @@ struct sandbox_conf {
 	int index;		/* worker slot, for names */
 	struct cg_sys cg;	/* this worker's cgroup folder, or CG_NONE */
 	bool no_base;		/* keep no base: materialise every job (persist.c) */
+	uint64_t socket_bytes;	/* bound of a job's socket buffers; 0 = its memory limit */
 };
 
 struct sandbox;

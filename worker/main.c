@@ -68,7 +68,8 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
-	    "--uid UID [--log-level LEVEL] [--keep-versions N] [--no-overlay]\n(started by sandqd; not meant to be run by hand)\n");
+	    "--uid UID [--log-level LEVEL] [--keep-versions N] [--no-overlay]\n"
+	    "    [--socket-bytes N]\n(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
 
@@ -115,13 +116,14 @@ main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "keep-versions", required_argument, NULL, 'k' },
 		{ "no-overlay", no_argument, NULL, 'o' },
+		{ "socket-bytes", required_argument, NULL, 'b' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
 	const char *store_dir = NULL;
 	struct msg_hello hello;
 	struct err e = { 0 };
-	int64_t idx = -1, uid = -1, keep = STORE_KEEP_VERSIONS_DEFAULT;
+	int64_t idx = -1, uid = -1, keep = STORE_KEEP_VERSIONS_DEFAULT, sock = 0;
 	char prefix[32];
 	sigset_t none;
 	int c;
@@ -153,6 +155,11 @@ main(int argc, char **argv)
 			break;
 		case 'o':
 			w.sbx_conf.no_base = true;
+			break;
+		case 'b':
+			if (parse_i64(optarg, 0, INT64_MAX, &sock) < 0)
+				usage();
+			w.sbx_conf.socket_bytes = (uint64_t)sock;
 			break;
 		default:
 			usage();
