@@ -83,6 +83,8 @@ struct persist {
 	int basefd;		/* run_dir/base, opened before pivot_root; -1: none */
 	int patchfd;		/* MSG_SBX_BASE's patch over the snapshot; -1: none */
 	char *key;		/* MSG_SBX_BASE: the base this job wants; NULL: none */
+	char rules_fp[SANDBOX_RULES_FP_LEN + 1];	/* MSG_SBX_BASE: the job's
+				 * rules fingerprint; empty: none */
 	int treefd;		/* base/tree, once known to hold key; else -1 */
 	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */
 	bool session_refused;	/* a saved session was not restored: other rules */

@@ -36,10 +36,11 @@
  * saves nothing, and the session stays as it was.
  *
  * A session is data one job leaves for another, so it never crosses path
- * rules: it is saved with a fingerprint of the rules of the job that saved
- * it (SHA-256 of perms_canonical(), what the matcher enforces), and a job
- * under other rules, or a session without a fingerprint, starts fresh (its
- * history row says "session": "not_restored"). Otherwise a job that may
+ * rules: it is saved with the fingerprint of the rules of the job that
+ * saved it (the worker's SHA-256 of perms_canonical(), what the matcher
+ * enforces, handed over with the base's key), and a job under other
+ * rules, or a session without a fingerprint, starts fresh (its history
+ * row says "session": "not_restored"). Otherwise a job that may
  * not read /secret could export BASH_ENV=/workspace/evil.sh and have it
  * run in the operator's next full-access job, or a full-access job's
  * exports (a token read from a hidden file) would reach a restricted one.
@@ -62,7 +63,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <openssl/evp.h>
 
 #include "../common/log.h"
 #include "../common/msg.h"
@@ -76,7 +76,6 @@
 #define PERSIST_MOUNTS_MAX 1024		/* bind mounts path rules may need */
 #define SESSION_FILE "/tmp/.sandq-session"
 #define SESSION_MAX (1024 * 1024)	/* bytes of a saved session */
-#define SESSION_RULES_LEN 64		/* hex digits of the rules' fingerprint */
 
 /* The EXIT trap that saves the session: one line, ending in "; ". */
 static const char session_trap[] =
@@ -176,32 +175,6 @@ rules_compile(const struct job *j, struct perms *p, struct err *e)
 }
 
 /*** What a session may carry ***/
-
-/*
- * The fingerprint of compiled rules p, as SESSION_RULES_LEN hex digits:
- * SHA-256 of their canonical text. Two jobs have "the same rules" when the
- * matcher gives every path the same level in both. The rules alone decide
- * what a job may read or write in its sandbox: its limits preset bounds
- * how much, and either network mode reaches only the job's own loopback,
- * so neither is part of it (docs/decisions.md).
- */
-static int
-rules_fingerprint(const struct perms *p, char hex[SESSION_RULES_LEN + 1],
-    struct err *e)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	size_t len = 0;
-	char *text = perms_canonical(p, &len);
-	int ok = EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL);
-
-	free(text);
-	if (ok != 1 || mdlen * 2 != SESSION_RULES_LEN)
-		return err_set(e, -EIO, "session: cannot hash the path rules");
-	for (unsigned int i = 0; i < mdlen; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	return 0;
-}
 
 /* A name or a prefix no session carries; nocase for tools that read it so. */
 struct deny {
@@ -573,8 +546,9 @@ session_env_apply(struct job *j, const char *buf, size_t len)
 static bool
 session_same_rules(const char *rules, size_t len, const char *mine)
 {
-	return rules != NULL && len == SESSION_RULES_LEN &&
-	    memcmp(rules, mine, SESSION_RULES_LEN) == 0;
+	return rules != NULL && len == SANDBOX_RULES_FP_LEN &&
+	    strlen(mine) == SANDBOX_RULES_FP_LEN &&
+	    memcmp(rules, mine, SANDBOX_RULES_FP_LEN) == 0;
 }
 
 /* The saved session (cwd, env: owned, may be NULL) applied to an sh job. */
@@ -612,13 +586,11 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 	uint64_t bytes = 0, entries = 0;
 	struct marks mk = { .e = e };
 	char *cwd = NULL, *env = NULL, *rules = NULL;
-	char mine[SESSION_RULES_LEN + 1];
 	size_t cwdlen = 0, envlen = 0, ruleslen = 0;
 	bool mounted = false;
 	int rc, wsfd = -1;
 
-	if ((rc = rules_compile(j, &p, e)) < 0 ||
-	    (rc = rules_fingerprint(&p, mine, e)) < 0)
+	if ((rc = rules_compile(j, &p, e)) < 0)
 		goto out;
 	if (ps->basefd >= 0 && ps->key != NULL) {
 		if (base_holds(ps, ps->key, &bytes, &entries)) {
@@ -643,7 +615,7 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 		if (rc == 1 && j->op == OP_SH) {
 			cwd = base_get(ps->basefd, "cwd", JOB_PATH_MAX, &cwdlen);
 			env = base_get(ps->basefd, "env", SESSION_MAX, &envlen);
-			rules = base_get(ps->basefd, "rules", SESSION_RULES_LEN, &ruleslen);
+			rules = base_get(ps->basefd, "rules", SANDBOX_RULES_FP_LEN, &ruleslen);
 		}
 	}
 	if (ps->upperfd < 0) {
@@ -690,7 +662,7 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 		 * rules; the note is for a job that would have taken some of it.
 		 */
 		if (((j->cwd == NULL && cwdlen > 0) || (j->env == NULL && envlen > 0)) &&
-		    !session_same_rules(rules, ruleslen, mine)) {
+		    !session_same_rules(rules, ruleslen, ps->rules_fp)) {
 			free(cwd);
 			free(env);
 			cwd = env = NULL;
@@ -862,26 +834,25 @@ send_changes(int ctl, const struct workspace_changes *ch)
 
 /*
  * Adds the job's record and, for sh, the session it saved with the
- * fingerprint of the rules p it ran under: the three rows go into the
- * same new snapshot or none does, so a session never pairs with other
- * rules.
+ * fingerprint of the rules it ran under (ps->rules_fp; without one the old
+ * session stays): the three rows go into the same new snapshot or none
+ * does, so a session never pairs with other rules.
  */
 static int
 capture_finish(struct agentfs *out, const struct persist *ps, const struct job *j,
-    const struct perms *p, const void *rec, size_t reclen, struct err *e)
+    const void *rec, size_t reclen, struct err *e)
 {
-	char *cwd = NULL, *env = NULL, mine[SESSION_RULES_LEN + 1];
+	char *cwd = NULL, *env = NULL;
 	size_t envlen = 0;
 	int rc;
 
 	if ((rc = call_add(out, rec, reclen, ps->session_refused, e)) < 0 ||
-	    j->op != OP_SH)
+	    j->op != OP_SH || strlen(ps->rules_fp) != SANDBOX_RULES_FP_LEN)
 		return rc;
 	if (session_read(&cwd, &env, &envlen) == 0 &&
-	    (rc = rules_fingerprint(p, mine, e)) == 0 &&
 	    (rc = agentfs_session_set(out, "cwd", cwd, strlen(cwd), e)) == 0 &&
 	    (rc = agentfs_session_set(out, "env", env, envlen, e)) == 0)
-		rc = agentfs_session_set(out, "rules", mine, SESSION_RULES_LEN, e);
+		rc = agentfs_session_set(out, "rules", ps->rules_fp, SANDBOX_RULES_FP_LEN, e);
 	free(cwd);
 	free(env);
 	return rc;
@@ -970,7 +941,7 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	rc = ps->upperfd >= 0 ?
 	    workspace_capture_overlay(wsfd, ps->upperfd, v.fs, &lim, &p, &ch, e) :
 	    workspace_capture_inplace(wsfd, v.fs, &lim, &p, &ch, e);
-	if (rc < 0 || (rc = capture_finish(v.fs, ps, j, &p, rec, reclen, e)) < 0 ||
+	if (rc < 0 || (rc = capture_finish(v.fs, ps, j, rec, reclen, e)) < 0 ||
 	    (rc = patch_ship(v.fs, &fd, &len, e)) < 0)
 		goto out;
 	len64 = len;
