@@ -69,6 +69,7 @@ enum msg_type {
 				 * patch (store/patch.h), a sealed memfd */
 	MSG_SBX_BASE = 411,	/* worker -> init, before SPEC: the key of the
 				 * kept base the job's snapshot is (persist.c),
+				 * '\n', the job's rules fingerprint (64 hex),
 				 * + the patch over SPEC's image, if any */
 	MSG_SBX_BASE_NEXT = 412,	/* worker -> init, after SNAPSHOT: the key
 				 * it was committed as, or empty: not committed */

@@ -81,12 +81,21 @@ drop_capabilities(void)
 	return 0;
 }
 
-/* Builds the job's environment: its own variables plus defaults it lacks. */
+/*
+ * Builds the job's environment: its own variables plus defaults it lacks.
+ * HOME is /workspace, which a job under write rules may fill for later
+ * jobs: PYTHONNOUSERSITE keeps every Python the job starts from running
+ * the .pth files and usercustomize.py of ~/.local/lib/python3.X/site-packages,
+ * which Python would otherwise execute at start-up without the job naming
+ * them.
+ * A job that wants its user site sets PYTHONNOUSERSITE= (empty) itself.
+ */
 static char **
 job_environ(const struct job *j, char **storage, size_t nstorage)
 {
 	static const char *const defaults[] = {
 		"PATH=" JOB_PATH_ENV, "HOME=/workspace", "LANG=C.UTF-8",
+		"PYTHONNOUSERSITE=1",
 	};
 	size_t n = 0;
 

@@ -70,7 +70,9 @@ int image_build_etc(const char *run_dir, struct err *e);
  * (read-only bind mounts below write): as an overlay on the worker's kept
  * base (ps) when the base holds that snapshot or can be rebuilt to, else
  * written out on a tmpfs; for sh jobs it applies the saved session to j
- * (cwd, env, the EXIT trap that saves the next one). persist_capture()
+ * (cwd, env, the EXIT trap that saves the next one) when it was saved
+ * under the same path rules, minus the variables no session carries
+ * (docs/security.md). persist_capture()
  * reads back what the job changed against the same snapshot and rules,
  * adds the tool call record rec (JSON from the worker) and the session,
  * sends the worker MSG_SBX_CHANGES then MSG_SBX_SNAPSHOT, and on an
@@ -81,8 +83,11 @@ struct persist {
 	int basefd;		/* run_dir/base, opened before pivot_root; -1: none */
 	int patchfd;		/* MSG_SBX_BASE's patch over the snapshot; -1: none */
 	char *key;		/* MSG_SBX_BASE: the base this job wants; NULL: none */
+	char rules_fp[SANDBOX_RULES_FP_LEN + 1];	/* MSG_SBX_BASE: the job's
+				 * rules fingerprint; empty: none */
 	int treefd;		/* base/tree, once known to hold key; else -1 */
 	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */
+	bool session_refused;	/* a saved session was not restored: other rules */
 };
 
 int persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e);

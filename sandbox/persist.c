@@ -34,12 +34,27 @@
  * table; the next sh job on the sandbox starts there unless it sets cwd or
  * env itself. A script that replaces its shell (exec), or a job killed,
  * saves nothing, and the session stays as it was.
+ *
+ * A session is data one job leaves for another, so it never crosses path
+ * rules: it is saved with the fingerprint of the rules of the job that
+ * saved it (the worker's SHA-256 of perms_canonical(), what the matcher
+ * enforces, handed over with the base's key), and a job under other
+ * rules, or a session without a fingerprint, starts fresh (its history
+ * row says "session": "not_restored"). Otherwise a job that may
+ * not read /secret could export BASH_ENV=/workspace/evil.sh and have it
+ * run in the operator's next full-access job, or a full-access job's
+ * exports (a token read from a hidden file) would reach a restricted one.
+ * Whatever the rules, variables that make a shell, the loader, libc or an
+ * interpreter run code the next command does not name (BASH_ENV, LD_*,
+ * PYTHON*, GIT_*, session_deny[]) are dropped when the session is read
+ * back and again when it is applied, which old snapshots need.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -159,6 +174,76 @@ rules_compile(const struct job *j, struct perms *p, struct err *e)
 	return rc;
 }
 
+/*** What a session may carry ***/
+
+/* A name or a prefix no session carries; nocase for tools that read it so. */
+struct deny {
+	const char *name;	/* the variable, or the start of its name */
+	bool prefix;		/* name is a prefix */
+	bool nocase;		/* compared without case (npm reads them so) */
+};
+
+#define X(n) { n, false, false }
+#define P(n) { n, true, false }
+#define PI(n) { n, true, true }
+
+/*
+ * Variables a saved session never carries, whatever the rules: each makes
+ * a shell, the loader, libc, an interpreter or a tool run or load code, or
+ * read a file that names code, without the next job's command naming it.
+ * docs/security.md gives the reason for each group. The guarantee is the
+ * rules' fingerprint (a session never crosses rules); this list keeps
+ * sandq from running a file of the workspace implicitly even under the
+ * same rules.
+ */
+static const struct deny session_deny[] = {
+	/* Shells: start-up files, prompts, options, function imports. */
+	X("BASH_ENV"), X("ENV"), X("PROMPT_COMMAND"), X("PS0"), X("PS1"),
+	X("PS2"), X("PS3"), X("PS4"), X("SHELLOPTS"), X("BASHOPTS"),
+	X("IFS"), P("BASH_FUNC_"), X("BASH_LOADABLES_PATH"),
+	X("INPUTRC"), X("ZDOTDIR"), X("FPATH"),
+	/* bash -c sources ~/.bashrc when it thinks sshd started it. */
+	X("SSH_CLIENT"), X("SSH2_CLIENT"),
+	/* The loader and glibc: its list for setuid programs (unsecvars.h). */
+	P("LD_"), P("MALLOC_"), X("GLIBC_TUNABLES"),
+	X("GCONV_PATH"), X("GETCONF_DIR"), X("HOSTALIASES"), X("LOCALDOMAIN"),
+	X("LOCPATH"), X("NIS_PATH"), X("NLSPATH"), X("RESOLV_HOST_CONF"),
+	X("RES_OPTIONS"), X("TMPDIR"), X("TZDIR"), X("ARGP_HELP_FMT"),
+	X("DATEMSK"), X("GMON_OUT_PREFIX"), X("HESIOD_CONFIG"), X("HES_DOMAIN"),
+	/* Interpreters: start-up code, module paths, options. */
+	P("PYTHON"), P("PERL"), P("RUBY"), P("GEM_"),
+	P("BUNDLE_"), X("NODE_OPTIONS"), X("NODE_PATH"),
+	X("NODE_REPL_EXTERNAL_MODULE"), PI("NPM_CONFIG_"),
+	P("LUA_"), X("JAVA_TOOL_OPTIONS"), X("_JAVA_OPTIONS"),
+	X("JDK_JAVA_OPTIONS"), X("CLASSPATH"),
+	/* Tools: commands they run, config that loads modules. */
+	P("GIT_"), X("EDITOR"), X("VISUAL"), X("PAGER"), X("MANPAGER"),
+	X("LESSOPEN"), X("LESSCLOSE"), X("BROWSER"), X("SSH_ASKPASS"),
+	X("SUDO_ASKPASS"), X("OPENSSL_CONF"), X("OPENSSL_ENGINES"),
+	X("OPENSSL_MODULES"),
+};
+
+#undef X
+#undef P
+#undef PI
+
+/* Whether the n bytes at name are a variable no session carries. */
+static bool
+session_var_denied(const char *name, size_t n)
+{
+	for (size_t i = 0; i < sizeof(session_deny) / sizeof(session_deny[0]); i++) {
+		const struct deny *d = &session_deny[i];
+		size_t l = strlen(d->name);
+
+		if (d->prefix ? n < l : n != l)
+			continue;
+		if (d->nocase ? strncasecmp(name, d->name, l) == 0 :
+		    memcmp(name, d->name, l) == 0)
+			return true;
+	}
+	return false;
+}
+
 /*** Marks: the bind mounts path rules need ***/
 
 /* Marks as text, one "L /path\n" per entry (L the level's digit); names
@@ -230,7 +315,8 @@ marks_mount(const char *buf, size_t len, struct err *e)
  * it was for, as the lower layer of the next job's /workspace:
  *   tree/   the snapshot materialised (workspace_materialise_rules())
  *   marks   its mark records (struct marks)
- *   cwd, env  its saved shell session
+ *   cwd, env, rules  its saved shell session and the fingerprint of the
+ *           rules it was saved under (empty: none)
  *   state   "KEY\nBYTES ENTRIES\n": which snapshot under which rules
  *           (the worker's key), and its size for the tmpfs above it
  * state is written last (renamed into place) and removed first: a base
@@ -312,11 +398,11 @@ base_seal(const struct persist *ps, struct agentfs *fs, const char *key,
 {
 	struct err ignore = { 0 };
 	uint64_t bytes = 0, entries = 0;
-	const char *names[] = { "cwd", "env" };
+	const char *names[] = { "cwd", "env", "rules" };
 	char *state = NULL;
 	int rc = 0, n;
 
-	for (int i = 0; i < 2 && rc == 0; i++) {
+	for (int i = 0; i < 3 && rc == 0; i++) {
 		void *val = NULL;
 		size_t len = 0;
 
@@ -420,7 +506,11 @@ out_plain:
 
 /*** Materialise ***/
 
-/* Splits a saved "K=V\0K=V\0" environment into the job's env array. */
+/*
+ * Splits a saved "K=V\0K=V\0" environment into the job's env array,
+ * without the variables no session carries: a snapshot saved before they
+ * were dropped at capture may still hold them.
+ */
 static void
 session_env_apply(struct job *j, const char *buf, size_t len)
 {
@@ -433,11 +523,32 @@ session_env_apply(struct job *j, const char *buf, size_t len)
 	j->env = xcalloc(n + 1, sizeof(*j->env));
 	j->nenv = 0;
 	for (size_t off = 0; off < len && j->nenv < n;) {
-		size_t l = strlen(buf + off);
+		const char *kv = buf + off, *eq = strchr(kv, '=');
+		size_t l = strlen(kv);
 
-		j->env[j->nenv++] = xstrdup(buf + off);
 		off += l + 1;
+		if (eq == NULL || session_var_denied(kv, (size_t)(eq - kv)))
+			continue;
+		j->env[j->nenv++] = xstrdup(kv);
 	}
+	if (j->nenv == 0) {
+		free(j->env);
+		j->env = NULL;
+	}
+}
+
+/*
+ * Whether a saved session whose rules fingerprint is rules (len bytes as
+ * saved, or NULL) may start a job whose rules have fingerprint mine: only
+ * when they are equal. A session saved without a fingerprint (by an older
+ * sandq) counts as saved under other rules.
+ */
+static bool
+session_same_rules(const char *rules, size_t len, const char *mine)
+{
+	return rules != NULL && len == SANDBOX_RULES_FP_LEN &&
+	    strlen(mine) == SANDBOX_RULES_FP_LEN &&
+	    memcmp(rules, mine, SANDBOX_RULES_FP_LEN) == 0;
 }
 
 /* The saved session (cwd, env: owned, may be NULL) applied to an sh job. */
@@ -474,8 +585,8 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 	struct perms p = { 0 };
 	uint64_t bytes = 0, entries = 0;
 	struct marks mk = { .e = e };
-	char *cwd = NULL, *env = NULL;
-	size_t cwdlen = 0, envlen = 0;
+	char *cwd = NULL, *env = NULL, *rules = NULL;
+	size_t cwdlen = 0, envlen = 0, ruleslen = 0;
 	bool mounted = false;
 	int rc, wsfd = -1;
 
@@ -504,6 +615,7 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 		if (rc == 1 && j->op == OP_SH) {
 			cwd = base_get(ps->basefd, "cwd", JOB_PATH_MAX, &cwdlen);
 			env = base_get(ps->basefd, "env", SESSION_MAX, &envlen);
+			rules = base_get(ps->basefd, "rules", SANDBOX_RULES_FP_LEN, &ruleslen);
 		}
 	}
 	if (ps->upperfd < 0) {
@@ -537,11 +649,26 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 			val = NULL;
 			if (agentfs_session_get(fs, "env", &val, &envlen, &ignore) == 0)
 				env = val;
+			val = NULL;
+			if (agentfs_session_get(fs, "rules", &val, &ruleslen, &ignore) == 0)
+				rules = val;
 		}
 	}
 	if ((rc = marks_mount(mk.buf, mk.len, e)) < 0)
 		goto out;
 	if (j->op == OP_SH) {
+		/*
+		 * Another job's session starts this one only under the same
+		 * rules; the note is for a job that would have taken some of it.
+		 */
+		if (((j->cwd == NULL && cwdlen > 0) || (j->env == NULL && envlen > 0)) &&
+		    !session_same_rules(rules, ruleslen, ps->rules_fp)) {
+			free(cwd);
+			free(env);
+			cwd = env = NULL;
+			cwdlen = envlen = 0;
+			ps->session_refused = true;
+		}
 		session_apply(j, cwd, cwdlen, env, envlen);
 		cwd = NULL;
 	}
@@ -549,6 +676,7 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 out:
 	free(cwd);
 	free(env);
+	free(rules);
 	free(mk.buf);
 	if (wsfd >= 0)
 		close(wsfd);
@@ -559,6 +687,7 @@ out:
 
 /*** Capture ***/
 
+/* Whether a saved variable named by the n bytes at s is kept. */
 static bool
 env_name_keep(const char *s, size_t n)
 {
@@ -573,7 +702,7 @@ env_name_keep(const char *s, size_t n)
 	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
 		if (strlen(skip[i]) == n && memcmp(skip[i], s, n) == 0)
 			return false;
-	return true;
+	return !session_var_denied(s, n);
 }
 
 /*
@@ -638,9 +767,13 @@ session_read(char **cwd, char **env, size_t *envlen)
 	return 0;
 }
 
-/* Adds the job's tool_calls row from the worker's JSON record. */
+/*
+ * Adds the job's tool_calls row from the worker's JSON record; with
+ * refused, its result says the saved session was not restored.
+ */
 static int
-call_add(struct agentfs *fs, const void *rec, size_t len, struct err *e)
+call_add(struct agentfs *fs, const void *rec, size_t len, bool refused,
+    struct err *e)
 {
 	json_error_t jerr;
 	json_t *o = json_loadb(rec, len, 0, &jerr), *v;
@@ -656,8 +789,11 @@ call_add(struct agentfs *fs, const void *rec, size_t len, struct err *e)
 		error = json_string_value(v);
 	if ((v = json_object_get(o, "parameters")) != NULL)
 		params = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-	if ((v = json_object_get(o, "result")) != NULL)
+	if ((v = json_object_get(o, "result")) != NULL) {
+		if (refused && json_is_object(v))
+			json_object_set_new(v, "session", json_string("not_restored"));
 		result = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	}
 	rc = agentfs_tool_call_add(fs, name ? name : "job", params, result, error,
 	    status ? status : "error",
 	    json_integer_value(json_object_get(o, "started_ms")),
@@ -696,20 +832,27 @@ send_changes(int ctl, const struct workspace_changes *ch)
 	return rc;
 }
 
-/* Adds the job's record and, for sh, the session it saved. */
+/*
+ * Adds the job's record and, for sh, the session it saved with the
+ * fingerprint of the rules it ran under (ps->rules_fp; without one the old
+ * session stays): the three rows go into the same new snapshot or none
+ * does, so a session never pairs with other rules.
+ */
 static int
-capture_finish(struct agentfs *out, const struct job *j, const void *rec,
-    size_t reclen, struct err *e)
+capture_finish(struct agentfs *out, const struct persist *ps, const struct job *j,
+    const void *rec, size_t reclen, struct err *e)
 {
 	char *cwd = NULL, *env = NULL;
 	size_t envlen = 0;
 	int rc;
 
-	if ((rc = call_add(out, rec, reclen, e)) < 0 || j->op != OP_SH)
+	if ((rc = call_add(out, rec, reclen, ps->session_refused, e)) < 0 ||
+	    j->op != OP_SH || strlen(ps->rules_fp) != SANDBOX_RULES_FP_LEN)
 		return rc;
 	if (session_read(&cwd, &env, &envlen) == 0 &&
-	    (rc = agentfs_session_set(out, "cwd", cwd, strlen(cwd), e)) == 0)
-		rc = agentfs_session_set(out, "env", env, envlen, e);
+	    (rc = agentfs_session_set(out, "cwd", cwd, strlen(cwd), e)) == 0 &&
+	    (rc = agentfs_session_set(out, "env", env, envlen, e)) == 0)
+		rc = agentfs_session_set(out, "rules", ps->rules_fp, SANDBOX_RULES_FP_LEN, e);
 	free(cwd);
 	free(env);
 	return rc;
@@ -798,7 +941,7 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	rc = ps->upperfd >= 0 ?
 	    workspace_capture_overlay(wsfd, ps->upperfd, v.fs, &lim, &p, &ch, e) :
 	    workspace_capture_inplace(wsfd, v.fs, &lim, &p, &ch, e);
-	if (rc < 0 || (rc = capture_finish(v.fs, j, rec, reclen, e)) < 0 ||
+	if (rc < 0 || (rc = capture_finish(v.fs, ps, j, rec, reclen, e)) < 0 ||
 	    (rc = patch_ship(v.fs, &fd, &len, e)) < 0)
 		goto out;
 	len64 = len;

@@ -336,9 +336,13 @@ sandbox_init_main(const struct sandbox_conf *conf, int ctl)
 		_exit(1);
 
 	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
-	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > 0 && m.len < 1024 &&
-	    memchr(m.data, '\n', m.len) == NULL) {
-		ps.key = xmemdup0(m.data, m.len);
+	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > SANDBOX_RULES_FP_LEN + 1 &&
+	    m.len < 1024 && memchr(m.data, '\n', m.len) ==
+	    (char *)m.data + m.len - SANDBOX_RULES_FP_LEN - 1) {
+		/* "KEY\nFINGERPRINT": the key has no newline, nor the fingerprint. */
+		ps.key = xmemdup0(m.data, m.len - SANDBOX_RULES_FP_LEN - 1);
+		memcpy(ps.rules_fp, (char *)m.data + m.len - SANDBOX_RULES_FP_LEN,
+		    SANDBOX_RULES_FP_LEN);
 		ps.patchfd = m.fd;
 		m.fd = -1;
 		msg_clear(&m);
@@ -814,12 +818,19 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 	last_memory = l->memory_bytes;
 	last_pids = l->pids;
-	/* The patch rides with the base's key, the image with the spec. */
-	if (snap != NULL && (rc = msg_send(s->ctl, MSG_SBX_BASE, 0, snap->base_key,
-	    strlen(snap->base_key), snap->patch_fd)) < 0) {
-		result_set_error(res, ST_INTERNAL, "sandbox",
-		    "cannot hand the job to its sandbox: %s", strerror(-rc));
-		goto out_finish;
+	/* The patch rides with the base's key and the rules' fingerprint,
+	 * the image with the spec. */
+	if (snap != NULL) {
+		char *base = NULL;
+		int n = xasprintf(&base, "%s\n%s", snap->base_key, snap->rules_fp);
+
+		rc = msg_send(s->ctl, MSG_SBX_BASE, 0, base, (size_t)n, snap->patch_fd);
+		free(base);
+		if (rc < 0) {
+			result_set_error(res, ST_INTERNAL, "sandbox",
+			    "cannot hand the job to its sandbox: %s", strerror(-rc));
+			goto out_finish;
+		}
 	}
 	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen,
 	    snap != NULL ? snap->img_fd : -1)) < 0) {

@@ -62,11 +62,16 @@ int sandbox_setup_host(struct sandbox_conf *conf, struct err *e);
 int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
     struct err *e);
 
+#define SANDBOX_RULES_FP_LEN 64	/* hex digits of a rules fingerprint */
+
 /* A persistent sandbox's head as the worker holds it (worker.h). */
 struct sandbox_snapshot {
 	int img_fd;		/* sealed memfd: an image of the snapshot */
 	int patch_fd;		/* sealed memfd: a patch over it (store/patch.h), or -1 */
 	const char *base_key;	/* the head under the job's rules, for the kept base */
+	const char *rules_fp;	/* the job's rules fingerprint, SANDBOX_RULES_FP_LEN
+				 * hex digits: which saved shell session it may
+				 * take (persist.c) */
 };
 
 /*

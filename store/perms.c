@@ -629,6 +629,26 @@ perms_dir_may_show(const struct perms *p, const char *dir)
 	return false;
 }
 
+char *
+perms_canonical(const struct perms *p, size_t *len)
+{
+	size_t n = 0, cap;
+	char *buf;
+
+	/* Each line: a level name (at most 5 bytes), a space, the pattern. */
+	cap = sizeof("sandq-perms 1\ndefault write\n");
+	for (size_t i = 0; i < p->nrules; i++)
+		cap += strlen(p->rules[i].pat) + 8;
+	buf = xmalloc(cap);
+	n += (size_t)snprintf(buf + n, cap - n, "sandq-perms 1\ndefault %s\n",
+	    perms_level_str(p->deflt));
+	for (size_t i = 0; i < p->nrules; i++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s %s\n",
+		    perms_level_str(p->rules[i].level), p->rules[i].pat);
+	*len = n;
+	return buf;
+}
+
 void
 perms_free(struct perms *p)
 {

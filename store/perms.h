@@ -127,6 +127,20 @@ bool perms_dir_may_show(const struct perms *p, const char *dir);
 int perms_normalize_path(const char *in, char *out, size_t outsz,
     struct err *e);
 
+/*
+ * The canonical text of compiled rules p: exactly what perms_check() and
+ * perms_dir_may_show() decide by, and nothing else. "sandq-perms 1\n",
+ * "default LEVEL\n", then "LEVEL PATTERN\n" for each rule in order (the
+ * preset's expanded, then the job's, patterns normalised; a pattern holds
+ * no control character, so a line is a rule). Equal texts give every path
+ * the same level; rule sets written differently but compiling alike
+ * ("src/", "/src") give equal texts. A fingerprint of it names "the same
+ * rules" (the shell session, sandbox/persist.c). Returns a malloc'd
+ * NUL-terminated string, its length without the NUL in *len; the caller
+ * frees it.
+ */
+char *perms_canonical(const struct perms *p, size_t *len);
+
 /* Releases what p owns and empties it. NULL is a no-op. */
 void perms_free(struct perms *p);
 

@@ -273,7 +273,7 @@ Test(containment, host_secret_file_is_out_of_reach)
 /*
  * A variable of sandqd's environment, looked for in the job's environment
  * and every /proc/PID/environ; and the environment a job gets is exactly
- * PATH, HOME, LANG and its own variables.
+ * PATH, HOME, LANG, PYTHONNOUSERSITE and its own variables.
  */
 Test(containment, host_env_var_never_reaches_a_job)
 {
@@ -303,9 +303,10 @@ Test(containment, host_env_var_never_reaches_a_job)
 	for (line = strtok_r((char *)r->stdout_data, "\n", &save); line;
 	    line = strtok_r(NULL, "\n", &save), nlines++)
 		cr_expect(strncmp(line, "PATH=", 5) == 0 || strncmp(line, "HOME=", 5) == 0 ||
-		    strncmp(line, "LANG=", 5) == 0 || strcmp(line, mine) == 0,
+		    strncmp(line, "LANG=", 5) == 0 || strcmp(line, "PYTHONNOUSERSITE=1") == 0 ||
+		    strcmp(line, mine) == 0,
 		    "unexpected variable in the job's environment: %s", line);
-	cr_expect_eq(nlines, 4, "expected PATH, HOME, LANG and %s", mine);
+	cr_expect_eq(nlines, 5, "expected PATH, HOME, LANG, PYTHONNOUSERSITE and %s", mine);
 	sandq_result_free(r);
 	sandq_close(c);
 }

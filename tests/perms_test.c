@@ -425,6 +425,55 @@ Test(perms, dir_may_show_is_conservative_with_globs)
 	perms_free(&p);
 }
 
+/*** Canonical text ***/
+
+/* The canonical text of preset with n rules; the caller frees it. */
+static char *
+canonical(const char *preset, const struct perm_rule *r, size_t n)
+{
+	struct perms p;
+	size_t len = 0;
+	char *text;
+
+	cr_assert_eq(perms_compile(&p, r, n, preset, NULL), 0);
+	text = perms_canonical(&p, &len);
+	cr_expect_eq(strlen(text), len);
+	perms_free(&p);
+	return text;
+}
+
+Test(perms, canonical_text_is_what_the_matcher_enforces)
+{
+	const struct perm_rule a[] = { { "/secret/**", PERM_NONE }, { "src", PERM_READ } };
+	const struct perm_rule b[] = { { "secret//**/", PERM_NONE }, { "/./src", PERM_READ } };
+	const struct perm_rule swapped[] = { a[1], a[0] };
+	const struct perm_rule other[] = { { "/secret/**", PERM_VIEW }, a[1] };
+	char *ta = canonical("full-access", a, 2), *t;
+
+	cr_expect_str_eq(ta, "sandq-perms 1\ndefault write\nnone /secret/**\nread /src\n");
+	/* Written otherwise, compiled alike: the same text. */
+	t = canonical("full-access", b, 2);
+	cr_expect_str_eq(t, ta);
+	free(t);
+	/* Order decides ties, a level or the default decides everything. */
+	t = canonical("full-access", swapped, 2);
+	cr_expect_str_neq(t, ta);
+	free(t);
+	t = canonical("full-access", other, 2);
+	cr_expect_str_neq(t, ta);
+	free(t);
+	t = canonical("read-only", a, 2);
+	cr_expect_str_neq(t, ta);
+	free(t);
+	/* A preset is its rules expanded: the default names agent-safe. */
+	t = canonical(NULL, NULL, 0);
+	cr_expect_str_eq(t, "sandq-perms 1\ndefault write\nread /**/.git/**\n"
+	    "none /**/.env\nnone /**/.env.*\nnone /**/*.pem\nnone /**/*.key\n"
+	    "none /**/secrets/**\nnone /**/.ssh/**\nnone /**/.aws/**\n");
+	free(t);
+	free(ta);
+}
+
 /*** Cost ***/
 
 Test(perms, many_double_stars_stay_fast)

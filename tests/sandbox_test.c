@@ -374,6 +374,208 @@ shell_session_carries_cwd_and_exports(void)
 	sandq_close(c);
 }
 
+/*** What a job leaves for a later one (docs/security.md, "Containment, second round" 2) ***/
+
+/* Hides /secret; everything else writable. */
+static const struct sandq_perm hide_secret[] = { { "/secret/**", "none" } };
+
+/* Runs script on sb under preset and rules (o's other fields unset), ok. */
+static struct sandq_result *
+sh_ruled(struct sandq *c, const char *sb, const char *preset,
+    const struct sandq_perm *perms, size_t nperms, const char *script)
+{
+	struct sandq_job_opts o = { .sandbox = sb, .perm_preset = preset,
+	    .perms = perms, .nperms = nperms };
+	struct sandq_result *r = harness_sh(c, script, &o);
+
+	cr_assert_str_eq(r->status, "ok", "'%s' on %s: %s %s / %s", script, sb,
+	    r->status, r->error_message ? r->error_message : "",
+	    r->stderr_data ? (char *)r->stderr_data : "");
+	return r;
+}
+
+/* How many of sb's history rows say their session was not restored. */
+static int
+history_not_restored(struct sandq *c, const char *sb)
+{
+	static const char note[] = "\"session\":\"not_restored\"";
+	struct sandq_op_args a = { .sandbox = sb };
+	struct sandq_result *r = op(c, "sandbox.history", &a, NULL);
+	const char *p = (const char *)r->data, *end = p + r->data_len;
+	int n = 0;
+
+	cr_assert_str_eq(r->status, "ok");
+	while (p < end && (p = memmem(p, (size_t)(end - p), note, sizeof(note) - 1)) != NULL) {
+		n++;
+		p += sizeof(note) - 1;
+	}
+	sandq_result_free(r);
+	return n;
+}
+
+/*
+ * A job that may not read /secret leaves a session whose variables would
+ * run its file in the operator's next full-access job (BASH_ENV, a prompt
+ * hook, a preload, a Python start-up file): that job starts fresh, nothing
+ * of the restricted job runs, and its history says so.
+ */
+BOTH_WAYS(a_restricted_jobs_session_never_runs_code_in_a_full_access_job)
+
+static void
+a_restricted_jobs_session_never_runs_code_in_a_full_access_job(void)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	char *loot, *code;
+
+	create(c, "sx1");
+	sandq_result_free(sh_ruled(c, "sx1", "full-access", NULL, 0,
+	    "mkdir secret && echo TOPSECRET > secret/x"));
+	r = sh_ruled(c, "sx1", "full-access", hide_secret, 1,
+	    "test -e secret/x || echo hidden; "
+	    "echo 'cp /workspace/secret/x /workspace/loot' > evil.sh; "
+	    "echo 'import shutil; shutil.copy(\"/workspace/secret/x\", \"/workspace/loot\")' "
+	    "> evil.py; mkdir -p sub && cd sub; "
+	    "export FOO=bar BASH_ENV=/workspace/evil.sh ENV=/workspace/evil.sh "
+	    "PROMPT_COMMAND='. /workspace/evil.sh' PYTHONSTARTUP=/workspace/evil.py "
+	    "LD_PRELOAD=/workspace/evil.so");
+	cr_expect_str_eq((char *)r->stdout_data, "hidden\n", "the restricted job saw /secret");
+	sandq_result_free(r);
+
+	r = sh_ruled(c, "sx1", "full-access", NULL, 0,
+	    "echo \"${BASH_ENV-unset} ${ENV-unset} ${PROMPT_COMMAND-unset} "
+	    "${PYTHONSTARTUP-unset} ${LD_PRELOAD-unset} ${FOO-unset}\"; pwd; "
+	    "python3 -i < /dev/null > /dev/null 2>&1; "
+	    "test -e loot && echo LOOT || echo clean");
+	cr_expect_str_eq((char *)r->stdout_data,
+	    "unset unset unset unset unset unset\n/workspace\nclean\n",
+	    "the restricted job's session reached the full-access job");
+	cr_expect_eq(r->stderr_len, 0, "stderr: %s", r->stderr_data ? (char *)r->stderr_data : "");
+	sandq_result_free(r);
+	loot = fs_read(c, "sx1", "/loot", &code);
+	cr_expect_null(loot, "the hidden file was copied out: %s", loot ? loot : "");
+	free(loot);
+	free(code);
+	/* The restricted job and the full-access one each started fresh. */
+	cr_expect_eq(history_not_restored(c, "sx1"), 2);
+	sandq_close(c);
+}
+
+/*
+ * Under the same rules the session carries on (cwd, an ordinary export,
+ * PATH for a venv or a bin folder), but a variable that makes a shell or
+ * a tool run code is never restored: BASH_ENV would run the file before
+ * every later script.
+ */
+BOTH_WAYS(a_session_under_the_same_rules_keeps_cwd_and_exports_but_never_code)
+
+static void
+a_session_under_the_same_rules_keeps_cwd_and_exports_but_never_code(void)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+
+	create(c, "sx2");
+	sandq_result_free(sh_on(c, "sx2",
+	    "mkdir -p bin sub; printf '#!/bin/sh\\necho mine\\n' > bin/hello; chmod +x bin/hello; "
+	    "echo 'echo ran > /workspace/ran' > evil.sh; cd sub; "
+	    "export FOO=bar PATH=/workspace/bin:$PATH BASH_ENV=/workspace/evil.sh "
+	    "GIT_CONFIG_GLOBAL=/workspace/evil.gitconfig"));
+	r = sh_on(c, "sx2", "pwd; echo \"$FOO ${BASH_ENV-unset} ${GIT_CONFIG_GLOBAL-unset}\"; "
+	    "hello; test -e /workspace/ran && echo RAN || echo clean");
+	cr_expect_str_eq((char *)r->stdout_data, "/workspace/sub\nbar unset unset\nmine\nclean\n");
+	sandq_result_free(r);
+	cr_expect_eq(history_not_restored(c, "sx2"), 0);
+	sandq_close(c);
+}
+
+/*
+ * A session never crosses rules either way: a full-access job's exports
+ * (a token read from a file the next job may not see) and directory do
+ * not reach a restricted job. Rules written differently that compile alike
+ * are the same rules.
+ */
+BOTH_WAYS(a_session_never_crosses_to_other_rules)
+
+static void
+a_session_never_crosses_to_other_rules(void)
+{
+	struct sandq *c = harness_client(&H);
+	const struct sandq_perm same[] = { { "secret/**/", "none" } };
+	struct sandq_result *r;
+
+	create(c, "sx3");
+	sandq_result_free(sh_ruled(c, "sx3", "full-access", NULL, 0,
+	    "mkdir secret sub && echo TOPSECRET > secret/x && cd sub && "
+	    "export FOO=bar TOKEN=$(cat /workspace/secret/x)"));
+	r = sh_ruled(c, "sx3", "full-access", hide_secret, 1,
+	    "pwd; echo \"${FOO-unset} ${TOKEN-unset}\"; cd sub; export FOO=restricted");
+	cr_expect_str_eq((char *)r->stdout_data, "/workspace\nunset unset\n",
+	    "a full-access job's session reached a restricted job");
+	sandq_result_free(r);
+	cr_expect_eq(history_not_restored(c, "sx3"), 1);
+
+	/* The same pattern written relative, with a trailing slash: the same rules. */
+	r = sh_ruled(c, "sx3", "full-access", same, 1, "pwd; echo \"$FOO\"");
+	cr_expect_str_eq((char *)r->stdout_data, "/workspace/sub\nrestricted\n");
+	sandq_result_free(r);
+	cr_expect_eq(history_not_restored(c, "sx3"), 1);
+	sandq_close(c);
+}
+
+/* Runs Python code on sb with env (NULL: none); the result, ok. */
+static struct sandq_result *
+py_on(struct sandq *c, const char *sb, const char *const *env, const char *code)
+{
+	struct sandq_job_opts o = { .sandbox = sb, .env = env };
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	cr_assert_eq(sandq_submit_python(c, code, &o, id), 0, "%s", sandq_last_error(c));
+	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0);
+	cr_assert_str_eq(r->status, "ok", "%s %s / %s", r->status,
+	    r->error_message ? r->error_message : "",
+	    r->stderr_data ? (char *)r->stderr_data : "");
+	return r;
+}
+
+/*
+ * HOME is /workspace: a .pth file or usercustomize.py one job plants in
+ * the user site (~/.local/lib/python3.X/site-packages) would run at the
+ * start of every later Python, the operator's included. Neither runs,
+ * in a python job or in a python an sh job starts; a job that asks for
+ * its user site (PYTHONNOUSERSITE set empty) gets it, which shows the
+ * plant would have worked.
+ */
+Test(sandbox, a_planted_user_site_never_runs_in_a_later_python_job)
+{
+	static const char check[] = "import os\n"
+	    "print(os.path.exists('/workspace/pth_ran'), os.path.exists('/workspace/uc_ran'))\n";
+	const char *optin[] = { "PYTHONNOUSERSITE=", NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+
+	create(c, "sx4");
+	sandq_result_free(sh_on(c, "sx4",
+	    "d=$(python3 -c 'import site; print(site.getusersitepackages())') && "
+	    "mkdir -p \"$d\" && "
+	    "echo 'import os; open(\"/workspace/pth_ran\", \"w\").close()' > \"$d/evil.pth\" && "
+	    "echo 'open(\"/workspace/uc_ran\", \"w\").close()' > \"$d/usercustomize.py\""));
+	r = py_on(c, "sx4", NULL, check);
+	cr_expect_str_eq((char *)r->stdout_data, "False False\n",
+	    "the planted user site ran in a python job");
+	sandq_result_free(r);
+	r = sh_on(c, "sx4", "python3 -c 'import os; print(os.path.exists(\"/workspace/pth_ran\"))'");
+	cr_expect_str_eq((char *)r->stdout_data, "False\n",
+	    "the planted user site ran in an sh job's python");
+	sandq_result_free(r);
+	r = py_on(c, "sx4", optin, check);
+	cr_expect_str_eq((char *)r->stdout_data, "True True\n",
+	    "the plant does not work: the test proves nothing");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
 Test(sandbox, jobs_on_one_sandbox_run_in_arrival_order)
 {
 	struct sandq *c = harness_client(&H);

@@ -43,6 +43,7 @@
 #include "../common/xmalloc.h"
 #include "../queue/payload.h"
 #include "../store/patch.h"
+#include "../store/perms.h"
 #include "../store/store.h"
 #include "ops.h"
 #include "worker.h"
@@ -313,31 +314,57 @@ snap_load(struct worker *w, const struct job *j, struct store_sandbox *sb,
 }
 
 /*
- * The kept base's key for snapshot head under j's path rules: the sandbox,
- * the head and a SHA-256 of the rules (persist.c). The base holds one
- * snapshot under one rule set; a job with other rules rebuilds it.
+ * The fingerprint of j's path rules into fp: SHA-256 of their compiled
+ * canonical text (perms_canonical(): the preset expanded, patterns
+ * normalised), as SANDBOX_RULES_FP_LEN hex digits. Jobs with equal
+ * fingerprints get the same level for every path, so they share a kept
+ * base, and a shell session one saved may start the other (persist.c).
+ * The rules alone decide what a job may read or write: its limits preset
+ * bounds how much, either network mode reaches only its own loopback.
+ * Hashed here, where the digest is warm, rather than in each sandbox's
+ * fresh init, where OpenSSL's first digest costs about a millisecond.
  */
-static char *
-base_key(const struct job *j, const char *head)
+static void
+rules_fingerprint(const struct job *j, char fp[SANDBOX_RULES_FP_LEN + 1])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	char hex[2 * 16 + 1], *text = NULL, *key = NULL;
+	struct perm_rule *rules = xcalloc(j->nperms + 1, sizeof(*rules));
+	struct perms p = { 0 };
+	struct err e = { 0 };
+	char *text;
 	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
 
-	if (f == NULL)
-		fatal("open_memstream");
-	fprintf(f, "%s\n", j->perm_preset != NULL ? j->perm_preset : "");
-	for (size_t i = 0; i < j->nperms; i++)
-		fprintf(f, "%s\t%s\n", j->perms[i].pattern, j->perms[i].level);
-	fclose(f);
-	if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < 16)
+	for (size_t i = 0; i < j->nperms; i++) {
+		rules[i].pattern = j->perms[i].pattern;
+		if (perms_parse_level(j->perms[i].level, &rules[i].level) < 0)
+			fatalx("dispatcher sent path rule %zu with a bad level", i + 1);
+	}
+	if (perms_compile(&p, rules, j->nperms, j->perm_preset, &e) < 0)
+		fatalx("dispatcher sent path rules that do not compile: %s", e.msg);
+	free(rules);
+	text = perms_canonical(&p, &len);
+	perms_free(&p);
+	if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen * 2 != SANDBOX_RULES_FP_LEN)
 		fatalx("cannot hash path rules");
 	free(text);
-	for (int i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	xasprintf(&key, "1 %s %s %s %s", j->tenant, j->sandbox, head, hex);
+	for (unsigned int i = 0; i < mdlen; i++)
+		snprintf(fp + 2 * i, 3, "%02x", md[i]);
+}
+
+/*
+ * The kept base's key for snapshot head under the path rules whose
+ * fingerprint is fp: the sandbox, the head and the rules (persist.c). The
+ * base holds one snapshot under one rule set; a job with other rules
+ * rebuilds it.
+ */
+static char *
+base_key(const struct job *j, const char *head, const char *fp)
+{
+	char *key = NULL;
+
+	xasprintf(&key, "2 %s %s %s %s", j->tenant, j->sandbox, head, fp);
 	return key;
 }
 
@@ -384,7 +411,7 @@ quota_check(struct worker *w, const struct job *j, const struct store_sandbox *s
 /* Captures and commits a persistent run; fills res's sandbox fields. */
 static void
 run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
-    const struct store_sandbox *sb, struct result *res)
+    const struct store_sandbox *sb, const char *fp, struct result *res)
 {
 	char sha[STORE_SHA_HEX + 1];
 	struct err e = { 0 };
@@ -433,7 +460,7 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 			result_set_error(res, ST_INTERNAL, "store", "commit: %s", e.msg);
 		return;
 	}
-	key = base_key(j, sha);
+	key = base_key(j, sha, fp);
 	sandbox_commit_done(sbx, key);
 	free(key);
 	res->version = sb->version + 1;
@@ -664,9 +691,14 @@ run_job(struct worker *w, const struct msg *m)
 		    "no sandbox could be prepared on this worker");
 		res->started_at = res->finished_at = now_ms();
 	} else {
-		char *key = j->sandbox != NULL ? base_key(j, sb.head) : NULL;
+		char fp[SANDBOX_RULES_FP_LEN + 1] = "", *key = NULL;
 		struct sandbox_snapshot snap = { .img_fd = w->snap_fd,
-		    .patch_fd = w->patch_fd, .base_key = key };
+		    .patch_fd = w->patch_fd, .rules_fp = fp };
+
+		if (j->sandbox != NULL) {
+			rules_fingerprint(j, fp);
+			snap.base_key = key = base_key(j, sb.head, fp);
+		}
 
 		if (j->ncases > 0) {
 			run_cases(w, j, j->sandbox != NULL ? &snap : NULL, res);
@@ -687,7 +719,7 @@ run_job(struct worker *w, const struct msg *m)
 			res->version = sb.version;
 			res->snapshot = xstrdup(sb.head);
 			if (j->persist && run_commits(res))
-				run_commit(w, w->next, j, &sb, res);
+				run_commit(w, w->next, j, &sb, fp, res);
 		}
 		/* Reaped after the result is out and the next sandbox started. */
 		w->spent = w->next;
