@@ -227,7 +227,7 @@ get_entry(struct get_ctx *g, const json_t *e, const char *rel, const char *name)
 		status = get_file(g, dfd, comps[n - 1], spath, shown, mode,
 		    cli__jint(e, "mtime"));
 	} else {
-		fprintf(stderr, "sandq: fs get: skipping %s, a %s\n", spath, type);
+		cli_warn("fs get: skipping %s, a %s", spath, type);
 	}
 out:
 	if (dfd >= 0)
@@ -435,13 +435,13 @@ human_fs_ls(const json_t *d)
 	char t[32];
 
 	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
-		const char *target = cli__jstr(o, "target", NULL);
+		bool link = json_object_get(o, "target") != NULL;
 
 		printf("%-7s  %04o  %10" JSON_INTEGER_FORMAT "  %-20s  %s%s%s\n",
-		    cli__jstr(o, "type", "?"), (unsigned)(cli__jint(o, "mode") & 07777),
+		    cli__jesc(o, "type", "?"), (unsigned)(cli__jint(o, "mode") & 07777),
 		    cli__jint(o, "size"), cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "mtime") * 1000),
-		    fs_ls_recursive ? cli__jstr(o, "path", "") : cli__jstr(o, "name", ""),
-		    target ? " -> " : "", target ? target : "");
+		    cli__jesc(o, fs_ls_recursive ? "path" : "name", ""),
+		    link ? " -> " : "", link ? cli__jesc(o, "target", "") : "");
 	}
 }
 
@@ -451,8 +451,10 @@ human_lines(const json_t *d)
 	size_t i;
 	json_t *o;
 
+	/* One key a line: a newline in a key must not make two. */
 	json_array_foreach((json_t *)(uintptr_t)d, i, o)
-		printf("%s\n", json_string_value(o) ? json_string_value(o) : "");
+		printf("%s\n", json_is_string(o) ? cli_escn(json_string_value(o),
+		    json_string_length(o)) : "");
 }
 
 int

@@ -275,14 +275,13 @@ cli__usage(const struct sbx *s, const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
 	if (s->v != NULL)
-		fprintf(stderr, "\nUsage: sandq %s %s %s\n", s->v->group, s->v->name,
+		fprintf(stderr, "Usage: sandq %s %s %s\n", s->v->group, s->v->name,
 		    s->v->usage);
-	fprintf(stderr, "%sTry 'sandq help %s'.\n", s->v ? "" : "\n", s->group);
+	fprintf(stderr, "Try 'sandq help %s'.\n", s->group);
 	return CLI_EXIT_SANDQ;
 }
 
@@ -291,11 +290,9 @@ cli__fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return CLI_EXIT_SANDQ;
 }
 
@@ -518,8 +515,8 @@ load_gitignores(struct agentfs *fs, struct snap_list *l, struct gitignore *g,
 			rc = len > GITIGNORE_FILE_MAX ? 0 :
 			    gitignore_add(g, base, text, len, &e);
 			if (len > GITIGNORE_FILE_MAX)
-				fprintf(stderr, "sandq: --from %s: %s is over %u bytes; not "
-				    "read\n", dir, en->path, GITIGNORE_FILE_MAX);
+				cli_warn("--from %s: %s is over %u bytes; not "
+				    "read", dir, en->path, GITIGNORE_FILE_MAX);
 			free(base);
 			free(text);
 			if (rc < 0)
@@ -613,6 +610,7 @@ out:
 
 /*** Verbs ***/
 
+/* The tables below escape every text of the server's (cli_esc.h). */
 static void
 human_ls(const json_t *d)
 {
@@ -622,7 +620,7 @@ human_ls(const json_t *d)
 	char t[32], lb[2048];
 
 	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
-		int n = (int)strlen(cli__jstr(o, "sandbox", ""));
+		int n = (int)strlen(cli__jesc(o, "sandbox", ""));
 
 		if (n > w)
 			w = n;
@@ -630,10 +628,12 @@ human_ls(const json_t *d)
 	printf("%-*s  %7s  %-20s  %-12s  %s\n", w, "SANDBOX", "VERSION", "UPDATED",
 	    "SNAPSHOT", "LABELS");
 	json_array_foreach((json_t *)(uintptr_t)d, i, o)
-		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12.12s  %s\n", w,
-		    cli__jstr(o, "sandbox", ""), cli__jint(o, "version"),
+		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12s  %s\n", w,
+		    cli__jesc(o, "sandbox", ""), cli__jint(o, "version"),
 		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "updated_at")),
-		    cli__jstr(o, "snapshot", ""),
+		    /* Its first 12 bytes: hex digits, or shown escaped. */
+		    cli_escn(cli__jstr(o, "snapshot", ""), strnlen(cli__jstr(o, "snapshot",
+		    ""), 12)),
 		    cli__fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
 }
 
@@ -650,16 +650,15 @@ human_history(const json_t *d)
 	json_array_foreach((json_t *)(uintptr_t)vs, i, o)
 		printf("%7" JSON_INTEGER_FORMAT "  %-20s  %s\n", cli__jint(o, "version"),
 		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "created_at")),
-		    cli__jstr(o, "snapshot", ""));
+		    cli__jesc(o, "snapshot", ""));
 	printf("\n%5s  %-16s  %-7s  %-20s  %8s  %s\n", "CALL", "NAME", "STATUS",
 	    "STARTED", "MS", "PARAMETERS");
 	json_array_foreach((json_t *)(uintptr_t)cs, i, o) {
-		const char *par = cli__jstr(o, "parameters", "");
-
 		printf("%5" JSON_INTEGER_FORMAT "  %-16s  %-7s  %-20s  %8"
-		    JSON_INTEGER_FORMAT "  %.60s%s\n", cli__jint(o, "id"), cli__jstr(o, "name", ""),
-		    cli__jstr(o, "status", ""), cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "started_at")),
-		    cli__jint(o, "duration_ms"), par, strlen(par) > 60 ? "..." : "");
+		    JSON_INTEGER_FORMAT "  %s\n", cli__jint(o, "id"), cli__jesc(o, "name", ""),
+		    cli__jesc(o, "status", ""), cli__fmt_time_ms(t, sizeof(t),
+		    cli__jint(o, "started_at")), cli__jint(o, "duration_ms"),
+		    cli__jesc_cut(o, "parameters", 63));
 	}
 }
 
