@@ -65,6 +65,7 @@ enum {
 	S_PERM,
 	S_PERM_PRESET,
 	S_ID,
+	S_KEEP_SYMLINKS,
 };
 
 #define SB(o) (1u << (o))
@@ -84,6 +85,7 @@ static const struct option sbx_opts[] = {
 	{ "perm", required_argument, NULL, S_PERM },
 	{ "perm-preset", required_argument, NULL, S_PERM_PRESET },
 	{ "id", required_argument, NULL, S_ID },
+	{ "keep-symlinks", no_argument, NULL, S_KEEP_SYMLINKS },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -157,7 +159,7 @@ static const char man_fs[] =
 "       sandq fs ls ID [PATH] [-R]\n"
 "       sandq fs cat ID PATH\n"
 "       sandq fs put ID PATH LOCALFILE\n"
-"       sandq fs get ID PATH LOCALDIR\n"
+"       sandq fs get ID PATH LOCALDIR [--keep-symlinks]\n"
 "       sandq fs rm ID PATH [-r]\n"
 "       sandq fs stat ID PATH\n"
 "\n"
@@ -176,16 +178,27 @@ static const char man_fs[] =
 "                input). PATH's parent directory must exist.\n"
 "       get      Copies PATH, a file, a symlink or a whole tree, into LOCALDIR\n"
 "                as LOCALDIR/NAME (NAME being PATH's last component; for /,\n"
-"                the root's entries go into LOCALDIR itself). Symlinks come out\n"
-"                as symlinks and are never followed; a name already present in\n"
-"                LOCALDIR is an error naming it, and nothing is written outside\n"
-"                LOCALDIR. On an error the part copied so far stays.\n"
+"                the root's entries go into LOCALDIR itself). Nothing is\n"
+"                written outside LOCALDIR and no symlink is followed; a name\n"
+"                already present in LOCALDIR is an error naming it. A symlink\n"
+"                whose target stays inside the copy (LOCALDIR/NAME for a\n"
+"                folder, LOCALDIR for / or a single entry) comes out as a\n"
+"                symlink; one that leads outside it (an absolute target, ..\n"
+"                climbing out, a chain of links that does) is left out, named\n"
+"                on standard error, and counted in a last line there. FIFOs,\n"
+"                sockets and devices are left out too. On an error the part\n"
+"                copied so far stays.\n"
 "       rm       Removes PATH; a non-empty directory needs -r, --recursive.\n"
 "       stat     Prints PATH's entry: path, type, size, mode, mtime, target.\n"
 "\n"
 "OPTIONS\n"
 "       -R, -r, --recursive\n"
 "              ls: the subtree; rm: a directory and everything in it.\n"
+"\n"
+"       --keep-symlinks\n"
+"              get: creates every symlink as stored, those leading outside the\n"
+"              copy included (each named with a warning). A program that later\n"
+"              follows one of them reads or writes outside the copy.\n"
 "\n"
 "       --perm PATTERN=LEVEL, --perm-preset NAME\n"
 "              The path rules the op runs under, as for run (see sandq help\n"
@@ -223,7 +236,8 @@ static const char man_common[] =
 "              without data (rm, kv set, kv del) it prints {\"sandbox\",\n"
 "              \"version\", \"snapshot\"}; export prints {\"sandbox\", \"version\",\n"
 "              \"snapshot\", \"file\", \"size\"}; fs get prints {\"path\", \"files\",\n"
-"              \"dirs\", \"symlinks\"}.\n"
+"              \"dirs\", \"symlinks\", \"symlinks_skipped\", \"symlinks_outside\",\n"
+"              \"skipped\": [{\"path\", \"type\", \"target\"}]}.\n"
 "\n"
 "       --redis URL, --tenant NAME, --wait-timeout SECONDS, --id ID\n"
 "              As for run (see sandq help run).\n"
@@ -346,6 +360,9 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		return 0;
 	case S_RECURSIVE:
 		s->recursive = true;
+		return 0;
+	case S_KEEP_SYMLINKS:
+		s->keep_symlinks = true;
 		return 0;
 	case S_ID:
 		if (!payload_id_valid(arg, strlen(arg)))
@@ -843,7 +860,8 @@ static const struct sbx_verb verbs[] = {
 	{ "fs", "ls", 1, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cli__fs_ls, "ID [PATH] [-R]" },
 	{ "fs", "cat", 2, 2, SOPTS_PERMS, cli__fs_cat, "ID PATH" },
 	{ "fs", "put", 3, 3, SOPTS_PERMS, cli__fs_put, "ID PATH LOCALFILE" },
-	{ "fs", "get", 3, 3, SOPTS_PERMS, cli__fs_get, "ID PATH LOCALDIR" },
+	{ "fs", "get", 3, 3, SB(S_KEEP_SYMLINKS) | SOPTS_PERMS, cli__fs_get,
+	    "ID PATH LOCALDIR [--keep-symlinks]" },
 	{ "fs", "rm", 2, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cli__fs_rm, "ID PATH [-r]" },
 	{ "fs", "stat", 2, 2, SOPTS_PERMS, cli__fs_stat, "ID PATH" },
 	{ "kv", "get", 2, 2, 0, cli__kv_get, "ID KEY" },

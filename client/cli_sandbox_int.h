@@ -30,6 +30,7 @@ struct sbx {
 	bool json;
 	bool help;
 	bool recursive;
+	bool keep_symlinks;		/* fs get --keep-symlinks */
 	const char *from;		/* --from DIR */
 	const char *id;			/* --id: the job id */
 	struct sandq_label *labels;	/* --label K=V; keys owned */
