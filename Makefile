@@ -66,7 +66,7 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 CLIENT_SRCS := client/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c
-CLI_SRCS := client/cli.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
+CLI_SRCS := client/cli.c client/cli_esc.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
 	client/cli_audit.c $(AUDIT_SRCS) client/cli_tenant.c $(TENANT_SRCS) client/redis_sync.c queue/redis_sync.c client/cli_status.c client/cli_dead.c \
 	client/cli_batch.c client/cli_batch_case.c client/cli_batch_status.c
 
@@ -107,9 +107,9 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox acl fair lease retry batch hygiene rstore hosts shared
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -159,6 +159,12 @@ $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o 
 $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
+$(B)/tests/cli_esc_test: $(B)/tests/cli_esc_test.o $(call obj,client/cli_esc.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
+# cli_hostile_test runs build/sandq against the harness, and answers some of
+# its ops itself as a hostile server would (msgpack results it encodes).
+$(B)/tests/cli_hostile_test: $(B)/tests/cli_hostile_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -ljansson

@@ -361,6 +361,15 @@ static const char man_output[] =
 "       the job could not run (\"sandq: rejected: MESSAGE\") or was stopped by\n"
 "       a limit or a signal, and \"sandq: stdout truncated at N bytes\" when a\n"
 "       stream reached its output limit.\n"
+"\n"
+"       Text that sandq prints but did not write (names, labels, keys, ids,\n"
+"       paths, link targets, reasons, messages quoting them), on standard\n"
+"       output and standard error, in every verb, has what a terminal would\n"
+"       act on escaped: \\\\ for a backslash, \\n \\t \\r, \\xNN for other\n"
+"       control bytes, DEL and bytes that are not UTF-8, \\u0080-\\u009f for\n"
+"       C1 controls, \\uNNNN for bidirectional-text controls. Bytes asked for\n"
+"       as such stay exact: the job's output, fs cat, kv get, sandbox export\n"
+"       and --json (JSON-escaped).\n"
 "\n";
 
 static const char man_main[] =
@@ -655,14 +664,13 @@ usage_error(const struct cli *cl, const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
 	if (cl->verb != V_NONE && cl->verb != V_HELP)
-		fprintf(stderr, "\nTry 'sandq help %s'.\n", cl->verb_name);
+		fprintf(stderr, "Try 'sandq help %s'.\n", cl->verb_name);
 	else
-		fputs("\nTry 'sandq --help'.\n", stderr);
+		fputs("Try 'sandq --help'.\n", stderr);
 	return EXIT_SANDQ;
 }
 
@@ -672,11 +680,9 @@ failure(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return EXIT_SANDQ;
 }
 
@@ -1303,18 +1309,18 @@ print_result(const struct sandq_result *r)
 		return failure("writing the job's output: %s", strerror(errno));
 	fwrite(r->stderr_data, 1, r->stderr_len, stderr);
 	if (r->stdout_truncated)
-		fprintf(stderr, "sandq: stdout truncated at %zu bytes\n", r->stdout_len);
+		cli_warn("stdout truncated at %zu bytes", r->stdout_len);
 	if (r->stderr_truncated)
-		fprintf(stderr, "sandq: stderr truncated at %zu bytes\n", r->stderr_len);
+		cli_warn("stderr truncated at %zu bytes", r->stderr_len);
 	for (size_t i = 0; i < r->nrefused_paths; i++)
-		fprintf(stderr, "sandq: not committed (path rules): %s\n",
+		cli_warn("not committed (path rules): %s",
 		    r->refused_paths[i]);
 	if (note != NULL) {
 		const char *msg = r->error_message && r->error_message[0] ?
 		    r->error_message : note;
-		fprintf(stderr, "sandq: %s: %s\n", r->status, msg);
+		cli_warn("%s: %s", r->status, msg);
 	} else if (strcmp(r->status, "signal") == 0) {
-		fprintf(stderr, "sandq: signal: the job was killed by signal %d (%s)\n",
+		cli_warn("signal: the job was killed by signal %d (%s)",
 		    r->signal, strsignal(r->signal));
 	}
 	return sandq_result_exit_status(r);
@@ -1632,8 +1638,8 @@ cli_main(struct cli *cl, int argc, char **argv)
 
 			while ((extra & BIT(o)) == 0)
 				o++;
-			fprintf(stderr, "sandq: option '--%s' does not apply to 'sandq batch'"
-			    "\nTry 'sandq help batch'.\n", opt_name(o));
+			cli_warn("option '--%s' does not apply to 'sandq batch'", opt_name(o));
+			fputs("Try 'sandq help batch'.\n", stderr);
 			return 2;
 		}
 		return cli_batch_main(&(struct cli_conn){ .redis = cl->redis,

@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "cli_esc.h"
 #include "sandq.h"
 
 struct redisContext;

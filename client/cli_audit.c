@@ -13,8 +13,8 @@
  * write to it (its ACL covers sandq:{T}:*). Every entry is decoded
  * strictly and bounded; one that is not an event is skipped, counted and
  * named on standard error, and never stops the listing. Text shown in the
- * table has its control characters replaced, so an event cannot drive
- * the operator's terminal.
+ * table is escaped (cli_esc.h), so an event cannot drive the operator's
+ * terminal.
  *
  * audit parses the whole command line itself (options may come before or
  * after the verb, as elsewhere): cli.c hands it argv as soon as it sees
@@ -86,10 +86,11 @@ static const char man_audit[] =
 "OUTPUT\n"
 "       A table: TIME (UTC), TENANT, CATEGORY, ACTION, OUTCOME (allowed or\n"
 "       denied), TARGET, JOB and DETAIL, long values cut with \"...\" and\n"
-"       control characters shown as ?. With --json, one JSON object per line\n"
-"       with the fields time, host, tenant, job, sandbox, category, action,\n"
-"       target, allowed, level, detail. Entries of the stream that are not\n"
-"       valid events are skipped and counted on standard error.\n"
+"       control characters escaped (\\x1b, \\n, \\u009b; see sandq --help).\n"
+"       With --json, one JSON object per line with the fields time, host,\n"
+"       tenant, job, sandbox, category, action, target, allowed, level,\n"
+"       detail. Entries of the stream that are not valid events are skipped\n"
+"       and counted on standard error.\n"
 "\n"
 "OPTIONS\n"
 "       --tenant T\n"
@@ -238,11 +239,10 @@ usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: audit: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: audit: ", fmt, ap);
 	va_end(ap);
-	fputs("\nTry 'sandq audit --help'.\n", stderr);
+	fputs("Try 'sandq audit --help'.\n", stderr);
 	return EXIT_USAGE;
 }
 
@@ -251,11 +251,9 @@ fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: audit: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: audit: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return CLI_EXIT_SANDQ;
 }
 
@@ -427,42 +425,18 @@ opts_parse(struct aud *a, int argc, char **argv)
 /*** Output ***/
 
 /*
- * Writes s into a column of width bytes: control characters (C0, DEL and
- * the C1 range U+0080..U+009F) as ?, empty as -, cut with "..." at a
- * character boundary. pad: fill to width.
+ * Writes s into a column of width bytes, escaped as every verb escapes a
+ * tenant's text (cli_esc.h: an event's target or detail cannot drive the
+ * terminal or forge a row), empty as -, cut with "..." between whole
+ * characters and escapes. pad: fill to width.
  */
 static void
 put_cell(FILE *f, const char *s, size_t width, bool pad)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strlen(s), used = 0, i = 0;
-	bool cut = n > width;
-	size_t room = cut ? width - 3 : width;
+	const char *shown = s[0] ? cli_esc_cut(s, width) : "-";
+	size_t used = strlen(shown);
 
-	if (n == 0) {
-		fputc('-', f);
-		used = 1;
-	}
-	while (i < n) {
-		size_t k = 1;
-
-		if (p[i] >= 0xc0)
-			while (i + k < n && (p[i + k] & 0xc0) == 0x80)
-				k++;
-		if (used + k > room)
-			break;
-		if (p[i] < 0x20 || p[i] == 0x7f ||
-		    (p[i] == 0xc2 && k == 2 && p[i + 1] < 0xa0))
-			fputc('?', f);
-		else
-			fwrite(p + i, 1, k, f);
-		used += k;
-		i += k;
-	}
-	if (cut) {
-		fputs("...", f);
-		used += 3;
-	}
+	fputs(shown, f);
 	while (pad && used < width) {
 		fputc(' ', f);
 		used++;
@@ -893,8 +867,8 @@ cli_audit_main(int argc, char **argv)
 	else if (status == 0 && a.sum != NULL && summary_print(&a) != 0)
 		status = fail("writing the summary failed");
 	if (a.skipped > 0)
-		fprintf(stderr, "sandq: audit: skipped %" PRIu64 " stream entries that "
-		    "are not audit events (first: %s)\n", a.skipped, a.first_skip);
+		cli_warn("audit: skipped %" PRIu64 " stream entries that "
+		    "are not audit events (first: %s)", a.skipped, a.first_skip);
 	audit_summary_free(a.sum);
 	return status;
 }

@@ -288,11 +288,9 @@ note(struct batch *b, const char *fmt, ...)
 	va_list ap;
 
 	bar_clear(b);
-	fputs("sandq: batch: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: batch: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 /* The first BATCH_ID_HASH hex digits of the file's SHA-256. */
@@ -903,8 +901,8 @@ progress(struct batch *b)
 		b->bar_shown = true;
 		b->drawn_at = now;
 	} else if (now - b->line_at >= LINE_MS) {
-		fprintf(stderr, "sandq: batch %s: %" PRIu64 "/%zu done, %.1f cases/s, "
-		    "ETA %s, %" PRIu64 " failed\n", b->id, b->done, b->ncases, rate, eta,
+		cli_warn("batch %s: %" PRIu64 "/%zu done, %.1f cases/s, "
+		    "ETA %s, %" PRIu64 " failed", b->id, b->done, b->ncases, rate, eta,
 		    bad_count(b));
 		b->line_at = now;
 	}
@@ -1267,20 +1265,20 @@ batch_run(struct batch *b)
 
 	if ((rc = cli_read_input(b->cases_path, true, CASES_FILE_MAX, &b->file,
 	    &b->flen)) < 0) {
-		fprintf(stderr, "sandq: batch: %s: %s\n", b->cases_path, rc == -EFBIG ?
+		cli_warn("batch: %s: %s", b->cases_path, rc == -EFBIG ?
 		    "larger than 1 GiB" : strerror(-rc));
 		return 2;
 	}
 	cases_index(b);
 	if (b->id[0] == '\0' && batch_id_derive(b) < 0) {
-		fprintf(stderr, "sandq: batch: cannot hash %s\n", b->cases_path);
+		cli_warn("batch: cannot hash %s", b->cases_path);
 		return CLI_EXIT_SANDQ;
 	}
 	if (key_jobs(b->jobs_key, PREFIX, b->tenant) < 0 ||
 	    key_batch(b->hash_key, PREFIX, b->tenant, b->id) < 0)
 		return 2;
 	if ((b->rc = cli_redis_open(b->redis, NULL, msg, sizeof(msg))) == NULL) {
-		fprintf(stderr, "sandq: %s\n", msg);
+		cli_warn("%s", msg);
 		return CLI_EXIT_SANDQ;
 	}
 	b->fl = xcalloc(b->concurrency, sizeof(*b->fl));
@@ -1296,13 +1294,13 @@ batch_run(struct batch *b)
 		goto out_signal;
 	if (b->out_path != NULL) {
 		if ((rc = out_resume(b)) < 0) {
-			fprintf(stderr, "sandq: batch: --out %s: %s\n", b->out_path,
+			cli_warn("batch: --out %s: %s", b->out_path,
 			    strerror(-rc));
 			status = 2;
 			goto out_signal;
 		}
 		if ((b->out = fopen(b->out_path, "a")) == NULL) {
-			fprintf(stderr, "sandq: batch: --out %s: %s\n", b->out_path,
+			cli_warn("batch: --out %s: %s", b->out_path,
 			    strerror(errno));
 			status = 2;
 			goto out_signal;
@@ -1358,11 +1356,10 @@ usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: batch: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: batch: ", fmt, ap);
 	va_end(ap);
-	fputs("\nTry 'sandq help batch'.\n", stderr);
+	fputs("Try 'sandq help batch'.\n", stderr);
 	return 2;
 }
 

@@ -60,7 +60,7 @@ cli_batch__summary_print(const json_t *s)
 
 	printf("batch %s: %s%" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " cases done "
 	    "(%" JSON_INTEGER_FORMAT " from an earlier run), %.1f s, %.1f cases/s\n",
-	    cli__jstr(s, "batch", ""), json_is_true(json_object_get(s, "interrupted")) ?
+	    cli__jesc(s, "batch", ""), json_is_true(json_object_get(s, "interrupted")) ?
 	    "interrupted, " : "", cli__jint(s, "done"), cli__jint(s, "total"),
 	    cli__jint(s, "resumed"), (double)cli__jint(s, "elapsed_ms") / 1000,
 	    json_real_value(json_object_get(s, "cases_per_s")));
@@ -71,7 +71,7 @@ cli_batch__summary_print(const json_t *s)
 	    cli__jint(s, "malformed"));
 	printf("  status:");
 	json_object_foreach((json_t *)(uintptr_t)bs, k, v) {
-		printf("%s %s %" JSON_INTEGER_FORMAT, n++ ? "," : "", k,
+		printf("%s %s %" JSON_INTEGER_FORMAT, n++ ? "," : "", cli_esc(k),
 		    json_integer_value(v));
 	}
 	printf("%s\n", json_object_size(bs) ? "" : " -");
@@ -157,7 +157,7 @@ status_print(const json_t *o)
 
 	printf("batch %s: %s, %" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT
 	    " cases done (%d%%), %" JSON_INTEGER_FORMAT " in flight\n",
-	    cli__jstr(o, "batch", ""), state, done, total,
+	    cli__jesc(o, "batch", ""), cli_esc(state), done, total,
 	    total ? (int)(done * 100 / total) : 100, cli__jint(o, "running"));
 	printf("  passed %" JSON_INTEGER_FORMAT ", failed %" JSON_INTEGER_FORMAT
 	    ", no expect %" JSON_INTEGER_FORMAT " (not ok %" JSON_INTEGER_FORMAT
@@ -166,12 +166,12 @@ status_print(const json_t *o)
 	    cli__jint(o, "malformed"));
 	printf("  status:");
 	json_object_foreach((json_t *)(uintptr_t)bs, k, v) {
-		printf("%s %s %" JSON_INTEGER_FORMAT, n++ ? "," : "", k,
+		printf("%s %s %" JSON_INTEGER_FORMAT, n++ ? "," : "", cli_esc(k),
 		    json_integer_value(v));
 	}
 	printf("%s\n", n ? "" : " -");
 	printf("  started %s on %s (pid %" JSON_INTEGER_FORMAT "), %.1f cases/s",
-	    cli__fmt_time_ms(t, sizeof(t), start), cli__jstr(o, "host", "?"),
+	    cli__fmt_time_ms(t, sizeof(t), start), cli__jesc(o, "host", "?"),
 	    cli__jint(o, "pid"), rate);
 	if (strcmp(state, "running") == 0)
 		printf(", ETA %s", cli_batch__fmt_eta(eta, sizeof(eta), rate > 0 ?
@@ -201,17 +201,17 @@ cli_batch__status(const char *url, const char *tenant, const char *id, bool json
 	if (key_batch(key, PREFIX, tenant, id) < 0)
 		return 2;
 	if ((rc = cli_redis_open(url, NULL, msg, sizeof(msg))) == NULL) {
-		fprintf(stderr, "sandq: %s\n", msg);
+		cli_warn("%s", msg);
 		return CLI_EXIT_SANDQ;
 	}
 	r = redisCommand(rc, "HGETALL %s", key);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-		fprintf(stderr, "sandq: batch status: redis: %s\n",
+		cli_warn("batch status: redis: %s",
 		    r && r->type == REDIS_REPLY_ERROR ? r->str : rc->errstr);
 		status = CLI_EXIT_SANDQ;
 	} else if (r->elements == 0) {
-		fprintf(stderr, "sandq: batch status: no batch '%s' for tenant %s (never "
-		    "run, or its record expired)\n", id, tenant);
+		cli_warn("batch status: no batch '%s' for tenant %s (never "
+		    "run, or its record expired)", id, tenant);
 		status = 1;
 	} else {
 		o = hash_json(r, id);

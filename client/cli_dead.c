@@ -264,7 +264,7 @@ dead_ls(redisContext *rc, const char *key, long limit, bool json)
 	uint64_t now = now_ms();
 
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-		fprintf(stderr, "sandq: %s: %s\n", key, r && r->type == REDIS_REPLY_ERROR ?
+		cli_warn("%s: %s", key, r && r->type == REDIS_REPLY_ERROR ?
 		    r->str : rc->errstr);
 		freeReplyObject(r);
 		json_decref(arr);
@@ -286,11 +286,11 @@ dead_ls(redisContext *rc, const char *key, long limit, bool json)
 			continue;
 		}
 		sscanf(d.dead_id, "%llu-", &ms);
-		printf("%-20s %-32.64s %8zu ", d.dead_id, d.id ? d.id : "-",
-		    json_array_size(json_object_get(o, "attempts")));
+		/* Ids and reasons may quote what the tenant sent: escaped. */
+		printf("%-20s %-32s %8zu ", cli_esc(d.dead_id), d.id ? cli_esc_cut(d.id, 64) :
+		    "-", json_array_size(json_object_get(o, "attempts")));
 		print_age(now > ms ? now - ms : 0);
-		printf("  %.*s%s\n", REASON_COLS, d.reason ? d.reason : "",
-		    d.reason && strlen(d.reason) > REASON_COLS ? "..." : "");
+		printf("  %s\n", cli_esc_cut(d.reason, REASON_COLS + 3));
 		json_decref(o);
 	}
 	if (json) {
@@ -314,7 +314,7 @@ dead_show(redisContext *rc, const char *key, const char *ref, bool json)
 	size_t i;
 
 	if (e == NULL || !dead_parse(e, &d)) {
-		fprintf(stderr, "sandq: no dead letter '%s' in %s\n", ref, key);
+		cli_warn("no dead letter '%s' in %s", ref, key);
 		freeReplyObject(keep);
 		return 1;
 	}
@@ -324,9 +324,10 @@ dead_show(redisContext *rc, const char *key, const char *ref, bool json)
 		putchar('\n');
 	} else {
 		printf("dead letter %s\n  job:      %s\n  entry:    %s\n  reason:   %s\n"
-		    "  payload:  %zu bytes%s\n  retry:    %s\n", d.dead_id,
-		    d.id ? d.id : "(no readable id)", d.entry ? d.entry : "-",
-		    d.reason ? d.reason : "-", d.payload_len, d.truncated ? " (cut at 1 MiB)" : "",
+		    "  payload:  %zu bytes%s\n  retry:    %s\n", cli_esc(d.dead_id),
+		    d.id ? cli_esc(d.id) : "(no readable id)", d.entry ? cli_esc(d.entry) : "-",
+		    d.reason ? cli_esc(d.reason) : "-", d.payload_len,
+		    d.truncated ? " (cut at 1 MiB)" : "",
 		    retryable(&d) ? "possible (sandq dead retry)" : "not possible");
 		json_array_foreach(json_object_get(o, "attempts"), i, a) {
 			const char *host = json_string_value(json_object_get(a, "host"));
@@ -339,7 +340,7 @@ dead_show(redisContext *rc, const char *key, const char *ref, bool json)
 				    (long long)json_integer_value(w));
 			printf("  attempt %lld on %s%s: %s\n",
 			    (long long)json_integer_value(json_object_get(a, "attempt")),
-			    host ? host : "?", where, why ? why : "?");
+			    host ? cli_esc(host) : "?", where, why ? cli_esc(why) : "?");
 		}
 	}
 	json_decref(o);
@@ -374,7 +375,7 @@ dead_retry_one(redisContext *rc, const char *tenant, const char *key,
 	int status = 0;
 
 	if (!retryable(d)) {
-		fprintf(stderr, "sandq: dead letter %s cannot be retried: %s\n", d->dead_id,
+		cli_warn("dead letter %s cannot be retried: %s", d->dead_id,
 		    d->id == NULL ? "its entry had no readable job id" :
 		    "its job was cut at 1 MiB when it was recorded");
 		return 1;
@@ -383,20 +384,21 @@ dead_retry_one(redisContext *rc, const char *tenant, const char *key,
 	    key_done(done, PREFIX, tenant, d->id) < 0 ||
 	    key_attempts(att, PREFIX, tenant, d->id) < 0 ||
 	    key_cancel(can, PREFIX, tenant, d->id) < 0) {
-		fprintf(stderr, "sandq: job id '%s' makes too long a key\n", d->id);
+		cli_warn("job id '%s' makes too long a key", d->id);
 		return 1;
 	}
 	r = redisCommand(rc, "EVAL %s 6 %s %s %s %s %s %s %s", retry_lua, key, jobs, res,
 	    done, att, can, d->dead_id);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-		fprintf(stderr, "sandq: retry of %s: %s\n", d->dead_id,
+		cli_warn("retry of %s: %s", d->dead_id,
 		    r && r->type == REDIS_REPLY_ERROR ? r->str : rc->errstr);
 		status = 125;
 	} else if (r->element[0]->integer != 1) {
-		fprintf(stderr, "sandq: dead letter %s: %s\n", d->dead_id, r->element[1]->str);
+		cli_warn("dead letter %s: %s", d->dead_id, r->element[1]->str);
 		status = 1;
 	} else {
-		printf("%s: submitted again as entry %s\n", d->id, r->element[1]->str);
+		printf("%s: submitted again as entry %s\n", cli_esc(d->id),
+		    cli_esc(r->element[1]->str));
 	}
 	freeReplyObject(r);
 	return status;
@@ -412,7 +414,7 @@ dead_retry(redisContext *rc, const char *tenant, const char *key, char **refs,
 		redisReply *r = redisCommand(rc, "XRANGE %s - + COUNT %d", key, DEAD_SCAN_MAX);
 
 		if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-			fprintf(stderr, "sandq: %s: %s\n", key, r && r->type == REDIS_REPLY_ERROR ?
+			cli_warn("%s: %s", key, r && r->type == REDIS_REPLY_ERROR ?
 			    r->str : rc->errstr);
 			freeReplyObject(r);
 			return 125;
@@ -435,7 +437,7 @@ dead_retry(redisContext *rc, const char *tenant, const char *key, char **refs,
 		struct dead d;
 
 		if (e == NULL || !dead_parse(e, &d)) {
-			fprintf(stderr, "sandq: no dead letter '%s' in %s\n", refs[i], key);
+			cli_warn("no dead letter '%s' in %s", refs[i], key);
 			st = 1;
 		} else {
 			st = dead_retry_one(rc, tenant, key, &d);
@@ -461,7 +463,7 @@ dead_purge(redisContext *rc, const char *key, char **refs, int nrefs, bool all,
 			r = redisCommand(rc, "XTRIM %s MINID %llu-0", key,
 			    (unsigned long long)(now_ms() - older_ms));
 		if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
-			fprintf(stderr, "sandq: %s: %s\n", key, r && r->type == REDIS_REPLY_ERROR ?
+			cli_warn("%s: %s", key, r && r->type == REDIS_REPLY_ERROR ?
 			    r->str : rc->errstr);
 			freeReplyObject(r);
 			return 125;
@@ -479,12 +481,12 @@ dead_purge(redisContext *rc, const char *key, char **refs, int nrefs, bool all,
 		const redisReply *e = dead_find(rc, key, refs[i], &keep);
 
 		if (e == NULL) {
-			fprintf(stderr, "sandq: no dead letter '%s' in %s\n", refs[i], key);
+			cli_warn("no dead letter '%s' in %s", refs[i], key);
 			status = 1;
 		} else {
 			r = redisCommand(rc, "XDEL %s %s", key, e->element[0]->str);
 			if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1)
-				printf("%s: purged\n", e->element[0]->str);
+				printf("%s: purged\n", cli_esc(e->element[0]->str));
 			freeReplyObject(r);
 		}
 		freeReplyObject(keep);
@@ -520,7 +522,7 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 	verb = argv[1];
 	if (strcmp(verb, "ls") != 0 && strcmp(verb, "show") != 0 &&
 	    strcmp(verb, "retry") != 0 && strcmp(verb, "purge") != 0) {
-		fprintf(stderr, "sandq: dead: unknown verb '%s' (ls, show, retry, purge)\n",
+		cli_warn("dead: unknown verb '%s' (ls, show, retry, purge)",
 		    verb);
 		return 2;
 	}
@@ -530,7 +532,7 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 		case 'l':
 			limit = strtol(optarg, &end, 10);
 			if (*optarg == '\0' || *end != '\0' || limit < 1 || limit > DEAD_SCAN_MAX) {
-				fprintf(stderr, "sandq: --limit: expected 1..%d, got '%s'\n",
+				cli_warn("--limit: expected 1..%d, got '%s'",
 				    DEAD_SCAN_MAX, optarg);
 				return 2;
 			}
@@ -540,8 +542,8 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 			break;
 		case 'o':
 			if (cli_parse_seconds(optarg, &older) < 0 || older == 0) {
-				fprintf(stderr, "sandq: --older-than: expected seconds > 0, got "
-				    "'%s'\n", optarg);
+				cli_warn("--older-than: expected seconds > 0, got "
+				    "'%s'", optarg);
 				return 2;
 			}
 			break;
@@ -565,18 +567,18 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 	    ((all || older) ? argc != 0 || (all && older) : argc == 0)) ||
 	    ((all && strcmp(verb, "retry") != 0 && strcmp(verb, "purge") != 0) ||
 	    (older && strcmp(verb, "purge") != 0))) {
-		fprintf(stderr, "sandq: dead %s: wrong arguments\nTry 'sandq dead --help'.\n",
-		    verb);
+		cli_warn("dead %s: wrong arguments", verb);
+		fputs("Try 'sandq dead --help'.\n", stderr);
 		return 2;
 	}
 	if (!key_tenant_valid(tenant)) {
-		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant);
+		cli_warn("'%s' is not a tenant name", tenant);
 		return 2;
 	}
 	if (key_dead(key, PREFIX, tenant) < 0)
 		return 2;
 	if ((rc = cli_redis_open(conn->redis, NULL, msg, sizeof(msg))) == NULL) {
-		fprintf(stderr, "sandq: %s\n", msg);
+		cli_warn("%s", msg);
 		return 125;
 	}
 	if (strcmp(verb, "ls") == 0)
@@ -667,7 +669,7 @@ cli_cancel_job(redisContext *rc, const char *tenant, const char *id, bool queued
 	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
 	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
 	    rep->element[1]->type != REDIS_REPLY_STRING) {
-		fprintf(stderr, "sandq: cancel %s: %s\n", id,
+		cli_warn("cancel %s: %s", id,
 		    rep && rep->type == REDIS_REPLY_ERROR ? rep->str : rc->errstr);
 	} else if (rep->element[0]->integer == 1) {
 		outcome = CLI_CANCELLED;
@@ -731,20 +733,20 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 		return 0;
 	}
 	if (optind == argc) {
-		fprintf(stderr, "sandq: cancel: name at least one job id\n");
+		cli_warn("cancel: name at least one job id");
 		return 2;
 	}
 	if (!key_tenant_valid(tenant)) {
-		fprintf(stderr, "sandq: '%s' is not a tenant name\n", tenant);
+		cli_warn("'%s' is not a tenant name", tenant);
 		return 2;
 	}
 	for (int i = optind; i < argc; i++)
 		if (!payload_id_valid(argv[i], strlen(argv[i]))) {
-			fprintf(stderr, "sandq: cancel: '%s' is not a job id\n", argv[i]);
+			cli_warn("cancel: '%s' is not a job id", argv[i]);
 			return 2;
 		}
 	if ((rc = cli_redis_open(conn->redis, NULL, msg, sizeof(msg))) == NULL) {
-		fprintf(stderr, "sandq: %s\n", msg);
+		cli_warn("%s", msg);
 		return 125;
 	}
 	arr = json_array();
@@ -764,7 +766,7 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 			json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "id", argv[i],
 			    "outcome", outcome, "host", host[0] ? json_string(host) : json_null()));
 		else if (host[0])
-			printf("%s: cancelling (held by %s)\n", argv[i], host);
+			printf("%s: cancelling (held by %s)\n", argv[i], cli_esc(host));
 		else
 			printf("%s: %s\n", argv[i], outcome);
 	}

@@ -8,11 +8,21 @@
  * holds the manual pages that state the contract.
  *
  * SECURITY. The server's answers are not trusted to name safe local
- * paths. fs get writes below LOCALDIR only through directory fds opened
- * O_DIRECTORY|O_NOFOLLOW, one validated component at a time, with
- * O_CREAT|O_EXCL|O_NOFOLLOW, mkdirat() and symlinkat(): a name with '/',
- * "..", or one already present is refused, symlinks are created and never
- * followed, so a hostile listing cannot write outside LOCALDIR.
+ * paths, nor a sandbox's links to point at safe ones. fs get writes below
+ * LOCALDIR only through directory fds opened O_DIRECTORY|O_NOFOLLOW, one
+ * validated component at a time, with O_CREAT|O_EXCL|O_NOFOLLOW, mkdirat()
+ * and symlinkat(): a name with '/', "..", a control character or a NUL,
+ * one already present, or one below a symlink of the listing is refused,
+ * and no symlink is ever followed, so a hostile listing cannot write
+ * outside LOCALDIR (not even through a link it created a moment before).
+ * What the copy holds once sandq is done is bounded too: by default no
+ * symlink that leads outside the copy's top folder is created
+ * (link_stays_inside(), the listing's own links followed), and the links
+ * kept are resolved once more by the kernel, RESOLVE_BENEATH, against what
+ * the folder already held (get_check_kept()). Those left out are named on
+ * standard error and counted; --keep-symlinks keeps every link as stored.
+ * This is the class of Judge0's CVE-2024-28185: an export whose links the
+ * next tool on the host follows.
  *
  * Sections: fs get, fs and kv verbs.
  */
@@ -20,11 +30,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <linux/openat2.h>
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,16 +50,31 @@
 #include "sandq.h"
 
 #define GET_DEPTH_MAX AGENTFS_DEPTH_MAX	/* components below fs get's PATH */
+#define GET_HOPS_MAX 40			/* links followed resolving one target, as the kernel */
+#define GET_RESOLVE_MAX (2 * AGENTFS_PATH_MAX + 2)	/* bytes of a target being resolved */
 
 /*** fs get ***/
+
+/* A symlink of the listing. */
+struct get_link {
+	char *rel;			/* below the top */
+	char *target;			/* as stored */
+	bool created;			/* made, and to be checked against the host */
+};
 
 /* What fs get wrote, for --json and the final modes. */
 struct get_ctx {
 	const struct sbx *s;
 	struct sandq *c;
 	const char *localdir;		/* for messages */
+	const char *top;		/* the copy's top folder, for messages */
 	int topfd;			/* the directory entries go into */
 	uint64_t files, dirs, symlinks;
+	uint64_t links_skipped;		/* leading outside, not created */
+	uint64_t links_outside;		/* leading outside, kept (--keep-symlinks) */
+	json_t *skipped;		/* [{path, type, target}] of what was left out */
+	struct get_link *links;		/* every symlink of the listing, by rel */
+	size_t nlinks;
 	struct get_dir {
 		char *rel;		/* "" for the top itself */
 		uint32_t mode;
@@ -57,9 +84,23 @@ struct get_ctx {
 };
 
 /*
+ * o[k] as a C string, or NULL when absent, not a string, or holding a NUL
+ * byte: a name that is not what strlen() says is never used as a path.
+ */
+static const char *
+jstr_whole(const json_t *o, const char *k)
+{
+	const json_t *v = json_object_get(o, k);
+
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return NULL;
+	return json_string_value(v);
+}
+
+/*
  * Splits rel ("a/b/c") into components in place, checking each with
- * workspace_name_is_valid(): an empty one, "." and "..", and bad UTF-8
- * are refused. Returns the count, or -EINVAL.
+ * workspace_name_is_valid(): an empty one, "." and "..", control
+ * characters and bad UTF-8 are refused. Returns the count, or -EINVAL.
  */
 static int
 split_rel(char *rel, char **comps, int max)
@@ -120,6 +161,135 @@ set_mtime(int fd, int64_t mtime)
 		(void)futimens(fd, ts);
 }
 
+static int
+link_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct get_link *)a)->rel, ((const struct get_link *)b)->rel);
+}
+
+/* Adds a symlink of the listing (copies both strings). */
+static void
+link_add(struct get_ctx *g, const char *rel, const char *target)
+{
+	g->links = xreallocarray(g->links, g->nlinks + 1, sizeof(*g->links));
+	g->links[g->nlinks].rel = xstrdup(rel);
+	g->links[g->nlinks].target = xstrdup(target);
+	g->links[g->nlinks++].created = false;
+}
+
+/* The listing's symlink at rel, or NULL. g->links is sorted. */
+static struct get_link *
+link_find(const struct get_ctx *g, const char *rel)
+{
+	struct get_link key = { .rel = (char *)(uintptr_t)rel };
+
+	if (g->nlinks == 0)
+		return NULL;
+	return bsearch(&key, g->links, g->nlinks, sizeof(*g->links), link_cmp);
+}
+
+/* The listing's symlink that rel lies strictly below, or NULL. */
+static const struct get_link *
+link_above(const struct get_ctx *g, const char *rel)
+{
+	char buf[AGENTFS_PATH_MAX + 1];
+	size_t n = strlen(rel);
+
+	if (n > AGENTFS_PATH_MAX)
+		return NULL;
+	memcpy(buf, rel, n + 1);
+	for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+		const struct get_link *l;
+
+		*slash = '\0';
+		if ((l = link_find(g, buf)) != NULL)
+			return l;
+	}
+	return NULL;
+}
+
+/*
+ * True if the symlink at rel (below the top) with this target resolves
+ * below the top: the target is relative, and walking it from the link's
+ * folder, through the listing's own symlinks (at most GET_HOPS_MAX of
+ * them), never climbs above the top with "..". A name the listing does not
+ * hold counts as a plain folder or file, so a dangling link inside stays
+ * inside. Anything past the buffers' bounds counts as outside. This is
+ * lexical: what the host folder already held is the kernel's check, after
+ * the copy (get_check_kept()).
+ */
+static bool
+link_stays_inside(const struct get_ctx *g, const char *rel, const char *target)
+{
+	char cur[AGENTFS_PATH_MAX + 1], todo[GET_RESOLVE_MAX], next[GET_RESOLVE_MAX];
+	const char *slash = strrchr(rel, '/');
+	size_t clen = slash ? (size_t)(slash - rel) : 0;
+	int hops = 0;
+	char *p;
+
+	if (target[0] == '/' || clen > AGENTFS_PATH_MAX || strlen(target) >= sizeof(todo))
+		return false;
+	memcpy(cur, rel, clen);
+	cur[clen] = '\0';
+	strcpy(todo, target);
+	p = todo;
+	while (*p != '\0') {
+		char *end = strchrnul(p, '/'), *rest = *end ? end + 1 : end;
+		size_t n = (size_t)(end - p), at = clen;
+		const struct get_link *l;
+
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			p = rest;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			char *up = strrchr(cur, '/');
+
+			if (clen == 0)
+				return false;	/* above the top */
+			clen = up ? (size_t)(up - cur) : 0;
+			cur[clen] = '\0';
+			p = rest;
+			continue;
+		}
+		if (clen + 1 + n > AGENTFS_PATH_MAX)
+			return false;
+		if (clen > 0)
+			cur[clen++] = '/';
+		memcpy(cur + clen, p, n);
+		clen += n;
+		cur[clen] = '\0';
+		if ((l = link_find(g, cur)) == NULL) {
+			p = rest;
+			continue;
+		}
+		/* A link of the copy: its target goes on from the link's folder. */
+		if (++hops > GET_HOPS_MAX || l->target[0] == '/')
+			return false;
+		clen = at;
+		cur[clen] = '\0';
+		if ((size_t)snprintf(next, sizeof(next), "%s/%s", l->target, rest) >=
+		    sizeof(next))
+			return false;
+		strcpy(todo, next);
+		p = todo;
+	}
+	return true;
+}
+
+/* Records an entry left out, for the summary and --json. */
+static void
+get_skip(struct get_ctx *g, const char *shown, const char *type, const char *target)
+{
+	json_t *o = json_pack("{s:s, s:s}", "path", shown, "type", type);
+
+	if (o == NULL)
+		return;
+	if (target != NULL)
+		json_object_set_new(o, "target", json_string(target));
+	json_array_append_new(g->skipped, o);
+}
+
 /*
  * Fetches the sandbox file spath with fs.read and creates it as name in
  * dirfd: O_CREAT|O_EXCL|O_NOFOLLOW, so nothing present is overwritten or
@@ -168,6 +338,45 @@ out:
 }
 
 /*
+ * Creates the symlink shown (below the top) as name in dfd, unless it
+ * leads outside the top and --keep-symlinks was not given: then it is
+ * named, counted and left out. 0 or an exit status.
+ */
+static int
+get_symlink(struct get_ctx *g, int dfd, const char *name, const char *shown,
+    const char *spath, const char *target)
+{
+	bool inside;
+
+	if (target == NULL || target[0] == '\0')
+		return cli__fail("fs get: symlink %s has no target", spath);
+	inside = link_stays_inside(g, shown, target);
+	if (!inside && !g->s->keep_symlinks) {
+		cli_warn("fs get: left out %s/%s -> %s: it leads outside %s", g->localdir,
+		    shown, target, g->top);
+		get_skip(g, shown, "symlink", target);
+		g->links_skipped++;
+		return 0;
+	}
+	/* The target is stored as given and never resolved here. */
+	if (symlinkat(target, dfd, name) < 0)
+		return cli__fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
+		    "already exists" : strerror(errno));
+	g->symlinks++;
+	if (!inside) {
+		cli_warn("fs get: kept %s/%s -> %s, which leads outside %s "
+		    "(--keep-symlinks)", g->localdir, shown, target, g->top);
+		g->links_outside++;
+	} else {
+		struct get_link *l = link_find(g, shown);
+
+		if (l != NULL)
+			l->created = true;
+	}
+	return 0;
+}
+
+/*
  * Creates one entry of the tree: e is an fs.list/fs.stat entry, rel its
  * path below the top ("" for the top itself, which then gets name). 0 or
  * an exit status.
@@ -178,18 +387,26 @@ get_entry(struct get_ctx *g, const json_t *e, const char *rel, const char *name)
 	char *comps[GET_DEPTH_MAX + 1];
 	char *buf = xstrdup(rel[0] ? rel : name);
 	const char *type = cli__jstr(e, "type", "");
-	const char *spath = cli__jstr(e, "path", NULL);
+	const char *spath = jstr_whole(e, "path");
 	const char *shown = rel[0] ? rel : name;
+	const struct get_link *above;
 	uint32_t mode = (uint32_t)cli__jint(e, "mode");
 	int n, dfd = -1, status = 0;
 
 	if (spath == NULL) {
-		status = cli__fail("fs get: an entry without a path");
+		status = cli__fail("fs get: refusing an entry without a path, or with a NUL "
+		    "in it");
 		goto out;
 	}
 	if ((n = split_rel(buf, comps, GET_DEPTH_MAX)) < 0) {
 		status = cli__fail("fs get: refusing the entry '%s': not a valid name below "
 		    "%s", spath, g->localdir);
+		goto out;
+	}
+	/* No sandbox holds one: only a hostile listing, which stops here. */
+	if ((above = link_above(g, shown)) != NULL) {
+		status = cli__fail("fs get: refusing the entry '%s': it lies below the "
+		    "symlink %s", spath, above->rel);
 		goto out;
 	}
 	if ((dfd = open_parent(g->topfd, comps, n)) < 0) {
@@ -210,29 +427,79 @@ get_entry(struct get_ctx *g, const json_t *e, const char *rel, const char *name)
 		g->pending[g->npending++].mtime = cli__jint(e, "mtime");
 		g->dirs++;
 	} else if (strcmp(type, "symlink") == 0) {
-		const char *target = cli__jstr(e, "target", NULL);
-
-		/* The target is stored as given and never resolved here. */
-		if (target == NULL || target[0] == '\0') {
-			status = cli__fail("fs get: symlink %s has no target", spath);
-			goto out;
-		}
-		if (symlinkat(target, dfd, comps[n - 1]) < 0) {
-			status = cli__fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
-			    "already exists" : strerror(errno));
-			goto out;
-		}
-		g->symlinks++;
+		status = get_symlink(g, dfd, comps[n - 1], shown, spath,
+		    jstr_whole(e, "target"));
 	} else if (strcmp(type, "file") == 0) {
 		status = get_file(g, dfd, comps[n - 1], spath, shown, mode,
 		    cli__jint(e, "mtime"));
 	} else {
-		fprintf(stderr, "sandq: fs get: skipping %s, a %s\n", spath, type);
+		cli_warn("fs get: left out %s, a %s", spath, type);
+		get_skip(g, shown, type, NULL);
 	}
 out:
 	if (dfd >= 0)
 		close(dfd);
 	free(buf);
+	return status;
+}
+
+/*
+ * Resolves every link fs get created, now that the copy is whole, with
+ * the kernel's own walk confined to the top (openat2 RESOLVE_BENEATH): one
+ * that escapes now does so through something the folder held before (a
+ * root or single-entry copy goes into LOCALDIR itself), and is removed and
+ * counted as left out. Dangling links and loops lead nowhere and stay.
+ * Without openat2 (Linux before 5.6) the lexical check stands alone.
+ * Returns 0, or an exit status if such a link could not be removed.
+ */
+static int
+get_check_kept(struct get_ctx *g)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	char *comps[GET_DEPTH_MAX + 1];
+	int status = 0;
+
+	for (size_t i = 0; i < g->nlinks; i++) {
+		struct get_link *l = &g->links[i];
+		char *buf;
+		long fd;
+		int n, pfd = -1, rc = -EINVAL;
+
+		if (!l->created)
+			continue;
+		fd = syscall(SYS_openat2, g->topfd, l->rel, &how, sizeof(how));
+		if (fd >= 0) {
+			close((int)fd);
+			continue;
+		}
+		if (errno == ENOSYS)
+			return 0;
+		if (errno != EXDEV)
+			continue;
+		buf = xstrdup(l->rel);
+		n = split_rel(buf, comps, GET_DEPTH_MAX);
+		if (n > 0)
+			rc = pfd = open_parent(g->topfd, comps, n);
+		if (pfd >= 0) {
+			rc = unlinkat(pfd, comps[n - 1], 0) == 0 ? 0 : -errno;
+			close(pfd);
+		}
+		free(buf);
+		if (rc < 0) {
+			status = cli__fail("%s/%s -> %s leads outside %s through what it already "
+			    "held, and could not be removed: %s", g->localdir, l->rel, l->target,
+			    g->top, strerror(-rc));
+			continue;
+		}
+		cli_warn("fs get: left out %s/%s -> %s: through what %s already held, it "
+		    "leads outside it", g->localdir, l->rel, l->target, g->top);
+		get_skip(g, l->rel, "symlink", l->target);
+		g->symlinks--;
+		g->links_skipped++;
+	}
 	return status;
 }
 
@@ -278,11 +545,55 @@ path_is_root(const char *p)
 	return *p == '\0';
 }
 
+/*
+ * Collects the listing's symlinks (below spath, blen bytes with its '/')
+ * for link_stays_inside(), before anything is created. A listing entry
+ * outside spath is left to the main loop, which refuses it.
+ */
+static void
+get_collect_links(struct get_ctx *g, const json_t *list, size_t blen)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(list, i, e) {
+		const char *ep = jstr_whole(e, "path"), *target = jstr_whole(e, "target");
+
+		if (ep != NULL && target != NULL && strlen(ep) > blen &&
+		    strcmp(cli__jstr(e, "type", ""), "symlink") == 0)
+			link_add(g, ep + blen, target);
+	}
+	qsort(g->links, g->nlinks, sizeof(*g->links), link_cmp);
+}
+
+/* The summary on standard error, and --json on standard output. */
+static int
+get_report(struct get_ctx *g)
+{
+	if (g->links_skipped > 0)
+		cli_warn("fs get: left out %" PRIu64 " symlink%s leading outside %s "
+		    "(--keep-symlinks keeps them as stored)", g->links_skipped,
+		    g->links_skipped == 1 ? "" : "s", g->top);
+	if (g->links_outside > 0)
+		cli_warn("fs get: --keep-symlinks: %" PRIu64 " symlink%s lead%s outside %s; "
+		    "a program following %s reaches past it", g->links_outside,
+		    g->links_outside == 1 ? "" : "s", g->links_outside == 1 ? "s" : "",
+		    g->top, g->links_outside == 1 ? "it" : "them");
+	if (!g->s->json)
+		return 0;
+	return cli__print_json_line(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:O}",
+	    "path", g->s->args[2], "files", (json_int_t)g->files, "dirs",
+	    (json_int_t)g->dirs, "symlinks", (json_int_t)g->symlinks,
+	    "symlinks_skipped", (json_int_t)g->links_skipped, "symlinks_outside",
+	    (json_int_t)g->links_outside, "skipped", g->skipped));
+}
+
 int
 cli__fs_get(struct sbx *s, struct sandq *c)
 {
 	const char *id = s->args[0], *path = s->args[1];
-	struct get_ctx g = { .s = s, .c = c, .localdir = s->args[2], .topfd = -1 };
+	struct get_ctx g = { .s = s, .c = c, .localdir = s->args[2], .top = s->args[2],
+	    .topfd = -1, .skipped = json_array() };
 	struct sandq_op_args a = { .sandbox = id, .path = path };
 	struct sandq_result *r = NULL;
 	json_t *st = NULL, *list = NULL;
@@ -296,6 +607,7 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 		int saved = errno;
 		struct stat lst;
 
+		json_decref(g.skipped);
 		if (lstat(g.localdir, &lst) == 0 && S_ISLNK(lst.st_mode))
 			return cli__fail("%s: is a symlink (not followed); give the folder it "
 			    "points to", g.localdir);
@@ -314,7 +626,7 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 			goto out;
 		}
 	}
-	spath = cli__jstr(st, "path", NULL);
+	spath = jstr_whole(st, "path");
 	type = cli__jstr(st, "type", "");
 	if (spath == NULL || spath[0] != '/') {
 		status = cli__fail("fs get: fs.stat %s answered without a path", path);
@@ -326,9 +638,12 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 		goto out;
 	}
 	if (strcmp(type, "dir") != 0) {
+		/* One entry, in LOCALDIR: its links are judged from there. */
+		if (strcmp(type, "symlink") == 0 && jstr_whole(st, "target") != NULL)
+			link_add(&g, name, jstr_whole(st, "target"));
 		g.topfd = rootfd;
-		status = get_entry(&g, st, "", name);
 		rootfd = -1;
+		status = get_entry(&g, st, "", name);
 		goto out_json;
 	}
 	if (root) {
@@ -350,6 +665,7 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 		/* Messages name LOCALDIR/NAME/REL from here on. */
 		xasprintf(&localname, "%s/%s", s->args[2], name);
 		g.localdir = localname;
+		g.top = localname;
 	}
 	a.path = spath;
 	a.recursive = true;
@@ -366,6 +682,7 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 		size_t blen = root ? 1 : strlen(spath) + 1, i;
 		json_t *e;
 
+		get_collect_links(&g, list, blen);
 		json_array_foreach(list, i, e) {
 			const char *ep = cli__jstr(e, "path", "");
 
@@ -390,26 +707,31 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 		g.npending++;
 	}
 out_json:
+	if (status == 0)
+		status = get_check_kept(&g);
 	if (status == 0) {
 		get_finish_dirs(&g);
 		if (g.npending && g.pending[0].rel == NULL) {
 			(void)fchmod(g.topfd, (g.pending[0].mode & 0777) | 0700);
 			set_mtime(g.topfd, g.pending[0].mtime);
 		}
+		status = get_report(&g);
 	}
-	if (status == 0 && s->json)
-		status = cli__print_json_line(json_pack("{s:s, s:I, s:I, s:I}", "path",
-		    s->args[2], "files", (json_int_t)g.files, "dirs", (json_int_t)g.dirs,
-		    "symlinks", (json_int_t)g.symlinks));
 out:
 	for (size_t i = 0; i < g.npending; i++)
 		free(g.pending[i].rel);
 	free(g.pending);
+	for (size_t i = 0; i < g.nlinks; i++) {
+		free(g.links[i].rel);
+		free(g.links[i].target);
+	}
+	free(g.links);
 	free(localname);
 	if (g.topfd >= 0)
 		close(g.topfd);
 	if (rootfd >= 0)
 		close(rootfd);
+	json_decref(g.skipped);
 	json_decref(st);
 	json_decref(list);
 	return status;
@@ -435,13 +757,13 @@ human_fs_ls(const json_t *d)
 	char t[32];
 
 	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
-		const char *target = cli__jstr(o, "target", NULL);
+		bool link = json_object_get(o, "target") != NULL;
 
 		printf("%-7s  %04o  %10" JSON_INTEGER_FORMAT "  %-20s  %s%s%s\n",
-		    cli__jstr(o, "type", "?"), (unsigned)(cli__jint(o, "mode") & 07777),
+		    cli__jesc(o, "type", "?"), (unsigned)(cli__jint(o, "mode") & 07777),
 		    cli__jint(o, "size"), cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "mtime") * 1000),
-		    fs_ls_recursive ? cli__jstr(o, "path", "") : cli__jstr(o, "name", ""),
-		    target ? " -> " : "", target ? target : "");
+		    cli__jesc(o, fs_ls_recursive ? "path" : "name", ""),
+		    link ? " -> " : "", link ? cli__jesc(o, "target", "") : "");
 	}
 }
 
@@ -451,8 +773,10 @@ human_lines(const json_t *d)
 	size_t i;
 	json_t *o;
 
+	/* One key a line: a newline in a key must not make two. */
 	json_array_foreach((json_t *)(uintptr_t)d, i, o)
-		printf("%s\n", json_string_value(o) ? json_string_value(o) : "");
+		printf("%s\n", json_is_string(o) ? cli_escn(json_string_value(o),
+		    json_string_length(o)) : "");
 }
 
 int

@@ -161,6 +161,26 @@ cli__jstr(const json_t *o, const char *k, const char *def)
 	return s ? s : def;
 }
 
+const char *
+cli__jesc(const json_t *o, const char *k, const char *def)
+{
+	const json_t *v = json_object_get(o, k);
+
+	if (!json_is_string(v))
+		return cli_esc(def);
+	return cli_escn(json_string_value(v), json_string_length(v));
+}
+
+const char *
+cli__jesc_cut(const json_t *o, const char *k, size_t width)
+{
+	const json_t *v = json_object_get(o, k);
+
+	if (!json_is_string(v))
+		return "";
+	return cli_escn_cut(json_string_value(v), json_string_length(v), width);
+}
+
 /* An integer member or 0. */
 json_int_t
 cli__jint(const json_t *o, const char *k)
@@ -172,7 +192,7 @@ cli__jint(const json_t *o, const char *k)
 	return json_integer_value(v);
 }
 
-/* "k=v, k2=v2" of a labels map into buf. */
+/* "k=v,k2=v2" of a labels map into buf, each key and value escaped. */
 const char *
 cli__fmt_labels(char *buf, size_t size, const json_t *labels)
 {
@@ -182,25 +202,29 @@ cli__fmt_labels(char *buf, size_t size, const json_t *labels)
 
 	buf[0] = '\0';
 	json_object_foreach((json_t *)(uintptr_t)labels, k, v) {
-		int w = snprintf(buf + n, size - n, "%s%s=%s", n ? "," : "", k,
-		    json_string_value(v) ? json_string_value(v) : "");
+		int w = snprintf(buf + n, size - n, "%s%s=%s", n ? "," : "", cli_esc(k),
+		    json_is_string(v) ? cli_escn(json_string_value(v),
+		    json_string_length(v)) : "");
 
-		if (w < 0 || (size_t)w >= size - n)
+		if (w < 0 || (size_t)w >= size - n) {
+			/* No half label (nor half a character): cut before it. */
+			snprintf(buf + n, size - n, "%s...", n ? "," : "");
 			break;
+		}
 		n += (size_t)w;
 	}
 	return buf;
 }
 
-/* An info map as "key: value" lines. */
+/* An info map as "key: value" lines, the server's text escaped. */
 void
 cli__print_info(const json_t *o)
 {
 	char t1[32], t2[32], lb[2048];
 
-	printf("sandbox: %s\n", cli__jstr(o, "sandbox", ""));
+	printf("sandbox: %s\n", cli__jesc(o, "sandbox", ""));
 	printf("version: %" JSON_INTEGER_FORMAT "\n", cli__jint(o, "version"));
-	printf("snapshot: %s\n", cli__jstr(o, "snapshot", ""));
+	printf("snapshot: %s\n", cli__jesc(o, "snapshot", ""));
 	if (json_object_get(o, "size"))
 		printf("size: %" JSON_INTEGER_FORMAT "\n", cli__jint(o, "size"));
 	printf("created_at: %s\n", cli__fmt_time_ms(t1, sizeof(t1), cli__jint(o, "created_at")));
@@ -208,19 +232,19 @@ cli__print_info(const json_t *o)
 	printf("labels: %s\n", cli__fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
 }
 
-/* An fs entry as "key: value" lines. */
+/* An fs entry as "key: value" lines, names and target escaped. */
 void
 cli__print_entry(const json_t *o)
 {
 	char t[32];
 
-	printf("path: %s\n", cli__jstr(o, "path", ""));
-	printf("type: %s\n", cli__jstr(o, "type", "?"));
+	printf("path: %s\n", cli__jesc(o, "path", ""));
+	printf("type: %s\n", cli__jesc(o, "type", "?"));
 	printf("size: %" JSON_INTEGER_FORMAT "\n", cli__jint(o, "size"));
 	printf("mode: %04o\n", (unsigned)(cli__jint(o, "mode") & 07777));
 	printf("mtime: %s\n", cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "mtime") * 1000));
 	if (json_object_get(o, "target"))
-		printf("target: %s\n", cli__jstr(o, "target", ""));
+		printf("target: %s\n", cli__jesc(o, "target", ""));
 }
 
 /*
@@ -231,11 +255,11 @@ static int
 result_failed(const struct sandq_result *r)
 {
 	if (r->error_code)
-		fprintf(stderr, "sandq: %s: %s\n", r->error_code,
+		cli_warn("%s: %s", r->error_code,
 		    r->error_message && r->error_message[0] ? r->error_message :
 		    r->status);
 	else
-		fprintf(stderr, "sandq: %s: the op did not succeed\n", r->status);
+		cli_warn("%s: the op did not succeed", r->status);
 	return sandq_result_exit_status(r) ? sandq_result_exit_status(r) :
 	    CLI_EXIT_SANDQ;
 }

@@ -65,6 +65,7 @@ enum {
 	S_PERM,
 	S_PERM_PRESET,
 	S_ID,
+	S_KEEP_SYMLINKS,
 };
 
 #define SB(o) (1u << (o))
@@ -84,6 +85,7 @@ static const struct option sbx_opts[] = {
 	{ "perm", required_argument, NULL, S_PERM },
 	{ "perm-preset", required_argument, NULL, S_PERM_PRESET },
 	{ "id", required_argument, NULL, S_ID },
+	{ "keep-symlinks", no_argument, NULL, S_KEEP_SYMLINKS },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -157,7 +159,7 @@ static const char man_fs[] =
 "       sandq fs ls ID [PATH] [-R]\n"
 "       sandq fs cat ID PATH\n"
 "       sandq fs put ID PATH LOCALFILE\n"
-"       sandq fs get ID PATH LOCALDIR\n"
+"       sandq fs get ID PATH LOCALDIR [--keep-symlinks]\n"
 "       sandq fs rm ID PATH [-r]\n"
 "       sandq fs stat ID PATH\n"
 "\n"
@@ -176,16 +178,27 @@ static const char man_fs[] =
 "                input). PATH's parent directory must exist.\n"
 "       get      Copies PATH, a file, a symlink or a whole tree, into LOCALDIR\n"
 "                as LOCALDIR/NAME (NAME being PATH's last component; for /,\n"
-"                the root's entries go into LOCALDIR itself). Symlinks come out\n"
-"                as symlinks and are never followed; a name already present in\n"
-"                LOCALDIR is an error naming it, and nothing is written outside\n"
-"                LOCALDIR. On an error the part copied so far stays.\n"
+"                the root's entries go into LOCALDIR itself). Nothing is\n"
+"                written outside LOCALDIR and no symlink is followed; a name\n"
+"                already present in LOCALDIR is an error naming it. A symlink\n"
+"                whose target stays inside the copy (LOCALDIR/NAME for a\n"
+"                folder, LOCALDIR for / or a single entry) comes out as a\n"
+"                symlink; one that leads outside it (an absolute target, ..\n"
+"                climbing out, a chain of links that does) is left out, named\n"
+"                on standard error, and counted in a last line there. FIFOs,\n"
+"                sockets and devices are left out too. On an error the part\n"
+"                copied so far stays.\n"
 "       rm       Removes PATH; a non-empty directory needs -r, --recursive.\n"
 "       stat     Prints PATH's entry: path, type, size, mode, mtime, target.\n"
 "\n"
 "OPTIONS\n"
 "       -R, -r, --recursive\n"
 "              ls: the subtree; rm: a directory and everything in it.\n"
+"\n"
+"       --keep-symlinks\n"
+"              get: creates every symlink as stored, those leading outside the\n"
+"              copy included (each named with a warning). A program that later\n"
+"              follows one of them reads or writes outside the copy.\n"
 "\n"
 "       --perm PATTERN=LEVEL, --perm-preset NAME\n"
 "              The path rules the op runs under, as for run (see sandq help\n"
@@ -223,7 +236,8 @@ static const char man_common[] =
 "              without data (rm, kv set, kv del) it prints {\"sandbox\",\n"
 "              \"version\", \"snapshot\"}; export prints {\"sandbox\", \"version\",\n"
 "              \"snapshot\", \"file\", \"size\"}; fs get prints {\"path\", \"files\",\n"
-"              \"dirs\", \"symlinks\"}.\n"
+"              \"dirs\", \"symlinks\", \"symlinks_skipped\", \"symlinks_outside\",\n"
+"              \"skipped\": [{\"path\", \"type\", \"target\"}]}.\n"
 "\n"
 "       --redis URL, --tenant NAME, --wait-timeout SECONDS, --id ID\n"
 "              As for run (see sandq help run).\n"
@@ -275,14 +289,13 @@ cli__usage(const struct sbx *s, const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
 	if (s->v != NULL)
-		fprintf(stderr, "\nUsage: sandq %s %s %s\n", s->v->group, s->v->name,
+		fprintf(stderr, "Usage: sandq %s %s %s\n", s->v->group, s->v->name,
 		    s->v->usage);
-	fprintf(stderr, "%sTry 'sandq help %s'.\n", s->v ? "" : "\n", s->group);
+	fprintf(stderr, "Try 'sandq help %s'.\n", s->group);
 	return CLI_EXIT_SANDQ;
 }
 
@@ -291,11 +304,9 @@ cli__fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return CLI_EXIT_SANDQ;
 }
 
@@ -349,6 +360,9 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		return 0;
 	case S_RECURSIVE:
 		s->recursive = true;
+		return 0;
+	case S_KEEP_SYMLINKS:
+		s->keep_symlinks = true;
 		return 0;
 	case S_ID:
 		if (!payload_id_valid(arg, strlen(arg)))
@@ -518,8 +532,8 @@ load_gitignores(struct agentfs *fs, struct snap_list *l, struct gitignore *g,
 			rc = len > GITIGNORE_FILE_MAX ? 0 :
 			    gitignore_add(g, base, text, len, &e);
 			if (len > GITIGNORE_FILE_MAX)
-				fprintf(stderr, "sandq: --from %s: %s is over %u bytes; not "
-				    "read\n", dir, en->path, GITIGNORE_FILE_MAX);
+				cli_warn("--from %s: %s is over %u bytes; not "
+				    "read", dir, en->path, GITIGNORE_FILE_MAX);
 			free(base);
 			free(text);
 			if (rc < 0)
@@ -613,6 +627,7 @@ out:
 
 /*** Verbs ***/
 
+/* The tables below escape every text of the server's (cli_esc.h). */
 static void
 human_ls(const json_t *d)
 {
@@ -622,7 +637,7 @@ human_ls(const json_t *d)
 	char t[32], lb[2048];
 
 	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
-		int n = (int)strlen(cli__jstr(o, "sandbox", ""));
+		int n = (int)strlen(cli__jesc(o, "sandbox", ""));
 
 		if (n > w)
 			w = n;
@@ -630,10 +645,12 @@ human_ls(const json_t *d)
 	printf("%-*s  %7s  %-20s  %-12s  %s\n", w, "SANDBOX", "VERSION", "UPDATED",
 	    "SNAPSHOT", "LABELS");
 	json_array_foreach((json_t *)(uintptr_t)d, i, o)
-		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12.12s  %s\n", w,
-		    cli__jstr(o, "sandbox", ""), cli__jint(o, "version"),
+		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12s  %s\n", w,
+		    cli__jesc(o, "sandbox", ""), cli__jint(o, "version"),
 		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "updated_at")),
-		    cli__jstr(o, "snapshot", ""),
+		    /* Its first 12 bytes: hex digits, or shown escaped. */
+		    cli_escn(cli__jstr(o, "snapshot", ""), strnlen(cli__jstr(o, "snapshot",
+		    ""), 12)),
 		    cli__fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
 }
 
@@ -650,16 +667,15 @@ human_history(const json_t *d)
 	json_array_foreach((json_t *)(uintptr_t)vs, i, o)
 		printf("%7" JSON_INTEGER_FORMAT "  %-20s  %s\n", cli__jint(o, "version"),
 		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "created_at")),
-		    cli__jstr(o, "snapshot", ""));
+		    cli__jesc(o, "snapshot", ""));
 	printf("\n%5s  %-16s  %-7s  %-20s  %8s  %s\n", "CALL", "NAME", "STATUS",
 	    "STARTED", "MS", "PARAMETERS");
 	json_array_foreach((json_t *)(uintptr_t)cs, i, o) {
-		const char *par = cli__jstr(o, "parameters", "");
-
 		printf("%5" JSON_INTEGER_FORMAT "  %-16s  %-7s  %-20s  %8"
-		    JSON_INTEGER_FORMAT "  %.60s%s\n", cli__jint(o, "id"), cli__jstr(o, "name", ""),
-		    cli__jstr(o, "status", ""), cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "started_at")),
-		    cli__jint(o, "duration_ms"), par, strlen(par) > 60 ? "..." : "");
+		    JSON_INTEGER_FORMAT "  %s\n", cli__jint(o, "id"), cli__jesc(o, "name", ""),
+		    cli__jesc(o, "status", ""), cli__fmt_time_ms(t, sizeof(t),
+		    cli__jint(o, "started_at")), cli__jint(o, "duration_ms"),
+		    cli__jesc_cut(o, "parameters", 63));
 	}
 }
 
@@ -844,7 +860,8 @@ static const struct sbx_verb verbs[] = {
 	{ "fs", "ls", 1, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cli__fs_ls, "ID [PATH] [-R]" },
 	{ "fs", "cat", 2, 2, SOPTS_PERMS, cli__fs_cat, "ID PATH" },
 	{ "fs", "put", 3, 3, SOPTS_PERMS, cli__fs_put, "ID PATH LOCALFILE" },
-	{ "fs", "get", 3, 3, SOPTS_PERMS, cli__fs_get, "ID PATH LOCALDIR" },
+	{ "fs", "get", 3, 3, SB(S_KEEP_SYMLINKS) | SOPTS_PERMS, cli__fs_get,
+	    "ID PATH LOCALDIR [--keep-symlinks]" },
 	{ "fs", "rm", 2, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cli__fs_rm, "ID PATH [-r]" },
 	{ "fs", "stat", 2, 2, SOPTS_PERMS, cli__fs_stat, "ID PATH" },
 	{ "kv", "get", 2, 2, 0, cli__kv_get, "ID KEY" },

@@ -30,6 +30,7 @@ struct sbx {
 	bool json;
 	bool help;
 	bool recursive;
+	bool keep_symlinks;		/* fs get --keep-symlinks */
 	const char *from;		/* --from DIR */
 	const char *id;			/* --id: the job id */
 	struct sandq_label *labels;	/* --label K=V; keys owned */
@@ -81,6 +82,13 @@ int cli__print_json_line(json_t *j);
 const char *cli__jstr(const json_t *o, const char *k, const char *def);
 /* o[k] as an integer (a real truncated), or 0. */
 json_int_t cli__jint(const json_t *o, const char *k);
+/*
+ * o[k] (a string, NUL bytes and all) or def, escaped for a terminal with
+ * cli_escn(): what every human listing prints of the server's text.
+ */
+const char *cli__jesc(const json_t *o, const char *k, const char *def);
+/* cli__jesc() cut to at most width bytes ("..." marking a cut). */
+const char *cli__jesc_cut(const json_t *o, const char *k, size_t width);
 /* ms since the epoch as UTC "YYYY-MM-DDTHH:MM:SSZ" into buf; "-" if <= 0. */
 const char *cli__fmt_time_ms(char *buf, size_t size, json_int_t ms);
 /* A labels object as "k=v,k=v" into buf ("" when empty). */

@@ -102,7 +102,8 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 	size_t nfigs = 0;
 	redisContext *rc = NULL;
 	redisReply *r = NULL;
-	char msg[512], key[KEY_MAX];
+	char msg[512], key[KEY_MAX], **shown = NULL;
+	size_t nshown = 0;
 	int c, status = 125;
 
 	optind = 1;
@@ -125,18 +126,18 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		goto out;
 	}
 	if (optind != argc) {
-		fprintf(stderr, "sandq: status takes no argument\n");
+		cli_warn("status takes no argument");
 		status = 2;
 		goto out;
 	}
 	if ((rc = cli_redis_open(conn->redis, NULL, msg, sizeof(msg))) == NULL) {
-		fprintf(stderr, "sandq: %s\n", msg);
+		cli_warn("%s", msg);
 		goto out;
 	}
 	/* The hosts, and what each says of each tenant. */
 	r = redisCommand(rc, "HGETALL %s:hosts", PREFIX);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-		fprintf(stderr, "sandq: %s:hosts: %s\n", PREFIX,
+		cli_warn("%s:hosts: %s", PREFIX,
 		    r ? (r->type == REDIS_REPLY_ERROR ? r->str : "not a hash") : rc->errstr);
 		goto out;
 	}
@@ -154,8 +155,13 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		}
 		age = now - jint(h, "time");
 		live = age < STALE_MS;
-		json_object_set_new(e, "host", json_stringn(r->element[i]->str,
-		    r->element[i]->len));
+		/* A name that is not UTF-8 goes into JSON as the table shows it. */
+		shown = xreallocarray(shown, nshown + 1, sizeof(*shown));
+		shown[nshown++] = xstrdup(cli_escn_cut(r->element[i]->str,
+		    r->element[i]->len, 24));
+		if ((ts = json_stringn(r->element[i]->str, r->element[i]->len)) == NULL)
+			ts = json_string(cli_escn(r->element[i]->str, r->element[i]->len));
+		json_object_set_new(e, "host", ts);
 		json_object_set_new(e, "workers", json_integer(jint(h, "workers")));
 		json_object_set_new(e, "busy", json_integer(jint(h, "busy")));
 		json_object_set_new(e, "age_ms", json_integer(age));
@@ -226,15 +232,14 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		printf("%-24s %8s %6s %8s %11s\n", "HOST", "WORKERS", "BUSY", "AGE",
 		    "AUDIT LOST");
 		json_array_foreach(hosts, i, e)
-			printf("%-24.24s %8lld %6lld %7.1fs %11lld%s\n",
-			    json_string_value(json_object_get(e, "host")), jint(e, "workers"),
+			printf("%-24s %8lld %6lld %7.1fs %11lld%s\n", shown[i], jint(e, "workers"),
 			    jint(e, "busy"), (double)jint(e, "age_ms") / 1000.0,
 			    jint(e, "audit_lost"),
 			    json_is_true(json_object_get(e, "live")) ? "" : "  (gone)");
 		printf("\n%-24s %8s %8s %8s %10s %6s\n", "TENANT", "QUEUED", "RUNNING",
 		    "DONE/1m", "REFUSED/1m", "SHARE");
 		for (i = 0; i < nfigs; i++)
-			printf("%-24s %8lld %8lld %8lld %10lld %5.0f%%\n", figs[i].name,
+			printf("%-24s %8lld %8lld %8lld %10lld %5.0f%%\n", cli_esc(figs[i].name),
 			    figs[i].queued, figs[i].running, figs[i].done, figs[i].refused,
 			    workers > 0 ? 100.0 * (double)figs[i].running / (double)workers : 0.0);
 	}
@@ -246,5 +251,8 @@ out:
 	json_decref(tenants);
 	json_decref(out);
 	free(figs);
+	for (size_t i = 0; i < nshown; i++)
+		free(shown[i]);
+	free(shown);
 	return status;
 }

@@ -228,11 +228,10 @@ usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
-	fputs("\nTry 'sandq tenant --help'.\n", stderr);
+	fputs("Try 'sandq tenant --help'.\n", stderr);
 	return CLI_EXIT_SANDQ;
 }
 
@@ -241,11 +240,9 @@ fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandq: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vwarn("sandq: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return CLI_EXIT_SANDQ;
 }
 
@@ -668,7 +665,7 @@ print_conf(const struct tenant_conf *r)
 	json_t *j = tenant_json_encode(r), *ceil = json_object_get(j, "ceiling"), *v;
 	const char *k;
 
-	printf("%-28s %s\n", "name:", r->name);
+	printf("%-28s %s\n", "name:", cli_esc(r->name));
 	printf("%-28s %" PRIu32 "\n", "weight:", r->weight);
 	print_limit("max_running:", r->max_running, "no cap");
 	print_limit("max_queued:", r->max_queued, "no cap");
@@ -698,7 +695,7 @@ print_conf(const struct tenant_conf *r)
 	if (r->ndeny == 0)
 		printf("%-28s (none)\n", "deny:");
 	for (size_t i = 0; i < r->ndeny; i++)
-		printf("%-28s %s\n", "deny:", r->deny[i]);
+		printf("%-28s %s\n", "deny:", cli_esc(r->deny[i]));
 	json_decref(j);
 }
 
@@ -779,8 +776,8 @@ cmd_add(struct tcli *t)
 	tenant_url(t, t->name, pass, url, sizeof(url));
 	tenant_acl_user(user, sizeof(user), t->name);
 	if (t->url.path[0] && t->url.db != 0)
-		fprintf(stderr, "sandq: a unix:// URL cannot name a database: clients "
-		    "of this URL use database 0, not %d\n", t->url.db);
+		cli_warn("a unix:// URL cannot name a database: clients "
+		    "of this URL use database 0, not %d", t->url.db);
 	printf("added tenant %s (settings generation %lld)\n", t->name, g);
 	print_conf(&r);
 	printf("Redis ACL user %s may submit to and read only %s:{%s}:* keys.\n"
@@ -860,8 +857,8 @@ cmd_set(struct tcli *t)
 			goto out_free;
 		}
 	} else {
-		fprintf(stderr, "sandq: tenant %s has no ACL user; 'sandq tenant set "
-		    "%s --rotate-password' creates one\n", t->name, t->name);
+		cli_warn("tenant %s has no ACL user; 'sandq tenant set "
+		    "%s --rotate-password' creates one", t->name, t->name);
 	}
 	printf("changed tenant %s (settings generation %lld)\n", t->name, g);
 	print_conf(&r);
@@ -1022,7 +1019,7 @@ cmd_ls(struct tcli *t)
 			}
 			snprintf(rate, sizeof(rate), "%g", c.rate);
 			printf("%-20s %6" PRIu32 " %11" PRIu32 " %10" PRIu32 " %8s %-9s %12"
-			    PRIu64 " %4zu%s\n", c.name, c.weight, c.max_running, c.max_queued,
+			    PRIu64 " %4zu%s\n", cli_esc(c.name), c.weight, c.max_running, c.max_queued,
 			    rate, net, c.storage_quota_bytes, c.ndeny,
 			    rc > 0 ? "" : "  (no settings: defaults)");
 		}

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../sandbox/cgroup.h"
+#include "cli_esc.h"
 #include "doctor.h"
 
 #ifndef SYS_landlock_create_ruleset
@@ -273,8 +274,8 @@ doctor_main(int argc, char **argv)
 			fputs(doctor_man, stdout);
 			return 0;
 		} else {
-			fprintf(stderr, "sandq: doctor: unknown argument '%s'\n"
-			    "Try 'sandq help doctor'.\n", argv[i]);
+			cli_warn("doctor: unknown argument '%s'", argv[i]);
+			fputs("Try 'sandq help doctor'.\n", stderr);
 			return 2;
 		}
 	}

@@ -1091,7 +1091,9 @@ Test(audit, cli_shows_hostile_text_safely_in_the_table)
 	cr_expect_null(strchr(out, '\x1b'));
 	cr_expect_null(strchr(out, '\r'));
 	cr_expect_null(strstr(out, "\xc2\x9b"));
-	cr_expect_not_null(strstr(out, "line1?line2"), "%s", out);
+	cr_expect_not_null(strstr(out, "line1\\nline2"), "%s", out);
+	/* Escaped, then cut to the column between whole escapes. */
+	cr_expect_not_null(strstr(out, " /workspace/\\x1b]0;pwned\\x07\\n... "), "%s", out);
 	free(out);
 }
 

@@ -865,12 +865,17 @@ Test(cli_sandbox, fs_get_copies_a_file_and_a_tree_with_modes_and_symlinks)
 	/* Present already: an error naming it; the file is left as it was. */
 	sq_refused("fs get gt1 /top.txt get", "get/top.txt", "already exists", NULL);
 
-	/* A folder: LOCALDIR/NAME and everything below, modes and links kept. */
+	/*
+	 * A folder: LOCALDIR/NAME and everything below, modes kept; d/rel ->
+	 * ../top.txt leads outside the copy (get/d), so it is left out
+	 * (cli_hostile_test has the rest of that rule).
+	 */
 	j = sq_json("fs get gt1 /d get --json");
 	cr_expect_str_eq(json_string_value(json_object_get(j, "path")), "get");
 	cr_expect_eq(json_integer_value(json_object_get(j, "files")), 2);
 	cr_expect_eq(json_integer_value(json_object_get(j, "dirs")), 2);
-	cr_expect_eq(json_integer_value(json_object_get(j, "symlinks")), 1);
+	cr_expect_eq(json_integer_value(json_object_get(j, "symlinks")), 0);
+	cr_expect_eq(json_integer_value(json_object_get(j, "symlinks_skipped")), 1);
 	json_decref(j);
 	snprintf(p, sizeof(p), "%s/d", out_dir);
 	cr_expect_eq(mode_of(p), 0751, "d: mode %o", mode_of(p));
@@ -884,21 +889,25 @@ Test(cli_sandbox, fs_get_copies_a_file_and_a_tree_with_modes_and_symlinks)
 	free(s);
 	cr_expect_eq(mode_of(p), 0644);
 	snprintf(p, sizeof(p), "%s/d/rel", out_dir);
-	cr_expect_str_eq(link_of(p, l, sizeof(l)), "../top.txt");
+	cr_expect_not(exists(p), "get/d/rel leads outside get/d but was kept");
 	s = names_in(out_dir);
 	cr_expect_str_eq(s, "d\ntop.txt\n");
 	free(s);
 
-	/* The root: its entries go into LOCALDIR itself, hostile links as links. */
+	/*
+	 * The root: its entries go into LOCALDIR itself; d/rel stays inside
+	 * it, the hostile links are left out.
+	 */
 	mk_dir("root", 0755);
 	j = sq_json("fs get gt1 / root --json");
 	cr_expect_eq(json_integer_value(json_object_get(j, "files")), 3);
 	cr_expect_eq(json_integer_value(json_object_get(j, "dirs")), 3);
-	cr_expect_eq(json_integer_value(json_object_get(j, "symlinks")), 3);
+	cr_expect_eq(json_integer_value(json_object_get(j, "symlinks")), 1);
+	cr_expect_eq(json_integer_value(json_object_get(j, "symlinks_skipped")), 2);
 	json_decref(j);
 	snprintf(p, sizeof(p), "%s/root", H.dir);
 	s = names_in(p);
-	cr_expect_str_eq(s, "abs\nd\nevil\nro\ntop.txt\n");
+	cr_expect_str_eq(s, "d\nro\ntop.txt\n");
 	free(s);
 	/* Folders keep owner write, so the copy can be removed (get_finish_dirs). */
 	snprintf(p, sizeof(p), "%s/root/ro", H.dir);
@@ -914,20 +923,29 @@ Test(cli_sandbox, fs_get_copies_a_file_and_a_tree_with_modes_and_symlinks)
 		    json_integer_value(json_object_get(st, "mtime")));
 		json_decref(st);
 	}
-	snprintf(p, sizeof(p), "%s/root/evil", H.dir);
+	snprintf(p, sizeof(p), "%s/root/d/rel", H.dir);
+	cr_expect_str_eq(link_of(p, l, sizeof(l)), "../top.txt");
+	/* --keep-symlinks: the hostile links as stored, never followed. */
+	mk_dir("keep", 0755);
+	free(sq_ok("fs get gt1 / keep --keep-symlinks"));
+	snprintf(p, sizeof(p), "%s/keep/evil", H.dir);
 	snprintf(l, sizeof(l), "../../../../../tmp/%s-evil", strrchr(H.dir, '/') + 1);
 	{
 		char got[512];
 
 		cr_expect_str_eq(link_of(p, got, sizeof(got)), l);
 	}
-	snprintf(p, sizeof(p), "%s/root/abs", H.dir);
+	snprintf(p, sizeof(p), "%s/keep/abs", H.dir);
 	cr_expect_str_eq(link_of(p, l, sizeof(l)), abs);
-	/* A symlink alone is copied as itself, never followed. */
+	/* A symlink alone is judged from LOCALDIR: evil leads outside it. */
 	mk_dir("one", 0755);
 	free(sq_ok("fs get gt1 /evil one"));
 	snprintf(p, sizeof(p), "%s/one/evil", H.dir);
-	cr_expect(is_symlink(p), "one/evil is no symlink");
+	cr_expect_not(exists(p), "one/evil was kept");
+	mk_dir("one2", 0755);
+	free(sq_ok("fs get gt1 /evil one2 --keep-symlinks"));
+	snprintf(p, sizeof(p), "%s/one2/evil", H.dir);
+	cr_expect(is_symlink(p), "one2/evil is no symlink");
 	cr_expect_not(exists(evil), "fs get created %s", evil);
 	cr_expect_not(exists(abs), "fs get created %s", abs);
 	/* The copy is usable: the relative link resolves inside it. */
@@ -960,10 +978,11 @@ Test(cli_sandbox, fs_get_never_writes_through_a_symlink_in_localdir)
 	s = names_in(other);
 	cr_expect_str_eq(s, "", "written through out/d: %s", s);
 	free(s);
-	/* What was copied before the error stays, inside out only. */
+	/* What was copied before the error stays, inside out only (abs, which
+	 * comes first, leads outside and is left out). */
 	snprintf(p, sizeof(p), "%s/out", H.dir);
 	s = names_in(p);
-	cr_expect_str_eq(s, "abs\nd\n", "%s", s);
+	cr_expect_str_eq(s, "d\n", "%s", s);
 	free(s);
 
 	/* LOCALDIR itself a symlink: refused, not followed. */
