@@ -58,7 +58,7 @@ STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_
 # it (with STORE_SRCS' store files and -lhiredis -lcrypto); its test does now.
 RSTORE_SRCS := store/rstore.c store/rstore_blob.c store/rstore_lua.c queue/redis_sync.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
-	sandbox/limits.c sandbox/exec.c sandbox/image.c
+	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
@@ -127,7 +127,7 @@ $(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(TEN
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson
 $(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
-$(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c $(COMMON_SRCS))
+$(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c sandbox/sockcap.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
 $(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson

@@ -260,6 +260,9 @@ static const struct option options[] = {
 	    "Bound of the kernel's TCP and UDP buffers of one job's sockets, "
 	    "never above its memory limit; 0 = its memory limit. cgroup v1 counts "
 	    "them apart from memory (memory.kmem.tcp); v2 within it."),
+	NUM(job_sockets, OPT_INT, "1024", 16, 1048576, false,
+	    "Sockets a job may hold (unix ones and unaccepted TCP included) and "
+	    "still make an inet socket; past it socket() fails with EMFILE."),
 	NUM(lease_ms, OPT_INT, "30000", 300, 3600000, false,
 	    "Milliseconds a host's hold on the jobs it has read lasts without "
 	    "renewal; past it another host takes them over."),

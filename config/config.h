@@ -64,6 +64,7 @@ struct config {
 	int64_t worker_setup_timeout_ms;	/* fork to HELLO at most, or killed */
 	int64_t worker_stuck_grace_ms;	/* past a job's wall limit, or killed */
 	int64_t job_socket_bytes;	/* a job's TCP and UDP buffers (v1); 0 = its memory */
+	int64_t job_sockets;		/* sockets a job may hold to make an inet one */
 	int64_t audit_stream_max;	/* events per tenant audit stream */
 	int64_t audit_retention_s;	/* age limit of the audit database */
 	int64_t audit_max_bytes;	/* size limit of the audit database */

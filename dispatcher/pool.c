@@ -362,7 +362,8 @@ respawn_cb(uv_timer_t *t)
 static void
 spawn(struct sandqd *d, struct wslot *w)
 {
-	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24], sock[24];
+	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24], sock[24],
+	    nsock[24];
 	int sv[2];
 	pid_t pid;
 
@@ -376,6 +377,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	snprintf(storedir, sizeof(storedir), "%s/store", d->cfg.state);
 	snprintf(keep, sizeof(keep), "%lld", (long long)d->cfg.keep_versions);
 	snprintf(sock, sizeof(sock), "%lld", (long long)d->cfg.job_socket_bytes);
+	snprintf(nsock, sizeof(nsock), "%lld", (long long)d->cfg.job_sockets);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("worker/%d: socketpair", w->index);
 		goto out_retry;
@@ -391,6 +393,7 @@ spawn(struct sandqd *d, struct wslot *w)
 		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
 		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level,
 		    "--keep-versions", keep, "--socket-bytes", sock,
+		    "--sockets", nsock,
 		    strcmp(d->cfg.workspace_overlay, "off") == 0 ? "--no-overlay" : NULL,
 		    NULL };
 		sigset_t none;

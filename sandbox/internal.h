@@ -13,9 +13,11 @@
 #define SANDQ_SANDBOX_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/resource.h>
 #include <sys/types.h>
+#include <linux/seccomp.h>
 
 #include "../common/err.h"
 #include "../queue/payload.h"
@@ -125,6 +127,33 @@ int seccomp_job_compile(struct err *e);
  * its listener descriptor (for the worker), or -errno with e.
  */
 int seccomp_job_install(enum job_net net, struct err *e);
+/*
+ * Whether a notification of the job filter for network mode net is a call
+ * to count (an inet socket(), sockcap.c) rather than a refused one.
+ */
+bool seccomp_job_counted(enum job_net net, const struct seccomp_data *d);
+
+/*** sockcap.c ***/
+
+/*
+ * The sockets a job holds, read from its network namespace's
+ * /proc/PID/net/sockstat and sockstat6: every socket it made (unix ones
+ * too), plus TCP sockets no process holds (connections not yet accepted,
+ * closed ones still sending). The counter is kept open for the sandbox's
+ * life: the worker reads it again at each inet socket() the job makes.
+ */
+struct sockcap {
+	int fd[2];		/* sockstat, sockstat6; -1 if not open */
+};
+
+/* Opens init's counters (worker side; init_pid is in the job's netns). */
+int sockcap_open(struct sockcap *c, pid_t init_pid, struct err *e);
+/* The count now, or -errno. */
+int64_t sockcap_count(const struct sockcap *c);
+/* Closes what is open; a no-op on a closed or zeroed one with fd -1. */
+void sockcap_close(struct sockcap *c);
+/* Pure: the count in a sockstat and a sockstat6 text, or -EINVAL. */
+int64_t sockcap_parse(const char *stat, const char *stat6);
 
 /*** exec.c ***/
 

@@ -70,6 +70,9 @@ struct sandbox {
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
 	uint64_t socket_bytes;	/* conf->socket_bytes: 0 = the job's memory limit */
+	uint64_t sockets_max;	/* conf->sockets_max: the job's socket cap */
+	struct sockcap sockcap;	/* the sockets its network namespace holds */
+	enum job_net net;	/* the job's network mode, once it has arrived */
 	int notify;		/* the job filter's listener, -1 until init sends it */
 	bool updating;		/* init is bringing the kept base up to a commit */
 };
@@ -446,8 +449,11 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	*out = NULL;
 	s = xcalloc(1, sizeof(*s));
 	s->out_rd = s->err_rd = s->notify = -1;
+	s->sockcap.fd[0] = s->sockcap.fd[1] = -1;
+	s->sockets_max = conf->sockets_max;
 	if ((rc = spawn_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
 	    (rc = ns_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
+	    (rc = sockcap_open(&s->sockcap, s->init_pid, e)) < 0 ||
 	    (rc = cg_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg, e)) < 0) {
 		sandbox_free(s);
 		return rc;
@@ -730,7 +736,9 @@ fill_status(struct result *res, const struct run *run, const struct job_limits *
 
 /*
  * Answers the job filter's pending notifications: each refused call gets
- * EPERM and is counted by name. Bounded per call, so a job flooding refused
+ * EPERM and is counted by name; an inet socket() goes on while the job holds
+ * fewer sockets than its cap, and past it fails with EMFILE, counted as a
+ * refused "socket" (sockcap.c). Bounded per call, so a job flooding refused
  * calls cannot keep the worker from its output and clocks; the flood only
  * slows the job, whose calls wait for their answers. Returns false once the
  * listener is done (every process under the filter has exited).
@@ -755,8 +763,22 @@ notify_answer(struct sandbox *s, struct result *res)
 			return false;
 		}
 		resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
+		if (seccomp_job_counted(s->net, &req.data)) {
+			int64_t held = sockcap_count(&s->sockcap);
+
+			/* Under the cap the socket is made; at it, EMFILE (recorded). */
+			if (held >= 0 && (uint64_t)held < s->sockets_max)
+				resp = (struct seccomp_notif_resp){ .id = req.id,
+				    .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
+			else
+				resp.error = -EMFILE;
+			if (held < 0)
+				log_warnx("socket count: %s", strerror((int)-held));
+		}
 		/* ENOENT: the call was interrupted or its process died: fine. */
 		(void)ioctl(s->notify, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+		if (resp.flags & SECCOMP_USER_NOTIF_FLAG_CONTINUE)
+			continue;
 		name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, req.data.nr);
 		if (name != NULL) {
 			result_add_refusal(res, name, 1);
@@ -808,6 +830,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 
 	t0 = mono_ns();
 	res->started_at = now_ms();
+	s->net = j->net_mode;
 	if (wait_ready(s, res) < 0)
 		goto out_finish;
 	if ((s->cg_memory != l->memory_bytes || s->cg_pids != l->pids) &&
@@ -1111,6 +1134,7 @@ sandbox_free(struct sandbox *s)
 		close(s->err_rd);
 	if (s->notify >= 0)
 		close(s->notify);
+	sockcap_close(&s->sockcap);
 	/* Init is reaped, so its pid namespace is empty: nothing holds the cgroup. */
 	cg_job_destroy(&s->cg);
 	free(s);

@@ -33,6 +33,7 @@
 #define SANDBOX_UID 1000	/* the job's uid and gid inside the sandbox */
 #define SANDBOX_BASE_BYTES ((uint64_t)1 << 30)	/* tmpfs of a worker's kept base */
 #define SANDBOX_BASE_INODES 262144		/* its inodes */
+#define SANDBOX_SOCKETS_DEFAULT 1024	/* job_sockets' default */
 
 struct sandbox_conf {
 	const char *run_dir;	/* per-worker folder: etc/ image, root/ mountpoint */
@@ -41,6 +42,7 @@ struct sandbox_conf {
 	struct cg_sys cg;	/* this worker's cgroup folder, or CG_NONE */
 	bool no_base;		/* keep no base: materialise every job (persist.c) */
 	uint64_t socket_bytes;	/* bound of a job's socket buffers; 0 = its memory limit */
+	uint64_t sockets_max;	/* sockets a job may hold when it makes an inet one */
 };
 
 struct sandbox;

@@ -216,6 +216,17 @@ job_filter(enum job_net net, struct err *e)
 	if (net != NET_NONE && (rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
 	    SCMP_A0(SCMP_CMP_EQ, AF_UNSPEC))) < 0)
 		goto out_rule;
+	/*
+	 * Inet sockets are counted: the worker lets one be made only while the
+	 * job holds fewer than its socket cap (sockcap.c), since TCP charges
+	 * each socket a segment past any memory limit. Same action as a
+	 * refusal; seccomp_job_counted() tells the two apart.
+	 */
+	for (int i = 0; net == NET_NONE && i < 2; i++) {
+		if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
+		    SCMP_A0(SCMP_CMP_EQ, i == 0 ? AF_INET : AF_INET6))) < 0)
+			goto out_rule;
+	}
 	if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socketpair), 1,
 	    SCMP_A0(SCMP_CMP_NE, AF_UNIX))) < 0)
 		goto out_rule;
@@ -225,6 +236,14 @@ out_rule:
 out_release:
 	seccomp_release(ctx);
 	return NULL;
+}
+
+bool
+seccomp_job_counted(enum job_net net, const struct seccomp_data *d)
+{
+	/* The filter compares all 64 bits of the family: so do we. */
+	return net == NET_NONE && d->nr == SCMP_SYS(socket) &&
+	    (d->args[0] == AF_INET || d->args[0] == AF_INET6);
 }
 
 /* Compiles the filter of one network mode into job_prog[net]. */

@@ -148,6 +148,7 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_eq(a->worker_setup_timeout_ms, b->worker_setup_timeout_ms);
 	cr_expect_eq(a->worker_stuck_grace_ms, b->worker_stuck_grace_ms);
 	cr_expect_eq(a->job_socket_bytes, b->job_socket_bytes);
+	cr_expect_eq(a->job_sockets, b->job_sockets);
 	cr_expect_eq(a->audit_retention_s, b->audit_retention_s);
 	cr_expect_eq(a->audit_max_bytes, b->audit_max_bytes);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
@@ -185,6 +186,7 @@ static const char *const non_defaults[] = {
 	"worker_setup_timeout_ms=100",
 	"worker_stuck_grace_ms=3600000",
 	"job_socket_bytes=0",
+	"job_sockets=16",
 	"audit_retention_s=315360000",
 	"audit_max_bytes=3M",
 	"limits.wall_ms=1",
@@ -237,6 +239,7 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.worker_setup_timeout_ms, 30000);
 	cr_expect_eq(c.worker_stuck_grace_ms, 30000);
 	cr_expect_eq(c.job_socket_bytes, 64 * MIB);
+	cr_expect_eq(c.job_sockets, 1024);
 	cr_expect_eq(c.audit_retention_s, 2592000);
 	cr_expect_eq(c.audit_max_bytes, GIB);
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
@@ -311,7 +314,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 37);
+	cr_expect_eq(nkeys, 38);
 	free(printed);
 	free(example);
 }

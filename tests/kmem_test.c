@@ -269,3 +269,122 @@ Test(kmem_config, socket_buffers_are_charged_on_this_machines_cgroup_version)
 	cr_skip_test("memory is on cgroup v2 here (memory.max was tested above); "
 	    "cgroup v1's memory.kmem.tcp is not exercised on this machine");
 }
+
+/*** The socket cap (job_sockets) ***/
+
+/*
+ * Many sockets, each holding what TCP forces past any limit: PROCS
+ * processes each connect up to 400 pairs and fill each pair's first
+ * segment. Each prints "held N" (bytes) and "made N" (sockets) when a
+ * socket() fails or it has made all of its pairs, and "errno N" for the
+ * failure.
+ */
+static const char many_probe[] =
+    "import socket, os, struct, sys\n"
+    "def child():\n"
+    "    socks = []; err = 0\n"
+    "    try:\n"
+    "        l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1024); socks.append(l)\n"
+    "        while len(socks) < 801:\n"
+    "            c = socket.socket(); c.connect(l.getsockname()); a, _ = l.accept()\n"
+    "            socks += [c, a]; c.setblocking(False)\n"
+    "            try:\n"
+    "                while True: c.send(b'x' * 65536)\n"
+    "            except BlockingIOError: pass\n"
+    "    except OSError as e:\n"
+    "        err = e.errno\n"
+    "    t = 0\n"
+    "    for s in socks:\n"
+    "        m = struct.unpack('9I', s.getsockopt(socket.SOL_SOCKET, 55, 36))\n"
+    "        t += m[0] + max(m[2], m[5])\n"
+    "    print('held', t, 'made', len(socks), 'errno', err, flush=True)\n"
+    "r, w = os.pipe(); kids = []\n"
+    "print('TRIED', flush=True)\n"
+    "for i in range(%d):\n"
+    "    p = os.fork()\n"
+    "    if p == 0:\n"
+    "        os.close(w); child(); os.read(r, 1); os._exit(0)\n"
+    "    kids.append(p)\n"
+    "os.close(r)\n"
+    "import time; time.sleep(2)\n"
+    "os.close(w)\n"
+    "for p in kids: os.waitpid(p, 0)\n";
+
+static void
+setup_socket_cap(void)
+{
+	static const char *const extra[] = { "--set", "job_socket_bytes=8M",
+	    "--set", "job_sockets=256", NULL };
+
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
+		    (int)geteuid());
+	harness_start(&H, 1, extra);
+}
+
+TestSuite(kmem_cap, .init = setup_socket_cap, .fini = teardown, .timeout = 240);
+
+/* How many times the result says name was refused. */
+static uint64_t
+refused_count(const struct sandq_result *r, const char *name)
+{
+	for (size_t i = 0; i < r->nrefused; i++)
+		if (strcmp(r->refused[i].syscall, name) == 0)
+			return r->refused[i].count;
+	return 0;
+}
+
+/* Sums the "held" and "made" figures of every line of out. */
+static void
+sum_many(const char *out, int64_t *held, int64_t *made, int *emfile)
+{
+	*held = *made = 0;
+	*emfile = 0;
+	for (const char *p = out; (p = strstr(p, "held ")) != NULL; p++) {
+		char *end;
+
+		*held += strtoll(p + 5, &end, 10);
+		if (strncmp(end, " made ", 6) == 0)
+			*made += strtoll(end + 6, &end, 10);
+		if (strncmp(end, " errno 24", 9) == 0)
+			(*emfile)++;
+	}
+}
+
+/*
+ * Four processes, 3,200 sockets asked for: the job gets at most 256, its
+ * sockets fail with EMFILE past them (recorded as refused "socket" calls),
+ * and what the kernel holds stays within job_socket_bytes plus one forced
+ * segment per socket of the cap.
+ */
+Test(kmem_cap, many_sockets_cannot_push_tcp_past_the_bound)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_job_opts o = { .limits.memory_bytes = 256u * MIB };
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1], code[sizeof(many_probe) + 16];
+	int64_t held, made, allowed = 8 * MIB * 5 / 4 + 256 * SOCK_FORCED_BYTES;
+	int emfile;
+
+	snprintf(code, sizeof(code), many_probe, 4);
+	cr_assert_eq(sandq_submit_python(c, code, &o, id), 0, "submit: %s",
+	    sandq_last_error(c));
+	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "wait: %s", sandq_last_error(c));
+	cr_assert(r->stdout_data != NULL && strstr((char *)r->stdout_data, "TRIED"),
+	    "the probe did not start: status %s, stderr %.*s", r->status,
+	    (int)r->stderr_len, r->stderr_data ? (char *)r->stderr_data : "");
+	sum_many((char *)r->stdout_data, &held, &made, &emfile);
+	cr_log_info("4 processes held %" PRId64 " MiB in %" PRId64 " sockets (allowed %"
+	    PRId64 " MiB); %d stopped at EMFILE; status %s", held / MIB, made,
+	    allowed / MIB, emfile, r->status);
+	cr_expect_str_eq(r->status, "ok", "status %s, stderr %.*s", r->status,
+	    (int)r->stderr_len, r->stderr_data ? (char *)r->stderr_data : "");
+	cr_expect(made <= 256, "the job held %" PRId64 " sockets past a cap of 256", made);
+	cr_expect(emfile >= 1, "no process was refused a socket: %s", (char *)r->stdout_data);
+	cr_expect(refused_count(r, "socket") >= 1, "no refused socket() in the result");
+	cr_expect(held <= allowed, "4 processes held %" PRId64 " MiB in %" PRId64
+	    " sockets, past job_socket_bytes (8 MiB) and the forced segments of 256 "
+	    "sockets", held / MIB, made);
+	sandq_result_free(r);
+	sandq_close(c);
+}

@@ -97,32 +97,49 @@ job_refusal_answered(void)
 		return 90;
 	if ((fd = seccomp_job_install(NET_NONE, &e)) < 0)
 		return 91;
-	/* Allowed under the job filter: plain fork, inet and unix sockets. */
+	/*
+	 * Allowed under the job filter: plain fork and unix sockets. An inet
+	 * socket is sent to us to count (let through here); a mount refused.
+	 */
 	caller = fork();
 	if (caller < 0)
 		return 10;
 	if (caller == 0) {
-		int s = socket(AF_INET, SOCK_STREAM, 0);
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
 
 		if (s < 0)
 			_exit(20);
+		close(s);
+		if ((s = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+			_exit(22);
 		close(s);
 		/* Refused: waits for our answer below. */
 		if (mount("none", "/tmp", "tmpfs", 0, NULL) == 0 || errno != EPERM)
 			_exit(21);
 		_exit(0);
 	}
-	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
-	if (poll(&pfd, 1, 30000) != 1)
-		return 11;
-	memset(&req, 0, sizeof(req));
-	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
-		return 12;
-	if (req.data.nr != SYS_mount || (pid_t)req.pid != caller)
-		return 13;
-	resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
-	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0)
-		return 14;
+	for (int call = 0; call < 2; call++) {
+		pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 30000) != 1)
+			return 11;
+		memset(&req, 0, sizeof(req));
+		if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
+			return 12;
+		if ((pid_t)req.pid != caller)
+			return 13;
+		if (call == 0) {
+			if (req.data.nr != SYS_socket || !seccomp_job_counted(NET_NONE, &req.data))
+				return 16;
+			resp = (struct seccomp_notif_resp){ .id = req.id,
+			    .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
+		} else {
+			if (req.data.nr != SYS_mount || seccomp_job_counted(NET_NONE, &req.data))
+				return 17;
+			resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
+		}
+		if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0)
+			return 14;
+	}
 	if (waitpid(caller, &st, 0) != caller || !WIFEXITED(st))
 		return 15;
 	return WEXITSTATUS(st);
@@ -132,4 +149,46 @@ Test(seccomp, the_job_filter_notifies_and_the_answer_is_the_callers_error)
 {
 	cr_assert_eq(in_child(job_refusal_answered), 0,
 	    "see job_refusal_answered() for what the exit code names");
+}
+
+/*** The socket cap (sockcap.c) ***/
+
+/* Only an inet socket() under net "none" is counted; anything else the filter
+ * notifies is a refusal, a family with high bits set included. */
+Test(seccomp, only_inet_sockets_in_mode_none_are_counted_calls)
+{
+	struct seccomp_data d = { .nr = SCMP_SYS(socket) };
+
+	d.args[0] = AF_INET;
+	cr_expect(seccomp_job_counted(NET_NONE, &d));
+	d.args[0] = AF_INET6;
+	cr_expect(seccomp_job_counted(NET_NONE, &d));
+	cr_expect_not(seccomp_job_counted(NET_UNIX, &d));
+	d.args[0] = ((uint64_t)1 << 32) | AF_INET;
+	cr_expect_not(seccomp_job_counted(NET_NONE, &d));
+	d.args[0] = AF_NETLINK;
+	cr_expect_not(seccomp_job_counted(NET_NONE, &d));
+	d.nr = SCMP_SYS(socketpair);
+	d.args[0] = AF_INET;
+	cr_expect_not(seccomp_job_counted(NET_NONE, &d));
+}
+
+/* The count is every socket held plus every TCP socket in the tables. */
+Test(seccomp, sockstat_counts_held_sockets_and_tcp_in_the_tables)
+{
+	static const char stat[] =
+	    "sockets: used 12\n"
+	    "TCP: inuse 5 orphan 0 tw 2 alloc 9 mem 3\n"
+	    "UDP: inuse 1 mem 0\n"
+	    "UDPLITE: inuse 0\nRAW: inuse 0\nFRAG: inuse 0 memory 0\n";
+	static const char stat6[] =
+	    "TCP6: inuse 3\nUDP6: inuse 0\nUDPLITE6: inuse 0\nRAW6: inuse 0\n"
+	    "FRAG6: inuse 0 memory 0\n";
+
+	cr_expect_eq(sockcap_parse(stat, stat6), 12 + 5 + 3);
+	cr_expect_eq(sockcap_parse(stat, NULL), 12 + 5);
+	cr_expect_eq(sockcap_parse("TCP: inuse 5\n", stat6), -EINVAL);
+	cr_expect_eq(sockcap_parse("sockets: used x\nTCP: inuse 5\n", NULL), -EINVAL);
+	cr_expect_eq(sockcap_parse("sockets: used 1\nTCP: inuse -4\n", NULL), -EINVAL);
+	cr_expect_eq(sockcap_parse(stat, "UDP6: inuse 0\n"), -EINVAL);
 }

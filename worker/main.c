@@ -69,7 +69,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
 	    "--uid UID [--log-level LEVEL] [--keep-versions N] [--no-overlay]\n"
-	    "    [--socket-bytes N]\n(started by sandqd; not meant to be run by hand)\n");
+	    "    [--socket-bytes N] [--sockets N]\n(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
 
@@ -117,6 +117,7 @@ main(int argc, char **argv)
 		{ "keep-versions", required_argument, NULL, 'k' },
 		{ "no-overlay", no_argument, NULL, 'o' },
 		{ "socket-bytes", required_argument, NULL, 'b' },
+		{ "sockets", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
@@ -124,6 +125,7 @@ main(int argc, char **argv)
 	struct msg_hello hello;
 	struct err e = { 0 };
 	int64_t idx = -1, uid = -1, keep = STORE_KEEP_VERSIONS_DEFAULT, sock = 0;
+	int64_t nsock = SANDBOX_SOCKETS_DEFAULT;
 	char prefix[32];
 	sigset_t none;
 	int c;
@@ -161,6 +163,10 @@ main(int argc, char **argv)
 				usage();
 			w.sbx_conf.socket_bytes = (uint64_t)sock;
 			break;
+		case 'n':
+			if (parse_i64(optarg, 1, INT64_MAX, &nsock) < 0)
+				usage();
+			break;
 		default:
 			usage();
 		}
@@ -168,6 +174,7 @@ main(int argc, char **argv)
 	if (idx < 0 || uid < 0 || w.sbx_conf.run_dir == NULL || store_dir == NULL)
 		usage();
 	w.sbx_conf.index = (int)idx;
+	w.sbx_conf.sockets_max = (uint64_t)nsock;
 	w.sbx_conf.host_uid = (uid_t)uid;
 	snprintf(prefix, sizeof(prefix), "worker/%d", (int)idx);
 	log_procinit(prefix);
