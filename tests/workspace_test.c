@@ -577,6 +577,45 @@ filled_at(const char *name, size_t size)
 }
 
 /*
+ * A snapshot stores zeros in full; the tree made of it keeps each 4 KiB
+ * block of zeros a hole, so a materialised workspace or kept base holds
+ * what is not zero: a 1 MiB file with 5 bytes of data takes one block,
+ * and reads back byte for byte.
+ */
+Test(workspace, materialise_keeps_blocks_of_zeros_as_holes)
+{
+	struct agentfs *fs = NULL;
+	unsigned char *data = calloc(1, 1 << 20);
+	struct stat st;
+	struct err e;
+	size_t len = 0;
+	ssize_t n;
+	char *back;
+	int fd;
+
+	cr_assert_not_null(data);
+	memcpy(data + 300000, "hello", 5);
+	cr_assert_eq(agentfs_new(&fs, &e), 0);
+	cr_assert_eq(agentfs_write(fs, "/z", data, 1 << 20, 0644, &e), 0, "%s", e.msg);
+	cr_assert_eq(workspace_materialise(fs, wsfd, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(fstatat(wsfd, "z", &st, AT_SYMLINK_NOFOLLOW), 0);
+	cr_expect_eq(st.st_size, 1 << 20);
+	cr_expect_leq((uint64_t)st.st_blocks * 512, 16384, "%llu bytes allocated",
+	    (unsigned long long)st.st_blocks * 512);
+	back = malloc(1 << 20);
+	fd = openat(wsfd, "z", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cr_assert(back != NULL && fd >= 0);
+	while (len < (size_t)1 << 20 && (n = read(fd, back + len, (1 << 20) - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	cr_expect_eq(len, (size_t)1 << 20);
+	cr_expect(len == (size_t)1 << 20 && memcmp(back, data, len) == 0);
+	free(back);
+	free(data);
+	agentfs_close(fs);
+}
+
+/*
  * Eight 1 MiB files of holes take no block of a disk, but a snapshot
  * stores their zeros: with 1 MiB of growth allowed, the capture is
  * -ENOSPC naming the bound, in place as well as into a copy.
