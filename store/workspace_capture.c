@@ -100,10 +100,12 @@ cap_bytes_fail(struct cap *c, const char *path)
 {
 	if (c->growth_cap)
 		return err_set(c->e, -ENOSPC, "workspace: %s: over the disk limit of "
-		    "%llu bytes: the files read so far pass the %llu bytes the "
-		    "snapshot may grow to", path,
+		    "%llu bytes: the workspace's files come to more than %llu bytes, "
+		    "the snapshot's %llu plus the limit (holes count as zeros, each "
+		    "name of a hard link in full)", path,
 		    (unsigned long long)c->lim.max_growth,
-		    (unsigned long long)c->lim.max_bytes);
+		    (unsigned long long)c->lim.max_bytes,
+		    (unsigned long long)c->base_size);
 	return err_set(c->e, -EDQUOT, "workspace: %s: over the total size cap of "
 	    "%llu bytes", path, (unsigned long long)c->lim.max_bytes);
 }
@@ -906,8 +908,8 @@ cap_growth_check(struct cap *c, struct agentfs *out)
 		return 0;
 	return err_set(c->e, -ENOSPC, "workspace: over the disk limit of %llu "
 	    "bytes: the snapshot would grow by %llu bytes, from %llu to %llu "
-	    "(file sizes as listed, holes included, each name of a hard link "
-	    "in full, plus %d bytes an entry)",
+	    "(file sizes with holes as zeros, each name of a hard link in "
+	    "full, plus %d bytes an entry)",
 	    (unsigned long long)c->lim.max_growth,
 	    (unsigned long long)(size - c->base_size),
 	    (unsigned long long)c->base_size, (unsigned long long)size,
