@@ -23,7 +23,9 @@
  *    device and inode that fstatat() saw, before a byte is read;
  *  - nothing on another device (a mount) is entered;
  *  - total bytes, entry count, depth and single-file size are capped, and a
- *    file that grows past what fstat() said is refused.
+ *    file that grows past what fstat() said is refused; a job's capture is
+ *    also bounded by how much it may grow the snapshot (max_growth), with
+ *    holes and hard links counted as the snapshot stores them.
  * Materialise writes only into a tree it creates: files O_CREAT|O_EXCL|
  * O_NOFOLLOW, directories mkdirat(), so a name already present (say a
  * planted symlink) is an error, never something written through.
