@@ -854,13 +854,15 @@ quota_enforce(struct store *st, const char *tenant, const char *id,
 	    (unsigned long long)st->quota);
 }
 
-/* The size of tenant/id's head blob, or -1 when it has none (-errno). */
-static int64_t
-head_size(struct store *st, const char *tenant, const char *id, struct err *e)
+/* The size of tenant/id's head blob into *size, -1 when it has none. */
+static int
+head_size(struct store *st, const char *tenant, const char *id, int64_t *size,
+    struct err *e)
 {
 	sqlite3_stmt *stmt = NULL;
-	int64_t rc;
+	int rc;
 
+	*size = -1;
 	rc = store__stmt_prepare(st, "SELECT b.size FROM sandboxes s JOIN blobs b"
 	    " ON b.sha256 = s.head WHERE s.tenant = ?1 AND s.id = ?2", &stmt, e);
 	if (rc != 0)
@@ -869,8 +871,10 @@ head_size(struct store *st, const char *tenant, const char *id, struct err *e)
 	    (rc = store__bind_text(st, stmt, 2, id, e)) == 0) {
 		int r = sqlite3_step(stmt);
 
-		rc = r == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : r == SQLITE_DONE ?
-		    -1 : store__db_fail(st->db, r, "sandboxes", e);
+		if (r == SQLITE_ROW)
+			*size = sqlite3_column_int64(stmt, 0);
+		else if (r != SQLITE_DONE)
+			rc = store__db_fail(st->db, r, "sandboxes", e);
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -888,8 +892,8 @@ sandbox_move(struct store *st, const char *tenant, const char *id,
 	if ((rc = sandbox_expect(st, tenant, id, from_version, e)) != 0 ||
 	    (rc = blob_require(st, sha, e)) != 0)
 		return rc;
-	if (st->quota > 0 && (old_size = head_size(st, tenant, id, e)) < -1)
-		return (int)old_size;
+	if (st->quota > 0 && (rc = head_size(st, tenant, id, &old_size, e)) != 0)
+		return rc;
 	/* The version test is repeated in SQL: the CAS holds even alone. */
 	rc = store__stmt_prepare(st, "UPDATE sandboxes SET head = ?3,"
 	    " version = version + 1, updated_at = ?4"

@@ -10,10 +10,10 @@
  * names any more goes in the same transaction. docs/store.md has the whole
  * model.
  *
- * Lifecycle: store_open() -> store_set_keep_versions(), store_set_quota()
- * (optional) ->
- * sandbox_create_blob / commit_blob / commit_patch / fork / get / list /
- * history / delete / blob_get -> store_close(). The Redis store
+ * Lifecycle: store_open() -> store_set_keep_versions() and
+ * store_set_quota() (optional) -> sandbox_create_blob / commit_blob /
+ * commit_patch / fork / get / list / history / delete / blob_get ->
+ * store_close(). The Redis store
  * (rstore.h) uses a local store as its cache, through the calls of "Moving
  * blobs between stores" and store_sandbox_adopt(). A handle is not
  * thread-safe: use one per thread or process; any number of handles, in
