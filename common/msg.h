@@ -126,6 +126,7 @@ _Static_assert(sizeof(struct msg_spawn_done) == 8, "wire struct");
 enum msg_sbx_fail_kind {
 	SBX_FAIL_INTERNAL = 0,	/* the sandbox could not be built */
 	SBX_FAIL_INPUT = 1,	/* the job's own input cannot be set up */
+	SBX_FAIL_DISK = 2,	/* the capture passed the job's disk limit */
 };
 
 /* A received frame. Owns data and fd. */

@@ -926,6 +926,14 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 
 	if ((rc = rules_compile(j, &p, e)) < 0)
 		return rc;
+	/*
+	 * The job's disk limit bounds what it commits, not only what its
+	 * tmpfs holds: a sparse file or a hard link takes little of the
+	 * tmpfs but is read back in full, and what is committed stays in
+	 * the store, in the worker's image and patch and in the kept base.
+	 * The capture stops (-ENOSPC) once the snapshot would grow by more.
+	 */
+	lim.max_growth = j->limits.disk_bytes;
 	wsfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (wsfd < 0) {
 		rc = err_set(e, -errno, "open /workspace: %s", strerror(errno));

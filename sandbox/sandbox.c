@@ -158,8 +158,10 @@ init_commit(int ctl, struct persist *ps, int snapfd, const struct job *j)
 	rc = msg_recv(ctl, &m, MSG_MAX);
 	if (rc <= 0 || m.hdr.type != MSG_SBX_COMMIT)
 		_exit(0);
+	/* -ENOSPC here is the capture's growth bound (or a snapshot at the
+	 * codec's size cap): the job's disk, not its input. */
 	if ((rc = persist_capture(ctl, ps, snapfd, j, m.data, m.len, &e)) < 0)
-		init_fail(ctl, fail_kind(rc), &e);
+		init_fail(ctl, rc == -ENOSPC ? SBX_FAIL_DISK : fail_kind(rc), &e);
 	_exit(0);
 }
 
@@ -1080,12 +1082,13 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 			return 0;
 		} else if (rc == 1 && m.hdr.type == MSG_SBX_FAIL && m.len >= 1) {
 			bool input = m.data[0] == SBX_FAIL_INPUT;
+			bool disk = m.data[0] == SBX_FAIL_DISK;
 
 			/* exit_code and the output stay: the job did run. */
-			result_set_error(res, input ? ST_REJECTED : ST_INTERNAL,
-			    input ? "commit_refused" : "sandbox",
-			    "the job ran, but its workspace was not committed: %.*s",
-			    (int)(m.len - 1), (const char *)m.data + 1);
+			result_set_error(res, disk ? ST_DISK_LIMIT : input ? ST_REJECTED :
+			    ST_INTERNAL, disk ? "disk_limit" : input ? "commit_refused" :
+			    "sandbox", "the job ran, but its workspace was not committed: "
+			    "%.*s", (int)(m.len - 1), (const char *)m.data + 1);
 			break;
 		} else {
 			result_set_error(res, ST_INTERNAL, "sandbox",

@@ -531,6 +531,12 @@ store_set_keep_versions(struct store *st, unsigned n)
 	st->keep_versions = n;
 }
 
+void
+store_set_quota(struct store *st, uint64_t bytes)
+{
+	st->quota = bytes;
+}
+
 /*** Sandboxes ***/
 
 /* 0 when the blob is stored, -ENOENT naming it otherwise. */
@@ -620,7 +626,11 @@ sandbox_row(sqlite3_stmt *stmt, struct store_sandbox *sb, struct err *e)
 	return 0;
 }
 
-/* Inserts the sandboxes row and its first history row (in a transaction). */
+static int quota_enforce(struct store *st, const char *tenant, const char *id,
+    int64_t old_size, const char *sha, struct err *e);
+
+/* Inserts the sandboxes row and its first history row (in a transaction),
+ * within the storage quota (quota_enforce()). */
 static int
 sandbox_insert(struct store *st, const char *tenant, const char *id,
     const char *sha, const char *labels, struct err *e)
@@ -650,9 +660,10 @@ sandbox_insert(struct store *st, const char *tenant, const char *id,
 		sqlite3_finalize(stmt);
 		return rc;
 	}
-	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0)
+	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0 ||
+	    (rc = version_append(st, tenant, id, 1, sha, now, e)) != 0)
 		return rc;
-	return version_append(st, tenant, id, 1, sha, now, e);
+	return quota_enforce(st, tenant, id, -1, sha, e);
 }
 
 int
@@ -708,25 +719,14 @@ out_free:
 int64_t
 store_tenant_usage(struct store *st, const char *tenant, struct err *e)
 {
-	sqlite3_stmt *stmt = NULL;
-	int64_t rc;
+	uint64_t used = 0;
+	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0)
+	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	    (rc = store__tenant_stored(st, tenant, &used, e)) != 0)
 		return rc;
-	/* Each head once: forks of one snapshot count it once. */
-	rc = store__stmt_prepare(st, "SELECT COALESCE(SUM(size), 0) FROM blobs"
-	    " WHERE sha256 IN (SELECT head FROM sandboxes WHERE tenant = ?1)", &stmt, e);
-	if (rc != 0)
-		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) == 0) {
-		int s = sqlite3_step(stmt);
-
-		rc = s == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) :
-		    store__db_fail(st->db, s, "sandboxes", e);
-	}
-	sqlite3_finalize(stmt);
-	return rc;
+	return (int64_t)used;
 }
 
 int
@@ -785,19 +785,19 @@ sandbox_expect(struct store *st, const char *tenant, const char *id,
 
 /*
  * Retention after a commit of tenant/id: deletes its history rows older
- * than the newest keep_versions (the head's row is the newest, so it
- * stays), then the blobs they named that nothing names any more. Walks
+ * than the newest keep (the head's row is the newest, so it stays; 0
+ * keeps them all), then the blobs they named that nothing names any more. Walks
  * keep_versions rows of the primary key and what it deletes, no more.
  */
 static int
 sandbox_retain(struct store *st, const char *tenant, const char *id,
-    struct err *e)
+    unsigned keep, struct err *e)
 {
 	struct shalist dropped = { 0 };
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	if (st->keep_versions == 0)
+	if (keep == 0)
 		return 0;
 	rc = store__stmt_prepare(st, "DELETE FROM versions WHERE tenant = ?1"
 	    " AND id = ?2 AND version < (SELECT version FROM versions"
@@ -808,8 +808,7 @@ sandbox_retain(struct store *st, const char *tenant, const char *id,
 		return rc;
 	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
 	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 3, (int64_t)st->keep_versions - 1,
-	    e)) != 0) {
+	    (rc = store__bind_i64(st, stmt, 3, (int64_t)keep - 1, e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
 	}
@@ -820,17 +819,80 @@ sandbox_retain(struct store *st, const char *tenant, const char *id,
 	return rc;
 }
 
+/*
+ * The storage quota (store_set_quota()) after tenant/id's head became sha,
+ * its history row appended and retention applied, in the same write
+ * transaction: what the tenant's kept versions store (store__tenant_stored())
+ * against the quota. Over it, a head that did not grow (old_size >= the new
+ * size; old_size -1: a new sandbox) is still committed, and the sandbox's
+ * older history rows go with what only they named: a tenant over its quota
+ * can clean up, and a rewrite of the same size cannot pile up history past
+ * the quota. A head that grew is -EDQUOT naming the figures and the setting,
+ * and the caller's rollback undoes the commit.
+ */
+static int
+quota_enforce(struct store *st, const char *tenant, const char *id,
+    int64_t old_size, const char *sha, struct err *e)
+{
+	uint64_t used = 0;
+	int64_t size;
+	int rc;
+
+	if (st->quota == 0)
+		return 0;
+	if ((rc = store__tenant_stored(st, tenant, &used, e)) != 0)
+		return rc;
+	if (used <= st->quota)
+		return 0;
+	if ((size = store_blob_size(st, sha, e)) < 0)
+		return (int)size;
+	if (old_size >= 0 && size <= old_size)
+		return sandbox_retain(st, tenant, id, 1, e);
+	return err_set(e, -EDQUOT, "store: tenant '%s': its sandboxes would store "
+	    "%llu bytes, kept history included, above its storage quota "
+	    "(storage_quota_bytes) of %llu", tenant, (unsigned long long)used,
+	    (unsigned long long)st->quota);
+}
+
+/* The size of tenant/id's head blob into *size, -1 when it has none. */
+static int
+head_size(struct store *st, const char *tenant, const char *id, int64_t *size,
+    struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	*size = -1;
+	rc = store__stmt_prepare(st, "SELECT b.size FROM sandboxes s JOIN blobs b"
+	    " ON b.sha256 = s.head WHERE s.tenant = ?1 AND s.id = ?2", &stmt, e);
+	if (rc != 0)
+		return rc;
+	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) == 0 &&
+	    (rc = store__bind_text(st, stmt, 2, id, e)) == 0) {
+		int r = sqlite3_step(stmt);
+
+		if (r == SQLITE_ROW)
+			*size = sqlite3_column_int64(stmt, 0);
+		else if (r != SQLITE_DONE)
+			rc = store__db_fail(st->db, r, "sandboxes", e);
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
 /* The body of store_sandbox_commit(), inside its transaction. */
 static int
 sandbox_move(struct store *st, const char *tenant, const char *id,
     uint64_t from_version, const char *sha, struct err *e)
 {
 	sqlite3_stmt *stmt = NULL;
-	int64_t now = (int64_t)now_ms();
+	int64_t now = (int64_t)now_ms(), old_size = -1;
 	int rc;
 
 	if ((rc = sandbox_expect(st, tenant, id, from_version, e)) != 0 ||
 	    (rc = blob_require(st, sha, e)) != 0)
+		return rc;
+	if (st->quota > 0 && (rc = head_size(st, tenant, id, &old_size, e)) != 0)
 		return rc;
 	/* The version test is repeated in SQL: the CAS holds even alone. */
 	rc = store__stmt_prepare(st, "UPDATE sandboxes SET head = ?3,"
@@ -853,9 +915,10 @@ sandbox_move(struct store *st, const char *tenant, const char *id,
 		return err_set(e, -ESTALE, "store: sandbox %s/%s: moved "
 		    "during commit", tenant, id);
 	if ((rc = version_append(st, tenant, id, from_version + 1, sha, now,
-	    e)) != 0)
+	    e)) != 0 ||
+	    (rc = sandbox_retain(st, tenant, id, st->keep_versions, e)) != 0)
 		return rc;
-	return sandbox_retain(st, tenant, id, e);
+	return quota_enforce(st, tenant, id, old_size, sha, e);
 }
 
 int
@@ -1191,7 +1254,7 @@ sandbox_adopt_locked(struct store *st, const struct store_sandbox *sb,
 	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0 ||
 	    (rc = version_append(st, sb->tenant, sb->id, sb->version,
 	    sb->head, sb->updated_at, e)) != 0 ||
-	    (rc = sandbox_retain(st, sb->tenant, sb->id, e)) != 0)
+	    (rc = sandbox_retain(st, sb->tenant, sb->id, st->keep_versions, e)) != 0)
 		goto out_free;
 	rc = store__gc_list(st, &old, NULL, e);
 out_free:

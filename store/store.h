@@ -10,9 +10,10 @@
  * names any more goes in the same transaction. docs/store.md has the whole
  * model.
  *
- * Lifecycle: store_open() -> store_set_keep_versions() (optional) ->
- * sandbox_create_blob / commit_blob / commit_patch / fork / get / list /
- * history / delete / blob_get -> store_close(). The Redis store
+ * Lifecycle: store_open() -> store_set_keep_versions() and
+ * store_set_quota() (optional) -> sandbox_create_blob / commit_blob /
+ * commit_patch / fork / get / list / history / delete / blob_get ->
+ * store_close(). The Redis store
  * (rstore.h) uses a local store as its cache, through the calls of "Moving
  * blobs between stores" and store_sandbox_adopt(). A handle is not
  * thread-safe: use one per thread or process; any number of handles, in
@@ -166,6 +167,21 @@ void store_close(struct store *st);
  */
 void store_set_keep_versions(struct store *st, unsigned n);
 
+/*
+ * The storage quota of this handle's next creates and commits, in bytes (0,
+ * the default: none), for the tenant they are made for: what that tenant's
+ * heads and kept history rows store, each blob's manifest and each distinct
+ * chunk once (store_tenant_usage()), measured in the commit's transaction
+ * after retention. A commit or create that takes it past the quota is
+ * refused, nothing stored, with -EDQUOT naming both figures, unless it
+ * does not grow its sandbox's head: that one is committed and the
+ * sandbox's older history rows are dropped with it (the head's row alone
+ * stays), so a tenant over its quota can always shrink a sandbox, and
+ * same-size rewrites cannot pile up history past it. Forks add no bytes
+ * and are not checked.
+ */
+void store_set_quota(struct store *st, uint64_t bytes);
+
 /*** Blobs ***/
 
 /*
@@ -236,8 +252,11 @@ int store_sandbox_create_blob(struct store *st, const char *tenant,
     char sha_hex[STORE_SHA_HEX + 1], struct err *e);
 
 /*
- * The bytes of the tenant's sandboxes' heads, each snapshot once (forks of
- * one head share it): what a tenant's storage quota is measured against.
+ * What the tenant's sandboxes store: every blob a head or a kept history
+ * row names, once (forks of one head share it), as its manifest, and every
+ * distinct chunk those manifests list, once, whatever number of versions
+ * shares it. What a tenant's storage quota is measured against
+ * (store_set_quota()). Costs a read of the manifests, not of the chunks.
  * Returns the size (>= 0) or -errno.
  */
 int64_t store_tenant_usage(struct store *st, const char *tenant, struct err *e);

@@ -18,7 +18,7 @@
  * chunks the patch touches.
  *
  * Sections: Chunks and manifests, Plans from an image and a patch,
- * Collection, Blobs.
+ * Collection, Blobs, What a tenant stores.
  */
 #include <errno.h>
 #include <openssl/evp.h>
@@ -829,4 +829,120 @@ long
 store_debug_chunks_hashed(const struct store *st)
 {
 	return st->chunks_hashed;
+}
+
+/*** What a tenant stores ***/
+
+/*
+ * A set of raw chunk hashes: open addressing on the hash's first 8 bytes
+ * (SHA-256 is uniform), kept at most half full.
+ */
+struct chunkset {
+	unsigned char (*v)[SHA_RAW];	/* slots; all zeros is empty */
+	size_t n;			/* hashes held */
+	size_t cap;			/* slots, a power of two */
+};
+
+static size_t
+chunkset_slot(const struct chunkset *s, const unsigned char *h)
+{
+	uint64_t x;
+	size_t i;
+
+	memcpy(&x, h, sizeof(x));
+	for (i = (size_t)x & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+		static const unsigned char zero[SHA_RAW];
+
+		if (memcmp(s->v[i], zero, SHA_RAW) == 0 ||
+		    memcmp(s->v[i], h, SHA_RAW) == 0)
+			return i;
+	}
+}
+
+/* Adds h; true when it was not there yet. The all-zero hash (never a
+ * SHA-256 in practice) is counted every time, never stored. */
+static bool
+chunkset_add(struct chunkset *s, const unsigned char *h)
+{
+	static const unsigned char zero[SHA_RAW];
+	size_t i;
+
+	if (memcmp(h, zero, SHA_RAW) == 0)
+		return true;
+	if (2 * (s->n + 1) > s->cap) {
+		struct chunkset g = { .cap = s->cap ? 2 * s->cap : 1024 };
+
+		g.v = xcalloc(g.cap, SHA_RAW);
+		for (size_t k = 0; k < s->cap; k++)
+			if (memcmp(s->v[k], zero, SHA_RAW) != 0)
+				memcpy(g.v[chunkset_slot(&g, s->v[k])], s->v[k], SHA_RAW);
+		g.n = s->n;
+		free(s->v);
+		*s = g;
+	}
+	i = chunkset_slot(s, h);
+	if (memcmp(s->v[i], h, SHA_RAW) == 0)
+		return false;
+	memcpy(s->v[i], h, SHA_RAW);
+	s->n++;
+	return true;
+}
+
+/*
+ * What the tenant's kept versions take in the store: every blob that one
+ * of its heads or history rows names, once, as its manifest (the manifest
+ * head and 32 bytes a chunk) and the distinct chunks those manifests list,
+ * each once whatever number of blobs or times lists it. Chunks shared
+ * with another tenant's blobs count here too: each tenant is charged what
+ * its own versions name. Reads manifests only (no chunk data), in the
+ * caller's transaction or its own statement's snapshot.
+ */
+int
+store__tenant_stored(struct store *st, const char *tenant, uint64_t *bytes,
+    struct err *e)
+{
+	struct chunkset set = { 0 };
+	sqlite3_stmt *stmt = NULL;
+	uint64_t total = 0;
+	int rc;
+
+	*bytes = 0;
+	rc = store__stmt_prepare(st, "SELECT size, chunk_size, chunks FROM blobs"
+	    " WHERE sha256 IN (SELECT head FROM sandboxes WHERE tenant = ?1"
+	    "  UNION SELECT sha256 FROM versions WHERE tenant = ?1)", &stmt, e);
+	if (rc != 0)
+		return rc;
+	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0)
+		goto out_finalize;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		int64_t size = sqlite3_column_int64(stmt, 0);
+		int64_t cs = sqlite3_column_int64(stmt, 1);
+		const unsigned char *h = sqlite3_column_blob(stmt, 2);
+		int nb = sqlite3_column_bytes(stmt, 2);
+		size_t n = nb > 0 ? (size_t)nb / SHA_RAW : 0;
+
+		if (size < 0 || cs < 1 || nb < 0 || nb % SHA_RAW != 0 ||
+		    (h == NULL && nb > 0) ||
+		    n != (size_t)((size + cs - 1) / cs)) {
+			rc = err_set(e, -EBADMSG, "store: tenant %s: a damaged "
+			    "manifest (size %lld, chunk size %lld)", tenant,
+			    (long long)size, (long long)cs);
+			goto out_finalize;
+		}
+		total += STORE_MANIFEST_HEAD + (uint64_t)nb;
+		for (size_t i = 0; i < n; i++)
+			if (chunkset_add(&set, h + i * SHA_RAW))
+				total += i + 1 < n ? (uint64_t)cs :
+				    (uint64_t)size - (uint64_t)cs * i;
+	}
+	if (rc != SQLITE_DONE) {
+		rc = store__db_fail(st->db, rc, "blobs", e);
+		goto out_finalize;
+	}
+	rc = 0;
+	*bytes = total;
+out_finalize:
+	sqlite3_finalize(stmt);
+	free(set.v);
+	return rc;
 }

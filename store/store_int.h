@@ -24,6 +24,7 @@ struct patch;
 struct store {
 	sqlite3 *db;		/* the connection to dir/store.db */
 	unsigned keep_versions;	/* history rows per sandbox; 0: all */
+	uint64_t quota;		/* store_set_quota(): bytes; 0: none */
 	long chunks_hashed;	/* chunks hashed for writes (a test hook) */
 };
 
@@ -159,6 +160,13 @@ int store__plan_row(struct store *st, const char *sql,
     const struct blob_plan *p, int64_t created_at, struct err *e);
 /* Stores the blob p describes, in the caller's write transaction. */
 int store__plan_store(struct store *st, const struct blob_plan *p,
+    struct err *e);
+/*
+ * The bytes the tenant's heads and history rows take in the store: each
+ * blob they name once (its manifest) and each distinct chunk those blobs
+ * list once. Within the caller's transaction when it has one. 0 or -errno.
+ */
+int store__tenant_stored(struct store *st, const char *tenant, uint64_t *bytes,
     struct err *e);
 /*
  * Collects every blob of l that nothing names any more, in the caller's

@@ -472,6 +472,45 @@ mat_marks(struct mat *m, workspace_mark_cb mark, void *arg)
 	return 0;
 }
 
+/*
+ * Writes data[0..len) to the empty file fd, leaving each 4 KiB block of
+ * zeros a hole: a snapshot stores zeros in full, but the tree made of it
+ * (a job's /workspace, the worker's kept base on tmpfs) then holds only
+ * what is not zero. The file reads back the same bytes. 0 or -errno.
+ */
+static int
+write_holes(int fd, const unsigned char *data, size_t len)
+{
+	static const unsigned char zero[4096];
+	size_t off = 0;
+	int rc;
+
+	while (off < len) {
+		size_t n = len - off < sizeof(zero) ? len - off : sizeof(zero);
+		size_t run = 0;
+
+		if (memcmp(data + off, zero, n) == 0) {
+			off += n;
+			continue;
+		}
+		/* A run of blocks holding data, written at its offset. */
+		while (off + run < len) {
+			size_t k = len - off - run < sizeof(zero) ? len - off - run :
+			    sizeof(zero);
+
+			if (memcmp(data + off + run, zero, k) == 0)
+				break;
+			run += k;
+		}
+		if (lseek(fd, (off_t)off, SEEK_SET) < 0)
+			return -errno;
+		if ((rc = write_all(fd, data + off, run)) != 0)
+			return rc;
+		off += run;
+	}
+	return ftruncate(fd, (off_t)len) != 0 ? -errno : 0;
+}
+
 /* Creates one regular file under pfd: O_EXCL so nothing existing is
  * reused, O_NOFOLLOW so a planted symlink is not written through. */
 static int
@@ -495,7 +534,7 @@ mat_file(struct agentfs *fs, int pfd, const char *name,
 		rc = workspace__sys_fail(e, me->path, "openat");
 		goto out_free;
 	}
-	if ((rc = write_all(fd, data, len)) != 0) {
+	if ((rc = write_holes(fd, data, len)) != 0) {
 		errno = -rc;
 		rc = workspace__sys_fail(e, me->path, "write");
 		goto out_close_fd;

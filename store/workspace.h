@@ -23,7 +23,9 @@
  *    device and inode that fstatat() saw, before a byte is read;
  *  - nothing on another device (a mount) is entered;
  *  - total bytes, entry count, depth and single-file size are capped, and a
- *    file that grows past what fstat() said is refused.
+ *    file that grows past what fstat() said is refused; a job's capture is
+ *    also bounded by how much it may grow the snapshot (max_growth), with
+ *    holes and hard links counted as the snapshot stores them.
  * Materialise writes only into a tree it creates: files O_CREAT|O_EXCL|
  * O_NOFOLLOW, directories mkdirat(), so a name already present (say a
  * planted symlink) is an error, never something written through.
@@ -64,7 +66,18 @@ struct workspace_limits {
 	uint64_t max_file_bytes;	/* one regular file */
 	uint32_t max_files;		/* entries of any kind, dirs included */
 	uint32_t max_depth;		/* nesting: "/a" is 1, "/a/b" is 2 */
+	uint64_t max_growth;		/* capture only: how much the snapshot's
+					 * size may grow over base's (see
+					 * workspace_size()); 0: no bound */
 };
+
+/*
+ * What an entry costs in a snapshot beyond its file bytes: its inode and
+ * directory rows and their index entries. An empty file with a short name
+ * takes about 112 bytes of an AgentFS database; a 255-byte name, about
+ * twice its length more.
+ */
+#define WORKSPACE_ENTRY_BYTES 512
 
 #define WORKSPACE_LIMITS_DEFAULT { \
 	.max_bytes = (uint64_t)512 << 20, \
@@ -159,6 +172,16 @@ int workspace_materialise_rules(struct agentfs *fs, int dirfd,
     workspace_mark_cb mark, void *arg, struct err *e);
 
 /*
+ * The size a capture bounds (workspace_limits.max_growth): the apparent
+ * size (st_size) of every regular file of fs, each inode once, plus
+ * WORKSPACE_ENTRY_BYTES per entry. Holes count as the zeros a snapshot
+ * stores in their place, and a capture stores every name of a hard-linked
+ * file as a file of its own, so this is what the snapshot holds, not what
+ * a disk with holes and links held. Returns 0 or -errno with e set.
+ */
+int workspace_size(struct agentfs *fs, uint64_t *size, struct err *e);
+
+/*
  * Reads the tree below dirfd back into a new snapshot *out: a copy of base
  * (base NULL: an empty snapshot) where only what differs is rewritten. A
  * regular file is compared by size, permission bits and then content; new
@@ -171,6 +194,10 @@ int workspace_materialise_rules(struct agentfs *fs, int dirfd,
  * Errors name the path: special file -EPERM, bad name or target -EILSEQ
  * (hex-escaped), a cap -EDQUOT (total bytes, entries, depth) or -EFBIG (one
  * file), another device -EXDEV, a file that changed while read -EAGAIN.
+ * With lim->max_growth, a result whose workspace_size() passes base's (0
+ * without base) by more than max_growth is -ENOSPC, the message naming
+ * the bound and both sizes; the walk stops as soon as the files read pass
+ * what the bound allows, so no more than that is ever read.
  * Returns 0 with *out owned by the caller (agentfs_close()), or -errno with
  * *out NULL.
  */

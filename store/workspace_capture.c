@@ -62,6 +62,8 @@ struct cap {
 	size_t cap;			/* allocated */
 	uint64_t bytes;			/* file bytes read so far */
 	uint64_t count;			/* entries seen so far */
+	uint64_t base_size;		/* workspace_size() of base */
+	bool growth_cap;		/* lim.max_bytes is max_growth's bound */
 	dev_t dev;			/* the workspace's device (overlay: the upper layer's) */
 	bool overlay;			/* reading an overlay: merged + upper (see _overlay) */
 	dev_t mdev;			/* overlay: the merged tree's device */
@@ -86,6 +88,26 @@ path_cmp(const char *a, const char *b)
 		if (ca != cb || ca == 0)
 			return ca - cb;
 	}
+}
+
+/*
+ * The error for a file of path that takes the bytes read past
+ * c->lim.max_bytes: the total size cap, or, when max_growth set it, the
+ * growth bound (-ENOSPC, as workspace_capture() says).
+ */
+static int
+cap_bytes_fail(struct cap *c, const char *path)
+{
+	if (c->growth_cap)
+		return err_set(c->e, -ENOSPC, "workspace: %s: over the disk limit of "
+		    "%llu bytes: the workspace's files come to more than %llu bytes, "
+		    "the snapshot's %llu plus the limit (holes count as zeros, each "
+		    "name of a hard link in full)", path,
+		    (unsigned long long)c->lim.max_growth,
+		    (unsigned long long)c->lim.max_bytes,
+		    (unsigned long long)c->base_size);
+	return err_set(c->e, -EDQUOT, "workspace: %s: over the total size cap of "
+	    "%llu bytes", path, (unsigned long long)c->lim.max_bytes);
 }
 
 static int
@@ -269,9 +291,7 @@ cap_read_file(struct cap *c, int pfd, const char *name,
 		goto out_close_fd;
 	}
 	if ((uint64_t)st.st_size > c->lim.max_bytes - c->bytes) {
-		rc = err_set(c->e, -EDQUOT, "workspace: %s: over the total "
-		    "size cap of %llu bytes", c->path,
-		    (unsigned long long)c->lim.max_bytes);
+		rc = cap_bytes_fail(c, c->path);
 		goto out_close_fd;
 	}
 	buf = xmalloc((size_t)st.st_size + 1);
@@ -477,9 +497,7 @@ cap_view_is_same(struct cap *c, int pfd, const char *name,
 		if (n == 0)
 			break;
 		if ((uint64_t)n > c->lim.max_bytes - c->bytes) {
-			rc = err_set(c->e, -EDQUOT, "workspace: %s: over the "
-			    "total size cap of %llu bytes", c->path,
-			    (unsigned long long)c->lim.max_bytes);
+			rc = cap_bytes_fail(c, c->path);
 			goto out_close_fd;
 		}
 		c->bytes += (uint64_t)n;
@@ -608,9 +626,7 @@ cap_unchanged(struct cap *c, struct base_ent *be)
 		if (x->kind != AGENTFS_FILE || lv < PERM_READ)
 			continue;
 		if (x->size > c->lim.max_bytes - c->bytes)
-			return err_set(c->e, -EDQUOT, "workspace: %s: over the total "
-			    "size cap of %llu bytes", x->path,
-			    (unsigned long long)c->lim.max_bytes);
+			return cap_bytes_fail(c, x->path);
 		c->bytes += x->size;
 	}
 	return 0;
@@ -833,6 +849,73 @@ cap_remove_missing(struct cap *c)
 	return 0;
 }
 
+/*** The growth bound ***/
+
+int
+workspace_size(struct agentfs *fs, uint64_t *size, struct err *e)
+{
+	uint64_t bytes = 0, entries = 0;
+	int rc;
+
+	*size = 0;
+	if (fs == NULL)
+		return 0;
+	if ((rc = agentfs_usage(fs, &bytes, &entries, e)) != 0)
+		return rc;
+	*size = bytes + entries * WORKSPACE_ENTRY_BYTES;
+	return 0;
+}
+
+/*
+ * Before the walk: base's size, and, with max_growth, the files read
+ * lowered to what the bound allows. Every file of the result is read or
+ * counted by the walk, so the bytes read never pass the result's size:
+ * passing base's size plus max_growth already settles it, before a
+ * sparse file is read to its end or a hard link once more.
+ */
+static int
+cap_growth_start(struct cap *c, struct agentfs *base)
+{
+	uint64_t allow;
+	int rc;
+
+	if (c->lim.max_growth == 0)
+		return 0;
+	if ((rc = workspace_size(base, &c->base_size, c->e)) != 0)
+		return rc;
+	allow = c->base_size + c->lim.max_growth;
+	if (allow < c->base_size)
+		return 0;		/* overflow: no lower cap */
+	if (allow < c->lim.max_bytes) {
+		c->lim.max_bytes = allow;
+		c->growth_cap = true;
+	}
+	return 0;
+}
+
+/* After the walk: out's size against base's plus max_growth. */
+static int
+cap_growth_check(struct cap *c, struct agentfs *out)
+{
+	uint64_t size;
+	int rc;
+
+	if (c->lim.max_growth == 0)
+		return 0;
+	if ((rc = workspace_size(out, &size, c->e)) != 0)
+		return rc;
+	if (size <= c->base_size || size - c->base_size <= c->lim.max_growth)
+		return 0;
+	return err_set(c->e, -ENOSPC, "workspace: over the disk limit of %llu "
+	    "bytes: the snapshot would grow by %llu bytes, from %llu to %llu "
+	    "(file sizes with holes as zeros, each name of a hard link in "
+	    "full, plus %d bytes an entry)",
+	    (unsigned long long)c->lim.max_growth,
+	    (unsigned long long)(size - c->base_size),
+	    (unsigned long long)c->base_size, (unsigned long long)size,
+	    WORKSPACE_ENTRY_BYTES);
+}
+
 int
 workspace_capture(int dirfd, struct agentfs *base,
     const struct workspace_limits *lim, struct agentfs **out,
@@ -865,6 +948,8 @@ workspace_capture_rules(int dirfd, struct agentfs *base,
 	if (!S_ISDIR(st.st_mode))
 		return err_set(e, -ENOTDIR, "workspace: /: not a directory");
 	c.dev = st.st_dev;
+	if ((rc = cap_growth_start(&c, base)) != 0)
+		goto out_free;
 
 	if (base != NULL) {
 		if ((rc = agentfs_to_blob(base, &blob, &len, e)) != 0)
@@ -884,7 +969,8 @@ workspace_capture_rules(int dirfd, struct agentfs *base,
 	c.path[0] = '\0';
 	if ((rc = cap_dir(&c, dirfd, -1, 0, 0)) != 0)
 		goto out_close;
-	if ((rc = cap_remove_missing(&c)) != 0)
+	if ((rc = cap_remove_missing(&c)) != 0 ||
+	    (rc = cap_growth_check(&c, c.out)) != 0)
 		goto out_close;
 	*out = c.out;
 	c.out = NULL;
@@ -924,6 +1010,8 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 	if (!S_ISDIR(st.st_mode) || fstat(dirfd, &st) != 0 || !S_ISDIR(st.st_mode))
 		return err_set(e, -ENOTDIR, "workspace: /: not a directory");
 	c.mdev = st.st_dev;
+	if ((rc = cap_growth_start(&c, fs)) != 0)
+		return rc;
 	/*
 	 * One handle is both base and result: every path's base state is
 	 * read (to compare) before that path is written, and never after, so
@@ -936,6 +1024,8 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 		rc = c.overlay ? cap_dir(&c, upperfd, dirfd, 0, 0) : cap_dir(&c, dirfd, -1, 0, 0);
 		if (rc == 0)
 			rc = cap_remove_missing(&c);
+		if (rc == 0)
+			rc = cap_growth_check(&c, fs);
 	}
 	for (size_t i = 0; i < c.n; i++) {
 		free(c.ents[i].path);

@@ -35,6 +35,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -660,6 +661,202 @@ Test(containment, filling_the_workspace_hits_the_disk_limit)
 Test(containment, filling_tmp_hits_the_disk_limit)
 {
 	expect_disk_limit("/tmp");
+}
+
+/*** Snapshots: what a job commits ***/
+
+#define SNAP_DISK ((uint64_t)16 << 20)	/* the jobs' disk limit below */
+
+/* One number from the store's database (sqlite3 CLI, read-only). */
+static long long
+store_number(const char *sql)
+{
+	char *cmd = text("sqlite3 -readonly %s/state/store/store.db \"%s\"", H.dir, sql);
+	char *out = NULL;
+	long long v;
+
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", cmd);
+	v = atoll(out);
+	free(out);
+	free(cmd);
+	return v;
+}
+
+/* The stored size of the head of the default tenant's sandbox id. */
+static long long
+head_bytes(const char *id)
+{
+	char *sql = text("SELECT size FROM blobs WHERE sha256 = (SELECT head FROM "
+	    "sandboxes WHERE tenant = 'default' AND id = '%s')", id);
+	long long v = store_number(sql);
+
+	free(sql);
+	return v;
+}
+
+/*
+ * What the workers keep between jobs: each one's kept base (the blocks
+ * used on its base tmpfs, seen through /proc/PID/root in its own mount
+ * namespace) and the snapshot memfds it holds (image and patch).
+ */
+static uint64_t
+kept_bytes(void)
+{
+	pid_t pids[16];
+	char seen[16][300];
+	int n = harness_pgrep(text("--run-dir %s/state/run/", H.dir), pids, 16), nseen = 0;
+	uint64_t total = 0;
+
+	for (int i = 0; i < n; i++) {
+		char path[400], cmd[4096], link[256];
+		const char *run = NULL;
+		struct statvfs sv;
+		struct dirent *de;
+		ssize_t len;
+		bool dup = false;
+		DIR *d;
+		int fd;
+
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pids[i]);
+		if ((fd = open(path, O_RDONLY)) < 0)
+			continue;
+		len = read(fd, cmd, sizeof(cmd) - 1);
+		close(fd);
+		for (ssize_t k = 0; len > 0 && k < len; k += (ssize_t)strlen(cmd + k) + 1) {
+			cmd[len] = '\0';
+			if (strcmp(cmd + k, "--run-dir") == 0 && k + 10 < len)
+				run = cmd + k + 10;
+		}
+		for (int k = 0; run != NULL && k < nseen; k++)
+			dup |= strcmp(seen[k], run) == 0;
+		/* One base per run folder (a spawner shares its worker's). */
+		if (run != NULL && !dup && nseen < 16) {
+			snprintf(seen[nseen++], sizeof(seen[0]), "%s", run);
+			snprintf(path, sizeof(path), "/proc/%d/root%s/base", (int)pids[i], run);
+			if (statvfs(path, &sv) == 0)
+				total += (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)pids[i]);
+		if ((d = opendir(path)) == NULL)
+			continue;
+		while ((de = readdir(d)) != NULL) {
+			char fdpath[700];
+			struct stat st;
+
+			snprintf(fdpath, sizeof(fdpath), "%s/%s", path, de->d_name);
+			len = readlink(fdpath, link, sizeof(link) - 1);
+			if (len <= 0)
+				continue;
+			link[len] = '\0';
+			if (strncmp(link, "/memfd:snapshot", 15) == 0 && stat(fdpath, &st) == 0)
+				total += (uint64_t)st.st_blocks * 512;
+		}
+		closedir(d);
+	}
+	return total;
+}
+
+/* kept_bytes() once it has settled: a worker's init brings the kept base
+ * up to date after the result is out. Same figure 500 ms apart, or 10 s. */
+static uint64_t
+kept_bytes_settled(void)
+{
+	uint64_t last = kept_bytes(), now;
+
+	for (int i = 0; i < 20; i++) {
+		usleep(500 * 1000);
+		if ((now = kept_bytes()) == last)
+			break;
+		last = now;
+	}
+	return last;
+}
+
+/* Runs script on sandbox id with a 16 MiB disk limit. */
+static struct sandq_result *
+snap_job(struct sandq *c, const char *id, const char *script)
+{
+	struct sandq_job_opts o = { .sandbox = id, .limits.disk_bytes = SNAP_DISK };
+
+	return run_job(c, "sh", script, &o);
+}
+
+/* A refused commit: disk_limit naming the limit, head and version as they were. */
+static void
+expect_not_committed(const struct sandq_result *r, uint64_t version, const char *head)
+{
+	char limit[32];
+
+	snprintf(limit, sizeof(limit), "%llu", (unsigned long long)SNAP_DISK);
+	expect_status(r, "disk_limit");
+	expect_tried(r, "TRIED");
+	cr_log_info("%s", r->error_message ? r->error_message : "no message");
+	cr_expect_eq(r->version, version, "the refused commit moved the version");
+	cr_expect_str_eq(r->snapshot ? r->snapshot : "", head, "the head moved");
+	cr_expect(r->error_message != NULL && strstr(r->error_message, limit) != NULL,
+	    "the message does not name the limit: %s",
+	    r->error_message ? r->error_message : "none");
+}
+
+/*
+ * Sparse files and hard links take little of a 16 MiB tmpfs but read back
+ * in full: a job that makes 300 MiB of holes, or 19 names for one 8 MiB
+ * file, commits nothing (disk_limit), and neither the store nor the
+ * workers' kept copies grow; a job within the limit still commits, and
+ * grows the head and what the workers keep by a bounded multiple of it.
+ */
+Test(containment, sparse_files_and_hard_links_never_grow_a_sandbox_past_the_disk_limit)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_op_args a = { .sandbox = "sp1" };
+	struct sandq_result *r;
+	long long size0, size1;
+	uint64_t version, kept0, kept1;
+	char head[65];
+
+	cr_assert_eq(sandq_call(c, "sandbox.create", &a, NULL, WAIT_MS, &r), 0);
+	cr_assert_str_eq(r->status, "ok");
+	sandq_result_free(r);
+	r = snap_job(c, "sp1", "head -c 1000000 /dev/urandom > seed");
+	expect_status(r, "ok");
+	version = r->version;
+	snprintf(head, sizeof(head), "%s", r->snapshot);
+	sandq_result_free(r);
+	size0 = head_bytes("sp1");
+	kept0 = kept_bytes_settled();
+
+	/* RLIMIT_FSIZE keeps each file below the limit: 20 of them, then. */
+	r = snap_job(c, "sp1", "for i in $(seq 1 19); do truncate -s 15M s$i; done && "
+	    "dd if=/dev/zero of=s20 bs=1 count=1 seek=15M 2>/dev/null && du -sk . && "
+	    "echo TRIED");
+	expect_not_committed(r, version, head);
+	sandq_result_free(r);
+
+	r = snap_job(c, "sp1", "head -c 8M /dev/urandom > f && "
+	    "for i in $(seq 1 18); do ln f g$i; done && du -sk . && echo TRIED");
+	expect_not_committed(r, version, head);
+	sandq_result_free(r);
+	size1 = head_bytes("sp1");
+	kept1 = kept_bytes_settled();
+	cr_expect_eq(size1, size0, "the head grew from %lld to %lld bytes", size0, size1);
+	cr_expect_leq(kept1, kept0 + ((uint64_t)1 << 20), "the workers keep %llu bytes "
+	    "after the refused jobs, %llu before", (unsigned long long)kept1,
+	    (unsigned long long)kept0);
+
+	/* Within the limit: committed, and bounded by a multiple of it. */
+	r = snap_job(c, "sp1", "head -c 12M /dev/urandom > ok");
+	expect_status(r, "ok");
+	cr_expect_eq(r->version, version + 1);
+	sandq_result_free(r);
+	size1 = head_bytes("sp1");
+	kept1 = kept_bytes_settled();
+	cr_expect_leq((uint64_t)(size1 - size0), SNAP_DISK * 5 / 4, "the head grew by "
+	    "%lld bytes with a limit of %llu", size1 - size0, (unsigned long long)SNAP_DISK);
+	cr_expect_leq(kept1 - kept0, SNAP_DISK * 5 / 2, "the workers keep %llu bytes "
+	    "more", (unsigned long long)(kept1 - kept0));
+	cr_log_info("head %lld -> %lld bytes; kept %llu -> %llu bytes", size0, size1,
+	    (unsigned long long)kept0, (unsigned long long)kept1);
+	sandq_close(c);
 }
 
 /*

@@ -690,6 +690,108 @@ Test(store, fork_shares_the_blob_then_moves_alone)
 	cr_expect_eq(store_sandbox_fork(st, "acme", "zz", "c", &e), -ENOENT);
 }
 
+/*** What a tenant stores, and its quota ***/
+
+#define CH STORE_CHUNK_BYTES
+#define MANIFEST(nchunks) (STORE_MANIFEST_HEAD + 32 * (nchunks))
+
+/*
+ * Kept history counts, each chunk once: a 3-chunk head and a version that
+ * changed one chunk store 4 chunks and 2 manifests; a fork adds nothing;
+ * another tenant's sandboxes are not counted; retention takes what only
+ * the dropped version named off again.
+ */
+Test(store, tenant_usage_counts_kept_history_each_chunk_once)
+{
+	unsigned char *a = pattern(3 * CH, 1), *b = malloc(3 * CH), *x = pattern(CH, 3);
+	struct err e = { 0 };
+	char sha[65], other[65];
+
+	cr_assert_not_null(b);
+	memcpy(b, a, 3 * CH);
+	memcpy(b + CH, x, CH);		/* the middle chunk changed */
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "s", a, 3 * CH, NULL, sha,
+	    &e), 0, "%s", e.msg);
+	cr_expect_eq(store_tenant_usage(st, "acme", &e), 3 * CH + MANIFEST(3));
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "s", 1, b, 3 * CH, sha, a,
+	    3 * CH, sha, &e), 0, "%s", e.msg);
+	cr_expect_eq(store_tenant_usage(st, "acme", &e), 4 * CH + 2 * MANIFEST(3),
+	    "history is not counted, or a shared chunk twice");
+	cr_assert_eq(store_sandbox_fork(st, "acme", "s", "f", &e), 0, "%s", e.msg);
+	cr_expect_eq(store_tenant_usage(st, "acme", &e), 4 * CH + 2 * MANIFEST(3));
+	cr_assert_eq(store_sandbox_create_blob(st, "other", "o", x, CH, NULL, other,
+	    &e), 0, "%s", e.msg);
+	cr_expect_eq(store_tenant_usage(st, "acme", &e), 4 * CH + 2 * MANIFEST(3));
+	cr_expect_eq(store_tenant_usage(st, "other", &e), CH + MANIFEST(1));
+
+	store_set_keep_versions(st, 1);
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "s", 2, b, 2 * CH, sha, b,
+	    3 * CH, sha, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_delete(st, "acme", "f", &e), 0, "%s", e.msg);
+	cr_expect_eq(store_tenant_usage(st, "acme", &e), 2 * CH + MANIFEST(2));
+	free(a);
+	free(b);
+	free(x);
+}
+
+/*
+ * A quota counts history: with room for one 3-chunk head and a little,
+ * rewriting the head with new bytes of the same size is committed, but the
+ * sandbox's older versions go with it (no pile of same-size rewrites); a
+ * commit that grows the head past the quota is -EDQUOT naming both figures
+ * and the setting, and stores nothing; one that fits keeps its history.
+ */
+Test(store, quota_counts_kept_history_and_refuses_growth_past_it)
+{
+	unsigned char *a = pattern(3 * CH, 11), *b = pattern(3 * CH, 12);
+	unsigned char *c = pattern(4 * CH, 13), *d = malloc(3 * CH);
+	const uint64_t quota = 4 * CH;
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	char sha[65], head[65], want[64];
+	int64_t blobs, chunks;
+
+	cr_assert_not_null(d);
+	store_set_quota(st, quota);
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "q", a, 3 * CH, NULL, sha,
+	    &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "q", 1, b, 3 * CH, sha, a,
+	    3 * CH, head, &e), 0, "a same-size rewrite over the quota: %s", e.msg);
+	cr_expect_eq(history("acme", "q").n, 1, "the older version stayed");
+	cr_expect_leq(store_tenant_usage(st, "acme", &e), (int64_t)quota);
+
+	blobs = blob_rows();
+	chunks = chunk_rows();
+	cr_expect_eq(store_sandbox_commit_blob(st, "acme", "q", 2, c, 4 * CH, head, b,
+	    3 * CH, sha, &e), -EDQUOT, "a growing commit past the quota");
+	snprintf(want, sizeof(want), "storage quota (storage_quota_bytes) of %llu",
+	    (unsigned long long)quota);
+	cr_expect_not_null(strstr(e.msg, want), "%s", e.msg);
+	cr_expect_not_null(strstr(e.msg, "kept history included"), "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(st, "acme", "q", &sb, &e), 0);
+	cr_expect_eq(sb.version, 2);
+	cr_expect_str_eq(sb.head, head);
+	cr_expect_eq(blob_rows(), blobs);
+	cr_expect_eq(chunk_rows(), chunks);
+
+	/* One chunk changed: 3 + 1 chunks and two manifests fit in 4 + 1. */
+	store_set_quota(st, quota + CH);
+	memcpy(d, b, 3 * CH);
+	d[0] ^= 1;
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "q", 2, d, 3 * CH, head, b,
+	    3 * CH, sha, &e), 0, "%s", e.msg);
+	cr_expect_eq(history("acme", "q").n, 2);
+
+	/* A new sandbox is growth: past the quota it is refused too. */
+	cr_expect_eq(store_sandbox_create_blob(st, "acme", "q2", c, 4 * CH, NULL, sha,
+	    &e), -EDQUOT);
+	cr_expect_eq(store_sandbox_get(st, "acme", "q2", &sb, &e), -ENOENT);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+}
+
 Test(store, delete_removes_sandbox_history_and_unshared_blobs)
 {
 	struct store_sandbox sb;

@@ -550,6 +550,184 @@ Test(workspace, total_over_bytes_cap_is_refused)
 	expect_capture_fails(&lim, -EDQUOT, "/b: over the total size cap");
 }
 
+/*** The growth bound (max_growth) ***/
+
+/* A file of size bytes at name in the workspace: only holes (ftruncate). */
+static void
+sparse_at(const char *name, off_t size)
+{
+	int fd = openat(wsfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+	cr_assert_geq(fd, 0, "%s: %s", name, strerror(errno));
+	cr_assert_eq(ftruncate(fd, size), 0);
+	close(fd);
+}
+
+/* A file of size bytes of 'x' at name in the workspace. */
+static void
+filled_at(const char *name, size_t size)
+{
+	char *buf = malloc(size + 1);
+
+	cr_assert_not_null(buf);
+	memset(buf, 'x', size);
+	buf[size] = '\0';
+	write_at(wsfd, name, buf);
+	free(buf);
+}
+
+/*
+ * A snapshot stores zeros in full; the tree made of it keeps each 4 KiB
+ * block of zeros a hole, so a materialised workspace or kept base holds
+ * what is not zero: a 1 MiB file with 5 bytes of data takes one block,
+ * and reads back byte for byte.
+ */
+Test(workspace, materialise_keeps_blocks_of_zeros_as_holes)
+{
+	struct agentfs *fs = NULL;
+	unsigned char *data = calloc(1, 1 << 20);
+	struct stat st;
+	struct err e;
+	size_t len = 0;
+	ssize_t n;
+	char *back;
+	int fd;
+
+	cr_assert_not_null(data);
+	memcpy(data + 300000, "hello", 5);
+	cr_assert_eq(agentfs_new(&fs, &e), 0);
+	cr_assert_eq(agentfs_write(fs, "/z", data, 1 << 20, 0644, &e), 0, "%s", e.msg);
+	cr_assert_eq(workspace_materialise(fs, wsfd, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(fstatat(wsfd, "z", &st, AT_SYMLINK_NOFOLLOW), 0);
+	cr_expect_eq(st.st_size, 1 << 20);
+	cr_expect_leq((uint64_t)st.st_blocks * 512, 16384, "%llu bytes allocated",
+	    (unsigned long long)st.st_blocks * 512);
+	back = malloc(1 << 20);
+	fd = openat(wsfd, "z", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cr_assert(back != NULL && fd >= 0);
+	while (len < (size_t)1 << 20 && (n = read(fd, back + len, (1 << 20) - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	cr_expect_eq(len, (size_t)1 << 20);
+	cr_expect(len == (size_t)1 << 20 && memcmp(back, data, len) == 0);
+	free(back);
+	free(data);
+	agentfs_close(fs);
+}
+
+/*
+ * Eight 1 MiB files of holes take no block of a disk, but a snapshot
+ * stores their zeros: with 1 MiB of growth allowed, the capture is
+ * -ENOSPC naming the bound, in place as well as into a copy.
+ */
+Test(workspace, growth_bound_counts_holes_as_the_zeros_a_snapshot_stores)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct agentfs *base = sample_new(), *out = NULL;
+	struct workspace_changes ch;
+	struct err e;
+	char name[16];
+	int rc;
+
+	cr_assert_eq(workspace_materialise(base, wsfd, NULL, &e), 0, "%s", e.msg);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "hole%d", i);
+		sparse_at(name, 1 << 20);
+	}
+	lim.max_growth = 1 << 20;
+	rc = workspace_capture(wsfd, base, &lim, &out, &ch, &e);
+	cr_expect_eq(rc, -ENOSPC, "rc %d: %s", rc, e.msg);
+	cr_expect_null(out);
+	cr_expect_not_null(strstr(e.msg, "over the disk limit of 1048576 bytes"), "%s", e.msg);
+	workspace_changes_free(&ch);
+	rc = workspace_capture_inplace(wsfd, base, &lim, NULL, &ch, &e);
+	cr_expect_eq(rc, -ENOSPC, "in place: rc %d: %s", rc, e.msg);
+	workspace_changes_free(&ch);
+	agentfs_close(base);
+}
+
+/*
+ * Five names for one 300 KiB file: a capture stores each in full, so they
+ * count 1.5 MiB against a bound of 1 MiB (-ENOSPC, the sizes named); two
+ * names fit.
+ */
+Test(workspace, growth_bound_counts_each_name_of_a_hard_link_in_full)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct agentfs *out = NULL;
+	struct workspace_changes ch;
+	struct err e;
+	int rc;
+
+	lim.max_growth = 1 << 20;
+	filled_at("f", 300 << 10);
+	cr_assert_eq(linkat(wsfd, "f", wsfd, "g1", 0), 0);
+	rc = workspace_capture(wsfd, NULL, &lim, &out, &ch, &e);
+	cr_expect_eq(rc, 0, "two names: rc %d: %s", rc, e.msg);
+	agentfs_close(out);
+	workspace_changes_free(&ch);
+	for (int i = 2; i < 5; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "g%d", i);
+		cr_assert_eq(linkat(wsfd, "f", wsfd, name, 0), 0);
+	}
+	rc = workspace_capture(wsfd, NULL, &lim, &out, &ch, &e);
+	cr_expect_eq(rc, -ENOSPC, "five names: rc %d: %s", rc, e.msg);
+	cr_expect_null(out);
+	cr_expect_not_null(strstr(e.msg, "disk limit of 1048576"), "%s", e.msg);
+	workspace_changes_free(&ch);
+}
+
+/*
+ * The bound is on growth: replacing a 900 KiB file of base with another
+ * of the same size grows nothing and passes a 100 KiB bound; adding 250
+ * empty files does not, for each entry counts WORKSPACE_ENTRY_BYTES
+ * (workspace_size()), and the message gives both sizes.
+ */
+Test(workspace, growth_bound_is_net_of_what_the_job_removed)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct agentfs *base = NULL, *out = NULL;
+	struct workspace_changes ch;
+	uint64_t before = 0, after = 0;
+	char *want;
+	struct err e;
+	int rc;
+
+	lim.max_growth = 100 << 10;
+	filled_at("old", 900 << 10);
+	cr_assert_eq(workspace_capture(wsfd, NULL, NULL, &base, &ch, &e), 0, "%s", e.msg);
+	workspace_changes_free(&ch);
+	cr_assert_eq(unlinkat(wsfd, "old", 0), 0);
+	filled_at("new", 900 << 10);
+	rc = workspace_capture(wsfd, base, &lim, &out, &ch, &e);
+	cr_expect_eq(rc, 0, "rc %d: %s", rc, e.msg);
+	cr_expect(change_listed(&ch, WORKSPACE_REMOVED, "/old"));
+	cr_expect(change_listed(&ch, WORKSPACE_ADDED, "/new"));
+	cr_assert_eq(workspace_size(base, &before, &e), 0);
+	cr_assert_eq(workspace_size(out, &after, &e), 0);
+	cr_expect_eq(after, before);
+	cr_expect_eq(after, (900 << 10) + WORKSPACE_ENTRY_BYTES);
+	agentfs_close(out);
+	workspace_changes_free(&ch);
+
+	for (int i = 0; i < 250; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "e%d", i);
+		write_at(wsfd, name, "");
+	}
+	rc = workspace_capture(wsfd, base, &lim, &out, &ch, &e);
+	cr_expect_eq(rc, -ENOSPC, "rc %d: %s", rc, e.msg);
+	cr_assert(asprintf(&want, "from %llu to %llu", (unsigned long long)before,
+	    (unsigned long long)(before + 250 * WORKSPACE_ENTRY_BYTES)) > 0);
+	cr_expect_not_null(strstr(e.msg, want), "\"%s\" lacks \"%s\"", e.msg, want);
+	free(want);
+	workspace_changes_free(&ch);
+	agentfs_close(base);
+}
+
 Test(workspace, too_many_files_are_refused)
 {
 	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;

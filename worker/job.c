@@ -375,39 +375,6 @@ run_commits(const struct result *res)
 	return res->status == ST_OK || res->status == ST_EXIT || res->status == ST_SIGNAL;
 }
 
-/*
- * The tenant's storage quota against a commit whose new head is the patch
- * pt over the job's image: -EDQUOT with res rejected (storage_quota) when
- * the new head would take its sandboxes past it. A commit that does not
- * grow the head always passes, so a tenant over its quota can still clean
- * up. Concurrent commits of one tenant on several workers are checked
- * each on its own.
- */
-static int
-quota_check(struct worker *w, const struct job *j, const struct store_sandbox *sb,
-    const void *pt, size_t len, struct result *res)
-{
-	struct patch p;
-	struct err e = { 0 };
-	int64_t usage, old;
-
-	if (w->quota == 0)
-		return 0;
-	if (patch_parse(pt, len, &p, &e) < 0)
-		return 0;	/* the commit refuses it, naming the problem */
-	if ((old = store_blob_size(w->store, sb->head, &e)) < 0 ||
-	    (usage = store_tenant_usage(w->store, j->tenant, &e)) < 0)
-		return 0;	/* unknown: the commit goes on; its own errors tell */
-	if (p.size <= (uint64_t)old || (uint64_t)(usage - old) + p.size <= w->quota)
-		return 0;
-	result_set_error(res, ST_REJECTED, "storage_quota", "the job ran, but its "
-	    "workspace was not committed: tenant '%s''s sandboxes would hold %llu bytes, "
-	    "above its storage quota of %llu", j->tenant,
-	    (unsigned long long)((uint64_t)(usage - old) + p.size),
-	    (unsigned long long)w->quota);
-	return -EDQUOT;
-}
-
 /* Captures and commits a persistent run; fills res's sandbox fields. */
 static void
 run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
@@ -434,11 +401,16 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	 */
 	img = mmap(NULL, w->snap_len, PROT_READ, MAP_SHARED, w->snap_fd, 0);
 	pt = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-	if (img == MAP_FAILED || pt == MAP_FAILED)
+	if (img == MAP_FAILED || pt == MAP_FAILED) {
 		rc = err_set(&e, -errno, "map the snapshot: %s", strerror(errno));
-	else if ((rc = quota_check(w, j, sb, pt, len, res)) == 0)
+	} else {
+		/* The tenant's storage quota, kept history included, is
+		 * checked in the commit's own transaction (store.h). */
+		store_set_quota(w->store, w->quota);
 		rc = store_sandbox_commit_patch(w->store, j->tenant, j->sandbox, sb->version,
 		    img, w->snap_len, pt, len, sha, &e);
+		store_set_quota(w->store, 0);
+	}
 	if (img != MAP_FAILED)
 		munmap(img, w->snap_len);
 	if (pt != MAP_FAILED)
@@ -447,7 +419,8 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 		sandbox_commit_done(sbx, NULL);
 		close(fd);
 		if (rc == -EDQUOT)
-			;	/* quota_check() said why */
+			result_set_error(res, ST_REJECTED, "storage_quota", "the job ran, "
+			    "but its workspace was not committed: %s", e.msg);
 		else if (rc == -ESTALE)
 			result_set_error(res, ST_INTERNAL, "conflict", "sandbox '%s' moved "
 			    "on while the job ran; its changes were not committed: %s",

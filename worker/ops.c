@@ -540,24 +540,10 @@ ops__commit(struct ops *o, json_t *params, bool create, const char *labels)
 	if ((rc = agentfs_to_blob(o->fs, &blob, &len, &e)) != 0)
 		return ops__fail(o, ST_INTERNAL, "store", "sandbox '%s': %s",
 		    o->id, ops__emsg(&e));
-	if (o->quota > 0) {
-		/* What the new head adds to the tenant's, against its quota;
-		 * an op that does not grow the sandbox always passes. */
-		size_t old = create ? 0 : o->head_len;
-		int64_t usage = store_tenant_usage(o->st, o->j->tenant, &e);
-
-		if (usage >= 0 && len > old &&
-		    (uint64_t)usage - old + len > o->quota) {
-			free(blob);
-			return ops__fail(o, ST_REJECTED, "storage_quota", "sandbox '%s': "
-			    "tenant '%s''s sandboxes would hold %llu bytes, above its "
-			    "storage quota of %llu", o->id, o->j->tenant,
-			    (unsigned long long)((uint64_t)usage - old + len),
-			    (unsigned long long)o->quota);
-		}
-	}
 	/* The blob and the head move in one transaction: nothing stored
-	 * unnamed, whatever retention runs meanwhile. */
+	 * unnamed, whatever retention runs meanwhile. The tenant's storage
+	 * quota, kept history included, is checked in it (store.h). */
+	store_set_quota(o->st, o->quota);
 	if (create)
 		rc = store_sandbox_create_blob(o->st, o->j->tenant, o->id, blob, len,
 		    labels, o->new_sha, &e);
@@ -565,7 +551,11 @@ ops__commit(struct ops *o, json_t *params, bool create, const char *labels)
 		rc = store_sandbox_commit_blob(o->st, o->j->tenant, o->id,
 		    o->sb.version, blob, len, o->head != NULL ? o->sb.head : NULL,
 		    o->head, o->head_len, o->new_sha, &e);
+	store_set_quota(o->st, 0);
 	free(blob);
+	if (rc == -EDQUOT)
+		return ops__fail(o, ST_REJECTED, "storage_quota", "sandbox '%s': %s",
+		    o->id, ops__emsg(&e));
 	if (rc == -ESTALE || rc == -ENOENT)
 		return -ESTALE;
 	if (rc == -EEXIST)
