@@ -157,7 +157,7 @@ $(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/lib
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
 $(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -ljansson
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
