@@ -129,7 +129,7 @@ $(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(P
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
 $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c sandbox/sockcap.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
-$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_session.c store/cowimg.c store/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,store/perms.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
@@ -159,7 +159,7 @@ $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o 
 $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
 $(B)/tests/cli_esc_test: $(B)/tests/cli_esc_test.o $(call obj,client/cli_esc.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 # cli_hostile_test runs build/sandq against the harness, and answers some of

@@ -195,7 +195,7 @@ tenant_admit(struct sandqd *d, struct djob *j, struct job *job,
 		answer_early(d, j, ST_REJECTED, "net", msg);
 		return false;
 	}
-	for (size_t i = 0; JOB_OP_RUNS(job->op) && i < sizeof(fields) / sizeof(fields[0]); i++) {
+	for (size_t i = 0; JOB_HAS_LIMITS(job) && i < sizeof(fields) / sizeof(fields[0]); i++) {
 		uint64_t cap = *(const uint64_t *)(const void *)((const char *)&c->ceiling +
 		    fields[i].off);
 		uint64_t asked = *(const uint64_t *)(const void *)((const char *)&job->limits +
@@ -439,8 +439,12 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		answer_early(d, j, ST_REJECTED, "net", msg);
 		return;
 	}
-	/* Only runs have limits; the other ops never start a process. */
-	if (JOB_OP_RUNS(job->op) && config_job_limits(&d->cfg, job, &lim, &e) < 0) {
+	/*
+	 * Runs have limits, and so do imports: what they store must fit what
+	 * a job on the sandbox may hold. The other ops start no process and
+	 * store only what the job itself carries.
+	 */
+	if (JOB_HAS_LIMITS(job) && config_job_limits(&d->cfg, job, &lim, &e) < 0) {
 		job_free(job);
 		answer_early(d, j, ST_REJECTED, "limit", e.msg);
 		return;
@@ -452,7 +456,7 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		return;
 	}
 	j->job = NULL;
-	if (JOB_OP_RUNS(job->op))
+	if (JOB_HAS_LIMITS(job))
 		job->limits = lim;
 	if (payload_job_encode(job, &j->norm, &j->normlen) < 0)
 		fatalx("cannot encode a job");

@@ -1125,12 +1125,12 @@ static const struct {
 	[OP_KV_DELETE] = { JF_SB | JFB(JF_KEY), JF_SB | JFB(JF_KEY) },
 	[OP_KV_KEYS] = { JF_SB | JFB(JF_PREFIX), JF_SB },
 	[OP_SANDBOX_CREATE] = { JF_SB | JFB(JF_FILES) | JFB(JF_SNAPSHOT) |
-	    JFB(JF_LABELS), JF_SB },
+	    JFB(JF_LABELS) | JFB(JF_LIMITS) | JFB(JF_PRESET), JF_SB },
 	[OP_SANDBOX_FORK] = { JF_SB | JFB(JF_TO) | JFB(JF_LABELS), JF_SB | JFB(JF_TO) },
 	[OP_SANDBOX_DELETE] = { JF_SB, JF_SB },
 	[OP_SANDBOX_EXPORT] = { JF_SB, JF_SB },
-	[OP_SANDBOX_IMPORT] = { JF_SB | JFB(JF_SNAPSHOT) | JFB(JF_LABELS),
-	    JF_SB | JFB(JF_SNAPSHOT) },
+	[OP_SANDBOX_IMPORT] = { JF_SB | JFB(JF_SNAPSHOT) | JFB(JF_LABELS) |
+	    JFB(JF_LIMITS) | JFB(JF_PRESET), JF_SB | JFB(JF_SNAPSHOT) },
 	[OP_SANDBOX_HISTORY] = { JF_SB, JF_SB },
 	[OP_SANDBOX_INFO] = { JF_SB, JF_SB },
 	[OP_SANDBOX_LIST] = { 0, 0 },
@@ -1577,6 +1577,11 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 	if (fields[JF_SNAPSHOT] && fields[JF_FILES])
 		return err_set(e, -EINVAL,
 		    "field 'snapshot': not together with 'files' (op %s)", opname);
+	/* Limits bound what a create imports: without a snapshot, nothing. */
+	if (j->op == OP_SANDBOX_CREATE && fields[JF_SNAPSHOT] == NULL &&
+	    (fields[JF_LIMITS] || fields[JF_PRESET]))
+		return err_set(e, -EINVAL, "field '%s': used only with 'snapshot' "
+		    "(op %s)", fields[JF_LIMITS] ? "limits" : "preset", opname);
 
 	for (uint32_t i = 0; i < root->via.map.size; i++) {
 		enum job_field f = job_field_lookup(&root->via.map.ptr[i].key);

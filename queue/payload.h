@@ -81,6 +81,14 @@ enum job_op {
 
 /* True for the ops that run a process (exec, sh, python). */
 #define JOB_OP_RUNS(op) ((op) == OP_EXEC || (op) == OP_SH || (op) == OP_PYTHON)
+/*
+ * True for the jobs that have limits: runs, and the ops that import a
+ * snapshot (sandbox.import, sandbox.create with one), whose tree must fit
+ * what a job on the sandbox may hold (docs/protocol.md "Sandboxes").
+ */
+#define JOB_HAS_LIMITS(j) (JOB_OP_RUNS((j)->op) || \
+	(j)->op == OP_SANDBOX_IMPORT || \
+	((j)->op == OP_SANDBOX_CREATE && (j)->snapshot != NULL))
 
 enum job_preset {
 	PRESET_DEFAULT = 0,	/* the config's default preset */

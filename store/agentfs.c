@@ -12,9 +12,15 @@
  * checked (magic, page size, whole pages); the connection runs in defensive
  * mode with triggers, views and untrusted schema functions disabled, so a
  * crafted schema cannot make our own statements do anything else; growth is
- * capped with SQLITE_FCNTL_SIZE_LIMIT; PRAGMA quick_check must pass; and
- * every table and column used below must exist, or the open fails naming
- * it. Walking the tree bounds depth and path length, refuses a directory
+ * capped with SQLITE_FCNTL_SIZE_LIMIT. An uploaded database
+ * (agentfs_open_blob()) is held to more, as SQLite's "Defense Against The
+ * Dark Arts" advises: cell sizes checked, no memory mapping, a bounded
+ * cache, a deadline; any schema object but the AgentFS tables and their
+ * indexes refused from sqlite_master before a table is touched (a virtual
+ * table would hand our queries to a module's code); PRAGMA quick_check
+ * must pass; no generated column; and a file's size is a claim, checked
+ * against the bytes its chunks hold before it is allocated. Every table
+ * and column used below must exist, or the open fails naming it. Walking the tree bounds depth and path length, refuses a directory
  * reached twice (a cycle, or a directory hard link that could make the walk
  * exponential), and refuses names a host filesystem would interpret ('/',
  * NUL, "", ".", ".."). SQL is constant text with bound parameters only.
@@ -35,6 +41,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "agentfs.h"
 #include "internal.h"
@@ -56,6 +63,10 @@ struct loc {
 	bool found;				/* the last component exists */
 	struct node node;			/* its inode when found */
 };
+
+#define AFS_PROGRESS_OPS 1000		/* VM steps between deadline checks */
+#define AFS_UNTRUSTED_CACHE_KIB "2048"	/* page cache of an uploaded database */
+#define AFS_SHOW_MAX 64			/* bytes of a stored name in a message */
 
 static const char SCHEMA_SQL[] =
 	"CREATE TABLE fs_config (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -105,11 +116,24 @@ static const struct {
 	    "status", "started_at", "completed_at", "duration_ms" } },
 };
 
+/*
+ * The plain tables an untrusted database may hold besides schema_need's:
+ * SQLite's own for AUTOINCREMENT, and sandq's session table
+ * (agentfs_session.c). Anything else is refused by schema_objects_check().
+ */
+static const char *const schema_extra[] = {
+	"sqlite_sequence",
+	"sandq_session",
+};
+
 /*** Helpers ***/
 
 int
 afs_db_fail(struct agentfs *fs, int rc, const char *what, struct err *e)
 {
+	if ((rc & 0xff) == SQLITE_INTERRUPT && fs->deadline_ns != 0)
+		return err_set(e, -ETIMEDOUT, "agentfs: %s: stopped at the "
+		    "deadline", what);
 	return err_set(e, sqlerr_errno(rc), "agentfs: %s: %s", what,
 	    sqlite3_errmsg(fs->db));
 }
@@ -272,6 +296,45 @@ fs_harden(struct agentfs *fs)
 	sqlite3_limit(fs->db, SQLITE_LIMIT_ATTACHED, 0);
 }
 
+/* Whether SQLite should stop the statement running (sqlite3_progress_handler). */
+static int
+deadline_cb(void *arg)
+{
+	const struct agentfs *fs = arg;
+
+	return fs->deadline_ns != 0 && mono_ns() > fs->deadline_ns;
+}
+
+/*
+ * What an uploaded database gets on top of fs_harden(), as SQLite's
+ * "Defense Against The Dark Arts" advises for database files of unknown
+ * origin: every cell's size checked against its page as it is read, no
+ * memory-mapped reads, a bounded page cache, sorts and temporary tables in
+ * memory (never files of the worker's, and within the heap limit a caller
+ * sets), and the deadline checked every AFS_PROGRESS_OPS virtual-machine
+ * steps. After sqlite3_deserialize(): the pragmas are per database.
+ */
+static int
+fs_harden_untrusted(struct agentfs *fs, struct err *e)
+{
+	static const char pragmas[] =
+	    "PRAGMA cell_size_check = ON;"
+	    "PRAGMA mmap_size = 0;"
+	    "PRAGMA temp_store = MEMORY;"
+	    "PRAGMA cache_size = -" AFS_UNTRUSTED_CACHE_KIB ";";
+	int rc;
+
+	fs->untrusted = true;
+	sqlite3_progress_handler(fs->db, AFS_PROGRESS_OPS, deadline_cb, fs);
+	rc = sqlite3_exec(fs->db, pragmas, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return rc == SQLITE_NOMEM || rc == SQLITE_INTERRUPT ?
+		    afs_db_fail(fs, rc, "open", e) :
+		    err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
+		    "database: %s", sqlite3_errmsg(fs->db));
+	return 0;
+}
+
 
 /* Hands buf (sqlite3_malloc'd, always consumed) to the memdb VFS. */
 static int
@@ -399,7 +462,7 @@ quick_check(struct agentfs *fs, struct err *e)
 		res = (const char *)sqlite3_column_text(st, 0);
 	if (rc == SQLITE_ROW && res != NULL && strcmp(res, "ok") == 0)
 		rc = 0;
-	else if (rc == SQLITE_NOMEM)
+	else if (rc == SQLITE_NOMEM || rc == SQLITE_INTERRUPT)
 		rc = afs_db_fail(fs, rc, "quick_check", e);
 	else
 		rc = err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
@@ -476,6 +539,190 @@ out:
 	return rc;
 }
 
+/*
+ * A stored name for a message: at most AFS_SHOW_MAX bytes, anything but
+ * printable ASCII as '?', so a hostile name cannot forge a log line.
+ */
+static const char *
+name_show(const unsigned char *s, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	for (; s != NULL && *s != '\0' && n + 1 < size && n < AFS_SHOW_MAX;
+	    s++)
+		buf[n++] = *s >= 0x20 && *s < 0x7f ? (char)*s : '?';
+	buf[n] = '\0';
+	return buf;
+}
+
+/*
+ * True when sql starts with the keywords of words (NULL-ended), in any
+ * case, each followed by whitespace or, for the last, anything but a
+ * letter: "CREATE TABLE x", not "CREATE VIRTUAL TABLE x".
+ */
+static bool
+sql_starts(const char *sql, const char *const *words)
+{
+	const char *p = sql;
+
+	for (size_t i = 0; words[i] != NULL; i++) {
+		size_t n = strlen(words[i]);
+
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		if (strncasecmp(p, words[i], n) != 0)
+			return false;
+		p += n;
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    *p == '_')
+			return false;
+	}
+	return true;
+}
+
+/* True when name is a table an AgentFS database may hold. */
+static bool
+table_allowed(const char *name)
+{
+	for (size_t i = 0; i < sizeof(schema_need) / sizeof(schema_need[0]);
+	    i++)
+		if (strcmp(name, schema_need[i].table) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof(schema_extra) / sizeof(schema_extra[0]);
+	    i++)
+		if (strcmp(name, schema_extra[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Refuses, naming it, any schema object of an untrusted database but the
+ * AgentFS tables (plain: "CREATE TABLE", with a b-tree of their own) and
+ * indexes on them. A view or trigger would run SQL of the upload's when
+ * our statements touch its table (both are disabled, and refused anyway
+ * so that nothing of the kind reaches the store); a virtual table would
+ * hand our queries to a module's code (FTS5's shadow-table readers, for
+ * one) walking bytes of the upload; an unknown table is nothing sandq
+ * reads and nothing it would store. Only sqlite_master is read, so no
+ * module is ever loaded: this runs before any other statement.
+ */
+static int
+schema_objects_check(struct agentfs *fs, struct err *e)
+{
+	static const char *const create_table[] = { "CREATE", "TABLE", NULL };
+	static const char *const create_index[] = { "CREATE", "INDEX", NULL };
+	static const char *const create_unique[] = { "CREATE", "UNIQUE",
+	    "INDEX", NULL };
+	static const char *const create_virtual[] = { "CREATE", "VIRTUAL",
+	    NULL };
+	char a[AFS_SHOW_MAX + 1], b[AFS_SHOW_MAX + 1], t[AFS_SHOW_MAX + 1];
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(fs->db, "SELECT type, name, tbl_name, "
+	    "rootpage, sql FROM sqlite_master", -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		rc = rc == SQLITE_NOMEM || rc == SQLITE_INTERRUPT ?
+		    afs_db_fail(fs, rc, "sqlite_master", e) :
+		    err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
+		    "database: %s", sqlite3_errmsg(fs->db));
+		sqlite3_finalize(st);
+		return rc;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *type = (const char *)sqlite3_column_text(st, 0);
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+		const char *tbl = (const char *)sqlite3_column_text(st, 2);
+		int64_t root = sqlite3_column_int64(st, 3);
+		const char *sql = (const char *)sqlite3_column_text(st, 4);
+
+		if (type == NULL || name == NULL || tbl == NULL) {
+			rc = err_set(e, -EBADMSG, "agentfs: a schema row "
+			    "without a type or name");
+			goto out;
+		}
+		name_show((const unsigned char *)name, a, sizeof(a));
+		name_show((const unsigned char *)tbl, b, sizeof(b));
+		if (strcmp(type, "table") == 0) {
+			if (!table_allowed(name)) {
+				rc = err_set(e, -EBADMSG, "agentfs: table '%s' "
+				    "is not part of the AgentFS format: only "
+				    "its tables are allowed", a);
+				goto out;
+			}
+			if (sql == NULL || !sql_starts(sql, create_table) ||
+			    root <= 0) {
+				rc = err_set(e, -EBADMSG, "agentfs: table '%s' "
+				    "is not a plain table (%s): virtual tables "
+				    "are not allowed", a, sql != NULL &&
+				    sql_starts(sql, create_virtual) ?
+				    "CREATE VIRTUAL TABLE" : "no b-tree of its "
+				    "own");
+				goto out;
+			}
+		} else if (strcmp(type, "index") == 0) {
+			if (!table_allowed(tbl) || root <= 0 || (sql != NULL &&
+			    !sql_starts(sql, create_index) &&
+			    !sql_starts(sql, create_unique))) {
+				rc = err_set(e, -EBADMSG, "agentfs: index '%s' "
+				    "on '%s' is not allowed", a, b);
+				goto out;
+			}
+		} else {
+			/* view, trigger, or whatever a crafted row says. */
+			rc = err_set(e, -EBADMSG, "agentfs: the database "
+			    "holds a %s '%s' (on '%s'): views and triggers "
+			    "are not allowed", name_show((const unsigned char
+			    *)type, t, sizeof(t)), a, b);
+			goto out;
+		}
+	}
+	rc = rc == SQLITE_DONE ? 0 : afs_db_fail(fs, rc, "sqlite_master", e);
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * Refuses generated columns in the tables read: SQLite computes them on
+ * every read, so an expression of the upload's (a zeroblob() of a
+ * gigabyte, say) would run in our queries.
+ */
+static int
+generated_check(struct agentfs *fs, struct err *e)
+{
+	char a[AFS_SHOW_MAX + 1];
+	sqlite3_stmt *st = NULL;
+	int rc = 0;
+
+	rc = afs_stmt_prepare(fs, "SELECT name FROM pragma_table_xinfo(?1)"
+	    " WHERE hidden <> 0", &st, e);
+	if (rc != 0)
+		return rc;
+	for (size_t i = 0; i < sizeof(schema_need) / sizeof(schema_need[0]);
+	    i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_text(st, 1, schema_need[i].table, -1,
+		    SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			rc = err_set(e, -EBADMSG, "agentfs: table %s: column "
+			    "'%s' is generated: only stored columns are "
+			    "allowed", schema_need[i].table, name_show(
+			    sqlite3_column_text(st, 0), a, sizeof(a)));
+			goto out;
+		}
+		if (rc != SQLITE_DONE) {
+			rc = afs_db_fail(fs, rc, "table_xinfo", e);
+			goto out;
+		}
+		rc = 0;
+	}
+out:
+	afs_stmt_release(fs, st);
+	return rc;
+}
+
 /* Reads chunk_size (required, decimal) and the layout flags. */
 static int
 config_read(struct agentfs *fs, struct err *e)
@@ -534,9 +781,15 @@ config_read(struct agentfs *fs, struct err *e)
 static int
 inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e);
 
+/*
+ * Opens a copy of blob. An untrusted one (verify) is hardened, its schema
+ * objects are checked before any statement but the read of sqlite_master
+ * touches a table, then every page; its generated columns are refused.
+ * deadline_ns (untrusted only; 0: none) interrupts SQLite past it.
+ */
 static int
-open_blob(const void *blob, size_t len, bool verify_pages, struct agentfs **out,
-    struct err *e)
+open_blob(const void *blob, size_t len, bool verify, int64_t deadline_ns,
+    struct agentfs **out, struct err *e)
 {
 	struct agentfs *fs = NULL;
 	unsigned char *buf;
@@ -548,6 +801,8 @@ open_blob(const void *blob, size_t len, bool verify_pages, struct agentfs **out,
 		return rc;
 	if ((rc = fs_alloc(&fs, e)) != 0)
 		return rc;
+	if (verify)
+		fs->deadline_ns = deadline_ns;
 	buf = sqlite3_malloc64(len);
 	if (buf == NULL) {
 		rc = err_set(e, -ENOMEM, "agentfs: no memory for %zu bytes",
@@ -558,9 +813,18 @@ open_blob(const void *blob, size_t len, bool verify_pages, struct agentfs **out,
 	/* A WAL-mode header cannot be used in memory: make it rollback. */
 	buf[18] = 1;
 	buf[19] = 1;
-	if ((rc = fs_deserialize(fs, buf, len, e)) != 0 ||
-	    (verify_pages && (rc = quick_check(fs, e)) != 0) ||
-	    (rc = schema_check(fs, e)) != 0 ||
+	if ((rc = fs_deserialize(fs, buf, len, e)) != 0)
+		goto out_close;
+	/*
+	 * Untrusted: the schema's objects first (reading sqlite_master runs
+	 * no code of the upload's), then the pages, then the columns.
+	 */
+	if (verify && ((rc = fs_harden_untrusted(fs, e)) != 0 ||
+	    (rc = schema_objects_check(fs, e)) != 0 ||
+	    (rc = quick_check(fs, e)) != 0 ||
+	    (rc = generated_check(fs, e)) != 0))
+		goto out_close;
+	if ((rc = schema_check(fs, e)) != 0 ||
 	    (rc = config_read(fs, e)) != 0)
 		goto out_close;
 	rc = inode_get(fs, 1, &root, e);
@@ -581,7 +845,14 @@ int
 agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
     struct err *e)
 {
-	return open_blob(blob, len, true, out, e);
+	return open_blob(blob, len, true, 0, out, e);
+}
+
+int
+agentfs_open_untrusted(const void *blob, size_t len, int64_t deadline_ns,
+    struct agentfs **out, struct err *e)
+{
+	return open_blob(blob, len, true, deadline_ns, out, e);
 }
 
 /* The checks of a trusted image once it is open: schema, config, root. */
@@ -633,7 +904,7 @@ int
 agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
     struct err *e)
 {
-	return open_blob(blob, len, false, out, e);
+	return open_blob(blob, len, false, 0, out, e);
 }
 
 int
@@ -659,6 +930,23 @@ agentfs_to_blob(struct agentfs *fs, void **blob, size_t *len, struct err *e)
 	memcpy(*blob, p, (size_t)sz);
 	*len = (size_t)sz;
 	sqlite3_free(p);
+	return 0;
+}
+
+int
+agentfs_size_limit(struct agentfs *fs, uint64_t bytes, struct err *e)
+{
+	sqlite3_int64 limit = (sqlite3_int64)(bytes < AGENTFS_BLOB_MAX ?
+	    bytes : AGENTFS_BLOB_MAX);
+	int rc;
+
+	if (fs->cow)
+		return err_set(e, -EINVAL, "agentfs: a copy-on-write handle "
+		    "has no size limit of its own");
+	rc = sqlite3_file_control(fs->db, "main", SQLITE_FCNTL_SIZE_LIMIT,
+	    &limit);
+	if (rc != SQLITE_OK)
+		return afs_db_fail(fs, rc, "size limit", e);
 	return 0;
 }
 
@@ -931,6 +1219,12 @@ children_list(struct walk *w, int64_t dir, struct child **out, size_t *nout)
 		size_t nlen = (size_t)sqlite3_column_bytes(st, 0);
 		const void *pre = sqlite3_column_blob(st, 6);
 
+		if (name != NULL && nlen > AGENTFS_NAME_MAX) {
+			rc = err_set(w->e, -ENAMETOOLONG, "agentfs: a name in "
+			    "%s/ is %zu bytes, more than the name length limit "
+			    "%d", w->path, nlen, AGENTFS_NAME_MAX);
+			goto out;
+		}
 		if (name == NULL || !name_ok(name, nlen)) {
 			rc = err_set(w->e, -EBADMSG, "agentfs: bad name in "
 			    "%s/ (inode %lld): '%.*s'", w->path,
@@ -1106,8 +1400,10 @@ walk_dir(struct walk *w, int64_t dir, size_t plen, int depth)
 		char *target = NULL;
 
 		if (plen + 1 + nlen > AGENTFS_PATH_MAX) {
-			rc = err_set(w->e, -ENAMETOOLONG, "agentfs: path "
-			    "under %.*s too long", (int)plen, w->path);
+			rc = err_set(w->e, -ENAMETOOLONG, "agentfs: a path "
+			    "under %.*s/ is longer than the path length limit "
+			    "%d", (int)(plen < 200 ? plen : 200), w->path,
+			    AGENTFS_PATH_MAX);
 			break;
 		}
 		w->path[plen] = '/';
@@ -1159,7 +1455,49 @@ agentfs_walk(struct agentfs *fs, agentfs_walk_cb cb, void *arg,
 
 /*** Files ***/
 
-/* Reads size bytes of ino's chunks; missing chunks are zeros. */
+/*
+ * Refuses a file of an untrusted database whose size claims more bytes
+ * than its chunks store (those inside the size, each counted up to
+ * chunk_size), before anything is allocated for it. A missing chunk reads
+ * as zeros and the size column is free to lie, so a few bytes of upload
+ * could otherwise claim gigabytes: what is allocated stays within what
+ * was uploaded.
+ */
+static int
+file_claim_check(struct agentfs *fs, int64_t ino, int64_t size,
+    uint64_t nchunks, struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t stored;
+	int rc;
+
+	rc = afs_stmt_prepare(fs, "SELECT coalesce(sum(min(CASE typeof(data)"
+	    " WHEN 'blob' THEN length(data) ELSE length(CAST(data AS BLOB))"
+	    " END, ?3)), 0) FROM fs_data WHERE ino = ?1 AND chunk_index >= 0"
+	    " AND chunk_index < ?2", &st, e);
+	if (rc != 0)
+		return rc;
+	sqlite3_bind_int64(st, 1, ino);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)nchunks);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)fs->chunk_size);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		rc = afs_db_fail(fs, rc, "fs_data", e);
+	} else if ((stored = sqlite3_column_int64(st, 0)) < size) {
+		rc = err_set(e, -EBADMSG, "agentfs: inode %lld: its size says "
+		    "%lld bytes, its chunks hold %lld", (long long)ino,
+		    (long long)size, (long long)stored);
+	} else {
+		rc = 0;
+	}
+	afs_stmt_release(fs, st);
+	return rc;
+}
+
+/*
+ * Reads size bytes of ino's chunks; missing chunks are zeros (refused
+ * first in an untrusted database: file_claim_check()).
+ */
 static int
 file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
     size_t *len, struct err *e)
@@ -1173,6 +1511,9 @@ file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
 		return err_set(e, -EFBIG, "agentfs: inode %lld: size %lld "
 		    "out of range", (long long)ino, (long long)size);
 	nchunks = ((uint64_t)size + cs - 1) / cs;
+	if (fs->untrusted &&
+	    (rc = file_claim_check(fs, ino, size, nchunks, e)) != 0)
+		return rc;
 	rc = afs_stmt_prepare(fs, "SELECT chunk_index, data FROM fs_data"
 	    " WHERE ino = ?1 AND chunk_index >= 0 AND chunk_index < ?2"
 	    " ORDER BY chunk_index", &st, e);

@@ -94,15 +94,30 @@ typedef int (*agentfs_tool_call_cb)(const struct agentfs_tool_call *tc,
 int agentfs_new(struct agentfs **out, struct err *e);
 
 /*
- * Opens a copy of blob (the caller keeps ownership of blob). Refuses blobs
- * over AGENTFS_BLOB_MAX (-EFBIG), anything that is not a whole SQLite 3
- * database (-EBADMSG: bad magic, truncated, fails quick_check), and
+ * Opens a copy of blob, of unknown origin (the caller keeps ownership of
+ * blob). Refuses blobs over AGENTFS_BLOB_MAX (-EFBIG), anything that is not
+ * a whole SQLite 3 database (-EBADMSG: bad magic, truncated, fails
+ * quick_check), a schema holding anything but the AgentFS tables as plain
+ * tables and indexes on them (-EBADMSG naming the object: a view, a
+ * trigger, a virtual table, an unknown table), generated columns, and
  * databases lacking a table or column the format needs (-EBADMSG, the
- * message names it). Records whether the layout is legacy and reads
- * chunk_size from fs_config. Triggers and views in the blob are disabled.
+ * message names it). The connection checks cell sizes, maps no memory,
+ * keeps temporary data in memory and a 2 MiB page cache. Records whether
+ * the layout is legacy and reads chunk_size from fs_config. On this
+ * handle agentfs_read() refuses a file whose size claims more than its
+ * chunks hold.
  */
 int agentfs_open_blob(const void *blob, size_t len, struct agentfs **out,
     struct err *e);
+/*
+ * agentfs_open_blob() with a deadline: once mono_ns() passes deadline_ns
+ * (0: none), every SQLite statement on the handle, the open's own checks
+ * included, stops with -ETIMEDOUT ("stopped at the deadline"). A crafted
+ * schema (an index missing, say) can make our queries quadratic; this is
+ * what bounds the time they take.
+ */
+int agentfs_open_untrusted(const void *blob, size_t len, int64_t deadline_ns,
+    struct agentfs **out, struct err *e);
 /*
  * The same, without PRAGMA quick_check over every page (about as long as
  * copying the blob twice): only for a blob whose bytes the caller knows are
@@ -131,6 +146,14 @@ int agentfs_cow_patch_write(struct agentfs *fs, int fd, size_t *len, struct err 
 int agentfs_to_blob(struct agentfs *fs, void **blob, size_t *len,
     struct err *e);
 
+/*
+ * Caps the database's image at bytes (at most AGENTFS_BLOB_MAX, the cap
+ * every handle starts with; never below its present size): a write that
+ * would grow it further fails with -ENOSPC, and memory for the image is
+ * never allocated past it. Not for a handle of agentfs_open_cow().
+ */
+int agentfs_size_limit(struct agentfs *fs, uint64_t bytes, struct err *e);
+
 /* Frees the handle and its database. NULL is a no-op. */
 void agentfs_close(struct agentfs *fs);
 
@@ -148,8 +171,10 @@ const char *agentfs_type_name(uint32_t mode);
  * siblings in name order. The entry and its strings live only during the
  * call. A non-zero return from cb stops the walk and is returned. Fails with
  * -EBADMSG naming the entry on a bad name ('/', NUL, "", ".", ".."), a
- * dentry without inode, a directory reached twice (cycle or hard link),
- * nesting deeper than AGENTFS_DEPTH_MAX or a path over AGENTFS_PATH_MAX.
+ * dentry without inode, -ELOOP on a directory reached twice (cycle or hard
+ * link) or nesting deeper than AGENTFS_DEPTH_MAX, and -ENAMETOOLONG on a
+ * name over AGENTFS_NAME_MAX or a path over AGENTFS_PATH_MAX (the message
+ * names the limit).
  * Legacy databases only: a regular file whose whole content is
  * {"__symlink":"T"} is reported as a symlink of form json-file.
  */
@@ -161,6 +186,9 @@ int agentfs_walk(struct agentfs *fs, agentfs_walk_cb cb, void *arg,
  * cut to fs_inode.size. *data is malloc'd (caller frees; never NULL on
  * success, even when *len is 0). Does not update atime (a snapshot read is
  * not an access). -ENOENT, -EISDIR, -EINVAL (not a regular file), -EFBIG.
+ * On a handle of agentfs_open_blob(), a size larger than the bytes its
+ * chunks store (each counted up to chunk_size) is -EBADMSG, found before
+ * anything is allocated.
  */
 int agentfs_read(struct agentfs *fs, const char *path, void **data,
     size_t *len, struct err *e);
@@ -233,6 +261,16 @@ int agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
  * materialising; the walk still checks every entry.
  */
 int agentfs_usage(struct agentfs *fs, uint64_t *bytes, uint64_t *entries,
+    struct err *e);
+/*
+ * What an untrusted tree claims, from one query (no walk): *paths the
+ * dentries (each a path the walk would report, if it reaches it) and
+ * *bytes the regular-file sizes summed over them (a hard-linked file once
+ * per path, as materialise writes it; each size counted up to 1 TiB). For
+ * refusing an upload over a limit before walking it; the walk still
+ * checks every entry.
+ */
+int agentfs_claims(struct agentfs *fs, uint64_t *paths, uint64_t *bytes,
     struct err *e);
 /*** Session (agentfs_session.c): a sandq table, ignored by other tools ***/
 

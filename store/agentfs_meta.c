@@ -378,3 +378,32 @@ agentfs_usage(struct agentfs *fs, uint64_t *bytes, uint64_t *entries,
 	afs_stmt_release(fs, st);
 	return rc;
 }
+
+int
+agentfs_claims(struct agentfs *fs, uint64_t *paths, uint64_t *bytes,
+    struct err *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	/* total() is a double: no overflow however many sizes it adds. */
+	rc = afs_stmt_prepare(fs, "SELECT count(*), total(CASE WHEN"
+	    " (i.mode & 61440) = 32768 THEN min(max(i.size, 0), 1099511627776)"
+	    " ELSE 0 END) FROM fs_dentry AS d LEFT JOIN fs_inode AS i"
+	    " ON i.ino = d.ino", &st, e);
+	if (rc != 0)
+		return rc;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int64_t n = sqlite3_column_int64(st, 0);
+		double b = sqlite3_column_double(st, 1);
+
+		*paths = n > 0 ? (uint64_t)n : 0;
+		*bytes = b <= 0 ? 0 : b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
+		rc = 0;
+	} else {
+		rc = afs_db_fail(fs, rc, "fs_dentry", e);
+	}
+	afs_stmt_release(fs, st);
+	return rc;
+}

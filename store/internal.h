@@ -29,6 +29,8 @@ struct agentfs {
 	size_t chunk_size;	/* fs_config chunk_size */
 	bool has_nsec;		/* fs_inode has rdev and *_nsec columns */
 	bool has_version;	/* fs_config has a schema_version row */
+	bool untrusted;		/* from agentfs_open_blob(): claims are checked */
+	int64_t deadline_ns;	/* mono_ns() past which SQLite is interrupted; 0: none */
 };
 
 /* e <- "agentfs: what: SQLite's message"; returns the matching -errno. */

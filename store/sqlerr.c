@@ -26,6 +26,8 @@ sqlerr_errno(int rc)
 		return -EEXIST;
 	case SQLITE_CANTOPEN:
 		return -ENOENT;
+	case SQLITE_INTERRUPT:
+		return -ETIMEDOUT;	/* a deadline's progress handler */
 	case SQLITE_PERM:
 	case SQLITE_READONLY:
 		return -EACCES;

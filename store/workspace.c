@@ -115,6 +115,59 @@ workspace_name_is_valid(const char *name)
 	return workspace__text_is_clean((const unsigned char *)name, n);
 }
 
+void
+workspace_tally_init(struct workspace_tally *t,
+    const struct workspace_limits *lim)
+{
+	memset(t, 0, sizeof(*t));
+	workspace__limits_resolve(lim, &t->lim);
+}
+
+int
+workspace_tally_add(struct workspace_tally *t, const struct agentfs_entry *ent,
+    bool content, struct err *e)
+{
+	t->hit = WORKSPACE_CAP_NONE;
+	if (!workspace_name_is_valid(ent->name))
+		return workspace__bad_name(e, ent->path, "name");
+	if (ent->kind == AGENTFS_SPECIAL)
+		return err_set(e, -EPERM, "workspace: %s: %s entries are "
+		    "not materialised", ent->path,
+		    agentfs_type_name(ent->mode));
+	if (t->count >= t->lim.max_files) {
+		t->hit = WORKSPACE_CAP_ENTRIES;
+		return err_set(e, -EDQUOT, "workspace: %s: over the cap "
+		    "of %u entries", ent->path, t->lim.max_files);
+	}
+	if (workspace_path_depth(ent->path) > t->lim.max_depth) {
+		t->hit = WORKSPACE_CAP_DEPTH;
+		return err_set(e, -EDQUOT, "workspace: %s: over the depth "
+		    "cap of %u", ent->path, t->lim.max_depth);
+	}
+	if (ent->kind == AGENTFS_FILE) {
+		if (ent->size > t->lim.max_file_bytes) {
+			t->hit = WORKSPACE_CAP_FILE;
+			return err_set(e, -EFBIG, "workspace: %s: over the "
+			    "file size cap of %llu bytes", ent->path,
+			    (unsigned long long)t->lim.max_file_bytes);
+		}
+		if (content && ent->size > t->lim.max_bytes - t->bytes) {
+			t->hit = WORKSPACE_CAP_BYTES;
+			return err_set(e, -EDQUOT, "workspace: %s: over the "
+			    "total size cap of %llu bytes", ent->path,
+			    (unsigned long long)t->lim.max_bytes);
+		}
+		if (content)
+			t->bytes += ent->size;
+	}
+	if (ent->kind == AGENTFS_SYMLINK && (ent->target[0] == '\0' ||
+	    !workspace__text_is_clean((const unsigned char *)ent->target,
+	    strlen(ent->target))))
+		return workspace__bad_name(e, ent->path, "symlink target");
+	t->count++;
+	return 0;
+}
+
 /* Writes s into out with every byte outside printable ASCII, and '\',
  * as \xNN, so a hostile name cannot forge or break a log line. */
 void
@@ -152,9 +205,8 @@ workspace__sys_fail(struct err *e, const char *path, const char *call)
 	    strerror(-code));
 }
 
-/* Nesting of an AgentFS path: the number of '/' in it. */
-static uint32_t
-path_depth(const char *path)
+uint32_t
+workspace_path_depth(const char *path)
 {
 	uint32_t d = 0;
 
@@ -193,11 +245,11 @@ struct mat {
 	struct mat_ent *ents;		/* walk order: parents first */
 	size_t n;			/* used */
 	size_t cap;			/* allocated */
-	uint64_t bytes;			/* sum of file sizes written */
-	uint32_t count;			/* entries other than bare dirs */
+	struct workspace_tally t;	/* caps, and what counts against them:
+					 * entries other than bare dirs, the
+					 * bytes of files written */
 	size_t nbare;			/* bare (none) directories in ents */
 	const struct perms *p;		/* rules or NULL */
-	struct workspace_limits lim;	/* resolved caps */
 	struct err *e;			/* where the walk callback fails */
 	size_t skiplen;			/* > 0: skipping the subtree of skip */
 	char skip[AGENTFS_PATH_MAX + 1];	/* a hidden dir showing nothing */
@@ -293,6 +345,7 @@ mat_collect_cb(const struct agentfs_entry *ent, void *arg)
 	struct mat *m = arg;
 	struct mat_ent *me;
 	enum perm_level level = PERM_WRITE;
+	int rc;
 
 	if (m->p != NULL) {
 		/* The walk is depth first: once out of the skipped subtree,
@@ -311,41 +364,16 @@ mat_collect_cb(const struct agentfs_entry *ent, void *arg)
 			return 0;
 		}
 	}
-	if (!workspace_name_is_valid(ent->name))
-		return workspace__bad_name(m->e, ent->path, "name");
 	if (level == PERM_NONE) {
+		if (!workspace_name_is_valid(ent->name))
+			return workspace__bad_name(m->e, ent->path, "name");
 		m->nbare++;
 		goto out_add;
 	}
-	if (ent->kind == AGENTFS_SPECIAL)
-		return err_set(m->e, -EPERM, "workspace: %s: %s entries are "
-		    "not materialised", ent->path,
-		    agentfs_type_name(ent->mode));
-	if (m->count >= m->lim.max_files)
-		return err_set(m->e, -EDQUOT, "workspace: %s: over the cap "
-		    "of %u entries", ent->path, m->lim.max_files);
-	if (path_depth(ent->path) > m->lim.max_depth)
-		return err_set(m->e, -EDQUOT, "workspace: %s: over the depth "
-		    "cap of %u", ent->path, m->lim.max_depth);
-	if (ent->kind == AGENTFS_FILE) {
-		if (ent->size > m->lim.max_file_bytes)
-			return err_set(m->e, -EFBIG, "workspace: %s: over the "
-			    "file size cap of %llu bytes", ent->path,
-			    (unsigned long long)m->lim.max_file_bytes);
-		/* A view file is written without content: no bytes. */
-		if (level != PERM_VIEW &&
-		    ent->size > m->lim.max_bytes - m->bytes)
-			return err_set(m->e, -EDQUOT, "workspace: %s: over the "
-			    "total size cap of %llu bytes", ent->path,
-			    (unsigned long long)m->lim.max_bytes);
-		if (level != PERM_VIEW)
-			m->bytes += ent->size;
-	}
-	if (ent->kind == AGENTFS_SYMLINK && (ent->target[0] == '\0' ||
-	    !workspace__text_is_clean((const unsigned char *)ent->target,
-	    strlen(ent->target))))
-		return workspace__bad_name(m->e, ent->path, "symlink target");
-	m->count++;
+	/* A view file is written without content: no bytes. */
+	if ((rc = workspace_tally_add(&m->t, ent, level != PERM_VIEW,
+	    m->e)) != 0)
+		return rc;
 out_add:
 	if (m->n == m->cap) {
 		m->cap = m->cap ? 2 * m->cap : 64;
@@ -401,10 +429,10 @@ mat_prune(struct mat *m)
 		if (m->ents[i].path != NULL)
 			m->ents[o++] = m->ents[i];
 	m->n = o;
-	if (m->count + kept > m->lim.max_files)
+	if (m->t.count + kept > m->t.lim.max_files)
 		return err_set(m->e, -EDQUOT, "workspace: over the cap of %u "
 		    "entries (with %llu directories kept to reach visible "
-		    "ones)", m->lim.max_files, (unsigned long long)kept);
+		    "ones)", m->t.lim.max_files, (unsigned long long)kept);
 	return 0;
 }
 
@@ -458,7 +486,7 @@ mat_marks(struct mat *m, workspace_mark_cb mark, void *arg)
 		return mark_fail(m->e, rc, "/");
 	for (size_t i = 0; i < m->n; i++) {
 		const struct mat_ent *me = &m->ents[i];
-		uint32_t d = path_depth(me->path);
+		uint32_t d = workspace_path_depth(me->path);
 
 		if (d == 0 || d > AGENTFS_DEPTH_MAX)
 			return err_set(m->e, -EINVAL, "workspace: %s: bad "
@@ -591,7 +619,7 @@ workspace_materialise_rules(struct agentfs *fs, int dirfd,
 	int rc;
 
 	err_clear(e);
-	workspace__limits_resolve(lim, &m.lim);
+	workspace_tally_init(&m.t, lim);
 	/* Every cap is checked on the whole snapshot before the first write,
 	 * so an oversized snapshot leaves no half tree behind. */
 	if ((rc = agentfs_walk(fs, mat_collect_cb, &m, e)) != 0)

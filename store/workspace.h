@@ -86,6 +86,23 @@ struct workspace_limits {
 	.max_depth = 64, \
 }
 
+/* Which cap refused an entry (workspace_tally_add()). */
+enum workspace_cap {
+	WORKSPACE_CAP_NONE,	/* none: a bad name or target, a special file */
+	WORKSPACE_CAP_ENTRIES,	/* max_files */
+	WORKSPACE_CAP_DEPTH,	/* max_depth */
+	WORKSPACE_CAP_FILE,	/* max_file_bytes */
+	WORKSPACE_CAP_BYTES,	/* max_bytes */
+};
+
+/* A tree counted entry by entry against the caps materialise applies. */
+struct workspace_tally {
+	struct workspace_limits lim;	/* resolved caps */
+	uint64_t bytes;			/* regular-file bytes counted */
+	uint32_t count;			/* entries counted */
+	enum workspace_cap hit;		/* the cap that refused the last entry */
+};
+
 #define WORKSPACE_CHANGES_LIST_MAX 1024	/* paths kept in a change list */
 #define WORKSPACE_REFUSED_LIST_MAX 256	/* paths kept in a refused list */
 
@@ -281,5 +298,25 @@ void workspace_changes_free(struct workspace_changes *ch);
 /* True when name is one valid path component: 1..AGENTFS_NAME_MAX bytes of
  * valid UTF-8, no '/', no control character, not "." or "..". */
 bool workspace_name_is_valid(const char *name);
+
+/* Nesting of an AgentFS path, as the depth cap counts it: "/a" is 1. */
+uint32_t workspace_path_depth(const char *path);
+
+/* Starts a tally under lim (NULL: WORKSPACE_LIMITS_DEFAULT), resolved as
+ * materialise resolves it (lowered to the codec's caps). */
+void workspace_tally_init(struct workspace_tally *t,
+    const struct workspace_limits *lim);
+/*
+ * Counts ent (parents come first, as agentfs_walk() reports them) and
+ * refuses what workspace_materialise() would refuse, with the same
+ * message: an invalid name or symlink target (-EILSEQ, hex-escaped), a
+ * special file (-EPERM), one entry more than max_files or deeper than
+ * max_depth (-EDQUOT), a file over max_file_bytes (-EFBIG), file bytes past
+ * max_bytes (-EDQUOT; with content false the file counts no bytes, as a
+ * view file has none). t->hit says which cap refused (NONE otherwise).
+ * Returns 0 or -errno with e naming the path.
+ */
+int workspace_tally_add(struct workspace_tally *t,
+    const struct agentfs_entry *ent, bool content, struct err *e);
 
 #endif

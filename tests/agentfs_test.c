@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "../store/agentfs.h"
 
@@ -807,4 +808,249 @@ Test(agentfs, json_symlink_form_only_in_legacy_databases)
 	cr_expect_eq(json_object_size(json_object_get(s, "symlinks")), 0);
 	json_decref(s);
 	agentfs_close(fs);
+}
+
+/*** Untrusted databases: schema objects, claimed sizes, deadlines ***/
+
+/* A fresh database holding /f, 10000 bytes in three chunks, as a blob. */
+static void *
+blob_with_file(size_t *len)
+{
+	struct agentfs *fs = NULL;
+	struct err e = { 0 };
+	static unsigned char data[10000];
+	void *blob;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 7);
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_write(fs, "/f", data, sizeof(data), 0644, &e), 0,
+	    "%s", e.msg);
+	cr_assert_eq(agentfs_to_blob(fs, &blob, len, &e), 0, "%s", e.msg);
+	agentfs_close(fs);
+	return blob;
+}
+
+/*
+ * Only the AgentFS tables, plain, and indexes on them: a virtual table
+ * standing in for fs_dentry (whose module would walk the upload's shadow
+ * tables), a view, a trigger, an unknown table or a generated column is
+ * refused at open, naming it, before any statement touches a table.
+ */
+Test(agentfs, untrusted_open_refuses_every_object_but_the_plain_tables)
+{
+	static const char *const cases[][2] = {
+		{ "DROP TABLE fs_dentry; CREATE VIRTUAL TABLE fs_dentry USING"
+		  " fts5(name, parent_ino, ino);"
+		  "INSERT INTO fs_dentry VALUES ('x', 1, 1)",
+		  "table 'fs_dentry' is not a plain table (CREATE VIRTUAL TABLE)" },
+		{ "CREATE VIEW v AS SELECT * FROM fs_inode",
+		  "holds a view 'v' (on 'v')" },
+		{ "CREATE TRIGGER t AFTER INSERT ON kv_store BEGIN"
+		  " DELETE FROM fs_data; END",
+		  "holds a trigger 't' (on 'kv_store')" },
+		{ "CREATE TABLE fs_whiteout (path TEXT PRIMARY KEY)",
+		  "table 'fs_whiteout' is not part of the AgentFS format" },
+		/* Statistics steer the planner: a crafted row, a full scan. */
+		{ "ANALYZE",
+		  "table 'sqlite_stat1' is not part of the AgentFS format" },
+		{ "CREATE TABLE \"x\ny\" (a)",
+		  "table 'x?y' is not part of the AgentFS format" },
+		{ "CREATE INDEX i ON fs_inode (zeroblob(size))", "" },
+		{ "DROP TABLE fs_symlink; CREATE TABLE fs_symlink (ino INTEGER"
+		  " PRIMARY KEY, target TEXT AS (hex(zeroblob(100000000))))",
+		  "table fs_symlink: column 'target' is generated" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct agentfs *fs = NULL;
+		size_t len;
+		void *blob = fresh_mutated(cases[i][0], &len);
+
+		if (cases[i][1][0] == '\0') {
+			/* An index on an AgentFS table is the upload's own. */
+			cr_expect_eq(agentfs_open_blob(blob, len, &fs, NULL), 0,
+			    "%s", cases[i][0]);
+			agentfs_close(fs);
+		} else {
+			expect_open_fails(blob, len, -EBADMSG, cases[i][1]);
+		}
+		free(blob);
+	}
+}
+
+/* sandq's own blobs, its session table included, still open. */
+Test(agentfs, untrusted_open_takes_sandqs_own_tables)
+{
+	struct agentfs *fs = NULL, *back = NULL;
+	struct err e = { 0 };
+	void *blob;
+	size_t len;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_session_set(fs, "cwd", "/x", 2, &e), 0, "%s",
+	    e.msg);
+	cr_assert_eq(agentfs_tool_call_add(fs, "sh", NULL, NULL, NULL,
+	    "success", 1000, 2000, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_to_blob(fs, &blob, &len, &e), 0, "%s", e.msg);
+	cr_expect_eq(agentfs_open_blob(blob, len, &back, &e), 0, "%s", e.msg);
+	agentfs_close(back);
+	agentfs_close(fs);
+	free(blob);
+}
+
+/* Reads one file of blob opened untrusted (or trusted); returns rc. */
+static int
+read_f(const void *blob, size_t len, bool trusted, size_t *got,
+    struct err *e)
+{
+	struct agentfs *fs = NULL;
+	void *data = NULL;
+	int rc;
+
+	rc = trusted ? agentfs_open_trusted(blob, len, &fs, e) :
+	    agentfs_open_blob(blob, len, &fs, e);
+	cr_assert_eq(rc, 0, "open: %s", e->msg);
+	rc = agentfs_read(fs, "/f", &data, got, e);
+	free(data);
+	agentfs_close(fs);
+	return rc;
+}
+
+/*
+ * A size column is a claim: in an upload, a file whose size is more than
+ * its chunks hold is refused (before its size is allocated: the read of a
+ * gigabyte claim returns at once). Trusted blobs keep reading holes as
+ * zeros.
+ */
+Test(agentfs, untrusted_read_refuses_a_size_its_chunks_do_not_hold)
+{
+	struct err e = { 0 };
+	size_t len, mlen, got = 0;
+	void *blob = blob_with_file(&len), *m;
+
+	cr_expect_eq(read_f(blob, len, false, &got, &e), 0, "%s", e.msg);
+	cr_expect_eq(got, 10000);
+
+	m = blob_mutate(blob, len, "UPDATE fs_inode SET size = 1073741824"
+	    " WHERE ino = 2", &mlen);
+	cr_expect_eq(read_f(m, mlen, false, &got, &e), -EBADMSG, "%s", e.msg);
+	cr_expect(strstr(e.msg, "its size says 1073741824 bytes, its chunks "
+	    "hold 10000") != NULL, "%s", e.msg);
+	free(m);
+
+	/* A chunk missing inside the file: a hole the size counts. */
+	m = blob_mutate(blob, len, "DELETE FROM fs_data WHERE ino = 2 AND"
+	    " chunk_index = 1", &mlen);
+	cr_expect_eq(read_f(m, mlen, false, &got, &e), -EBADMSG, "%s", e.msg);
+	cr_expect(strstr(e.msg, "its chunks hold 5904") != NULL, "%s", e.msg);
+	cr_expect_eq(read_f(m, mlen, true, &got, &e), 0, "%s", e.msg);
+	cr_expect_eq(got, 10000, "a trusted blob reads the hole as zeros");
+	free(m);
+
+	/* A last chunk longer than the size is cut, not refused. */
+	m = blob_mutate(blob, len, "UPDATE fs_inode SET size = 9000"
+	    " WHERE ino = 2", &mlen);
+	cr_expect_eq(read_f(m, mlen, false, &got, &e), 0, "%s", e.msg);
+	cr_expect_eq(got, 9000);
+	free(m);
+	free(blob);
+}
+
+/* A name over 255 bytes is refused naming the limit, not as a bad name. */
+Test(agentfs, walk_names_the_name_length_limit)
+{
+	static const char sql[] =
+	    "INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)"
+	    " VALUES (2, 16877, 1, 0, 0, 0);"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino) VALUES ('d', 1, 2);"
+	    "INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)"
+	    " VALUES (3, 33188, 1, 0, 0, 0);"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " VALUES (replace(hex(zeroblob(150)), '0', 'n'), 2, 3);";
+	struct agentfs *fs = NULL;
+	struct err e = { 0 };
+	size_t len;
+	void *blob = fresh_mutated(sql, &len);
+	int n = 0;
+
+	cr_assert_eq(agentfs_open_blob(blob, len, &fs, &e), 0, "%s", e.msg);
+	cr_expect_eq(agentfs_walk(fs, count_entry, &n, &e), -ENAMETOOLONG);
+	cr_expect_str_eq(e.msg, "agentfs: a name in /d/ is 300 bytes, more "
+	    "than the name length limit 255");
+	agentfs_close(fs);
+	free(blob);
+}
+
+/* Paths and file bytes as one query counts them: a hard link twice. */
+Test(agentfs, claims_count_every_path_and_its_file_bytes)
+{
+	struct agentfs *fs = NULL;
+	struct err e = { 0 };
+	uint64_t paths = 0, bytes = 0;
+	size_t len, mlen;
+	void *blob = blob_with_file(&len);
+	void *m = blob_mutate(blob, len, "INSERT INTO fs_inode (ino, mode,"
+	    " nlink, atime, mtime, ctime) VALUES (9, 16877, 1, 0, 0, 0);"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino) VALUES ('d', 1, 9),"
+	    " ('again', 1, 2);"
+	    "INSERT INTO fs_inode (ino, mode, nlink, size, atime, mtime, ctime)"
+	    " VALUES (10, 33188, 1, 9223372036854775807, 0, 0, 0);"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino) VALUES ('huge', 9,"
+	    " 10)", &mlen);
+
+	cr_assert_eq(agentfs_open_blob(m, mlen, &fs, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_claims(fs, &paths, &bytes, &e), 0, "%s", e.msg);
+	cr_expect_eq(paths, 4);
+	cr_expect_eq(bytes, 2 * 10000 + ((uint64_t)1 << 40), "%llu",
+	    (unsigned long long)bytes);
+	agentfs_close(fs);
+	free(m);
+	free(blob);
+}
+
+static int64_t
+mono_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Past its deadline, an untrusted handle's long statements stop with
+ * -ETIMEDOUT: 3000 entries in a directory whose index the upload dropped.
+ */
+Test(agentfs, untrusted_handle_stops_at_its_deadline)
+{
+	static const char sql[] =
+	    "DROP INDEX idx_fs_dentry_parent;"
+	    "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n"
+	    " WHERE i < 3001)"
+	    " INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)"
+	    " SELECT i, 33188, 1, 0, 0, 0 FROM n;"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " SELECT 'f' || ino, 1, ino FROM fs_inode WHERE ino > 1;";
+	struct timespec pause = { 0, 60 * 1000000 };
+	struct agentfs *fs = NULL;
+	struct err e = { 0 };
+	size_t len;
+	void *blob = fresh_mutated(sql, &len);
+	int n = 0;
+
+	cr_assert_eq(agentfs_open_untrusted(blob, len, mono_now_ns() +
+	    2000000000LL, &fs, &e), 0, "%s", e.msg);
+	cr_expect_eq(agentfs_walk(fs, count_entry, &n, &e), 0, "%s", e.msg);
+	cr_expect_eq(n, 3000);
+	agentfs_close(fs);
+
+	cr_assert_eq(agentfs_open_untrusted(blob, len, mono_now_ns() +
+	    50000000LL, &fs, &e), 0, "%s", e.msg);
+	nanosleep(&pause, NULL);
+	cr_expect_eq(agentfs_walk(fs, count_entry, &n, &e), -ETIMEDOUT);
+	cr_expect(strstr(e.msg, "stopped at the deadline") != NULL, "%s",
+	    e.msg);
+	agentfs_close(fs);
+	free(blob);
 }

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -581,6 +582,134 @@ Test(cli_sandbox, export_is_an_sqlite_database_and_import_restores_it)
 	sq_refused("sandbox export nope x.db", "sandbox_not_found", "'nope'", NULL);
 	snprintf(path, sizeof(path), "%s/x.db", H.dir);
 	cr_expect_not(exists(path), "a refused export wrote %s", path);
+}
+
+/* Runs sql on the SQLite file H.dir/rel with the library (asserts). */
+static void
+db_exec(const char *rel, const char *sql)
+{
+	char path[512], *msg = NULL;
+	sqlite3 *db = NULL;
+
+	snprintf(path, sizeof(path), "%s/%s", H.dir, rel);
+	cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL),
+	    SQLITE_OK, "%s: %s", path, sqlite3_errmsg(db));
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK,
+	    "%s: %s", sql, msg ? msg : "?");
+	sqlite3_close(db);
+}
+
+/* cp H.dir/from H.dir/to. */
+static void
+copy_local(const char *from, const char *to)
+{
+	char path[512], *data;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/%s", H.dir, from);
+	data = slurp(path, &len);
+	cr_assert_not_null(data, "%s", path);
+	snprintf(path, sizeof(path), "%s/%s", H.dir, to);
+	put_file(path, data, len, 0644);
+	free(data);
+}
+
+/*
+ * An import applies the limits a job on the sandbox has (docs/protocol.md
+ * "Sandboxes", docs/security.md "Import applies the same limits as a
+ * job"): with the default tenant held to 80 files and 1 MiB, an export
+ * imports, and each hostile variant of it is refused naming its limit or
+ * the object, whether into a new sandbox (then not created) or into an
+ * existing one (whose version does not move). The variants are made from
+ * the export with SQLite, as a tenant would make them.
+ */
+Test(cli_sandbox, import_refuses_what_a_job_could_not_hold)
+{
+	static const char *const extra[] = {
+		"--set", "tenant.default.ceiling.files=80",
+		"--set", "tenant.default.ceiling.disk_bytes=1048576", NULL };
+	static const struct {
+		const char *name;	/* the file, and the new sandbox */
+		const char *sql;	/* run on a copy of the export */
+		const char *code;	/* the refusal's code */
+		const char *needle;	/* in its message */
+	} bad[] = {
+		{ "lie", "UPDATE fs_inode SET size = 900000 WHERE ino ="
+		  " (SELECT ino FROM fs_dentry WHERE name = 'top')",
+		  "bad_snapshot", "its size says 900000 bytes, its chunks hold 2" },
+		{ "many",
+		  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+		  " WHERE i < 100)"
+		  " INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)"
+		  " SELECT 1000 + i, 33188, 1, 0, 0, 0 FROM n;"
+		  "INSERT INTO fs_dentry (name, parent_ino, ino)"
+		  " SELECT 'e' || ino, 1, ino FROM fs_inode WHERE ino > 1000",
+		  "too_large", "105 entries, more than the files limit 80" },
+		{ "deep",
+		  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+		  " WHERE i < 65)"
+		  " INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)"
+		  " SELECT 2000 + i, 16877, 1, 0, 0, 0 FROM n;"
+		  "INSERT INTO fs_dentry (name, parent_ino, ino)"
+		  " SELECT 'd', CASE ino WHEN 2001 THEN 1 ELSE ino - 1 END, ino"
+		  " FROM fs_inode WHERE ino > 2000",
+		  "too_large", "65 directories deep, more than the depth limit 64" },
+		{ "long", "INSERT INTO fs_inode (ino, mode, nlink, atime, mtime,"
+		  " ctime) VALUES (4000, 33188, 1, 0, 0, 0);"
+		  "INSERT INTO fs_dentry (name, parent_ino, ino) VALUES"
+		  " (replace(hex(zeroblob(150)), '0', 'n'), 1, 4000)",
+		  "too_large", "300 bytes, more than the name length limit 255" },
+		{ "big",
+		  "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n"
+		  " WHERE i < 299)"
+		  " INSERT INTO fs_data (ino, chunk_index, data)"
+		  " SELECT 5000, i, randomblob(4096) FROM n;"
+		  "INSERT INTO fs_inode (ino, mode, nlink, size, atime, mtime,"
+		  " ctime) VALUES (5000, 33188, 1, 1228800, 0, 0, 0);"
+		  "INSERT INTO fs_dentry (name, parent_ino, ino)"
+		  " VALUES ('big', 1, 5000)",
+		  "too_large", "bytes, more than the disk limit 1048576" },
+		{ "fts", "DROP TABLE fs_dentry; CREATE VIRTUAL TABLE fs_dentry"
+		  " USING fts5(name, parent_ino, ino)",
+		  "bad_snapshot", "'fs_dentry' is not a plain table (CREATE "
+		  "VIRTUAL TABLE)" },
+		{ "view", "CREATE VIEW tree AS SELECT name FROM fs_dentry",
+		  "bad_snapshot", "a view 'tree'" },
+		{ "trigger", "CREATE TRIGGER wipe AFTER INSERT ON kv_store BEGIN"
+		  " DELETE FROM fs_data; END",
+		  "bad_snapshot", "a trigger 'wipe' (on 'kv_store')" },
+	};
+	char args[256], file[64], *out;
+
+	harness_stop(&H);
+	harness_start(&H, 2, extra);
+	free(sq_ok("sandbox create good"));
+	free(sq_ok("sh --sandbox good 'mkdir -p a/b && printf hi > a/b/x && "
+	    "echo t > top && ln -s a/b/x lnk'"));
+	free(sq_ok("sandbox export good good.db"));
+
+	/* What a job made fits what a job may hold: it imports. */
+	out = sq_ok("sandbox import copy good.db");
+	cr_expect_not_null(strstr(out, "version: 1\n"), "%s", out);
+	free(out);
+	out = cat("copy", "/a/b/x");
+	cr_expect_str_eq(out, "hi");
+	free(out);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(file, sizeof(file), "%s.db", bad[i].name);
+		copy_local("good.db", file);
+		db_exec(file, bad[i].sql);
+		snprintf(args, sizeof(args), "sandbox import %s %s", bad[i].name,
+		    file);
+		sq_refused(args, bad[i].code, bad[i].needle, NULL);
+		snprintf(args, sizeof(args), "sandbox info %s", bad[i].name);
+		sq_refused(args, "sandbox_not_found", NULL);
+		snprintf(args, sizeof(args), "sandbox import copy %s", file);
+		sq_refused(args, bad[i].code, bad[i].needle, NULL);
+		cr_expect_eq(version_of("copy"), 1, "%s moved the head",
+		    bad[i].name);
+	}
 }
 
 Test(cli_sandbox, history_lists_every_committing_call_in_order)

@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <msgpack.h>
 #include <openssl/evp.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,21 @@ expect_content(const char *sb, const char *path, const char *want)
 	cr_assert_eq(d.o.type, MSGPACK_OBJECT_BIN);
 	cr_expect_eq(d.o.via.bin.size, strlen(want));
 	cr_expect(memcmp(d.o.via.bin.ptr, want, strlen(want)) == 0);
+	dec_free(&d);
+	result_free(r);
+}
+
+/* Reads path and checks its length. */
+static void
+expect_content_len(const char *sb, const char *path, size_t want)
+{
+	struct result *r = run(path_job(OP_FS_READ, sb, path));
+	struct dec d;
+
+	expect_ok(r);
+	dec_init(&d, r);
+	cr_assert_eq(d.o.type, MSGPACK_OBJECT_BIN);
+	cr_expect_eq(d.o.via.bin.size, want);
 	dec_free(&d);
 	result_free(r);
 }
@@ -1169,6 +1185,282 @@ Test(ops, import_of_damaged_database_never_crashes)
 		result_free(r);
 	}
 	free(orig);
+}
+
+/*** import: the limits of a job on the sandbox ***/
+
+/*
+ * A fresh database (agentfs_new(), then /f with nbytes of data when
+ * nbytes > 0) with sql run on it by raw SQLite: the codec has no back
+ * door, so hostile uploads are made the way a tenant would make them.
+ */
+static void *
+hostile_blob(size_t nbytes, const char *sql, size_t *len)
+{
+	struct agentfs *fs = NULL;
+	struct err e = { 0 };
+	sqlite3_int64 sz = 0;
+	sqlite3 *db = NULL;
+	unsigned char *img, *buf;
+	char *msg = NULL;
+	size_t blen = 0;
+	void *blob = NULL, *out;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	if (nbytes > 0) {
+		uint8_t *data = malloc(nbytes);
+
+		cr_assert_not_null(data);
+		for (size_t i = 0; i < nbytes; i++)
+			data[i] = (uint8_t)(i * 131 + (i >> 9));
+		cr_assert_eq(agentfs_write(fs, "/f", data, nbytes, 0644, &e),
+		    0, "%s", e.msg);
+		free(data);
+	}
+	cr_assert_eq(agentfs_to_blob(fs, &blob, &blen, &e), 0, "%s", e.msg);
+	agentfs_close(fs);
+	buf = sqlite3_malloc64(blen);
+	cr_assert_not_null(buf);
+	memcpy(buf, blob, blen);
+	free(blob);
+	cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_deserialize(db, "main", buf, (sqlite3_int64)blen,
+	    (sqlite3_int64)blen, SQLITE_DESERIALIZE_FREEONCLOSE |
+	    SQLITE_DESERIALIZE_RESIZEABLE), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK,
+	    "%s: %s", sql, msg ? msg : "?");
+	img = sqlite3_serialize(db, "main", &sz, 0);
+	cr_assert_not_null(img);
+	out = malloc((size_t)sz);
+	cr_assert_not_null(out);
+	memcpy(out, img, (size_t)sz);
+	sqlite3_free(img);
+	sqlite3_close(db);
+	*len = (size_t)sz;
+	return out;
+}
+
+/* An import of blob (taken) into sb under files and disk_bytes (0: none). */
+static struct job *
+import_blob_job(const char *sb, void *blob, size_t len, uint64_t files,
+    uint64_t disk)
+{
+	struct job *j = mkjob(OP_SANDBOX_IMPORT, sb);
+
+	j->snapshot = blob;
+	j->snapshot_len = len;
+	j->limits.files = files;
+	j->limits.disk_bytes = disk;
+	return j;
+}
+
+/* Runs j, expects code and needle in the message, and nothing stored. */
+static void
+expect_import_refused(struct job *j, const char *code, const char *needle)
+{
+	char sb[JOB_SANDBOX_ID_MAX + 1];
+	struct result *r;
+
+	snprintf(sb, sizeof(sb), "%s", j->sandbox);
+	r = run(j);
+	expect_rejected(r, code);
+	cr_expect(strstr(r->error_message, needle) != NULL, "'%s' lacks '%s'",
+	    r->error_message, needle);
+	cr_expect_null(r->snapshot, "a refused import names no snapshot");
+	result_free(r);
+	run_rejected(mkjob(OP_SANDBOX_INFO, sb), "sandbox_not_found");
+}
+
+/* n empty files /e1.../en. */
+#define SQL_ENTRIES(n) \
+	"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n" \
+	" WHERE i < " #n ")" \
+	" INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)" \
+	" SELECT 100 + i, 33188, 1, 0, 0, 0 FROM n;" \
+	"INSERT INTO fs_dentry (name, parent_ino, ino)" \
+	" SELECT 'e' || (ino - 100), 1, ino FROM fs_inode WHERE ino > 100;"
+
+/*
+ * A 68 KiB upload whose size column lies was stored as a 564 MiB snapshot:
+ * now a size its chunks do not hold is refused before it is allocated,
+ * within the disk limit or not, and nothing is stored.
+ */
+Test(ops, import_refuses_a_size_its_chunks_do_not_hold)
+{
+	size_t len;
+	void *blob;
+
+	blob = hostile_blob(5000, "UPDATE fs_inode SET size = 104857600"
+	    " WHERE ino = 2", &len);
+	expect_import_refused(import_blob_job("lie", blob, len, 0, 0),
+	    "bad_snapshot", "'/f': inode 2: its size says 104857600 bytes, "
+	    "its chunks hold 5000");
+	/* 127 files claiming 4 MiB each, no chunk at all: over the disk
+	 * limit as claimed, refused before a single file is read. */
+	blob = hostile_blob(0, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL"
+	    " SELECT i + 1 FROM n WHERE i < 127)"
+	    " INSERT INTO fs_inode (ino, mode, nlink, size, atime, mtime, ctime)"
+	    " SELECT 1 + i, 33188, 1, 4194304, 0, 0, 0 FROM n;"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " SELECT 'f' || ino, 1, ino FROM fs_inode WHERE ino > 1;", &len);
+	cr_expect_leq(len, 68 * 1024, "%zu bytes", len);
+	expect_import_refused(import_blob_job("lie", blob, len, 0, 256 << 20),
+	    "too_large", "files of 532676608 bytes, more than the disk limit "
+	    "268435456");
+}
+
+Test(ops, import_refuses_more_entries_than_the_files_limit)
+{
+	size_t len;
+	void *blob = hostile_blob(0, SQL_ENTRIES(150), &len);
+
+	expect_import_refused(import_blob_job("many", blob, len, 100, 0),
+	    "too_large", "import: 150 entries, more than the files limit 100");
+	/* Within it, the same upload imports. */
+	blob = hostile_blob(0, SQL_ENTRIES(150), &len);
+	run_ok(import_blob_job("many", blob, len, 151, 0));
+}
+
+/* Deeper than materialise goes (64), though the codec walks 256. */
+Test(ops, import_refuses_a_tree_deeper_than_a_workspace)
+{
+	size_t len;
+	void *blob = hostile_blob(0,
+	    "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n"
+	    " WHERE i < 71)"
+	    " INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)"
+	    " SELECT i, 16877, 1, 0, 0, 0 FROM n;"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " SELECT 'd', ino - 1, ino FROM fs_inode WHERE ino > 1;", &len);
+
+	expect_import_refused(import_blob_job("deep", blob, len, 0, 0),
+	    "too_large", "65 directories deep, more than the depth limit 64");
+}
+
+Test(ops, import_refuses_a_name_longer_than_the_name_limit)
+{
+	size_t len;
+	void *blob = hostile_blob(0,
+	    "INSERT INTO fs_inode (ino, mode, nlink, atime, mtime, ctime)"
+	    " VALUES (2, 33188, 1, 0, 0, 0);"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " VALUES (replace(hex(zeroblob(128)), '0', 'n'), 1, 2);", &len);
+
+	expect_import_refused(import_blob_job("long", blob, len, 0, 0),
+	    "too_large", "a name in / is 256 bytes, more than the name length "
+	    "limit 255");
+}
+
+/* Real bytes over the disk limit: 3 files of 40,000 under 64 KiB. */
+Test(ops, import_refuses_files_over_the_disk_limit)
+{
+	size_t len;
+	void *blob = hostile_blob(40000,
+	    "INSERT INTO fs_inode (ino, mode, nlink, size, atime, mtime, ctime)"
+	    " SELECT 2 + i, mode, 1, size, 0, 0, 0 FROM fs_inode,"
+	    " (SELECT 1 AS i UNION ALL SELECT 2) WHERE ino = 2;"
+	    "INSERT INTO fs_data (ino, chunk_index, data) SELECT 2 + i,"
+	    " chunk_index, data FROM fs_data, (SELECT 1 AS i UNION ALL"
+	    " SELECT 2) WHERE ino = 2;"
+	    "INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " VALUES ('g', 1, 3), ('h', 1, 4);", &len);
+
+	expect_import_refused(import_blob_job("big", blob, len, 0, 65536),
+	    "too_large", "files of 120000 bytes, more than the disk limit 65536");
+	blob = hostile_blob(40000, "SELECT 1", &len);
+	run_ok(import_blob_job("big", blob, len, 0, 65536));
+	expect_content_len("big", "/f", 40000);
+}
+
+/*
+ * Only plain AgentFS tables: an FTS5 table standing in for fs_dentry, a
+ * view and a trigger are each refused naming the object.
+ */
+Test(ops, import_refuses_virtual_tables_views_and_triggers)
+{
+	static const char *const cases[][2] = {
+		{ "DROP TABLE fs_dentry; CREATE VIRTUAL TABLE fs_dentry USING"
+		  " fts5(name, parent_ino, ino);"
+		  "INSERT INTO fs_dentry VALUES ('f', 1, 2)",
+		  "table 'fs_dentry' is not a plain table (CREATE VIRTUAL "
+		  "TABLE)" },
+		{ "CREATE VIEW listing AS SELECT name FROM fs_dentry",
+		  "holds a view 'listing'" },
+		{ "CREATE TRIGGER wipe AFTER INSERT ON fs_inode BEGIN"
+		  " DELETE FROM fs_data; END",
+		  "holds a trigger 'wipe' (on 'fs_inode')" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len;
+		void *blob = hostile_blob(100, cases[i][0], &len);
+
+		expect_import_refused(import_blob_job("obj", blob, len, 0, 0),
+		    "bad_snapshot", cases[i][1]);
+	}
+}
+
+/*
+ * What the import writes follows what was uploaded: one file of 1 MiB
+ * hard-linked 40 times would be 40 MiB, more than twice the upload and
+ * 16 MiB (OPS_IMPORT_GROWTH, OPS_IMPORT_SLACK); SQLite's heap limit is
+ * the worker's own again afterwards.
+ */
+Test(ops, import_writes_at_most_twice_the_upload)
+{
+	int64_t hard = sqlite3_hard_heap_limit64(-1);
+	int64_t soft = sqlite3_soft_heap_limit64(-1);
+	size_t len;
+	void *blob = hostile_blob(1 << 20,
+	    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+	    " WHERE i < 40)"
+	    " INSERT INTO fs_dentry (name, parent_ino, ino)"
+	    " SELECT 'link' || i, 1, 2 FROM n;", &len);
+
+	expect_import_refused(import_blob_job("links", blob, len, 0, 0),
+	    "too_large", "the import's bound (2 times the upload and 16 MiB)");
+	cr_expect_eq(sqlite3_hard_heap_limit64(-1), hard);
+	cr_expect_eq(sqlite3_soft_heap_limit64(-1), soft);
+}
+
+/* kv.set's bounds: a value over 1 MiB is refused as kv.set refuses it. */
+Test(ops, import_refuses_a_kv_value_over_the_kv_limit)
+{
+	size_t len;
+	void *blob = hostile_blob(0, "INSERT INTO kv_store (key, value)"
+	    " VALUES ('big', '\"' || replace(hex(zeroblob(524300)), '0', 'x')"
+	    " || '\"')", &len);
+
+	expect_import_refused(import_blob_job("kv", blob, len, 0, 0),
+	    "too_large", "kv key 'big': a value of more than 1048576 bytes");
+}
+
+/* The job's wall_ms bounds the import's time, a crafted schema or not. */
+Test(ops, import_stops_at_the_wall_limit)
+{
+	size_t len;
+	void *blob = hostile_blob(0, "DROP INDEX idx_fs_dentry_parent;"
+	    SQL_ENTRIES(3000), &len);
+	struct job *j = import_blob_job("slow", blob, len, 0, 0);
+
+	j->limits.wall_ms = 1;
+	expect_import_refused(j, "timeout", "stopped after the wall_ms limit "
+	    "of 1 ms");
+}
+
+/* Limits that the upload fits change nothing: the export imports. */
+Test(ops, import_within_the_limits_of_a_job_keeps_everything)
+{
+	struct job *j = import_job("fits", "localsandbox-export.db");
+
+	j->limits.files = 9;
+	j->limits.disk_bytes = 9000 + 152 + 50 + 29 + 27;
+	j->limits.wall_ms = 10000;
+	run_ok(j);
+	expect_content_len("fits", "/project/blob.bin", 9000);
+	j = import_job("tight", "localsandbox-export.db");
+	j->limits.files = 8;
+	run_rejected(j, "too_large");
 }
 
 /*** history / info / list / delete ***/

@@ -1357,11 +1357,12 @@ static const struct op_case {
 	{ "kv.set", OP_KV_SET, "sandbox key value", "sandbox key value" },
 	{ "kv.delete", OP_KV_DELETE, "sandbox key", "sandbox key" },
 	{ "kv.keys", OP_KV_KEYS, "sandbox prefix", "sandbox" },
-	{ "sandbox.create", OP_SANDBOX_CREATE, "sandbox files snapshot labels", "sandbox" },
+	{ "sandbox.create", OP_SANDBOX_CREATE, "sandbox files snapshot labels limits preset",
+	    "sandbox" },
 	{ "sandbox.fork", OP_SANDBOX_FORK, "sandbox to labels", "sandbox to" },
 	{ "sandbox.delete", OP_SANDBOX_DELETE, "sandbox", "sandbox" },
 	{ "sandbox.export", OP_SANDBOX_EXPORT, "sandbox", "sandbox" },
-	{ "sandbox.import", OP_SANDBOX_IMPORT, "sandbox snapshot labels",
+	{ "sandbox.import", OP_SANDBOX_IMPORT, "sandbox snapshot labels limits preset",
 	    "sandbox snapshot" },
 	{ "sandbox.history", OP_SANDBOX_HISTORY, "sandbox", "sandbox" },
 	{ "sandbox.info", OP_SANDBOX_INFO, "sandbox", "sandbox" },
@@ -1532,8 +1533,9 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 {
 	for (size_t i = 0; i < N_OP_CASES; i++) {
 		const struct op_case *c = &op_cases[i];
-		/* sandbox.create takes files or a snapshot: both variants. */
-		const char *skips[2] = { "snapshot", "files" };
+		/* sandbox.create takes files or a snapshot (with its limits):
+		 * both variants. */
+		const char *skips[2] = { "snapshot limits preset", "files" };
 		int nvariants = c->code == OP_SANDBOX_CREATE ? 2 : 1;
 
 		for (int v = 0; v < nvariants; v++) {
@@ -1673,6 +1675,31 @@ Test(payload, rejects_unknown_op_and_image)
 		jb_expect_reject(&b, -EINVAL, "field 'op': unknown op 'fs.move'", "j1");
 		jb_destroy(&b);
 	}
+}
+
+/*
+ * An import's limits bound the tree it may store (docs/protocol.md
+ * "Sandboxes"): sandbox.import and sandbox.create with a snapshot take
+ * them; a create without one has nothing they could bound.
+ */
+Test(payload, imports_take_limits_and_a_create_only_with_a_snapshot)
+{
+	struct job *j = decode_op("sandbox.import", "sandbox snapshot limits preset");
+
+	cr_expect(JOB_HAS_LIMITS(j));
+	cr_expect_gt(j->limits.wall_ms, 0);
+	cr_expect_neq(j->preset, PRESET_DEFAULT);
+	job_free(j);
+	j = decode_op("sandbox.create", "sandbox snapshot limits");
+	cr_expect(JOB_HAS_LIMITS(j));
+	job_free(j);
+	j = decode_op("sandbox.create", "sandbox files");
+	cr_expect_not(JOB_HAS_LIMITS(j), "nothing imported, nothing bounded");
+	job_free(j);
+	REJECT_OP_WITH("sandbox.create", "sandbox files limits",
+	    "field 'limits': used only with 'snapshot' (op sandbox.create)", (void)0);
+	REJECT_OP_WITH("sandbox.create", "sandbox preset",
+	    "field 'preset': used only with 'snapshot' (op sandbox.create)", (void)0);
 }
 
 Test(payload, sandbox_id_rules_for_sandbox_and_to)

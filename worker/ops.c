@@ -141,6 +141,8 @@ ops__emsg(const struct err *e)
 		return m + 9;
 	if (strncmp(m, "store: ", 7) == 0)
 		return m + 7;
+	if (strncmp(m, "workspace: ", 11) == 0)
+		return m + 11;
 	return m;
 }
 

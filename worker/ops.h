@@ -27,9 +27,16 @@
 #define OPS_COMMIT_RETRIES 3		/* reruns of an op whose commit lost */
 #define OPS_HISTORY_STR_MAX 4096	/* bytes of a string in a history row */
 #define OPS_READ_MAX JOB_DATA_MAX	/* largest file fs.read returns */
-/* Logical bytes (sum of file sizes) an imported snapshot may hold: sparse
- * files in a small blob must not make the worker allocate gigabytes. */
-#define OPS_IMPORT_BYTES_MAX ((uint64_t)512 << 20)
+/*
+ * An import's own bounds, in what was uploaded (N bytes), never in what
+ * the upload claims: the snapshot it writes is at most
+ * OPS_IMPORT_GROWTH * N + OPS_IMPORT_SLACK bytes, and SQLite's heap may
+ * grow by that, N (the upload's image) and OPS_IMPORT_SLACK again (page
+ * caches, statements) while it runs. Its tree is bounded by the limits a
+ * job on the sandbox has (ops_sandbox.c, import_caps()).
+ */
+#define OPS_IMPORT_GROWTH 2
+#define OPS_IMPORT_SLACK ((uint64_t)16 << 20)
 
 /* True for the ops ops_run() handles. */
 #define OPS_HANDLES(op) ((op) >= OP_FS_READ && (op) <= OP_SANDBOX_LIST)

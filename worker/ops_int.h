@@ -81,7 +81,8 @@ void ops__pk_entry(msgpack_packer *pk, const struct agentfs_entry *ent);
 /* Fills res with an error; returns OPS_DONE for the handler to return. */
 int ops__fail(struct ops *o, enum res_status st, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* An err message without its module prefix ("agentfs: ", "store: "). */
+/* An err message without its module prefix ("agentfs: ", "store: ",
+ * "workspace: "). */
 const char *ops__emsg(const struct err *e);
 /* Maps an agentfs errno about a path of sandbox o->id to the spec's codes. */
 int ops__fs_fail(struct ops *o, int rc, const struct err *e);

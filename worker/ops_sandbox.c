@@ -3,25 +3,34 @@
  * history, info, list), called through ops.c's dispatch table, and the
  * copy that sandbox.import makes of an uploaded snapshot.
  *
- * DESIGN. sandbox.import bytes are hostile: agentfs_open_blob() checks
- * every page, then the tree is copied into a database agentfs_new() made,
- * entry by entry, with sandq's own name rules (workspace_name_is_valid()),
- * so what is stored is always a 0.4 database sandq wrote (no trigger, view
- * or odd table of the upload survives). Legacy json-file symlinks become
- * native ones and legacy millisecond tool_calls times become seconds.
- * What is not copied: uid/gid, atime/ctime, nlink (a hard-linked file
- * becomes separate copies), kv created_at/updated_at, the root's mode.
+ * DESIGN. sandbox.import bytes are hostile: agentfs_open_untrusted()
+ * refuses any schema object but the AgentFS tables (a view, a trigger, a
+ * virtual table) and checks every page, then the tree is copied into a
+ * database agentfs_new() made, entry by entry, so what is stored is
+ * always a 0.4 database sandq wrote. An import stores only what a job on
+ * the sandbox could materialise: materialise's own checks and caps
+ * (workspace_tally_add()) under the job's files and disk_bytes, the claims
+ * of the whole tree first (agentfs_claims()), and every file's size
+ * against the bytes its chunks hold before it is read (the codec). Its
+ * own bounds follow the upload, never its claims: its wall_ms, what it
+ * writes (OPS_IMPORT_GROWTH), SQLite's heap while it runs. Legacy
+ * json-file symlinks become native ones and legacy millisecond tool_calls
+ * times become seconds. What is not copied: uid/gid, atime/ctime, nlink
+ * (a hard-linked file becomes separate copies), kv created_at/updated_at,
+ * the root's mode.
  *
  * Sections: Import, sandbox ops.
  */
 #include <errno.h>
 #include <jansson.h>
 #include <msgpack.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/util.h"
 #include "../store/agentfs.h"
 #include "../store/perms.h"
 #include "../store/workspace.h"
@@ -30,45 +39,146 @@
 
 /*** Import ***/
 
+/* The caps of an import, and the limit each one is, for its message. */
+struct import_caps {
+	struct workspace_tally t;	/* the caps, and what counts against them */
+	const char *files_by;		/* what max_files is */
+	const char *bytes_by;		/* what max_bytes is */
+	const char *file_by;		/* what max_file_bytes is */
+};
+
 /* Copying an untrusted snapshot into a fresh one. */
 struct copy {
 	struct ops *o;		/* for rejections */
 	struct agentfs *src;	/* untrusted, fully checked on open */
 	struct agentfs *dst;	/* agentfs_new() */
 	bool legacy;		/* src has the LocalSandbox layout */
-	uint64_t bytes;		/* file bytes copied so far */
+	struct import_caps caps;	/* the tree's bounds */
+	uint64_t dst_max;	/* bytes dst may grow to */
+	uint64_t heap_max;	/* bytes SQLite's heap may grow by */
+	uint64_t wall_ms;	/* the job's wall limit; 0: none */
+	int64_t deadline_ns;	/* mono_ns() when wall_ms has passed; 0: none */
 	int rc;			/* OPS_DONE once res is filled */
 };
 
-/* A failure writing dst: too big is the upload's fault, the rest ours. */
-static int
-copy_dst_fail(struct copy *c, int rc, const char *what, const struct err *e)
+/*
+ * The caps a job on the sandbox works under: what materialise applies
+ * (WORKSPACE_LIMITS_DEFAULT: entries, depth, one file, all files) lowered
+ * to the job's files and disk_bytes (the total, and any one file, which
+ * RLIMIT_FSIZE bounds too). The dispatcher resolves l as for a run
+ * (preset, the host's and the tenant's ceilings); 0 is no limit.
+ */
+static void
+import_caps(const struct job_limits *l, struct import_caps *c)
 {
-	if (rc == -EFBIG)
-		c->rc = ops__fail(c->o, ST_REJECTED, "too_large",
-		    "snapshot: %s: %s", what, ops__emsg(e));
-	else
-		c->rc = ops__fail(c->o, ST_INTERNAL, "store",
-		    "snapshot: %s: %s", what, ops__emsg(e));
-	return c->rc;
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+
+	c->files_by = "the workspace's entry cap";
+	c->bytes_by = "the workspace's size cap";
+	c->file_by = "the workspace's file size cap";
+	if (l->files != 0 && l->files < lim.max_files) {
+		lim.max_files = (uint32_t)l->files;
+		c->files_by = "the files limit";
+	}
+	if (l->disk_bytes != 0 && l->disk_bytes < lim.max_bytes) {
+		lim.max_bytes = l->disk_bytes;
+		c->bytes_by = "the disk limit";
+	}
+	if (l->disk_bytes != 0 && l->disk_bytes < lim.max_file_bytes) {
+		lim.max_file_bytes = l->disk_bytes;
+		c->file_by = "the disk limit";
+	}
+	workspace_tally_init(&c->t, &lim);
 }
 
 static int
-copy_bad(struct copy *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+copy_fail(struct copy *c, enum res_status st, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* Fills res once (the first failure is the one reported); OPS_DONE. */
 static int
-copy_bad(struct copy *c, const char *fmt, ...)
+copy_fail(struct copy *c, enum res_status st, const char *code,
+    const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
 
+	if (c->rc != 0)
+		return c->rc;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	c->rc = ops__fail(c->o, ST_REJECTED, "bad_snapshot", "snapshot: %s",
-	    msg);
+	c->rc = ops__fail(c->o, st, code, "import: %s", msg);
 	return c->rc;
+}
+
+/*
+ * A failure of the codec on either side: the import's own bounds (time,
+ * the re-encoded size, SQLite's heap), a limit of the tree (names, paths),
+ * a damaged or hostile upload, or, writing dst, our own failure.
+ */
+static int
+copy_codec_fail(struct copy *c, int rc, bool writing, const char *path,
+    const struct err *e)
+{
+	char where[220] = "";
+
+	if (path != NULL)
+		snprintf(where, sizeof(where), "'%.200s': ", path);
+	if (rc == -ETIMEDOUT)
+		return copy_fail(c, ST_REJECTED, "timeout", "%sstopped after "
+		    "the wall_ms limit of %llu ms: %s", where,
+		    (unsigned long long)c->wall_ms, ops__emsg(e));
+	if (rc == -ENOMEM)
+		return copy_fail(c, ST_REJECTED, "too_large", "%sSQLite "
+		    "needed more than the import's memory bound of %llu bytes: "
+		    "%s", where, (unsigned long long)c->heap_max, ops__emsg(e));
+	if (rc == -ENOSPC && writing)
+		return copy_fail(c, ST_REJECTED, "too_large", "%sthe "
+		    "snapshot would pass %llu bytes, the import's bound (%d "
+		    "times the upload and %llu MiB)", where,
+		    (unsigned long long)c->dst_max,
+		    OPS_IMPORT_GROWTH,
+		    (unsigned long long)(OPS_IMPORT_SLACK >> 20));
+	if (rc == -ENAMETOOLONG || rc == -EFBIG)
+		return copy_fail(c, ST_REJECTED, "too_large", "%s%s", where,
+		    ops__emsg(e));
+	if (writing && rc != -EINVAL)
+		return copy_fail(c, ST_INTERNAL, "store", "%s%s", where,
+		    ops__emsg(e));
+	return copy_fail(c, ST_REJECTED, "bad_snapshot", "%s%s", where,
+	    ops__emsg(e));
+}
+
+/* A cap of c->caps refused ent (t.hit says which): the message names it. */
+static int
+copy_cap_fail(struct copy *c, const struct agentfs_entry *ent,
+    const struct err *e)
+{
+	const struct workspace_limits *l = &c->caps.t.lim;
+
+	switch (c->caps.t.hit) {
+	case WORKSPACE_CAP_ENTRIES:
+		return copy_fail(c, ST_REJECTED, "too_large", "'%.200s': more "
+		    "than %u entries, %s", ent->path, l->max_files,
+		    c->caps.files_by);
+	case WORKSPACE_CAP_DEPTH:
+		return copy_fail(c, ST_REJECTED, "too_large", "'%.200s': %u "
+		    "directories deep, more than the depth limit %u", ent->path,
+		    workspace_path_depth(ent->path), l->max_depth);
+	case WORKSPACE_CAP_FILE:
+		return copy_fail(c, ST_REJECTED, "too_large", "'%.200s': %llu "
+		    "bytes, more than %s %llu", ent->path,
+		    (unsigned long long)ent->size, c->caps.file_by,
+		    (unsigned long long)l->max_file_bytes);
+	case WORKSPACE_CAP_BYTES:
+		return copy_fail(c, ST_REJECTED, "too_large", "'%.200s': files "
+		    "hold more than %s %llu bytes", ent->path, c->caps.bytes_by,
+		    (unsigned long long)l->max_bytes);
+	case WORKSPACE_CAP_NONE:
+		break;
+	}
+	return copy_fail(c, ST_REJECTED, "bad_snapshot", "%s", ops__emsg(e));
 }
 
 static int
@@ -80,24 +190,29 @@ copy_entry(const struct agentfs_entry *ent, void *arg)
 	size_t len = 0;
 	int rc = 0;
 
-	/* What could not be materialised must not be stored either. */
-	if (!workspace_name_is_valid(ent->name))
-		return copy_bad(c, "'%.200s': the name is not valid UTF-8 or "
-		    "has a control character", ent->path);
+	/*
+	 * What could not be materialised must not be stored either: the
+	 * checks and caps of materialise, under the job's limits, before a
+	 * byte of the entry is read.
+	 */
+	if (workspace_tally_add(&c->caps.t, ent, true, &e) != 0)
+		return copy_cap_fail(c, ent, &e);
+	/* SQLite checks the deadline inside long statements; many short
+	 * ones are checked here. */
+	if (c->deadline_ns != 0 && mono_ns() > c->deadline_ns) {
+		err_set(&e, -ETIMEDOUT, "at '%.200s'", ent->path);
+		return copy_codec_fail(c, -ETIMEDOUT, false, NULL, &e);
+	}
 	switch (ent->kind) {
 	case AGENTFS_DIR:
 		rc = agentfs_mkdir(c->dst, ent->path, ent->mode & 07777, &e);
 		break;
 	case AGENTFS_FILE:
-		if (ent->size > OPS_IMPORT_BYTES_MAX - c->bytes)
-			return c->rc = ops__fail(c->o, ST_REJECTED, "too_large",
-			    "snapshot: '%.200s': files hold more than %llu "
-			    "bytes", ent->path,
-			    (unsigned long long)OPS_IMPORT_BYTES_MAX);
-		c->bytes += ent->size;
+		/* The codec refuses a size its chunks do not hold before it
+		 * allocates the size (agentfs_open_untrusted()). */
 		if ((rc = agentfs_read(c->src, ent->path, &data, &len,
 		    &e)) != 0)
-			return copy_bad(c, "%s", ops__emsg(&e));
+			return copy_codec_fail(c, rc, false, ent->path, &e);
 		rc = agentfs_write(c->dst, ent->path, data, len,
 		    ent->mode & 07777, &e);
 		free(data);
@@ -105,17 +220,16 @@ copy_entry(const struct agentfs_entry *ent, void *arg)
 	case AGENTFS_SYMLINK:
 		/* Native whatever the form: legacy json-file links upgrade. */
 		rc = agentfs_symlink(c->dst, ent->target, ent->path, &e);
-		if (rc == -EINVAL)
-			return copy_bad(c, "%s", ops__emsg(&e));
 		break;
 	case AGENTFS_SPECIAL:
-		return copy_bad(c, "'%.200s': special files (%s) are not "
-		    "allowed", ent->path, agentfs_type_name(ent->mode));
+		/* workspace_tally_add() refuses these. */
+		return copy_fail(c, ST_REJECTED, "bad_snapshot", "'%.200s': "
+		    "special files are not allowed", ent->path);
 	}
 	if (rc == 0)
 		rc = agentfs_set_mtime(c->dst, ent->path, ent->mtime, &e);
 	if (rc != 0)
-		return copy_dst_fail(c, rc, ent->path, &e);
+		return copy_codec_fail(c, rc, true, ent->path, &e);
 	return 0;
 }
 
@@ -125,16 +239,26 @@ copy_kv(const char *key, void *arg)
 	struct copy *c = arg;
 	struct err e = { 0 };
 	char *value = NULL;
+	size_t klen = strlen(key);
 	int rc;
 
+	/* The bounds of kv.set: a value is parsed as JSON to be checked. */
+	if (klen > JOB_KV_KEY_MAX)
+		return copy_fail(c, ST_REJECTED, "too_large", "kv: a key of %zu "
+		    "bytes, more than the key limit %u", klen,
+		    (unsigned)JOB_KV_KEY_MAX);
 	if ((rc = agentfs_kv_get(c->src, key, &value, &e)) != 0)
-		return copy_bad(c, "kv: %s", ops__emsg(&e));
+		return copy_codec_fail(c, rc, false, NULL, &e);
+	if (strlen(value) > JOB_KV_VALUE_MAX) {
+		free(value);
+		return copy_fail(c, ST_REJECTED, "too_large", "kv key '%.200s': "
+		    "a value of more than %u bytes, the value limit", key,
+		    JOB_KV_VALUE_MAX);
+	}
 	rc = agentfs_kv_set(c->dst, key, value, &e);
 	free(value);
-	if (rc == -EINVAL)
-		return copy_bad(c, "kv key '%.200s': %s", key, ops__emsg(&e));
 	if (rc != 0)
-		return copy_dst_fail(c, rc, "kv", &e);
+		return copy_codec_fail(c, rc, true, NULL, &e);
 	return 0;
 }
 
@@ -169,24 +293,82 @@ copy_tool_call(const struct agentfs_tool_call *tc, void *arg)
 	}
 	rc = agentfs_tool_call_put(c->dst, &t, &e);
 	if (rc == -EINVAL)
-		return copy_bad(c, "tool_calls row %lld: %s",
-		    (long long)tc->id, ops__emsg(&e));
+		return copy_fail(c, ST_REJECTED, "bad_snapshot", "tool_calls "
+		    "row %lld: %s", (long long)tc->id, ops__emsg(&e));
 	if (rc != 0)
-		return copy_dst_fail(c, rc, "tool_calls", &e);
+		return copy_codec_fail(c, rc, true, NULL, &e);
 	return 0;
 }
 
 /*
- * Checks j->snapshot fully and re-encodes it into o->fs, a new database
- * (see DESIGN). 0 or OPS_DONE.
+ * Refuses a tree that claims more entries or file bytes than the caps
+ * allow, from one query, before the walk lists a directory: a 150,000
+ * entry upload costs a count, not 150,000 entries in memory.
+ */
+static int
+copy_claims_check(struct copy *c)
+{
+	const struct workspace_limits *l = &c->caps.t.lim;
+	struct err e = { 0 };
+	uint64_t paths = 0, bytes = 0;
+	int rc;
+
+	if ((rc = agentfs_claims(c->src, &paths, &bytes, &e)) != 0)
+		return copy_codec_fail(c, rc, false, NULL, &e);
+	if (paths > l->max_files)
+		return copy_fail(c, ST_REJECTED, "too_large", "%llu entries, "
+		    "more than %s %u", (unsigned long long)paths,
+		    c->caps.files_by, l->max_files);
+	if (bytes > l->max_bytes)
+		return copy_fail(c, ST_REJECTED, "too_large", "files of %llu "
+		    "bytes, more than %s %llu", (unsigned long long)bytes,
+		    c->caps.bytes_by, (unsigned long long)l->max_bytes);
+	return 0;
+}
+
+/* Opens the upload, checks what it claims, and copies it into c->dst. */
+static int
+copy_run(struct copy *c)
+{
+	const struct job *j = c->o->j;
+	struct err e = { 0 };
+	int rc;
+
+	if (c->wall_ms > 0)
+		c->deadline_ns = mono_ns() + (int64_t)c->wall_ms * 1000000;
+	rc = agentfs_open_untrusted(j->snapshot, j->snapshot_len,
+	    c->deadline_ns, &c->src, &e);
+	if (rc != 0)
+		return copy_codec_fail(c, rc, false, NULL, &e);
+	c->legacy = agentfs_is_legacy(c->src);
+	if ((rc = copy_claims_check(c)) != 0)
+		return rc;
+	if ((rc = agentfs_new(&c->dst, &e)) != 0 ||
+	    (rc = agentfs_size_limit(c->dst, c->dst_max, &e)) != 0)
+		return copy_fail(c, ST_INTERNAL, "store", "%s", ops__emsg(&e));
+	rc = agentfs_walk(c->src, copy_entry, c, &e);
+	if (rc == 0)
+		rc = agentfs_kv_keys(c->src, NULL, copy_kv, c, &e);
+	if (rc == 0)
+		rc = agentfs_tool_call_each(c->src, copy_tool_call, c, &e);
+	/* A callback filled res; otherwise reading src failed. */
+	if (rc != 0)
+		return copy_codec_fail(c, rc, false, NULL, &e);
+	return 0;
+}
+
+/*
+ * Checks j->snapshot and re-encodes it into o->fs, a new database (see
+ * DESIGN), under the import's bounds: the caps of a job on the sandbox,
+ * its wall_ms, and memory in proportion to the upload (OPS_IMPORT_GROWTH,
+ * OPS_IMPORT_SLACK). 0 or OPS_DONE.
  */
 static int
 import_build(struct ops *o)
 {
 	const struct job *j = o->j;
-	struct copy c = { .o = o };
-	struct err e = { 0 };
-	int rc;
+	struct copy c = { .o = o, .wall_ms = j->limits.wall_ms };
+	int64_t hard, soft;
 
 	if (j->snapshot == NULL || j->snapshot_len == 0)
 		return ops__fail(o, ST_REJECTED, "invalid", "field 'snapshot': "
@@ -194,42 +376,31 @@ import_build(struct ops *o)
 	if (j->snapshot_len > JOB_SNAPSHOT_MAX)
 		return ops__fail(o, ST_REJECTED, "too_large",
 		    "field 'snapshot': over %u bytes", JOB_SNAPSHOT_MAX);
-	rc = agentfs_open_blob(j->snapshot, j->snapshot_len, &c.src, &e);
-	if (rc == -EFBIG)
-		return ops__fail(o, ST_REJECTED, "too_large", "snapshot: %s",
-		    ops__emsg(&e));
-	if (rc == -ENOMEM)
-		return ops__fail(o, ST_INTERNAL, "store", "snapshot: %s",
-		    ops__emsg(&e));
-	if (rc != 0)
-		return ops__fail(o, ST_REJECTED, "bad_snapshot", "snapshot: %s",
-		    ops__emsg(&e));
-	c.legacy = agentfs_is_legacy(c.src);
-	if ((rc = agentfs_new(&c.dst, &e)) != 0) {
-		rc = ops__fail(o, ST_INTERNAL, "store", "snapshot: %s",
-		    ops__emsg(&e));
-		goto out;
-	}
-	rc = agentfs_walk(c.src, copy_entry, &c, &e);
-	if (rc == 0)
-		rc = agentfs_kv_keys(c.src, NULL, copy_kv, &c, &e);
-	if (rc == 0)
-		rc = agentfs_tool_call_each(c.src, copy_tool_call, &c, &e);
-	if (rc != 0) {
-		/* A callback filled res; otherwise reading src failed. */
-		if (c.rc == 0)
-			ops__fail(o, rc == -ENOMEM ? ST_INTERNAL : ST_REJECTED,
-			    rc == -ENOMEM ? "store" : "bad_snapshot",
-			    "snapshot: %s", ops__emsg(&e));
-		rc = OPS_DONE;
-		goto out;
+	import_caps(&j->limits, &c.caps);
+	c.dst_max = OPS_IMPORT_GROWTH * (uint64_t)j->snapshot_len +
+	    OPS_IMPORT_SLACK;
+	c.heap_max = (uint64_t)j->snapshot_len + c.dst_max + OPS_IMPORT_SLACK;
+	/*
+	 * SQLite's heap limit is the process's: the worker runs one job at a
+	 * time, so for this import it is what the worker's connections hold
+	 * now plus the import's bound, and the old limits come back after.
+	 */
+	hard = sqlite3_hard_heap_limit64(-1);
+	soft = sqlite3_soft_heap_limit64(-1);
+	sqlite3_hard_heap_limit64(sqlite3_memory_used() + (int64_t)c.heap_max);
+	(void)copy_run(&c);
+	sqlite3_hard_heap_limit64(hard);
+	sqlite3_soft_heap_limit64(soft);
+	agentfs_close(c.src);
+	/* The copy is ours now: its history row must not meet the bound. */
+	if (c.rc == 0 && agentfs_size_limit(c.dst, AGENTFS_BLOB_MAX, NULL) != 0)
+		copy_fail(&c, ST_INTERNAL, "store", "cannot lift the size bound");
+	if (c.rc != 0) {
+		agentfs_close(c.dst);
+		return OPS_DONE;
 	}
 	o->fs = c.dst;
-	c.dst = NULL;
-out:
-	agentfs_close(c.dst);
-	agentfs_close(c.src);
-	return rc;
+	return 0;
 }
 
 /*** sandbox ops ***/
