@@ -163,6 +163,15 @@ command_text(const struct job *job)
 	return s;
 }
 
+/* Whether the job asked for no limit at all. */
+static bool
+limits_unset(const struct job_limits *l)
+{
+	static const struct job_limits none;
+
+	return memcmp(l, &none, sizeof(none)) == 0;
+}
+
 /*
  * The tenant's own rules for a job (docs/tenants.md): its network modes
  * (within the host's), its ceilings over the host's limits (an asked limit
@@ -449,6 +458,15 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		answer_early(d, j, ST_REJECTED, "limit", e.msg);
 		return;
 	}
+	/*
+	 * An import that names neither limits nor a preset is held to what any
+	 * job of the tenant could be given (the ceilings, lowered to the
+	 * tenant's by tenant_admit()), not to a default job's: a sandbox larger
+	 * than a default job's workspace is still one a job can run on.
+	 */
+	if (JOB_HAS_LIMITS(job) && !JOB_OP_RUNS(job->op) && job->preset == PRESET_DEFAULT &&
+	    limits_unset(&job->limits))
+		lim = d->cfg.ceiling;
 	j->job = job;		/* the audit trail's sandbox field */
 	if (!tenant_admit(d, j, job, &lim)) {
 		j->job = NULL;

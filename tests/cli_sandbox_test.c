@@ -1402,3 +1402,26 @@ Test(cli_sandbox, perm_patterns_accept_the_workspace_alias)
 	sq_refused("fs cat wa2 /secret/p --perm '/workspace/secret/**=none'", "not_found",
 	    NULL);
 }
+
+/*
+ * An import naming no limits is held to the ceilings, not to a default
+ * job's: a tree of 1,500 files (past the normal preset's 1,024) is stored,
+ * and a job asking for the files it needs runs on it.
+ */
+Test(cli_sandbox, an_import_bigger_than_a_default_workspace_is_stored)
+{
+	char *out;
+
+	mk_dir("big", 0755);
+	for (int i = 0; i < 1500; i++) {
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "big/f%04d", i);
+		put_text(rel, "x\n", 0644);
+	}
+	out = sq_ok("sandbox create big --from big");
+	free(out);
+	out = sq_ok("--preset permissive sh --sandbox big 'ls | wc -l'");
+	cr_expect(strstr(out, "1500") != NULL, "the job saw: %s", out);
+	free(out);
+}
