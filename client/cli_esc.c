@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "cli_esc.h"
 
@@ -45,7 +46,7 @@ esc_unit(const unsigned char *p, size_t n, char u[CLI_ESC_UNIT_MAX + 1],
 	static const char hex[] = "0123456789abcdef";
 	unsigned char c = p[0];
 	uint32_t cp;
-	size_t more;
+	size_t len;
 
 	if (c >= 0x20 && c < 0x7f && c != '\\') {
 		u[0] = (char)c;
@@ -60,39 +61,19 @@ esc_unit(const unsigned char *p, size_t n, char u[CLI_ESC_UNIT_MAX + 1],
 	}
 	if (c < 0x80)
 		goto out_byte;		/* the other C0 controls and DEL */
-	if (c >= 0xc2 && c <= 0xdf) {
-		cp = c & 0x1f;
-		more = 1;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		cp = c & 0x0f;
-		more = 2;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		cp = c & 0x07;
-		more = 3;
-	} else {
-		goto out_byte;		/* a continuation byte alone, 0xc0, 0xc1, 0xf5.. */
-	}
-	if (n <= more)
-		goto out_byte;
-	for (size_t k = 1; k <= more; k++) {
-		if ((p[k] & 0xc0) != 0x80)
-			goto out_byte;
-		cp = cp << 6 | (p[k] & 0x3f);
-	}
-	if ((more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		goto out_byte;
+	if ((len = utf8_decode(p, n, &cp)) == 0)
+		goto out_byte;		/* not UTF-8: each byte on its own */
 	if (cp <= 0x9f || is_bidi_control(cp)) {
 		u[0] = '\\';
 		u[1] = 'u';
 		for (int i = 0; i < 4; i++)
 			u[2 + i] = hex[(cp >> (12 - 4 * i)) & 0xf];
 		*ulen = 6;
-		return more + 1;
+		return len;
 	}
-	memcpy(u, p, more + 1);
-	*ulen = more + 1;
-	return more + 1;
+	memcpy(u, p, len);
+	*ulen = len;
+	return len;
 out_byte:
 	u[0] = '\\';
 	u[1] = 'x';

@@ -135,3 +135,40 @@ proc_rss(int pid, uint64_t *bytes)
 	*bytes = (uint64_t)resident * (uint64_t)page;
 	return 0;
 }
+
+size_t
+utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	unsigned char c = s[0];
+	uint32_t v;
+	size_t more;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		v = c & 0x1f;
+		more = 1;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		v = c & 0x0f;
+		more = 2;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		v = c & 0x07;
+		more = 3;
+	} else {
+		return 0;	/* a continuation byte alone, 0xc0, 0xc1, 0xf5.. */
+	}
+	if (n <= more)
+		return 0;
+	for (size_t k = 1; k <= more; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[k] & 0x3f);
+	}
+	if ((more == 2 && v < 0x800) || (more == 3 && (v < 0x10000 || v > 0x10ffff)) ||
+	    (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return more + 1;
+}

@@ -34,4 +34,12 @@ int fd_set_nonblock(int fd, bool on);
  */
 int proc_rss(int pid, uint64_t *bytes);
 
+/*
+ * Decodes one UTF-8 character at s[0..n) (n >= 1): returns its length (1 to
+ * 4) and sets *cp, or 0 when s does not start with a valid encoding (a lone
+ * continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut
+ * short). An ASCII byte, controls included, is a valid character.
+ */
+size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+
 #endif

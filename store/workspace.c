@@ -62,43 +62,12 @@ workspace__limits_resolve(const struct workspace_limits *lim,
 bool
 workspace__text_is_clean(const unsigned char *s, size_t n)
 {
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = s[i];
+	for (size_t i = 0, len; i < n; i += len) {
 		uint32_t cp;
-		size_t more;
 
-		if (c < 0x80) {
-			if (c < 0x20 || c == 0x7f)
-				return false;
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			cp = c & 0x1f;
-			more = 1;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			cp = c & 0x0f;
-			more = 2;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			cp = c & 0x07;
-			more = 3;
-		} else
-			return false;
-		if (n - i <= more)
-			return false;
-		for (size_t k = 1; k <= more; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if ((more == 1 && cp <= 0x9f) ||	/* C1 controls */
-		    (more == 2 && (cp < 0x800 ||
-		    (cp >= 0xd800 && cp <= 0xdfff))) ||
-		    (more == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-			return false;
-		i += more + 1;
+		if ((len = utf8_decode(s + i, n - i, &cp)) == 0 ||
+		    cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			return false;	/* not UTF-8, or a C0 control, DEL or C1 */
 	}
 	return true;
 }
