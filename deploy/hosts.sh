@@ -18,7 +18,8 @@
 # whose peer is a port too, so a test or a client on this machine reaches
 # Redis at redis://10.231.X.1:6379 directly. X is derived from NAME (and
 # moved on if another run holds that subnet), so two runs with different
-# NAMEs do not collide. `cut` sets the port hI down on the bridge: host I
+# NAMEs do not collide: a run claims X by creating $SANDQ_HOSTS_RUN/subnets/X
+# (mkdir: one of two runs starting at once gets it), and `down` frees it. `cut` sets the port hI down on the bridge: host I
 # keeps its address and its sockets, and its packets are dropped, as in a
 # partition (no reset reaches either side); `heal` sets it up again.
 #
@@ -131,13 +132,16 @@ cmd_up() {
 	done
 	# From here on a failure undoes what was made.
 	# shellcheck disable=SC2154 # rc is assigned in the trap itself
-	trap 'rc=$?; if [ $rc -ne 0 ]; then net_delete "$name" "$n"; rm -rf "$run/$name"; fi' EXIT
+	trap 'rc=$?; if [ $rc -ne 0 ]; then net_delete "$name" "$n"; subnet_free "$name"; rm -rf "$run/$name"; fi' EXIT
 
-	# A /24 derived from NAME; the next one if a route or run has it.
+	# A /24 derived from NAME; the next one if a route or run has it. The
+	# claim is a mkdir, so two runs checking at once cannot both take it.
 	x=$(( $(printf '%s' "$name" | cksum | cut -d' ' -f1) % 200 + 20 ))
 	tries=0
+	mkdir -p "$run/subnets"
 	while ip -4 route show | grep -q "^10\.231\.$x\.0/24 " ||
-	    grep -qx "10.231.$x" "$run"/*/net 2>/dev/null; do
+	    grep -qx "10.231.$x" "$run"/*/net 2>/dev/null ||
+	    ! mkdir "$run/subnets/$x" 2>/dev/null; do
 		x=$(( (x - 20 + 1) % 200 + 20 ))
 		tries=$((tries + 1))
 		[ $tries -lt 200 ] || die "no free subnet in 10.231.20-219.0/24"
@@ -171,6 +175,12 @@ cmd_up() {
 	echo "redis://$net.1:$port" >"$dir/redis.url"
 	trap - EXIT
 	echo "redis://$net.1:$port"
+}
+
+# Frees the subnet run $1 claimed (if its record names one).
+subnet_free() {
+	[ -f "$run/$1/net" ] || return 0
+	rmdir "$run/subnets/$(sed 's/.*\.//' "$run/$1/net")" 2>/dev/null || true
 }
 
 # Deletes the namespaces and the root veth of a run (what exists of them).
@@ -346,6 +356,7 @@ cmd_down() {
 	[ -n "$rdir" ] && stop_pidfile "$rdir/redis.pid" "$name-redis"
 	sweep_ns "$name-redis"
 	net_delete "$name" "$nhosts"
+	subnet_free "$name"
 	rm -rf "${run:?}/$name"
 }
 

@@ -9,9 +9,9 @@
  * its bound and counts the rest, the thread recovers, stop flushes).
  *
  * CLI part: runs the built sandq (harness_build_dir()) against a database
- * made here, and against a private redis-server started on a free port by
- * redis_start() below (the stream path, paging included). Each test has a
- * fresh folder from mkdtemp(), removed by the fixture.
+ * made here, and against a private redis-server started by
+ * harness_redis_start() (the stream path, paging included). Each test has
+ * a fresh folder from mkdtemp(), removed by the fixture.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -20,16 +20,12 @@
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1182,80 +1178,6 @@ Test(audit, cli_export_writes_whole_files_and_refuses_to_overwrite)
 
 /*** The stream, through a private redis-server ***/
 
-struct redis {
-	pid_t pid;
-	int port;
-	char url[64];
-};
-
-static int
-free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	cr_assert(fd >= 0);
-	cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
-	cr_assert(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
-static bool
-redis_up(void *p)
-{
-	struct redis *r = p;
-	struct timeval tv = { 0, 200000 };
-	redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
-	bool ok = c != NULL && c->err == 0;
-
-	if (c != NULL)
-		redisFree(c);
-	return ok || waitpid(r->pid, NULL, WNOHANG) == r->pid;
-}
-
-/* redis-server on a free loopback port, in dir; retried if the port is taken. */
-static void
-redis_start(struct redis *r)
-{
-	if (access("/usr/bin/redis-server", X_OK) != 0)
-		cr_skip_test("no /usr/bin/redis-server");
-	for (int attempt = 0; attempt < 10; attempt++) {
-		char port[16];
-
-		r->port = free_port();
-		snprintf(port, sizeof(port), "%d", r->port);
-		r->pid = fork();
-		cr_assert(r->pid >= 0);
-		if (r->pid == 0) {
-			int fd = open("/dev/null", O_WRONLY);
-
-			dup2(fd, 1);
-			dup2(fd, 2);
-			execl("/usr/bin/redis-server", "redis-server", "--port", port,
-			    "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			    "--dir", dir, (char *)NULL);
-			_exit(127);
-		}
-		cr_assert(harness_wait_for(redis_up, r, 10000));
-		if (waitpid(r->pid, NULL, WNOHANG) == 0) {
-			snprintf(r->url, sizeof(r->url), "redis://127.0.0.1:%d", r->port);
-			return;
-		}
-	}
-	cr_assert_fail("could not start redis-server");
-}
-
-static void
-redis_stop(struct redis *r)
-{
-	kill(r->pid, SIGTERM);
-	waitpid(r->pid, NULL, 0);
-}
-
 static void
 xadd(redisContext *c, const char *key, const struct audit_event *ev)
 {
@@ -1286,7 +1208,7 @@ xadd(redisContext *c, const char *key, const struct audit_event *ev)
 
 Test(audit, cli_reads_the_tenants_stream_in_pages)
 {
-	struct redis rs;
+	struct harness rs;
 	struct timeval tv = { 2, 0 };
 	redisContext *c;
 	struct audit_event ev;
@@ -1294,7 +1216,9 @@ Test(audit, cli_reads_the_tenants_stream_in_pages)
 	int64_t now = wall_ms();
 	redisReply *r;
 
-	redis_start(&rs);
+	if (access("/usr/bin/redis-server", X_OK) != 0)
+		cr_skip_test("no /usr/bin/redis-server");
+	harness_redis_start(&rs);
 	c = redisConnectWithTimeout("127.0.0.1", rs.port, tv);
 	cr_assert(c != NULL && c->err == 0);
 	cr_assert(audit_stream_key(key, sizeof(key), "sandq", "t1") > 0);
@@ -1347,7 +1271,7 @@ Test(audit, cli_reads_the_tenants_stream_in_pages)
 	cr_assert_eq(sandq(args, &out), 0);
 	cr_expect_eq(lines(out), 2500);
 	free(out);
-	redis_stop(&rs);
+	harness_stop(&rs);
 
 	/* Redis gone: a failure, not a usage error. */
 	cr_expect_eq(sandq(args, NULL), 125);

@@ -472,28 +472,29 @@ Test(batch, trim_and_regex_modes_and_malformed_lines_reported_by_number)
 
 /*** Ctrl-C ***/
 
+/* Both workers run a case: two of this test's sleeps, exec done, below sandqd. */
 static bool
-two_running(void *arg)
+two_running(void *marker)
 {
 	pid_t pids[8];
 
-	(void)arg;
-	return harness_pgrep("sleep 4242", pids, 8) >= 2;
+	return harness_jobs(&H, marker, pids, 8) >= 2;
 }
 
 Test(batch, ctrl_c_cancels_the_queued_cases_and_exits_130)
 {
-	char cases[512], outp[512], sq[512], *out = NULL, *text = NULL;
+	char cases[512], outp[512], sq[512], m[64], *out = NULL, *text = NULL;
 	size_t len = 0;
-	FILE *m = open_memstream(&text, &len);
+	FILE *f = open_memstream(&text, &len);
 	json_t *s;
 	pid_t pid;
 	int st, fd;
 
+	harness_marker(m, sizeof(m), "sleep 4242");
 	for (int i = 0; i < 12; i++)
-		fputs("{\"op\":\"sh\",\"script\":\"sleep 4242\",\"limits\":{\"wall_ms\":60000},"
+		fprintf(f, "{\"op\":\"sh\",\"script\":\"%s\",\"limits\":{\"wall_ms\":60000},"
 		    "\"expect\":\"\"}\n", m);
-	fclose(m);
+	fclose(f);
 	put("slow.jsonl", text);
 	free(text);
 	path_of(cases, sizeof(cases), "slow.jsonl");
@@ -510,7 +511,7 @@ Test(batch, ctrl_c_cancels_the_queued_cases_and_exits_130)
 		_exit(127);
 	}
 	/* Both workers busy: the other cases are queued, in Redis or on sandqd. */
-	cr_assert(harness_wait_for(two_running, NULL, WAIT_MS), "the cases did not start");
+	cr_assert(harness_wait_for(two_running, m, WAIT_MS), "the cases did not start");
 	cr_assert_eq(kill(pid, SIGINT), 0);
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st), "sandq batch was killed by a signal");

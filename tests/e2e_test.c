@@ -115,14 +115,18 @@ Test(e2e, timeout_kills_every_process_of_the_job)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_job_opts o = { .limits.wall_ms = 500 };
-	/* A background child, a double-forked daemon, and the foreground. */
-	struct sandq_result *r = harness_sh(c,
-	    "sleep 4343 & (setsid sleep 4344 &); exec sleep 4345", &o);
+	char tok[64], script[256];
+	struct sandq_result *r;
 
+	/* A background child, a double-forked daemon, and the foreground. */
+	harness_marker(tok, sizeof(tok), "");
+	snprintf(script, sizeof(script), "sleep 4343%1$s & (setsid sleep 4344%1$s &); "
+	    "exec sleep 4345%1$s", tok);
+	r = harness_sh(c, script, &o);
 	cr_expect_str_eq(r->status, "timeout");
 	cr_expect_eq(r->signal, SIGKILL);
 	cr_expect_geq(r->wall_ms, 500);
-	cr_expect(harness_wait_for(harness_marker_gone, "sleep 434", 5000),
+	cr_expect(harness_wait_for(harness_marker_gone, tok, 5000),
 	    "a process of the timed-out job survived it");
 	sandq_result_free(r);
 	sandq_close(c);
@@ -456,28 +460,6 @@ Test(e2e, oversized_job_is_rejected_under_its_id)
 
 /*** Failures of the system itself ***/
 
-/* A marker process other than the one given. */
-struct rerun {
-	const char *marker;
-	pid_t old;
-	pid_t found;
-};
-
-static bool
-marker_rerun(void *arg)
-{
-	struct rerun *r = arg;
-	pid_t pids[4];
-	int n = harness_pgrep(r->marker, pids, 4);
-
-	for (int i = 0; i < n; i++)
-		if (pids[i] != r->old) {
-			r->found = pids[i];
-			return true;
-		}
-	return false;
-}
-
 /*
  * A worker that dies under a job is an infrastructure failure: the job
  * runs again (attempt 2) on a fresh worker. Its own failure is a result:
@@ -487,17 +469,16 @@ Test(e2e, a_crashed_worker_is_replaced_and_its_job_runs_again)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_result *r = NULL;
-	char id[SANDQ_ID_MAX + 1];
-	pid_t job[4], init, spawner, worker;
-	/* No shell: the only process whose command line names the marker is the job. */
-	const char *argv[] = { "sleep", "4646", NULL };
-	struct rerun rerun = { "sleep 4646", 0, 0 };
+	char id[SANDQ_ID_MAX + 1], m[64];
+	pid_t job, rerun, init, spawner, worker;
+	const char *argv[] = { "sleep", NULL, NULL };
 
+	/* No shell: the job's process is sleep from its start. */
+	argv[1] = harness_marker(m, sizeof(m), "sleep 4646") + strlen("sleep ");
 	cr_assert(sandq_submit_exec(c, argv, NULL, id) == 0);
-	cr_assert(harness_wait_for(harness_marker_running, "sleep 4646", 30000));
-	cr_assert_eq(harness_pgrep("sleep 4646", job, 4), 1);
+	job = harness_wait_job(&H, m, 0, 30000);
 	/* job <- the sandbox's init <- the worker's spawner <- the worker */
-	init = harness_ppid_of(job[0]);
+	init = harness_ppid_of(job);
 	spawner = harness_ppid_of(init);
 	worker = harness_ppid_of(spawner);
 	cr_assert_gt(worker, 1);
@@ -508,17 +489,17 @@ Test(e2e, a_crashed_worker_is_replaced_and_its_job_runs_again)
 		for (int i = 0; i < n; i++)
 			is_worker |= w[i] == worker;
 		cr_assert(is_worker, "pid %d (parent of %d, parent of job %d) is not a worker",
-		    (int)worker, (int)init, (int)job[0]);
+		    (int)worker, (int)init, (int)job);
 	}
 	cr_assert(kill(worker, SIGKILL) == 0);
-	rerun.old = job[0];
-	cr_assert(harness_wait_for(marker_rerun, &rerun, 30000), "the job did not run again");
-	cr_assert(kill(rerun.found, SIGKILL) == 0);
+	/* The rerun: the same command line on the fresh worker, not the old pid. */
+	rerun = harness_wait_job(&H, m, job, 30000);
+	cr_assert(kill(rerun, SIGKILL) == 0);
 	cr_assert(sandq_wait(c, id, 30000, &r) == 0);
 	cr_expect_str_eq(r->status, "signal");
 	cr_expect_eq(r->attempt, 2, "attempt %lld", (long long)r->attempt);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4646", 5000),
+	cr_expect(harness_wait_for(harness_marker_gone, m, 5000),
 	    "the job outlived its worker");
 	/* Both slots serve again: run more jobs than one worker could hold. */
 	for (int i = 0; i < 4; i++) {
@@ -543,10 +524,13 @@ Test(e2e, sigterm_drains_running_jobs_then_exits_zero)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_result *r = NULL;
-	char id[SANDQ_ID_MAX + 1];
+	char id[SANDQ_ID_MAX + 1], m[64], script[128];
 
-	cr_assert(sandq_submit_sh(c, "sleep 1; echo finished", NULL, id) == 0);
-	cr_assert(harness_wait_for(harness_marker_running, "sleep 1", 30000));
+	/* The job's sleep is running (not queued, not starting) at SIGTERM. */
+	snprintf(script, sizeof(script), "%s; echo finished",
+	    harness_marker(m, sizeof(m), "sleep 1"));
+	cr_assert(sandq_submit_sh(c, script, NULL, id) == 0);
+	harness_wait_job(&H, m, 0, 30000);
 	cr_expect_eq(harness_stop_sandqd(&H, 30000), 0, "sandqd did not exit 0");
 	cr_assert(sandq_result_get(c, id, &r) == 0, "the running job's result was not published");
 	cr_expect_str_eq(r->status, "ok");
@@ -679,20 +663,21 @@ Test(e2e_drain, timeout_answers_the_jobs_it_kills_and_exits_zero)
 	struct harness h;
 	struct sandq *c;
 	struct sandq_result *r = NULL;
-	char id[SANDQ_ID_MAX + 1];
+	char id[SANDQ_ID_MAX + 1], m[64], script[128];
 
 	if (geteuid() != 0)
 		cr_skip_test("sandqd needs root to map sandbox uids");
 	harness_start(&h, 1, extra);
 	c = harness_client(&h);
-	cr_assert(sandq_submit_sh(c, "exec sleep 4747", NULL, id) == 0);
-	cr_assert(harness_wait_for(harness_marker_running, "sleep 4747", 30000));
+	snprintf(script, sizeof(script), "exec %s", harness_marker(m, sizeof(m), "sleep 4747"));
+	cr_assert(sandq_submit_sh(c, script, NULL, id) == 0);
+	harness_wait_job(&h, m, 0, 30000);
 	cr_expect_eq(harness_stop_sandqd(&h, 30000), 0, "sandqd did not exit 0");
 	cr_assert(sandq_result_get(c, id, &r) == 0, "the killed job was not answered");
 	cr_expect_str_eq(r->status, "internal");
 	cr_expect_not_null(strstr(r->error_message, "worker"), "%s", r->error_message);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4747", 5000));
+	cr_expect(harness_wait_for(harness_marker_gone, m, 5000));
 	sandq_close(c);
 	harness_stop(&h);
 }
@@ -925,6 +910,8 @@ Test(e2e, cli_detach_then_wait_and_result)
  * A streaming job's output arrives while it runs: the first chunk is read
  * while the job is still blocked in a sleep only the test ends, then the
  * job is killed from outside, the stream ends and the result holds all.
+ * The process killed is the sleep once the shell's exec is done (before
+ * it, the shell's command line names the sleep too).
  */
 Test(e2e, a_streaming_job_output_arrives_while_it_runs)
 {
@@ -932,13 +919,15 @@ Test(e2e, a_streaming_job_output_arrives_while_it_runs)
 	struct sandq_job_opts o = { .stream = true };
 	struct sandq_stream *st = NULL;
 	struct sandq_result *r = NULL;
-	char id[SANDQ_ID_MAX + 1];
+	char id[SANDQ_ID_MAX + 1], m[64], script[128];
 	const void *data;
 	size_t len;
-	pid_t job[4];
+	pid_t job;
 	int fd, rc;
 
-	cr_assert_eq(sandq_submit_sh(c, "echo one; echo two >&2; exec sleep 5252", &o, id), 0);
+	snprintf(script, sizeof(script), "echo one; echo two >&2; exec %s",
+	    harness_marker(m, sizeof(m), "sleep 5252"));
+	cr_assert_eq(sandq_submit_sh(c, script, &o, id), 0);
 	cr_assert_eq(sandq_stream_open(c, id, &st), 0, "%s", sandq_last_error(c));
 	/* stdout and stderr are separate streams: take both, in any order. */
 	{
@@ -959,9 +948,8 @@ Test(e2e, a_streaming_job_output_arrives_while_it_runs)
 		}
 	}
 	cr_expect_eq(sandq_result_get(c, id, &r), -ENOENT, "answered before its sleep ended");
-	cr_assert(harness_wait_for(harness_marker_running, "sleep 5252", 30000));
-	cr_assert_eq(harness_pgrep("sleep 5252", job, 4), 1);
-	cr_assert_eq(kill(job[0], SIGKILL), 0);
+	job = harness_wait_job(&H, m, 0, 30000);
+	cr_assert_eq(kill(job, SIGKILL), 0);
 	while ((rc = sandq_stream_next(st, 30000, &fd, &data, &len)) == 1)
 		;
 	cr_expect_eq(rc, 0, "the stream did not end: %d", rc);

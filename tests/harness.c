@@ -1,9 +1,15 @@
 /*
- * harness.c - starts and stops a private redis-server and sandqd.
+ * harness.c - starts and stops a private redis-server and sandqd, and
+ * finds their jobs.
  *
  * Waits are conditions polled every few milliseconds up to a generous
  * deadline (never a fixed sleep), so the tests hold on a loaded 2-core
- * machine.
+ * machine. A condition is the state a test needs, not its first sign: a
+ * job's process is found by its exact command line (its exec done), below
+ * this harness's sandqd, and named by a marker no other test or run
+ * shares, so two runs of the suite at once never see each other's jobs.
+ * Nothing machine-wide is fixed: the folder is mkdtemp()'s, the port
+ * free_port()'s and proven ours by the server's pid.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -17,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,12 +79,18 @@ free_port(void)
 	return port;
 }
 
+/*
+ * Starts argv (argv[0] a path) with stdout and stderr appended to logpath,
+ * in a process group of its own; returns its pid, or -1 if fork failed.
+ * It gets SIGTERM when this test process dies: a test killed at its
+ * timeout (Criterion gives it no teardown) leaves no daemon behind to load
+ * the machine or hold a port, and sandqd stopped so cleans its cgroups.
+ */
 static pid_t
 spawn(const char *const *argv, const char *logpath)
 {
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 
-	cr_assert(pid >= 0);
 	if (pid == 0) {
 		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
@@ -85,6 +99,9 @@ spawn(const char *const *argv, const char *logpath)
 			dup2(fd, 2);
 		}
 		setpgid(0, 0);
+		/* The parent may have died before the signal was asked for. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(127);
 		execv(argv[0], (char *const *)(uintptr_t)argv);
 		_exit(127);
 	}
@@ -96,20 +113,27 @@ struct ping_arg {
 	pid_t pid;
 };
 
+/*
+ * Whether our redis-server answers on the port, or has exited (it lost
+ * the port). Another run's server may have taken the port between
+ * free_port() and ours binding it: it would answer a PING too, so the
+ * answer must carry our server's pid.
+ */
 static bool
 redis_answers(void *p)
 {
 	struct ping_arg *a = p;
-	char cmd[400], *out = NULL;
+	char cmd[400], want[64], *out = NULL;
 	int st;
 
 	if (waitpid(a->pid, &st, WNOHANG) == a->pid) {
 		a->pid = -1;
 		return true;	/* exited: the caller checks */
 	}
-	snprintf(cmd, sizeof(cmd), "redis-cli -p %d ping 2>/dev/null", a->h->port);
+	snprintf(cmd, sizeof(cmd), "redis-cli -p %d info server 2>/dev/null", a->h->port);
+	snprintf(want, sizeof(want), "\nprocess_id:%d\r", (int)a->pid);
 	st = harness_run(cmd, &out);
-	bool ok = st == 0 && out && strncmp(out, "PONG", 4) == 0;
+	bool ok = st == 0 && out && strstr(out, want) != NULL;
 	free(out);
 	return ok;
 }
@@ -135,6 +159,11 @@ harness_redis_start(struct harness *h)
 			    "--dir", h->dir, "--unixsocket", h->sock,
 			    "--unixsocketperm", "700", NULL };
 			h->redis_pid = spawn(rargv, rlog);
+		}
+		if (h->redis_pid < 0) {
+			h->redis_pid = 0;
+			harness_stop(h);
+			cr_assert_fail("fork: %s", strerror(errno));
 		}
 		a.pid = h->redis_pid;
 		if (!harness_wait_for(redis_answers, &a, 10000)) {
@@ -174,7 +203,11 @@ harness_start(struct harness *h, int workers, const char *const *extra)
 	for (size_t i = 0; extra && extra[i] && n < 62; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-	h->sandqd_pid = spawn(argv, h->log);
+	if ((h->sandqd_pid = spawn(argv, h->log)) < 0) {
+		h->sandqd_pid = 0;
+		harness_stop(h);
+		cr_assert_fail("fork: %s", strerror(errno));
+	}
 
 	/*
 	 * Ready means a job went all the way through. On failure everything
@@ -312,7 +345,6 @@ harness_start_host(const struct harness *h, const char *name, int workers,
 	char state[400], log[400], sandqd[400], host[80], w[16], uid[32];
 	const char *argv[64];
 	size_t n = 0;
-	pid_t pid;
 
 	snprintf(state, sizeof(state), "%s/state-%s", h->dir, name);
 	snprintf(log, sizeof(log), "%s/sandqd-%s.log", h->dir, name);
@@ -336,19 +368,7 @@ harness_start_host(const struct harness *h, const char *name, int workers,
 		argv[n++] = sets[i];
 	}
 	argv[n] = NULL;
-	pid = fork();
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setpgid(0, 0);
-		execv(sandqd, (char *const *)(uintptr_t)argv);
-		_exit(127);
-	}
-	return pid;
+	return spawn(argv, log);
 }
 
 struct sandq *
@@ -359,22 +379,6 @@ harness_client(const struct harness *h)
 
 	cr_assert(c != NULL, "connect: %s", err);
 	return c;
-}
-
-bool
-harness_marker_running(void *marker)
-{
-	pid_t pids[8];
-
-	return harness_pgrep(marker, pids, 8) > 0;
-}
-
-bool
-harness_marker_gone(void *marker)
-{
-	pid_t pids[8];
-
-	return harness_pgrep(marker, pids, 8) == 0;
 }
 
 /* The parent of pid from /proc/PID/stat, or 0. */
@@ -509,6 +513,56 @@ harness_redis_cli(const struct harness *h, const char *const *args)
 	return out;
 }
 
+/*** Markers, and finding a harness's jobs ***/
+
+const char *
+harness_marker(char *buf, size_t n, const char *what)
+{
+	static unsigned calls;
+	uint32_t rnd = 0;
+
+	/* Without randomness the pid and the count still set it apart. */
+	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		rnd = (uint32_t)now_ms_();
+	/*
+	 * The pid sets apart every test process alive now, on the machine (two
+	 * runs of the suite included); the count, the markers of one test; the
+	 * random digits, a process that had the same pid earlier.
+	 */
+	cr_assert_lt((size_t)snprintf(buf, n, "%s.000%07d%03u%06u", what,
+	    (int)(getpid() % 10000000), calls++ % 1000, (unsigned)(rnd % 1000000)), n,
+	    "marker for '%s' does not fit %zu bytes", what, n);
+	return buf;
+}
+
+/*
+ * The command line of pid, its arguments joined by spaces, into buf (n
+ * bytes); returns its length, or -1 if pid is gone or has none (a kernel
+ * thread, or a process in the middle of its exec).
+ */
+static ssize_t
+cmdline_of(const char *pid, char *buf, size_t n)
+{
+	char path[300];
+	ssize_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	len = read(fd, buf, n - 1);
+	close(fd);
+	while (len > 0 && buf[len - 1] == '\0')
+		len--;
+	if (len <= 0)
+		return -1;
+	for (ssize_t i = 0; i < len; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[len] = '\0';
+	return len;
+}
+
 int
 harness_pgrep(const char *needle, pid_t *pids, int max)
 {
@@ -518,27 +572,91 @@ harness_pgrep(const char *needle, pid_t *pids, int max)
 
 	cr_assert(d != NULL);
 	while ((de = readdir(d)) != NULL && n < max) {
-		char path[300], cmd[4096];
-		ssize_t len;
-		int fd;
+		char cmd[4096];
 
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
-		fd = open(path, O_RDONLY);
-		if (fd < 0)
-			continue;
-		len = read(fd, cmd, sizeof(cmd) - 1);
-		close(fd);
-		if (len <= 0)
-			continue;
-		for (ssize_t i = 0; i < len; i++)
-			if (cmd[i] == '\0')
-				cmd[i] = ' ';
-		cmd[len] = '\0';
-		if (strstr(cmd, needle) != NULL)
+		if (cmdline_of(de->d_name, cmd, sizeof(cmd)) > 0 && strstr(cmd, needle) != NULL)
 			pids[n++] = (pid_t)atoi(de->d_name);
 	}
 	closedir(d);
 	return n;
+}
+
+/* Whether root is an ancestor of pid (a job is a few levels below sandqd). */
+static bool
+is_below(pid_t pid, pid_t root)
+{
+	for (int depth = 0; depth < 64 && pid > 1; depth++)
+		if ((pid = harness_ppid_of(pid)) == root)
+			return true;
+	return false;
+}
+
+int
+harness_pgrep_below(pid_t root, const char *cmdline, pid_t *pids, int max)
+{
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	if (root <= 0)
+		return 0;
+	cr_assert((d = opendir("/proc")) != NULL);
+	while ((de = readdir(d)) != NULL && n < max) {
+		char cmd[4096];
+		pid_t pid;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		if (cmdline_of(de->d_name, cmd, sizeof(cmd)) <= 0 || strcmp(cmd, cmdline) != 0)
+			continue;
+		pid = (pid_t)atoi(de->d_name);
+		if (is_below(pid, root))
+			pids[n++] = pid;
+	}
+	closedir(d);
+	return n;
+}
+
+int
+harness_jobs(const struct harness *h, const char *cmdline, pid_t *pids, int max)
+{
+	return harness_pgrep_below(h->sandqd_pid, cmdline, pids, max);
+}
+
+bool
+harness_job_running(void *arg)
+{
+	struct harness_job *j = arg;
+	pid_t pids[8], found = 0;
+	int n = harness_jobs(j->h, j->cmdline, pids, 8), count = 0;
+
+	for (int i = 0; i < n; i++)
+		if (pids[i] != j->not) {
+			found = pids[i];
+			count++;
+		}
+	if (count == 1)
+		j->pid = found;
+	return count == 1;
+}
+
+pid_t
+harness_wait_job(const struct harness *h, const char *cmdline, pid_t not, int timeout_ms)
+{
+	struct harness_job j = { h, cmdline, not, 0 };
+
+	cr_assert(harness_wait_for(harness_job_running, &j, timeout_ms),
+	    "no job '%s' running below sandqd %d after %d ms", cmdline, (int)h->sandqd_pid,
+	    timeout_ms);
+	return j.pid;
+}
+
+bool
+harness_marker_gone(void *marker)
+{
+	pid_t pids[8];
+
+	return harness_pgrep(marker, pids, 8) == 0;
 }

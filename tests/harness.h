@@ -8,6 +8,10 @@
  * and removes the folder. harness_redis_start() is the first half alone,
  * for tests that need Redis and no sandqd (harness_stop() ends it too).
  * Nothing here assumes a server is already running.
+ *
+ * A test finds its job's process by a marker (harness_marker()) that no
+ * other test or run shares, below its own sandqd (harness_wait_job(),
+ * harness_jobs()), and proves it gone machine-wide (harness_marker_gone()).
  */
 #ifndef SANDQ_TEST_HARNESS_H
 #define SANDQ_TEST_HARNESS_H
@@ -63,11 +67,59 @@ char *harness_redis_cli(const struct harness *h, const char *const *args);
 const char *harness_build_dir(void);
 /* Runs a shell command line; returns its exit status and stdout (owned). */
 int harness_run(const char *cmdline, char **out);
-/* Pids of processes whose command line contains needle (up to max). */
+/*** Markers, and finding a harness's jobs ***/
+
+/*
+ * Writes to buf (n bytes) what followed by a token no other call, test or
+ * run shares, and returns buf: ".000" then 16 digits (this process's pid,
+ * a count of calls in it, random digits from getrandom()). Appended to a
+ * number it leaves a number a thousandth or less larger, so
+ * harness_marker(m, sizeof(m), "sleep 4646") gives a command line,
+ * "sleep 4646.000PPPPPPPCCCRRRRRR", that this one job alone has, while
+ * it still sleeps 4646 s. what "" gives the bare token, to append to
+ * several commands.
+ */
+const char *harness_marker(char *buf, size_t n, const char *what);
+/*
+ * Pids (up to max) of processes whose command line contains needle, on
+ * the whole machine. Only to prove something gone (harness_marker_gone):
+ * to find something running, search below a sandqd (harness_pgrep_below).
+ */
 int harness_pgrep(const char *needle, pid_t *pids, int max);
-/* harness_wait_for() predicates on a marker (a string only one job's
- * command line holds, arg): some process has it, or none has. */
-bool harness_marker_running(void *marker);
+/*
+ * Pids (up to max) of the descendants of root, at any depth, whose command
+ * line (its arguments joined by spaces) is exactly cmdline: a job's
+ * process once its exec is done, never the shell that will exec it.
+ */
+int harness_pgrep_below(pid_t root, const char *cmdline, pid_t *pids, int max);
+/* The same below this harness's sandqd: its workers' jobs. */
+int harness_jobs(const struct harness *h, const char *cmdline, pid_t *pids, int max);
+
+/* What harness_job_running() looks for, and what it found. */
+struct harness_job {
+	const struct harness *h;	/* whose sandqd's descendants are searched */
+	const char *cmdline;		/* the exact command line wanted */
+	pid_t not;			/* a pid that does not count (an earlier run), or 0 */
+	pid_t pid;			/* out: the one process found */
+};
+/*
+ * harness_wait_for() predicate on a struct harness_job: exactly one
+ * process below the sandqd has the command line (not counting not); sets
+ * pid to it.
+ */
+bool harness_job_running(void *job);
+/*
+ * Waits up to timeout_ms for harness_job_running() and returns the job's
+ * pid; asserts, naming the command line, if it never runs.
+ */
+pid_t harness_wait_job(const struct harness *h, const char *cmdline, pid_t not,
+    int timeout_ms);
+/*
+ * harness_wait_for() predicate on a marker (char *): no process on the
+ * machine has it in its command line. Machine-wide on purpose: a process
+ * that left the harness's tree is exactly what it must catch, and the
+ * marker is unique, so no other run's process can hold it.
+ */
 bool harness_marker_gone(void *marker);
 /* The parent of pid (from /proc), or 0. */
 pid_t harness_ppid_of(pid_t pid);

@@ -223,7 +223,9 @@ host_log_tail(int i)
 /*
  * Runs left over by a hosts_test process that died before its teardown
  * (a Criterion timeout kills without one): NAME is "hq" and that pid, so
- * a run whose process is gone is stopped and deleted here.
+ * a run whose process is gone is stopped and deleted here. One named for
+ * this very process is stale too: its pid was reused, and its name is the
+ * one this run is about to take.
  */
 static void
 reap_stale_runs(void)
@@ -241,7 +243,8 @@ reap_stale_runs(void)
 		if (strncmp(line, "hq", 2) != 0)
 			continue;
 		pid = strtol(line + 2, &end, 10);
-		if (*end != '\0' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (*end != '\0' || pid <= 0 ||
+		    (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
 			continue;
 		fprintf(stderr, "hosts_test: run %s outlived its test: hosts.sh down\n", line);
 		(void)hosts_sh("down %s", line);

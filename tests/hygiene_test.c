@@ -205,7 +205,7 @@ Test(hygiene, the_default_growth_limit_keeps_a_worker_after_the_same_job)
  */
 Test(hygiene, a_worker_stuck_in_set_up_is_killed_and_replaced)
 {
-	char *dir, script[300], starts[300], opt[400];
+	char *dir, script[300], starts[300], opt[400], m[64];
 	const char *extra[] = { "--set", "worker_setup_timeout_ms=5000",
 	    "--set", opt, NULL };
 	pid_t pids[4] = { 0 }, now;
@@ -217,11 +217,12 @@ Test(hygiene, a_worker_stuck_in_set_up_is_killed_and_replaced)
 	snprintf(script, sizeof(script), "%s/worker.sh", dir);
 	snprintf(starts, sizeof(starts), "%s/starts", dir);
 	snprintf(opt, sizeof(opt), "worker_path=%s", script);
+	harness_marker(m, sizeof(m), "sleep 5171");
 	cr_assert_not_null(f = fopen(script, "w"));
 	fprintf(f, "#!/bin/sh\n"
 	    "echo $$ >> %s\n"
-	    "if [ ! -e %s/hung ]; then : > %s/hung; exec sleep 5171; fi\n"
-	    "exec %s/sandq-worker \"$@\"\n", starts, dir, dir, harness_build_dir());
+	    "if [ ! -e %s/hung ]; then : > %s/hung; exec %s; fi\n"
+	    "exec %s/sandq-worker \"$@\"\n", starts, dir, dir, m, harness_build_dir());
 	cr_assert_eq(fclose(f), 0);
 	cr_assert_eq(chmod(script, 0755), 0);
 
@@ -233,7 +234,7 @@ Test(hygiene, a_worker_stuck_in_set_up_is_killed_and_replaced)
 	cr_assert_geq(n, 2, "the worker was started %d time(s)", n);
 	cr_expect(harness_wait_for(process_gone, &pids[0], WAIT_MS),
 	    "the stuck worker %d is still there", (int)pids[0]);
-	cr_expect(harness_wait_for(harness_marker_gone, "sleep 5171", WAIT_MS));
+	cr_expect(harness_wait_for(harness_marker_gone, m, WAIT_MS));
 	cr_expect(log_has(&H, "worker/0: was stuck in set-up: no HELLO 5000 ms after it "
 	    "started; killing it"));
 	now = worker_pid(&H);
@@ -256,21 +257,21 @@ Test(hygiene, a_worker_stuck_on_a_job_is_killed_and_its_job_answered)
 	static const char *const extra[] = { "--set", "worker_stuck_grace_ms=500",
 	    "--set", "max_attempts=1", NULL };
 	struct sandq_job_opts o = { .limits.wall_ms = 5000 };
-	const char *argv[] = { "sleep", "5173", NULL };
+	const char *argv[] = { "sleep", NULL, NULL };
 	struct sandq_result *r = NULL;
-	char id[SANDQ_ID_MAX + 1];
+	char id[SANDQ_ID_MAX + 1], m[64];
 	struct sandq *c;
-	pid_t job[4], worker;
+	pid_t job, worker;
 
+	argv[1] = harness_marker(m, sizeof(m), "sleep 5173") + strlen("sleep ");
 	harness_start(&H, 1, extra);
 	c = harness_client(&H);
 	worker = worker_pid(&H);
 	cr_assert_gt(worker, 0);
 	cr_assert_eq(sandq_submit_exec(c, argv, &o, id), 0);
-	cr_assert(harness_wait_for(harness_marker_running, "sleep 5173", WAIT_MS));
-	cr_assert_eq(harness_pgrep("sleep 5173", job, 4), 1);
+	job = harness_wait_job(&H, m, 0, WAIT_MS);
 	/* job <- its sandbox's init <- the spawner <- the worker */
-	cr_assert_eq(harness_ppid_of(harness_ppid_of(harness_ppid_of(job[0]))), worker);
+	cr_assert_eq(harness_ppid_of(harness_ppid_of(harness_ppid_of(job))), worker);
 	cr_assert_eq(kill(worker, SIGSTOP), 0);
 
 	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "%s", sandq_last_error(c));
@@ -284,7 +285,7 @@ Test(hygiene, a_worker_stuck_on_a_job_is_killed_and_its_job_answered)
 	cr_expect(log_has(&H, "worker/0: was stuck: no result 500 ms after the job's "
 	    "wall limit; killing it"));
 	cr_expect(harness_wait_for(process_gone, &worker, WAIT_MS));
-	cr_expect(harness_wait_for(harness_marker_gone, "sleep 5173", WAIT_MS),
+	cr_expect(harness_wait_for(harness_marker_gone, m, WAIT_MS),
 	    "the job outlived its stuck worker");
 	cr_expect(harness_wait_for(worker_replaced, &(struct replaced){ &H, worker },
 	    WAIT_MS));

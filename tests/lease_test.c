@@ -6,8 +6,10 @@
  *
  * The harness starts Redis and host A; the test starts host B itself (its
  * own state folder and host name) and stops it by its pid. lease_ms is
- * 1,500 so a takeover comes within a few seconds. Which host ran the job
- * is read from the audit trail (its "started" event), never guessed.
+ * 1,500 so a takeover comes within a few seconds. Which host runs a job
+ * is seen, never guessed: its process (a marker of this test's, exec
+ * done) is below that host's sandqd; which host ran it is read from the
+ * host's audit trail (its "started" event).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -69,6 +71,27 @@ start_host_b(void)
 	return pid;
 }
 
+/* Where a job runs: below which of two hosts its command line is. */
+struct running_on {
+	const char *cmdline;		/* the job's process's command line */
+	pid_t hosts[2];			/* host A's sandqd, host B's */
+	pid_t host;			/* out: the one it runs below */
+};
+
+static bool
+job_runs_on_a_host(void *arg)
+{
+	struct running_on *x = arg;
+	pid_t pids[4];
+
+	for (int i = 0; i < 2; i++)
+		if (harness_pgrep_below(x->hosts[i], x->cmdline, pids, 4) == 1) {
+			x->host = x->hosts[i];
+			return true;
+		}
+	return false;
+}
+
 /*
  * The host whose own audit database says it started the job, or "". (The
  * Redis stream gets a job's events with its result: too late here.)
@@ -94,19 +117,24 @@ Test(lease, a_job_on_a_killed_host_is_taken_over_and_answered_once)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_result *r = NULL;
-	char id[SANDQ_ID_MAX + 1], host[64] = "";
+	char id[SANDQ_ID_MAX + 1], m[64], script[128];
+	struct running_on on = { m, { 0, 0 }, 0 };
+	const char *host;
 	pid_t victim;
 
 	host_b = start_host_b();
-	/* B is up once it answers a job of its own: A is kept busy meanwhile. */
-	cr_assert_eq(sandq_submit_sh(c, "sleep 5; echo first", NULL, id), 0);
-	for (int i = 0; i < 600 && host[0] == '\0'; i++) {
-		started_on(id, host, sizeof(host));
-		if (host[0] == '\0')
-			usleep(20000);
-	}
-	cr_assert(host[0] != '\0', "the job never started");
-	victim = strcmp(host, "host-a") == 0 ? H.sandqd_pid : host_b;
+	/*
+	 * Killed while its sleep runs: 5 s from its exec, so the killed host
+	 * has no result to give (the test sees the exec within milliseconds).
+	 */
+	snprintf(script, sizeof(script), "%s; echo first",
+	    harness_marker(m, sizeof(m), "sleep 5"));
+	cr_assert_eq(sandq_submit_sh(c, script, NULL, id), 0);
+	on.hosts[0] = H.sandqd_pid;
+	on.hosts[1] = host_b;
+	cr_assert(harness_wait_for(job_runs_on_a_host, &on, WAIT_MS), "the job never started");
+	victim = on.host;
+	host = victim == H.sandqd_pid ? "host-a" : "host-b";
 	cr_log_info("job %s started on %s: killing that host (pid %d; a %d, b %d)", id, host,
 	    (int)victim, (int)H.sandqd_pid, (int)host_b);
 	kill(victim, SIGKILL);

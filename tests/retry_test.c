@@ -45,40 +45,32 @@ teardown(void)
 
 TestSuite(retry, .init = setup, .fini = teardown);
 
-/* A process whose command line holds marker, other than old. */
-struct marker {
-	const char *text;
-	pid_t old, found;
-};
-
-static bool
-marker_new(void *arg)
-{
-	struct marker *m = arg;
-	pid_t pids[4];
-	int n = harness_pgrep(m->text, pids, 4);
-
-	for (int i = 0; i < n; i++)
-		if (pids[i] != m->old) {
-			m->found = pids[i];
-			return true;
-		}
-	return false;
-}
-
-/* Waits for a new run of the marker job and kills its worker. */
+/*
+ * Waits for a new run of the job whose command line is marker (a pid other
+ * than *old, below this sandqd), kills its worker, and makes it *old.
+ */
 static pid_t
-kill_worker_under(struct marker *m)
+kill_worker_under(const char *marker, pid_t *old)
 {
-	pid_t worker;
+	pid_t job = harness_wait_job(&H, marker, *old, WAIT_MS), worker;
 
-	cr_assert(harness_wait_for(marker_new, m, WAIT_MS), "'%s' did not (re)start", m->text);
 	/* job <- the sandbox's init <- the worker's spawner <- the worker */
-	worker = harness_ppid_of(harness_ppid_of(harness_ppid_of(m->found)));
+	worker = harness_ppid_of(harness_ppid_of(harness_ppid_of(job)));
 	cr_assert_gt(worker, 1);
 	cr_assert_eq(kill(worker, SIGKILL), 0);
-	m->old = m->found;
+	*old = job;
 	return worker;
+}
+
+/* Fills argv ("sleep", marker's number, NULL) and returns the marker. */
+static const char *
+sleep_job(char *m, size_t n, const char *what, const char *argv[3])
+{
+	harness_marker(m, n, what);
+	argv[0] = "sleep";
+	argv[1] = m + strlen("sleep ");
+	argv[2] = NULL;
+	return m;
 }
 
 /* Runs the CLI against the harness; returns its exit status, *out its stdout. */
@@ -103,22 +95,23 @@ Test(retry, a_job_out_of_attempts_is_dead_lettered_with_each_and_can_be_retried)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_result *r = NULL;
-	const char *argv[] = { "sleep", "4848", NULL };
-	struct marker m = { "sleep 4848", 0, 0 };
-	char id[SANDQ_ID_MAX + 1], *out = NULL;
+	const char *argv[3];
+	char id[SANDQ_ID_MAX + 1], m[64], *out = NULL;
 	json_t *dead, *one, *atts;
+	pid_t old = 0;
 	size_t i;
 
+	sleep_job(m, sizeof(m), "sleep 4848", argv);
 	cr_assert_eq(sandq_submit_exec(c, argv, NULL, id), 0);
-	kill_worker_under(&m);
-	kill_worker_under(&m);	/* the second and last attempt */
+	kill_worker_under(m, &old);
+	kill_worker_under(m, &old);	/* the second and last attempt */
 	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "%s", sandq_last_error(c));
 	cr_expect_str_eq(r->status, "internal");
 	cr_expect_str_eq(r->error_code ? r->error_code : "", "attempts_exhausted");
 	cr_expect_not_null(strstr(r->error_message, "died"), "%s", r->error_message);
 	cr_expect_eq(r->attempt, 2);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4848", 10000));
+	cr_expect(harness_wait_for(harness_marker_gone, m, 10000));
 
 	/* On the dead-letter stream: the job, both attempts and why. */
 	cr_assert_eq(cli(&out, "dead ls --json"), 0);
@@ -146,9 +139,7 @@ Test(retry, a_job_out_of_attempts_is_dead_lettered_with_each_and_can_be_retried)
 	/* Retried: the same id runs again from attempt 1; the dead letter goes. */
 	cr_assert_eq(cli(&out, "dead retry %s", id), 0, "%s", out);
 	free(out);
-	m.old = 0;
-	cr_assert(harness_wait_for(marker_new, &m, WAIT_MS), "the retried job did not run");
-	cr_assert_eq(kill(m.found, SIGKILL), 0);
+	cr_assert_eq(kill(harness_wait_job(&H, m, 0, WAIT_MS), SIGKILL), 0);
 	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "%s", sandq_last_error(c));
 	cr_expect_str_eq(r->status, "signal");
 	cr_expect_eq(r->attempt, 1);
@@ -194,12 +185,12 @@ Test(retry, cancel_stops_a_running_job_and_the_worker_is_replaced)
 {
 	struct sandq *c = harness_client(&H);
 	struct sandq_result *r = NULL;
-	const char *argv[] = { "sleep", "4949", NULL };
-	struct marker m = { "sleep 4949", 0, 0 };
-	char id[SANDQ_ID_MAX + 1], *out = NULL;
+	const char *argv[3];
+	char id[SANDQ_ID_MAX + 1], m[64], *out = NULL;
 
+	sleep_job(m, sizeof(m), "sleep 4949", argv);
 	cr_assert_eq(sandq_submit_exec(c, argv, NULL, id), 0);
-	cr_assert(harness_wait_for(marker_new, &m, WAIT_MS));
+	harness_wait_job(&H, m, 0, WAIT_MS);
 	cr_assert_eq(cli(&out, "cancel %s", id), 0, "%s", out);
 	cr_expect_not_null(strstr(out, "cancelling (held by rt-host)"), "%s", out);
 	free(out);
@@ -207,7 +198,7 @@ Test(retry, cancel_stops_a_running_job_and_the_worker_is_replaced)
 	cr_expect_str_eq(r->status, "cancelled");
 	cr_expect_not_null(strstr(r->error_message, "while running"), "%s", r->error_message);
 	sandq_result_free(r);
-	cr_expect(harness_wait_for(harness_marker_gone, "sleep 4949", 10000), "the job outlived it");
+	cr_expect(harness_wait_for(harness_marker_gone, m, 10000), "the job outlived it");
 	/* The one slot serves again, and a finished job is past cancelling. */
 	r = harness_sh(c, "echo after", NULL);
 	cr_expect_str_eq((char *)r->stdout_data, "after\n");

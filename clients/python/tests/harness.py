@@ -2,7 +2,7 @@
 
 The Python twin of tests/harness.c: a temporary folder, redis-server on a
 free loopback port in it (another port if one is taken first), ready when
-it answers PING; then $SANDQ_BUILD/sandqd (default build/, from the
+it answers INFO with its own pid; then $SANDQ_BUILD/sandqd (default build/, from the
 repository root) with its own state folder, ready when a job has run end to
 end. stop() ends both by their pids and removes the folder, copying any
 sanitizer report from the daemons' logs to stderr first (tests/run.sh fails
@@ -80,11 +80,13 @@ class Harness:
                  "--save", "", "--appendonly", "no", "--dir", self.dir], rlog)
             r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
 
+            # Another run's server may have taken the port first: it would
+            # answer too, so the answer must carry our server's pid.
             def answers():
                 if self.redis.poll() is not None:
                     return "exited"
                 try:
-                    return r.ping() and "ok"
+                    return r.info("server").get("process_id") == self.redis.pid and "ok"
                 except redis.exceptions.RedisError:
                     return None
             state = wait_for(answers, 10, "redis-server on port %d" % port)
