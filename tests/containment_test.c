@@ -688,9 +688,11 @@ static uint64_t
 kept_bytes(void)
 {
 	pid_t pids[16];
-	char seen[16][300];
-	int n = harness_pgrep(text("--run-dir %s/state/run/", H.dir), pids, 16), nseen = 0;
+	char seen[16][300], *needle = text("--run-dir %s/state/run/", H.dir);
+	int n = harness_pgrep(needle, pids, 16), nseen = 0;
 	uint64_t total = 0;
+
+	free(needle);
 
 	for (int i = 0; i < n; i++) {
 		char path[400], cmd[4096], link[256];
