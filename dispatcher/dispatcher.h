@@ -233,6 +233,11 @@ void admit_stop(struct sandqd *d);
 void status_count(struct sandqd *d, size_t tenant, bool refused);
 /* Writes this host's status to PREFIX:hosts every couple of seconds. */
 void status_start(struct sandqd *d);
+/*
+ * Writes this host's status now (on every connection to Redis), so a host
+ * shows in `sandq status` as soon as it is connected, not a period later.
+ */
+void status_now(struct sandqd *d);
 void status_stop(struct sandqd *d);
 
 /*** audit.c ***/

@@ -122,6 +122,7 @@ on_ready(void *arg)
 	jobs_publish_pending(d);
 	sched_dispatch(d);
 	admit_watch(d);
+	status_now(d);
 }
 
 static void

@@ -115,6 +115,12 @@ status_start(struct sandqd *d)
 }
 
 void
+status_now(struct sandqd *d)
+{
+	status_cb(&d->status_timer);
+}
+
+void
 status_stop(struct sandqd *d)
 {
 	uv_timer_stop(&d->status_timer);
