@@ -280,10 +280,13 @@ Test(kmem_machine, socket_buffers_are_charged_on_this_machines_cgroup_version)
  * processes each connect up to 400 pairs and fill each pair's first
  * segment. Each prints "held N" (bytes) and "made N" (sockets) when a
  * socket() fails or it has made all of its pairs, and "errno N" for the
- * failure.
+ * failure, then keeps its sockets (returned, or Python would close them)
+ * until every process has printed: the figures add up to what the job held
+ * at once.
  */
 static const char many_probe[] =
     "import socket, os, struct, sys\n"
+    "N = %d\n"
     "def child():\n"
     "    socks = []; err = 0\n"
     "    try:\n"
@@ -301,15 +304,16 @@ static const char many_probe[] =
     "        m = struct.unpack('9I', s.getsockopt(socket.SOL_SOCKET, 55, 36))\n"
     "        t += m[0] + max(m[2], m[5])\n"
     "    print('held', t, 'made', len(socks), 'errno', err, flush=True)\n"
-    "r, w = os.pipe(); kids = []\n"
+    "    return socks\n"
+    "r, w = os.pipe(); dr, dw = os.pipe(); kids = []\n"
     "print('TRIED', flush=True)\n"
-    "for i in range(%d):\n"
+    "for i in range(N):\n"
     "    p = os.fork()\n"
     "    if p == 0:\n"
-    "        os.close(w); child(); os.read(r, 1); os._exit(0)\n"
+    "        os.close(w); held = child(); os.write(dw, b'x'); os.read(r, 1); os._exit(0)\n"
     "    kids.append(p)\n"
     "os.close(r)\n"
-    "import time; time.sleep(2)\n"
+    "for p in kids: os.read(dr, 1)\n"  /* every process holds its sockets */
     "os.close(w)\n"
     "for p in kids: os.waitpid(p, 0)\n";
 
