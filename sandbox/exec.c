@@ -115,6 +115,32 @@ job_environ(const struct job *j, char **storage, size_t nstorage)
 	return storage;
 }
 
+/*
+ * Makes the calling process (and so every process the job starts) the OOM
+ * killer's first choice in the sandbox's cgroup. Without it the kernel may
+ * take init at the memory limit: memory a job holds in the kernel (pipe
+ * pages, socket queues) counts in no process's size, so init can look as
+ * large as the job, and init's death ends the sandbox as internal rather
+ * than memory_limit. Raising the score needs no privilege. Best effort: a
+ * failure leaves the kernel's own choice.
+ */
+static void
+oom_first(void)
+{
+	int fd;
+
+	/*
+	 * Init is not dumpable (its /proc files are not ours to write), and we
+	 * are its clone; we are the job's process from here on, which exec
+	 * makes dumpable again anyway.
+	 */
+	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	if ((fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) < 0)
+		return;
+	(void)write_all(fd, "1000", 4);
+	close(fd);
+}
+
 static void __attribute__((noreturn))
 exec_job(const struct exec_spec *s)
 {
@@ -135,6 +161,7 @@ exec_job(const struct exec_spec *s)
 
 	if (chdir(j->cwd ? j->cwd : "/workspace") < 0)
 		job_fail(126, j->cwd ? j->cwd : "/workspace", errno);
+	oom_first();
 	if (limits_apply(&j->limits, s->cg_memory, &e) < 0)
 		job_fail(126, e.msg, -e.code);
 	if (drop_capabilities() < 0)

@@ -220,6 +220,28 @@ Test(kmem, pipe_buffers_count_as_the_jobs_memory)
 	expect_memory_bounded("pipe");
 }
 
+/*
+ * At the memory limit the OOM killer takes the job's processes, never the
+ * sandbox's init (whose death would end the job as internal): every job
+ * process starts with the highest score, inherited by its children.
+ */
+Test(kmem, the_jobs_processes_are_the_oom_killers_first_choice)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	cr_assert_eq(sandq_submit_sh(c, "cat /proc/self/oom_score_adj; "
+	    "sh -c 'cat /proc/self/oom_score_adj'; cat /proc/1/oom_score_adj", NULL, id), 0,
+	    "submit: %s", sandq_last_error(c));
+	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "wait: %s", sandq_last_error(c));
+	cr_expect_str_eq(r->status, "ok");
+	cr_expect_str_eq((char *)r->stdout_data, "1000\n1000\n0\n",
+	    "oom_score_adj of the job, its child and init: %s", (char *)r->stdout_data);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
 /*** The bound's configuration and the cgroup version ***/
 
 static void
@@ -245,8 +267,7 @@ Test(kmem_config, job_socket_bytes_bounds_socket_buffers_below_the_memory_limit)
 /*
  * The cases above run on whichever cgroup version sandqd found; this says
  * which, and that the other is not exercised on this machine, and fails if
- * doctor says socket buffers go uncharged here. No sandqd: a skip ends a
- * test before its suite's .fini would stop one.
+ * doctor says socket buffers go uncharged here. No sandqd of its own.
  */
 TestSuite(kmem_machine, .timeout = 60);
 
@@ -265,12 +286,19 @@ Test(kmem_machine, socket_buffers_are_charged_on_this_machines_cgroup_version)
 	cr_expect(strstr(out, "\"socket_buffers\":true") != NULL,
 	    "doctor: socket buffers are not charged to the job's cgroup: %s", out);
 	free(out);
+	/*
+	 * Said in every run, as a warning rather than a skip: Criterion 2.4's
+	 * runner leaks a skip's report when other suites run beside it, which
+	 * the sanitizer runs would count against us.
+	 */
 	if (version == 1)
-		cr_skip_test("memory is on cgroup v1 here (memory.kmem.tcp was tested "
+		cr_log_warn("memory is on cgroup v1 here (memory.kmem.tcp is tested "
 		    "above); cgroup v2, which charges socket buffers to memory.max, "
-		    "cannot be mounted with the memory controller while v1 holds it");
-	cr_skip_test("memory is on cgroup v2 here (memory.max was tested above); "
-	    "cgroup v1's memory.kmem.tcp is not exercised on this machine");
+		    "is not exercised: it cannot be mounted with the memory controller "
+		    "while v1 holds it");
+	else
+		cr_log_warn("memory is on cgroup v2 here (memory.max is tested above); "
+		    "cgroup v1's memory.kmem.tcp is not exercised on this machine");
 }
 
 /*** The socket cap (job_sockets) ***/
