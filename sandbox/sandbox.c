@@ -72,6 +72,7 @@ struct sandbox {
 	uint64_t socket_bytes;	/* conf->socket_bytes: 0 = the job's memory limit */
 	uint64_t sockets_max;	/* conf->sockets_max: the job's socket cap */
 	struct sockcap sockcap;	/* the sockets its network namespace holds */
+	bool sockcap_warned;	/* a failed count was logged */
 	enum job_net net;	/* the job's network mode, once it has arrived */
 	int notify;		/* the job filter's listener, -1 until init sends it */
 	bool updating;		/* init is bringing the kept base up to a commit */
@@ -774,8 +775,11 @@ notify_answer(struct sandbox *s, struct result *res)
 				    .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
 			else
 				resp.error = -EMFILE;
-			if (held < 0)
+			/* Once per sandbox: a job may call socket() in a loop. */
+			if (held < 0 && !s->sockcap_warned) {
 				log_warnx("socket count: %s", strerror((int)-held));
+				s->sockcap_warned = true;
+			}
 		}
 		/* ENOENT: the call was interrupted or its process died: fine. */
 		(void)ioctl(s->notify, SECCOMP_IOCTL_NOTIF_SEND, &resp);
