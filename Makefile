@@ -50,25 +50,25 @@ $(shell mkdir -p $(B) && \
     rm -rf $(B)/obj $(B)/tests; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
-PAYLOAD_SRCS := queue/payload.c queue/keys.c queue/url.c
+PAYLOAD_SRCS := proto/payload.c proto/keys.c proto/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_session.c store/cowimg.c store/patch.c store/perms.c \
-	store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/workspace.c store/workspace_capture.c
+STORE_SRCS := common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c workspace/perms.c \
+	store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c workspace/workspace.c workspace/workspace_capture.c
 # The Redis snapshot store: hiredis, so never in the worker. sandqd will link
 # it (with STORE_SRCS' store files and -lhiredis -lcrypto); its test does now.
-RSTORE_SRCS := store/rstore.c store/rstore_blob.c store/rstore_lua.c queue/redis_sync.c
+RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispatcher/rstore/rstore_lua.c queue/redis_sync.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c queue/redis.c queue/uvredis.c
-CLIENT_SRCS := client/libsandq.c
+CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c
-CLI_SRCS := client/cli.c client/cli_esc.c client/cli_sandbox.c client/cli_fs.c client/cli_output.c client/gitignore.c client/doctor.c sandbox/cgroup.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c store/perms.c store/workspace.c store/workspace_capture.c \
-	client/cli_audit.c $(AUDIT_SRCS) client/cli_tenant.c $(TENANT_SRCS) client/redis_sync.c queue/redis_sync.c client/cli_status.c client/cli_dead.c \
-	client/cli_batch.c client/cli_batch_case.c client/cli_batch_status.c
+CLI_SRCS := cli/cli.c cli/cli_esc.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c workspace/perms.c workspace/workspace.c workspace/workspace_capture.c \
+	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c cli/cli_dead.c \
+	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
@@ -78,7 +78,7 @@ LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) store/sqlerr.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/patch.c sandbox/cgroup.c store/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) common/sql.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
@@ -129,22 +129,22 @@ $(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(P
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
 $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c sandbox/sockcap.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
-$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/agentfs_session.c store/cowimg.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,store/perms.c $(COMMON_SRCS))
+$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,workspace/perms.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,store/sqlerr.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,common/sql.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,store/workspace.c store/workspace_capture.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,store/workspace.c store/workspace_capture.c store/perms.c store/sqlerr.c store/agentfs.c store/agentfs_meta.c store/cowimg.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/cowimg_test: $(B)/tests/cowimg_test.o $(call obj,store/cowimg.c store/patch.c $(COMMON_SRCS))
+$(B)/tests/cowimg_test: $(B)/tests/cowimg_test.o $(call obj,agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3
 # audit_test runs build/sandq (--db, and a private redis-server for the stream).
-$(B)/tests/audit_test: $(B)/tests/audit_test.o $(B)/tests/harness.o $(call obj,$(AUDIT_SRCS) store/sqlerr.c) $(B)/libsandq.a
+$(B)/tests/audit_test: $(B)/tests/audit_test.o $(B)/tests/harness.o $(call obj,$(AUDIT_SRCS) common/sql.c) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
-$(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,client/gitignore.c $(COMMON_SRCS))
+$(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,cli/gitignore.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,$(OPS_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson -lmsgpackc
@@ -152,7 +152,7 @@ $(B)/tests/interop_test: $(B)/tests/interop_test.o $(call obj,$(STORE_SRCS) $(CO
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
-$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a $(call obj,store/perms.c)
+$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a $(call obj,workspace/perms.c)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
@@ -160,7 +160,7 @@ $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
-$(B)/tests/cli_esc_test: $(B)/tests/cli_esc_test.o $(call obj,client/cli_esc.c $(COMMON_SRCS))
+$(B)/tests/cli_esc_test: $(B)/tests/cli_esc_test.o $(call obj,cli/cli_esc.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 # cli_hostile_test runs build/sandq against the harness, and answers some of
 # its ops itself as a hostile server would (msgpack results it encodes).
@@ -184,7 +184,7 @@ $(B)/tests/batch_test: $(B)/tests/batch_test.o $(B)/tests/harness.o $(B)/libsand
 $(B)/tests/hygiene_test: $(B)/tests/hygiene_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 # rstore_test: a private redis-server (harness.c) and local stores in a mkdtemp folder.
-$(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) store/sqlerr.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c store/patch.c $(PAYLOAD_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
+$(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) common/sql.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c agentfs/patch.c $(PAYLOAD_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lsqlite3 -lcrypto -ljansson
 # hosts_test runs deploy/hosts.sh (network namespaces): root, from the repository root.
 $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsandq.a

@@ -46,7 +46,7 @@
 #include <unistd.h>
 
 #include "../common/xmalloc.h"
-#include "../store/sqlerr.h"
+#include "../common/sql.h"
 #include "audit.h"
 
 #define AUDIT_SCHEMA_VERSION 1

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../client/sandq.h"
+#include "../libsandq/sandq.h"
 #include "timing.h"
 
 extern char **environ;

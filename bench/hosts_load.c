@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../client/sandq.h"
+#include "../libsandq/sandq.h"
 #include "timing.h"
 
 #define WAIT_MS 300000			/* per result: the whole batch at worst */

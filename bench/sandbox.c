@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../client/sandq.h"
+#include "../libsandq/sandq.h"
 #include "timing.h"
 
 #define WAIT_MS 120000		/* a result slower than this is a failure */

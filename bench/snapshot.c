@@ -48,10 +48,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../store/agentfs.h"
-#include "../store/patch.h"
+#include "../agentfs/agentfs.h"
+#include "../agentfs/patch.h"
 #include "../store/store.h"
-#include "../store/workspace.h"
+#include "../workspace/workspace.h"
 #include "timing.h"
 
 static int

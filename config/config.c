@@ -43,7 +43,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../queue/keys.h"
+#include "../proto/keys.h"
 #include "../store/store.h"
 
 #define KIB (UINT64_C(1) << 10)

@@ -23,7 +23,7 @@
 #include <stdio.h>
 
 #include "../common/err.h"
-#include "../queue/payload.h"
+#include "../proto/payload.h"
 #include "../queue/tenant.h"
 
 #define CONFIG_TENANTS_MAX 256

@@ -28,7 +28,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../store/perms.h"
+#include "../workspace/perms.h"
 #include "dispatcher.h"
 
 #define PUBLISH_RETRY_MS 500

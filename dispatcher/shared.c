@@ -33,7 +33,7 @@
 
 #include "../common/log.h"
 #include "../common/xmalloc.h"
-#include "../store/rstore.h"
+#include "rstore/rstore.h"
 #include "dispatcher.h"
 
 #define SHARED_CONFLICTS_MAX 50		/* reruns after lost compare-and-sets */

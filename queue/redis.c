@@ -29,11 +29,11 @@
 #include "../common/log.h"
 #include "../common/xmalloc.h"
 #include "../audit/audit.h"
-#include "keys.h"
+#include "../proto/keys.h"
 #include "redis.h"
 #include "uvredis.h"
 #include "tenant.h"
-#include "url.h"
+#include "../proto/url.h"
 
 #define RQ_READ 0
 #define RQ_CMD 1

@@ -11,7 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include "../common/err.h"
-#include "url.h"
+#include "../proto/url.h"
 
 /*
  * Connects to url (redis:// or unix://, with USER:PASS@ and /DB as url.h

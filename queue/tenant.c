@@ -31,7 +31,7 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "keys.h"
+#include "../proto/keys.h"
 #include "tenant.h"
 
 /*** Field table ***/

@@ -68,9 +68,9 @@
 #include "../common/msg.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../store/agentfs.h"
-#include "../store/perms.h"
-#include "../store/workspace.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/perms.h"
+#include "../workspace/workspace.h"
 #include "internal.h"
 
 #define PERSIST_MOUNTS_MAX 1024		/* bind mounts path rules may need */

@@ -49,8 +49,8 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "patch.h"
-#include "sqlerr.h"
+#include "../agentfs/patch.h"
+#include "../common/sql.h"
 #include "store.h"
 #include "store_int.h"
 

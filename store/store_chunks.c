@@ -29,8 +29,8 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "agentfs.h"
-#include "patch.h"
+#include "../agentfs/agentfs.h"
+#include "../agentfs/patch.h"
 #include "store.h"
 #include "store_int.h"
 

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../queue/url.h"
+#include "../proto/url.h"
 #include "harness.h"
 
 static struct harness H;

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../store/agentfs.h"
+#include "../agentfs/agentfs.h"
 
 TestSuite(agentfs, .timeout = 30);
 

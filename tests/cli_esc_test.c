@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../client/cli_esc.h"
+#include "../cli/cli_esc.h"
 
 /*
  * True if s holds nothing a terminal acts on: no C0 control (not even a

@@ -48,8 +48,8 @@
 #include <unistd.h>
 
 #include "../common/err.h"
-#include "../queue/keys.h"
-#include "../queue/payload.h"
+#include "../proto/keys.h"
+#include "../proto/payload.h"
 #include "harness.h"
 
 #define EXIT_SANDQ 125

@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../store/cowimg.h"
-#include "../store/patch.h"
+#include "../agentfs/cowimg.h"
+#include "../agentfs/patch.h"
 
 TestSuite(cowimg, .timeout = 120);
 

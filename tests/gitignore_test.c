@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../client/gitignore.h"
+#include "../cli/gitignore.h"
 
 TestSuite(gitignore, .timeout = 20);
 

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "../client/sandq.h"
+#include "../libsandq/sandq.h"
 
 struct harness {
 	char dir[256];		/* temporary folder */

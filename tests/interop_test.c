@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../store/agentfs.h"
+#include "../agentfs/agentfs.h"
 
 TestSuite(interop, .timeout = 120);
 

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../queue/payload.h"
-#include "../store/agentfs.h"
+#include "../proto/payload.h"
+#include "../agentfs/agentfs.h"
 #include "../store/store.h"
 #include "../worker/ops.h"
 

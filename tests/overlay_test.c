@@ -26,9 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../store/agentfs.h"
-#include "../store/perms.h"
-#include "../store/workspace.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/perms.h"
+#include "../workspace/workspace.h"
 
 #define SKIP_EXIT 77
 

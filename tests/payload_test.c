@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../queue/payload.h"
+#include "../proto/payload.h"
 
 TestSuite(payload, .timeout = 120);
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/perms.h"
+#include "../workspace/perms.h"
 
 #define GOLDEN "tests/data/perms_golden.tsv"
 #define GOLDEN_RULES_MAX 16

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../store/rstore.h"
+#include "../dispatcher/rstore/rstore.h"
 #include "../store/store.h"
 #include "harness.h"
 

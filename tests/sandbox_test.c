@@ -723,7 +723,7 @@ Test(sandbox, export_opens_in_the_sqlite3_tool)
 
 /*** Path rules: the golden table, in real jobs ***/
 
-#include "../store/perms.h"
+#include "../workspace/perms.h"
 
 #define GOLDEN "tests/data/perms_golden.tsv"
 #define GROUP_MAX 64

@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../store/patch.h"
+#include "../agentfs/patch.h"
 #include "../store/store.h"
 
 static char dir[] = "/tmp/store_test.XXXXXX";

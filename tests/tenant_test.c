@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../queue/keys.h"
+#include "../proto/keys.h"
 #include "../queue/tenant.h"
 
 static struct tenant_conf t, u;

@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../store/agentfs.h"
-#include "../store/perms.h"
-#include "../store/workspace.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/perms.h"
+#include "../workspace/workspace.h"
 
 static char root[64];		/* the test folder */
 static int wsfd = -1;		/* root/ws, O_DIRECTORY */

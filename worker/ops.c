@@ -37,9 +37,9 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../store/agentfs.h"
-#include "../store/perms.h"
-#include "../store/workspace.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/perms.h"
+#include "../workspace/workspace.h"
 #include "ops.h"
 #include "ops_int.h"
 

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 
 #include "../common/xmalloc.h"
-#include "../store/agentfs.h"
-#include "../store/perms.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/perms.h"
 #include "ops.h"
 #include "ops_int.h"
 

@@ -15,9 +15,9 @@
 #include <stdint.h>
 
 #include "../common/err.h"
-#include "../queue/payload.h"
-#include "../store/agentfs.h"
-#include "../store/perms.h"
+#include "../proto/payload.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/perms.h"
 #include "../store/store.h"
 
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/agentfs.h"
+#include "../agentfs/agentfs.h"
 #include "ops.h"
 #include "ops_int.h"
 

@@ -31,9 +31,9 @@
 #include <string.h>
 
 #include "../common/util.h"
-#include "../store/agentfs.h"
-#include "../store/perms.h"
-#include "../store/workspace.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/perms.h"
+#include "../workspace/workspace.h"
 #include "ops.h"
 #include "ops_int.h"
 

@@ -25,13 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
-#include "../common/xmalloc.h"
-#include "../queue/keys.h"
-#include "../queue/redis_sync.h"
+#include "../../common/util.h"
+#include "../../common/xmalloc.h"
+#include "../../proto/keys.h"
+#include "../../queue/redis_sync.h"
 #include "rstore.h"
 #include "rstore_int.h"
-#include "store_int.h"
+#include "../../store/store_int.h"
 
 static const char *const script_text[RS_NSCRIPTS] = {
 	[RS_COMMIT] = rstore_commit_lua,

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "../queue/redis_sync.h"
-#include "../queue/url.h"
+#include "../proto/url.h"
 
 #define CLI_REDIS_CONNECT_MS 5000	/* connecting, at most */
 #define CLI_REDIS_COMMAND_MS 30000	/* one command, at most */

@@ -10,7 +10,7 @@
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 
-#include "../common/err.h"
+#include "../../common/err.h"
 #include "rstore.h"
 
 /* The scripts, by index into struct rstore's loaded SHA-1s. */

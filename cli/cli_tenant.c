@@ -34,9 +34,9 @@
 
 #include "../common/err.h"
 #include "../common/xmalloc.h"
-#include "../queue/keys.h"
+#include "../proto/keys.h"
 #include "../queue/tenant.h"
-#include "../queue/url.h"
+#include "../proto/url.h"
 #include "cli.h"
 #include "redis_sync.h"
 

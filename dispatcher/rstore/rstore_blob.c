@@ -37,11 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/xmalloc.h"
-#include "../queue/keys.h"
+#include "../../common/xmalloc.h"
+#include "../../proto/keys.h"
 #include "rstore.h"
 #include "rstore_int.h"
-#include "store_int.h"
+#include "../../store/store_int.h"
 
 #define PROBE_BATCH 1024	/* EXISTS in one pipeline: small replies */
 

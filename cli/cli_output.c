@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "cli_sandbox_int.h"
-#include "sandq.h"
+#include "../libsandq/sandq.h"
 
 /*** Output ***/
 

@@ -43,8 +43,8 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../queue/keys.h"
-#include "../queue/payload.h"
+#include "../proto/keys.h"
+#include "../proto/payload.h"
 #include "cli.h"
 #include "cli_batch_int.h"
 #include "cli_sandbox_int.h"

@@ -19,7 +19,7 @@
 #include <jansson.h>
 
 #include "cli_esc.h"
-#include "sandq.h"
+#include "../libsandq/sandq.h"
 
 struct redisContext;
 

@@ -42,12 +42,12 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../queue/payload.h"
-#include "../store/agentfs.h"
-#include "../store/workspace.h"
+#include "../proto/payload.h"
+#include "../agentfs/agentfs.h"
+#include "../workspace/workspace.h"
 #include "cli.h"
 #include "cli_sandbox_int.h"
-#include "sandq.h"
+#include "../libsandq/sandq.h"
 
 #define GET_DEPTH_MAX AGENTFS_DEPTH_MAX	/* components below fs get's PATH */
 #define GET_HOPS_MAX 40			/* links followed resolving one target, as the kernel */

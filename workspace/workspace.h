@@ -56,7 +56,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
-#include "agentfs.h"
+#include "../agentfs/agentfs.h"
 #include "perms.h"
 
 /* Caps on a tree, in both directions. Values above the codec's own caps

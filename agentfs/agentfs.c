@@ -46,7 +46,7 @@
 #include "agentfs.h"
 #include "internal.h"
 #include "cowimg.h"
-#include "sqlerr.h"
+#include "../common/sql.h"
 
 /* An inode as the path and file code needs it. */
 struct node {

@@ -41,8 +41,8 @@
 #include "../audit/audit.h"
 #include "../common/err.h"
 #include "../common/xmalloc.h"
-#include "../queue/keys.h"
-#include "../queue/url.h"
+#include "../proto/keys.h"
+#include "../proto/url.h"
 #include "cli.h"
 #include "redis_sync.h"
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sandq.h"
+#include "../libsandq/sandq.h"
 
 struct sbx;
 struct sbx_verb;

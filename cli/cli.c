@@ -31,11 +31,11 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../queue/payload.h"
-#include "../store/perms.h"
+#include "../proto/payload.h"
+#include "../workspace/perms.h"
 #include "cli.h"
 #include "doctor.h"
-#include "sandq.h"
+#include "../libsandq/sandq.h"
 
 #define CLI_VERSION "0.1.0"
 #define EXIT_SANDQ 125			/* sandq itself failed */

@@ -38,9 +38,9 @@
 #include "../common/err.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../queue/keys.h"
-#include "../queue/payload.h"
-#include "../queue/url.h"
+#include "../proto/keys.h"
+#include "../proto/payload.h"
+#include "../proto/url.h"
 #include "sandq.h"
 
 _Static_assert(SANDQ_ID_MAX == JOB_ID_MAX, "public and wire id bounds differ");

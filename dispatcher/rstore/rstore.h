@@ -58,9 +58,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/err.h"
-#include "../queue/keys.h"
-#include "store.h"
+#include "../../common/err.h"
+#include "../../proto/keys.h"
+#include "../../store/store.h"
 
 #define RSTORE_PREFIX_DEFAULT "sandq"		/* as sandqd's prefix */
 #define RSTORE_PREFIX_MAX 32			/* bytes, as config.c */

@@ -30,8 +30,8 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../queue/keys.h"
-#include "../queue/payload.h"
+#include "../proto/keys.h"
+#include "../proto/payload.h"
 #include "cli.h"
 #include "redis_sync.h"
 

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "../common/util.h"
-#include "../queue/keys.h"
+#include "../proto/keys.h"
 #include "cli.h"
 #include "cli_batch_int.h"
 #include "cli_sandbox_int.h"

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <sqlite3.h>
 
-#include "sqlerr.h"
+#include "sql.h"
 
 int
 sqlerr_errno(int rc)

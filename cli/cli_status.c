@@ -20,7 +20,7 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../queue/keys.h"
+#include "../proto/keys.h"
 #include "../queue/tenant.h"
 #include "cli.h"
 #include "redis_sync.h"
