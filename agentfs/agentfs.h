@@ -130,7 +130,7 @@ int agentfs_open_trusted(const void *blob, size_t len, struct agentfs **out,
  * Opens a trusted image (img_len bytes) with a patch of 4 KiB blocks over
  * it (patch.h; NULL/0 for none), copying neither: both must stay mapped
  * and unchanged until agentfs_close(). Changes are kept apart as blocks
- * (store/cowimg.h); agentfs_cow_patch_write() writes the cumulative patch
+ * (agentfs/cowimg.h); agentfs_cow_patch_write() writes the cumulative patch
  * (the given one's blocks and the new ones) to fd. The checks of
  * agentfs_open_trusted(); agentfs_to_blob() gives the whole image.
  */

@@ -3,7 +3,7 @@
  * copy-on-write 4 KiB blocks in memory.
  *
  * A worker keeps a sandbox's snapshot as a read-only image plus a patch of
- * the blocks rewritten since (store/patch.h). A job opens the two as one
+ * the blocks rewritten since (agentfs/patch.h). A job opens the two as one
  * writable database without copying the image, changes it, and hands back
  * the new cumulative patch:
  *
@@ -14,7 +14,7 @@
  * temp_store=MEMORY, and its VFS ("sandq-cowimg") opens no other file: the
  * caller must not change those pragmas or ATTACH files. The bytes are not
  * checked here; a caller that opens a tenant's snapshot adds its own checks
- * (defensive mode, quick_check, as store/agentfs.c does).
+ * (defensive mode, quick_check, as agentfs/agentfs.c does).
  */
 #ifndef SANDQ_COWIMG_H
 #define SANDQ_COWIMG_H

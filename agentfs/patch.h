@@ -4,7 +4,7 @@
  * A worker keeps a sandbox's snapshot as a full image it read from the
  * store (sealed memfd) and a patch: the blocks that the jobs since then
  * rewrote. Each job's sandbox opens the image with the patch over it
- * (store/cowimg.h), writes its own changes as new blocks, and hands back
+ * (agentfs/cowimg.h), writes its own changes as new blocks, and hands back
  * the new cumulative patch: a job costs what it changed, never a copy of
  * the image. The store turns image + patch into chunks
  * (store_sandbox_commit_patch()).

@@ -1601,7 +1601,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			if (argv[i] == cl->verb_name)
 				return doctor_main(argc - i - 1, argv + i + 1);
 	}
-	/* audit parses the whole line itself (client/cli_audit.c). */
+	/* audit parses the whole line itself (cli/cli_audit.c). */
 	if (cl->verb_name && strcmp(cl->verb_name, "audit") == 0)
 		return cli_audit_main(argc, argv);
 	if (cl->verb_name && (cl->verb = verb_parse(cl->verb_name)) == V_HELP)

@@ -20,7 +20,7 @@
  * SECURITY. The server's answers are not trusted to name safe local
  * paths: see cli_fs.c for fs get.
  * --from DIR reads the folder with workspace_capture_rules(), which walks it with
- * the same care (see store/workspace.h), then drops what .gitignore files
+ * the same care (see workspace/workspace.h), then drops what .gitignore files
  * and .git leave out.
  *
  * Sections: manual pages, options, snapshots from a folder, verbs, entry

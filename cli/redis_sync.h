@@ -17,7 +17,7 @@
 
 /*
  * redis_sync_open() with the timeouts above: connects to url (redis:// or
- * unix://, with USER:PASS@ and /DB as queue/url.h reads them), and sends
+ * unix://, with USER:PASS@ and /DB as proto/url.h reads them), and sends
  * AUTH and SELECT as the URL asks. Returns the context, or NULL with msg (len
  * bytes) saying why. When u is not NULL it receives the parsed URL (the
  * caller wipes it: it holds the password); otherwise it is wiped here.

@@ -66,7 +66,7 @@ enum msg_type {
 	MSG_SBX_CHANGES = 409,	/* init -> worker: u64 added, modified, removed,
 				 * refused; then records op byte + path + NUL */
 	MSG_SBX_SNAPSHOT = 410,	/* init -> worker: u64 length + the new snapshot's
-				 * patch (store/patch.h), a sealed memfd */
+				 * patch (agentfs/patch.h), a sealed memfd */
 	MSG_SBX_BASE = 411,	/* worker -> init, before SPEC: the key of the
 				 * kept base the job's snapshot is (persist.c),
 				 * '\n', the job's rules fingerprint (64 hex),

@@ -242,7 +242,7 @@ tenant_admit(struct sandqd *d, struct djob *j, struct job *job,
 }
 
 /*
- * Whether the job's path rules compile (store/perms.c: pattern syntax,
+ * Whether the job's path rules compile (workspace/perms.c: pattern syntax,
  * levels, the preset): refused here, naming the rule, rather than by the
  * sandbox after the job was queued.
  */

@@ -3,7 +3,7 @@
  * reaches every sandbox.
  *
  * Workers keep using the host's local store (STATE/store) and never talk
- * to the network; it becomes a cache of what Redis holds (store/rstore.h).
+ * to the network; it becomes a cache of what Redis holds (dispatcher/rstore/rstore.h).
  * sandqd brings the two in step around each job that names a sandbox, on
  * libuv's work threads (blocking hiredis and SQLite, off the loop):
  *

@@ -1,9 +1,9 @@
 /*
- * libsandq.c - the client library of client/sandq.h: submits jobs to a
+ * libsandq.c - the client library of libsandq/sandq.h: submits jobs to a
  * tenant's Redis stream and waits for their results, over one synchronous
  * hiredis connection.
  *
- * DESIGN. A job is built as a struct job and encoded by queue/payload.c, the
+ * DESIGN. A job is built as a struct job and encoded by proto/payload.c, the
  * codec the dispatcher decodes with, so client and server cannot drift apart
  * on the wire format; this file only converts the public options into that
  * struct and checks what the protocol cannot carry (bad ids, env names,
@@ -290,7 +290,7 @@ sandq_last_error(const struct sandq *c)
 
 /*** Building jobs ***/
 
-/* The checks of env_name_valid() in queue/payload.c, on "NAME=..." input. */
+/* The checks of env_name_valid() in proto/payload.c, on "NAME=..." input. */
 static bool
 env_name_valid(const char *p, size_t n)
 {

@@ -331,14 +331,14 @@ static const char *const op_names[OP__COUNT] = {
 
 /*
  * The perm_preset names. payload.c does not link store/, so this copy must
- * match the preset table of store/perms.c (perms_preset_names()); the first
+ * match the preset table of workspace/perms.c (perms_preset_names()); the first
  * is the default, PERMS_PRESET_DEFAULT.
  */
 static const char *const perm_preset_names[] = {
 	"agent-safe", "read-only", "full-access", "development", "view-only",
 };
 
-/* The levels of a path rule, as store/perms.c parses them. */
+/* The levels of a path rule, as workspace/perms.c parses them. */
 static const char *const perm_level_names[] = { "none", "view", "read", "write" };
 
 static const char *const preset_names[] = {
@@ -1185,7 +1185,7 @@ decode_fs_path(const msgpack_object *o, bool root_ok, char **out, struct err *e)
 }
 
 /*
- * Reads one rule's pattern. Patterns stay as written (store/perms.c compiles
+ * Reads one rule's pattern. Patterns stay as written (workspace/perms.c compiles
  * and checks them) except for the /workspace alias: "/workspace" is "/" and
  * "/workspace/x" is "/x". Only the absolute form is an alias, since a
  * relative pattern such as "workspace/x" may well mean a folder of that name.

@@ -1,8 +1,8 @@
 /*
  * redis_sync.h - a blocking Redis connection (hiredis) from a sandq Redis
  * URL, with AUTH and SELECT done: for the CLI's verbs that talk to Redis
- * directly (client/redis_sync.h) and the Redis snapshot store, which runs
- * on a work thread (store/rstore.h). The dispatcher's own connections are
+ * directly (cli/redis_sync.h) and the Redis snapshot store, which runs
+ * on a work thread (dispatcher/rstore/rstore.h). The dispatcher's own connections are
  * asynchronous (redis.h).
  */
 #ifndef SANDQ_QUEUE_REDIS_SYNC_H

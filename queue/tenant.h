@@ -139,7 +139,7 @@ int tenant_json_decode(struct tenant_conf *t, const json_t *o, struct err *e);
 /*** Redis names ***/
 
 /*
- * Key names, written into buf (KEY_MAX bytes) as in queue/keys.c: the
+ * Key names, written into buf (KEY_MAX bytes) as in proto/keys.c: the
  * length, or -ENAMETOOLONG. tenant_key_conf also returns -EINVAL for a
  * name that is not a tenant name.
  */

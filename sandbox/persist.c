@@ -6,7 +6,7 @@
  * its namespaces: the worker never walks a tree a job has had its hands
  * on. The worker hands init the head as two sealed memfds, an image with
  * the spec and a patch of 4 KiB blocks over it with the base's key
- * (store/patch.h); init opens them together without copying either
+ * (agentfs/patch.h); init opens them together without copying either
  * (agentfs_open_cow()), captures into that handle in place, and hands back
  * the new cumulative patch, again a sealed memfd. A job costs what it
  * changed: no step copies or reads the whole snapshot.
@@ -16,7 +16,7 @@
  * gets /workspace as an overlay on it; only the upper layer is read back,
  * and after the commit init applies the kept changes to the base.
  *
- * Path rules (store/perms.h, docs/paths.md) are enforced twice:
+ * Path rules (workspace/perms.h, docs/paths.md) are enforced twice:
  *  - by what is materialised and how: `none` paths are not written at all,
  *    `view` files only with their size (sparse zeros, mode 0), and every
  *    subtree whose level is below write is bind-mounted read-only over

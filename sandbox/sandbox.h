@@ -69,7 +69,7 @@ int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 /* A persistent sandbox's head as the worker holds it (worker.h). */
 struct sandbox_snapshot {
 	int img_fd;		/* sealed memfd: an image of the snapshot */
-	int patch_fd;		/* sealed memfd: a patch over it (store/patch.h), or -1 */
+	int patch_fd;		/* sealed memfd: a patch over it (agentfs/patch.h), or -1 */
 	const char *base_key;	/* the head under the job's rules, for the kept base */
 	const char *rules_fp;	/* the job's rules fingerprint, SANDBOX_RULES_FP_LEN
 				 * hex digits: which saved shell session it may
@@ -110,7 +110,7 @@ void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
  * completed_ms) and waits for the captured workspace. On success returns 0
  * with *snapfd (the caller closes it) a memfd sealed against any change
  * holding the *len bytes of the new snapshot's patch over the image the
- * job was given (store/patch.h: the blocks rewritten since that image), and
+ * job was given (agentfs/patch.h: the blocks rewritten since that image), and
  * res's changed, added/modified/removed and refused_paths filled. If the
  * workspace cannot be committed (a special file, a cap, a name), returns
  * -1 with res's error set: status rejected, code "commit_refused", for

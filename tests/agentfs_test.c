@@ -1,5 +1,5 @@
 /*
- * agentfs_test.c - unit tests for the AgentFS codec in store/agentfs.c.
+ * agentfs_test.c - unit tests for the AgentFS codec in agentfs/agentfs.c.
  *
  * The central check is data-driven: a walk of a database is turned into a
  * JSON object of the same shape as the testdata *.expect.json files (dirs,

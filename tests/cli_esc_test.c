@@ -1,6 +1,6 @@
 /*
  * cli_esc_test.c - the escaping every sandq verb applies to text it did not
- * write (client/cli_esc.c): each class of byte a terminal acts on comes out
+ * write (cli/cli_esc.c): each class of byte a terminal acts on comes out
  * as its escape, printable UTF-8 as it is, and cuts never split a unit.
  * cli_hostile_test.c runs the same bytes through the verbs themselves.
  */

@@ -11,7 +11,7 @@
  *    names, batch progress, case ids and error messages quoting an upload
  *    go through every verb that prints them; no output may hold a C0
  *    control but newline and tab, DEL, or a C1 control (raw or in UTF-8),
- *    and the escaped form (client/cli_esc.h) must be there instead.
+ *    and the escaped form (cli/cli_esc.h) must be there instead.
  * 6. An export never writes outside its folder. `sandq fs get` copies
  *    sandboxes holding links to /root, /tmp, ../../.., chains that climb
  *    out, and hostile listings (a link, then a file below its name; "..";

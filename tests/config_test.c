@@ -733,7 +733,7 @@ Test(config, accepts_well_formed_strings)
 	    "prefix = abcdefghijabcdefghijabcdefghijab\nhost = a-1.b_c\n"
 	    "worker_path = /usr/libexec/sandq/sandq-worker\n"), 0, "%s", e.msg);
 	cr_expect_str_eq(c.redis, "unix:///run/redis.sock");
-	/* Credentials are queue/url.c's to check. */
+	/* Credentials are proto/url.c's to check. */
 	cr_assert_eq(load("[sandqd]\nredis = unix://u:p@/run/redis.sock\n"), 0,
 	    "%s", e.msg);
 	cr_expect_str_eq(c.redis, "unix://u:p@/run/redis.sock");

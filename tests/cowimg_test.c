@@ -1,6 +1,6 @@
 /*
  * cowimg_test.c - unit tests for the copy-on-write image VFS in
- * store/cowimg.c.
+ * agentfs/cowimg.c.
  *
  * The central check is a twin: the same seeded mix of statements runs on a
  * cowimg connection and on a memdb copy (sqlite3_deserialize()) of the

@@ -1,6 +1,6 @@
 /*
  * gitignore_test.c - unit tests for the .gitignore matcher in
- * client/gitignore.c (the subset client/gitignore.h lists): comments and
+ * cli/gitignore.c (the subset cli/gitignore.h lists): comments and
  * escapes, negation, dir-only patterns, anchoring, "**", and the
  * precedence of nested .gitignore files over their parents'.
  * Pure code; everything allocated is freed (the suite runs under ASan).

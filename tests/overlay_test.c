@@ -1,5 +1,5 @@
 /*
- * overlay_test.c - unit tests for the overlay path of store/workspace.c:
+ * overlay_test.c - unit tests for the overlay path of workspace/workspace.c:
  * a capture that reads only an overlay's upper layer, and the update of
  * the lower tree it leaves behind (workspace_capture_overlay(),
  * workspace_apply()).

@@ -1,5 +1,5 @@
 /*
- * payload_test.c - unit tests for the job/result codecs in queue/payload.c.
+ * payload_test.c - unit tests for the job/result codecs in proto/payload.c.
  *
  * Inputs are built with msgpack-c's own packer (a struct jb collects a map's
  * entries and counts them, so a test lists fields and never counts by hand),

@@ -1,5 +1,5 @@
 /*
- * perms_test.c - unit tests for the path-rule matcher in store/perms.c.
+ * perms_test.c - unit tests for the path-rule matcher in workspace/perms.c.
  *
  * The bulk of the cases live in tests/data/perms_golden.tsv (its header
  * describes the format): golden_table checks every line and reports each

@@ -1,6 +1,6 @@
 /*
  * rstore_test.c - integration tests of the Redis snapshot store
- * (store/rstore.c) against a private redis-server.
+ * (dispatcher/rstore/rstore.c) against a private redis-server.
  *
  * Each test starts its own redis-server in a mkdtemp folder
  * (harness_redis_start(), on a free loopback port and a unix socket) and

@@ -1,5 +1,5 @@
 /*
- * workspace_test.c - unit tests for store/workspace.c: a snapshot
+ * workspace_test.c - unit tests for workspace/workspace.c: a snapshot
  * materialised into a directory and captured back.
  *
  * Each test gets a fresh mkdtemp folder holding "ws" (the workspace) and

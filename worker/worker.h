@@ -25,7 +25,7 @@ struct worker {
 	uint64_t quota;			/* the next job's tenant's storage quota */
 	/*
 	 * The last snapshot used, as an image (read from the store) and a
-	 * patch of the blocks rewritten since (store/patch.h): sealed memfds.
+	 * patch of the blocks rewritten since (agentfs/patch.h): sealed memfds.
 	 */
 	int snap_fd;			/* the image, or -1 */
 	size_t snap_len;		/* its size */

@@ -92,7 +92,7 @@ typedef int (*rstore_version_cb)(const struct store_version *v,
 /*** Handles ***/
 
 /*
- * Connects to url (queue/url.h: redis://[USER:PASS@]HOST[:PORT][/DB] or
+ * Connects to url (proto/url.h: redis://[USER:PASS@]HOST[:PORT][/DB] or
  * unix://[USER:PASS@]/PATH, AUTH and SELECT as it says) with prefix
  * (NULL for RSTORE_PREFIX_DEFAULT; 1..RSTORE_PREFIX_MAX of [A-Za-z0-9_-])
  * and loads the scripts (SCRIPT LOAD). *out is the caller's

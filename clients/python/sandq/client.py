@@ -1,7 +1,7 @@
 """Client: submit jobs to a tenant's Redis stream and wait for their results.
 
 The wire contract is docs/protocol.md; this is the Python twin of
-client/libsandq.c and behaves as it does:
+libsandq/libsandq.c and behaves as it does:
 
 - A job is an XADD of its msgpack map to sandq:{T}:jobs under a client-made
   id ("j-" and 24 random hex digits unless one is given).

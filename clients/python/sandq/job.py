@@ -1,6 +1,6 @@
 """Jobs: the msgpack map a client adds to sandq:{T}:jobs, built from options.
 
-docs/protocol.md ("Job") is the reference. As client/libsandq.c does, this
+docs/protocol.md ("Job") is the reference. As libsandq/libsandq.c does, this
 module checks what the protocol bounds (ids, env names, limit names, sizes,
 path rules' levels) before anything is sent, so a mistake is told at once
 and by name (InvalidJob); which fields an op accepts, path syntax and
