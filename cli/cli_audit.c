@@ -48,7 +48,7 @@
 
 #define EXIT_USAGE 2
 #define DEFAULT_REDIS "redis://127.0.0.1:6379"
-#define PREFIX "sandq"			/* key prefix (ARCHITECTURE.md section 3) */
+#define PREFIX "sandq"			/* key prefix (docs/protocol.md, Keys) */
 #define PAGE_COUNT 1000			/* entries per XRANGE */
 /*
  * A stream id is the time Redis added the entry, an event's time the time

@@ -2,7 +2,7 @@
  * status.c - what this host tells the others, and `sandq status`.
  *
  * Every STATUS_EVERY_MS, sandqd writes one JSON object under its host name
- * in the hash PREFIX:hosts (ARCHITECTURE.md section 3):
+ * in the hash PREFIX:hosts (docs/protocol.md, Keys):
  *
  *   {"host", "time" (epoch ms), "pid", "workers", "busy",
  *    "audit_db_dropped", "audit_stream_lost" (events the audit sinks lost),

@@ -45,7 +45,7 @@
 
 _Static_assert(SANDQ_ID_MAX == JOB_ID_MAX, "public and wire id bounds differ");
 
-#define SANDQ_PREFIX "sandq"		/* key prefix (ARCHITECTURE.md section 3) */
+#define SANDQ_PREFIX "sandq"		/* key prefix (docs/protocol.md, Keys) */
 #define SANDQ_DEFAULT_TENANT "default"
 #define CONNECT_TIMEOUT_MS 5000		/* TCP or unix connect */
 #define CMD_TIMEOUT_MS 30000		/* one recv/send of an ordinary command */

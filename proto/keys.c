@@ -1,5 +1,5 @@
 /*
- * keys.c - builds the Redis key names of ARCHITECTURE.md section 3.
+ * keys.c - builds the Redis key names of docs/protocol.md, section Keys.
  *
  * Tenant names are restricted to [A-Za-z0-9_-] so that a name can never
  * contain the braces of a hash tag or the ':' that separates key parts.

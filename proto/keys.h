@@ -1,5 +1,5 @@
 /*
- * keys.h - Redis key names (ARCHITECTURE.md section 3), in one place.
+ * keys.h - Redis key names (docs/protocol.md, Keys), in one place.
  *
  * Every per-tenant key carries the tenant in a {hash tag}, so all of one
  * tenant's keys share a Redis Cluster slot and one MULTI can touch them.

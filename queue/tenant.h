@@ -5,7 +5,7 @@
  *
  * Redis layout (docs/tenants.md "Redis layout"; PREFIX is "sandq"):
  *
- *   PREFIX:tenants       set of tenant names (ARCHITECTURE.md section 3)
+ *   PREFIX:tenants       set of tenant names (docs/protocol.md, Keys)
  *   PREFIX:tenant:NAME   hash of NAME's settings, fields below
  *   PREFIX:tenants:gen   integer, INCR'd by every change to the two above
  *
