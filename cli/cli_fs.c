@@ -516,7 +516,7 @@ get_finish_dirs(struct get_ctx *g)
 		if (d->rel == NULL)
 			continue;	/* the top itself: the caller's */
 		n = split_rel(d->rel, comps, GET_DEPTH_MAX);
-		if (n < 0 || (pfd = open_parent(g->topfd, comps, n)) < 0)
+		if (n <= 0 || (pfd = open_parent(g->topfd, comps, n)) < 0)
 			continue;
 		fd = openat(pfd, comps[n - 1], O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 		    O_CLOEXEC);

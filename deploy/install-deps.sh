@@ -29,6 +29,9 @@ iproute2
 sqlite3
 "
 
+# Packages only some targets need (make lint: cppcheck), named by the caller.
+PKGS="$PKGS ${SANDQ_EXTRA_PKGS:-}"
+
 # node and npm run the interop tests (agentfs-sdk). Checked as commands, not
 # packages: a NodeSource nodejs ships its own npm and conflicts with Debian's
 # npm package, so only a machine without them gets Debian's nodejs and npm.

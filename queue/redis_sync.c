@@ -37,6 +37,7 @@ redisContext *
 redis_sync_open(const char *url, long connect_ms, long command_ms,
     struct redis_url *out, struct err *e)
 {
+	/* cppcheck-suppress uninitvar ; only its address is taken here */
 	struct redis_url local, *u = out != NULL ? out : &local;
 	redisContext *rc = NULL;
 	const char *argv[3];

@@ -32,7 +32,7 @@
 
 #define SANDBOX_UID 1000	/* the job's uid and gid inside the sandbox */
 #define SANDBOX_BASE_BYTES ((uint64_t)1 << 30)	/* tmpfs of a worker's kept base */
-#define SANDBOX_BASE_INODES 262144		/* its inodes */
+#define SANDBOX_BASE_INODES 262144u		/* its inodes */
 #define SANDBOX_SOCKETS_DEFAULT 1024	/* job_sockets' default */
 
 struct sandbox_conf {

@@ -129,7 +129,7 @@ def main():
                 if names else set()
 
     # A.c -> B.c within one folder.
-    deps = {}
+    deps, via = {}, {}
     for f in files:
         if not f.endswith('.c'):
             continue
@@ -143,6 +143,7 @@ def main():
                 if same_module(h, f) and same_module(h, p):
                     continue
                 out.add(p)
+                via.setdefault((f, p), os.path.basename(h))
         deps[f] = out
 
     # Strongly connected components (Tarjan): each one of two files or
@@ -174,7 +175,8 @@ def main():
         if n not in index:
             visit(n)
     for k in knots:
-        why = [f'{a} -> {b}' for a in k for b in sorted(deps[a]) if b in k]
+        why = [f'{a} -> {b} by {via[(a, b)]}' for a in k for b in sorted(deps[a])
+               if b in k]
         breaches.append('cycle among ' + ', '.join(k) + ' (' + '; '.join(why) + ')')
 
     for b in breaches:

@@ -182,6 +182,7 @@ quote(const char *s, char *buf, size_t bufsz)
 	size_t i, o = 0;
 	unsigned char c;
 
+	/* cppcheck-suppress arrayIndexOutOfBoundsCond ; s[i] is read only below its NUL */
 	for (i = 0; s[i] != '\0' && o + 8 < bufsz; i++) {
 		if (i == 48) {
 			memcpy(buf + o, "...", 3);
