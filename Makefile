@@ -116,6 +116,8 @@ TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
 TEST_BINS += $(B)/tests/python_test
+# The folder rules of docs/architecture.md (tests/layout_check.py).
+TEST_BINS += $(B)/tests/layout_test
 
 $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
@@ -200,6 +202,14 @@ $(B)/tests/python_test: Makefile
 	@printf '%s\n' '#!/bin/sh' \
 	  '# Made by the Makefile: the Python client tests (clients/python/tests).' \
 	  'PYTHONPATH=clients/python PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 -m unittest discover -s clients/python/tests -t clients/python' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
+$(B)/tests/layout_test: Makefile
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: the folder rules of docs/architecture.md.' \
+	  'PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 tests/layout_check.py' \
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
