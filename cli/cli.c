@@ -33,7 +33,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/payload.h"
 #include "../workspace/perms.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "doctor.h"
 #include "../libsandq/sandq.h"
 

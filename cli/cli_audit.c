@@ -43,7 +43,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/url.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "redis_sync.h"
 
 #define EXIT_USAGE 2

@@ -45,7 +45,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/payload.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "cli_batch_int.h"
 #include "cli_sandbox_int.h"
 #include "redis_sync.h"

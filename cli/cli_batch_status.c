@@ -18,7 +18,7 @@
 
 #include "../common/util.h"
 #include "../proto/keys.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "cli_batch_int.h"
 #include "cli_sandbox_int.h"
 #include "redis_sync.h"

@@ -32,7 +32,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/payload.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"

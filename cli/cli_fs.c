@@ -45,7 +45,7 @@
 #include "../proto/payload.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/workspace.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "cli_sandbox_int.h"
 #include "../libsandq/sandq.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "cli_common.h"
 #include "cli_sandbox_int.h"
 #include "../libsandq/sandq.h"
 

@@ -44,7 +44,7 @@
 #include "../agentfs/agentfs.h"
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "cli_sandbox_int.h"
 #include "gitignore.h"
 #include "../libsandq/sandq.h"

@@ -22,7 +22,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../queue/tenant.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"

@@ -37,7 +37,7 @@
 #include "../proto/keys.h"
 #include "../queue/tenant.h"
 #include "../proto/url.h"
-#include "cli.h"
+#include "cli_common.h"
 #include "redis_sync.h"
 
 /*
