@@ -15,34 +15,22 @@
  *
  * Sections: manual pages, option parsing, input files, output, verbs.
  */
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/payload.h"
-#include "../workspace/perms.h"
 #include "cli_common.h"
 #include "doctor.h"
 #include "../libsandq/sandq.h"
-
-#define CLI_VERSION "0.1.0"
-#define EXIT_SANDQ 125			/* sandq itself failed */
-#define DEFAULT_REDIS "redis://127.0.0.1:6379"
-#define DEFAULT_TENANT "default"
-#define SECONDS_MAX 1000000000ull	/* bound of any SECONDS option */
-#define B64_CHUNK (3u * 1024u * 1024u)	/* a multiple of 3: chunks concatenate */
 
 enum verb {
 	V_NONE = 0,
@@ -662,74 +650,16 @@ verb_parse(const char *s)
 static int __attribute__((format(printf, 2, 3)))
 usage_error(const struct cli *cl, const char *fmt, ...)
 {
+	char hint[64] = "sandq --help";
 	va_list ap;
+	int status;
 
-	va_start(ap, fmt);
-	cli_vwarn("sandq: ", fmt, ap);
-	va_end(ap);
 	if (cl->verb != V_NONE && cl->verb != V_HELP)
-		fprintf(stderr, "Try 'sandq help %s'.\n", cl->verb_name);
-	else
-		fputs("Try 'sandq --help'.\n", stderr);
-	return EXIT_SANDQ;
-}
-
-/* Prints a failure of sandq itself (not of usage) and returns 125. */
-static int __attribute__((format(printf, 1, 2)))
-failure(const char *fmt, ...)
-{
-	va_list ap;
-
+		snprintf(hint, sizeof(hint), "sandq help %s", cl->verb_name);
 	va_start(ap, fmt);
-	cli_vwarn("sandq: ", fmt, ap);
+	status = cli_vfail(CLI_EXIT_SANDQ, "sandq: ", hint, fmt, ap);
 	va_end(ap);
-	return EXIT_SANDQ;
-}
-
-const char *
-cli_tenant_or_default(const char *given)
-{
-	if (given == NULL && (given = getenv("SANDQ_TENANT")) == NULL)
-		given = DEFAULT_TENANT;
-	return given;
-}
-
-/*
- * Parses "2", "0.5" or ".25" seconds into milliseconds; digits past the
- * third decimal round up, so a limit is never shortened. 0 or -EINVAL.
- */
-int
-cli_parse_seconds(const char *s, uint64_t *ms)
-{
-	uint64_t whole = 0, frac = 0;
-	int digits = 0;
-	bool more = false;
-	const char *p = s;
-
-	if (!isdigit((unsigned char)p[0]) &&
-	    !(p[0] == '.' && isdigit((unsigned char)p[1])))
-		return -EINVAL;
-	for (; isdigit((unsigned char)*p); p++) {
-		whole = whole * 10 + (uint64_t)(*p - '0');
-		if (whole > SECONDS_MAX)
-			return -EINVAL;
-	}
-	if (*p == '.') {
-		for (p++; isdigit((unsigned char)*p); p++) {
-			if (digits < 3) {
-				frac = frac * 10 + (uint64_t)(*p - '0');
-				digits++;
-			} else if (*p != '0') {
-				more = true;
-			}
-		}
-	}
-	if (*p != '\0')
-		return -EINVAL;
-	for (; digits < 3; digits++)
-		frac *= 10;
-	*ms = whole * 1000 + frac + (more ? 1 : 0);
-	return 0;
+	return status;
 }
 
 /* Formats ms as seconds without trailing zeros: "2", "0.5", "1.25". */
@@ -957,8 +887,7 @@ opts_check(struct cli *cl)
 		return usage_error(cl, "option '--%s' does not apply to 'sandq %s'",
 		    opt_name(o), cl->verb_name);
 	}
-	if (cl->redis == NULL && (cl->redis = getenv("SANDQ_REDIS")) == NULL)
-		cl->redis = DEFAULT_REDIS;
+	cl->redis = cli_redis_or_default(cl->redis);
 	cl->tenant = cli_tenant_or_default(cl->tenant);
 	if (cl->no_persist && cl->sandbox == NULL)
 		return usage_error(cl, "--no-persist needs --sandbox");
@@ -993,79 +922,13 @@ opts_check(struct cli *cl)
 
 /*** Input files ***/
 
-/*
- * Reads fd to its end into *out (NUL-terminated, owned by the caller).
- * Returns 0, -EFBIG past max bytes, or -errno.
- */
-static int
-read_fd(int fd, size_t max, uint8_t **out, size_t *outlen)
-{
-	uint8_t *buf = NULL;
-	size_t len = 0, cap = 0;
-
-	*out = NULL;
-	*outlen = 0;
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap) {
-			if (len > max) {
-				free(buf);
-				return -EFBIG;
-			}
-			cap = cap ? cap * 2 : 64 * 1024;
-			if (cap > max + 1)
-				cap = max + 1;
-			buf = xreallocarray(buf, cap + 1, 1);
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0) {
-			int rc = -errno;
-
-			if (errno == EINTR)
-				continue;
-			free(buf);
-			return rc;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > max) {
-		free(buf);
-		return -EFBIG;
-	}
-	if (buf == NULL)
-		buf = xmalloc(1);
-	buf[len] = '\0';
-	*out = buf;
-	*outlen = len;
-	return 0;
-}
-
-/* Reads a local file (or our stdin for "-" when dash_is_stdin). */
-int
-cli_read_input(const char *path, bool dash_is_stdin, size_t max, uint8_t **out,
-    size_t *outlen)
-{
-	int fd, rc;
-
-	if (dash_is_stdin && strcmp(path, "-") == 0)
-		return read_fd(STDIN_FILENO, max, out, outlen);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -errno;
-	rc = read_fd(fd, max, out, outlen);
-	close(fd);
-	return rc;
-}
-
 /* Explains a cli_read_input() failure. */
 static int
 input_error(const char *what, const char *path, int rc, size_t max)
 {
 	if (rc == -EFBIG)
-		return failure("%s %s: larger than %zu bytes", what, path, max);
-	return failure("%s %s: %s", what, path, strerror(-rc));
+		return cli_fail("%s %s: larger than %zu bytes", what, path, max);
+	return cli_fail("%s %s: %s", what, path, strerror(-rc));
 }
 
 /* Reads every file the options name: --stdin, --file, and a "-" operand. */
@@ -1088,12 +951,12 @@ inputs_load(struct cli *cl)
 		uint8_t *text = NULL;
 		size_t len = 0;
 
-		if ((rc = read_fd(STDIN_FILENO, JOB_ARG_MAX - 1, &text, &len)) < 0)
+		if ((rc = cli_read_input("-", true, JOB_ARG_MAX - 1, &text, &len)) < 0)
 			return input_error("reading", "standard input", rc, JOB_ARG_MAX - 1);
 		cl->text = (char *)text;
 		/* It becomes one argument of bash/python3: a C string. */
 		if (memchr(cl->text, '\0', len) != NULL)
-			return failure("the %s on standard input contains a NUL byte",
+			return cli_fail("the %s on standard input contains a NUL byte",
 			    cl->verb == V_SH ? "script" : "code");
 	}
 	return 0;
@@ -1116,146 +979,6 @@ cli_free(struct cli *cl)
 }
 
 /*** Output ***/
-
-/* Base64 of n bytes (EVP_EncodeBlock), NUL-terminated, owned by the caller. */
-int
-cli_perm_add(struct sandq_perm **perms, size_t *n, const char *arg, char *msg,
-    size_t msglen)
-{
-	char pat[PERMS_PATTERN_MAX + 1];
-	enum perm_level lvl;
-	struct err e = { 0 };
-
-	if (perms_parse_rule(arg, pat, sizeof(pat), &lvl, &e) < 0) {
-		snprintf(msg, msglen, "--perm '%.200s': %s", arg, e.msg);
-		return -1;
-	}
-	if (*n >= PERMS_RULES_MAX) {
-		snprintf(msg, msglen, "--perm: more than %d rules", PERMS_RULES_MAX);
-		return -1;
-	}
-	*perms = xreallocarray(*perms, *n + 1, sizeof(**perms));
-	(*perms)[*n].pattern = xstrdup(pat);
-	(*perms)[(*n)++].level = perms_level_str(lvl);
-	return 0;
-}
-
-const char *
-cli_perm_preset(const char *arg)
-{
-	const char *const *names = perms_preset_names();
-
-	for (size_t i = 0; names[i]; i++)
-		if (strcmp(arg, names[i]) == 0)
-			return names[i];
-	return NULL;
-}
-
-char *
-cli_base64(const uint8_t *p, size_t n)
-{
-	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
-	char *o = out;
-
-	/* EVP_EncodeBlock takes an int; whole 3-byte chunks concatenate. */
-	while (n > 0) {
-		size_t chunk = n > B64_CHUNK ? B64_CHUNK : n;
-
-		o += EVP_EncodeBlock((unsigned char *)o, p, (int)chunk);
-		p += chunk;
-		n -= chunk;
-	}
-	*o = '\0';
-	return out;
-}
-
-/* Sets name to the bytes as a string if they are UTF-8, else name_b64. */
-static void
-json_set_bytes(json_t *obj, const char *name, const uint8_t *p, size_t n)
-{
-	json_t *s = json_stringn((const char *)p, n);
-	char key[32];
-
-	if (s != NULL) {
-		json_object_set_new(obj, name, s);
-		return;
-	}
-	snprintf(key, sizeof(key), "%s_b64", name);
-	{
-		char *b64 = cli_base64(p, n);
-		json_object_set_new(obj, key, json_string(b64));
-		free(b64);
-	}
-}
-
-static json_t *
-json_str_or_null(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
-/*
- * r as the JSON object --json prints (the fields listed in the manual's
- * --json). The caller owns it. sandq batch writes the same objects.
- */
-json_t *
-cli_result_json(const struct sandq_result *r)
-{
-	json_t *o = json_object();
-
-	json_object_set_new(o, "id", json_str_or_null(r->id));
-	json_object_set_new(o, "status", json_str_or_null(r->status));
-	json_object_set_new(o, "exit_code", json_integer(r->exit_code));
-	json_object_set_new(o, "signal", json_integer(r->signal));
-	json_set_bytes(o, "stdout", r->stdout_data, r->stdout_len);
-	json_object_set_new(o, "stdout_len", json_integer((json_int_t)r->stdout_len));
-	json_object_set_new(o, "stdout_truncated", json_boolean(r->stdout_truncated));
-	json_set_bytes(o, "stderr", r->stderr_data, r->stderr_len);
-	json_object_set_new(o, "stderr_len", json_integer((json_int_t)r->stderr_len));
-	json_object_set_new(o, "stderr_truncated", json_boolean(r->stderr_truncated));
-	json_object_set_new(o, "wall_ms", json_integer((json_int_t)r->wall_ms));
-	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)r->cpu_ms));
-	json_object_set_new(o, "max_rss_kb", json_integer((json_int_t)r->max_rss_kb));
-	json_object_set_new(o, "queued_at", json_integer((json_int_t)r->queued_at));
-	json_object_set_new(o, "started_at", json_integer((json_int_t)r->started_at));
-	json_object_set_new(o, "finished_at", json_integer((json_int_t)r->finished_at));
-	json_object_set_new(o, "host", json_str_or_null(r->host));
-	json_object_set_new(o, "worker", json_integer(r->worker));
-	json_object_set_new(o, "attempt", json_integer(r->attempt));
-	if (r->error_code || r->error_message)
-		json_object_set_new(o, "error", json_pack("{s:s, s:s}",
-		    "code", r->error_code ? r->error_code : "",
-		    "message", r->error_message ? r->error_message : ""));
-	else
-		json_object_set_new(o, "error", json_null());
-	{
-		json_t *refused = json_object();
-
-		for (size_t i = 0; i < r->nrefused; i++)
-			json_object_set_new(refused, r->refused[i].syscall,
-			    json_integer((json_int_t)r->refused[i].count));
-		json_object_set_new(o, "refused", refused);
-	}
-	if (r->sandbox) {
-		json_t *ch = json_array(), *rp = json_array();
-
-		json_object_set_new(o, "sandbox", json_string(r->sandbox));
-		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
-		json_object_set_new(o, "snapshot", json_str_or_null(r->snapshot));
-		for (size_t i = 0; i < r->nchanged; i++)
-			json_array_append_new(ch, json_str_or_null(r->changed[i]));
-		json_object_set_new(o, "changed", ch);
-		json_object_set_new(o, "changed_truncated",
-		    json_boolean(r->changed_truncated));
-		json_object_set_new(o, "changes", json_pack("{s:I, s:I, s:I}",
-		    "added", (json_int_t)r->added, "modified", (json_int_t)r->modified,
-		    "removed", (json_int_t)r->removed));
-		for (size_t i = 0; i < r->nrefused_paths; i++)
-			json_array_append_new(rp, json_str_or_null(r->refused_paths[i]));
-		json_object_set_new(o, "refused_paths", rp);
-	}
-	return o;
-}
 
 /* Prints r as one JSON object on one line. 0 or -EIO. */
 static int
@@ -1306,7 +1029,7 @@ print_result(const struct sandq_result *r)
 
 	if (fwrite(r->stdout_data, 1, r->stdout_len, stdout) != r->stdout_len ||
 	    fflush(stdout) == EOF)
-		return failure("writing the job's output: %s", strerror(errno));
+		return cli_fail("writing the job's output: %s", strerror(errno));
 	fwrite(r->stderr_data, 1, r->stderr_len, stderr);
 	if (r->stdout_truncated)
 		cli_warn("stdout truncated at %zu bytes", r->stdout_len);
@@ -1339,7 +1062,7 @@ output(const struct cli *cl, const struct sandq_result *r)
 	}
 	if (cl->json) {
 		if (print_json(r) < 0 || fflush(stdout) == EOF)
-			return failure("writing the result: %s", strerror(errno));
+			return cli_fail("writing the result: %s", strerror(errno));
 		return sandq_result_exit_status(r);
 	}
 	return print_result(r);
@@ -1354,11 +1077,11 @@ wait_error(const struct cli *cl, struct sandq *c, const char *id, int rc)
 	char secs[32];
 
 	if (rc == -ETIMEDOUT)
-		return failure("no result for %s after %s s", id,
+		return cli_fail("no result for %s after %s s", id,
 		    fmt_seconds(secs, sizeof(secs), (uint64_t)cl->wait_ms));
 	if (rc == -ENOENT)
-		return failure("no result for %s", id);
-	return failure("%s", sandq_last_error(c));
+		return cli_fail("no result for %s", id);
+	return cli_fail("%s", sandq_last_error(c));
 }
 
 /* Waits for id's result and prints it. Returns the exit status. */
@@ -1385,18 +1108,18 @@ stream_output(struct sandq *c, const char *id)
 	int fd, rc;
 
 	if (sandq_stream_open(c, id, &st) < 0)
-		return failure("%s", sandq_last_error(c));
+		return cli_fail("%s", sandq_last_error(c));
 	while ((rc = sandq_stream_next(st, -1, &fd, &data, &len)) == 1) {
 		FILE *f = fd == 2 ? stderr : stdout;
 
 		if (fwrite(data, 1, len, f) != len || fflush(f) == EOF) {
 			sandq_stream_close(st);
-			return failure("writing the job's output: %s", strerror(errno));
+			return cli_fail("writing the job's output: %s", strerror(errno));
 		}
 	}
 	sandq_stream_close(st);
 	if (rc < 0)
-		return failure("live output of %s: %s", id, strerror(-rc));
+		return cli_fail("live output of %s: %s", id, strerror(-rc));
 	return 0;
 }
 
@@ -1448,10 +1171,10 @@ cmd_submit(struct cli *cl, struct sandq *c)
 	if (rc == -EINVAL)
 		return usage_error(cl, "%s", sandq_last_error(c));
 	if (rc < 0)
-		return failure("%s", sandq_last_error(c));
+		return cli_fail("%s", sandq_last_error(c));
 	if (cl->detach) {
 		if (printf("%s\n", id) < 0 || fflush(stdout) == EOF)
-			return failure("writing the job id: %s", strerror(errno));
+			return cli_fail("writing the job id: %s", strerror(errno));
 		return 0;
 	}
 	if (cl->stream && (status = stream_output(c, id)) != 0)
@@ -1541,7 +1264,7 @@ run_verb(struct cli *cl)
 	    (status = inputs_load(cl)) != 0)
 		return status;
 	if ((c = sandq_connect(cl->redis, cl->tenant, err, sizeof(err))) == NULL)
-		return failure("%s", err);
+		return cli_fail("%s", err);
 	if (cl->verb == V_WAIT) {
 		if (!payload_id_valid(cl->args[0], strlen(cl->args[0])))
 			status = usage_error(cl, "'%s' is not a job id", cl->args[0]);
@@ -1610,8 +1333,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 	if ((rc = opts_parse(cl, argc, argv, "+:h", &next)) != 0)
 		return rc;
 	/* The verbs handed the connection below do not fill its default. */
-	if (cl->redis == NULL && (cl->redis = getenv("SANDQ_REDIS")) == NULL)
-		cl->redis = DEFAULT_REDIS;
+	cl->redis = cli_redis_or_default(cl->redis);
 	/* `sandq status`: hosts and tenants, read from Redis (cli_status.c). */
 	if (next < argc && strcmp(argv[next], "status") == 0)
 		return cli_status_main(&(struct cli_conn){ .redis = cl->redis,
@@ -1719,6 +1441,6 @@ main(int argc, char **argv)
 	status = cli_main(&cl, argc, argv);
 	cli_free(&cl);
 	if (fflush(stdout) == EOF && status == 0)
-		status = failure("writing standard output: %s", strerror(errno));
+		status = cli_fail("writing standard output: %s", strerror(errno));
 	return status;
 }

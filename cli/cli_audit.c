@@ -47,7 +47,6 @@
 #include "redis_sync.h"
 
 #define EXIT_USAGE 2
-#define DEFAULT_REDIS "redis://127.0.0.1:6379"
 #define PREFIX "sandq"			/* key prefix (docs/protocol.md, Keys) */
 #define PAGE_COUNT 1000			/* entries per XRANGE */
 /*
@@ -238,23 +237,24 @@ static int __attribute__((format(printf, 1, 2)))
 usage(const char *fmt, ...)
 {
 	va_list ap;
+	int status;
 
 	va_start(ap, fmt);
-	cli_vwarn("sandq: audit: ", fmt, ap);
+	status = cli_vfail(EXIT_USAGE, "sandq: audit: ", "sandq audit --help", fmt, ap);
 	va_end(ap);
-	fputs("Try 'sandq audit --help'.\n", stderr);
-	return EXIT_USAGE;
+	return status;
 }
 
 static int __attribute__((format(printf, 1, 2)))
 fail(const char *fmt, ...)
 {
 	va_list ap;
+	int status;
 
 	va_start(ap, fmt);
-	cli_vwarn("sandq: audit: ", fmt, ap);
+	status = cli_vfail(CLI_EXIT_SANDQ, "sandq: audit: ", NULL, fmt, ap);
 	va_end(ap);
-	return CLI_EXIT_SANDQ;
+	return status;
 }
 
 /* WHEN: a duration back from now, or an RFC 3339 UTC time. */
@@ -852,8 +852,7 @@ cli_audit_main(int argc, char **argv)
 		cli_audit_help();
 		return 0;
 	}
-	if (a.redis == NULL && (a.redis = getenv("SANDQ_REDIS")) == NULL)
-		a.redis = DEFAULT_REDIS;
+	a.redis = cli_redis_or_default(a.redis);
 	a.tenant = cli_tenant_or_default(a.tenant);
 	if (!key_tenant_valid(a.tenant))
 		return usage("$SANDQ_TENANT '%s': not a tenant name", a.tenant);

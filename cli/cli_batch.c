@@ -454,7 +454,7 @@ record_result(struct batch *b, struct bcase *c, const struct sandq_result *r,
     const struct batch_expect *ex, bool resumed)
 {
 	int pass = -1;
-	json_t *o = cli_result_json(r), *d = cli__result_data_json(r);
+	json_t *o = cli_result_json(r), *d = cli_result_data_json(r);
 
 	if (ex->mode != EXPECT_NONE)
 		pass = strcmp(r->status, "ok") == 0 &&
@@ -499,10 +499,10 @@ out_line_resume(struct batch *b, const char *line, size_t len)
 	status = json_string_value(json_object_get(o, "status"));
 	if (c != NULL && c->state == C_PENDING && status != NULL) {
 		case_id(b, c, id);
-		if (strcmp(cli__jstr(o, "id", ""), id) == 0) {
+		if (strcmp(cli_jstr(o, "id", ""), id) == 0) {
 			pass = json_object_get(o, "pass");
 			tally(b, c, status, pass == NULL ? -1 : json_is_true(pass),
-			    (uint64_t)cli__jint(o, "wall_ms"), true);
+			    (uint64_t)cli_jint(o, "wall_ms"), true);
 		}
 	}
 	json_decref(o);
@@ -704,10 +704,10 @@ base_prepare(struct batch *b)
 		sandq_result_free(r);
 		return CLI_EXIT_SANDQ;
 	}
-	list = cli__result_data_json(r);
+	list = cli_result_data_json(r);
 	sandq_result_free(r);
 	json_array_foreach(list, i, one) {
-		const char *name = cli__jstr(one, "sandbox", "");
+		const char *name = cli_jstr(one, "sandbox", "");
 
 		size_t np = strlen(pre);
 
@@ -1322,7 +1322,7 @@ batch_run(struct batch *b)
 	if (!b->failed_io)
 		hash_update(b, b->stopping ? "interrupted" : "finished", summary);
 	if (b->json)
-		status = cli__print_json_line(summary) ? CLI_EXIT_SANDQ : status;
+		status = cli_print_json_line(summary) ? CLI_EXIT_SANDQ : status;
 	else {
 		cli_batch__summary_print(summary);
 		json_decref(summary);
@@ -1348,19 +1348,16 @@ batch_free(struct batch *b)
 
 /*** Entry ***/
 
-static int
-usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int
+static int __attribute__((format(printf, 1, 2)))
 usage(const char *fmt, ...)
 {
 	va_list ap;
+	int status;
 
 	va_start(ap, fmt);
-	cli_vwarn("sandq: batch: ", fmt, ap);
+	status = cli_vfail(2, "sandq: batch: ", "sandq help batch", fmt, ap);
 	va_end(ap);
-	fputs("Try 'sandq help batch'.\n", stderr);
-	return 2;
+	return status;
 }
 
 int

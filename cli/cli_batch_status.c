@@ -52,23 +52,23 @@ cli_batch__summary_print(const json_t *s)
 	const json_t *w = json_object_get(s, "wall_ms");
 	const json_t *slow = json_object_get(s, "slowest");
 	const json_t *failed = json_object_get(s, "failed_cases");
-	json_int_t nfailed = cli__jint(s, "failed") + cli__jint(s, "not_ok") +
-	    cli__jint(s, "malformed");
+	json_int_t nfailed = cli_jint(s, "failed") + cli_jint(s, "not_ok") +
+	    cli_jint(s, "malformed");
 	const char *k;
 	json_t *v;
 	size_t i, n = 0;
 
 	printf("batch %s: %s%" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " cases done "
 	    "(%" JSON_INTEGER_FORMAT " from an earlier run), %.1f s, %.1f cases/s\n",
-	    cli__jesc(s, "batch", ""), json_is_true(json_object_get(s, "interrupted")) ?
-	    "interrupted, " : "", cli__jint(s, "done"), cli__jint(s, "total"),
-	    cli__jint(s, "resumed"), (double)cli__jint(s, "elapsed_ms") / 1000,
+	    cli_jesc(s, "batch", ""), json_is_true(json_object_get(s, "interrupted")) ?
+	    "interrupted, " : "", cli_jint(s, "done"), cli_jint(s, "total"),
+	    cli_jint(s, "resumed"), (double)cli_jint(s, "elapsed_ms") / 1000,
 	    json_real_value(json_object_get(s, "cases_per_s")));
 	printf("  passed %" JSON_INTEGER_FORMAT ", failed %" JSON_INTEGER_FORMAT
 	    ", no expect %" JSON_INTEGER_FORMAT " (not ok %" JSON_INTEGER_FORMAT
-	    "), malformed %" JSON_INTEGER_FORMAT "\n", cli__jint(s, "passed"),
-	    cli__jint(s, "failed"), cli__jint(s, "no_expect"), cli__jint(s, "not_ok"),
-	    cli__jint(s, "malformed"));
+	    "), malformed %" JSON_INTEGER_FORMAT "\n", cli_jint(s, "passed"),
+	    cli_jint(s, "failed"), cli_jint(s, "no_expect"), cli_jint(s, "not_ok"),
+	    cli_jint(s, "malformed"));
 	printf("  status:");
 	json_object_foreach((json_t *)(uintptr_t)bs, k, v) {
 		printf("%s %s %" JSON_INTEGER_FORMAT, n++ ? "," : "", cli_esc(k),
@@ -76,13 +76,13 @@ cli_batch__summary_print(const json_t *s)
 	}
 	printf("%s\n", json_object_size(bs) ? "" : " -");
 	printf("  wall: p50 %" JSON_INTEGER_FORMAT " ms, p95 %" JSON_INTEGER_FORMAT
-	    " ms, max %" JSON_INTEGER_FORMAT " ms\n", cli__jint(w, "p50"),
-	    cli__jint(w, "p95"), cli__jint(w, "max"));
+	    " ms, max %" JSON_INTEGER_FORMAT " ms\n", cli_jint(w, "p50"),
+	    cli_jint(w, "p95"), cli_jint(w, "max"));
 	if (json_array_size(slow) > 0) {
 		printf("  slowest:");
 		json_array_foreach(slow, i, v) {
 			printf("%s case %" JSON_INTEGER_FORMAT " (%" JSON_INTEGER_FORMAT " ms)",
-			    i ? "," : "", cli__jint(v, "case"), cli__jint(v, "wall_ms"));
+			    i ? "," : "", cli_jint(v, "case"), cli_jint(v, "wall_ms"));
 		}
 		printf("\n");
 	}
@@ -145,10 +145,10 @@ hash_json(const redisReply *r, const char *id)
 static void
 status_print(const json_t *o)
 {
-	json_int_t total = cli__jint(o, "total"), done = cli__jint(o, "done");
-	json_int_t ran = done - cli__jint(o, "resumed"), now = (json_int_t)now_ms();
-	json_int_t upd = cli__jint(o, "updated_at"), start = cli__jint(o, "started_at");
-	const char *state = cli__jstr(o, "state", "?"), *k;
+	json_int_t total = cli_jint(o, "total"), done = cli_jint(o, "done");
+	json_int_t ran = done - cli_jint(o, "resumed"), now = (json_int_t)now_ms();
+	json_int_t upd = cli_jint(o, "updated_at"), start = cli_jint(o, "started_at");
+	const char *state = cli_jstr(o, "state", "?"), *k;
 	const json_t *bs = json_object_get(o, "by_status");
 	double secs = (double)(upd - start) / 1000, rate = secs > 0 ? ran / secs : 0;
 	char t[32], eta[32];
@@ -157,13 +157,13 @@ status_print(const json_t *o)
 
 	printf("batch %s: %s, %" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT
 	    " cases done (%d%%), %" JSON_INTEGER_FORMAT " in flight\n",
-	    cli__jesc(o, "batch", ""), cli_esc(state), done, total,
-	    total ? (int)(done * 100 / total) : 100, cli__jint(o, "running"));
+	    cli_jesc(o, "batch", ""), cli_esc(state), done, total,
+	    total ? (int)(done * 100 / total) : 100, cli_jint(o, "running"));
 	printf("  passed %" JSON_INTEGER_FORMAT ", failed %" JSON_INTEGER_FORMAT
 	    ", no expect %" JSON_INTEGER_FORMAT " (not ok %" JSON_INTEGER_FORMAT
-	    "), malformed %" JSON_INTEGER_FORMAT "\n", cli__jint(o, "passed"),
-	    cli__jint(o, "failed"), cli__jint(o, "no_expect"), cli__jint(o, "not_ok"),
-	    cli__jint(o, "malformed"));
+	    "), malformed %" JSON_INTEGER_FORMAT "\n", cli_jint(o, "passed"),
+	    cli_jint(o, "failed"), cli_jint(o, "no_expect"), cli_jint(o, "not_ok"),
+	    cli_jint(o, "malformed"));
 	printf("  status:");
 	json_object_foreach((json_t *)(uintptr_t)bs, k, v) {
 		printf("%s %s %" JSON_INTEGER_FORMAT, n++ ? "," : "", cli_esc(k),
@@ -171,8 +171,8 @@ status_print(const json_t *o)
 	}
 	printf("%s\n", n ? "" : " -");
 	printf("  started %s on %s (pid %" JSON_INTEGER_FORMAT "), %.1f cases/s",
-	    cli__fmt_time_ms(t, sizeof(t), start), cli__jesc(o, "host", "?"),
-	    cli__jint(o, "pid"), rate);
+	    cli_fmt_time_ms(t, sizeof(t), start), cli_jesc(o, "host", "?"),
+	    cli_jint(o, "pid"), rate);
 	if (strcmp(state, "running") == 0)
 		printf(", ETA %s", cli_batch__fmt_eta(eta, sizeof(eta), rate > 0 ?
 		    (double)(total - done) / rate : -1));
@@ -184,8 +184,8 @@ status_print(const json_t *o)
 		const json_t *w = json_object_get(json_object_get(o, "summary"), "wall_ms");
 
 		printf("  wall: p50 %" JSON_INTEGER_FORMAT " ms, p95 %" JSON_INTEGER_FORMAT
-		    " ms, max %" JSON_INTEGER_FORMAT " ms\n", cli__jint(w, "p50"),
-		    cli__jint(w, "p95"), cli__jint(w, "max"));
+		    " ms, max %" JSON_INTEGER_FORMAT " ms\n", cli_jint(w, "p50"),
+		    cli_jint(w, "p95"), cli_jint(w, "max"));
 	}
 }
 
@@ -216,7 +216,7 @@ cli_batch__status(const char *url, const char *tenant, const char *id, bool json
 	} else {
 		o = hash_json(r, id);
 		if (json)
-			status = cli__print_json_line(o) ? CLI_EXIT_SANDQ : 0;
+			status = cli_print_json_line(o) ? CLI_EXIT_SANDQ : 0;
 		else {
 			status_print(o);
 			json_decref(o);

@@ -310,13 +310,13 @@ get_file(struct get_ctx *g, int dirfd, const char *name, const char *spath,
 		return status;
 	msgpack_unpacked_init(&u);
 	if (!cli__result_bytes(r, &u, &p, &len)) {
-		status = cli__fail("fs get: the answer to fs.read %s holds no bytes", spath);
+		status = cli_fail("fs get: the answer to fs.read %s holds no bytes", spath);
 		goto out;
 	}
 	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 	    0600);
 	if (fd < 0) {
-		status = cli__fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
+		status = cli_fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
 		    "already exists" : strerror(errno));
 		goto out;
 	}
@@ -328,7 +328,7 @@ get_file(struct get_ctx *g, int dirfd, const char *name, const char *spath,
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
 	if (rc < 0)
-		status = cli__fail("%s/%s: %s", g->localdir, shown, strerror(-rc));
+		status = cli_fail("%s/%s: %s", g->localdir, shown, strerror(-rc));
 	else
 		g->files++;
 out:
@@ -349,7 +349,7 @@ get_symlink(struct get_ctx *g, int dfd, const char *name, const char *shown,
 	bool inside;
 
 	if (target == NULL || target[0] == '\0')
-		return cli__fail("fs get: symlink %s has no target", spath);
+		return cli_fail("fs get: symlink %s has no target", spath);
 	inside = link_stays_inside(g, shown, target);
 	if (!inside && !g->s->keep_symlinks) {
 		cli_warn("fs get: left out %s/%s -> %s: it leads outside %s", g->localdir,
@@ -360,7 +360,7 @@ get_symlink(struct get_ctx *g, int dfd, const char *name, const char *shown,
 	}
 	/* The target is stored as given and never resolved here. */
 	if (symlinkat(target, dfd, name) < 0)
-		return cli__fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
+		return cli_fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
 		    "already exists" : strerror(errno));
 	g->symlinks++;
 	if (!inside) {
@@ -386,37 +386,37 @@ get_entry(struct get_ctx *g, const json_t *e, const char *rel, const char *name)
 {
 	char *comps[GET_DEPTH_MAX + 1];
 	char *buf = xstrdup(rel[0] ? rel : name);
-	const char *type = cli__jstr(e, "type", "");
+	const char *type = cli_jstr(e, "type", "");
 	const char *spath = jstr_whole(e, "path");
 	const char *shown = rel[0] ? rel : name;
 	const struct get_link *above;
-	uint32_t mode = (uint32_t)cli__jint(e, "mode");
+	uint32_t mode = (uint32_t)cli_jint(e, "mode");
 	int n, dfd = -1, status = 0;
 
 	if (spath == NULL) {
-		status = cli__fail("fs get: refusing an entry without a path, or with a NUL "
+		status = cli_fail("fs get: refusing an entry without a path, or with a NUL "
 		    "in it");
 		goto out;
 	}
 	if ((n = split_rel(buf, comps, GET_DEPTH_MAX)) < 0) {
-		status = cli__fail("fs get: refusing the entry '%s': not a valid name below "
+		status = cli_fail("fs get: refusing the entry '%s': not a valid name below "
 		    "%s", spath, g->localdir);
 		goto out;
 	}
 	/* No sandbox holds one: only a hostile listing, which stops here. */
 	if ((above = link_above(g, shown)) != NULL) {
-		status = cli__fail("fs get: refusing the entry '%s': it lies below the "
+		status = cli_fail("fs get: refusing the entry '%s': it lies below the "
 		    "symlink %s", spath, above->rel);
 		goto out;
 	}
 	if ((dfd = open_parent(g->topfd, comps, n)) < 0) {
-		status = cli__fail("%s/%s: its directory: %s", g->localdir, shown,
+		status = cli_fail("%s/%s: its directory: %s", g->localdir, shown,
 		    strerror(-dfd));
 		goto out;
 	}
 	if (strcmp(type, "dir") == 0) {
 		if (mkdirat(dfd, comps[n - 1], 0700) < 0) {
-			status = cli__fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
+			status = cli_fail("%s/%s: %s", g->localdir, shown, errno == EEXIST ?
 			    "already exists" : strerror(errno));
 			goto out;
 		}
@@ -424,14 +424,14 @@ get_entry(struct get_ctx *g, const json_t *e, const char *rel, const char *name)
 		    sizeof(*g->pending));
 		g->pending[g->npending].rel = xstrdup(shown);
 		g->pending[g->npending].mode = mode;
-		g->pending[g->npending++].mtime = cli__jint(e, "mtime");
+		g->pending[g->npending++].mtime = cli_jint(e, "mtime");
 		g->dirs++;
 	} else if (strcmp(type, "symlink") == 0) {
 		status = get_symlink(g, dfd, comps[n - 1], shown, spath,
 		    jstr_whole(e, "target"));
 	} else if (strcmp(type, "file") == 0) {
 		status = get_file(g, dfd, comps[n - 1], spath, shown, mode,
-		    cli__jint(e, "mtime"));
+		    cli_jint(e, "mtime"));
 	} else {
 		cli_warn("fs get: left out %s, a %s", spath, type);
 		get_skip(g, shown, type, NULL);
@@ -489,7 +489,7 @@ get_check_kept(struct get_ctx *g)
 		}
 		free(buf);
 		if (rc < 0) {
-			status = cli__fail("%s/%s -> %s leads outside %s through what it already "
+			status = cli_fail("%s/%s -> %s leads outside %s through what it already "
 			    "held, and could not be removed: %s", g->localdir, l->rel, l->target,
 			    g->top, strerror(-rc));
 			continue;
@@ -560,7 +560,7 @@ get_collect_links(struct get_ctx *g, const json_t *list, size_t blen)
 		const char *ep = jstr_whole(e, "path"), *target = jstr_whole(e, "target");
 
 		if (ep != NULL && target != NULL && strlen(ep) > blen &&
-		    strcmp(cli__jstr(e, "type", ""), "symlink") == 0)
+		    strcmp(cli_jstr(e, "type", ""), "symlink") == 0)
 			link_add(g, ep + blen, target);
 	}
 	qsort(g->links, g->nlinks, sizeof(*g->links), link_cmp);
@@ -581,7 +581,7 @@ get_report(struct get_ctx *g)
 		    g->top, g->links_outside == 1 ? "it" : "them");
 	if (!g->s->json)
 		return 0;
-	return cli__print_json_line(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:O}",
+	return cli_print_json_line(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:O}",
 	    "path", g->s->args[2], "files", (json_int_t)g->files, "dirs",
 	    (json_int_t)g->dirs, "symlinks", (json_int_t)g->symlinks,
 	    "symlinks_skipped", (json_int_t)g->links_skipped, "symlinks_outside",
@@ -609,32 +609,32 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 
 		json_decref(g.skipped);
 		if (lstat(g.localdir, &lst) == 0 && S_ISLNK(lst.st_mode))
-			return cli__fail("%s: is a symlink (not followed); give the folder it "
+			return cli_fail("%s: is a symlink (not followed); give the folder it "
 			    "points to", g.localdir);
-		return cli__fail("%s: %s", g.localdir, strerror(saved));
+		return cli_fail("%s: %s", g.localdir, strerror(saved));
 	}
 	if (root) {
 		st = json_pack("{s:s, s:s, s:i}", "path", "/", "type", "dir", "mode", 0755);
 	} else {
 		if ((status = cli__call(s, c, "fs.stat", &a, &r)) != 0)
 			goto out;
-		st = cli__result_data_json(r);
+		st = cli_result_data_json(r);
 		sandq_result_free(r);
 		r = NULL;
 		if (!json_is_object(st)) {
-			status = cli__fail("fs get: fs.stat %s answered without an entry", path);
+			status = cli_fail("fs get: fs.stat %s answered without an entry", path);
 			goto out;
 		}
 	}
 	spath = jstr_whole(st, "path");
-	type = cli__jstr(st, "type", "");
+	type = cli_jstr(st, "type", "");
 	if (spath == NULL || spath[0] != '/') {
-		status = cli__fail("fs get: fs.stat %s answered without a path", path);
+		status = cli_fail("fs get: fs.stat %s answered without a path", path);
 		goto out;
 	}
 	name = strrchr(spath, '/') + 1;
 	if (!root && !workspace_name_is_valid(name)) {
-		status = cli__fail("fs get: refusing the name of '%s'", spath);
+		status = cli_fail("fs get: refusing the name of '%s'", spath);
 		goto out;
 	}
 	if (strcmp(type, "dir") != 0) {
@@ -651,14 +651,14 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 		rootfd = -1;
 	} else {
 		if (mkdirat(rootfd, name, 0700) < 0) {
-			status = cli__fail("%s/%s: %s", g.localdir, name, errno == EEXIST ?
+			status = cli_fail("%s/%s: %s", g.localdir, name, errno == EEXIST ?
 			    "already exists" : strerror(errno));
 			goto out;
 		}
 		g.topfd = openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 		    O_CLOEXEC);
 		if (g.topfd < 0) {
-			status = cli__fail("%s/%s: %s", g.localdir, name, strerror(errno));
+			status = cli_fail("%s/%s: %s", g.localdir, name, strerror(errno));
 			goto out;
 		}
 		g.dirs++;
@@ -671,11 +671,11 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 	a.recursive = true;
 	if ((status = cli__call(s, c, "fs.list", &a, &r)) != 0)
 		goto out;
-	list = cli__result_data_json(r);
+	list = cli_result_data_json(r);
 	sandq_result_free(r);
 	r = NULL;
 	if (!json_is_array(list)) {
-		status = cli__fail("fs get: fs.list %s answered without a listing", spath);
+		status = cli_fail("fs get: fs.list %s answered without a listing", spath);
 		goto out;
 	}
 	{
@@ -684,13 +684,13 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 
 		get_collect_links(&g, list, blen);
 		json_array_foreach(list, i, e) {
-			const char *ep = cli__jstr(e, "path", "");
+			const char *ep = cli_jstr(e, "path", "");
 
 			/* Only what lies strictly below spath; the rest is refused. */
 			if ((root && ep[0] != '/') || (!root &&
 			    (strncmp(ep, spath, blen - 1) != 0 || ep[blen - 1] != '/')) ||
 			    ep[blen] == '\0') {
-				status = cli__fail("fs get: refusing the entry '%s', not below %s",
+				status = cli_fail("fs get: refusing the entry '%s', not below %s",
 				    ep, spath);
 				goto out;
 			}
@@ -702,8 +702,8 @@ cli__fs_get(struct sbx *s, struct sandq *c)
 		g.pending = xreallocarray(g.pending, g.npending + 1, sizeof(*g.pending));
 		memmove(g.pending + 1, g.pending, g.npending * sizeof(*g.pending));
 		g.pending[0].rel = NULL;
-		g.pending[0].mode = (uint32_t)cli__jint(st, "mode");
-		g.pending[0].mtime = cli__jint(st, "mtime");
+		g.pending[0].mode = (uint32_t)cli_jint(st, "mode");
+		g.pending[0].mtime = cli_jint(st, "mtime");
 		g.npending++;
 	}
 out_json:
@@ -760,10 +760,10 @@ human_fs_ls(const json_t *d)
 		bool link = json_object_get(o, "target") != NULL;
 
 		printf("%-7s  %04o  %10" JSON_INTEGER_FORMAT "  %-20s  %s%s%s\n",
-		    cli__jesc(o, "type", "?"), (unsigned)(cli__jint(o, "mode") & 07777),
-		    cli__jint(o, "size"), cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "mtime") * 1000),
-		    cli__jesc(o, fs_ls_recursive ? "path" : "name", ""),
-		    link ? " -> " : "", link ? cli__jesc(o, "target", "") : "");
+		    cli_jesc(o, "type", "?"), (unsigned)(cli_jint(o, "mode") & 07777),
+		    cli_jint(o, "size"), cli_fmt_time_ms(t, sizeof(t), cli_jint(o, "mtime") * 1000),
+		    cli_jesc(o, fs_ls_recursive ? "path" : "name", ""),
+		    link ? " -> " : "", link ? cli_jesc(o, "target", "") : "");
 	}
 }
 
@@ -807,7 +807,7 @@ cli__fs_cat(struct sbx *s, struct sandq *c)
 		return status;
 	msgpack_unpacked_init(&u);
 	if (!cli__result_bytes(r, &u, &p, &len))
-		status = cli__fail("fs cat: the answer holds no content");
+		status = cli_fail("fs cat: the answer holds no content");
 	else
 		status = cli__write_local("-", p, len);
 	msgpack_unpacked_destroy(&u);
@@ -827,8 +827,8 @@ cli__fs_put(struct sbx *s, struct sandq *c)
 	int rc, status;
 
 	if ((rc = cli_read_input(local, true, JOB_DATA_MAX, &data, &len)) < 0)
-		return rc == -EFBIG ? cli__fail("%s: larger than %u bytes", local,
-		    JOB_DATA_MAX) : cli__fail("%s: %s", local, strerror(-rc));
+		return rc == -EFBIG ? cli_fail("%s: larger than %u bytes", local,
+		    JOB_DATA_MAX) : cli_fail("%s: %s", local, strerror(-rc));
 	/* The local file's permission bits, as cp(1) keeps them. */
 	if (strcmp(local, "-") != 0 && stat(local, &st) == 0 && S_ISREG(st.st_mode))
 		a.mode = st.st_mode & 0777;
@@ -881,10 +881,10 @@ cli__kv_get(struct sbx *s, struct sandq *c)
 	/* The value is JSON text already: printed as stored, in both modes. */
 	msgpack_unpacked_init(&u);
 	if (!cli__result_bytes(r, &u, &p, &len)) {
-		status = cli__fail("kv get: the answer holds no value");
+		status = cli_fail("kv get: the answer holds no value");
 	} else if (fwrite(p, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
 	    fflush(stdout) == EOF) {
-		status = cli__fail("writing standard output: %s", strerror(errno));
+		status = cli_fail("writing standard output: %s", strerror(errno));
 	}
 	msgpack_unpacked_destroy(&u);
 	sandq_result_free(r);

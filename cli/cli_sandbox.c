@@ -49,7 +49,6 @@
 #include "gitignore.h"
 #include "../libsandq/sandq.h"
 
-#define DEFAULT_REDIS "redis://127.0.0.1:6379"
 #define GITIGNORE_FILE_MAX (1u << 20)	/* bytes of one .gitignore read */
 
 /* Options of the group verbs (bits of struct sbx.given). */
@@ -302,17 +301,6 @@ cli__usage(const struct sbx *s, const char *fmt, ...)
 	return CLI_EXIT_SANDQ;
 }
 
-int __attribute__((format(printf, 1, 2)))
-cli__fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	cli_vwarn("sandq: ", fmt, ap);
-	va_end(ap);
-	return CLI_EXIT_SANDQ;
-}
-
 static bool
 sandbox_id_ok(const char *id)
 {
@@ -526,7 +514,7 @@ load_gitignores(struct agentfs *fs, struct snap_list *l, struct gitignore *g,
 			if (!en->is_gitignore || depth(en->path) != d || in_dot_git(en->path))
 				continue;
 			if ((rc = agentfs_read(fs, en->path, &text, &len, &e)) < 0)
-				return cli__fail("--from %s: reading %s: %s", dir, en->path, e.msg);
+				return cli_fail("--from %s: reading %s: %s", dir, en->path, e.msg);
 			/* The directory holding it, without the leading '/'. */
 			base = xmemdup0(en->path + 1, strlen(en->path + 1) -
 			    strlen("/.gitignore") + (d == 1 ? 1 : 0));
@@ -540,7 +528,7 @@ load_gitignores(struct agentfs *fs, struct snap_list *l, struct gitignore *g,
 			free(base);
 			free(text);
 			if (rc < 0)
-				return cli__fail("--from %s: %s", dir, e.msg);
+				return cli_fail("--from %s: %s", dir, e.msg);
 		}
 	}
 	return 0;
@@ -573,7 +561,7 @@ snapshot_from_dir(const char *dir, void **blob, size_t *bloblen)
 	/* The folder named on the command line may itself be a symlink the
 	 * user chose; nothing below it is followed. */
 	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		cli__fail("--from %s: %s", dir, strerror(errno));
+		cli_fail("--from %s: %s", dir, strerror(errno));
 		goto out;
 	}
 	/*
@@ -587,11 +575,11 @@ snapshot_from_dir(const char *dir, void **blob, size_t *bloblen)
 	perms_free(&p);
 	close(dfd);
 	if (rc < 0) {
-		cli__fail("--from %s: %s", dir, e.msg[0] ? e.msg : strerror(-rc));
+		cli_fail("--from %s: %s", dir, e.msg[0] ? e.msg : strerror(-rc));
 		goto out;
 	}
 	if ((rc = agentfs_walk(fs, collect_cb, &l, &e)) < 0) {
-		cli__fail("--from %s: %s", dir, e.msg);
+		cli_fail("--from %s: %s", dir, e.msg);
 		goto out;
 	}
 	if ((status = load_gitignores(fs, &l, g, dir)) != 0)
@@ -603,16 +591,16 @@ snapshot_from_dir(const char *dir, void **blob, size_t *bloblen)
 	/* The walk lists parents before children: remove in reverse. */
 	for (size_t i = l.n; i-- > 0;) {
 		if (l.v[i].drop && (rc = agentfs_remove(fs, l.v[i].path, &e)) < 0) {
-			cli__fail("--from %s: leaving out %s: %s", dir, l.v[i].path, e.msg);
+			cli_fail("--from %s: leaving out %s: %s", dir, l.v[i].path, e.msg);
 			goto out;
 		}
 	}
 	if ((rc = agentfs_to_blob(fs, blob, bloblen, &e)) < 0) {
-		cli__fail("--from %s: %s", dir, e.msg);
+		cli_fail("--from %s: %s", dir, e.msg);
 		goto out;
 	}
 	if (*bloblen > JOB_SNAPSHOT_MAX) {
-		cli__fail("--from %s: the snapshot is %zu bytes, more than the %u a job "
+		cli_fail("--from %s: the snapshot is %zu bytes, more than the %u a job "
 		    "may carry", dir, *bloblen, JOB_SNAPSHOT_MAX);
 		free(*blob);
 		*blob = NULL;
@@ -640,7 +628,7 @@ human_ls(const json_t *d)
 	char t[32], lb[2048];
 
 	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
-		int n = (int)strlen(cli__jesc(o, "sandbox", ""));
+		int n = (int)strlen(cli_jesc(o, "sandbox", ""));
 
 		if (n > w)
 			w = n;
@@ -649,10 +637,10 @@ human_ls(const json_t *d)
 	    "SNAPSHOT", "LABELS");
 	json_array_foreach((json_t *)(uintptr_t)d, i, o)
 		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12s  %s\n", w,
-		    cli__jesc(o, "sandbox", ""), cli__jint(o, "version"),
-		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "updated_at")),
+		    cli_jesc(o, "sandbox", ""), cli_jint(o, "version"),
+		    cli_fmt_time_ms(t, sizeof(t), cli_jint(o, "updated_at")),
 		    /* Its first 12 bytes: hex digits, or shown escaped. */
-		    cli_escn(cli__jstr(o, "snapshot", ""), strnlen(cli__jstr(o, "snapshot",
+		    cli_escn(cli_jstr(o, "snapshot", ""), strnlen(cli_jstr(o, "snapshot",
 		    ""), 12)),
 		    cli__fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
 }
@@ -668,17 +656,17 @@ human_history(const json_t *d)
 
 	printf("%7s  %-20s  %s\n", "VERSION", "CREATED", "SNAPSHOT");
 	json_array_foreach((json_t *)(uintptr_t)vs, i, o)
-		printf("%7" JSON_INTEGER_FORMAT "  %-20s  %s\n", cli__jint(o, "version"),
-		    cli__fmt_time_ms(t, sizeof(t), cli__jint(o, "created_at")),
-		    cli__jesc(o, "snapshot", ""));
+		printf("%7" JSON_INTEGER_FORMAT "  %-20s  %s\n", cli_jint(o, "version"),
+		    cli_fmt_time_ms(t, sizeof(t), cli_jint(o, "created_at")),
+		    cli_jesc(o, "snapshot", ""));
 	printf("\n%5s  %-16s  %-7s  %-20s  %8s  %s\n", "CALL", "NAME", "STATUS",
 	    "STARTED", "MS", "PARAMETERS");
 	json_array_foreach((json_t *)(uintptr_t)cs, i, o) {
 		printf("%5" JSON_INTEGER_FORMAT "  %-16s  %-7s  %-20s  %8"
-		    JSON_INTEGER_FORMAT "  %s\n", cli__jint(o, "id"), cli__jesc(o, "name", ""),
-		    cli__jesc(o, "status", ""), cli__fmt_time_ms(t, sizeof(t),
-		    cli__jint(o, "started_at")), cli__jint(o, "duration_ms"),
-		    cli__jesc_cut(o, "parameters", 63));
+		    JSON_INTEGER_FORMAT "  %s\n", cli_jint(o, "id"), cli_jesc(o, "name", ""),
+		    cli_jesc(o, "status", ""), cli_fmt_time_ms(t, sizeof(t),
+		    cli_jint(o, "started_at")), cli_jint(o, "duration_ms"),
+		    cli_jesc_cut(o, "parameters", 63));
 	}
 }
 
@@ -779,17 +767,17 @@ cli__write_local(const char *file, const void *p, size_t len)
 
 	if (strcmp(file, "-") == 0) {
 		if (fwrite(p, 1, len, stdout) != len || fflush(stdout) == EOF)
-			return cli__fail("writing standard output: %s", strerror(errno));
+			return cli_fail("writing standard output: %s", strerror(errno));
 		return 0;
 	}
 	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return cli__fail("%s: %s", file, strerror(errno));
+		return cli_fail("%s: %s", file, strerror(errno));
 	rc = write_all(fd, p, len);
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
 	if (rc < 0)
-		return cli__fail("%s: %s", file, strerror(-rc));
+		return cli_fail("%s: %s", file, strerror(-rc));
 	return 0;
 }
 
@@ -807,7 +795,7 @@ cmd_export(struct sbx *s, struct sandq *c)
 		return status;
 	msgpack_unpacked_init(&u);
 	if (!cli__result_bytes(r, &u, &p, &len))
-		status = cli__fail("sandbox export: the answer holds no snapshot");
+		status = cli_fail("sandbox export: the answer holds no snapshot");
 	else
 		status = cli__write_local(s->args[1], p, len);
 	if (status == 0 && s->json) {
@@ -815,7 +803,7 @@ cmd_export(struct sbx *s, struct sandq *c)
 
 		json_object_set_new(o, "file", json_string(s->args[1]));
 		json_object_set_new(o, "size", json_integer((json_int_t)len));
-		status = cli__print_json_line(o);
+		status = cli_print_json_line(o);
 	}
 	msgpack_unpacked_destroy(&u);
 	sandq_result_free(r);
@@ -833,11 +821,11 @@ cmd_import(struct sbx *s, struct sandq *c)
 	int rc, status;
 
 	if ((rc = cli_read_input(s->args[1], true, JOB_SNAPSHOT_MAX, &blob, &len)) < 0)
-		return rc == -EFBIG ? cli__fail("%s: larger than %u bytes", s->args[1],
-		    JOB_SNAPSHOT_MAX) : cli__fail("%s: %s", s->args[1], strerror(-rc));
+		return rc == -EFBIG ? cli_fail("%s: larger than %u bytes", s->args[1],
+		    JOB_SNAPSHOT_MAX) : cli_fail("%s: %s", s->args[1], strerror(-rc));
 	if (len == 0) {
 		free(blob);
-		return cli__fail("%s: empty, not an AgentFS database", s->args[1]);
+		return cli_fail("%s: empty, not an AgentFS database", s->args[1]);
 	}
 	a.snapshot = blob;
 	a.snapshot_len = len;
@@ -959,11 +947,10 @@ sbx_run(struct sbx *s, int argc, char **argv)
 	if (s->v->min > 0 && (rc = check_id(s, strcmp(s->v->name, "fork") == 0 ?
 	    "SRC" : "ID", s->args[0])) != 0)
 		return rc;
-	if (s->redis == NULL && (s->redis = getenv("SANDQ_REDIS")) == NULL)
-		s->redis = DEFAULT_REDIS;
+	s->redis = cli_redis_or_default(s->redis);
 	s->tenant = cli_tenant_or_default(s->tenant);
 	if ((c = sandq_connect(s->redis, s->tenant, err, sizeof(err))) == NULL)
-		return cli__fail("%s", err);
+		return cli_fail("%s", err);
 	rc = s->v->run(s, c);
 	sandq_close(c);
 	return rc;

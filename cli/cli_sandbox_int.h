@@ -48,8 +48,6 @@ struct sbx {
 /* Prints "sandq: MESSAGE" and the verb's usage; returns CLI_EXIT_SANDQ. */
 int cli__usage(const struct sbx *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Prints "sandq: MESSAGE"; returns CLI_EXIT_SANDQ. */
-int cli__fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The job options every op of s sends. */
 struct sandq_job_opts cli__job_opts(const struct sbx *s);
 /* Writes len bytes to file ("-": stdout), replacing it. 0 or an exit status. */
@@ -72,25 +70,8 @@ int cli__finish(const struct sbx *s, struct sandq_result *r,
 /* The bytes of a bin (or str) result. false if it holds none. */
 bool cli__result_bytes(const struct sandq_result *r, msgpack_unpacked *u,
     const char **p, size_t *len);
-/* r's data as JSON (a new reference), or NULL: none, or not msgpack. */
-json_t *cli__result_data_json(const struct sandq_result *r);
 /* {sandbox, version, snapshot} of r (those it has), for --json. */
 json_t *cli__result_head_json(const struct sandq_result *r);
-/* Prints j as one line and drops the reference; returns the exit status. */
-int cli__print_json_line(json_t *j);
-/* o[k] as a string, or def. */
-const char *cli__jstr(const json_t *o, const char *k, const char *def);
-/* o[k] as an integer (a real truncated), or 0. */
-json_int_t cli__jint(const json_t *o, const char *k);
-/*
- * o[k] (a string, NUL bytes and all) or def, escaped for a terminal with
- * cli_escn(): what every human listing prints of the server's text.
- */
-const char *cli__jesc(const json_t *o, const char *k, const char *def);
-/* cli__jesc() cut to at most width bytes ("..." marking a cut). */
-const char *cli__jesc_cut(const json_t *o, const char *k, size_t width);
-/* ms since the epoch as UTC "YYYY-MM-DDTHH:MM:SSZ" into buf; "-" if <= 0. */
-const char *cli__fmt_time_ms(char *buf, size_t size, json_int_t ms);
 /* A labels object as "k=v,k=v" into buf ("" when empty). */
 const char *cli__fmt_labels(char *buf, size_t size, const json_t *labels);
 /* "key: value" lines of a sandbox info map. */

@@ -45,7 +45,6 @@
  * with another prefix needs clients built for it anyway.
  */
 #define TENANT_PREFIX "sandq"
-#define DEFAULT_REDIS "redis://127.0.0.1:6379"
 #define PASSWORD_BYTES 32		/* random bytes; printed as 64 hex digits */
 #define WATCH_TRIES 5			/* MULTI/EXEC attempts against a racing admin */
 #define URL_MAX 512
@@ -228,23 +227,12 @@ static int __attribute__((format(printf, 1, 2)))
 usage(const char *fmt, ...)
 {
 	va_list ap;
+	int status;
 
 	va_start(ap, fmt);
-	cli_vwarn("sandq: ", fmt, ap);
+	status = cli_vfail(CLI_EXIT_SANDQ, "sandq: ", "sandq tenant --help", fmt, ap);
 	va_end(ap);
-	fputs("Try 'sandq tenant --help'.\n", stderr);
-	return CLI_EXIT_SANDQ;
-}
-
-static int __attribute__((format(printf, 1, 2)))
-fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	cli_vwarn("sandq: ", fmt, ap);
-	va_end(ap);
-	return CLI_EXIT_SANDQ;
+	return status;
 }
 
 static const char *
@@ -397,8 +385,7 @@ rcmd_ok(struct tcli *t, int argc, const char **argv)
 static int
 conn_open(struct tcli *t)
 {
-	if (t->redis == NULL && (t->redis = getenv("SANDQ_REDIS")) == NULL)
-		t->redis = DEFAULT_REDIS;
+	t->redis = cli_redis_or_default(t->redis);
 	t->rc = cli_redis_open(t->redis, &t->url, t->errbuf, sizeof(t->errbuf));
 	if (t->rc == NULL)
 		return -EIO;
@@ -707,7 +694,7 @@ print_json(json_t *j)
 	int rc = 0;
 
 	if (s == NULL || printf("%s\n", s) < 0)
-		rc = fail("writing JSON: %s", s ? strerror(errno) : "cannot encode");
+		rc = cli_fail("writing JSON: %s", s ? strerror(errno) : "cannot encode");
 	free(s);
 	return rc;
 }
@@ -735,36 +722,36 @@ cmd_add(struct tcli *t)
 	if ((status = changes_apply(t, &r)) != 0)
 		goto out_free;
 	if (conn_open(t) < 0) {
-		status = fail("%s", t->errbuf);
+		status = cli_fail("%s", t->errbuf);
 		goto out_free;
 	}
 	tenant_key_conf(key, TENANT_PREFIX, t->name);
 	tenant_key_set(set, TENANT_PREFIX);
 	tenant_key_gen(gen, TENANT_PREFIX);
 	if (rcmd_ok(t, 2, (const char *[]){ "WATCH", key }) < 0) {
-		status = fail("%s", t->errbuf);
+		status = cli_fail("%s", t->errbuf);
 		goto out_free;
 	}
 	/* "Exists" means has settings: sandqd's config may list it in the set. */
 	if ((rc = record_load(t, t->name, &old)) != 0) {
 		if (rc > 0)
 			tenant_conf_free(&old);
-		status = rc > 0 ? fail("tenant '%s' exists; 'sandq tenant set %s ...' "
-		    "changes it", t->name, t->name) : fail("%s", t->errbuf);
+		status = rc > 0 ? cli_fail("tenant '%s' exists; 'sandq tenant set %s ...' "
+		    "changes it", t->name, t->name) : cli_fail("%s", t->errbuf);
 		goto out_free;
 	}
 	if (rcmd_ok(t, 1, (const char *[]){ "MULTI" }) < 0 ||
 	    record_queue_write(t, &r) < 0 || (rc = exec_run(t, &g)) < 0) {
-		status = fail("%s", t->errbuf);
+		status = cli_fail("%s", t->errbuf);
 		goto out_free;
 	}
 	if (rc == 0) {
-		status = fail("tenant '%s' was added or changed meanwhile; nothing done",
+		status = cli_fail("tenant '%s' was added or changed meanwhile; nothing done",
 		    t->name);
 		goto out_free;
 	}
 	if (password_new(pass, sha) < 0 || acl_user_apply(t, t->name, sha, true) < 0) {
-		status = fail("creating the ACL user: %s; the tenant was not added",
+		status = cli_fail("creating the ACL user: %s; the tenant was not added",
 		    t->errbuf[0] ? t->errbuf : "no random bytes");
 		/* Take the record back (best effort: the message says why). */
 		if (rcmd_ok(t, 1, (const char *[]){ "MULTI" }) == 0 &&
@@ -816,45 +803,45 @@ cmd_set(struct tcli *t)
 		return usage("set: nothing to change (give SETTINGS or "
 		    "--rotate-password)");
 	if (conn_open(t) < 0)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	tenant_key_conf(key, TENANT_PREFIX, t->name);
 	for (int tries = 0; rc == 0 && tries < WATCH_TRIES; tries++) {
 		if (rcmd_ok(t, 2, (const char *[]){ "WATCH", key }) < 0)
-			return fail("%s", t->errbuf);
+			return cli_fail("%s", t->errbuf);
 		if ((rc = record_load(t, t->name, &r)) < 0)
-			return fail("%s", t->errbuf);
+			return cli_fail("%s", t->errbuf);
 		if (rc == 0) {
 			tenant_conf_free(&r);
-			return fail("no tenant '%s' ('sandq tenant add %s' adds it)",
+			return cli_fail("no tenant '%s' ('sandq tenant add %s' adds it)",
 			    t->name, t->name);
 		}
 		if ((status = changes_apply(t, &r)) != 0)
 			goto out_free;
 		if (rcmd_ok(t, 1, (const char *[]){ "MULTI" }) < 0 ||
 		    record_queue_write(t, &r) < 0 || (rc = exec_run(t, &g)) < 0) {
-			status = fail("%s", t->errbuf);
+			status = cli_fail("%s", t->errbuf);
 			goto out_free;
 		}
 		if (rc == 0)
 			tenant_conf_free(&r);
 	}
 	if (rc == 0)
-		return fail("tenant '%s' kept changing under us; nothing done", t->name);
+		return cli_fail("tenant '%s' kept changing under us; nothing done", t->name);
 	if ((exists = acl_user_get(t, t->name, &on)) < 0) {
-		status = fail("%s", t->errbuf);
+		status = cli_fail("%s", t->errbuf);
 		goto out_free;
 	}
 	if (t->rotate) {
 		if (password_new(pass, sha) < 0 ||
 		    acl_user_apply(t, t->name, sha, !exists) < 0 ||
 		    acl_user_kill(t, t->name) < 0) {
-			status = fail("rotating the password: %s", t->errbuf[0] ?
+			status = cli_fail("rotating the password: %s", t->errbuf[0] ?
 			    t->errbuf : "no random bytes");
 			goto out_wipe;
 		}
 	} else if (exists) {
 		if (acl_user_apply(t, t->name, NULL, false) < 0) {
-			status = fail("updating the ACL user: %s", t->errbuf);
+			status = cli_fail("updating the ACL user: %s", t->errbuf);
 			goto out_free;
 		}
 	} else {
@@ -889,13 +876,13 @@ cmd_rm(struct tcli *t)
 	int rc;
 
 	if (conn_open(t) < 0)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	tenant_key_conf(key, TENANT_PREFIX, t->name);
 	tenant_key_set(set, TENANT_PREFIX);
 	tenant_key_gen(gen, TENANT_PREFIX);
 	tenant_acl_user(user, sizeof(user), t->name);
 	if ((r = rcmd(t, 3, (const char *[]){ "ACL", "DELUSER", user })) == NULL)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	/* DELUSER also disconnects the user's sessions. */
 	deleted = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
 	freeReplyObject(r);
@@ -903,9 +890,9 @@ cmd_rm(struct tcli *t)
 	    rcmd_ok(t, 2, (const char *[]){ "DEL", key }) < 0 ||
 	    rcmd_ok(t, 3, (const char *[]){ "SREM", set, t->name }) < 0 ||
 	    rcmd_ok(t, 2, (const char *[]){ "INCR", gen }) < 0)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	if ((r = rcmd(t, 1, (const char *[]){ "EXEC" })) == NULL)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	rc = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 	    r->element[0]->type == REDIS_REPLY_INTEGER &&
 	    r->element[1]->type == REDIS_REPLY_INTEGER &&
@@ -915,9 +902,9 @@ cmd_rm(struct tcli *t)
 	g = rc ? r->element[2]->integer : 0;
 	freeReplyObject(r);
 	if (!rc)
-		return fail("redis: EXEC of rm failed");
+		return cli_fail("redis: EXEC of rm failed");
 	if (deleted == 0 && had == 0 && member == 0)
-		return fail("no tenant '%s'", t->name);
+		return cli_fail("no tenant '%s'", t->name);
 	printf("removed tenant %s (settings generation %lld): ACL user %s %s, "
 	    "settings %s\n", t->name, g, user, deleted ? "deleted" : "was absent",
 	    had ? "deleted" : "were absent");
@@ -965,11 +952,11 @@ cmd_ls(struct tcli *t)
 	int status = 0;
 
 	if (conn_open(t) < 0)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	tenant_key_set(set, TENANT_PREFIX);
 	if (gen_get(t, &g) < 0 ||
 	    (r = rcmd(t, 2, (const char *[]){ "SMEMBERS", set })) == NULL)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	if (r->type == REDIS_REPLY_ARRAY && r->elements > 0) {
 		names = xcalloc(r->elements, sizeof(*names));
 		for (size_t i = 0; i < r->elements; i++) {
@@ -978,7 +965,7 @@ cmd_ls(struct tcli *t)
 			/* A name that is not one cannot be a key: skip it, loudly. */
 			if (m->type != REDIS_REPLY_STRING || strlen(m->str) != m->len ||
 			    !key_tenant_valid(m->str)) {
-				status = fail("%s holds a member that is not a tenant name", set);
+				status = cli_fail("%s holds a member that is not a tenant name", set);
 				continue;
 			}
 			names[n++] = xstrdup(m->str);
@@ -1000,7 +987,7 @@ cmd_ls(struct tcli *t)
 		int rc = record_load(t, names[i], &c);
 
 		if (rc < 0) {
-			status = fail("%s", t->errbuf);
+			status = cli_fail("%s", t->errbuf);
 			if (t->rc->err)
 				break;
 			continue;
@@ -1051,21 +1038,21 @@ cmd_show(struct tcli *t)
 	int rc, exists, status = 0;
 
 	if (conn_open(t) < 0)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	tenant_key_set(set, TENANT_PREFIX);
 	if ((r = rcmd(t, 3, (const char *[]){ "SISMEMBER", set, t->name })) == NULL)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	member = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
 	freeReplyObject(r);
 	if ((rc = record_load(t, t->name, &c)) < 0)
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	if ((exists = acl_user_get(t, t->name, &on)) < 0) {
 		tenant_conf_free(&c);
-		return fail("%s", t->errbuf);
+		return cli_fail("%s", t->errbuf);
 	}
 	if (rc == 0 && !member && !exists) {
 		tenant_conf_free(&c);
-		return fail("no tenant '%s'", t->name);
+		return cli_fail("no tenant '%s'", t->name);
 	}
 	tenant_acl_user(user, sizeof(user), t->name);
 	if (t->json) {
@@ -1171,6 +1158,6 @@ cli_tenant_main(const struct cli_conn *conn, int argc, char **argv)
 	free(t.changes);
 	free(t.deny);
 	if (fflush(stdout) == EOF && status == 0)
-		status = fail("writing standard output: %s", strerror(errno));
+		status = cli_fail("writing standard output: %s", strerror(errno));
 	return status;
 }
