@@ -4,8 +4,8 @@
  * status, so a shell script can run a sandboxed command like a local one.
  *
  * The verbs, their options, the output and the exit statuses are a contract
- * other scripts rely on; the manual pages below (sandq help VERB) state it,
- * and every change to one must change the other.
+ * other scripts rely on; the manual pages (cli_man.c, sandq help VERB)
+ * state it, and every change to one must change the other.
  *
  * Options may come before the verb ("sandq --redis URL sh ...") and after
  * it: argv is read twice with getopt_long and one option table, first up to
@@ -13,7 +13,7 @@
  * (or "--"), as env(1) and timeout(1) do, so the command's own options stay
  * its own. The options a verb does not take are refused after both passes.
  *
- * Sections: manual pages, option parsing, input files, output, verbs.
+ * Sections: option parsing, input files, output, verbs.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,6 +29,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/payload.h"
 #include "cli_common.h"
+#include "cli_man.h"
 #include "doctor.h"
 #include "../libsandq/sandq.h"
 
@@ -154,475 +155,6 @@ struct cli {
 	size_t stdin_len;
 	char *text;			/* sh/python text read from stdin */
 };
-
-/*** Manual pages ***/
-
-/*
- * Each page is NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXIT STATUS,
- * ENVIRONMENT, EXAMPLES, laid out as man(1) prints them. The option and
- * status texts are shared so the pages cannot contradict each other.
- */
-
-static const char man_opts_conn[] =
-"   Connection\n"
-"       --redis URL\n"
-"              The Redis server holding the queues:\n"
-"              redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or\n"
-"              unix://[[USER]:PASSWORD@]/PATH. Default: $SANDQ_REDIS, else\n"
-"              redis://127.0.0.1:6379.\n"
-"\n"
-"       --tenant NAME\n"
-"              The tenant whose queue and results are used: 1 to 64\n"
-"              characters of A-Z a-z 0-9 _ -. Default: $SANDQ_TENANT, else\n"
-"              default.\n"
-"\n";
-
-static const char man_opts_limits[] =
-"   Limits\n"
-"       Limits not given come from the preset. A limit above the server's\n"
-"       ceiling gets the job rejected (exit status 125, with a message naming\n"
-"       the limit).\n"
-"\n"
-"       --timeout SECONDS\n"
-"              Wall-clock time the job may run, e.g. 30 or 0.5. When it\n"
-"              passes, every process of the job is killed and sandq exits\n"
-"              with 124.\n"
-"\n"
-"       --cpu SECONDS\n"
-"              CPU time the job may use (the sandbox rounds it up to whole\n"
-"              seconds).\n"
-"\n"
-"       --memory SIZE\n"
-"              Address space of each of the job's processes. SIZE is a\n"
-"              number of bytes, or one with a K, M, G or T suffix (binary\n"
-"              multiples: 512M is 512 MiB).\n"
-"\n"
-"       --pids N\n"
-"              Processes and threads the job may have at once.\n"
-"\n"
-"       --output SIZE\n"
-"              Bytes kept of each of standard output and standard error; the\n"
-"              rest is discarded and the stream marked truncated.\n"
-"\n"
-"       --disk SIZE\n"
-"              Size of /workspace and of /tmp, and the largest file the job\n"
-"              may write.\n"
-"\n"
-"       --preset strict|normal|permissive\n"
-"              The set of limits used for those not given. Without it the\n"
-"              server's default preset applies (normal unless its operator\n"
-"              chose another):\n"
-"\n"
-"                  preset       time   cpu  memory  pids  output  disk\n"
-"                  strict        10s   10s    256M    32     64K   16M\n"
-"                  normal        30s   30s      1G   256      1M  256M\n"
-"                  permissive   600s  600s      4G  1024     16M    2G\n"
-"\n";
-
-static const char man_opts_job[] =
-"   Job\n"
-"       --env NAME=VALUE\n"
-"              Sets a variable in the job's environment; repeatable, the last\n"
-"              value of a name wins. The job sees only these variables, plus\n"
-"              PATH=/usr/local/bin:/usr/bin:/bin, HOME=/workspace,\n"
-"              LANG=C.UTF-8 and PYTHONNOUSERSITE=1 unless they are set here.\n"
-"\n"
-"       --cwd DIR\n"
-"              The job's working directory: absolute inside the sandbox, or\n"
-"              relative to /workspace. A missing directory under /workspace or\n"
-"              /tmp is created. Default: /workspace.\n"
-"\n"
-"       --stdin FILE\n"
-"              Feeds the contents of FILE to the job's standard input; - reads\n"
-"              sandq's own standard input to its end. At most 16M. Without it\n"
-"              the job reads from /dev/null.\n"
-"\n"
-"       --file PATH=LOCALFILE\n"
-"              Copies LOCALFILE into the sandbox as PATH (mode 0644) before the\n"
-"              job starts; repeatable. PATH is relative to /workspace, which is\n"
-"              the root for it: job.sh and /job.sh both mean /workspace/job.sh.\n"
-"              Missing parent directories are created. At most 64M in all, and\n"
-"              the whole job must fit the server's max_job_bytes (32M unless\n"
-"              configured otherwise).\n"
-"\n"
-"       --id ID\n"
-"              Uses ID as the job's id instead of a random j-XXXXXXXX... one:\n"
-"              1 to 128 characters of A-Z a-z 0-9 . _ : -. Results are stored\n"
-"              under the id, so it should be unique among the tenant's jobs.\n"
-"\n"
-"       --priority N\n"
-"              Among the tenant's queued jobs, those with a higher N start\n"
-"              first (default 0; may be negative).\n"
-"\n"
-"   Persistent sandboxes\n"
-"       --sandbox ID\n"
-"              Runs the job in the persistent sandbox ID (see sandq help\n"
-"              sandbox) instead of an empty /workspace: it starts in the\n"
-"              sandbox's files, and what it changes there is committed back as\n"
-"              the sandbox's next version. Jobs on one sandbox run one at a\n"
-"              time, in order.\n"
-"\n"
-"       --no-persist\n"
-"              With --sandbox: runs on the sandbox's files but commits nothing.\n"
-"\n"
-"       --stream\n"
-"              Prints the job's output as it is produced, stdout to stdout and\n"
-"              stderr to stderr, rather than all of it at the end; the exit\n"
-"              status is the job's, as without it. Not with --detach or --json.\n"
-"\n"
-"       --perm PATTERN=LEVEL\n"
-"              A path rule, repeatable: PATTERN (in the sandbox's tree, / being\n"
-"              /workspace; * stays within a component, ** spans any number of\n"
-"              directories) gets LEVEL: none (hidden), view (listed, not\n"
-"              readable), read (not changeable) or write. The most specific\n"
-"              rule wins (docs/paths.md). Changes a rule refuses are left out\n"
-"              of the commit and named on standard error.\n"
-"\n"
-"       --perm-preset NAME\n"
-"              The rules the --perm rules go on top of: agent-safe (the\n"
-"              default), read-only, full-access, development or view-only.\n"
-"\n";
-
-static const char man_opts_submit_out[] =
-"   Waiting and output\n"
-"       --detach\n"
-"              Prints the job's id on one line and exits with 0 at once;\n"
-"              collect the result later with sandq wait ID or sandq result ID.\n"
-"              --json has no effect with it.\n"
-"\n";
-
-static const char man_opts_out[] =
-"       --wait-timeout SECONDS\n"
-"              Stops waiting after SECONDS (e.g. 60 or 2.5), prints\n"
-"              \"sandq: no result for ID after SECONDS s\" and exits with 125.\n"
-"              The job itself is not cancelled: its result can be fetched\n"
-"              later. Default: wait for as long as it takes.\n"
-"\n"
-"       --json\n"
-"              Prints the whole result as one JSON object on one line instead\n"
-"              of the job's output: id, status, exit_code, signal, stdout,\n"
-"              stdout_len, stdout_truncated, stderr, stderr_len,\n"
-"              stderr_truncated, wall_ms, cpu_ms, max_rss_kb, queued_at,\n"
-"              started_at, finished_at (epoch milliseconds), host, worker,\n"
-"              attempt, error ({\"code\", \"message\"} or null) and, for a job on\n"
-"              a sandbox, sandbox, version, snapshot, changed, changes and\n"
-"              refused_paths. Output that is\n"
-"              not valid UTF-8 is given as base64 in stdout_b64 or stderr_b64\n"
-"              instead. The exit status is the same as without --json.\n"
-"\n"
-"       -h, --help\n"
-"              Prints this manual and exits.\n"
-"\n";
-
-static const char man_exit[] =
-"EXIT STATUS\n"
-"       0      The job ran and exited with 0.\n"
-"\n"
-"       N      The job exited with status N (1 to 255).\n"
-"\n"
-"       124    The job ran past its --timeout, or was stopped by another limit\n"
-"              (CPU time, memory, processes, output, disk).\n"
-"\n"
-"       125    sandq could not run the job (it was rejected, expired, was\n"
-"              cancelled, or the server failed), or sandq itself failed: a bad\n"
-"              option, Redis unreachable, no result before --wait-timeout.\n"
-"\n"
-"       128+N  The job was killed by signal N.\n"
-"\n"
-"       As with timeout(1) and env(1), a job that exits with 124, 125 or more\n"
-"       than 128 itself cannot be told apart from these; --json says which.\n"
-"\n";
-
-static const char man_env[] =
-"ENVIRONMENT\n"
-"       SANDQ_REDIS\n"
-"              The default of --redis.\n"
-"\n"
-"       SANDQ_TENANT\n"
-"              The default of --tenant.\n"
-"\n";
-
-static const char man_output[] =
-"       The job's standard output is written to sandq's standard output and its\n"
-"       standard error to sandq's standard error, byte for byte. sandq's own\n"
-"       notes go to standard error and start with \"sandq: \": the reason when\n"
-"       the job could not run (\"sandq: rejected: MESSAGE\") or was stopped by\n"
-"       a limit or a signal, and \"sandq: stdout truncated at N bytes\" when a\n"
-"       stream reached its output limit.\n"
-"\n"
-"       Text that sandq prints but did not write (names, labels, keys, ids,\n"
-"       paths, link targets, reasons, messages quoting them), on standard\n"
-"       output and standard error, in every verb, has what a terminal would\n"
-"       act on escaped: \\\\ for a backslash, \\n \\t \\r, \\xNN for other\n"
-"       control bytes, DEL and bytes that are not UTF-8, \\u0080-\\u009f for\n"
-"       C1 controls, \\uNNNN for bidirectional-text controls. Bytes asked for\n"
-"       as such stay exact: the job's output, fs cat, kv get, sandbox export\n"
-"       and --json (JSON-escaped).\n"
-"\n";
-
-static const char man_main[] =
-"SANDQ(1)                        User Commands                       SANDQ(1)\n"
-"\n"
-"NAME\n"
-"       sandq - run commands in sandq's Linux sandboxes, through Redis\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq [OPTIONS] run [OPTIONS] [--] COMMAND [ARG]...\n"
-"       sandq [OPTIONS] sh [OPTIONS] SCRIPT\n"
-"       sandq [OPTIONS] python [OPTIONS] CODE\n"
-"       sandq [OPTIONS] wait [OPTIONS] ID\n"
-"       sandq [OPTIONS] result [OPTIONS] ID\n"
-"       sandq sandbox create|ls|info|fork|rm|history|export|import ...\n"
-"       sandq fs ls|cat|put|get|rm|stat ID ...\n"
-"       sandq kv get|set|del|keys ID ...\n"
-"       sandq audit [--tenant T] [--job ID] [--sandbox ID] [--category C]\n"
-"             [--denied] [--since DURATION] [--json] [--summary] [--export FILE]\n"
-"       sandq tenant add|ls|show|set|rm ...\n"
-"       sandq status [--json]\n"
-"       sandq dead ls|show|retry|purge ...\n"
-"       sandq cancel ID...\n"
-"       sandq batch run CASES.jsonl [--base SANDBOX] [--concurrency N]\n"
-"             [--out RESULTS.jsonl] [--id BATCH] [--json]\n"
-"       sandq batch status BATCH [--json]\n"
-"       sandq doctor [--json]\n"
-"       sandq help [COMMAND]\n"
-"       sandq --help | --version\n"
-"\n"
-"DESCRIPTION\n"
-"       sandq adds a job to a tenant's queue in Redis (the stream\n"
-"       sandq:{TENANT}:jobs). A sandqd daemon takes it and runs it in a fresh\n"
-"       sandbox: its own namespaces, a read-only system, an empty /workspace,\n"
-"       no network, an unprivileged user and resource limits. sandq then waits\n"
-"       for the result, writes the job's output to its own and exits with the\n"
-"       job's exit status, so a script can use a sandboxed command like a local\n"
-"       one.\n"
-"\n"
-"       Options may be given before or after the command name. sandq help\n"
-"       COMMAND, or sandq COMMAND --help, shows a command's own manual.\n"
-"\n"
-"COMMANDS\n"
-"       run      Runs COMMAND with its arguments directly, without a shell.\n"
-"       sh       Runs SCRIPT with bash -c.\n"
-"       python   Runs CODE with python3 -c.\n"
-"       wait     Waits for the result of a job submitted earlier and prints it.\n"
-"       result   Prints the stored result of a job, without waiting.\n"
-"       sandbox  Creates, forks, lists, exports, imports and removes\n"
-"                persistent sandboxes: workspaces that last across jobs\n"
-"                (sandq help sandbox).\n"
-"       fs       Reads and changes a sandbox's files without running a job\n"
-"                (sandq help fs).\n"
-"       kv       A sandbox's key-value store (sandq help kv).\n"
-"       audit    Reads the audit trail: a tenant's Redis audit stream, or a\n"
-"                host's audit database (sandq help audit).\n"
-"       tenant   Adds, changes and removes tenants and their confined\n"
-"                Redis credentials (sandq help tenant).\n"
-"       status   The hosts, and each tenant's queue, running jobs, results\n"
-"                of the last minute and share of the workers.\n"
-"       dead     Lists, shows, retries and purges jobs that ran out of\n"
-"                attempts (sandq help dead).\n"
-"       cancel   Stops queued or running jobs, from any host (sandq help\n"
-"                cancel).\n"
-"       batch    Runs a file of jobs, one JSON object a line, with bounded\n"
-"                concurrency, checks each one's output against what it\n"
-"                expects, and resumes after an interruption (sandq help\n"
-"                batch).\n"
-"       doctor   Prints which isolation mechanisms this machine gives and\n"
-"                which limits sandqd can therefore enforce here.\n"
-"       help     Shows the manual of a command.\n"
-"\n"
-"OUTPUT\n";
-
-static const char man_main_opts[] =
-"OPTIONS\n"
-"       run, sh and python take every option below; wait and result take\n"
-"       --redis, --tenant, --json and --wait-timeout.\n"
-"\n";
-
-static const char man_main_examples[] =
-"EXAMPLES\n"
-"       sandq sh 'echo hi; exit 3'; echo $?\n"
-"              Prints hi, then 3.\n"
-"\n"
-"       sandq --timeout 0.5 --memory 256M run -- python3 -c 'print(1)'\n"
-"              Runs python3 directly, with tighter limits.\n"
-"\n"
-"       id=$(sandq --detach sh 'make test'); sandq wait \"$id\"\n"
-"              Submits now, collects the output later.\n"
-"\n"
-"       sandq --file job.sh=./job.sh sh 'bash job.sh'\n"
-"              Ships a local script into the sandbox and runs it.\n"
-"\n"
-"       sandq sandbox create proj --from . && sandq sh --sandbox proj 'make'\n"
-"              Copies this folder (minus .gitignore'd files) into a persistent\n"
-"              sandbox and builds in it; the build output stays there.\n"
-"\n"
-"SEE ALSO\n"
-"       sandqd(8), timeout(1), env(1)\n";
-
-/* One page per verb; the shared texts above fill the rest. */
-struct man_page {
-	enum verb verb;
-	const char *name;		/* "run" */
-	const char *head;		/* title line, NAME, SYNOPSIS, DESCRIPTION */
-	bool submits;			/* takes the job options */
-	const char *examples;		/* EXAMPLES */
-};
-
-static const struct man_page man_pages[] = {
-	{ V_RUN, "run",
-"SANDQ-RUN(1)                    User Commands                   SANDQ-RUN(1)\n"
-"\n"
-"NAME\n"
-"       sandq run - run a command in a sandbox\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq run [OPTIONS] [--] COMMAND [ARG]...\n"
-"\n"
-"DESCRIPTION\n"
-"       Runs COMMAND with the ARGs in a fresh sandbox, directly: no shell is\n"
-"       involved, so each ARG reaches the program exactly as given. COMMAND is\n"
-"       looked up in the job's PATH. Options end at COMMAND or at --, so\n"
-"       COMMAND's own options are left to it.\n"
-"\n", true,
-"EXAMPLES\n"
-"       sandq run -- python3 -c 'print(6 * 7)'\n"
-"              Prints 42.\n"
-"\n"
-"       sandq run --cwd src --file src/a.c=a.c -- cc -c a.c\n"
-"              Compiles a local file in the sandbox.\n" },
-	{ V_SH, "sh",
-"SANDQ-SH(1)                     User Commands                    SANDQ-SH(1)\n"
-"\n"
-"NAME\n"
-"       sandq sh - run a shell script in a sandbox\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq sh [OPTIONS] SCRIPT\n"
-"       sandq sh [OPTIONS] -\n"
-"\n"
-"DESCRIPTION\n"
-"       Runs SCRIPT with bash -c in a fresh sandbox. With -, the script is read\n"
-"       from sandq's standard input (not together with --stdin -). A script is\n"
-"       at most 128K; ship a longer one with --file and run it.\n"
-"\n", true,
-"EXAMPLES\n"
-"       sandq sh 'echo hi; exit 3'; echo $?\n"
-"              Prints hi, then 3.\n"
-"\n"
-"       sandq --env A=1 sh 'echo $A'\n"
-"              Prints 1.\n"
-"\n"
-"       sandq --file x.txt=/etc/hostname sh 'cat x.txt'\n"
-"              Prints this host's name, read inside the sandbox.\n" },
-	{ V_PYTHON, "python",
-"SANDQ-PYTHON(1)                 User Commands                SANDQ-PYTHON(1)\n"
-"\n"
-"NAME\n"
-"       sandq python - run Python code in a sandbox\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq python [OPTIONS] CODE\n"
-"       sandq python [OPTIONS] -\n"
-"\n"
-"DESCRIPTION\n"
-"       Runs CODE with python3 -c in a fresh sandbox. With -, the code is read\n"
-"       from sandq's standard input (not together with --stdin -). Code is at\n"
-"       most 128K; ship a longer program with --file and run it.\n"
-"\n", true,
-"EXAMPLES\n"
-"       echo abc | sandq --stdin - python 'print(input().upper())'\n"
-"              Prints ABC.\n"
-"\n"
-"       sandq --json python 'print(1)'\n"
-"              Prints the whole result as JSON.\n" },
-	{ V_WAIT, "wait",
-"SANDQ-WAIT(1)                   User Commands                  SANDQ-WAIT(1)\n"
-"\n"
-"NAME\n"
-"       sandq wait - wait for a job's result and print it\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq wait [OPTIONS] ID\n"
-"\n"
-"DESCRIPTION\n"
-"       Waits for the result of the job ID (submitted with --detach, or by\n"
-"       another client) and prints it as run, sh and python do, with the same\n"
-"       exit status. A result that is already stored is printed at once;\n"
-"       results are kept for a day unless the server is configured otherwise.\n"
-"\n", false,
-"EXAMPLES\n"
-"       id=$(sandq --detach sh 'sleep 1; echo done'); sandq wait \"$id\"\n"
-"              Prints done.\n"
-"\n"
-"       sandq wait --wait-timeout 10 j-0123456789abcdef01234567\n"
-"              Gives up after ten seconds, with 125.\n" },
-	{ V_RESULT, "result",
-"SANDQ-RESULT(1)                 User Commands                SANDQ-RESULT(1)\n"
-"\n"
-"NAME\n"
-"       sandq result - print a job's stored result\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq result [OPTIONS] ID\n"
-"\n"
-"DESCRIPTION\n"
-"       Prints the stored result of the job ID as run, sh and python do, with\n"
-"       the same exit status, without waiting. When there is none (the job has\n"
-"       not finished, or its result expired), prints \"sandq: no result for ID\"\n"
-"       and exits with 125. --wait-timeout is accepted and has no effect.\n"
-"\n", false,
-"EXAMPLES\n"
-"       sandq --json result j-0123456789abcdef01234567\n"
-"              Prints the stored result as JSON.\n" },
-};
-
-static void
-man_print(const struct man_page *p)
-{
-	fputs(p->head, stdout);
-	fputs("OUTPUT\n", stdout);
-	fputs(man_output, stdout);
-	fputs("OPTIONS\n", stdout);
-	fputs(man_opts_conn, stdout);
-	if (p->submits) {
-		fputs(man_opts_limits, stdout);
-		fputs(man_opts_job, stdout);
-		fputs(man_opts_submit_out, stdout);
-	} else {
-		fputs("   Output\n", stdout);
-	}
-	fputs(man_opts_out, stdout);
-	fputs(man_exit, stdout);
-	fputs(man_env, stdout);
-	fputs(p->examples, stdout);
-}
-
-static void
-man_print_main(void)
-{
-	fputs(man_main, stdout);
-	fputs(man_output, stdout);
-	fputs(man_main_opts, stdout);
-	fputs(man_opts_conn, stdout);
-	fputs(man_opts_limits, stdout);
-	fputs(man_opts_job, stdout);
-	fputs(man_opts_submit_out, stdout);
-	fputs(man_opts_out, stdout);
-	fputs("       --version\n"
-	    "              Prints \"sandq " CLI_VERSION "\" and exits.\n\n", stdout);
-	fputs(man_exit, stdout);
-	fputs(man_env, stdout);
-	fputs(man_main_examples, stdout);
-}
-
-static const struct man_page *
-man_find(enum verb v)
-{
-	for (size_t i = 0; i < sizeof(man_pages) / sizeof(man_pages[0]); i++)
-		if (man_pages[i].verb == v)
-			return &man_pages[i];
-	return NULL;
-}
 
 /*** Option parsing ***/
 
@@ -1197,58 +729,16 @@ cmd_result(const struct cli *cl, struct sandq *c)
 	return status;
 }
 
-/* help [VERB]. */
+/* help [VERB]: sandq's page, or the page of the command named. */
 static int
 cmd_help(struct cli *cl)
 {
-	const struct man_page *p;
-	enum verb v;
-
-	if (cl->nargs == 0) {
-		man_print_main();
-		return 0;
-	}
 	if (cl->nargs > 1)
 		return usage_error(cl, "help takes one command name, got %d", cl->nargs);
-	if ((v = verb_parse(cl->args[0])) == V_HELP) {
-		man_print_main();
-		return 0;
-	}
-	if (strcmp(cl->args[0], "doctor") == 0) {
-		doctor_help();
-		return 0;
-	}
-	if (strcmp(cl->args[0], "audit") == 0) {
-		cli_audit_help();
-		return 0;
-	}
-	if (strcmp(cl->args[0], "tenant") == 0) {
-		cli_tenant_help();
-		return 0;
-	}
-	if (strcmp(cl->args[0], "status") == 0) {
-		cli_status_help();
-		return 0;
-	}
-	if (strcmp(cl->args[0], "dead") == 0) {
-		cli_dead_help();
-		return 0;
-	}
-	if (strcmp(cl->args[0], "cancel") == 0) {
-		cli_cancel_help();
-		return 0;
-	}
-	if (strcmp(cl->args[0], "batch") == 0) {
-		cli_batch_help();
-		return 0;
-	}
-	if (cli_sandbox_is_group(cl->args[0])) {
-		cli_sandbox_help(cl->args[0]);
-		return 0;
-	}
-	if ((p = man_find(v)) == NULL)
+	if (cl->nargs == 0 || verb_parse(cl->args[0]) == V_HELP)
+		cli_man_main();
+	else if (!cli_man_print(cl->args[0]))
 		return usage_error(cl, "unknown command '%s'", cl->args[0]);
-	man_print(p);
 	return 0;
 }
 
@@ -1313,7 +803,6 @@ verb_prescan(int argc, char **argv)
 static int
 cli_main(struct cli *cl, int argc, char **argv)
 {
-	const struct man_page *p;
 	char **vargv;
 	int vargc, next = 0, rc;
 
@@ -1395,7 +884,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		if (cl->help) {
-			man_print_main();
+			cli_man_main();
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
@@ -1423,8 +912,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 		return 0;
 	}
 	if (cl->help) {
-		if ((p = man_find(cl->verb)) != NULL)
-			man_print(p);
+		cli_man_print(cl->verb_name);
 		return 0;
 	}
 	if ((rc = opts_check(cl)) != 0)

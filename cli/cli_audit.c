@@ -22,7 +22,7 @@
  * stay clear of here, so the usual convention, as doctor), 125 when
  * sandq failed.
  *
- * Sections: manual, options, output, sources, entry point.
+ * Sections: options, output, sources, entry point.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +44,7 @@
 #include "../proto/keys.h"
 #include "../proto/url.h"
 #include "cli_common.h"
+#include "cli_man.h"
 #include "redis_sync.h"
 
 #define EXIT_USAGE 2
@@ -56,121 +57,6 @@
  */
 #define CLOCK_SLACK_MS (5 * 60 * 1000)
 #define DETAIL_COLUMN 60		/* bytes of detail shown in the table */
-
-/*** Manual ***/
-
-static const char man_audit[] =
-"SANDQ-AUDIT(1)                  User Commands                 SANDQ-AUDIT(1)\n"
-"\n"
-"NAME\n"
-"       sandq audit - read, summarise and export the audit trail\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq audit [--tenant T] [--job ID] [--sandbox ID] [--category C]\n"
-"                   [--level L] [--denied | --allowed] [--since WHEN]\n"
-"                   [--until WHEN] [--json] [--summary] [--export FILE]\n"
-"                   [--db PATH]\n"
-"\n"
-"DESCRIPTION\n"
-"       Prints the audit events that pass the filters, oldest first: jobs\n"
-"       received, rejected, started, finished, retried and dead-lettered;\n"
-"       sandboxes created, forked, deleted, exported and imported; refused\n"
-"       system calls and paths; quota and policy refusals; tenant changes\n"
-"       (docs/audit.md).\n"
-"\n"
-"       Events come from the tenant's Redis stream sandq:{T}:audit, or with\n"
-"       --db from a host's local audit database, which holds every tenant's\n"
-"       events of that host and is the authoritative copy.\n"
-"\n"
-"OUTPUT\n"
-"       A table: TIME (UTC), TENANT, CATEGORY, ACTION, OUTCOME (allowed or\n"
-"       denied), TARGET, JOB and DETAIL, long values cut with \"...\" and\n"
-"       control characters escaped (\\x1b, \\n, \\u009b; see sandq --help).\n"
-"       With --json, one JSON object per line with the fields time, host,\n"
-"       tenant, job, sandbox, category, action, target, allowed, level,\n"
-"       detail. Entries of the stream that are not valid events are skipped\n"
-"       and counted on standard error.\n"
-"\n"
-"OPTIONS\n"
-"       --tenant T\n"
-"              Events of tenant T. For the stream, also whose stream is read;\n"
-"              default: $SANDQ_TENANT, else default. With --db, no --tenant\n"
-"              means every tenant.\n"
-"\n"
-"       --job ID, --sandbox ID\n"
-"              Events of that job or sandbox.\n"
-"\n"
-"       --category C\n"
-"              Events of category C: job, sandbox, syscall, path, quota,\n"
-"              policy, tenant or audit (events the trail had to drop).\n"
-"              Repeatable, or a comma-separated list.\n"
-"\n"
-"       --level L\n"
-"              Events at level L or above: info, notice, warning, alert.\n"
-"\n"
-"       --denied, --allowed\n"
-"              Only refused (or failed) events, or only allowed ones.\n"
-"\n"
-"       --since WHEN, --until WHEN\n"
-"              Events at or after, or before, WHEN: a duration back from now\n"
-"              (30s, 10m, 2h, 7d, 1w) or a UTC time, 2024-05-01T12:00:00Z\n"
-"              (milliseconds optional).\n"
-"\n"
-"       --json\n"
-"              One JSON object per line, as described above.\n"
-"\n"
-"       --summary\n"
-"              Counts instead of events: per category and action, how many\n"
-"              were allowed and how many denied, and the totals. With --json,\n"
-"              one object: {\"total\", \"allowed\", \"denied\", \"categories\":\n"
-"              {C: {\"allowed\", \"denied\", \"actions\": {A: {\"allowed\",\n"
-"              \"denied\"}}}}}.\n"
-"\n"
-"       --export FILE\n"
-"              Writes the events as JSON lines to FILE (mode 0600) instead of\n"
-"              printing them, and prints how many. FILE appears whole or not\n"
-"              at all (written beside it, then renamed). An existing FILE is\n"
-"              an error unless --force is given.\n"
-"\n"
-"       --force\n"
-"              With --export: replaces an existing FILE.\n"
-"\n"
-"       --db PATH\n"
-"              Reads the local audit database at PATH (opened read-only)\n"
-"              instead of Redis.\n"
-"\n"
-"       --redis URL\n"
-"              As for run (see sandq help run).\n"
-"\n"
-"       -h, --help\n"
-"              Prints this manual and exits.\n"
-"\n"
-"EXIT STATUS\n"
-"       0      The events were printed (possibly none).\n"
-"\n"
-"       2      Bad command line.\n"
-"\n"
-"       125    sandq failed: Redis unreachable, the database missing or not an\n"
-"              audit database, FILE exists, a write failed.\n"
-"\n"
-"EXAMPLES\n"
-"       sandq audit --since 1h --denied\n"
-"              What the default tenant's jobs were refused in the last hour.\n"
-"\n"
-"       sandq audit --tenant acme --category syscall,path --summary\n"
-"              Counts of refused system calls and paths, by name.\n"
-"\n"
-"       sandq audit --db /var/lib/sandq/audit.db --job j-42 --json\n"
-"              Everything this host recorded about one job, as JSON lines.\n"
-"\n"
-"       sandq audit --since 7d --export week.jsonl\n"
-"              A week of the trail, for another tool.\n";
-
-void
-cli_audit_help(void)
-{
-	fputs(man_audit, stdout);
-}
 
 /*** Options ***/
 
@@ -849,7 +735,7 @@ cli_audit_main(int argc, char **argv)
 	if ((status = opts_parse(&a, argc, argv)) != 0)
 		return status;
 	if (a.help) {
-		cli_audit_help();
+		cli_man_print("audit");
 		return 0;
 	}
 	a.redis = cli_redis_or_default(a.redis);

@@ -23,7 +23,7 @@
  * cli_batch_case.c turns a line into its job and judges its output;
  * cli_batch_status.c reads the progress record and words summaries.
  *
- * Sections: manual, cases, results file, Redis, progress and summary,
+ * Sections: cases, results file, Redis, progress and summary,
  * the run, entry.
  */
 #include <errno.h>
@@ -46,6 +46,7 @@
 #include "../proto/keys.h"
 #include "../proto/payload.h"
 #include "cli_common.h"
+#include "cli_man.h"
 #include "cli_batch_int.h"
 #include "cli_sandbox_int.h"
 #include "redis_sync.h"
@@ -73,105 +74,6 @@
 
 /* A case's id with ":delete:" and 8 hex digits is still a job id. */
 _Static_assert(CASE_ID_MAX + 17 <= SANDQ_ID_MAX, "case ids too long");
-
-/*** Manual ***/
-
-static const char man_batch[] =
-"SANDQ-BATCH(1)                  User Commands                 SANDQ-BATCH(1)\n"
-"\n"
-"NAME\n"
-"       sandq batch - run a file of jobs, check their output, resume\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq [--redis URL] [--tenant T] batch run CASES.jsonl [--base SANDBOX]\n"
-"             [--concurrency N] [--out RESULTS.jsonl] [--id BATCH] [--json]\n"
-"       sandq [--redis URL] [--tenant T] batch status BATCH [--json]\n"
-"\n"
-"DESCRIPTION\n"
-"       run submits one job per line of CASES.jsonl (- reads standard\n"
-"       input), keeps at most N of them in flight and waits for every\n"
-"       result. Each line is a JSON object holding the job's fields as\n"
-"       docs/protocol.md lists them (op, and argv, script or code; limits,\n"
-"       env, files, stdin, cwd, preset, perms, ...; byte fields as text),\n"
-"       and optionally:\n"
-"         expect       the standard output the case should print.\n"
-"         expect_mode  exact (the default): byte for byte.\n"
-"                      trim: the blanks that end each line and the empty\n"
-"                      lines that end the text are ignored, on both sides.\n"
-"                      regex: standard output without its final newlines\n"
-"                      must match the POSIX extended regex as a whole, as if\n"
-"                      written ^(EXPECT)$; . matches a newline too.\n"
-"       A case passes when its status is ok and its output matches. A case's\n"
-"       number is its line number; empty lines are skipped. sandq sets each\n"
-"       job's id (batch:BATCH:LINE). A line that is not a JSON object, sets\n"
-"       id, or has a bad expect is malformed: it is reported on standard\n"
-"       error with its number and counted with status malformed. A field\n"
-"       sandqd refuses gives the case a rejected result naming the field.\n"
-"\n"
-"       With --base SANDBOX each case runs on its own fork of SANDBOX (a fork\n"
-"       copies nothing), made just before the case runs and deleted once its\n"
-"       result is in: cases neither see each other's changes nor change\n"
-"       SANDBOX, and they run in parallel. A fork is named batch:BATCH:LINE;\n"
-"       those an interrupted run left are deleted when the batch runs again.\n"
-"\n"
-"       The batch id is --id, or the first 16 hex digits of the SHA-256 of\n"
-"       CASES. Running a batch again under the same id skips the cases that\n"
-"       have an answer already, in --out or in Redis (for as long as sandqd\n"
-"       keeps results: a day by default), and sums up the whole batch: an\n"
-"       interrupted run is resumed, a finished one only summed up again. A\n"
-"       case whose result is cancelled runs again.\n"
-"\n"
-"       Progress goes to standard error: on a terminal a bar (done/total,\n"
-"       rate, time left, failures so far), otherwise a line every 5 s. The\n"
-"       summary goes to standard output: counts by status, passed and\n"
-"       failed, wall time p50, p95 and max, the 5 slowest cases and the\n"
-"       first failed ones.\n"
-"\n"
-"       Ctrl-C cancels the cases no host has started, waits up to 5 s for\n"
-"       the running ones (Ctrl-C again stops waiting), writes what finished,\n"
-"       prints the summary and exits with 130. Cases still running then\n"
-"       finish on their own; run the batch again to collect them.\n"
-"\n"
-"       status prints the progress of a batch running elsewhere, or its\n"
-"       summary once done, from sandq:{TENANT}:batch:BATCH (kept 7 days).\n"
-"\n"
-"OPTIONS\n"
-"       --base SANDBOX    run each case on a fresh fork of SANDBOX.\n"
-"       --concurrency N   cases in flight at once, 1 to 1024 (default 16).\n"
-"       --out FILE        append one JSON line per case as it finishes: the\n"
-"                         result as sandq --json prints it (and data, for an\n"
-"                         fs, kv or sandbox op), plus case (its line number)\n"
-"                         and pass (true or false, for a case with expect).\n"
-"                         A malformed line gets {\"id\", \"case\", \"status\":\n"
-"                         \"malformed\", \"error\"}. Lines already there count\n"
-"                         as answers.\n"
-"       --id BATCH        1 to 64 characters of A-Z a-z 0-9 . _ -.\n"
-"       --json            the summary (status: the progress) as one JSON\n"
-"                         object: batch, total, done, resumed, passed, failed,\n"
-"                         no_expect, not_ok, malformed, by_status, wall_ms\n"
-"                         {p50, p95, max}, slowest, failed_cases, elapsed_ms,\n"
-"                         cases_per_s, interrupted.\n"
-"\n"
-"EXIT STATUS\n"
-"       run: 0 every case passed, or had no expect and status ok; 1 some did\n"
-"       not (failed, malformed, or another status without expect); 2 usage,\n"
-"       or --base names no sandbox; 125 Redis failed; 130 interrupted.\n"
-"       status: 0 printed; 1 no such batch; 2 usage; 125 Redis failed.\n"
-"\n"
-"EXAMPLES\n"
-"       echo '{\"op\":\"sh\",\"script\":\"echo 42\",\"expect\":\"42\\\\n\"}' > t.jsonl\n"
-"       sandq batch run t.jsonl --out results.jsonl\n"
-"              Runs the case and checks that it printed 42.\n"
-"\n"
-"       sandq batch run evals.jsonl --base repo --concurrency 32 --id ev1\n"
-"              Each case on its own copy of the sandbox repo; run the same\n"
-"              line again after a Ctrl-C to finish the batch.\n";
-
-void
-cli_batch_help(void)
-{
-	fputs(man_batch, stdout);
-}
 
 /*** Cases ***/
 
@@ -1380,7 +1282,7 @@ cli_batch_main(const struct cli_conn *conn, int argc, char **argv)
 
 	if (conn->help || argc < 2 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0) {
-		cli_batch_help();
+		cli_man_print("batch");
 		return conn->help || argc >= 2 ? 0 : 2;
 	}
 	verb = argv[1];
@@ -1415,7 +1317,7 @@ cli_batch_main(const struct cli_conn *conn, int argc, char **argv)
 			b.json = true;
 			break;
 		case 'h':
-			cli_batch_help();
+			cli_man_print("batch");
 			return 0;
 		case ':':
 			return usage("option '%s' needs a value", argv[optind]);

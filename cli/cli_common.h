@@ -119,8 +119,6 @@ bool cli_sandbox_is_group(const char *name);
  * holds what was given before it. Returns the process's exit status.
  */
 int cli_sandbox_main(const struct cli_conn *conn, int argc, char **argv);
-/* Prints the manual of a group ("sandbox", "fs" or "kv"). */
-void cli_sandbox_help(const char *group);
 
 /*** In cli_tenant.c ***/
 
@@ -130,23 +128,18 @@ void cli_sandbox_help(const char *group);
  * the process's exit status.
  */
 int cli_tenant_main(const struct cli_conn *conn, int argc, char **argv);
-/* Prints the manual of tenant. */
-void cli_tenant_help(void);
 
 /*** In cli_status.c ***/
 
 /* Runs `sandq status [--json]`: argv[0] is "status". */
 int cli_status_main(const struct cli_conn *conn, int argc, char **argv);
-void cli_status_help(void);
 
 /*** In cli_dead.c ***/
 
 /* Runs `sandq dead VERB ...`: argv[0] is "dead". */
 int cli_dead_main(const struct cli_conn *conn, int argc, char **argv);
-void cli_dead_help(void);
 /* Runs `sandq cancel ID...`: argv[0] is "cancel". */
 int cli_cancel_main(const struct cli_conn *conn, int argc, char **argv);
-void cli_cancel_help(void);
 
 /* What cli_cancel_job() did. */
 enum cli_cancel {
@@ -173,7 +166,6 @@ enum cli_cancel cli_cancel_job(struct redisContext *rc, const char *tenant,
 
 /* Runs `sandq batch run|status ...`: argv[0] is "batch". */
 int cli_batch_main(const struct cli_conn *conn, int argc, char **argv);
-void cli_batch_help(void);
 
 /*** In cli_audit.c ***/
 
@@ -182,7 +174,5 @@ void cli_batch_help(void);
  * Returns the process's exit status (0, 2 usage, 125 failure).
  */
 int cli_audit_main(int argc, char **argv);
-/* Prints the manual of audit. */
-void cli_audit_help(void);
 
 #endif

@@ -17,7 +17,7 @@
  * host can read it in between; a job a host holds gets a cancellation key
  * that the host polls (dispatcher/cancel.c) and answers.
  *
- * Sections: manual, Redis, dead, cancel.
+ * Sections: Redis, dead, cancel.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,6 +33,7 @@
 #include "../proto/keys.h"
 #include "../proto/payload.h"
 #include "cli_common.h"
+#include "cli_man.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"
@@ -40,92 +41,6 @@
 #define DEAD_SCAN_MAX 100000		/* entries searched for a job id */
 #define CANCEL_TTL_MS 86400000		/* a cancellation waits this long for its host */
 #define REASON_COLS 60			/* reason text in the ls table */
-
-/*** Manual ***/
-
-static const char man_dead[] =
-"SANDQ-DEAD(1)                   User Commands                  SANDQ-DEAD(1)\n"
-"\n"
-"NAME\n"
-"       sandq dead - list, show, retry and purge dead-lettered jobs (admin)\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq [--redis URL] [--tenant T] dead ls [--limit N] [--json]\n"
-"       sandq [--redis URL] [--tenant T] dead show REF [--json]\n"
-"       sandq [--redis URL] [--tenant T] dead retry REF... | --all\n"
-"       sandq [--redis URL] [--tenant T] dead purge REF... | --all |\n"
-"                                             --older-than SECONDS\n"
-"\n"
-"DESCRIPTION\n"
-"       A job whose worker or host failed under it max_attempts times\n"
-"       (sandqd's config, default 3) is answered `internal` (error code\n"
-"       attempts_exhausted) and recorded on its tenant's dead-letter stream\n"
-"       with every attempt's reason and the job as it ran. A stream entry\n"
-"       with no readable job id is recorded there too, with its first bytes.\n"
-"       REF is a dead letter's id (as ls prints it, e.g. 1732200000000-0)\n"
-"       or a job id (its newest dead letter).\n"
-"\n"
-"       ls     the newest dead letters, newest first: id, job id, attempts,\n"
-"              age and the last reason.\n"
-"       show   one dead letter in full, every attempt included.\n"
-"       retry  submits each job again as it ran (same id): its old result\n"
-"              and attempt count are cleared, and the dead letter goes.\n"
-"              Entries without a job id, or whose job was cut at 1 MiB,\n"
-"              cannot be retried (said, and the exit status is 1).\n"
-"       purge  deletes dead letters: the ones named, all of them, or those\n"
-"              older than SECONDS.\n"
-"\n"
-"OPTIONS\n"
-"       --limit N           ls: at most N entries (default 50).\n"
-"       --all               retry or purge every dead letter of the tenant.\n"
-"       --older-than SECS   purge: those added more than SECS seconds ago.\n"
-"       --json              ls and show: JSON (an array; one object).\n"
-"\n"
-"EXIT STATUS\n"
-"       0 done; 1 a REF not found or not retryable; 2 usage; 125 Redis failed.\n";
-
-static const char man_cancel[] =
-"SANDQ-CANCEL(1)                 User Commands                SANDQ-CANCEL(1)\n"
-"\n"
-"NAME\n"
-"       sandq cancel - stop jobs, queued or running, from any host (admin)\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq [--redis URL] [--tenant T] cancel ID... [--json]\n"
-"\n"
-"DESCRIPTION\n"
-"       A job no host has read yet is removed from its queue and answered\n"
-"       `cancelled` at once. A job a host holds (read and waiting there,\n"
-"       or running) is stopped by that host within about a second: a\n"
-"       running job's worker is killed, and the job is answered `cancelled`\n"
-"       (never retried). A job already answered is left as it is. A running\n"
-"       job cancelled while its sandbox was being committed may have\n"
-"       committed: its result says `cancelled`, the sandbox's history says\n"
-"       what happened.\n"
-"\n"
-"       Prints one line per ID: cancelled, cancelling (held by HOST),\n"
-"       finished (it has a result) or unknown (no such job queued).\n"
-"       Finding a queued job reads its tenant's stream: cheap for the\n"
-"       queues sandq keeps, linear in their length.\n"
-"\n"
-"OPTIONS\n"
-"       --json    one JSON array of {\"id\", \"outcome\", \"host\"}.\n"
-"\n"
-"EXIT STATUS\n"
-"       0 every ID cancelled or cancelling; 1 some finished or unknown;\n"
-"       2 usage; 125 Redis failed.\n";
-
-void
-cli_dead_help(void)
-{
-	fputs(man_dead, stdout);
-}
-
-void
-cli_cancel_help(void)
-{
-	fputs(man_cancel, stdout);
-}
 
 /*** Redis ***/
 
@@ -516,7 +431,7 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 
 	if (conn->help || argc < 2 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0) {
-		cli_dead_help();
+		cli_man_print("dead");
 		return conn->help || argc >= 2 ? 0 : 2;
 	}
 	verb = argv[1];
@@ -551,7 +466,7 @@ cli_dead_main(const struct cli_conn *conn, int argc, char **argv)
 			json = true;
 			break;
 		case 'h':
-			cli_dead_help();
+			cli_man_print("dead");
 			return 0;
 		default:
 			fputs("Try 'sandq dead --help'.\n", stderr);
@@ -721,7 +636,7 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 		if (c == 'j')
 			json = true;
 		else if (c == 'h') {
-			cli_cancel_help();
+			cli_man_print("cancel");
 			return 0;
 		} else {
 			fputs("Try 'sandq cancel --help'.\n", stderr);
@@ -729,7 +644,7 @@ cli_cancel_main(const struct cli_conn *conn, int argc, char **argv)
 		}
 	}
 	if (conn->help) {
-		cli_cancel_help();
+		cli_man_print("cancel");
 		return 0;
 	}
 	if (optind == argc) {

@@ -4,8 +4,8 @@
  *   sandq kv get|set|del|keys
  * Each is one op sent with cli_sandbox.c's helpers, but fs get, which is
  * several (fs.stat, fs.list, one fs.read per file) and writes what it
- * reads below a local folder. cli_sandbox.c parses the command line and
- * holds the manual pages that state the contract.
+ * reads below a local folder. cli_sandbox.c parses the command line;
+ * cli_man.c holds the manual pages that state the contract.
  *
  * SECURITY. The server's answers are not trusted to name safe local
  * paths, nor a sandbox's links to point at safe ones. fs get writes below

@@ -5,14 +5,14 @@
  *   sandq kv get|set|del|keys
  * Each verb is one op (docs/protocol.md "Sandboxes") sent with
  * sandq_call(); fs get is several (fs.stat, fs.list, one fs.read per file).
- * This file holds the manual pages, the options, the sandbox verbs and the
- * entry point with its verb table; the fs and kv verbs are in cli_fs.c,
+ * This file holds the options, the sandbox verbs and the entry point with
+ * its verb table; the fs and kv verbs are in cli_fs.c,
  * running an op and printing its result in cli_output.c, and
  * cli_sandbox_int.h is what the three share.
  *
  * The verbs, their output and exit statuses are a contract scripts rely on
- * (issue 4, "Interfaces scripts rely on"); the manual pages below state
- * it. Output: the op's data in words (tables for ls and history, "key:
+ * (issue 4, "Interfaces scripts rely on"); the manual pages (cli_man.c)
+ * state it. Output: the op's data in words (tables for ls and history, "key:
  * value" lines for info and stat), or with --json the data converted from
  * msgpack to one line of JSON (bin as base64). A rejected op prints
  * "sandq: CODE: MESSAGE" and exits with 125, as a rejected job does.
@@ -23,8 +23,7 @@
  * the same care (see workspace/workspace.h), then drops what .gitignore files
  * and .git leave out.
  *
- * Sections: manual pages, options, snapshots from a folder, verbs, entry
- * point.
+ * Sections: options, snapshots from a folder, verbs, entry point.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +44,7 @@
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"
 #include "cli_common.h"
+#include "cli_man.h"
 #include "cli_sandbox_int.h"
 #include "gitignore.h"
 #include "../libsandq/sandq.h"
@@ -97,185 +97,6 @@ struct sbx_verb {
 	sbx_verb_cb run;
 	const char *usage;		/* operands, for messages */
 };
-
-/*** Manual pages ***/
-
-static const char man_sandbox[] =
-"SANDQ-SANDBOX(1)                User Commands               SANDQ-SANDBOX(1)\n"
-"\n"
-"NAME\n"
-"       sandq sandbox - create, copy, inspect and remove persistent sandboxes\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq sandbox create ID [--from DIR] [--label KEY=VALUE]...\n"
-"       sandq sandbox ls\n"
-"       sandq sandbox info ID\n"
-"       sandq sandbox fork SRC DST [--label KEY=VALUE]...\n"
-"       sandq sandbox rm ID\n"
-"       sandq sandbox history ID\n"
-"       sandq sandbox export ID FILE\n"
-"       sandq sandbox import ID FILE [--label KEY=VALUE]...\n"
-"\n"
-"DESCRIPTION\n"
-"       A sandbox is a workspace that lasts across jobs: run, sh and python\n"
-"       with --sandbox ID start in its files and commit their changes back as\n"
-"       a new version. Its state is one AgentFS SQLite database (a snapshot).\n"
-"       An ID is 1 to 128 characters of A-Z a-z 0-9 . _ : - (not . or ..).\n"
-"\n"
-"       create   Creates ID, empty or, with --from DIR, holding a copy of the\n"
-"                local folder DIR: files, directories, symlinks (as symlinks)\n"
-"                and permission bits. .git is left out, and so is whatever\n"
-"                DIR's .gitignore files (the root's and nested ones) ignore.\n"
-"                A FIFO, socket or device file in DIR is an error, even a\n"
-"                .gitignore'd one (not under .git, which is never read).\n"
-"                Prints the new sandbox's info.\n"
-"       ls       Lists the tenant's sandboxes.\n"
-"       info     Prints ID's head: version, snapshot, size, times, labels.\n"
-"       fork     Creates DST as a copy of SRC's head (no data is copied).\n"
-"       rm       Removes ID and its history.\n"
-"       history  Lists ID's versions (newest first) and the calls that made\n"
-"                them (oldest first).\n"
-"       export   Writes ID's head snapshot to FILE (- for standard output),\n"
-"                byte for byte: an AgentFS database sqlite3 can open.\n"
-"       import   Reads an AgentFS database from FILE (- for standard input):\n"
-"                creates ID, or commits it as ID's next version. A tree a\n"
-"                job on ID could not hold (the tenant's default files and\n"
-"                disk limits, 64 levels, 255-byte names) is refused, naming\n"
-"                the limit, and so is a view, trigger or virtual table.\n"
-"\n"
-"OPTIONS\n"
-"       --from DIR\n"
-"              create: the folder to copy in (at most 128M as a snapshot).\n"
-"\n"
-"       --label KEY=VALUE\n"
-"              create, fork, import: sets a label; repeatable.\n"
-"\n";
-
-static const char man_fs[] =
-"SANDQ-FS(1)                     User Commands                    SANDQ-FS(1)\n"
-"\n"
-"NAME\n"
-"       sandq fs - read and change the files of a persistent sandbox\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq fs ls ID [PATH] [-R]\n"
-"       sandq fs cat ID PATH\n"
-"       sandq fs put ID PATH LOCALFILE\n"
-"       sandq fs get ID PATH LOCALDIR [--keep-symlinks]\n"
-"       sandq fs rm ID PATH [-r]\n"
-"       sandq fs stat ID PATH\n"
-"\n"
-"DESCRIPTION\n"
-"       PATH is written in the sandbox's own tree: / is its root (what a job\n"
-"       sees as /workspace, which is accepted as an alias), and a relative\n"
-"       PATH means the same from the root. No job is started: the ops work\n"
-"       on the sandbox's snapshot. put and rm commit a new version.\n"
-"\n"
-"       ls       Lists the directory PATH (default /); -R, --recursive: the\n"
-"                whole subtree. Columns: type, mode, size, mtime (UTC), path.\n"
-"       cat      Writes the file PATH's bytes to standard output, raw (also\n"
-"                with --json).\n"
-"       put      Writes LOCALFILE (- for standard input, at most 64M) to\n"
-"                PATH, with LOCALFILE's permission bits (0644 for standard\n"
-"                input). PATH's parent directory must exist.\n"
-"       get      Copies PATH, a file, a symlink or a whole tree, into LOCALDIR\n"
-"                as LOCALDIR/NAME (NAME being PATH's last component; for /,\n"
-"                the root's entries go into LOCALDIR itself). Nothing is\n"
-"                written outside LOCALDIR and no symlink is followed; a name\n"
-"                already present in LOCALDIR is an error naming it. A symlink\n"
-"                whose target stays inside the copy (LOCALDIR/NAME for a\n"
-"                folder, LOCALDIR for / or a single entry) comes out as a\n"
-"                symlink; one that leads outside it (an absolute target, ..\n"
-"                climbing out, a chain of links that does) is left out, named\n"
-"                on standard error, and counted in a last line there. FIFOs,\n"
-"                sockets and devices are left out too. On an error the part\n"
-"                copied so far stays.\n"
-"       rm       Removes PATH; a non-empty directory needs -r, --recursive.\n"
-"       stat     Prints PATH's entry: path, type, size, mode, mtime, target.\n"
-"\n"
-"OPTIONS\n"
-"       -R, -r, --recursive\n"
-"              ls: the subtree; rm: a directory and everything in it.\n"
-"\n"
-"       --keep-symlinks\n"
-"              get: creates every symlink as stored, those leading outside the\n"
-"              copy included (each named with a warning). A program that later\n"
-"              follows one of them reads or writes outside the copy.\n"
-"\n"
-"       --perm PATTERN=LEVEL, --perm-preset NAME\n"
-"              The path rules the op runs under, as for run (see sandq help\n"
-"              run): a hidden path is not found, a view-level one cannot be\n"
-"              read, a read-level one cannot be changed.\n"
-"\n";
-
-static const char man_kv[] =
-"SANDQ-KV(1)                     User Commands                    SANDQ-KV(1)\n"
-"\n"
-"NAME\n"
-"       sandq kv - the key-value store of a persistent sandbox\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq kv get ID KEY\n"
-"       sandq kv set ID KEY VALUE\n"
-"       sandq kv del ID KEY\n"
-"       sandq kv keys ID [PREFIX]\n"
-"\n"
-"DESCRIPTION\n"
-"       Values are JSON. set stores VALUE as given when it is valid JSON\n"
-"       (42, true, \"text\", [1,2], {\"a\":1}); anything else is stored as a\n"
-"       JSON string, so kv set ID name alice stores \"alice\". get prints the\n"
-"       stored JSON text on one line (also with --json). keys prints the keys\n"
-"       starting with PREFIX, one per line, in byte order. set and del commit\n"
-"       a new version. A VALUE starting with - goes after --:\n"
-"       sandq kv set ID n -- -1.\n"
-"\n"
-"OPTIONS\n";
-
-static const char man_common[] =
-"       --json\n"
-"              Prints the op's result data as one line of JSON instead: the\n"
-"              info map, the listing, the entry... (bytes as base64). For ops\n"
-"              without data (rm, kv set, kv del) it prints {\"sandbox\",\n"
-"              \"version\", \"snapshot\"}; export prints {\"sandbox\", \"version\",\n"
-"              \"snapshot\", \"file\", \"size\"}; fs get prints {\"path\", \"files\",\n"
-"              \"dirs\", \"symlinks\", \"symlinks_skipped\", \"symlinks_outside\",\n"
-"              \"skipped\": [{\"path\", \"type\", \"target\"}]}.\n"
-"\n"
-"       --redis URL, --tenant NAME, --wait-timeout SECONDS, --id ID\n"
-"              As for run (see sandq help run).\n"
-"\n"
-"       -h, --help\n"
-"              Prints this manual and exits.\n"
-"\n"
-"EXIT STATUS\n"
-"       0      The op succeeded.\n"
-"\n"
-"       125    The op was rejected (\"sandq: CODE: MESSAGE\" on standard error;\n"
-"              CODE is one of sandbox_not_found, sandbox_exists, not_found,\n"
-"              exists, is_dir, not_dir, not_empty, permission, too_large,\n"
-"              bad_snapshot, invalid), the server failed, or sandq itself\n"
-"              failed: a bad argument, Redis unreachable, a local file.\n"
-"\n"
-"EXAMPLES\n"
-"       sandq sandbox create proj --from . --label owner=me\n"
-"       sandq sh --sandbox proj 'make && ls build'\n"
-"       sandq fs cat proj /build/report.txt\n"
-"       sandq fs get proj /build ./out\n"
-"       sandq sandbox fork proj proj-try; sandq sandbox history proj --json\n"
-"       sandq sandbox export proj proj.db; sqlite3 proj.db .tables\n"
-"       sandq kv set proj config '{\"debug\":true}'; sandq kv get proj config\n";
-
-void
-cli_sandbox_help(const char *group)
-{
-	if (strcmp(group, "fs") == 0)
-		fputs(man_fs, stdout);
-	else if (strcmp(group, "kv") == 0)
-		fputs(man_kv, stdout);
-	else
-		fputs(man_sandbox, stdout);
-	fputs(man_common, stdout);
-}
 
 bool
 cli_sandbox_is_group(const char *name)
@@ -910,7 +731,7 @@ sbx_run(struct sbx *s, int argc, char **argv)
 	}
 	if (optind >= argc) {
 		if (s->help) {
-			cli_sandbox_help(s->group);
+			cli_man_print(s->group);
 			return 0;
 		}
 		return cli__usage(s, "missing %s command (%s)", s->group,
@@ -924,7 +745,7 @@ sbx_run(struct sbx *s, int argc, char **argv)
 		return cli__usage(s, "unknown %s command '%s' (expected %s)", s->group,
 		    argv[optind], verb_list(s->group, list, sizeof(list)));
 	if (s->help) {
-		cli_sandbox_help(s->group);
+		cli_man_print(s->group);
 		return 0;
 	}
 	s->args = argv + optind + 1;

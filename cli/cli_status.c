@@ -23,45 +23,12 @@
 #include "../proto/keys.h"
 #include "../queue/tenant.h"
 #include "cli_common.h"
+#include "cli_man.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"
 #define STALE_MS 10000
 #define TENANTS_SHOWN_MAX 4096
-
-static const char man_status[] =
-"SANDQ-STATUS(1)                 User Commands                SANDQ-STATUS(1)\n"
-"\n"
-"NAME\n"
-"       sandq status - the hosts, and each tenant's share of them\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq [--redis URL] status [--json]\n"
-"\n"
-"DESCRIPTION\n"
-"       Lists the sandqd hosts that share this Redis (workers, how many are\n"
-"       busy, how long ago each last reported, audit events it could not\n"
-"       record), then one line per tenant:\n"
-"         QUEUED      its jobs not started yet, in Redis or taken by a host\n"
-"         RUNNING     its jobs running now, on all hosts\n"
-"         DONE/1m     results published in the last minute, refusals aside\n"
-"         REFUSED/1m  jobs rejected or expired in the last minute\n"
-"         SHARE       RUNNING over all the workers of the live hosts\n"
-"       A host that has not reported for 10 s is listed as gone and not\n"
-"       counted. Needs the credentials sandqd uses (a tenant's own cannot\n"
-"       read other tenants' figures).\n"
-"\n"
-"OPTIONS\n"
-"       --json  One JSON object: {\"workers\", \"hosts\": [...], \"tenants\": [...]}.\n"
-"\n"
-"EXIT STATUS\n"
-"       0 printed; 2 usage; 125 Redis failed.\n";
-
-void
-cli_status_help(void)
-{
-	fputs(man_status, stdout);
-}
 
 struct tfig {
 	char name[TENANT_NAME_MAX + 1];
@@ -111,7 +78,7 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		if (c == 'j')
 			json = true;
 		else if (c == 'h') {
-			cli_status_help();
+			cli_man_print("status");
 			status = 0;
 			goto out;
 		} else {
@@ -121,7 +88,7 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		}
 	}
 	if (conn->help) {
-		cli_status_help();
+		cli_man_print("status");
 		status = 0;
 		goto out;
 	}

@@ -17,7 +17,7 @@
  * drops the connections the user has open: ACL changes do not end
  * sessions that authenticated earlier.
  *
- * Sections: manual, options, Redis, output, verbs, entry point.
+ * Sections: options, Redis, output, verbs, entry point.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,6 +38,7 @@
 #include "../queue/tenant.h"
 #include "../proto/url.h"
 #include "cli_common.h"
+#include "cli_man.h"
 #include "redis_sync.h"
 
 /*
@@ -48,100 +49,6 @@
 #define PASSWORD_BYTES 32		/* random bytes; printed as 64 hex digits */
 #define WATCH_TRIES 5			/* MULTI/EXEC attempts against a racing admin */
 #define URL_MAX 512
-
-/*** Manual ***/
-
-static const char man_tenant[] =
-"SANDQ-TENANT(1)                 User Commands                SANDQ-TENANT(1)\n"
-"\n"
-"NAME\n"
-"       sandq tenant - add, change, list and remove tenants (admin)\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq [--redis URL] tenant add NAME [SETTINGS]\n"
-"       sandq [--redis URL] tenant set NAME [SETTINGS] [--rotate-password]\n"
-"       sandq [--redis URL] tenant rm NAME\n"
-"       sandq [--redis URL] tenant ls [--json]\n"
-"       sandq [--redis URL] tenant show NAME [--json]\n"
-"\n"
-"DESCRIPTION\n"
-"       Tenants are kept in Redis and every running sandqd picks changes up\n"
-"       without a restart. These commands need Redis credentials that may\n"
-"       run ACL SETUSER and MULTI (an admin's, given with --redis).\n"
-"\n"
-"       add      Adds NAME (1 to 64 characters of A-Z a-z 0-9 _ -) with the\n"
-"                SETTINGS given (the others at their defaults) and creates its\n"
-"                Redis ACL user sandq-NAME with a fresh random password. That\n"
-"                user can submit to and read only NAME's own keys. The last\n"
-"                line printed is the URL carrying its credentials, to use as\n"
-"                sandq --redis URL --tenant NAME ... The password is shown\n"
-"                only then. Refuses a NAME that already has settings.\n"
-"       set      Changes the SETTINGS given and keeps the others, and brings\n"
-"                the ACL user's rules up to date. --rotate-password gives the\n"
-"                user a new password, closes its open connections and prints\n"
-"                the new URL as the last line.\n"
-"       rm       Deletes NAME's ACL user (closing its connections), settings\n"
-"                and list entry. Its queue, results and sandboxes are left.\n"
-"       ls       Lists every tenant with its settings.\n"
-"       show     Prints NAME's settings and whether its ACL user exists.\n"
-"\n"
-"SETTINGS\n"
-"       --weight N            share of the workers under contention, 1..1000\n"
-"                             (default 1)\n"
-"       --max-running N       jobs running at once (0: no cap)\n"
-"       --max-queued N        jobs waiting; more are refused (0: no cap)\n"
-"       --rate N              jobs submitted per second, e.g. 5 or 0.5\n"
-"                             (0: no cap)\n"
-"       --burst N             jobs submitted at once above the rate (0: the\n"
-"                             rate rounded up, at least 1)\n"
-"       --ceiling LIMIT=VALUE the most a job may ask for: wall_ms, cpu_ms,\n"
-"                             memory_bytes, pids, output_bytes, disk_bytes or\n"
-"                             files; sizes take k, M, G, T (0: the host's);\n"
-"                             repeatable\n"
-"       --net MODE,...        network modes jobs may use: none, unix (empty:\n"
-"                             the host's)\n"
-"       --storage-quota SIZE  bytes its sandboxes store, kept history\n"
-"                             included (0: none)\n"
-"       --deny PATTERN        refuses jobs whose command text matches the\n"
-"                             glob PATTERN (fnmatch, whole text: use *x* for\n"
-"                             \"contains x\"); repeatable, at most 64; on set\n"
-"                             the list given replaces the old one\n"
-"       --no-deny             set: empties the deny list\n"
-"\n"
-"OPTIONS\n"
-"       --redis URL\n"
-"              Redis with admin credentials: redis://[[USER]:PASSWORD@]HOST\n"
-"              [:PORT][/DB] or unix://[[USER]:PASSWORD@]/PATH. Default:\n"
-"              $SANDQ_REDIS, else redis://127.0.0.1:6379.\n"
-"\n"
-"       --json\n"
-"              ls, show: one JSON object on one line.\n"
-"\n"
-"       -h, --help\n"
-"              Prints this manual and exits.\n"
-"\n"
-"EXIT STATUS\n"
-"       0      Done.\n"
-"\n"
-"       125    A bad command line, an unknown or existing tenant, a setting\n"
-"              out of bounds, or Redis refused or could not be reached.\n"
-"\n"
-"EXAMPLES\n"
-"       url=$(sandq tenant add acme --weight 2 --max-running 8 | tail -1)\n"
-"       sandq --redis \"$url\" --tenant acme sh 'echo hi'\n"
-"              Adds a tenant and runs a job with its own credentials.\n"
-"\n"
-"       sandq tenant set acme --ceiling memory_bytes=2G --deny '*curl *'\n"
-"              Lowers acme's memory ceiling and refuses jobs mentioning curl.\n"
-"\n"
-"SEE ALSO\n"
-"       sandq(1), docs/tenants.md\n";
-
-void
-cli_tenant_help(void)
-{
-	fputs(man_tenant, stdout);
-}
 
 /*** Options ***/
 
@@ -1106,7 +1013,7 @@ tenant_run(struct tcli *t, int argc, char **argv)
 	ops = argv + optind;
 	nops = argc - optind;
 	if (t->help) {
-		fputs(man_tenant, stdout);
+		cli_man_print("tenant");
 		return 0;
 	}
 	if (nops == 0)

@@ -22,6 +22,7 @@
 
 #include "../sandbox/cgroup.h"
 #include "cli_esc.h"
+#include "cli_man.h"
 #include "doctor.h"
 
 #ifndef SYS_landlock_create_ruleset
@@ -235,31 +236,6 @@ print_json(const struct facts *f)
 	return rc;
 }
 
-static const char doctor_man[] =
-"SANDQ-DOCTOR(1)                 User Commands                SANDQ-DOCTOR(1)\n"
-"\n"
-"NAME\n"
-"       sandq doctor - what this machine gives sandq, and the limits it enforces\n"
-"\n"
-"SYNOPSIS\n"
-"       sandq doctor [--json]\n"
-"\n"
-"DESCRIPTION\n"
-"       Tries and reads the mechanisms sandqd's sandboxes are built from:\n"
-"       user and network namespaces (unshared in a throw-away child), seccomp\n"
-"       filters and user notifications, the cgroup version and controllers\n"
-"       sandqd would use, and Landlock. Then prints, for each job limit, the\n"
-"       mechanism that enforces it here and the status a job that reaches it\n"
-"       gets. Run it as the user sandqd runs as (root). Needs no Redis.\n"
-"\n"
-"OPTIONS\n"
-"       --json Prints one JSON object instead of the table.\n"
-"\n"
-"EXIT STATUS\n"
-"       0      sandqd can run jobs here.\n"
-"       1      a required mechanism is missing; the last line says which.\n"
-"       2      bad command line.\n";
-
 int
 doctor_main(int argc, char **argv)
 {
@@ -271,7 +247,7 @@ doctor_main(int argc, char **argv)
 		if (strcmp(argv[i], "--json") == 0) {
 			json = true;
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(doctor_man, stdout);
+			cli_man_print("doctor");
 			return 0;
 		} else {
 			cli_warn("doctor: unknown argument '%s'", argv[i]);
@@ -287,8 +263,3 @@ doctor_main(int argc, char **argv)
 	return ready(&f, &why) ? 0 : 1;
 }
 
-void
-doctor_help(void)
-{
-	fputs(doctor_man, stdout);
-}

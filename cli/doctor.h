@@ -6,7 +6,5 @@
 
 /* Runs "sandq doctor" with the arguments after the verb; returns the exit status. */
 int doctor_main(int argc, char **argv);
-/* Prints doctor's manual page. */
-void doctor_help(void);
 
 #endif

@@ -4,7 +4,7 @@
  * script would run them, against a real redis-server and sandqd.
  *
  * The verbs, their output, their exit statuses and what fs get may write are
- * a contract scripts rely on (cli/cli_sandbox.c's manual pages,
+ * a contract scripts rely on (cli/cli_man.c's manual pages,
  * docs/operations.md "The sandq CLI", docs/protocol.md "Sandboxes"). Each
  * test checks an exit status and what was printed or stored, so a change of
  * either fails here. Local folders are made below the harness's folder,
