@@ -20,7 +20,6 @@
 #include "../proto/keys.h"
 #include "cli_common.h"
 #include "cli_batch_int.h"
-#include "cli_sandbox_int.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"

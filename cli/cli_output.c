@@ -2,21 +2,77 @@
  * cli_output.c - running one op of the sandbox, fs and kv verbs and
  * printing its result: the data in words, or with --json converted from
  * msgpack to one line of JSON (bin as base64); a rejected op prints
- * "sandq: CODE: MESSAGE" and gives exit status 125. The verbs (cli_sandbox.c,
- * cli_fs.c) call these through cli_sandbox_int.h.
+ * "sandq: CODE: MESSAGE" and gives exit status 125. Also what the verbs
+ * share besides: their usage error, the job options of an op, writing a
+ * local file. The verbs (cli_sandbox.c, cli_fs.c) call these through
+ * cli_sandbox_int.h; this file calls none of theirs.
  */
 #include <errno.h>
-#include <inttypes.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <msgpack.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
+#include "../common/util.h"
+#include "../libsandq/sandq.h"
 #include "cli_common.h"
 #include "cli_sandbox_int.h"
-#include "../libsandq/sandq.h"
+
+/*** What the verbs share ***/
+
+int __attribute__((format(printf, 2, 3)))
+cli__usage(const struct sbx *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cli_vwarn("sandq: ", fmt, ap);
+	va_end(ap);
+	if (s->v != NULL)
+		fprintf(stderr, "Usage: sandq %s %s %s\n", s->v->group, s->v->name,
+		    s->v->usage);
+	fprintf(stderr, "Try 'sandq help %s'.\n", s->group);
+	return CLI_EXIT_SANDQ;
+}
+
+/* The job options every op of s sends. */
+struct sandq_job_opts
+cli__job_opts(const struct sbx *s)
+{
+	struct sandq_job_opts o = { 0 };
+
+	o.id = s->id;
+	o.perms = s->perms;
+	o.nperms = s->nperms;
+	o.perm_preset = s->perm_preset;
+	return o;
+}
+
+/* Writes len bytes to FILE ("-": stdout), replacing it. 0 or an exit status. */
+int
+cli__write_local(const char *file, const void *p, size_t len)
+{
+	int fd, rc;
+
+	if (strcmp(file, "-") == 0) {
+		if (fwrite(p, 1, len, stdout) != len || fflush(stdout) == EOF)
+			return cli_fail("writing standard output: %s", strerror(errno));
+		return 0;
+	}
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return cli_fail("%s: %s", file, strerror(errno));
+	rc = write_all(fd, p, len);
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc < 0)
+		return cli_fail("%s: %s", file, strerror(-rc));
+	return 0;
+}
 
 /*** Output ***/
 

@@ -30,7 +30,6 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <msgpack.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +43,7 @@
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"
 #include "cli_common.h"
+#include "cli_sandbox.h"
 #include "cli_man.h"
 #include "cli_sandbox_int.h"
 #include "gitignore.h"
@@ -88,16 +88,6 @@ static const struct option sbx_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* One verb: where it lives, its operands and the options it takes. */
-struct sbx_verb {
-	const char *group;		/* "sandbox", "fs", "kv" */
-	const char *name;		/* "create" */
-	int min, max;			/* operands after the verb */
-	unsigned opts;			/* SB() of its own options */
-	sbx_verb_cb run;
-	const char *usage;		/* operands, for messages */
-};
-
 bool
 cli_sandbox_is_group(const char *name)
 {
@@ -106,21 +96,6 @@ cli_sandbox_is_group(const char *name)
 }
 
 /*** Options ***/
-
-int __attribute__((format(printf, 2, 3)))
-cli__usage(const struct sbx *s, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	cli_vwarn("sandq: ", fmt, ap);
-	va_end(ap);
-	if (s->v != NULL)
-		fprintf(stderr, "Usage: sandq %s %s %s\n", s->v->group, s->v->name,
-		    s->v->usage);
-	fprintf(stderr, "Try 'sandq help %s'.\n", s->group);
-	return CLI_EXIT_SANDQ;
-}
 
 static bool
 sandbox_id_ok(const char *id)
@@ -239,19 +214,6 @@ sbx_free(struct sbx *s)
 	for (size_t i = 0; i < s->nperms; i++)
 		free((char *)(uintptr_t)s->perms[i].pattern);
 	free(s->perms);
-}
-
-/* The job options every op of s sends. */
-struct sandq_job_opts
-cli__job_opts(const struct sbx *s)
-{
-	struct sandq_job_opts o = { 0 };
-
-	o.id = s->id;
-	o.perms = s->perms;
-	o.nperms = s->nperms;
-	o.perm_preset = s->perm_preset;
-	return o;
 }
 
 /*** Snapshots from a folder ***/
@@ -578,28 +540,6 @@ cmd_history(struct sbx *s, struct sandq *c)
 	if ((status = cli__call(s, c, "sandbox.history", &a, &r)) != 0)
 		return status;
 	return cli__finish(s, r, human_history);
-}
-
-/* Writes len bytes to FILE ("-": stdout), replacing it. 0 or an exit status. */
-int
-cli__write_local(const char *file, const void *p, size_t len)
-{
-	int fd, rc;
-
-	if (strcmp(file, "-") == 0) {
-		if (fwrite(p, 1, len, stdout) != len || fflush(stdout) == EOF)
-			return cli_fail("writing standard output: %s", strerror(errno));
-		return 0;
-	}
-	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return cli_fail("%s: %s", file, strerror(errno));
-	rc = write_all(fd, p, len);
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc < 0)
-		return cli_fail("%s: %s", file, strerror(-rc));
-	return 0;
 }
 
 static int

@@ -2,8 +2,8 @@
  * cli_sandbox_int.h - what the files of sandq's sandbox, fs and kv verbs
  * share, and nothing else sees: the parsed command line and the helpers
  * each verb calls. cli_sandbox.c parses the options and runs the verb
- * (cli.h declares its entry point); cli_fs.c holds the fs and kv verbs;
- * cli_output.c runs an op and prints its result.
+ * (cli_sandbox.h declares its entry point); cli_fs.c holds the fs and kv
+ * verbs; cli_output.c, below both, runs an op and prints its result.
  */
 #ifndef SANDQ_CLI_SANDBOX_INT_H
 #define SANDQ_CLI_SANDBOX_INT_H
@@ -17,8 +17,17 @@
 #include "../libsandq/sandq.h"
 
 struct sbx;
-struct sbx_verb;
 typedef int (*sbx_verb_cb)(struct sbx *s, struct sandq *c);
+
+/* One verb: where it lives, its operands and the options it takes. */
+struct sbx_verb {
+	const char *group;		/* "sandbox", "fs", "kv" */
+	const char *name;		/* "create" */
+	int min, max;			/* operands after the verb */
+	unsigned opts;			/* SB() of its own options (cli_sandbox.c's) */
+	sbx_verb_cb run;
+	const char *usage;		/* operands, for messages */
+};
 
 /* A parsed command line. */
 struct sbx {
@@ -43,7 +52,7 @@ struct sbx {
 	int nargs;
 };
 
-/*** cli_sandbox.c ***/
+/*** cli_output.c ***/
 
 /* Prints "sandq: MESSAGE" and the verb's usage; returns CLI_EXIT_SANDQ. */
 int cli__usage(const struct sbx *s, const char *fmt, ...)
@@ -52,9 +61,6 @@ int cli__usage(const struct sbx *s, const char *fmt, ...)
 struct sandq_job_opts cli__job_opts(const struct sbx *s);
 /* Writes len bytes to file ("-": stdout), replacing it. 0 or an exit status. */
 int cli__write_local(const char *file, const void *p, size_t len);
-
-/*** cli_output.c ***/
-
 /*
  * Runs one op and waits for it. Returns 0 with *out an ok result (owned by
  * the caller), or the exit status with the failure explained.

@@ -23,6 +23,7 @@
 #include "../proto/keys.h"
 #include "../queue/tenant.h"
 #include "cli_common.h"
+#include "cli_status.h"
 #include "cli_man.h"
 #include "redis_sync.h"
 

@@ -38,6 +38,7 @@
 #include "../queue/tenant.h"
 #include "../proto/url.h"
 #include "cli_common.h"
+#include "cli_tenant.h"
 #include "cli_man.h"
 #include "redis_sync.h"
 

@@ -1,8 +1,9 @@
 /*
- * doctor.h - sandq doctor (doctor.c).
+ * doctor.h - `sandq doctor` (doctor.c): its entry point, which the
+ * dispatcher (cli.c) calls.
  */
-#ifndef SANDQ_CLIENT_DOCTOR_H
-#define SANDQ_CLIENT_DOCTOR_H
+#ifndef SANDQ_CLI_DOCTOR_H
+#define SANDQ_CLI_DOCTOR_H
 
 /* Runs "sandq doctor" with the arguments after the verb; returns the exit status. */
 int doctor_main(int argc, char **argv);
