@@ -20,13 +20,14 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../libsandq/sandq.h"
 #include "../proto/payload.h"
 #include "cli_audit.h"
 #include "cli_batch.h"
@@ -37,7 +38,6 @@
 #include "cli_status.h"
 #include "cli_tenant.h"
 #include "doctor.h"
-#include "../libsandq/sandq.h"
 
 enum verb {
 	V_NONE = 0,

@@ -43,8 +43,8 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/url.h"
-#include "cli_common.h"
 #include "cli_audit.h"
+#include "cli_common.h"
 #include "cli_man.h"
 #include "redis_sync.h"
 

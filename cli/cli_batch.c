@@ -46,10 +46,10 @@
 #include "../proto/keys.h"
 #include "../proto/payload.h"
 #include "cancel.h"
-#include "cli_common.h"
 #include "cli_batch.h"
-#include "cli_man.h"
 #include "cli_batch_int.h"
+#include "cli_common.h"
+#include "cli_man.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"

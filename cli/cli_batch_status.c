@@ -18,8 +18,8 @@
 
 #include "../common/util.h"
 #include "../proto/keys.h"
-#include "cli_common.h"
 #include "cli_batch_int.h"
+#include "cli_common.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"

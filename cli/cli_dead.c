@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "../common/util.h"
-#include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/payload.h"
 #include "cancel.h"

@@ -40,14 +40,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../agentfs/agentfs.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../libsandq/sandq.h"
 #include "../proto/payload.h"
-#include "../agentfs/agentfs.h"
 #include "../workspace/workspace.h"
 #include "cli_common.h"
 #include "cli_sandbox_int.h"
-#include "../libsandq/sandq.h"
 
 #define GET_DEPTH_MAX AGENTFS_DEPTH_MAX	/* components below fs get's PATH */
 #define GET_HOPS_MAX 40			/* links followed resolving one target, as the kernel */

@@ -35,19 +35,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/err.h"
-#include "../common/util.h"
-#include "../common/xmalloc.h"
-#include "../proto/payload.h"
 #include "../agentfs/agentfs.h"
+#include "../common/err.h"
+#include "../common/xmalloc.h"
+#include "../libsandq/sandq.h"
+#include "../proto/payload.h"
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"
 #include "cli_common.h"
-#include "cli_sandbox.h"
 #include "cli_man.h"
+#include "cli_sandbox.h"
 #include "cli_sandbox_int.h"
 #include "gitignore.h"
-#include "../libsandq/sandq.h"
 
 #define GITIGNORE_FILE_MAX (1u << 20)	/* bytes of one .gitignore read */
 

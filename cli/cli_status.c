@@ -23,8 +23,8 @@
 #include "../proto/keys.h"
 #include "../queue/tenant.h"
 #include "cli_common.h"
-#include "cli_status.h"
 #include "cli_man.h"
+#include "cli_status.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"

@@ -35,11 +35,11 @@
 #include "../common/err.h"
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
-#include "../queue/tenant.h"
 #include "../proto/url.h"
+#include "../queue/tenant.h"
 #include "cli_common.h"
-#include "cli_tenant.h"
 #include "cli_man.h"
+#include "cli_tenant.h"
 #include "redis_sync.h"
 
 /*

@@ -33,8 +33,8 @@
  * core.excludesFile, and git's index (tracked files are not special here).
  * Pure code: no I/O.
  */
-#ifndef SANDQ_GITIGNORE_H
-#define SANDQ_GITIGNORE_H
+#ifndef SANDQ_CLI_GITIGNORE_H
+#define SANDQ_CLI_GITIGNORE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,14 +3,14 @@
  * verbs that talk to Redis directly rather than through libsandq: audit,
  * status, tenant.
  */
-#ifndef SANDQ_REDIS_SYNC_H
-#define SANDQ_REDIS_SYNC_H
+#ifndef SANDQ_CLI_REDIS_SYNC_H
+#define SANDQ_CLI_REDIS_SYNC_H
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 
-#include "../queue/redis_sync.h"
 #include "../proto/url.h"
+#include "../queue/redis_sync.h"
 
 #define CLI_REDIS_CONNECT_MS 5000	/* connecting, at most */
 #define CLI_REDIS_COMMAND_MS 30000	/* one command, at most */
