@@ -57,7 +57,7 @@ STORE_SRCS := common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agen
 # The Redis snapshot store: hiredis, so never in the worker. sandqd will link
 # it (with STORE_SRCS' store files and -lhiredis -lcrypto); its test does now.
 RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispatcher/rstore/rstore_lua.c queue/redis_sync.c
-SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
+SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)

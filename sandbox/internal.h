@@ -6,8 +6,8 @@
  * control groups),
  * mount.c (root, image, /dev, /proc, pivot), image.c (the generated /etc),
  * limits.c (rlimits), seccomp.c (worker and job filters), exec.c (the job's
- * own process: stdio, credentials, exec), sandbox.c (orchestration: init's
- * life and the worker's supervision loop).
+ * own process: stdio, credentials, exec), init.c (the sandbox's init, pid 1
+ * inside), sandbox.c (the worker's side: prepare, supervise, capture).
  */
 #ifndef SANDQ_SANDBOX_INTERNAL_H
 #define SANDQ_SANDBOX_INTERNAL_H
@@ -45,7 +45,7 @@ int spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
 /* In the spawner or an init: our command line and name become name. */
 void spawn_set_title(const char *name);
 
-/*** sandbox.c ***/
+/*** init.c ***/
 
 /* The init of a sandbox, in the spawner's fresh clone; ctl goes to the worker. */
 void sandbox_init_main(const struct sandbox_conf *conf, int ctl)
