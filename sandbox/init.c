@@ -1,19 +1,19 @@
 /*
  * init.c - the sandbox's init: pid 1 of the sandbox's namespaces.
  *
- * The spawner (spawn.c) clones init into fresh namespaces and runs
- * sandbox_init_main() there. Init waits for the worker's go (uid map
- * written, cgroup made), joins its cgroup, takes the sandbox user's
- * identity, builds the read-only image (mount.c), hands the worker the
- * job's stdout and stderr pipes and reports MSG_SBX_READY. When the job
- * arrives it mounts the job's tmpfs or materialises a persistent sandbox's
- * workspace (persist.c), seeds the job's files, installs the job's filter
- * (seccomp.c), spawns the job's process (exec.c), reports MSG_SBX_EXEC,
- * reaps every process of the namespace, and on the main process's exit
- * reports MSG_SBX_EXIT and exits itself, which makes the kernel kill
- * whatever the job left behind: nothing outlives a job. A persistent
- * sandbox's init waits for the worker's MSG_SBX_COMMIT first and captures
- * the workspace.
+ * The spawner (spawn.c) clones init into fresh namespaces and calls
+ * init_main() there, the entry the worker handed it (spawn_init_cb). Init
+ * waits for the worker's go (uid map written, cgroup made), joins its
+ * cgroup, takes the sandbox user's identity, builds the read-only image
+ * (mount.c), hands the worker the job's stdout and stderr pipes and reports
+ * MSG_SBX_READY. When the job arrives it mounts the job's tmpfs or
+ * materialises a persistent sandbox's workspace (persist.c), seeds the
+ * job's files, installs the job's filter (seccomp.c), spawns the job's
+ * process (exec.c), reports MSG_SBX_EXEC, reaps every process of the
+ * namespace, and on the main process's exit reports MSG_SBX_EXIT and exits
+ * itself, which makes the kernel kill whatever the job left behind: nothing
+ * outlives a job. A persistent sandbox's init waits for the worker's
+ * MSG_SBX_COMMIT first and captures the workspace.
  *
  * The worker's side of the same channel is in sandbox.c. A failure goes to
  * the worker as MSG_SBX_FAIL, then init exits.
@@ -228,7 +228,7 @@ init_pipe(int ctl, uint8_t which, struct err *e)
 }
 
 void
-sandbox_init_main(const struct sandbox_conf *conf, int ctl)
+init_main(const struct sandbox_conf *conf, int ctl)
 {
 	struct persist ps = { .basefd = -1, .patchfd = -1, .treefd = -1, .upperfd = -1 };
 	struct err e = { 0 };

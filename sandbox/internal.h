@@ -38,8 +38,19 @@ int ns_loopback_up(struct err *e);
 
 /*** spawn.c ***/
 
-/* The worker, before its own filter: forks the spawner. */
-int spawn_start(const struct sandbox_conf *conf, struct err *e);
+/*
+ * The entry of a sandbox's init: the spawner calls it in each fresh clone,
+ * pid 1 of the new namespaces, with conf and ctl, init's end of its
+ * channel to the worker. It must not return (the clone exits 1 if it does).
+ */
+typedef void spawn_init_cb(const struct sandbox_conf *conf, int ctl);
+
+/*
+ * The worker, before its own filter: forks the spawner, which runs
+ * init_entry in every init it clones.
+ */
+int spawn_start(const struct sandbox_conf *conf, spawn_init_cb *init_entry,
+    struct err *e);
 /* Asks the spawner for a new init: its pid, control channel and pidfd. */
 int spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
 /* In the spawner or an init: our command line and name become name. */
@@ -47,9 +58,11 @@ void spawn_set_title(const char *name);
 
 /*** init.c ***/
 
-/* The init of a sandbox, in the spawner's fresh clone; ctl goes to the worker. */
-void sandbox_init_main(const struct sandbox_conf *conf, int ctl)
-    __attribute__((noreturn));
+/*
+ * The init of a sandbox (a spawn_init_cb, handed to spawn_start()), in the
+ * spawner's fresh clone; ctl goes to the worker.
+ */
+void init_main(const struct sandbox_conf *conf, int ctl) __attribute__((noreturn));
 
 /*** mount.c ***/
 

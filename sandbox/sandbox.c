@@ -153,7 +153,7 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 	if ((rc = seccomp_job_compile(e)) < 0)
 		return rc;
 	/* Last: the spawner keeps a copy of all the above. */
-	return spawn_start(conf, e);
+	return spawn_start(conf, init_main, e);
 }
 
 int

@@ -15,7 +15,9 @@
  * each init with the spawner.
  *
  * The spawner reads only fixed-size requests from its worker; it never sees
- * a job's bytes.
+ * a job's bytes. What an init does is not the spawner's business: the
+ * worker hands spawn_start() init's entry (init.c) as a spawn_init_cb,
+ * which each clone calls first thing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,7 +74,8 @@ spawn_set_title(const char *name)
 }
 
 static void __attribute__((noreturn))
-spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
+spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int sock,
+    pid_t worker)
 {
 	struct msg m;
 
@@ -111,7 +114,8 @@ spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
 		if (pid == 0) {
 			close(sock);
 			close(ctl[0]);
-			sandbox_init_main(conf, ctl[1]);
+			init_entry(conf, ctl[1]);
+			_exit(1);	/* init_entry() does not return */
 		}
 		close(ctl[1]);
 		if (pid < 0) {
@@ -131,7 +135,7 @@ spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
 }
 
 int
-spawn_start(const struct sandbox_conf *conf, struct err *e)
+spawn_start(const struct sandbox_conf *conf, spawn_init_cb *init_entry, struct err *e)
 {
 	pid_t worker = getpid(), pid;
 	int sv[2];
@@ -147,7 +151,7 @@ spawn_start(const struct sandbox_conf *conf, struct err *e)
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		spawner_main(conf, sv[1], worker);
+		spawner_main(conf, init_entry, sv[1], worker);
 	}
 	close(sv[1]);
 	spawner_fd = sv[0];
