@@ -147,7 +147,7 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	} else if (mount_job_tmpfs(&j->limits, 0, 0, &e) < 0) {
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	}
-	if (exec_seed_files(j, &e) < 0 || exec_prepare_cwd(j, &e) < 0)
+	if (exec_init_seed_files(j, &e) < 0 || exec_init_prepare_cwd(j, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INPUT, &e);
 	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -156,13 +156,13 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	 * The job's filter, from here on for init and everything it starts;
 	 * the worker answers what it refuses. Init needs nothing it refuses.
 	 */
-	if ((nfd = seccomp_job_install(j->net_mode, &e)) < 0)
+	if ((nfd = seccomp_init_job_install(j->net_mode, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (msg_send(ctl, MSG_SBX_NOTIFY, 0, NULL, 0, nfd) < 0)
 		_exit(1);
 	close(nfd);
 
-	if ((job_pid = exec_spawn(&spec, &e)) < 0)
+	if ((job_pid = exec_init_spawn(&spec, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	ex.started_ns = mono_ns();
 	/* Only the job holds the pipes now: EOF comes when it and its children end. */
@@ -249,7 +249,7 @@ init_main(const struct sandbox_conf *conf, int ctl)
 	if (rc <= 0 || m.hdr.type != MSG_SBX_GO)
 		_exit(1);
 	/* Into our cgroup before anything else, while we are still host root. */
-	if (m.len > 0 && cg_job_join_self((const char *)m.data, m.len, &e) < 0)
+	if (m.len > 0 && cg_init_join_self((const char *)m.data, m.len, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	msg_clear(&m);
 
@@ -262,7 +262,7 @@ init_main(const struct sandbox_conf *conf, int ctl)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	}
 	/* The uid map is written: take the sandbox user's identity. */
-	if (ns_become_sandbox_user(&e) < 0)
+	if (ns_init_become_sandbox_user(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	/*
 	 * A credential change clears the parent-death signal: set it again,
@@ -287,7 +287,7 @@ init_main(const struct sandbox_conf *conf, int ctl)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (mount_build_root(ps.basefd >= 0, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (ns_loopback_up(&e) < 0)
+	if (ns_init_loopback_up(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (sethostname("sandbox", 7) < 0) {
 		err_set(&e, -errno, "sethostname: %s", strerror(errno));

@@ -145,10 +145,10 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 	if (conf->cg.version == CG_NONE)
 		log_warnx("no cgroups: %s; jobs are bounded by rlimits only", conf->cg.why);
 	/* The jobs' filter, compiled once: each job only loads it. */
-	if ((rc = seccomp_job_compile(e)) < 0)
+	if ((rc = seccomp_worker_job_compile(e)) < 0)
 		return rc;
 	/* Last: the spawner keeps a copy of all the above. */
-	return spawn_start(conf, init_main, e);
+	return spawn_worker_start(conf, init_main, e);
 }
 
 int
@@ -165,10 +165,11 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	s->out_rd = s->err_rd = s->notify = -1;
 	s->sockcap.fd[0] = s->sockcap.fd[1] = -1;
 	s->sockets_max = conf->sockets_max;
-	if ((rc = spawn_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
-	    (rc = ns_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
+	if ((rc = spawn_worker_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
+	    (rc = ns_worker_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
 	    (rc = sockcap_open(&s->sockcap, s->init_pid, e)) < 0 ||
-	    (rc = cg_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg, e)) < 0) {
+	    (rc = cg_worker_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg,
+	    e)) < 0) {
 		sandbox_free(s);
 		return rc;
 	}
@@ -177,14 +178,14 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	 * the job's path; sandbox_run() corrects it if needed.
 	 */
 	s->socket_bytes = conf->socket_bytes;
-	if (last_memory > 0 && cg_job_limit(&s->cg, last_memory,
+	if (last_memory > 0 && cg_worker_job_limit(&s->cg, last_memory,
 	    sock_bound(s, last_memory), last_pids, e) == 0) {
 		s->cg_memory = last_memory;
 		s->cg_pids = last_pids;
 	}
 	/* Let init go on (into its cgroup first); it builds the image meanwhile. */
 	if ((rc = msg_send(s->ctl, MSG_SBX_GO, 0, godirs,
-	    cg_job_dirs(&s->cg, godirs, sizeof(godirs)), -1)) < 0) {
+	    cg_worker_job_dirs(&s->cg, godirs, sizeof(godirs)), -1)) < 0) {
 		err_set(e, rc, "start sandbox init: %s", strerror(-rc));
 		sandbox_free(s);
 		return rc;
@@ -477,7 +478,7 @@ notify_answer(struct sandbox *s, struct result *res)
 			return false;
 		}
 		resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
-		if (seccomp_job_counted(s->net, &req.data)) {
+		if (seccomp_worker_job_counted(s->net, &req.data)) {
 			int64_t held = sockcap_count(&s->sockcap);
 
 			/* Under the cap the socket is made; at it, EMFILE (recorded). */
@@ -551,7 +552,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	if (wait_ready(s, res) < 0)
 		goto out_finish;
 	if ((s->cg_memory != l->memory_bytes || s->cg_pids != l->pids) &&
-	    cg_job_limit(&s->cg, l->memory_bytes, sock_bound(s, l->memory_bytes),
+	    cg_worker_job_limit(&s->cg, l->memory_bytes, sock_bound(s, l->memory_bytes),
 	    l->pids, &e) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox", "cgroup: %s", e.msg);
 		goto out_finish;
@@ -605,7 +606,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 				kill_sandbox(s, &run, KILLED_OUTPUT, now);
 			else if (cpu_by_cgroup && now >= next_cpu_check) {
 				/* All processes together, reaped or not. */
-				cg_job_usage(&s->cg, &u);
+				cg_worker_job_usage(&s->cg, &u);
 				if (u.has_cpu && u.cpu_ns >= l->cpu_ms * 1000000)
 					kill_sandbox(s, &run, KILLED_CPU, now);
 				next_cpu_check = now + (int64_t)CPU_CHECK_MS * 1000000;
@@ -669,7 +670,7 @@ out_finish:
 	 */
 	if (!(run.exited && run.killed == KILLED_NONE && WIFEXITED(run.status) &&
 	    WEXITSTATUS(run.status) == 0)) {
-		cg_job_usage(&s->cg, &u);
+		cg_worker_job_usage(&s->cg, &u);
 		if (u.has_cpu && u.cpu_ns / 1000000 > res->cpu_ms)
 			res->cpu_ms = u.cpu_ns / 1000000;
 	}
@@ -757,9 +758,9 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 	 * old and the new snapshot in memory, charged to the sandbox's
 	 * cgroup: give it room beyond the job's own limit.
 	 */
-	if (s->cg_memory > 0 && cg_job_limit(&s->cg, s->cg_memory + 4 * (uint64_t)snaplen +
-	    2 * j->limits.disk_bytes + ((uint64_t)64 << 20), sock_bound(s, s->cg_memory),
-	    s->cg_pids, &e) < 0)
+	if (s->cg_memory > 0 && cg_worker_job_limit(&s->cg, s->cg_memory +
+	    4 * (uint64_t)snaplen + 2 * j->limits.disk_bytes + ((uint64_t)64 << 20),
+	    sock_bound(s, s->cg_memory), s->cg_pids, &e) < 0)
 		log_warnx("capture: cannot raise the memory limit: %s", e.msg);
 	fd_set_nonblock(s->ctl, false);
 	if ((rc = msg_send(s->ctl, MSG_SBX_COMMIT, 0, rec, strlen(rec), -1)) < 0) {
@@ -854,6 +855,6 @@ sandbox_free(struct sandbox *s)
 		close(s->notify);
 	sockcap_close(&s->sockcap);
 	/* Init is reaped, so its pid namespace is empty: nothing holds the cgroup. */
-	cg_job_destroy(&s->cg);
+	cg_worker_job_destroy(&s->cg);
 	free(s);
 }

@@ -16,8 +16,13 @@
  *
  * The spawner reads only fixed-size requests from its worker; it never sees
  * a job's bytes. What an init does is not the spawner's business: the
- * worker hands spawn_start() init's entry (init.c) as a spawn_init_cb,
- * which each clone calls first thing.
+ * worker hands spawn_worker_start() init's entry (init.c) as a
+ * spawn_init_cb, which each clone calls first thing.
+ *
+ * Three processes run this file, and each function says which in its name:
+ * spawn_worker_* and worker_title_measure() run in the worker, spawner_main()
+ * in the spawner; spawn_set_title() runs in the spawner and in each init
+ * (whose first lines, before init_entry, are in spawner_main()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +52,7 @@ static size_t title_len;
  * folder, host uid) in /proc/1/cmdline.
  */
 static void
-title_measure(void)
+worker_title_measure(void)
 {
 	char buf[4096];
 	ssize_t n;
@@ -135,12 +140,13 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 }
 
 int
-spawn_start(const struct sandbox_conf *conf, spawn_init_cb *init_entry, struct err *e)
+spawn_worker_start(const struct sandbox_conf *conf, spawn_init_cb *init_entry,
+    struct err *e)
 {
 	pid_t worker = getpid(), pid;
 	int sv[2];
 
-	title_measure();
+	worker_title_measure();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_set(e, -errno, "spawner channel: %s", strerror(errno));
 	pid = fork();
@@ -159,7 +165,7 @@ spawn_start(const struct sandbox_conf *conf, spawn_init_cb *init_entry, struct e
 }
 
 int
-spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e)
+spawn_worker_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e)
 {
 	struct msg_spawn_done done;
 	struct msg m;
