@@ -59,7 +59,20 @@ STORE_SRCS := common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agen
 # The Redis snapshot store: hiredis, so never in the worker. sandqd will link
 # it (with STORE_SRCS' store files and -lhiredis -lcrypto); its test does now.
 RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispatcher/rstore/rstore_lua.c queue/redis_sync.c
-SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
+# build/sandq-worker runs as four processes, and a file of sandbox/ that
+# several of them run names the side in each function (ns_worker_*,
+# ns_init_*, job_*):
+#   spawner  root, no seccomp filter, only clones inits: sandbox/spawn.c
+#            (spawner_main)
+#   worker   the confined worker: worker/*.c, STORE_SRCS, sandbox/sandbox.c,
+#            image.c, sockcap.c, and the worker's side of spawn.c, ns.c,
+#            cgroup.c and seccomp.c
+#   init     pid 1 of the sandbox's namespaces: sandbox/init.c, mount.c,
+#            persist.c (with agentfs/ and workspace/), and init's side of
+#            ns.c, cgroup.c, seccomp.c and exec.c
+#   job      the job's own process until it execs: exec.c's job_* and
+#            limits.c
+SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
