@@ -201,14 +201,14 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
  * does only after every other process of the namespace is gone.
  */
 static void
-init_kill(struct sandbox *s)
+kill_init(struct sandbox *s)
 {
 	if (s->pidfd >= 0)
 		(void)syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
 }
 
 static void
-init_wait(struct sandbox *s)
+wait_for_init(struct sandbox *s)
 {
 	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
 
@@ -517,7 +517,7 @@ kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now
 {
 	if (run->killed != KILLED_NONE || run->exited)
 		return;
-	init_kill(s);
+	kill_init(s);
 	run->killed = r;
 	run->end_ns = now;
 }
@@ -660,8 +660,8 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 out_finish:
 	if (!run.exited) {
 		/* Killed or failed: what it used is known once every process is gone. */
-		init_kill(s);
-		init_wait(s);
+		kill_init(s);
+		wait_for_init(s);
 	}
 	/*
 	 * The cgroup counts every process, including any not reaped yet, and
@@ -843,8 +843,8 @@ sandbox_free(struct sandbox *s)
 		    poll(&pfd, 1, left) < 0 && errno == EINTR)
 			;
 	}
-	init_kill(s);
-	init_wait(s);
+	kill_init(s);
+	wait_for_init(s);
 	if (s->ctl >= 0)
 		close(s->ctl);
 	if (s->out_rd >= 0)
