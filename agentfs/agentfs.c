@@ -20,17 +20,20 @@
  * table would hand our queries to a module's code); PRAGMA quick_check
  * must pass; no generated column; and a file's size is a claim, checked
  * against the bytes its chunks hold before it is allocated. Every table
- * and column used below must exist, or the open fails naming it. Walking the tree bounds depth and path length, refuses a directory
- * reached twice (a cycle, or a directory hard link that could make the walk
+ * and column used below must exist, or the open fails naming it. Walking
+ * the tree bounds depth and path length, refuses a directory reached twice
+ * (a cycle, or a directory hard link that could make the walk
  * exponential), and refuses names a host filesystem would interpret ('/',
- * NUL, "", ".", ".."). SQL is constant text with bound parameters only.
+ * NUL, "", ".", ".."). SQL is constant text with bound parameters only;
+ * SQLite calls go through ../common/sql.h.
  *
  * Two layouts are read: spec 0.4 (rdev and *_nsec columns, a schema_version
  * row) and the older LocalSandbox one. Writes follow whatever columns the
  * database has; symlinks are always written in the native form.
  *
- * Sections: Helpers, Handles, Paths, Walk, Files. The key-value store and
- * the history are in agentfs_meta.c.
+ * Sections: Helpers (the statement cache), Handles, Paths, Walk, Files.
+ * The key-value store and the history are in agentfs_meta.c, the shell
+ * session in agentfs_session.c.
  */
 #include <errno.h>
 #include <jansson.h>
