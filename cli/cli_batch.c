@@ -44,7 +44,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "cli.h"
 #include "cli_batch_int.h"
 #include "cli_sandbox_int.h"

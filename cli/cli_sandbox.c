@@ -40,7 +40,7 @@
 #include "../common/err.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"

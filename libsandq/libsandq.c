@@ -39,7 +39,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../proto/url.h"
 #include "sandq.h"
 

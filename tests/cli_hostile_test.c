@@ -49,7 +49,7 @@
 
 #include "../common/err.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "harness.h"
 
 #define EXIT_SANDQ 125

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../agentfs/agentfs.h"
 #include "../store/store.h"
 #include "../worker/ops.h"

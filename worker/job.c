@@ -41,7 +41,7 @@
 #include "../common/msg.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../agentfs/patch.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"

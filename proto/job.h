@@ -1,5 +1,5 @@
 /*
- * payload.h - jobs and results as plain structs, and their msgpack codecs.
+ * job.h - jobs and results as plain structs, and their msgpack codecs.
  *
  * Pure code: no I/O, no globals. Used by the dispatcher (decode untrusted
  * jobs from Redis, encode results), the worker (decode the normalised job the
@@ -15,8 +15,8 @@
  * Lifecycle: job_new()/payload_job_decode() -> use -> job_free();
  * result_new() -> fill -> payload_result_encode() -> result_free().
  */
-#ifndef SANDQ_PAYLOAD_H
-#define SANDQ_PAYLOAD_H
+#ifndef SANDQ_PROTO_JOB_H
+#define SANDQ_PROTO_JOB_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /*
- * payload.c - msgpack codecs for jobs and results (pure, no I/O).
+ * job.c - msgpack codecs for jobs and results (pure, no I/O).
  *
  * Sections:
  *   - Structural scan: a bounded walk over raw msgpack bytes before msgpack-c
@@ -23,7 +23,7 @@
 
 #include "../common/log.h"
 #include "../common/xmalloc.h"
-#include "payload.h"
+#include "job.h"
 
 /*** Structural scan ***/
 
