@@ -50,7 +50,7 @@ $(shell mkdir -p $(B) && \
     rm -rf $(B)/obj $(B)/tests; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
-PROTO_SRCS := proto/job.c proto/keys.c proto/url.c
+PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
 CONFIG_SRCS := config/config.c
 STORE_SRCS := common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c workspace/perms.c \
 	store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c workspace/workspace.c workspace/workspace_capture.c

@@ -32,6 +32,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "../workspace/perms.h"
 #include "cli.h"
 #include "doctor.h"

@@ -45,6 +45,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "cli.h"
 #include "cli_batch_int.h"
 #include "cli_sandbox_int.h"

@@ -32,6 +32,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "cli.h"
 #include "redis_sync.h"
 

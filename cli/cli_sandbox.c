@@ -41,6 +41,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"

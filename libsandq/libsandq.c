@@ -40,6 +40,8 @@
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
 #include "../proto/job.h"
+#include "../proto/path.h"
+#include "../proto/result.h"
 #include "../proto/url.h"
 #include "sandq.h"
 

@@ -28,6 +28,7 @@
 
 #include "../common/err.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "cgroup.h"
 
 #define SANDBOX_UID 1000	/* the job's uid and gid inside the sandbox */

@@ -50,6 +50,7 @@
 #include "../common/err.h"
 #include "../proto/keys.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "harness.h"
 
 #define EXIT_SANDQ 125

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/agentfs.h"
 #include "../store/store.h"
 #include "../worker/ops.h"

@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include "../proto/job.h"
+#include "../proto/path.h"
+#include "../proto/result.h"
+#include "../proto/scan.h"
 
 TestSuite(payload, .timeout = 120);
 

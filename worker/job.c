@@ -42,6 +42,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/patch.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "../store/store.h"
 
 #define OPS_COMMIT_RETRIES 3		/* reruns of an op whose commit lost */

@@ -16,6 +16,7 @@
 
 #include "../common/err.h"
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"

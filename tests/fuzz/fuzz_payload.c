@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../../proto/job.h"
+#include "../../proto/result.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
