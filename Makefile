@@ -52,7 +52,7 @@ $(shell mkdir -p $(B) && \
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c workspace/perms.c \
+STORE_SRCS := common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c workspace/perms.c proto/path.c \
 	store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c workspace/workspace.c workspace/workspace_capture.c
 # The Redis snapshot store: hiredis, so never in the worker. sandqd will link
 # it (with STORE_SRCS' store files and -lhiredis -lcrypto); its test does now.
@@ -131,13 +131,13 @@ $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c 
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
 $(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,workspace/perms.c $(COMMON_SRCS))
+$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,common/sql.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
+$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c proto/path.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
+$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c proto/path.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/cowimg_test: $(B)/tests/cowimg_test.o $(call obj,agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3
@@ -152,7 +152,7 @@ $(B)/tests/interop_test: $(B)/tests/interop_test.o $(call obj,$(STORE_SRCS) $(CO
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
-$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a $(call obj,workspace/perms.c)
+$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto

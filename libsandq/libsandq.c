@@ -472,8 +472,6 @@ text_clean(const char *s)
 static int
 job_set_perms(struct sandq *c, struct job *j, const struct sandq_job_opts *o)
 {
-	static const char *const levels[] = { "none", "view", "read", "write" };
-
 	if (o->nperms > 0 && o->perms == NULL)
 		return fail(c, -EINVAL, "perms: a count but no array");
 	if (o->nperms > JOB_PERMS_MAX)
@@ -483,21 +481,19 @@ job_set_perms(struct sandq *c, struct job *j, const struct sandq_job_opts *o)
 	for (size_t i = 0; i < o->nperms; i++) {
 		const struct sandq_perm *p = &o->perms[i];
 		size_t plen = p->pattern ? strlen(p->pattern) : 0;
-		size_t k;
+		enum perm_level level;
 
 		if (plen == 0 || plen > JOB_PATTERN_MAX || !text_clean(p->pattern))
 			return fail(c, -EINVAL, "perms[%zu]: pattern must be 1..%d bytes "
 			    "without control characters", i, JOB_PATTERN_MAX);
-		for (k = 0; k < 4; k++)
-			if (p->level && strcmp(p->level, levels[k]) == 0)
-				break;
-		if (k == 4)
+		if (p->level == NULL ||
+		    perm_level_parse(p->level, strlen(p->level), &level) < 0)
 			return fail(c, -EINVAL, "perms[%zu] '%.200s': level '%.32s': "
 			    "expected none, view, read or write", i, p->pattern,
 			    p->level ? p->level : "(null)");
 		/* As the dispatcher will read it: "/workspace/x" is "/x". */
 		j->perms[i].pattern = xstrdup(payload_pattern_unalias(p->pattern));
-		j->perms[i].level = xstrdup(levels[k]);
+		j->perms[i].level = level;
 		j->nperms++;
 	}
 	if (o->perm_preset != NULL) {

@@ -2,7 +2,7 @@
  * job.c - a job as a plain struct, and its msgpack codec (pure, no I/O).
  *
  * Sections:
- *   - Names: ops, limit presets, rule presets and levels.
+ *   - Names: ops, limit presets, rule presets.
  *   - Validation helpers: ids, sandbox ids, tenants.
  *   - Jobs: decode, field by field, then the whole map.
  *   - Encoding: the normalised job, as the worker decodes it again.
@@ -48,9 +48,6 @@ static const char *const op_names[OP__COUNT] = {
 static const char *const perm_preset_names[] = {
 	"agent-safe", "read-only", "full-access", "development", "view-only",
 };
-
-/* The levels of a path rule, as workspace/perms.c parses them. */
-static const char *const perm_level_names[] = { "none", "view", "read", "write" };
 
 static const char *const preset_names[] = {
 	[PRESET_DEFAULT] = "default", [PRESET_STRICT] = "strict",
@@ -185,10 +182,8 @@ job_free(struct job *j)
 		free(j->cases[i].expect_mode);
 	}
 	free(j->cases);
-	for (size_t i = 0; i < j->nperms; i++) {
+	for (size_t i = 0; i < j->nperms; i++)
 		free(j->perms[i].pattern);
-		free(j->perms[i].level);
-	}
 	free(j->perms);
 	free(j->perm_preset);
 	free(j->path);
@@ -648,6 +643,7 @@ decode_perms(const msgpack_object *o, struct job *j, struct err *e)
 	for (uint32_t i = 0; i < o->via.array.size; i++) {
 		const msgpack_object *m = &o->via.array.ptr[i];
 		struct job_perm *r = &j->perms[j->nperms++];
+		bool level_given = false;
 
 		if (m->type != MSGPACK_OBJECT_MAP)
 			return err_set(e, -EINVAL,
@@ -663,22 +659,19 @@ decode_perms(const msgpack_object *o, struct job *j, struct err *e)
 					return -EINVAL;
 			} else if (scan_key_is(&kv->key, "level")) {
 				const char *p;
-				size_t n, l;
+				size_t n;
 
 				snprintf(field, sizeof(field), "perms[%u].level", i);
-				if (r->level != NULL)
+				if (level_given)
 					return err_set(e, -EINVAL, "field '%s': given twice", field);
 				if (!scan_peek_bytes(&kv->val, &p, &n))
 					return err_set(e, -EINVAL, "field '%s': expected a string",
 					    field);
-				for (l = 0; l < sizeof(perm_level_names) / sizeof(perm_level_names[0]); l++)
-					if (strlen(perm_level_names[l]) == n &&
-					    memcmp(p, perm_level_names[l], n) == 0)
-						break;
-				if (l == sizeof(perm_level_names) / sizeof(perm_level_names[0]))
+				/* Parsed once, here: no later reader sees the string. */
+				if (perm_level_parse(p, n, &r->level) < 0)
 					return err_set(e, -EINVAL,
 					    "field '%s': expected none, view, read or write", field);
-				r->level = xstrdup(perm_level_names[l]);
+				level_given = true;
 			} else {
 				const char *p = "?";
 				size_t n = 1;
@@ -687,7 +680,7 @@ decode_perms(const msgpack_object *o, struct job *j, struct err *e)
 				    i, (int)(n > 64 ? 64 : n), p);
 			}
 		}
-		if (r->pattern == NULL || r->level == NULL)
+		if (r->pattern == NULL || !level_given)
 			return err_set(e, -EINVAL, "field 'perms[%u].%s': missing", i,
 			    r->pattern == NULL ? "pattern" : "level");
 	}
@@ -1208,7 +1201,7 @@ job_pack(const struct job *j, msgpack_packer *pk)
 				pk_path(pk, "/workspace", j->perms[i].pattern);
 			else
 				pack_str(pk, j->perms[i].pattern);
-			pack_kv_str(pk, "level", j->perms[i].level);
+			pack_kv_str(pk, "level", perm_level_name(j->perms[i].level));
 		}
 	}
 	if (pk_want(j->perm_preset != NULL, &n, pk))

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "path.h"
 
 #define PAYLOAD_VERSION 1	/* "v" of jobs and results */
 
@@ -128,10 +129,10 @@ struct job_case {
 	char *expect_mode;	/* "exact" (NULL), "trim" or "regex" */
 };
 
-/* A path rule as given: level is one of none, view, read, write. */
+/* A path rule as given: the pattern as written, less the /workspace alias. */
 struct job_perm {
 	char *pattern;		/* JOB_PATTERN_MAX bytes, no NUL or control char */
-	char *level;
+	enum perm_level level;	/* parsed at decode; a string on the wire */
 };
 
 struct job {

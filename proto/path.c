@@ -8,12 +8,42 @@
  * /workspace inside the job, so "/workspace/x" is an alias of "x"
  * (docs/paths.md); the encoder writes a path whose own first folder is
  * "workspace" with the alias in front, so decoding it again gives it back.
+ * A path rule's level is parsed here too, into an enum perm_level.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "job.h"
 #include "path.h"
+
+/*** Path rule levels ***/
+
+static const char *const level_names[] = {
+	[PERM_NONE] = "none", [PERM_VIEW] = "view",
+	[PERM_READ] = "read", [PERM_WRITE] = "write",
+};
+
+int
+perm_level_parse(const char *s, size_t len, enum perm_level *out)
+{
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+		if (strlen(level_names[i]) == len && memcmp(s, level_names[i], len) == 0) {
+			*out = (enum perm_level)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *
+perm_level_name(enum perm_level level)
+{
+	if ((unsigned)level > PERM_WRITE)
+		return "?";
+	return level_names[level];
+}
+
+/*** Paths ***/
 
 /* A path as it may appear in a message: at most 64 bytes, control bytes as '?'. */
 const char *

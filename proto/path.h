@@ -8,6 +8,10 @@
  * functions to what its caller wrote, so a client and the dispatcher agree.
  * docs/paths.md is the reference.
  *
+ * A path rule (docs/paths.md) is a pattern and a level; the level is parsed
+ * here, once, when the job is decoded, so every later reader holds an enum
+ * perm_level. workspace/perms.h compiles and checks the rules.
+ *
  * Pure code: no I/O, no globals.
  */
 #ifndef SANDQ_PROTO_PATH_H
@@ -17,6 +21,23 @@
 #include <stddef.h>
 
 #include "../common/err.h"
+
+/* The level of a path rule: what a job may do with the paths it matches. */
+enum perm_level {
+	PERM_NONE = 0,		/* hidden: absent from listings, ENOENT */
+	PERM_VIEW,		/* listed with its size, reading refused */
+	PERM_READ,		/* readable, any change refused */
+	PERM_WRITE,		/* allowed */
+};
+
+/*
+ * Parses a level's name, "none", "view", "read" or "write" (exactly len
+ * bytes, lower case), into *out. Returns 0 or -EINVAL.
+ */
+int perm_level_parse(const char *s, size_t len, enum perm_level *out);
+
+/* The name of a level ("none" ...), or "?" for a value out of range. */
+const char *perm_level_name(enum perm_level level);
 
 /*
  * Normalises a sandbox path ("a/b", "/a/b", "./a//b/") to "a/b" in out
