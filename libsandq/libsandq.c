@@ -3,7 +3,7 @@
  * tenant's Redis stream and waits for their results, over one synchronous
  * hiredis connection.
  *
- * DESIGN. A job is built as a struct job and encoded by proto/payload.c, the
+ * DESIGN. A job is built as a struct job and encoded by proto/job.c, the
  * codec the dispatcher decodes with, so client and server cannot drift apart
  * on the wire format; this file only converts the public options into that
  * struct and checks what the protocol cannot carry (bad ids, env names,
@@ -292,7 +292,7 @@ sandq_last_error(const struct sandq *c)
 
 /*** Building jobs ***/
 
-/* The checks of env_name_valid() in proto/payload.c, on "NAME=..." input. */
+/* The checks of env_name_valid() in proto/job.c, on "NAME=..." input. */
 static bool
 env_name_valid(const char *p, size_t n)
 {

@@ -1334,7 +1334,7 @@ Test(payload, decodes_with_null_idbuf)
 
 /*
  * The spec's field table (/tmp/spec4.md, docs/protocol.md "Sandboxes"),
- * written out here independently of payload.c's masks: uses lists what an
+ * written out here independently of job.c's masks: uses lists what an
  * op takes besides the fields every op takes (v, id, op, tenant, priority,
  * deadline_ms), needs what it requires.
  */
