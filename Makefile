@@ -52,7 +52,7 @@ $(shell mkdir -p $(B) && \
     rm -rf $(B)/obj $(B)/tests; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
-PAYLOAD_SRCS := proto/payload.c proto/keys.c proto/url.c
+PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
 CONFIG_SRCS := config/config.c
 # The SQLite helper of every module that keeps a database (-lsqlite3).
 SQL_SRCS := common/sql.c
@@ -60,8 +60,9 @@ SQL_SRCS := common/sql.c
 AGENTFS_SRCS := agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c
 # The local snapshot store; of agentfs/ it needs patch.c alone.
 STORE_SRCS := store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c
-# Materialise and capture over the codec; perms.c (path rules) also links alone.
-WORKSPACE_SRCS := workspace/workspace.c workspace/workspace_capture.c workspace/perms.c
+# Materialise and capture over the codec; perms.c (path rules, with the
+# rule levels of proto/path.c) also links alone. ($^ drops a repeated object.)
+WORKSPACE_SRCS := workspace/workspace.c workspace/workspace_capture.c workspace/perms.c proto/path.c
 # What the worker keeps snapshots with: codec, local store and workspace.
 SNAPSHOT_SRCS := $(SQL_SRCS) $(AGENTFS_SRCS) $(STORE_SRCS) $(WORKSPACE_SRCS)
 # The Redis snapshot store: hiredis, so never in the worker. sandqd links it
@@ -101,9 +102,9 @@ LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
-WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(SNAPSHOT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
-LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq
@@ -146,17 +147,17 @@ $(B)/tests/%.o: tests/%.c
 
 $(B)/tests/msg_test: $(B)/tests/msg_test.o $(call obj,$(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
-$(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson
-$(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
 $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c sandbox/sockcap.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
 $(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,$(SQL_SRCS) $(AGENTFS_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,workspace/perms.c $(COMMON_SRCS))
+$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,$(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
@@ -171,13 +172,13 @@ $(B)/tests/audit_test: $(B)/tests/audit_test.o $(B)/tests/harness.o $(call obj,$
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 $(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,cli/gitignore.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,$(OPS_SRCS) $(SNAPSHOT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,$(OPS_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson -lmsgpackc
 $(B)/tests/interop_test: $(B)/tests/interop_test.o $(call obj,$(SQL_SRCS) $(AGENTFS_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
-$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a $(call obj,workspace/perms.c)
+$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
@@ -191,7 +192,7 @@ $(B)/tests/cli_esc_test: $(B)/tests/cli_esc_test.o $(call obj,cli/cli_esc.c $(CO
 # its ops itself as a hostile server would (msgpack results it encodes).
 $(B)/tests/cli_hostile_test: $(B)/tests/cli_hostile_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
-$(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -ljansson
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
@@ -209,7 +210,7 @@ $(B)/tests/batch_test: $(B)/tests/batch_test.o $(B)/tests/harness.o $(B)/libsand
 $(B)/tests/hygiene_test: $(B)/tests/hygiene_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 # rstore_test: a private redis-server (harness.c) and local stores in a mkdtemp folder.
-$(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c $(PAYLOAD_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
+$(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c $(PROTO_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lsqlite3 -lcrypto -ljansson
 # hosts_test runs deploy/hosts.sh (network namespaces): root, from the repository root.
 $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsandq.a

@@ -31,7 +31,8 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "cli.h"
 #include "redis_sync.h"
 

@@ -42,7 +42,8 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/workspace.h"
 #include "cli.h"

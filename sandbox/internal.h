@@ -26,7 +26,7 @@
 #include <linux/seccomp.h>
 
 #include "../common/err.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "sandbox.h"
 
 /*** ns.c ***/
