@@ -52,14 +52,36 @@ $(shell mkdir -p $(B) && \
     rm -rf $(B)/obj $(B)/tests; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
-PAYLOAD_SRCS := proto/payload.c proto/keys.c proto/url.c
+PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
 CONFIG_SRCS := config/config.c
-STORE_SRCS := common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c workspace/perms.c \
-	store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c workspace/workspace.c workspace/workspace_capture.c
-# The Redis snapshot store: hiredis, so never in the worker. sandqd will link
-# it (with STORE_SRCS' store files and -lhiredis -lcrypto); its test does now.
+# The SQLite helper of every module that keeps a database (-lsqlite3).
+SQL_SRCS := common/sql.c
+# The AgentFS codec, its session table, the copy-on-write image and patch.
+AGENTFS_SRCS := agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c
+# The local snapshot store; of agentfs/ it needs patch.c alone.
+STORE_SRCS := store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c
+# Materialise and capture over the codec; perms.c (path rules, with the
+# rule levels of proto/path.c) also links alone. ($^ drops a repeated object.)
+WORKSPACE_SRCS := workspace/workspace.c workspace/workspace_capture.c workspace/perms.c proto/path.c
+# What the worker keeps snapshots with: codec, local store and workspace.
+SNAPSHOT_SRCS := $(SQL_SRCS) $(AGENTFS_SRCS) $(STORE_SRCS) $(WORKSPACE_SRCS)
+# The Redis snapshot store: hiredis, so never in the worker. sandqd links it
+# over the local store (STORE_SRCS), and so does its test.
 RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispatcher/rstore/rstore_lua.c queue/redis_sync.c
-SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
+# build/sandq-worker runs as four processes, and a file of sandbox/ that
+# several of them run names the side in each function (ns_worker_*,
+# ns_init_*, job_*):
+#   spawner  root, no seccomp filter, only clones inits: sandbox/spawn.c
+#            (spawner_main)
+#   worker   the confined worker: worker/*.c, STORE_SRCS, sandbox/sandbox.c,
+#            image.c, sockcap.c, and the worker's side of spawn.c, ns.c,
+#            cgroup.c and seccomp.c
+#   init     pid 1 of the sandbox's namespaces: sandbox/init.c, mount.c,
+#            persist.c (with agentfs/ and workspace/), and init's side of
+#            ns.c, cgroup.c, seccomp.c and exec.c
+#   job      the job's own process until it execs: exec.c's job_* and
+#            limits.c
+SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
@@ -68,7 +90,7 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c
-CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c workspace/perms.c workspace/workspace.c workspace/workspace_capture.c \
+CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c cli/cli_dead.c cli/cancel.c \
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
 
@@ -80,9 +102,9 @@ LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) common/sql.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(CONFIG_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
-WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
-LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq
@@ -125,38 +147,38 @@ $(B)/tests/%.o: tests/%.c
 
 $(B)/tests/msg_test: $(B)/tests/msg_test.o $(call obj,$(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
-$(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/config_test: $(B)/tests/config_test.o $(call obj,$(CONFIG_SRCS) $(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson
-$(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/limits_test: $(B)/tests/limits_test.o $(call obj,sandbox/limits.c $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc
 $(B)/tests/seccomp_test: $(B)/tests/seccomp_test.o $(call obj,sandbox/seccomp.c sandbox/sockcap.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lseccomp
-$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
+$(B)/tests/agentfs_test: $(B)/tests/agentfs_test.o $(call obj,$(SQL_SRCS) $(AGENTFS_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,workspace/perms.c $(COMMON_SRCS))
+$(B)/tests/perms_test: $(B)/tests/perms_test.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,common/sql.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c agentfs/patch.c $(COMMON_SRCS))
+$(B)/tests/store_test: $(B)/tests/store_test.o $(call obj,$(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
+$(B)/tests/workspace_test: $(B)/tests/workspace_test.o $(call obj,$(WORKSPACE_SRCS) $(SQL_SRCS) $(AGENTFS_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
-$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,workspace/workspace.c workspace/workspace_capture.c workspace/perms.c common/sql.c agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
+$(B)/tests/overlay_test: $(B)/tests/overlay_test.o $(call obj,$(WORKSPACE_SRCS) $(SQL_SRCS) $(AGENTFS_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/cowimg_test: $(B)/tests/cowimg_test.o $(call obj,agentfs/cowimg.c agentfs/patch.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3
 # audit_test runs build/sandq (--db, and a private redis-server for the stream).
-$(B)/tests/audit_test: $(B)/tests/audit_test.o $(B)/tests/harness.o $(call obj,$(AUDIT_SRCS) common/sql.c) $(B)/libsandq.a
+$(B)/tests/audit_test: $(B)/tests/audit_test.o $(B)/tests/harness.o $(call obj,$(AUDIT_SRCS) $(SQL_SRCS)) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 $(B)/tests/gitignore_test: $(B)/tests/gitignore_test.o $(call obj,cli/gitignore.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
-$(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,$(OPS_SRCS) $(STORE_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/ops_test: $(B)/tests/ops_test.o $(call obj,$(OPS_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson -lmsgpackc
-$(B)/tests/interop_test: $(B)/tests/interop_test.o $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
+$(B)/tests/interop_test: $(B)/tests/interop_test.o $(call obj,$(SQL_SRCS) $(AGENTFS_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lsqlite3 -lcrypto -ljansson
 $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
-$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a $(call obj,workspace/perms.c)
+$(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
@@ -170,7 +192,7 @@ $(B)/tests/cli_esc_test: $(B)/tests/cli_esc_test.o $(call obj,cli/cli_esc.c $(CO
 # its ops itself as a hostile server would (msgpack results it encodes).
 $(B)/tests/cli_hostile_test: $(B)/tests/cli_hostile_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
-$(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
+$(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -ljansson
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
@@ -188,7 +210,7 @@ $(B)/tests/batch_test: $(B)/tests/batch_test.o $(B)/tests/harness.o $(B)/libsand
 $(B)/tests/hygiene_test: $(B)/tests/hygiene_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 # rstore_test: a private redis-server (harness.c) and local stores in a mkdtemp folder.
-$(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) common/sql.c store/store.c store/store_chunks.c store/store_import.c store/store_migrate.c agentfs/patch.c $(PAYLOAD_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
+$(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj,$(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c $(PROTO_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lsqlite3 -lcrypto -ljansson
 # hosts_test runs deploy/hosts.sh (network namespaces): root, from the repository root.
 $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsandq.a
@@ -242,7 +264,7 @@ bench: deps
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
-$(B)/snapshot-bench: bench/snapshot.c bench/timing.h $(call obj,$(STORE_SRCS) $(COMMON_SRCS))
+$(B)/snapshot-bench: bench/snapshot.c bench/timing.h $(call obj,$(SNAPSHOT_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) -lsqlite3 -lcrypto -ljansson -lm
 
 $(B)/bench: bench/bench.c bench/timing.h $(B)/libsandq.a

@@ -20,17 +20,20 @@
  * table would hand our queries to a module's code); PRAGMA quick_check
  * must pass; no generated column; and a file's size is a claim, checked
  * against the bytes its chunks hold before it is allocated. Every table
- * and column used below must exist, or the open fails naming it. Walking the tree bounds depth and path length, refuses a directory
- * reached twice (a cycle, or a directory hard link that could make the walk
+ * and column used below must exist, or the open fails naming it. Walking
+ * the tree bounds depth and path length, refuses a directory reached twice
+ * (a cycle, or a directory hard link that could make the walk
  * exponential), and refuses names a host filesystem would interpret ('/',
- * NUL, "", ".", ".."). SQL is constant text with bound parameters only.
+ * NUL, "", ".", ".."). SQL is constant text with bound parameters only;
+ * SQLite calls go through ../common/sql.h.
  *
  * Two layouts are read: spec 0.4 (rdev and *_nsec columns, a schema_version
  * row) and the older LocalSandbox one. Writes follow whatever columns the
  * database has; symlinks are always written in the native form.
  *
- * Sections: Helpers, Handles, Paths, Walk, Files. The key-value store and
- * the history are in agentfs_meta.c.
+ * Sections: Helpers (the statement cache), Handles, Paths, Walk, Files.
+ * The key-value store and the history are in agentfs_meta.c, the shell
+ * session in agentfs_session.c.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -41,12 +44,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../common/sql.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "agentfs.h"
 #include "internal.h"
 #include "cowimg.h"
-#include "../common/sql.h"
 
 /* An inode as the path and file code needs it. */
 struct node {
@@ -129,16 +132,6 @@ static const char *const schema_extra[] = {
 /*** Helpers ***/
 
 int
-afs_db_fail(struct agentfs *fs, int rc, const char *what, struct err *e)
-{
-	if ((rc & 0xff) == SQLITE_INTERRUPT && fs->deadline_ns != 0)
-		return err_set(e, -ETIMEDOUT, "agentfs: %s: stopped at the "
-		    "deadline", what);
-	return err_set(e, sqlerr_errno(rc), "agentfs: %s: %s", what,
-	    sqlite3_errmsg(fs->db));
-}
-
-int
 afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
     struct err *e)
 {
@@ -157,8 +150,8 @@ afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
 			slot = c;
 	}
 	/* Not kept, or in use by an outer call (the walk recurses): a new one. */
-	if ((rc = sqlite3_prepare_v2(fs->db, sql, -1, st, NULL)) != SQLITE_OK)
-		return afs_db_fail(fs, rc, "prepare", e);
+	if ((rc = sql_prepare(fs->db, sql, st, "agentfs", e)) != 0)
+		return rc;
 	if (slot != NULL)
 		*slot = (struct afs_cached){ .sql = sql, .st = *st, .busy = true };
 	return 0;
@@ -180,45 +173,14 @@ afs_stmt_release(struct agentfs *fs, sqlite3_stmt *st)
 	sqlite3_finalize(st);
 }
 
-/* Steps a statement that returns no rows, then finalises it. */
+/* Steps a statement that returns no rows, then releases it. */
 int
 afs_stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
     struct err *e)
 {
-	int rc = sqlite3_step(st);
-	int ret = 0;
+	int rc = sql_step_reset(st, "agentfs", what, e);
 
-	if (rc != SQLITE_DONE)
-		ret = afs_db_fail(fs, rc, what, e);
 	afs_stmt_release(fs, st);
-	return ret;
-}
-
-static int
-db_exec(struct agentfs *fs, const char *sql, const char *what, struct err *e)
-{
-	int rc = sqlite3_exec(fs->db, sql, NULL, NULL, NULL);
-
-	if (rc != SQLITE_OK)
-		return afs_db_fail(fs, rc, what, e);
-	return 0;
-}
-
-static void
-tx_rollback(struct agentfs *fs)
-{
-	if (!sqlite3_get_autocommit(fs->db))
-		sqlite3_exec(fs->db, "ROLLBACK", NULL, NULL, NULL);
-}
-
-/* Commits on rc == 0, rolls back otherwise; returns rc or the commit error. */
-static int
-tx_end(struct agentfs *fs, int rc, struct err *e)
-{
-	if (rc == 0)
-		rc = db_exec(fs, "COMMIT", "commit", e);
-	if (rc != 0)
-		tx_rollback(fs);
 	return rc;
 }
 
@@ -270,8 +232,7 @@ fs_alloc(struct agentfs **out, struct err *e)
 	rc = sqlite3_open_v2(":memory:", &fs->db,
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
-		rc = err_set(e, sqlerr_errno(rc), "agentfs: sqlite3_open: %s",
-		    sqlite3_errstr(rc));
+		rc = sql_fail(e, NULL, rc, "agentfs", "sqlite3_open");
 		agentfs_close(fs);
 		return rc;
 	}
@@ -329,7 +290,7 @@ fs_harden_untrusted(struct agentfs *fs, struct err *e)
 	rc = sqlite3_exec(fs->db, pragmas, NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
 		return rc == SQLITE_NOMEM || rc == SQLITE_INTERRUPT ?
-		    afs_db_fail(fs, rc, "open", e) :
+		    sql_fail(e, fs->db, rc, "agentfs", "open") :
 		    err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
 		    "database: %s", sqlite3_errmsg(fs->db));
 	return 0;
@@ -348,7 +309,7 @@ fs_deserialize(struct agentfs *fs, unsigned char *buf, size_t len,
 	    (sqlite3_int64)len, SQLITE_DESERIALIZE_FREEONCLOSE |
 	    SQLITE_DESERIALIZE_RESIZEABLE);
 	if (rc != SQLITE_OK)
-		return afs_db_fail(fs, rc, "deserialize", e);
+		return sql_fail(e, fs->db, rc, "agentfs", "deserialize");
 	sqlite3_file_control(fs->db, "main", SQLITE_FCNTL_SIZE_LIMIT, &limit);
 	return 0;
 }
@@ -377,12 +338,13 @@ agentfs_new(struct agentfs **out, struct err *e)
 	fs->chunk_size = 4096;
 	fs->has_nsec = true;
 	fs->has_version = true;
-	if ((rc = db_exec(fs, "BEGIN", "begin", e)) != 0)
+	if ((rc = sql_exec(fs->db, "BEGIN", "agentfs", "begin", e)) != 0)
 		goto out_close;
-	if ((rc = db_exec(fs, SCHEMA_SQL, "create schema", e)) != 0 ||
-	    (rc = db_exec(fs, cfg_sql, "fs_config", e)) != 0 ||
+	if ((rc = sql_exec(fs->db, SCHEMA_SQL, "agentfs", "create schema",
+	    e)) != 0 ||
+	    (rc = sql_exec(fs->db, cfg_sql, "agentfs", "fs_config", e)) != 0 ||
 	    (rc = afs_stmt_prepare(fs, root_sql, &st, e)) != 0) {
-		tx_rollback(fs);
+		sql_rollback(fs->db);
 		goto out_close;
 	}
 	afs_now_get(&sec, &nsec);
@@ -390,7 +352,7 @@ agentfs_new(struct agentfs **out, struct err *e)
 	sqlite3_bind_int64(st, 2, sec);
 	sqlite3_bind_int64(st, 3, nsec);
 	rc = afs_stmt_done(fs, st, "root inode", e);
-	if ((rc = tx_end(fs, rc, e)) != 0)
+	if ((rc = sql_tx_end(fs->db, rc, "agentfs", e)) != 0)
 		goto out_close;
 	*out = fs;
 	return 0;
@@ -463,7 +425,7 @@ quick_check(struct agentfs *fs, struct err *e)
 	if (rc == SQLITE_ROW && res != NULL && strcmp(res, "ok") == 0)
 		rc = 0;
 	else if (rc == SQLITE_NOMEM || rc == SQLITE_INTERRUPT)
-		rc = afs_db_fail(fs, rc, "quick_check", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "quick_check");
 	else
 		rc = err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
 		    "database: %s", res ? res : sqlite3_errmsg(fs->db));
@@ -488,7 +450,7 @@ column_has(struct agentfs *fs, const char *table, const char *col, bool *has,
 	rc = sqlite3_step(st);
 	*has = rc == SQLITE_ROW;
 	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
-	    afs_db_fail(fs, rc, "table_info", e);
+	    sql_fail(e, fs->db, rc, "agentfs", "table_info");
 	afs_stmt_release(fs, st);
 	return rc;
 }
@@ -517,7 +479,8 @@ schema_check(struct agentfs *fs, struct err *e)
 			goto out;
 		}
 		if (rc != SQLITE_ROW) {
-			rc = afs_db_fail(fs, rc, "sqlite_master", e);
+			rc = sql_fail(e, fs->db, rc, "agentfs",
+			    "sqlite_master");
 			goto out;
 		}
 		for (size_t c = 0; c < 10 && schema_need[i].cols[c]; c++) {
@@ -623,7 +586,7 @@ schema_objects_check(struct agentfs *fs, struct err *e)
 	    "rootpage, sql FROM sqlite_master", -1, &st, NULL);
 	if (rc != SQLITE_OK) {
 		rc = rc == SQLITE_NOMEM || rc == SQLITE_INTERRUPT ?
-		    afs_db_fail(fs, rc, "sqlite_master", e) :
+		    sql_fail(e, fs->db, rc, "agentfs", "sqlite_master") :
 		    err_set(e, -EBADMSG, "agentfs: corrupt or truncated "
 		    "database: %s", sqlite3_errmsg(fs->db));
 		sqlite3_finalize(st);
@@ -677,7 +640,8 @@ schema_objects_check(struct agentfs *fs, struct err *e)
 			goto out;
 		}
 	}
-	rc = rc == SQLITE_DONE ? 0 : afs_db_fail(fs, rc, "sqlite_master", e);
+	rc = rc == SQLITE_DONE ? 0 : sql_fail(e, fs->db, rc, "agentfs",
+	    "sqlite_master");
 out:
 	sqlite3_finalize(st);
 	return rc;
@@ -713,7 +677,7 @@ generated_check(struct agentfs *fs, struct err *e)
 			goto out;
 		}
 		if (rc != SQLITE_DONE) {
-			rc = afs_db_fail(fs, rc, "table_xinfo", e);
+			rc = sql_fail(e, fs->db, rc, "agentfs", "table_xinfo");
 			goto out;
 		}
 		rc = 0;
@@ -764,7 +728,7 @@ config_read(struct agentfs *fs, struct err *e)
 	}
 	afs_stmt_release(fs, st);
 	if (rc != SQLITE_DONE)
-		return afs_db_fail(fs, rc, "fs_config", e);
+		return sql_fail(e, fs->db, rc, "agentfs", "fs_config");
 	if (n < 0)
 		return err_set(e, -EBADMSG, "agentfs: fs_config has no "
 		    "chunk_size");
@@ -946,7 +910,7 @@ agentfs_size_limit(struct agentfs *fs, uint64_t bytes, struct err *e)
 	rc = sqlite3_file_control(fs->db, "main", SQLITE_FCNTL_SIZE_LIMIT,
 	    &limit);
 	if (rc != SQLITE_OK)
-		return afs_db_fail(fs, rc, "size limit", e);
+		return sql_fail(e, fs->db, rc, "agentfs", "size limit");
 	return 0;
 }
 
@@ -1023,7 +987,7 @@ inode_get(struct agentfs *fs, int64_t ino, struct node *n, struct err *e)
 		rc = err_set(e, -ENOENT, "agentfs: no inode %lld",
 		    (long long)ino);
 	} else {
-		rc = afs_db_fail(fs, rc, "fs_inode", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_inode");
 	}
 	afs_stmt_release(fs, st);
 	return rc;
@@ -1050,7 +1014,7 @@ dentry_lookup(struct agentfs *fs, int64_t parent, const char *name,
 	} else if (rc == SQLITE_DONE) {
 		rc = -ENOENT;
 	} else {
-		rc = afs_db_fail(fs, rc, "fs_dentry", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_dentry");
 	}
 	afs_stmt_release(fs, st);
 	return rc;
@@ -1251,7 +1215,7 @@ children_list(struct walk *w, int64_t dir, struct child **out, size_t *nout)
 		n++;
 	}
 	if (rc != SQLITE_DONE) {
-		rc = afs_db_fail(fs, rc, "fs_dentry", w->e);
+		rc = sql_fail(w->e, fs->db, rc, "agentfs", "fs_dentry");
 		goto out;
 	}
 	rc = 0;
@@ -1329,7 +1293,7 @@ native_link_target(struct agentfs *fs, int64_t ino, const char *path,
 		rc = err_set(e, -EBADMSG, "agentfs: %s: symlink without a "
 		    "valid fs_symlink target", path);
 	} else {
-		rc = afs_db_fail(fs, rc, "fs_symlink", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_symlink");
 	}
 	afs_stmt_release(fs, st);
 	return rc;
@@ -1482,7 +1446,7 @@ file_claim_check(struct agentfs *fs, int64_t ino, int64_t size,
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)fs->chunk_size);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
-		rc = afs_db_fail(fs, rc, "fs_data", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_data");
 	} else if ((stored = sqlite3_column_int64(st, 0)) < size) {
 		rc = err_set(e, -EBADMSG, "agentfs: inode %lld: its size says "
 		    "%lld bytes, its chunks hold %lld", (long long)ino,
@@ -1536,7 +1500,7 @@ file_read_ino(struct agentfs *fs, int64_t ino, int64_t size, void **data,
 			memcpy(buf + off, p, n);
 	}
 	if (rc != SQLITE_DONE) {
-		rc = afs_db_fail(fs, rc, "fs_data", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_data");
 		afs_stmt_release(fs, st);
 		free(buf);
 		return rc;
@@ -1646,7 +1610,7 @@ chunks_write(struct agentfs *fs, int64_t ino, const uint8_t *data,
 		sqlite3_bind_blob64(st, 3, data + off, n, SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		if (rc != SQLITE_DONE) {
-			rc = afs_db_fail(fs, rc, "insert chunk", e);
+			rc = sql_fail(e, fs->db, rc, "agentfs", "insert chunk");
 			afs_stmt_release(fs, st);
 			return rc;
 		}
@@ -1738,10 +1702,10 @@ agentfs_write(struct agentfs *fs, const char *path, const void *data,
 	if (len > AGENTFS_FILE_MAX)
 		return err_set(e, -EFBIG, "agentfs: %s: %zu bytes is over the "
 		    "file limit", path, len);
-	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+	if ((rc = sql_begin(fs->db, "agentfs", e)) != 0)
 		return rc;
 	rc = write_tx(fs, path, data, len, mode, e);
-	return tx_end(fs, rc, e);
+	return sql_tx_end(fs->db, rc, "agentfs", e);
 }
 
 int
@@ -1752,14 +1716,14 @@ agentfs_mkdir(struct agentfs *fs, const char *path, mode_t mode,
 	int64_t ino;
 	int rc;
 
-	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+	if ((rc = sql_begin(fs->db, "agentfs", e)) != 0)
 		return rc;
 	rc = loc_for_create(fs, path, &l, e);
 	if (rc == 0)
 		rc = inode_insert(fs, S_IFDIR | (mode & 07777), 0, &ino, e);
 	if (rc == 0)
 		rc = dentry_insert(fs, l.parent, l.name, ino, e);
-	return tx_end(fs, rc, e);
+	return sql_tx_end(fs->db, rc, "agentfs", e);
 }
 
 static int
@@ -1795,10 +1759,10 @@ agentfs_symlink(struct agentfs *fs, const char *target, const char *path,
 	    strlen(target) > AGENTFS_PATH_MAX)
 		return err_set(e, -EINVAL, "agentfs: %s: bad symlink target",
 		    path);
-	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+	if ((rc = sql_begin(fs->db, "agentfs", e)) != 0)
 		return rc;
 	rc = symlink_tx(fs, target, path, e);
-	return tx_end(fs, rc, e);
+	return sql_tx_end(fs->db, rc, "agentfs", e);
 }
 
 /* Runs one constant statement with ?1 bound to ino. */
@@ -1828,7 +1792,7 @@ dir_is_empty(struct agentfs *fs, int64_t dir, bool *empty, struct err *e)
 	rc = sqlite3_step(st);
 	*empty = rc == SQLITE_DONE;
 	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 :
-	    afs_db_fail(fs, rc, "fs_dentry", e);
+	    sql_fail(e, fs->db, rc, "agentfs", "fs_dentry");
 	afs_stmt_release(fs, st);
 	return rc;
 }
@@ -1883,9 +1847,9 @@ agentfs_remove(struct agentfs *fs, const char *path, struct err *e)
 {
 	int rc;
 
-	if ((rc = db_exec(fs, "BEGIN IMMEDIATE", "begin", e)) != 0)
+	if ((rc = sql_begin(fs->db, "agentfs", e)) != 0)
 		return rc;
 	rc = remove_tx(fs, path, e);
-	return tx_end(fs, rc, e);
+	return sql_tx_end(fs->db, rc, "agentfs", e);
 }
 

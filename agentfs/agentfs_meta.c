@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../common/sql.h"
 #include "../common/xmalloc.h"
 #include "agentfs.h"
 #include "internal.h"
@@ -45,7 +46,7 @@ agentfs_kv_get(struct agentfs *fs, const char *key, char **value,
 		rc = err_set(e, -ENOENT, "agentfs: kv key '%s' not found",
 		    key);
 	} else {
-		rc = afs_db_fail(fs, rc, "kv_store", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "kv_store");
 	}
 	afs_stmt_release(fs, st);
 	return rc;
@@ -116,7 +117,7 @@ agentfs_kv_keys(struct agentfs *fs, const char *prefix, agentfs_key_cb cb,
 			break;
 	}
 	if (ret == 0 && rc != SQLITE_DONE)
-		ret = afs_db_fail(fs, rc, "kv_store", e);
+		ret = sql_fail(e, fs->db, rc, "agentfs", "kv_store");
 	afs_stmt_release(fs, st);
 	return ret;
 }
@@ -182,7 +183,7 @@ agentfs_tool_call_count(struct agentfs *fs, struct err *e)
 		return rc;
 	rc = sqlite3_step(st);
 	n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) :
-	    afs_db_fail(fs, rc, "tool_calls", e);
+	    sql_fail(e, fs->db, rc, "agentfs", "tool_calls");
 	afs_stmt_release(fs, st);
 	return n;
 }
@@ -218,7 +219,7 @@ agentfs_tool_call_each(struct agentfs *fs, agentfs_tool_call_cb cb,
 			break;
 	}
 	if (ret == 0 && rc != SQLITE_DONE)
-		ret = afs_db_fail(fs, rc, "tool_calls", e);
+		ret = sql_fail(e, fs->db, rc, "agentfs", "tool_calls");
 	afs_stmt_release(fs, st);
 	return ret;
 }
@@ -253,7 +254,7 @@ agentfs_stat(struct agentfs *fs, const char *path, struct agentfs_entry *ent,
 	} else if (rc == SQLITE_DONE) {
 		rc = err_set(e, -EBADMSG, "agentfs: %s: missing inode", path);
 	} else {
-		rc = afs_db_fail(fs, rc, "fs_inode", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_inode");
 	}
 	afs_stmt_release(fs, st);
 	if (rc != 0)
@@ -294,7 +295,7 @@ agentfs_stat(struct agentfs *fs, const char *path, struct agentfs_entry *ent,
 		rc = err_set(e, -EBADMSG, "agentfs: %s: symlink without a "
 		    "valid fs_symlink target", path);
 	} else {
-		rc = afs_db_fail(fs, rc, "fs_symlink", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_symlink");
 	}
 	afs_stmt_release(fs, st);
 	return rc;
@@ -373,7 +374,7 @@ agentfs_usage(struct agentfs *fs, uint64_t *bytes, uint64_t *entries,
 		*bytes = b > 0 ? (uint64_t)b : 0;
 		rc = 0;
 	} else {
-		rc = afs_db_fail(fs, rc, "fs_inode", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_inode");
 	}
 	afs_stmt_release(fs, st);
 	return rc;
@@ -402,7 +403,7 @@ agentfs_claims(struct agentfs *fs, uint64_t *paths, uint64_t *bytes,
 		*bytes = b <= 0 ? 0 : b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
 		rc = 0;
 	} else {
-		rc = afs_db_fail(fs, rc, "fs_dentry", e);
+		rc = sql_fail(e, fs->db, rc, "agentfs", "fs_dentry");
 	}
 	afs_stmt_release(fs, st);
 	return rc;

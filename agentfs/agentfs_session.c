@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/sql.h"
 #include "internal.h"
 
 #define SESSION_DDL "CREATE TABLE IF NOT EXISTS sandq_session (" \
@@ -54,7 +55,7 @@ agentfs_session_get(struct agentfs *fs, const char *name, void **value,
 	sqlite3_finalize(st);
 	if (rc == SQLITE_DONE)
 		return err_set(e, -ENOENT, "agentfs: session: no '%s'", name);
-	return afs_db_fail(fs, rc, "session read", e);
+	return sql_fail(e, fs->db, rc, "agentfs", "session read");
 }
 
 int
@@ -64,14 +65,14 @@ agentfs_session_set(struct agentfs *fs, const char *name, const void *value,
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	rc = sqlite3_exec(fs->db, SESSION_DDL, NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		return afs_db_fail(fs, rc, "session table", e);
+	if ((rc = sql_exec(fs->db, SESSION_DDL, "agentfs", "session table",
+	    e)) != 0)
+		return rc;
 	rc = sqlite3_prepare_v2(fs->db, "INSERT INTO sandq_session (name, value) "
 	    "VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
 	    -1, &st, NULL);
 	if (rc != SQLITE_OK)
-		return afs_db_fail(fs, rc, "session write", e);
+		return sql_fail(e, fs->db, rc, "agentfs", "session write");
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_blob64(st, 2, len > 0 ? value : "", len, SQLITE_STATIC);
 	return afs_stmt_done(fs, st, "session write", e);

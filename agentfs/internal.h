@@ -1,10 +1,12 @@
 /*
  * internal.h - what the files of the AgentFS codec share: the handle and
- * the SQLite helpers. agentfs.c holds handles, paths, the walk and files;
- * agentfs_meta.c the key-value store and the tool-call history.
+ * its prepared-statement cache (SQLite calls go through ../common/sql.h,
+ * with "agentfs" as the messages' prefix). agentfs.c holds handles, paths,
+ * the walk and files; agentfs_meta.c the key-value store and the tool-call
+ * history; agentfs_session.c the shell session.
  */
-#ifndef SANDQ_STORE_INTERNAL_H
-#define SANDQ_STORE_INTERNAL_H
+#ifndef SANDQ_AGENTFS_INTERNAL_H
+#define SANDQ_AGENTFS_INTERNAL_H
 
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -33,8 +35,6 @@ struct agentfs {
 	int64_t deadline_ns;	/* mono_ns() past which SQLite is interrupted; 0: none */
 };
 
-/* e <- "agentfs: what: SQLite's message"; returns the matching -errno. */
-int afs_db_fail(struct agentfs *fs, int rc, const char *what, struct err *e);
 /*
  * Hands out a prepared statement for sql, a constant string: the one kept
  * from an earlier call when it is free, else a new one (kept if there is
@@ -46,7 +46,7 @@ int afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
     struct err *e);
 /* Resets a kept statement for its next use, or finalises one not kept. */
 void afs_stmt_release(struct agentfs *fs, sqlite3_stmt *st);
-/* Steps a statement that returns no rows, then finalises it. */
+/* Steps a statement that returns no rows, then releases it. */
 int afs_stmt_done(struct agentfs *fs, sqlite3_stmt *st, const char *what,
     struct err *e);
 /*

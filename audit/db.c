@@ -33,7 +33,7 @@
  * back are length-checked and go through audit_event_check(), so a
  * damaged or hand-edited row is -EBADMSG naming its id, never an overflow.
  *
- * Sections: helpers, opening, appending, retention, queries.
+ * Sections: opening, appending, retention, queries.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,8 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/xmalloc.h"
 #include "../common/sql.h"
+#include "../common/xmalloc.h"
 #include "audit.h"
 
 #define AUDIT_SCHEMA_VERSION 1
@@ -85,67 +85,6 @@ static const char SCHEMA_SQL[] =
 	"time_ms, host, tenant, job, sandbox, category, action, target," \
 	" allowed, level, detail"
 
-/*** Helpers ***/
-
-static int
-db_fail(sqlite3 *db, int rc, const char *what, struct err *e)
-{
-	return err_set(e, sqlerr_errno(rc), "audit db: %s: %s", what,
-	    db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-}
-
-static int
-db_exec(struct audit_db *db, const char *sql, const char *what, struct err *e)
-{
-	int rc = sqlite3_exec(db->db, sql, NULL, NULL, NULL);
-
-	if (rc != SQLITE_OK)
-		return db_fail(db->db, rc, what, e);
-	return 0;
-}
-
-static int
-stmt_prepare(struct audit_db *db, const char *sql, sqlite3_stmt **stmt,
-    struct err *e)
-{
-	int rc = sqlite3_prepare_v2(db->db, sql, -1, stmt, NULL);
-
-	if (rc != SQLITE_OK)
-		return db_fail(db->db, rc, "prepare", e);
-	return 0;
-}
-
-/* Commits on rc == 0, rolls back otherwise; returns rc or the commit error. */
-static int
-tx_end(struct audit_db *db, int rc, struct err *e)
-{
-	if (rc == 0)
-		rc = db_exec(db, "COMMIT", "commit", e);
-	if (rc != 0 && !sqlite3_get_autocommit(db->db))
-		sqlite3_exec(db->db, "ROLLBACK", NULL, NULL, NULL);
-	return rc;
-}
-
-/* One integer from a single-row statement such as a PRAGMA. */
-static int
-query_i64(struct audit_db *db, const char *sql, int64_t *out, struct err *e)
-{
-	sqlite3_stmt *stmt = NULL;
-	int rc;
-
-	if ((rc = stmt_prepare(db, sql, &stmt, e)) != 0)
-		return rc;
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW) {
-		*out = sqlite3_column_int64(stmt, 0);
-		rc = 0;
-	} else {
-		rc = db_fail(db->db, rc, sql, e);
-	}
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
 /*** Opening ***/
 
 /*
@@ -158,46 +97,16 @@ schema_ensure(struct audit_db *db, struct err *e)
 	int64_t version = -1;
 	int rc;
 
-	if ((rc = db_exec(db, "BEGIN IMMEDIATE", "begin", e)) != 0)
+	if ((rc = sql_begin(db->db, "audit db", e)) != 0)
 		return rc;
-	rc = query_i64(db, "PRAGMA user_version", &version, e);
+	rc = sql_query_i64(db->db, "PRAGMA user_version", &version, "audit db",
+	    NULL, e);
 	if (rc == 0 && version == 0)
-		rc = db_exec(db, SCHEMA_SQL, "schema", e);
+		rc = sql_exec(db->db, SCHEMA_SQL, "audit db", "schema", e);
 	else if (rc == 0 && version != AUDIT_SCHEMA_VERSION)
 		rc = err_set(e, -EPROTONOSUPPORT, "audit db: schema version %lld, "
 		    "this build knows %d", (long long)version, AUDIT_SCHEMA_VERSION);
-	return tx_end(db, rc, e);
-}
-
-/* WAL, retrying the exclusive lock the switch takes without a busy handler. */
-static int
-wal_enable(struct audit_db *db, struct err *e)
-{
-	sqlite3_stmt *stmt = NULL;
-	const unsigned char *mode;
-	int rc;
-
-	if ((rc = stmt_prepare(db, "PRAGMA journal_mode = WAL", &stmt, e)) != 0)
-		return rc;
-	for (int waited = 0;; waited += 2) {
-		struct timespec ts = { 0, 2000000 };
-
-		rc = sqlite3_step(stmt);
-		if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited >= AUDIT_BUSY_MS)
-			break;
-		sqlite3_reset(stmt);
-		nanosleep(&ts, NULL);
-	}
-	mode = rc == SQLITE_ROW ? sqlite3_column_text(stmt, 0) : NULL;
-	if (rc != SQLITE_ROW)
-		rc = db_fail(db->db, rc, "journal_mode", e);
-	else if (mode == NULL || strcmp((const char *)mode, "wal") != 0)
-		rc = err_set(e, -EIO, "audit db: journal_mode: got %s, not wal",
-		    mode != NULL ? (const char *)mode : "nothing");
-	else
-		rc = 0;
-	sqlite3_finalize(stmt);
-	return rc;
+	return sql_tx_end(db->db, rc, "audit db", e);
 }
 
 int
@@ -221,20 +130,20 @@ audit_db_open(const char *path, struct audit_db **out, struct err *e)
 	rc = sqlite3_open_v2(path, &db->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_NOFOLLOW, NULL);
 	if (rc != SQLITE_OK) {
-		rc = db_fail(db->db, rc, path, e);
+		rc = sql_fail(e, db->db, rc, "audit db", path);
 		goto out_close;
 	}
 	sqlite3_busy_timeout(db->db, AUDIT_BUSY_MS);
 	sqlite3_db_config(db->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
 	/* A no-op on a file that has tables; it must precede the first one. */
-	if ((rc = db_exec(db, "PRAGMA auto_vacuum = INCREMENTAL", "auto_vacuum",
-	    e)) != 0 ||
-	    (rc = wal_enable(db, e)) != 0 ||
-	    (rc = db_exec(db, "PRAGMA synchronous = NORMAL", "synchronous",
-	    e)) != 0 ||
+	if ((rc = sql_exec(db->db, "PRAGMA auto_vacuum = INCREMENTAL",
+	    "audit db", "auto_vacuum", e)) != 0 ||
+	    (rc = sql_wal_enable(db->db, AUDIT_BUSY_MS, "audit db", e)) != 0 ||
+	    (rc = sql_exec(db->db, "PRAGMA synchronous = NORMAL", "audit db",
+	    "synchronous", e)) != 0 ||
 	    /* The WAL is cut back to 4 MiB after each checkpoint. */
-	    (rc = db_exec(db, "PRAGMA journal_size_limit = 4194304",
-	    "journal_size_limit", e)) != 0 ||
+	    (rc = sql_exec(db->db, "PRAGMA journal_size_limit = 4194304",
+	    "audit db", "journal_size_limit", e)) != 0 ||
 	    (rc = schema_ensure(db, e)) != 0)
 		goto out_close;
 	*out = db;
@@ -261,11 +170,12 @@ audit_db_open_readonly(const char *path, struct audit_db **out, struct err *e)
 	rc = sqlite3_open_v2(path, &db->db, SQLITE_OPEN_READONLY |
 	    SQLITE_OPEN_NOFOLLOW, NULL);
 	if (rc != SQLITE_OK) {
-		rc = db_fail(db->db, rc, path, e);
+		rc = sql_fail(e, db->db, rc, "audit db", path);
 		goto out_close;
 	}
 	sqlite3_busy_timeout(db->db, AUDIT_BUSY_MS);
-	if ((rc = query_i64(db, "PRAGMA user_version", &version, e)) != 0)
+	if ((rc = sql_query_i64(db->db, "PRAGMA user_version", &version,
+	    "audit db", NULL, e)) != 0)
 		goto out_close;
 	if (version != AUDIT_SCHEMA_VERSION) {
 		rc = err_set(e, -EPROTO, "audit db: %s: not an audit database "
@@ -291,24 +201,27 @@ audit_db_close(struct audit_db *db)
 
 /*** Appending ***/
 
+/* Binds ev to the INSERT's parameters, in EVENT_COLUMNS order. */
 static int
-bind_event(sqlite3_stmt *stmt, const struct audit_event *ev)
+bind_event(sqlite3_stmt *stmt, const struct audit_event *ev, struct err *e)
 {
-	int rc = 0;
+	static const char who[] = "audit db";
+	int rc;
 
-	rc |= sqlite3_bind_int64(stmt, 1, ev->time_ms);
-	rc |= sqlite3_bind_text(stmt, 2, ev->host, -1, SQLITE_STATIC);
-	rc |= sqlite3_bind_text(stmt, 3, ev->tenant, -1, SQLITE_STATIC);
-	rc |= sqlite3_bind_text(stmt, 4, ev->job, -1, SQLITE_STATIC);
-	rc |= sqlite3_bind_text(stmt, 5, ev->sandbox, -1, SQLITE_STATIC);
-	rc |= sqlite3_bind_text(stmt, 6, audit_category_name(ev->category), -1,
-	    SQLITE_STATIC);
-	rc |= sqlite3_bind_text(stmt, 7, ev->action, -1, SQLITE_STATIC);
-	rc |= sqlite3_bind_text(stmt, 8, ev->target, -1, SQLITE_STATIC);
-	rc |= sqlite3_bind_int(stmt, 9, ev->allowed ? 1 : 0);
-	rc |= sqlite3_bind_int(stmt, 10, (int)ev->level);
-	rc |= sqlite3_bind_text(stmt, 11, ev->detail, -1, SQLITE_STATIC);
-	return rc;
+	if ((rc = sql_bind_i64(stmt, 1, ev->time_ms, who, e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, ev->host, who, e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 3, ev->tenant, who, e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 4, ev->job, who, e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 5, ev->sandbox, who, e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 6, audit_category_name(ev->category), who,
+	    e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 7, ev->action, who, e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 8, ev->target, who, e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 9, ev->allowed ? 1 : 0, who, e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 10, (int64_t)ev->level, who, e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 11, ev->detail, who, e)) != 0)
+		return rc;
+	return 0;
 }
 
 int
@@ -328,22 +241,18 @@ audit_db_append(struct audit_db *db, const struct audit_event *evs, size_t n,
 	}
 	if (n == 0)
 		return 0;
-	if ((rc = db_exec(db, "BEGIN IMMEDIATE", "begin", e)) != 0)
+	if ((rc = sql_begin(db->db, "audit db", e)) != 0)
 		return rc;
-	if ((rc = stmt_prepare(db, "INSERT INTO events (" EVENT_COLUMNS ")"
-	    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", &stmt, e)) != 0)
-		return tx_end(db, rc, e);
+	if ((rc = sql_prepare(db->db, "INSERT INTO events (" EVENT_COLUMNS ")"
+	    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", &stmt, "audit db",
+	    e)) != 0)
+		return sql_tx_end(db->db, rc, "audit db", e);
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		int src;
-
-		if ((src = bind_event(stmt, &evs[i])) != SQLITE_OK)
-			rc = db_fail(db->db, src, "bind", e);
-		else if ((src = sqlite3_step(stmt)) != SQLITE_DONE)
-			rc = db_fail(db->db, src, "insert", e);
-		sqlite3_reset(stmt);
+		if ((rc = bind_event(stmt, &evs[i], e)) == 0)
+			rc = sql_step_reset(stmt, "audit db", "insert", e);
 	}
 	sqlite3_finalize(stmt);
-	return tx_end(db, rc, e);
+	return sql_tx_end(db->db, rc, "audit db", e);
 }
 
 /*** Retention ***/
@@ -354,9 +263,12 @@ audit_db_size(struct audit_db *db, uint64_t *bytes, struct err *e)
 	int64_t pages, free_pages, page_size;
 	int rc;
 
-	if ((rc = query_i64(db, "PRAGMA page_count", &pages, e)) != 0 ||
-	    (rc = query_i64(db, "PRAGMA freelist_count", &free_pages, e)) != 0 ||
-	    (rc = query_i64(db, "PRAGMA page_size", &page_size, e)) != 0)
+	if ((rc = sql_query_i64(db->db, "PRAGMA page_count", &pages,
+	    "audit db", NULL, e)) != 0 ||
+	    (rc = sql_query_i64(db->db, "PRAGMA freelist_count", &free_pages,
+	    "audit db", NULL, e)) != 0 ||
+	    (rc = sql_query_i64(db->db, "PRAGMA page_size", &page_size,
+	    "audit db", NULL, e)) != 0)
 		return rc;
 	*bytes = (uint64_t)(pages - free_pages) * (uint64_t)page_size;
 	return 0;
@@ -376,23 +288,23 @@ retain_delete(struct audit_db *db, const char *sel, int64_t a1, int64_t a2,
 
 	snprintf(sql, sizeof(sql), "DELETE FROM events WHERE id IN (%s)", sel);
 	*n = 0;
-	if ((rc = db_exec(db, "BEGIN IMMEDIATE", "begin", e)) != 0)
+	if ((rc = sql_begin(db->db, "audit db", e)) != 0)
 		return rc;
-	if ((rc = db_exec(db, "UPDATE retention SET open = 1 WHERE id = 1",
-	    "retention", e)) != 0 ||
-	    (rc = stmt_prepare(db, sql, &stmt, e)) != 0)
-		return tx_end(db, rc, e);
+	if ((rc = sql_exec(db->db, "UPDATE retention SET open = 1"
+	    " WHERE id = 1", "audit db", "retention", e)) != 0 ||
+	    (rc = sql_prepare(db->db, sql, &stmt, "audit db", e)) != 0)
+		return sql_tx_end(db->db, rc, "audit db", e);
 	sqlite3_bind_int64(stmt, 1, a1);
 	sqlite3_bind_int64(stmt, 2, a2);
 	if ((src = sqlite3_step(stmt)) != SQLITE_DONE)
-		rc = db_fail(db->db, src, "retention delete", e);
+		rc = sql_fail(e, db->db, src, "audit db", "retention delete");
 	else
 		*n = (uint64_t)sqlite3_changes(db->db);
 	sqlite3_finalize(stmt);
 	if (rc == 0)
-		rc = db_exec(db, "UPDATE retention SET open = 0 WHERE id = 1",
-		    "retention", e);
-	return tx_end(db, rc, e);
+		rc = sql_exec(db->db, "UPDATE retention SET open = 0"
+		    " WHERE id = 1", "audit db", "retention", e);
+	return sql_tx_end(db->db, rc, "audit db", e);
 }
 
 int
@@ -431,10 +343,10 @@ audit_db_retain(struct audit_db *db, int64_t max_age_ms, uint64_t max_bytes,
 			break;
 		if (used <= target)
 			break;
-		if ((rc = query_i64(db, "SELECT coalesce(min(id), 0) FROM events",
-		    &lo, e)) != 0 ||
-		    (rc = query_i64(db, "SELECT coalesce(max(id), 0) FROM events",
-		    &hi, e)) != 0)
+		if ((rc = sql_query_i64(db->db, "SELECT coalesce(min(id), 0) "
+		    "FROM events", &lo, "audit db", NULL, e)) != 0 ||
+		    (rc = sql_query_i64(db->db, "SELECT coalesce(max(id), 0) "
+		    "FROM events", &hi, "audit db", NULL, e)) != 0)
 			return rc;
 		if (hi == 0)
 			break;		/* empty: the schema alone is past the bound */
@@ -453,8 +365,8 @@ audit_db_retain(struct audit_db *db, int64_t max_age_ms, uint64_t max_bytes,
 	}
 	if (total > 0) {
 		/* Give the freed pages back, then fold the WAL into the file. */
-		if ((rc = db_exec(db, "PRAGMA incremental_vacuum", "incremental_vacuum",
-		    e)) != 0)
+		if ((rc = sql_exec(db->db, "PRAGMA incremental_vacuum",
+		    "audit db", "incremental_vacuum", e)) != 0)
 			return rc;
 		sqlite3_wal_checkpoint_v2(db->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
 		    NULL, NULL);
@@ -548,36 +460,22 @@ where_prepare(struct audit_db *db, const char *head, const struct where *w,
 	int rc;
 
 	snprintf(sql, sizeof(sql), "%s%s%s", head, w->sql, tail);
-	if ((rc = stmt_prepare(db, sql, stmt, e)) != 0)
+	if ((rc = sql_prepare(db->db, sql, stmt, "audit db", e)) != 0)
 		return rc;
 	for (int i = 0; i < w->nbind; i++) {
 		if (w->bind[i].is_text)
-			rc = sqlite3_bind_text(*stmt, i + 1, w->bind[i].text, -1,
-			    SQLITE_STATIC);
+			rc = sql_bind_text(*stmt, i + 1, w->bind[i].text,
+			    "audit db", e);
 		else
-			rc = sqlite3_bind_int64(*stmt, i + 1, w->bind[i].i);
-		if (rc != SQLITE_OK) {
-			rc = db_fail(db->db, rc, "bind", e);
+			rc = sql_bind_i64(*stmt, i + 1, w->bind[i].i,
+			    "audit db", e);
+		if (rc != 0) {
 			sqlite3_finalize(*stmt);
 			*stmt = NULL;
 			return rc;
 		}
 	}
 	return 0;
-}
-
-/* Copies a TEXT column into a buffer of size bytes; false if it does not fit. */
-static bool
-column_text(sqlite3_stmt *stmt, int col, char *buf, size_t size)
-{
-	const unsigned char *s = sqlite3_column_text(stmt, col);
-	int n = sqlite3_column_bytes(stmt, col);
-
-	if (s == NULL || n < 0 || (size_t)n >= size)
-		return false;
-	memcpy(buf, s, (size_t)n);
-	buf[n] = '\0';
-	return true;
 }
 
 /* Reads the event of the current row (EVENT_COLUMNS, then id). */
@@ -591,14 +489,14 @@ row_event(sqlite3_stmt *stmt, struct audit_event *ev, struct err *e)
 	memset(ev, 0, sizeof(*ev));
 	ev->time_ms = sqlite3_column_int64(stmt, 0);
 	level = sqlite3_column_int64(stmt, 9);
-	if (!column_text(stmt, 1, ev->host, sizeof(ev->host)) ||
-	    !column_text(stmt, 2, ev->tenant, sizeof(ev->tenant)) ||
-	    !column_text(stmt, 3, ev->job, sizeof(ev->job)) ||
-	    !column_text(stmt, 4, ev->sandbox, sizeof(ev->sandbox)) ||
-	    !column_text(stmt, 5, cat, sizeof(cat)) ||
-	    !column_text(stmt, 6, ev->action, sizeof(ev->action)) ||
-	    !column_text(stmt, 7, ev->target, sizeof(ev->target)) ||
-	    !column_text(stmt, 10, ev->detail, sizeof(ev->detail)))
+	if (!sql_col_text(stmt, 1, ev->host, sizeof(ev->host)) ||
+	    !sql_col_text(stmt, 2, ev->tenant, sizeof(ev->tenant)) ||
+	    !sql_col_text(stmt, 3, ev->job, sizeof(ev->job)) ||
+	    !sql_col_text(stmt, 4, ev->sandbox, sizeof(ev->sandbox)) ||
+	    !sql_col_text(stmt, 5, cat, sizeof(cat)) ||
+	    !sql_col_text(stmt, 6, ev->action, sizeof(ev->action)) ||
+	    !sql_col_text(stmt, 7, ev->target, sizeof(ev->target)) ||
+	    !sql_col_text(stmt, 10, ev->detail, sizeof(ev->detail)))
 		return err_set(e, -EBADMSG, "audit db: event %lld: a field is "
 		    "missing or too long", (long long)id);
 	if (audit_category_parse(cat, &ev->category) != 0)
@@ -634,7 +532,7 @@ audit_db_query(struct audit_db *db, const struct audit_filter *f,
 			break;
 	}
 	if (rc == 0 && src != SQLITE_DONE)
-		rc = db_fail(db->db, src, "query", e);
+		rc = sql_fail(e, db->db, src, "audit db", "query");
 	free(ev);
 	sqlite3_finalize(stmt);
 	return rc;
@@ -657,9 +555,9 @@ audit_db_summary(struct audit_db *db, const struct audit_filter *f,
 		return rc;
 	while ((src = sqlite3_step(stmt)) == SQLITE_ROW) {
 		memset(&c, 0, sizeof(c));
-		if (!column_text(stmt, 0, cat, sizeof(cat)) ||
+		if (!sql_col_text(stmt, 0, cat, sizeof(cat)) ||
 		    audit_category_parse(cat, &c.category) != 0 ||
-		    !column_text(stmt, 1, c.action, sizeof(c.action))) {
+		    !sql_col_text(stmt, 1, c.action, sizeof(c.action))) {
 			rc = err_set(e, -EBADMSG, "audit db: a category or action "
 			    "is not one of the model's");
 			break;
@@ -670,7 +568,7 @@ audit_db_summary(struct audit_db *db, const struct audit_filter *f,
 			break;
 	}
 	if (rc == 0 && src != SQLITE_DONE)
-		rc = db_fail(db->db, src, "summary", e);
+		rc = sql_fail(e, db->db, src, "audit db", "summary");
 	sqlite3_finalize(stmt);
 	return rc;
 }

@@ -16,7 +16,7 @@
 
 #include "../common/util.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
+#include "../proto/result.h"
 #include "cancel.h"
 #include "cli_esc.h"
 

@@ -28,7 +28,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../libsandq/sandq.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "cli_audit.h"
 #include "cli_batch.h"
 #include "cli_common.h"

@@ -43,8 +43,8 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../proto/job.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
 #include "cancel.h"
 #include "cli_batch.h"
 #include "cli_batch_int.h"

@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../proto/job.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
 #include "cancel.h"
 #include "cli_common.h"
 #include "cli_dead.h"

@@ -44,7 +44,7 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../libsandq/sandq.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../workspace/workspace.h"
 #include "cli_common.h"
 #include "cli_sandbox_int.h"

@@ -39,7 +39,7 @@
 #include "../common/err.h"
 #include "../common/xmalloc.h"
 #include "../libsandq/sandq.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"
 #include "cli_common.h"

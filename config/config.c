@@ -189,11 +189,11 @@ static const char *check_host(const char *s);
 static const char *const log_levels[] = {
 	"error", "warn", "info", "debug", NULL,
 };
-/* Must match job_net_parse() in proto/payload.c (a test checks). */
+/* Must match job_net_parse() in proto/job.c (a test checks). */
 static const char *const net_choices[] = { "none", "unix", NULL };
 static const char *const overlay_choices[] = { "auto", "off", NULL };
 static const char *const store_choices[] = { "local", "redis", NULL };
-/* Must match job_preset_parse() in proto/payload.c (a test checks). */
+/* Must match job_preset_parse() in proto/job.c (a test checks). */
 static const char *const preset_choices[] = {
 	"strict", "normal", "permissive", NULL,
 };

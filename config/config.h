@@ -23,7 +23,7 @@
 #include <stdio.h>
 
 #include "../common/err.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "../queue/tenant.h"
 
 #define CONFIG_TENANTS_MAX 256

@@ -26,7 +26,8 @@
 
 #include "../audit/audit.h"
 #include "../config/config.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "../queue/redis.h"
 #include "../queue/tenant.h"
 #include "../sandbox/cgroup.h"

@@ -243,31 +243,19 @@ tenant_admit(struct sandqd *d, struct djob *j, struct job *job,
 
 /*
  * Whether the job's path rules compile (workspace/perms.c: pattern syntax,
- * levels, the preset): refused here, naming the rule, rather than by the
- * sandbox after the job was queued.
+ * the preset; decoding already refused an unknown level): refused here,
+ * naming the rule, rather than by the sandbox after the job was queued.
  */
 static bool
 jobs_rules_valid(const struct job *job, struct err *e)
 {
-	struct perm_rule *rules;
 	struct perms p = { 0 };
 	int rc;
 
 	if (job->nperms == 0 && job->perm_preset == NULL)
 		return true;
-	rules = xcalloc(job->nperms + 1, sizeof(*rules));
-	for (size_t i = 0; i < job->nperms; i++) {
-		rules[i].pattern = job->perms[i].pattern;
-		if (perms_parse_level(job->perms[i].level, &rules[i].level) < 0) {
-			free(rules);
-			err_set(e, -EINVAL, "field 'perms[%zu].level': expected none, view, "
-			    "read or write", i);
-			return false;
-		}
-	}
-	rc = perms_compile(&p, rules, job->nperms, job->perm_preset, e);
+	rc = perms_compile_job(&p, job, e);
 	perms_free(&p);
-	free(rules);
 	if (rc < 0) {
 		char msg[sizeof(e->msg)];
 

@@ -3,7 +3,7 @@
  * tenant's Redis stream and waits for their results, over one synchronous
  * hiredis connection.
  *
- * DESIGN. A job is built as a struct job and encoded by proto/payload.c, the
+ * DESIGN. A job is built as a struct job and encoded by proto/job.c, the
  * codec the dispatcher decodes with, so client and server cannot drift apart
  * on the wire format; this file only converts the public options into that
  * struct and checks what the protocol cannot carry (bad ids, env names,
@@ -39,7 +39,9 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/path.h"
+#include "../proto/result.h"
 #include "../proto/url.h"
 #include "sandq.h"
 
@@ -290,7 +292,7 @@ sandq_last_error(const struct sandq *c)
 
 /*** Building jobs ***/
 
-/* The checks of env_name_valid() in proto/payload.c, on "NAME=..." input. */
+/* The checks of env_name_valid() in proto/job.c, on "NAME=..." input. */
 static bool
 env_name_valid(const char *p, size_t n)
 {
@@ -470,8 +472,6 @@ text_clean(const char *s)
 static int
 job_set_perms(struct sandq *c, struct job *j, const struct sandq_job_opts *o)
 {
-	static const char *const levels[] = { "none", "view", "read", "write" };
-
 	if (o->nperms > 0 && o->perms == NULL)
 		return fail(c, -EINVAL, "perms: a count but no array");
 	if (o->nperms > JOB_PERMS_MAX)
@@ -481,21 +481,19 @@ job_set_perms(struct sandq *c, struct job *j, const struct sandq_job_opts *o)
 	for (size_t i = 0; i < o->nperms; i++) {
 		const struct sandq_perm *p = &o->perms[i];
 		size_t plen = p->pattern ? strlen(p->pattern) : 0;
-		size_t k;
+		enum perm_level level;
 
 		if (plen == 0 || plen > JOB_PATTERN_MAX || !text_clean(p->pattern))
 			return fail(c, -EINVAL, "perms[%zu]: pattern must be 1..%d bytes "
 			    "without control characters", i, JOB_PATTERN_MAX);
-		for (k = 0; k < 4; k++)
-			if (p->level && strcmp(p->level, levels[k]) == 0)
-				break;
-		if (k == 4)
+		if (p->level == NULL ||
+		    perm_level_parse(p->level, strlen(p->level), &level) < 0)
 			return fail(c, -EINVAL, "perms[%zu] '%.200s': level '%.32s': "
 			    "expected none, view, read or write", i, p->pattern,
 			    p->level ? p->level : "(null)");
 		/* As the dispatcher will read it: "/workspace/x" is "/x". */
 		j->perms[i].pattern = xstrdup(payload_pattern_unalias(p->pattern));
-		j->perms[i].level = xstrdup(levels[k]);
+		j->perms[i].level = level;
 		j->nperms++;
 	}
 	if (o->perm_preset != NULL) {

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 
 #define TENANT_NAME_MAX 64		/* bytes of a name: [A-Za-z0-9_-] */
 #define TENANT_WEIGHT_MAX 1000

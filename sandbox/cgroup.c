@@ -7,6 +7,12 @@
  * (every process's CPU time, reaped or not, which rlimits cannot give).
  * Everything here is plain file I/O on cgroupfs; nothing parses more than a
  * "key value" line.
+ *
+ * Several processes run this file, and each function says which in its
+ * name: cg_host_* run in sandqd, cg_worker_* in the worker, and
+ * cg_init_join_self() in the sandbox's init; cg_detect(), cg_has() and
+ * cg_ctrl_name() (and the static helpers) in any of them, the CLI's doctor
+ * included.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -504,8 +510,8 @@ cg_worker_setup(struct cg_sys *s, pid_t sandqd, int index, struct err *e)
 /*** Per sandbox ***/
 
 int
-cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid, struct cg_job *out,
-    struct err *e)
+cg_worker_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid,
+    struct cg_job *out, struct err *e)
 {
 	char pidbuf[32];
 	int rc;
@@ -540,22 +546,22 @@ cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid, struct cg_job *ou
 	}
 	return 0;
 fail:
-	cg_job_destroy(out);
+	cg_worker_job_destroy(out);
 	return rc;
 }
 
 bool
-cg_job_self_join(const struct cg_job *j)
+cg_worker_job_self_join(const struct cg_job *j)
 {
 	return j->sys != NULL && j->sys->version == CG_V1;
 }
 
 size_t
-cg_job_dirs(const struct cg_job *j, char *buf, size_t len)
+cg_worker_job_dirs(const struct cg_job *j, char *buf, size_t len)
 {
 	size_t off = 0;
 
-	if (!cg_job_self_join(j))
+	if (!cg_worker_job_self_join(j))
 		return 0;
 	for (size_t i = 0; i < NJOB_CTRLS; i++) {
 		const char *d = j->dir[job_ctrls[i]];
@@ -570,7 +576,7 @@ cg_job_dirs(const struct cg_job *j, char *buf, size_t len)
 }
 
 int
-cg_job_join_self(const char *dirs, size_t len, struct err *e)
+cg_init_join_self(const char *dirs, size_t len, struct err *e)
 {
 	for (size_t off = 0; off < len; ) {
 		const char *d = dirs + off;
@@ -588,8 +594,8 @@ cg_job_join_self(const char *dirs, size_t len, struct err *e)
 }
 
 int
-cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t sock_bytes,
-    uint64_t pids, struct err *e)
+cg_worker_job_limit(const struct cg_job *j, uint64_t memory_bytes,
+    uint64_t sock_bytes, uint64_t pids, struct err *e)
 {
 	const struct cg_sys *s = j->sys;
 	char buf[32];
@@ -638,7 +644,7 @@ cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t sock_bytes,
 }
 
 void
-cg_job_usage(const struct cg_job *j, struct cg_usage *u)
+cg_worker_job_usage(const struct cg_job *j, struct cg_usage *u)
 {
 	const struct cg_sys *s = j->sys;
 
@@ -664,7 +670,7 @@ cg_job_usage(const struct cg_job *j, struct cg_usage *u)
 }
 
 void
-cg_job_destroy(struct cg_job *j)
+cg_worker_job_destroy(struct cg_job *j)
 {
 	const struct cg_sys *s = j->sys;
 

@@ -17,6 +17,10 @@
  * moved in before it runs anything), limited when the job arrives, read when
  * the job ends and removed once init is reaped. A machine without usable
  * cgroups runs jobs with rlimits only; cg_detect() says which.
+ *
+ * Each function says in its name which process runs it: cg_host_* sandqd,
+ * cg_worker_* the worker, cg_init_join_self() the sandbox's init; the rest
+ * any of them (the CLI's doctor included).
  */
 #ifndef SANDQ_SANDBOX_CGROUP_H
 #define SANDQ_SANDBOX_CGROUP_H
@@ -81,25 +85,25 @@ int cg_worker_setup(struct cg_sys *s, pid_t sandqd, int index, struct err *e);
 
 /*
  * Makes the sandbox's cgroup j<seq>. With v2 it also moves pid (its init)
- * in. With v1 the init joins by itself (cg_job_join_self()): a task moving
+ * in. With v1 the init joins by itself (cg_init_join_self()): a task moving
  * itself by its thread id skips the global lock that moving another
  * process takes, whose wait for an RCU grace period stalls every fork on
  * the machine meanwhile.
  */
-int cg_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid,
+int cg_worker_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid,
     struct cg_job *out, struct err *e);
-/* Whether the init must call cg_job_join_self() (v1). */
-bool cg_job_self_join(const struct cg_job *j);
+/* Whether the init must call cg_init_join_self() (v1). */
+bool cg_worker_job_self_join(const struct cg_job *j);
 /*
  * The folders the init joins, NUL-separated, into buf (for MSG_SBX_GO);
  * returns the length, 0 if there is nothing to join.
  */
-size_t cg_job_dirs(const struct cg_job *j, char *buf, size_t len);
+size_t cg_worker_job_dirs(const struct cg_job *j, char *buf, size_t len);
 /*
  * In the init, before it runs anything else and while it is still host
  * root: moves itself into each folder of the NUL-separated list.
  */
-int cg_job_join_self(const char *dirs, size_t len, struct err *e);
+int cg_init_join_self(const char *dirs, size_t len, struct err *e);
 /*
  * Sets the job's memory (bytes, swap none), socket buffer and process-count
  * limits. sock_bytes bounds the kernel's TCP and UDP buffers of the job's
@@ -108,11 +112,11 @@ int cg_job_join_self(const char *dirs, size_t len, struct err *e);
  * is not used. Call it before the job creates its first socket: a socket
  * is charged only if it was made once the counter was set.
  */
-int cg_job_limit(const struct cg_job *j, uint64_t memory_bytes, uint64_t sock_bytes,
-    uint64_t pids, struct err *e);
+int cg_worker_job_limit(const struct cg_job *j, uint64_t memory_bytes,
+    uint64_t sock_bytes, uint64_t pids, struct err *e);
 /* Reads what the job used so far. */
-void cg_job_usage(const struct cg_job *j, struct cg_usage *u);
+void cg_worker_job_usage(const struct cg_job *j, struct cg_usage *u);
 /* Kills every process left and removes the cgroup (retrying while busy). */
-void cg_job_destroy(struct cg_job *j);
+void cg_worker_job_destroy(struct cg_job *j);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * exec.c - the job's own process, and the per-job files it starts with.
  *
- * exec_spawn() starts the job's process from the sandbox's init with
+ * exec_init_spawn() starts the job's process from the sandbox's init with
  * clone(CLONE_VM | CLONE_VFORK): the child borrows init's memory until it
  * execs, so neither init's page tables nor the pages the child touches are
  * copied (a fork here cost about a tenth of a /bin/true job). Init is
@@ -9,7 +9,7 @@
  * nothing init reads again, and everything it must not allocate (the
  * environment, PATH for execvpe, a stack) is made by init beforehand.
  *
- * exec_job() runs in that child, already under the job's seccomp filter
+ * job_exec() runs in that child, already under the job's seccomp filter
  * (init installed it; it refuses nothing these steps use). The order is the
  * security argument, each step relying on the one before:
  *
@@ -26,6 +26,10 @@
  * A failure before exec is reported on the job's stderr like a shell would
  * ("sandq: python4: No such file or directory") with exit code 127 (not
  * found) or 126 (found, could not run), so the result stays the job's own.
+ *
+ * Two processes run this file, and each function says which in its name:
+ * exec_init_* and init_* run in the sandbox's init; job_* run in the job's
+ * process, from the clone (job_main()) to the exec.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +64,7 @@ job_fail(int code, const char *what, int errnum)
 }
 
 static int
-drop_capabilities(void)
+job_drop_capabilities(void)
 {
 	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2];
@@ -91,7 +95,7 @@ drop_capabilities(void)
  * A job that wants its user site sets PYTHONNOUSERSITE= (empty) itself.
  */
 static char **
-job_environ(const struct job *j, char **storage, size_t nstorage)
+init_job_environ(const struct job *j, char **storage, size_t nstorage)
 {
 	static const char *const defaults[] = {
 		"PATH=" JOB_PATH_ENV, "HOME=/workspace", "LANG=C.UTF-8",
@@ -125,7 +129,7 @@ job_environ(const struct job *j, char **storage, size_t nstorage)
  * failure leaves the kernel's own choice.
  */
 static void
-oom_first(void)
+job_oom_first(void)
 {
 	int fd;
 
@@ -142,7 +146,7 @@ oom_first(void)
 }
 
 static void __attribute__((noreturn))
-exec_job(const struct exec_spec *s)
+job_exec(const struct exec_spec *s)
 {
 	const struct job *j = s->job;
 	sigset_t all;
@@ -161,10 +165,10 @@ exec_job(const struct exec_spec *s)
 
 	if (chdir(j->cwd ? j->cwd : "/workspace") < 0)
 		job_fail(126, j->cwd ? j->cwd : "/workspace", errno);
-	oom_first();
+	job_oom_first();
 	if (limits_apply(&j->limits, s->cg_memory, &e) < 0)
 		job_fail(126, e.msg, -e.code);
-	if (drop_capabilities() < 0)
+	if (job_drop_capabilities() < 0)
 		job_fail(126, "drop capabilities", errno);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		job_fail(126, "no_new_privs", errno);
@@ -174,19 +178,19 @@ exec_job(const struct exec_spec *s)
 }
 
 static int
-exec_child(void *arg)
+job_main(void *arg)
 {
-	exec_job(arg);
+	job_exec(arg);
 }
 
 pid_t
-exec_spawn(struct exec_spec *s, struct err *e)
+exec_init_spawn(struct exec_spec *s, struct err *e)
 {
 	static void *stack;
 	const char *path = JOB_PATH_ENV;
 	pid_t pid;
 
-	s->envp = job_environ(s->job, s->envstore,
+	s->envp = init_job_environ(s->job, s->envstore,
 	    sizeof(s->envstore) / sizeof(s->envstore[0]));
 	/* execvpe searches the caller's PATH: make it the job's. */
 	for (char **p = s->envp; *p; p++)
@@ -202,7 +206,7 @@ exec_spawn(struct exec_spec *s, struct err *e)
 			return err_set(e, -errno, "job stack: %s", strerror(errno));
 		}
 	}
-	pid = clone(exec_child, (char *)stack + EXEC_STACK_SIZE,
+	pid = clone(job_main, (char *)stack + EXEC_STACK_SIZE,
 	    CLONE_VM | CLONE_VFORK | SIGCHLD, s);
 	if (pid < 0)
 		return err_set(e, -errno, "clone: %s", strerror(errno));
@@ -211,7 +215,7 @@ exec_spawn(struct exec_spec *s, struct err *e)
 
 /* mkdir -p of the parents of rel (relative to dirfd), owned by the job. */
 static int
-make_parents(int dirfd, const char *rel, struct err *e)
+init_make_parents(int dirfd, const char *rel, struct err *e)
 {
 	char buf[JOB_PATH_MAX + 1];
 	char *p;
@@ -227,7 +231,7 @@ make_parents(int dirfd, const char *rel, struct err *e)
 }
 
 int
-exec_seed_files(const struct job *j, struct err *e)
+exec_init_seed_files(const struct job *j, struct err *e)
 {
 	struct open_how how = {
 		.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
@@ -252,7 +256,7 @@ exec_seed_files(const struct job *j, struct err *e)
 		const struct job_file *f = &j->files[i];
 		int fd;
 
-		if ((rc = make_parents(dirfd, f->path, e)) < 0)
+		if ((rc = init_make_parents(dirfd, f->path, e)) < 0)
 			break;
 		fd = (int)syscall(SYS_openat2, dirfd, f->path, &how, sizeof(how));
 		if (fd < 0) {
@@ -273,7 +277,7 @@ exec_seed_files(const struct job *j, struct err *e)
 }
 
 int
-exec_prepare_cwd(const struct job *j, struct err *e)
+exec_init_prepare_cwd(const struct job *j, struct err *e)
 {
 	const char *rel;
 	char buf[JOB_PATH_MAX + 16];
@@ -288,12 +292,12 @@ exec_prepare_cwd(const struct job *j, struct err *e)
 		dirfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		rel = j->cwd + 5;
 	} else {
-		return 0;	/* must exist already; exec_job reports it if not */
+		return 0;	/* must exist already; job_exec reports it if not */
 	}
 	if (dirfd < 0)
 		return err_set(e, -errno, "open cwd root: %s", strerror(errno));
 	snprintf(buf, sizeof(buf), "%s/", rel);
-	rc = make_parents(dirfd, buf, e);
+	rc = init_make_parents(dirfd, buf, e);
 	close(dirfd);
 	return rc;
 }

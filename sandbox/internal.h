@@ -3,11 +3,17 @@
  *
  * One file per mechanism: spawn.c (the process inits are cloned from),
  * ns.c (id maps, the sandbox identity, loopback), cgroup.c (per-job
- * control groups),
- * mount.c (root, image, /dev, /proc, pivot), image.c (the generated /etc),
- * limits.c (rlimits), seccomp.c (worker and job filters), exec.c (the job's
- * own process: stdio, credentials, exec), sandbox.c (orchestration: init's
- * life and the worker's supervision loop).
+ * control groups), mount.c (root, image, /dev, /proc, pivot), image.c (the
+ * generated /etc), limits.c (rlimits), seccomp.c (worker and job filters),
+ * exec.c (the job's own process: stdio, credentials, exec), persist.c (a
+ * persistent sandbox's workspace), sockcap.c (the job's socket count).
+ *
+ * One file per process: sandbox.c is the worker's side (prepare,
+ * supervise, capture), init.c the sandbox's init (pid 1 inside), and the
+ * spawner's loop is in spawn.c. A function in a file that several of them
+ * run says which in its name, after the module's: ns_worker_* in the
+ * worker, ns_init_* in init, job_* in the job's process, spawner_* in the
+ * spawner.
  */
 #ifndef SANDQ_SANDBOX_INTERNAL_H
 #define SANDQ_SANDBOX_INTERNAL_H
@@ -20,7 +26,7 @@
 #include <linux/seccomp.h>
 
 #include "../common/err.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
 #include "sandbox.h"
 
 /*** ns.c ***/
@@ -29,27 +35,40 @@
 #define SBX_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | \
 	CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
-/* Writes uid_map and gid_map of pid: SANDBOX_UID -> host_uid. */
-int ns_write_id_maps(pid_t pid, uid_t host_uid, struct err *e);
-/* In the child: become SANDBOX_UID/GID keeping capabilities in the userns. */
-int ns_become_sandbox_user(struct err *e);
-/* In the child: bring up loopback of the new network namespace. */
-int ns_loopback_up(struct err *e);
+/* The worker: writes uid_map and gid_map of pid: SANDBOX_UID -> host_uid. */
+int ns_worker_write_id_maps(pid_t pid, uid_t host_uid, struct err *e);
+/* In init: become SANDBOX_UID/GID keeping capabilities in the userns. */
+int ns_init_become_sandbox_user(struct err *e);
+/* In init: bring up loopback of the new network namespace. */
+int ns_init_loopback_up(struct err *e);
 
 /*** spawn.c ***/
 
-/* The worker, before its own filter: forks the spawner. */
-int spawn_start(const struct sandbox_conf *conf, struct err *e);
-/* Asks the spawner for a new init: its pid, control channel and pidfd. */
-int spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
+/*
+ * The entry of a sandbox's init: the spawner calls it in each fresh clone,
+ * pid 1 of the new namespaces, with conf and ctl, init's end of its
+ * channel to the worker. It must not return (the clone exits 1 if it does).
+ */
+typedef void spawn_init_cb(const struct sandbox_conf *conf, int ctl);
+
+/*
+ * The worker, before its own filter: forks the spawner, which runs
+ * init_entry in every init it clones.
+ */
+int spawn_worker_start(const struct sandbox_conf *conf, spawn_init_cb *init_entry,
+    struct err *e);
+/* The worker: asks the spawner for a new init: pid, control channel, pidfd. */
+int spawn_worker_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
 /* In the spawner or an init: our command line and name become name. */
 void spawn_set_title(const char *name);
 
-/*** sandbox.c ***/
+/*** init.c ***/
 
-/* The init of a sandbox, in the spawner's fresh clone; ctl goes to the worker. */
-void sandbox_init_main(const struct sandbox_conf *conf, int ctl)
-    __attribute__((noreturn));
+/*
+ * The init of a sandbox (a spawn_init_cb, handed to spawn_worker_start()),
+ * in the spawner's fresh clone; ctl goes to the worker.
+ */
+void init_main(const struct sandbox_conf *conf, int ctl) __attribute__((noreturn));
 
 /*** mount.c ***/
 
@@ -120,18 +139,18 @@ int limits_apply(const struct job_limits *l, bool cgroup, struct err *e);
 /* The worker's own allowlist filter, last in its start-up. */
 int seccomp_worker_install(struct err *e);
 /* Compiles the job's deny filter to BPF once (the worker, at start-up). */
-int seccomp_job_compile(struct err *e);
+int seccomp_worker_job_compile(struct err *e);
 /*
  * In init, before the job's process: installs the job's filter for its
- * network mode and returns
- * its listener descriptor (for the worker), or -errno with e.
+ * network mode and returns its listener descriptor (for the worker), or
+ * -errno with e.
  */
-int seccomp_job_install(enum job_net net, struct err *e);
+int seccomp_init_job_install(enum job_net net, struct err *e);
 /*
- * Whether a notification of the job filter for network mode net is a call
- * to count (an inet socket(), sockcap.c) rather than a refused one.
+ * The worker: whether a notification of the job filter for network mode net
+ * is a call to count (an inet socket(), sockcap.c) rather than a refused one.
  */
-bool seccomp_job_counted(enum job_net net, const struct seccomp_data *d);
+bool seccomp_worker_job_counted(enum job_net net, const struct seccomp_data *d);
 
 /*** sockcap.c ***/
 
@@ -165,7 +184,7 @@ struct exec_spec {
 	int stdout_fd;		/* becomes fd 1 */
 	int stderr_fd;		/* becomes fd 2 */
 	bool cg_memory;		/* a memory cgroup bounds the job (RLIMIT_AS need not) */
-	char **envp;		/* set by exec_spawn(), in envstore */
+	char **envp;		/* set by exec_init_spawn(), in envstore */
 	char *envstore[JOB_ENV_MAX + 8];
 };
 
@@ -173,10 +192,10 @@ struct exec_spec {
  * In init, per job: starts the job's process, which execs the job or _exits
  * 126/127 as a shell would. Returns its pid, or fills e.
  */
-pid_t exec_spawn(struct exec_spec *s, struct err *e);
+pid_t exec_init_spawn(struct exec_spec *s, struct err *e);
 /* In init, per job: creates every seeded file under /workspace. */
-int exec_seed_files(const struct job *j, struct err *e);
+int exec_init_seed_files(const struct job *j, struct err *e);
 /* In init, per job: ensures the cwd exists when it is under /workspace or /tmp. */
-int exec_prepare_cwd(const struct job *j, struct err *e);
+int exec_init_prepare_cwd(const struct job *j, struct err *e);
 
 #endif

@@ -3,9 +3,13 @@
  *
  * The sandbox's init is created (by the spawner, spawn.c) with one clone()
  * that unshares user, mount, pid, net, ipc and uts namespaces at once, so
- * there is no moment where it shares any of them with the worker. Its uid inside is SANDBOX_UID, mapped to
- * one unprivileged host uid per worker: the job is never host root, and two
- * workers' jobs never share a host uid.
+ * there is no moment where it shares any of them with the worker. Its uid
+ * inside is SANDBOX_UID, mapped to one unprivileged host uid per worker: the
+ * job is never host root, and two workers' jobs never share a host uid.
+ *
+ * Two processes run this file, and each function says which in its name:
+ * ns_worker_write_id_maps() runs in the worker (root in the parent
+ * namespace), ns_init_* in the sandbox's init, inside its namespaces.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +46,7 @@ write_file(const char *path, const char *text, struct err *e)
 }
 
 int
-ns_write_id_maps(pid_t pid, uid_t host_uid, struct err *e)
+ns_worker_write_id_maps(pid_t pid, uid_t host_uid, struct err *e)
 {
 	char path[64], map[64];
 	int rc;
@@ -61,7 +65,7 @@ ns_write_id_maps(pid_t pid, uid_t host_uid, struct err *e)
 }
 
 int
-ns_become_sandbox_user(struct err *e)
+ns_init_become_sandbox_user(struct err *e)
 {
 	/*
 	 * Keep capabilities across the uid change: init still has to mount and
@@ -80,7 +84,7 @@ ns_become_sandbox_user(struct err *e)
 }
 
 int
-ns_loopback_up(struct err *e)
+ns_init_loopback_up(struct err *e)
 {
 	struct ifreq ifr;
 	int fd, rc = 0;

@@ -153,27 +153,6 @@ snapshot_view(int snapfd, int patchfd, struct snapview *v, struct err *e)
 	return rc;
 }
 
-static int
-rules_compile(const struct job *j, struct perms *p, struct err *e)
-{
-	struct perm_rule *rules = NULL;
-	int rc;
-
-	if (j->nperms > 0)
-		rules = xcalloc(j->nperms, sizeof(*rules));
-	for (size_t i = 0; i < j->nperms; i++) {
-		rules[i].pattern = j->perms[i].pattern;
-		if (perms_parse_level(j->perms[i].level, &rules[i].level) < 0) {
-			free(rules);
-			return err_set(e, -EINVAL, "path rule %zu: bad level '%s'", i + 1,
-			    j->perms[i].level);
-		}
-	}
-	rc = perms_compile(p, rules, j->nperms, j->perm_preset, e);
-	free(rules);
-	return rc;
-}
-
 /*** What a session may carry ***/
 
 /* A name or a prefix no session carries; nocase for tools that read it so. */
@@ -590,7 +569,7 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 	bool mounted = false;
 	int rc, wsfd = -1;
 
-	if ((rc = rules_compile(j, &p, e)) < 0)
+	if ((rc = perms_compile_job(&p, j, e)) < 0)
 		goto out;
 	if (ps->basefd >= 0 && ps->key != NULL) {
 		if (base_holds(ps, ps->key, &bytes, &entries)) {
@@ -924,7 +903,7 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	size_t len = 0;
 	int rc, wsfd, fd = -1;
 
-	if ((rc = rules_compile(j, &p, e)) < 0)
+	if ((rc = perms_compile_job(&p, j, e)) < 0)
 		return rc;
 	/*
 	 * The job's disk limit bounds what it commits, not only what its

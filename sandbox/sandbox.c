@@ -1,16 +1,13 @@
 /*
- * sandbox.c - orchestration: the sandbox's init, and the worker's supervision.
+ * sandbox.c - the worker's side of a sandbox: prepare it, supervise its job.
  *
  * DESIGN. sandbox_prepare() asks the spawner (spawn.c) for an init cloned
  * into fresh namespaces (ns.c), maps its ids, puts it in its cgroup
- * (cgroup.c) and lets it go; init builds the read-only image (mount.c) while
- * the worker goes back to waiting for a job, then reports MSG_SBX_READY and
- * waits for the job. sandbox_run() sets the job's cgroup limits and sends
- * the job; init mounts the job's tmpfs, seeds its files, spawns the job's
- * process (exec.c), reports MSG_SBX_EXEC, reaps every process of the
- * namespace, and on the main process's exit reports MSG_SBX_EXIT and exits
- * itself, which makes the kernel kill whatever the job left behind: nothing
- * outlives a job.
+ * (cgroup.c) and lets it go; init (init.c) builds the read-only image
+ * while the worker goes back to waiting for a job, then reports
+ * MSG_SBX_READY and waits for the job. sandbox_run() sets the job's cgroup
+ * limits and sends the job; init runs it and reports MSG_SBX_EXEC, then
+ * MSG_SBX_EXIT when the job's main process has ended.
  *
  * The worker meanwhile polls the job's stdout and stderr pipes and init's
  * channel, captures output up to the job's output limit (past it, the job
@@ -20,7 +17,7 @@
  * process, reaped or not) or, without one, from init's getrusage of the
  * processes it reaped; peak RSS from the latter.
  *
- * Sections: init (runs in the sandbox) / prepare / run / free.
+ * Sections: prepare / run / capture / free.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,16 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,287 +69,6 @@ struct sandbox {
 	int notify;		/* the job filter's listener, -1 until init sends it */
 	bool updating;		/* init is bringing the kept base up to a commit */
 };
-
-/*** Init: runs inside the sandbox ***/
-
-static void __attribute__((noreturn))
-init_fail(int ctl, uint8_t kind, const struct err *e)
-{
-	char buf[1 + sizeof(e->msg)];
-	size_t n = strlen(e->msg);
-
-	buf[0] = (char)kind;
-	memcpy(buf + 1, e->msg, n);
-	(void)msg_send(ctl, MSG_SBX_FAIL, 0, buf, n + 1, -1);
-	_exit(1);
-}
-
-static int
-init_stdin(const struct job *j, struct err *e)
-{
-	int fd, rc;
-
-	if (j->stdin_data == NULL) {
-		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return err_set(e, -errno, "open /dev/null: %s", strerror(errno));
-		return fd;
-	}
-	fd = memfd_create("stdin", MFD_CLOEXEC);
-	if (fd < 0)
-		return err_set(e, -errno, "memfd: %s", strerror(errno));
-	if ((rc = write_all(fd, j->stdin_data, j->stdin_len)) < 0 ||
-	    lseek(fd, 0, SEEK_SET) < 0) {
-		close(fd);
-		return err_set(e, rc < 0 ? rc : -errno, "stdin: %s",
-		    strerror(rc < 0 ? -rc : errno));
-	}
-	return fd;
-}
-
-/* Whether any of the job's tmpfs has no block or no inode left. */
-static bool
-init_disk_full(void)
-{
-	static const char *const dirs[] = { "/workspace", "/tmp", "/dev/shm" };
-
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		struct statfs sf;
-
-		if (statfs(dirs[i], &sf) == 0 && (sf.f_bavail == 0 || sf.f_ffree == 0))
-			return true;
-	}
-	return false;
-}
-
-/* Whose fault a failed materialise or capture is: the job's input, or ours. */
-static uint8_t
-fail_kind(int rc)
-{
-	switch (rc) {
-	case -E2BIG: case -EDQUOT: case -EFBIG: case -EPERM: case -EILSEQ:
-	case -EXDEV: case -EAGAIN: case -EEXIST: case -ENOSPC:
-		return SBX_FAIL_INPUT;
-	default:
-		return SBX_FAIL_INTERNAL;
-	}
-}
-
-/*
- * After the job: waits for the worker's go (MSG_SBX_COMMIT, with the tool
- * call record) and captures the workspace. EOF means the worker decided not
- * to commit.
- */
-static void __attribute__((noreturn))
-init_commit(int ctl, struct persist *ps, int snapfd, const struct job *j)
-{
-	struct err e = { 0 };
-	struct msg m;
-	int rc;
-
-	msg_init(&m);
-	rc = msg_recv(ctl, &m, MSG_MAX);
-	if (rc <= 0 || m.hdr.type != MSG_SBX_COMMIT)
-		_exit(0);
-	/* -ENOSPC here is the capture's growth bound (or a snapshot at the
-	 * codec's size cap): the job's disk, not its input. */
-	if ((rc = persist_capture(ctl, ps, snapfd, j, m.data, m.len, &e)) < 0)
-		init_fail(ctl, rc == -ENOSPC ? SBX_FAIL_DISK : fail_kind(rc), &e);
-	_exit(0);
-}
-
-/* Runs one job in this sandbox and exits with it. */
-static void __attribute__((noreturn))
-init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
-    struct msg *m, struct persist *ps)
-{
-	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr,
-	    .cg_memory = conf->cg.version != CG_NONE };
-	struct msg_sbx_exec ex;
-	struct err e = { 0 };
-	struct job *j = NULL;
-	pid_t job_pid;
-	int st, nfd, snapfd, rc;
-	bool capture;
-
-	/* A persistent sandbox's snapshot rides with the spec; kept for the capture. */
-	snapfd = m->fd;
-	m->fd = -1;
-	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	capture = snapfd >= 0 && j->persist;
-	if (snapfd >= 0) {
-		if ((rc = persist_materialise(ps, snapfd, j, &e)) < 0)
-			init_fail(ctl, fail_kind(rc), &e);
-	} else if (mount_job_tmpfs(&j->limits, 0, 0, &e) < 0) {
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	}
-	if (exec_seed_files(j, &e) < 0 || exec_prepare_cwd(j, &e) < 0)
-		init_fail(ctl, SBX_FAIL_INPUT, &e);
-	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	spec.job = j;
-	/*
-	 * The job's filter, from here on for init and everything it starts;
-	 * the worker answers what it refuses. Init needs nothing it refuses.
-	 */
-	if ((nfd = seccomp_job_install(j->net_mode, &e)) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (msg_send(ctl, MSG_SBX_NOTIFY, 0, NULL, 0, nfd) < 0)
-		_exit(1);
-	close(nfd);
-
-	if ((job_pid = exec_spawn(&spec, &e)) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	ex.started_ns = mono_ns();
-	/* Only the job holds the pipes now: EOF comes when it and its children end. */
-	close(spec.stdin_fd);
-	close(out_wr);
-	close(err_wr);
-	(void)msg_send(ctl, MSG_SBX_EXEC, 0, &ex, sizeof(ex), -1);
-
-	/* As pid 1, reap every process of the namespace, orphans included. */
-	for (;;) {
-		pid_t p = waitpid(-1, &st, 0);
-
-		if (p < 0 && errno == EINTR)
-			continue;
-		if (p < 0)
-			_exit(1);
-		if (p == job_pid) {
-			struct msg_sbx_exit x = { .status = st };
-			struct rusage ru;
-
-			/*
-			 * A snapshot is captured from a still workspace: end
-			 * whatever the job left running, and reap it.
-			 */
-			if (capture) {
-				(void)kill(-1, SIGKILL);
-				while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-					;
-			}
-
-			if (init_disk_full())
-				x.flags |= SBX_EXIT_DISK_FULL;
-			/* Every process reaped so far: the job and its orphans. */
-			if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
-				x.cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
-				    1000000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-				x.max_rss_kb = ru.ru_maxrss;
-			}
-			(void)msg_send(ctl, MSG_SBX_EXIT, 0, &x, sizeof(x), -1);
-			/* Our exit kills the rest of the pid namespace. */
-			if (!capture)
-				_exit(0);
-			init_commit(ctl, ps, snapfd, j);
-		}
-	}
-}
-
-/* Makes a pipe for the job's stdout or stderr and hands its read end over. */
-static int
-init_pipe(int ctl, uint8_t which, struct err *e)
-{
-	int p[2], rc;
-
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return err_set(e, -errno, "pipe: %s", strerror(errno));
-	rc = msg_send(ctl, MSG_SBX_PIPE, 0, &which, 1, p[0]);
-	close(p[0]);
-	if (rc < 0) {
-		close(p[1]);
-		return err_set(e, rc, "hand over a pipe: %s", strerror(-rc));
-	}
-	return p[1];
-}
-
-void
-sandbox_init_main(const struct sandbox_conf *conf, int ctl)
-{
-	struct persist ps = { .basefd = -1, .patchfd = -1, .treefd = -1, .upperfd = -1 };
-	struct err e = { 0 };
-	struct msg m;
-	int rc, out_wr, err_wr;
-
-	/*
-	 * Die with the spawner (which dies with the worker). Until the worker
-	 * says go (uid map written, cgroup joined), run nothing: EOF means the
-	 * worker gave up on us.
-	 */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	spawn_set_title("sandq-init");
-	/* The spawner ignores SIGCHLD; init must reap, so it may not. */
-	signal(SIGCHLD, SIG_DFL);
-	msg_init(&m);
-	rc = msg_recv(ctl, &m, MSG_MAX);
-	if (rc <= 0 || m.hdr.type != MSG_SBX_GO)
-		_exit(1);
-	/* Into our cgroup before anything else, while we are still host root. */
-	if (m.len > 0 && cg_job_join_self((const char *)m.data, m.len, &e) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	msg_clear(&m);
-
-	/*
-	 * Enter run_dir while we still hold the host identity that owns it:
-	 * the folders above it may be closed to the sandbox's uid.
-	 */
-	if (chdir(conf->run_dir) < 0) {
-		err_set(&e, -errno, "chdir %s: %s", conf->run_dir, strerror(errno));
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	}
-	/* The uid map is written: take the sandbox user's identity. */
-	if (ns_become_sandbox_user(&e) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	/*
-	 * A credential change clears the parent-death signal: set it again,
-	 * then make sure the worker did not die in between (its end of the
-	 * channel would be closed).
-	 */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	/* The job shares our uid: it may not look into us (/proc/1/fd). */
-	prctl(PR_SET_DUMPABLE, 0);
-	/*
-	 * The worker's kept base (persist.c), reachable only through this
-	 * descriptor once the root is pivoted; none is fine (no reuse).
-	 */
-	ps.basefd = open("base", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	{
-		struct pollfd pfd = { .fd = ctl, .events = 0 };
-
-		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR)))
-			_exit(1);
-	}
-	if ((out_wr = init_pipe(ctl, 1, &e)) < 0 || (err_wr = init_pipe(ctl, 2, &e)) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (mount_build_root(ps.basefd >= 0, &e) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (ns_loopback_up(&e) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (sethostname("sandbox", 7) < 0) {
-		err_set(&e, -errno, "sethostname: %s", strerror(errno));
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	}
-	if (msg_send(ctl, MSG_SBX_READY, 0, NULL, 0, -1) < 0)
-		_exit(1);
-
-	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
-	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > SANDBOX_RULES_FP_LEN + 1 &&
-	    m.len < 1024 && memchr(m.data, '\n', m.len) ==
-	    (char *)m.data + m.len - SANDBOX_RULES_FP_LEN - 1) {
-		/* "KEY\nFINGERPRINT": the key has no newline, nor the fingerprint. */
-		ps.key = xmemdup0(m.data, m.len - SANDBOX_RULES_FP_LEN - 1);
-		memcpy(ps.rules_fp, (char *)m.data + m.len - SANDBOX_RULES_FP_LEN,
-		    SANDBOX_RULES_FP_LEN);
-		ps.patchfd = m.fd;
-		m.fd = -1;
-		msg_clear(&m);
-		rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
-	}
-	if (rc <= 0 || m.hdr.type != MSG_SBX_SPEC)
-		_exit(rc == 0 ? 0 : 1);	/* the worker is gone or confused */
-	init_run_job(conf, ctl, out_wr, err_wr, &m, &ps);
-}
 
 /*** Prepare ***/
 
@@ -434,10 +145,10 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 	if (conf->cg.version == CG_NONE)
 		log_warnx("no cgroups: %s; jobs are bounded by rlimits only", conf->cg.why);
 	/* The jobs' filter, compiled once: each job only loads it. */
-	if ((rc = seccomp_job_compile(e)) < 0)
+	if ((rc = seccomp_worker_job_compile(e)) < 0)
 		return rc;
 	/* Last: the spawner keeps a copy of all the above. */
-	return spawn_start(conf, e);
+	return spawn_worker_start(conf, init_main, e);
 }
 
 int
@@ -454,10 +165,11 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	s->out_rd = s->err_rd = s->notify = -1;
 	s->sockcap.fd[0] = s->sockcap.fd[1] = -1;
 	s->sockets_max = conf->sockets_max;
-	if ((rc = spawn_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
-	    (rc = ns_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
+	if ((rc = spawn_worker_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
+	    (rc = ns_worker_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
 	    (rc = sockcap_open(&s->sockcap, s->init_pid, e)) < 0 ||
-	    (rc = cg_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg, e)) < 0) {
+	    (rc = cg_worker_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg,
+	    e)) < 0) {
 		sandbox_free(s);
 		return rc;
 	}
@@ -466,14 +178,14 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	 * the job's path; sandbox_run() corrects it if needed.
 	 */
 	s->socket_bytes = conf->socket_bytes;
-	if (last_memory > 0 && cg_job_limit(&s->cg, last_memory,
+	if (last_memory > 0 && cg_worker_job_limit(&s->cg, last_memory,
 	    sock_bound(s, last_memory), last_pids, e) == 0) {
 		s->cg_memory = last_memory;
 		s->cg_pids = last_pids;
 	}
 	/* Let init go on (into its cgroup first); it builds the image meanwhile. */
 	if ((rc = msg_send(s->ctl, MSG_SBX_GO, 0, godirs,
-	    cg_job_dirs(&s->cg, godirs, sizeof(godirs)), -1)) < 0) {
+	    cg_worker_job_dirs(&s->cg, godirs, sizeof(godirs)), -1)) < 0) {
 		err_set(e, rc, "start sandbox init: %s", strerror(-rc));
 		sandbox_free(s);
 		return rc;
@@ -489,14 +201,14 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
  * does only after every other process of the namespace is gone.
  */
 static void
-init_kill(struct sandbox *s)
+kill_init(struct sandbox *s)
 {
 	if (s->pidfd >= 0)
 		(void)syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
 }
 
 static void
-init_wait(struct sandbox *s)
+wait_for_init(struct sandbox *s)
 {
 	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
 
@@ -766,7 +478,7 @@ notify_answer(struct sandbox *s, struct result *res)
 			return false;
 		}
 		resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
-		if (seccomp_job_counted(s->net, &req.data)) {
+		if (seccomp_worker_job_counted(s->net, &req.data)) {
 			int64_t held = sockcap_count(&s->sockcap);
 
 			/* Under the cap the socket is made; at it, EMFILE (recorded). */
@@ -805,7 +517,7 @@ kill_sandbox(struct sandbox *s, struct run *run, enum kill_reason r, int64_t now
 {
 	if (run->killed != KILLED_NONE || run->exited)
 		return;
-	init_kill(s);
+	kill_init(s);
 	run->killed = r;
 	run->end_ns = now;
 }
@@ -840,7 +552,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	if (wait_ready(s, res) < 0)
 		goto out_finish;
 	if ((s->cg_memory != l->memory_bytes || s->cg_pids != l->pids) &&
-	    cg_job_limit(&s->cg, l->memory_bytes, sock_bound(s, l->memory_bytes),
+	    cg_worker_job_limit(&s->cg, l->memory_bytes, sock_bound(s, l->memory_bytes),
 	    l->pids, &e) < 0) {
 		result_set_error(res, ST_INTERNAL, "sandbox", "cgroup: %s", e.msg);
 		goto out_finish;
@@ -894,7 +606,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 				kill_sandbox(s, &run, KILLED_OUTPUT, now);
 			else if (cpu_by_cgroup && now >= next_cpu_check) {
 				/* All processes together, reaped or not. */
-				cg_job_usage(&s->cg, &u);
+				cg_worker_job_usage(&s->cg, &u);
 				if (u.has_cpu && u.cpu_ns >= l->cpu_ms * 1000000)
 					kill_sandbox(s, &run, KILLED_CPU, now);
 				next_cpu_check = now + (int64_t)CPU_CHECK_MS * 1000000;
@@ -948,8 +660,8 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 out_finish:
 	if (!run.exited) {
 		/* Killed or failed: what it used is known once every process is gone. */
-		init_kill(s);
-		init_wait(s);
+		kill_init(s);
+		wait_for_init(s);
 	}
 	/*
 	 * The cgroup counts every process, including any not reaped yet, and
@@ -958,7 +670,7 @@ out_finish:
 	 */
 	if (!(run.exited && run.killed == KILLED_NONE && WIFEXITED(run.status) &&
 	    WEXITSTATUS(run.status) == 0)) {
-		cg_job_usage(&s->cg, &u);
+		cg_worker_job_usage(&s->cg, &u);
 		if (u.has_cpu && u.cpu_ns / 1000000 > res->cpu_ms)
 			res->cpu_ms = u.cpu_ns / 1000000;
 	}
@@ -1046,9 +758,9 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 	 * old and the new snapshot in memory, charged to the sandbox's
 	 * cgroup: give it room beyond the job's own limit.
 	 */
-	if (s->cg_memory > 0 && cg_job_limit(&s->cg, s->cg_memory + 4 * (uint64_t)snaplen +
-	    2 * j->limits.disk_bytes + ((uint64_t)64 << 20), sock_bound(s, s->cg_memory),
-	    s->cg_pids, &e) < 0)
+	if (s->cg_memory > 0 && cg_worker_job_limit(&s->cg, s->cg_memory +
+	    4 * (uint64_t)snaplen + 2 * j->limits.disk_bytes + ((uint64_t)64 << 20),
+	    sock_bound(s, s->cg_memory), s->cg_pids, &e) < 0)
 		log_warnx("capture: cannot raise the memory limit: %s", e.msg);
 	fd_set_nonblock(s->ctl, false);
 	if ((rc = msg_send(s->ctl, MSG_SBX_COMMIT, 0, rec, strlen(rec), -1)) < 0) {
@@ -1131,8 +843,8 @@ sandbox_free(struct sandbox *s)
 		    poll(&pfd, 1, left) < 0 && errno == EINTR)
 			;
 	}
-	init_kill(s);
-	init_wait(s);
+	kill_init(s);
+	wait_for_init(s);
 	if (s->ctl >= 0)
 		close(s->ctl);
 	if (s->out_rd >= 0)
@@ -1143,6 +855,6 @@ sandbox_free(struct sandbox *s)
 		close(s->notify);
 	sockcap_close(&s->sockcap);
 	/* Init is reaped, so its pid namespace is empty: nothing holds the cgroup. */
-	cg_job_destroy(&s->cg);
+	cg_worker_job_destroy(&s->cg);
 	free(s);
 }

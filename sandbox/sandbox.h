@@ -27,7 +27,8 @@
 #include <sys/types.h>
 
 #include "../common/err.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "cgroup.h"
 
 #define SANDBOX_UID 1000	/* the job's uid and gid inside the sandbox */

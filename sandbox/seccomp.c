@@ -20,6 +20,12 @@
  * A syscall from a foreign architecture (i386 or x32 entry points on
  * x86_64) kills the process: libseccomp checks the architecture before any
  * rule, and x32 numbers fail that check.
+ *
+ * Two processes run this file, and each function says which in its name:
+ * seccomp_worker_* run in the worker (the job filters are compiled there,
+ * once, at start-up, with every static function here), and
+ * seccomp_init_job_install() in the sandbox's init, which only loads the
+ * compiled filter.
  */
 #include <errno.h>
 #include <linux/filter.h>
@@ -220,7 +226,7 @@ job_filter(enum job_net net, struct err *e)
 	 * Inet sockets are counted: the worker lets one be made only while the
 	 * job holds fewer than its socket cap (sockcap.c), since TCP charges
 	 * each socket a segment past any memory limit. Same action as a
-	 * refusal; seccomp_job_counted() tells the two apart.
+	 * refusal; seccomp_worker_job_counted() tells the two apart.
 	 */
 	for (int i = 0; net == NET_NONE && i < 2; i++) {
 		if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
@@ -239,7 +245,7 @@ out_release:
 }
 
 bool
-seccomp_job_counted(enum job_net net, const struct seccomp_data *d)
+seccomp_worker_job_counted(enum job_net net, const struct seccomp_data *d)
 {
 	/* The filter compares all 64 bits of the family: so do we. */
 	return net == NET_NONE && d->nr == SCMP_SYS(socket) &&
@@ -293,7 +299,7 @@ out_release:
 }
 
 int
-seccomp_job_compile(struct err *e)
+seccomp_worker_job_compile(struct err *e)
 {
 	for (int net = 0; net < NET__COUNT; net++) {
 		int rc;
@@ -305,7 +311,7 @@ seccomp_job_compile(struct err *e)
 }
 
 int
-seccomp_job_install(enum job_net net, struct err *e)
+seccomp_init_job_install(enum job_net net, struct err *e)
 {
 	long fd;
 

@@ -4,14 +4,14 @@
  * Why. TCP lets every socket queue one segment past any memory limit (the
  * kernel forces the charge so that a connection always makes progress):
  * about 40 KiB a socket on the loopback. The cgroup's socket counter bounds
- * everything else (cg_job_limit); only the number of sockets bounds this.
- * No kernel limit counts a process tree's sockets, but each job has its own
- * network namespace, whose /proc/net/sockstat counts them: "sockets: used"
- * every socket a process holds (unix included), "TCP: inuse" and "TCP6:
- * inuse" every TCP socket in the namespace's tables, including those no
- * process holds (not yet accepted, or closed with data still to send). The
- * count is their sum: a connected socket counts twice, which errs on the
- * side of the host.
+ * everything else (cg_worker_job_limit); only the number of sockets bounds
+ * this. No kernel limit counts a process tree's sockets, but each job has
+ * its own network namespace, whose /proc/net/sockstat counts them:
+ * "sockets: used" every socket a process holds (unix included), "TCP:
+ * inuse" and "TCP6: inuse" every TCP socket in the namespace's tables,
+ * including those no process holds (not yet accepted, or closed with data
+ * still to send). The count is their sum: a connected socket counts twice,
+ * which errs on the side of the host.
  *
  * The job filter sends each inet socket() to the worker (seccomp.c); the
  * worker reads the count and lets the call go on (the call's arguments are

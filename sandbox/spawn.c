@@ -15,7 +15,14 @@
  * each init with the spawner.
  *
  * The spawner reads only fixed-size requests from its worker; it never sees
- * a job's bytes.
+ * a job's bytes. What an init does is not the spawner's business: the
+ * worker hands spawn_worker_start() init's entry (init.c) as a
+ * spawn_init_cb, which each clone calls first thing.
+ *
+ * Three processes run this file, and each function says which in its name:
+ * spawn_worker_* and worker_title_measure() run in the worker, spawner_main()
+ * in the spawner; spawn_set_title() runs in the spawner and in each init
+ * (whose first lines, before init_entry, are in spawner_main()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,7 +52,7 @@ static size_t title_len;
  * folder, host uid) in /proc/1/cmdline.
  */
 static void
-title_measure(void)
+worker_title_measure(void)
 {
 	char buf[4096];
 	ssize_t n;
@@ -72,7 +79,8 @@ spawn_set_title(const char *name)
 }
 
 static void __attribute__((noreturn))
-spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
+spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int sock,
+    pid_t worker)
 {
 	struct msg m;
 
@@ -111,7 +119,8 @@ spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
 		if (pid == 0) {
 			close(sock);
 			close(ctl[0]);
-			sandbox_init_main(conf, ctl[1]);
+			init_entry(conf, ctl[1]);
+			_exit(1);	/* init_entry() does not return */
 		}
 		close(ctl[1]);
 		if (pid < 0) {
@@ -131,12 +140,13 @@ spawner_main(const struct sandbox_conf *conf, int sock, pid_t worker)
 }
 
 int
-spawn_start(const struct sandbox_conf *conf, struct err *e)
+spawn_worker_start(const struct sandbox_conf *conf, spawn_init_cb *init_entry,
+    struct err *e)
 {
 	pid_t worker = getpid(), pid;
 	int sv[2];
 
-	title_measure();
+	worker_title_measure();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_set(e, -errno, "spawner channel: %s", strerror(errno));
 	pid = fork();
@@ -147,7 +157,7 @@ spawn_start(const struct sandbox_conf *conf, struct err *e)
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		spawner_main(conf, sv[1], worker);
+		spawner_main(conf, init_entry, sv[1], worker);
 	}
 	close(sv[1]);
 	spawner_fd = sv[0];
@@ -155,7 +165,7 @@ spawn_start(const struct sandbox_conf *conf, struct err *e)
 }
 
 int
-spawn_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e)
+spawn_worker_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e)
 {
 	struct msg_spawn_done done;
 	struct msg m;

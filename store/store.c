@@ -47,10 +47,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/sql.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../agentfs/patch.h"
-#include "../common/sql.h"
 #include "store.h"
 #include "store_int.h"
 
@@ -81,91 +81,6 @@ static const char SCHEMA_SQL[] =
 
 /*** Helpers ***/
 
-/* e <- "store: what: SQLite's message"; returns the matching -errno. */
-int
-store__db_fail(sqlite3 *db, int rc, const char *what, struct err *e)
-{
-	return err_set(e, sqlerr_errno(rc), "store: %s: %s", what,
-	    db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-}
-
-int
-store__stmt_prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
-    struct err *e)
-{
-	int rc = sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL);
-
-	if (rc != SQLITE_OK)
-		return store__db_fail(st->db, rc, "prepare", e);
-	return 0;
-}
-
-/* Steps a statement that returns no rows, then finalises it. */
-int
-store__stmt_done(struct store *st, sqlite3_stmt *stmt, const char *what,
-    struct err *e)
-{
-	int rc = sqlite3_step(stmt);
-	int ret = 0;
-
-	if (rc != SQLITE_DONE)
-		ret = store__db_fail(st->db, rc, what, e);
-	sqlite3_finalize(stmt);
-	return ret;
-}
-
-int
-store__db_exec(struct store *st, const char *sql, const char *what,
-    struct err *e)
-{
-	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
-
-	if (rc != SQLITE_OK)
-		return store__db_fail(st->db, rc, what, e);
-	return 0;
-}
-
-/* Takes the write lock now, waiting up to the busy timeout. */
-int
-store__tx_begin(struct store *st, struct err *e)
-{
-	return store__db_exec(st, "BEGIN IMMEDIATE", "begin", e);
-}
-
-/* Commits on rc == 0, rolls back otherwise; returns rc or the commit error. */
-int
-store__tx_end(struct store *st, int rc, struct err *e)
-{
-	if (rc == 0)
-		rc = store__db_exec(st, "COMMIT", "commit", e);
-	if (rc != 0 && !sqlite3_get_autocommit(st->db))
-		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-	return rc;
-}
-
-/* Binds a C string as TEXT; the string must outlive the statement step. */
-int
-store__bind_text(struct store *st, sqlite3_stmt *stmt, int i, const char *s,
-    struct err *e)
-{
-	int rc = sqlite3_bind_text(stmt, i, s, -1, SQLITE_STATIC);
-
-	if (rc != SQLITE_OK)
-		return store__db_fail(st->db, rc, "bind", e);
-	return 0;
-}
-
-int
-store__bind_i64(struct store *st, sqlite3_stmt *stmt, int i, int64_t v,
-    struct err *e)
-{
-	int rc = sqlite3_bind_int64(stmt, i, v);
-
-	if (rc != SQLITE_OK)
-		return store__db_fail(st->db, rc, "bind", e);
-	return 0;
-}
-
 /*
  * Copies a TEXT column into dst[size]. A NULL or over-long value can only
  * come from a damaged file: -EBADMSG naming the column.
@@ -174,39 +89,8 @@ int
 store__col_text(sqlite3_stmt *stmt, int col, char *dst, size_t size,
     const char *what, struct err *e)
 {
-	const unsigned char *s = sqlite3_column_text(stmt, col);
-	int n = sqlite3_column_bytes(stmt, col);
-
-	if (s == NULL || n < 0 || (size_t)n >= size)
+	if (!sql_col_text(stmt, col, dst, size))
 		return err_set(e, -EBADMSG, "store: %s: damaged row", what);
-	memcpy(dst, s, (size_t)n);
-	dst[n] = '\0';
-	return 0;
-}
-
-/* Binds n bytes as a BLOB (an empty one for n == 0, never SQL NULL). */
-int
-store__bind_blob(struct store *st, sqlite3_stmt *stmt, int i, const void *p,
-    size_t n, struct err *e)
-{
-	int rc = n > 0 ? sqlite3_bind_blob64(stmt, i, p, n, SQLITE_STATIC) :
-	    sqlite3_bind_zeroblob(stmt, i, 0);
-
-	if (rc != SQLITE_OK)
-		return store__db_fail(st->db, rc, "bind", e);
-	return 0;
-}
-
-/* Steps a statement to be reused; its bindings stay for the next step. */
-int
-store__stmt_step_reset(struct store *st, sqlite3_stmt *stmt, const char *what,
-    struct err *e)
-{
-	int rc = sqlite3_step(stmt);
-
-	sqlite3_reset(stmt);
-	if (rc != SQLITE_DONE)
-		return store__db_fail(st->db, rc, what, e);
 	return 0;
 }
 
@@ -272,7 +156,7 @@ shalist_collect(struct store *st, sqlite3_stmt *stmt, struct shalist *l,
 			goto out_finalize;
 		shalist_add(l, sha);
 	}
-	rc = rc == SQLITE_DONE ? 0 : store__db_fail(st->db, rc, what, e);
+	rc = rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc, "store", what);
 out_finalize:
 	sqlite3_finalize(stmt);
 	return rc;
@@ -398,67 +282,22 @@ out_decref:
 static int
 schema_ensure(struct store *st, struct err *e)
 {
-	sqlite3_stmt *stmt = NULL;
 	int64_t version = -1;
 	int rc;
 
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
-	rc = store__stmt_prepare(st, "PRAGMA user_version", &stmt, e);
-	if (rc == 0) {
-		if (sqlite3_step(stmt) == SQLITE_ROW)
-			version = sqlite3_column_int64(stmt, 0);
-		else
-			rc = store__db_fail(st->db, sqlite3_errcode(st->db),
-			    "user_version", e);
-		sqlite3_finalize(stmt);
-	}
+	rc = sql_query_i64(st->db, "PRAGMA user_version", &version, "store",
+	    "user_version", e);
 	if (rc == 0 && version == 0)
-		rc = store__db_exec(st, SCHEMA_SQL, "schema", e);
+		rc = sql_exec(st->db, SCHEMA_SQL, "store", "schema", e);
 	else if (rc == 0 && version == 1)
 		rc = store__migrate_v1(st, e);
 	else if (rc == 0 && version != STORE_SCHEMA_VERSION)
 		rc = err_set(e, -EPROTONOSUPPORT, "store: schema version "
 		    "%lld, this build knows %d", (long long)version,
 		    STORE_SCHEMA_VERSION);
-	return store__tx_end(st, rc, e);
-}
-
-/* Switches the file to WAL; SQLite answers with the mode it really uses. */
-static int
-wal_enable(struct store *st, struct err *e)
-{
-	sqlite3_stmt *stmt = NULL;
-	const unsigned char *mode;
-	int rc;
-
-	if ((rc = store__stmt_prepare(st, "PRAGMA journal_mode = WAL", &stmt,
-	    e)) != 0)
-		return rc;
-	/*
-	 * Changing the journal mode takes the file's exclusive lock without
-	 * calling the busy handler: several processes opening a new store at
-	 * once (a pool's workers at start) retry here, up to STORE_BUSY_MS.
-	 */
-	for (int waited = 0;; waited += 2) {
-		struct timespec ts = { 0, 2000000 };
-
-		rc = sqlite3_step(stmt);
-		if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited >= STORE_BUSY_MS)
-			break;
-		sqlite3_reset(stmt);
-		nanosleep(&ts, NULL);
-	}
-	mode = rc == SQLITE_ROW ? sqlite3_column_text(stmt, 0) : NULL;
-	if (rc != SQLITE_ROW)
-		rc = store__db_fail(st->db, rc, "journal_mode", e);
-	else if (mode == NULL || strcmp((const char *)mode, "wal") != 0)
-		rc = err_set(e, -EIO, "store: journal_mode: got %s, not wal",
-		    mode != NULL ? (const char *)mode : "nothing");
-	else
-		rc = 0;
-	sqlite3_finalize(stmt);
-	return rc;
+	return sql_tx_end(st->db, rc, "store", e);
 }
 
 int
@@ -490,7 +329,7 @@ store_open(const char *dir, struct store **out, struct err *e)
 	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_NOFOLLOW, NULL);
 	if (rc != SQLITE_OK) {
-		rc = store__db_fail(st->db, rc, path, e);
+		rc = sql_fail(e, st->db, rc, "store", path);
 		goto out_close;
 	}
 	sqlite3_busy_timeout(st->db, STORE_BUSY_MS);
@@ -501,12 +340,12 @@ store_open(const char *dir, struct store **out, struct err *e)
 	 * schema_ensure()'s: converting a schema-1 file renames rows before
 	 * the table they name exists, and checks the keys itself at the end.
 	 */
-	if ((rc = wal_enable(st, e)) != 0 ||
-	    (rc = store__db_exec(st, "PRAGMA synchronous = NORMAL",
+	if ((rc = sql_wal_enable(st->db, STORE_BUSY_MS, "store", e)) != 0 ||
+	    (rc = sql_exec(st->db, "PRAGMA synchronous = NORMAL", "store",
 	    "synchronous", e)) != 0 ||
 	    (rc = schema_ensure(st, e)) != 0 ||
-	    (rc = store__db_exec(st, "PRAGMA foreign_keys = ON", "foreign_keys",
-	    e)) != 0)
+	    (rc = sql_exec(st->db, "PRAGMA foreign_keys = ON", "store",
+	    "foreign_keys", e)) != 0)
 		goto out_close;
 	*out = st;
 	return 0;
@@ -558,12 +397,12 @@ sandbox_version(struct store *st, const char *tenant, const char *id,
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	rc = store__stmt_prepare(st, "SELECT version FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
+	rc = sql_prepare(st->db, "SELECT version FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0)
 		goto out_finalize;
 	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_ROW) {
@@ -573,7 +412,7 @@ sandbox_version(struct store *st, const char *tenant, const char *id,
 		rc = err_set(e, -ENOENT, "store: sandbox %s/%s: not found",
 		    tenant, id);
 	} else {
-		rc = store__db_fail(st->db, rc, "sandboxes", e);
+		rc = sql_fail(e, st->db, rc, "store", "sandboxes");
 	}
 out_finalize:
 	sqlite3_finalize(stmt);
@@ -588,20 +427,20 @@ version_append(struct store *st, const char *tenant, const char *id,
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	rc = store__stmt_prepare(st, "INSERT INTO versions"
+	rc = sql_prepare(st->db, "INSERT INTO versions"
 	    " (tenant, id, version, sha256, created_at)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5)", &stmt, e);
+	    " VALUES (?1, ?2, ?3, ?4, ?5)", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 3, (int64_t)version, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 4, sha, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 5, now, e)) != 0) {
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 3, (int64_t)version, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 4, sha, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 5, now, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
 	}
-	return store__stmt_done(st, stmt, "versions", e);
+	return sql_step_finalize(stmt, "store", "versions", e);
 }
 
 /* Fills *sb from a row of SANDBOX_COLUMNS. */
@@ -647,20 +486,20 @@ sandbox_insert(struct store *st, const char *tenant, const char *id,
 	if (rc != -ENOENT)
 		return rc;
 	err_clear(e);
-	rc = store__stmt_prepare(st,
+	rc = sql_prepare(st->db,
 	    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ")"
-	    " VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5)", &stmt, e);
+	    " VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5)", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 3, sha, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 4, now, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 5, labels, e)) != 0) {
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 3, sha, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 4, now, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 5, labels, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
 	}
-	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0 ||
+	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0 ||
 	    (rc = version_append(st, tenant, id, 1, sha, now, e)) != 0)
 		return rc;
 	return quota_enforce(st, tenant, id, -1, sha, e);
@@ -679,12 +518,12 @@ store_sandbox_create(struct store *st, const char *tenant, const char *id,
 	    (rc = store__sha_check("sha256", sha_hex, e)) != 0 ||
 	    (rc = store__labels_canon(labels_json, labels, e)) != 0)
 		return rc;
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
 	rc = blob_require(st, sha_hex, e);
 	if (rc == 0)
 		rc = sandbox_insert(st, tenant, id, sha_hex, labels, e);
-	return store__tx_end(st, rc, e);
+	return sql_tx_end(st->db, rc, "store", e);
 }
 
 int
@@ -704,12 +543,12 @@ store_sandbox_create_blob(struct store *st, const char *tenant,
 	/* Hashing happens here, before the write lock is taken. */
 	if ((rc = store__plan_make(st, data, len, NULL, NULL, 0, &p, e)) != 0)
 		return rc;
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		goto out_free;
 	rc = store__plan_store(st, &p, e);
 	if (rc == 0)
 		rc = sandbox_insert(st, tenant, id, p.key, labels, e);
-	if ((rc = store__tx_end(st, rc, e)) == 0)
+	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
 	store__plan_free(&p);
@@ -740,12 +579,12 @@ store_sandbox_get(struct store *st, const char *tenant, const char *id,
 	if ((rc = store__tenant_check(tenant, e)) != 0 ||
 	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
-	rc = store__stmt_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
+	rc = sql_prepare(st->db, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0)
 		goto out_finalize;
 	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_ROW)
@@ -754,7 +593,7 @@ store_sandbox_get(struct store *st, const char *tenant, const char *id,
 		rc = err_set(e, -ENOENT, "store: sandbox %s/%s: not found",
 		    tenant, id);
 	else
-		rc = store__db_fail(st->db, rc, "sandboxes", e);
+		rc = sql_fail(e, st->db, rc, "store", "sandboxes");
 out_finalize:
 	sqlite3_finalize(stmt);
 	return rc;
@@ -799,16 +638,16 @@ sandbox_retain(struct store *st, const char *tenant, const char *id,
 
 	if (keep == 0)
 		return 0;
-	rc = store__stmt_prepare(st, "DELETE FROM versions WHERE tenant = ?1"
+	rc = sql_prepare(st->db, "DELETE FROM versions WHERE tenant = ?1"
 	    " AND id = ?2 AND version < (SELECT version FROM versions"
 	    "  WHERE tenant = ?1 AND id = ?2"
 	    "  ORDER BY version DESC LIMIT 1 OFFSET ?3)"
-	    " RETURNING sha256", &stmt, e);
+	    " RETURNING sha256", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 3, (int64_t)keep - 1, e)) != 0) {
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 3, (int64_t)keep - 1, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
 	}
@@ -863,18 +702,19 @@ head_size(struct store *st, const char *tenant, const char *id, int64_t *size,
 	int rc;
 
 	*size = -1;
-	rc = store__stmt_prepare(st, "SELECT b.size FROM sandboxes s JOIN blobs b"
-	    " ON b.sha256 = s.head WHERE s.tenant = ?1 AND s.id = ?2", &stmt, e);
+	rc = sql_prepare(st->db, "SELECT b.size FROM sandboxes s JOIN blobs b"
+	    " ON b.sha256 = s.head WHERE s.tenant = ?1 AND s.id = ?2", &stmt,
+	    "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) == 0 &&
-	    (rc = store__bind_text(st, stmt, 2, id, e)) == 0) {
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) == 0 &&
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) == 0) {
 		int r = sqlite3_step(stmt);
 
 		if (r == SQLITE_ROW)
 			*size = sqlite3_column_int64(stmt, 0);
 		else if (r != SQLITE_DONE)
-			rc = store__db_fail(st->db, r, "sandboxes", e);
+			rc = sql_fail(e, st->db, r, "store", "sandboxes");
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -895,21 +735,22 @@ sandbox_move(struct store *st, const char *tenant, const char *id,
 	if (st->quota > 0 && (rc = head_size(st, tenant, id, &old_size, e)) != 0)
 		return rc;
 	/* The version test is repeated in SQL: the CAS holds even alone. */
-	rc = store__stmt_prepare(st, "UPDATE sandboxes SET head = ?3,"
+	rc = sql_prepare(st->db, "UPDATE sandboxes SET head = ?3,"
 	    " version = version + 1, updated_at = ?4"
-	    " WHERE tenant = ?1 AND id = ?2 AND version = ?5", &stmt, e);
+	    " WHERE tenant = ?1 AND id = ?2 AND version = ?5", &stmt, "store",
+	    e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 3, sha, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 4, now, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 5, (int64_t)from_version,
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 3, sha, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 4, now, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 5, (int64_t)from_version, "store",
 	    e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
 	}
-	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0)
+	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0)
 		return rc;
 	if (sqlite3_changes(st->db) != 1)
 		return err_set(e, -ESTALE, "store: sandbox %s/%s: moved "
@@ -932,10 +773,10 @@ store_sandbox_commit(struct store *st, const char *tenant, const char *id,
 	    (rc = store__id_check("id", id, e)) != 0 ||
 	    (rc = store__sha_check("sha256", new_sha, e)) != 0)
 		return rc;
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
 	rc = sandbox_move(st, tenant, id, from_version, new_sha, e);
-	return store__tx_end(st, rc, e);
+	return sql_tx_end(st->db, rc, "store", e);
 }
 
 int
@@ -956,7 +797,7 @@ store_sandbox_commit_blob(struct store *st, const char *tenant,
 	    e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		goto out_free;
 	/* A stale or missing sandbox is found before anything is written. */
 	rc = sandbox_expect(st, tenant, id, expect_version, e);
@@ -964,7 +805,7 @@ store_sandbox_commit_blob(struct store *st, const char *tenant,
 		rc = store__plan_store(st, &p, e);
 	if (rc == 0)
 		rc = sandbox_move(st, tenant, id, expect_version, p.key, e);
-	if ((rc = store__tx_end(st, rc, e)) == 0)
+	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
 	store__plan_free(&p);
@@ -986,12 +827,12 @@ sandbox_head(struct store *st, const char *tenant, const char *id,
 	uint64_t at;
 	int rc;
 
-	rc = store__stmt_prepare(st, "SELECT head, version FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
+	rc = sql_prepare(st->db, "SELECT head, version FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0)
 		goto out_finalize;
 	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_DONE) {
@@ -1000,7 +841,7 @@ sandbox_head(struct store *st, const char *tenant, const char *id,
 		goto out_finalize;
 	}
 	if (rc != SQLITE_ROW) {
-		rc = store__db_fail(st->db, rc, "sandboxes", e);
+		rc = sql_fail(e, st->db, rc, "store", "sandboxes");
 		goto out_finalize;
 	}
 	if ((rc = store__col_text(stmt, 0, head, STORE_SHA_HEX + 1,
@@ -1029,7 +870,7 @@ head_read(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	memset(base, 0, sizeof(*base));
-	if ((rc = store__db_exec(st, "BEGIN", "begin", e)) != 0)
+	if ((rc = sql_exec(st->db, "BEGIN", "store", "begin", e)) != 0)
 		return rc;
 	rc = sandbox_head(st, tenant, id, version, head, e);
 	if (rc == 0 && (rc = store__manifest_read(st, head, base,
@@ -1099,7 +940,7 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
 	if (rc != 0)
 		goto out_base;
 	if ((rc = store__plan_check_patch(&p, e)) != 0 ||
-	    (rc = store__tx_begin(st, e)) != 0)
+	    (rc = sql_begin(st->db, "store", e)) != 0)
 		goto out_free;
 	/* The CAS: same version and same head as the manifest read. */
 	rc = sandbox_head(st, tenant, id, expect_version, now_head, e);
@@ -1110,7 +951,7 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
 		rc = store__plan_store(st, &p, e);
 	if (rc == 0)
 		rc = sandbox_move(st, tenant, id, expect_version, p.key, e);
-	if ((rc = store__tx_end(st, rc, e)) == 0)
+	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
 	store__plan_free(&p);
@@ -1131,13 +972,13 @@ store_sandbox_fork(struct store *st, const char *tenant, const char *src,
 	    (rc = store__id_check("src", src, e)) != 0 ||
 	    (rc = store__id_check("dst", dst, e)) != 0)
 		return rc;
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
 	/* Reading src inside the write transaction: it cannot move meanwhile. */
 	rc = store_sandbox_get(st, tenant, src, &sb, e);
 	if (rc == 0)
 		rc = sandbox_insert(st, tenant, dst, sb.head, sb.labels, e);
-	return store__tx_end(st, rc, e);
+	return sql_tx_end(st->db, rc, "store", e);
 }
 
 int
@@ -1152,16 +993,16 @@ store_sandbox_delete(struct store *st, const char *tenant, const char *id,
 	if ((rc = store__tenant_check(tenant, e)) != 0 ||
 	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
 	/* The blobs it names, to collect once it is gone. */
-	rc = store__stmt_prepare(st, "SELECT head FROM sandboxes"
+	rc = sql_prepare(st->db, "SELECT head FROM sandboxes"
 	    " WHERE tenant = ?1 AND id = ?2 UNION SELECT sha256 FROM versions"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
 	if (rc != 0)
 		goto out_end;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0) {
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		goto out_end;
 	}
@@ -1169,16 +1010,16 @@ store_sandbox_delete(struct store *st, const char *tenant, const char *id,
 	    e)) != 0)
 		goto out_end;
 	/* versions rows go with it: ON DELETE CASCADE. */
-	rc = store__stmt_prepare(st, "DELETE FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
+	rc = sql_prepare(st->db, "DELETE FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
 	if (rc != 0)
 		goto out_end;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0) {
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		goto out_end;
 	}
-	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0)
+	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0)
 		goto out_end;
 	if (sqlite3_changes(st->db) == 0)
 		rc = err_set(e, -ENOENT, "store: sandbox %s/%s: not found",
@@ -1187,7 +1028,7 @@ store_sandbox_delete(struct store *st, const char *tenant, const char *id,
 		rc = store__gc_list(st, &named, NULL, e);
 out_end:
 	shalist_free(&named);
-	return store__tx_end(st, rc, e);
+	return sql_tx_end(st->db, rc, "store", e);
 }
 
 /*
@@ -1220,38 +1061,40 @@ sandbox_adopt_locked(struct store *st, const struct store_sandbox *sb,
 	    (int64_t)sb->version;
 	if (rc == 0)
 		shalist_add(&old, cur.head);
-	rc = store__stmt_prepare(st, "DELETE FROM versions WHERE tenant = ?1"
-	    " AND id = ?2 AND version >= ?3 RETURNING sha256", &stmt, e);
+	rc = sql_prepare(st->db, "DELETE FROM versions WHERE tenant = ?1"
+	    " AND id = ?2 AND version >= ?3 RETURNING sha256", &stmt, "store",
+	    e);
 	if (rc != 0)
 		goto out_free;
-	if ((rc = store__bind_text(st, stmt, 1, sb->tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, sb->id, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 3, above, e)) != 0) {
+	if ((rc = sql_bind_text(stmt, 1, sb->tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, sb->id, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 3, above, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		goto out_free;
 	}
 	if ((rc = shalist_collect(st, stmt, &old, "versions.sha256", e)) != 0)
 		goto out_free;
-	rc = store__stmt_prepare(st,
+	rc = sql_prepare(st->db,
 	    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ")"
 	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
 	    " ON CONFLICT (tenant, id) DO UPDATE SET head = excluded.head,"
 	    " version = excluded.version, created_at = excluded.created_at,"
 	    " updated_at = excluded.updated_at, labels = excluded.labels",
-	    &stmt, e);
+	    &stmt, "store", e);
 	if (rc != 0)
 		goto out_free;
-	if ((rc = store__bind_text(st, stmt, 1, sb->tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, sb->id, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 3, sb->head, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 4, (int64_t)sb->version, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 5, sb->created_at, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 6, sb->updated_at, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 7, labels, e)) != 0) {
+	if ((rc = sql_bind_text(stmt, 1, sb->tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, sb->id, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 3, sb->head, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 4, (int64_t)sb->version, "store",
+	    e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 5, sb->created_at, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 6, sb->updated_at, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 7, labels, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		goto out_free;
 	}
-	if ((rc = store__stmt_done(st, stmt, "sandboxes", e)) != 0 ||
+	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0 ||
 	    (rc = version_append(st, sb->tenant, sb->id, sb->version,
 	    sb->head, sb->updated_at, e)) != 0 ||
 	    (rc = sandbox_retain(st, sb->tenant, sb->id, st->keep_versions, e)) != 0)
@@ -1278,9 +1121,10 @@ store_sandbox_adopt(struct store *st, const struct store_sandbox *sb,
 	if (sb->version == 0 || sb->version > INT64_MAX)
 		return err_set(e, -EINVAL, "store: sandbox %s/%s: version %llu",
 		    sb->tenant, sb->id, (unsigned long long)sb->version);
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
-	return store__tx_end(st, sandbox_adopt_locked(st, sb, labels, e), e);
+	return sql_tx_end(st->db, sandbox_adopt_locked(st, sb, labels, e),
+	    "store", e);
 }
 
 int
@@ -1294,18 +1138,19 @@ store_sandbox_list(struct store *st, const char *tenant, store_sandbox_cb cb,
 	err_clear(e);
 	if ((rc = store__tenant_check(tenant, e)) != 0)
 		return rc;
-	rc = store__stmt_prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
-	    " WHERE tenant = ?1 ORDER BY id", &stmt, e);
+	rc = sql_prepare(st->db, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
+	    " WHERE tenant = ?1 ORDER BY id", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0)
 		goto out_finalize;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		if ((rc = sandbox_row(stmt, &sb, e)) != 0 ||
 		    (rc = cb(&sb, arg)) != 0)
 			goto out_finalize;
 	}
-	rc = rc == SQLITE_DONE ? 0 : store__db_fail(st->db, rc, "sandboxes", e);
+	rc = rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc, "store",
+	    "sandboxes");
 out_finalize:
 	sqlite3_finalize(stmt);
 	return rc;
@@ -1325,13 +1170,14 @@ store_sandbox_history(struct store *st, const char *tenant, const char *id,
 	if ((rc = store__tenant_check(tenant, e)) != 0 ||
 	    (rc = store__id_check("id", id, e)) != 0)
 		return rc;
-	rc = store__stmt_prepare(st,
+	rc = sql_prepare(st->db,
 	    "SELECT version, sha256, created_at FROM versions"
-	    " WHERE tenant = ?1 AND id = ?2 ORDER BY version DESC", &stmt, e);
+	    " WHERE tenant = ?1 AND id = ?2 ORDER BY version DESC", &stmt,
+	    "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0 ||
-	    (rc = store__bind_text(st, stmt, 2, id, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0)
 		goto out_finalize;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		rows++;
@@ -1342,7 +1188,8 @@ store_sandbox_history(struct store *st, const char *tenant, const char *id,
 		    "versions.sha256", e)) != 0 || (rc = cb(&v, arg)) != 0)
 			goto out_finalize;
 	}
-	rc = rc == SQLITE_DONE ? 0 : store__db_fail(st->db, rc, "versions", e);
+	rc = rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc, "store",
+	    "versions");
 	/* The head's row is never pruned: no rows means no sandbox. */
 	if (rc == 0 && rows == 0)
 		rc = sandbox_version(st, tenant, id, &version, e);
@@ -1362,17 +1209,17 @@ prune_locked(struct store *st, unsigned keep_versions, struct err *e)
 	long removed = 0;
 	int rc;
 
-	rc = store__stmt_prepare(st, "DELETE FROM versions WHERE rowid IN"
+	rc = sql_prepare(st->db, "DELETE FROM versions WHERE rowid IN"
 	    " (SELECT r FROM (SELECT v.rowid AS r, v.version AS version,"
 	    "  s.version AS head_version, row_number() OVER"
 	    "  (PARTITION BY v.tenant, v.id ORDER BY v.version DESC) AS n"
 	    "  FROM versions AS v JOIN sandboxes AS s"
 	    "  ON s.tenant = v.tenant AND s.id = v.id)"
 	    " WHERE n > ?1 AND version <> head_version) RETURNING sha256",
-	    &stmt, e);
+	    &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_i64(st, stmt, 1, (int64_t)keep_versions,
+	if ((rc = sql_bind_i64(stmt, 1, (int64_t)keep_versions, "store",
 	    e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
@@ -1383,16 +1230,16 @@ prune_locked(struct store *st, unsigned keep_versions, struct err *e)
 	 * Blobs nothing names, put long enough ago that no create or commit
 	 * of theirs can still be on its way (store_blob_put() callers).
 	 */
-	rc = store__stmt_prepare(st,
+	rc = sql_prepare(st->db,
 	    "SELECT sha256 FROM blobs WHERE created_at <= ?1"
 	    " AND NOT EXISTS (SELECT 1 FROM sandboxes"
 	    "  WHERE sandboxes.head = blobs.sha256)"
 	    " AND NOT EXISTS (SELECT 1 FROM versions"
-	    "  WHERE versions.sha256 = blobs.sha256)", &stmt, e);
+	    "  WHERE versions.sha256 = blobs.sha256)", &stmt, "store", e);
 	if (rc != 0)
 		goto out_free;
-	if ((rc = store__bind_i64(st, stmt, 1, (int64_t)now_ms() -
-	    STORE_PRUNE_GRACE_MS, e)) != 0) {
+	if ((rc = sql_bind_i64(stmt, 1, (int64_t)now_ms() -
+	    STORE_PRUNE_GRACE_MS, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		goto out_free;
 	}
@@ -1412,10 +1259,10 @@ store_prune(struct store *st, unsigned keep_versions, struct err *e)
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
 	n = prune_locked(st, keep_versions, e);
-	rc = store__tx_end(st, n < 0 ? (int)n : 0, e);
+	rc = sql_tx_end(st->db, n < 0 ? (int)n : 0, "store", e);
 	if (rc != 0)
 		return rc;
 	return n > INT_MAX ? INT_MAX : (int)n;

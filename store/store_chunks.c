@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/sql.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../agentfs/agentfs.h"
@@ -97,12 +98,12 @@ store__manifest_read(struct store *st, const char *sha, struct manifest *m,
 	int nb, rc;
 
 	memset(m, 0, sizeof(*m));
-	rc = store__stmt_prepare(st,
+	rc = sql_prepare(st->db,
 	    "SELECT size, chunk_size, chunks FROM blobs WHERE sha256 = ?1",
-	    &stmt, e);
+	    &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, sha, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, sha, "store", e)) != 0)
 		goto out_finalize;
 	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_DONE) {
@@ -110,7 +111,7 @@ store__manifest_read(struct store *st, const char *sha, struct manifest *m,
 		goto out_finalize;
 	}
 	if (rc != SQLITE_ROW) {
-		rc = store__db_fail(st->db, rc, "blobs", e);
+		rc = sql_fail(e, st->db, rc, "store", "blobs");
 		goto out_finalize;
 	}
 	size = sqlite3_column_int64(stmt, 0);
@@ -257,24 +258,24 @@ store__plan_chunks(struct store *st, const struct blob_plan *p, int64_t now,
 	unsigned char md[SHA_RAW];
 	int rc;
 
-	if ((rc = store__stmt_prepare(st,
+	if ((rc = sql_prepare(st->db,
 	    "UPDATE chunk_refs SET refs = refs + 1 WHERE sha256 = ?1", &ref,
-	    e)) != 0 ||
-	    (rc = store__stmt_prepare(st, "INSERT INTO chunks (sha256, data,"
+	    "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db, "INSERT INTO chunks (sha256, data,"
 	    " created_at) VALUES (?1, ?2, ?3) ON CONFLICT (sha256) DO NOTHING",
-	    &chunk, e)) != 0 ||
-	    (rc = store__stmt_prepare(st,
+	    &chunk, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db,
 	    "INSERT INTO chunk_refs (sha256, refs) VALUES (?1, 1)", &newref,
-	    e)) != 0 ||
-	    (rc = store__bind_i64(st, chunk, 3, now, e)) != 0)
+	    "store", e)) != 0 ||
+	    (rc = sql_bind_i64(chunk, 3, now, "store", e)) != 0)
 		goto out_finalize;
 	for (size_t i = 0; i < p->n; i++) {
 		const unsigned char *h = p->hashes + i * SHA_RAW, *c;
 		size_t cn;
 
 		store__hex_of(h, SHA_RAW, hex);
-		if ((rc = store__bind_text(st, ref, 1, hex, e)) != 0 ||
-		    (rc = store__stmt_step_reset(st, ref, "chunk_refs",
+		if ((rc = sql_bind_text(ref, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_step_reset(ref, "store", "chunk_refs",
 		    e)) != 0)
 			goto out_finalize;
 		if (sqlite3_changes(st->db) == 1)
@@ -293,12 +294,12 @@ store__plan_chunks(struct store *st, const struct blob_plan *p, int64_t now,
 				goto out_finalize;
 			}
 		}
-		if ((rc = store__bind_text(st, chunk, 1, hex, e)) != 0 ||
-		    (rc = store__bind_blob(st, chunk, 2, c, cn, e)) != 0 ||
-		    (rc = store__stmt_step_reset(st, chunk, "chunks",
+		if ((rc = sql_bind_text(chunk, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_bind_blob(chunk, 2, c, cn, "store", e)) != 0 ||
+		    (rc = sql_step_reset(chunk, "store", "chunks",
 		    e)) != 0 ||
-		    (rc = store__bind_text(st, newref, 1, hex, e)) != 0 ||
-		    (rc = store__stmt_step_reset(st, newref, "chunk_refs",
+		    (rc = sql_bind_text(newref, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_step_reset(newref, "store", "chunk_refs",
 		    e)) != 0)
 			goto out_finalize;
 	}
@@ -318,18 +319,18 @@ store__plan_row(struct store *st, const char *sql, const struct blob_plan *p,
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	if ((rc = store__stmt_prepare(st, sql, &stmt, e)) != 0)
+	if ((rc = sql_prepare(st->db, sql, &stmt, "store", e)) != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, p->key, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 2, (int64_t)p->len, e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 3, STORE_CHUNK_BYTES, e)) != 0 ||
-	    (rc = store__bind_blob(st, stmt, 4, p->hashes, p->n * SHA_RAW,
+	if ((rc = sql_bind_text(stmt, 1, p->key, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 2, (int64_t)p->len, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(stmt, 3, STORE_CHUNK_BYTES, "store", e)) != 0 ||
+	    (rc = sql_bind_blob(stmt, 4, p->hashes, p->n * SHA_RAW, "store",
 	    e)) != 0 ||
-	    (rc = store__bind_i64(st, stmt, 5, created_at, e)) != 0) {
+	    (rc = sql_bind_i64(stmt, 5, created_at, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
 	}
-	return store__stmt_done(st, stmt, "blobs", e);
+	return sql_step_finalize(stmt, "store", "blobs", e);
 }
 
 /*
@@ -498,22 +499,24 @@ gc_open(struct store *st, struct gc *g, struct err *e)
 
 	memset(g, 0, sizeof(*g));
 	/* Both lookups use an index: sandboxes_head, versions_sha256. */
-	if ((rc = store__stmt_prepare(st,
+	if ((rc = sql_prepare(st->db,
 	    "SELECT EXISTS (SELECT 1 FROM sandboxes"
 	    " WHERE head = ?1) OR EXISTS (SELECT 1 FROM versions"
-	    " WHERE sha256 = ?1)", &g->named, e)) != 0 ||
-	    (rc = store__stmt_prepare(st,
+	    " WHERE sha256 = ?1)", &g->named, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db,
 	    "SELECT chunks FROM blobs WHERE sha256 = ?1", &g->manifest,
-	    e)) != 0 ||
-	    (rc = store__stmt_prepare(st, "DELETE FROM blobs WHERE sha256 = ?1",
-	    &g->blob, e)) != 0 ||
-	    (rc = store__stmt_prepare(st,
+	    "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db, "DELETE FROM blobs WHERE sha256 = ?1",
+	    &g->blob, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db,
 	    "UPDATE chunk_refs SET refs = refs - 1"
-	    " WHERE sha256 = ?1 AND refs > 1", &g->unref, e)) != 0 ||
-	    (rc = store__stmt_prepare(st,
-	    "DELETE FROM chunk_refs WHERE sha256 = ?1", &g->ref, e)) != 0 ||
-	    (rc = store__stmt_prepare(st,
-	    "DELETE FROM chunks WHERE sha256 = ?1", &g->chunk, e)) != 0)
+	    " WHERE sha256 = ?1 AND refs > 1", &g->unref, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db,
+	    "DELETE FROM chunk_refs WHERE sha256 = ?1", &g->ref, "store",
+	    e)) != 0 ||
+	    (rc = sql_prepare(st->db,
+	    "DELETE FROM chunks WHERE sha256 = ?1", &g->chunk, "store",
+	    e)) != 0)
 		gc_close(g);
 	return rc;
 }
@@ -527,17 +530,17 @@ gc_chunk(struct store *st, struct gc *g, const unsigned char *h,
 	int rc;
 
 	store__hex_of(h, SHA_RAW, hex);
-	if ((rc = store__bind_text(st, g->unref, 1, hex, e)) != 0 ||
-	    (rc = store__stmt_step_reset(st, g->unref, "chunk_refs", e)) != 0)
+	if ((rc = sql_bind_text(g->unref, 1, hex, "store", e)) != 0 ||
+	    (rc = sql_step_reset(g->unref, "store", "chunk_refs", e)) != 0)
 		return rc;
 	if (sqlite3_changes(st->db) == 1)
 		return 0;
 	/* The count first: it references the chunk. */
-	if ((rc = store__bind_text(st, g->ref, 1, hex, e)) != 0 ||
-	    (rc = store__stmt_step_reset(st, g->ref, "chunk_refs", e)) != 0 ||
-	    (rc = store__bind_text(st, g->chunk, 1, hex, e)) != 0)
+	if ((rc = sql_bind_text(g->ref, 1, hex, "store", e)) != 0 ||
+	    (rc = sql_step_reset(g->ref, "store", "chunk_refs", e)) != 0 ||
+	    (rc = sql_bind_text(g->chunk, 1, hex, "store", e)) != 0)
 		return rc;
-	return store__stmt_step_reset(st, g->chunk, "chunks", e);
+	return sql_step_reset(g->chunk, "store", "chunks", e);
 }
 
 /*
@@ -552,22 +555,22 @@ gc_blob(struct store *st, struct gc *g, const char *sha, struct err *e)
 	const void *p;
 	int named, nb, rc;
 
-	if ((rc = store__bind_text(st, g->named, 1, sha, e)) != 0)
+	if ((rc = sql_bind_text(g->named, 1, sha, "store", e)) != 0)
 		return rc;
 	rc = sqlite3_step(g->named);
 	named = rc == SQLITE_ROW ? sqlite3_column_int(g->named, 0) : -1;
 	sqlite3_reset(g->named);
 	if (named < 0)
-		return store__db_fail(st->db, rc, "blobs", e);
+		return sql_fail(e, st->db, rc, "store", "blobs");
 	if (named)
 		return 0;
-	if ((rc = store__bind_text(st, g->manifest, 1, sha, e)) != 0)
+	if ((rc = sql_bind_text(g->manifest, 1, sha, "store", e)) != 0)
 		return rc;
 	rc = sqlite3_step(g->manifest);
 	if (rc != SQLITE_ROW) {
 		sqlite3_reset(g->manifest);
-		return rc == SQLITE_DONE ? 0 : store__db_fail(st->db, rc,
-		    "blobs", e);
+		return rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc,
+		    "store", "blobs");
 	}
 	/* A damaged manifest still gives back every whole hash it holds. */
 	p = sqlite3_column_blob(g->manifest, 0);
@@ -576,8 +579,8 @@ gc_blob(struct store *st, struct gc *g, const char *sha, struct err *e)
 	if (nb > 0)
 		memcpy(hashes, p, (size_t)nb * SHA_RAW);
 	sqlite3_reset(g->manifest);
-	if ((rc = store__bind_text(st, g->blob, 1, sha, e)) != 0 ||
-	    (rc = store__stmt_step_reset(st, g->blob, "blobs", e)) != 0)
+	if ((rc = sql_bind_text(g->blob, 1, sha, "store", e)) != 0 ||
+	    (rc = sql_step_reset(g->blob, "store", "blobs", e)) != 0)
 		goto out_free;
 	for (int i = 0; i < nb; i++) {
 		rc = gc_chunk(st, g, hashes + (size_t)i * SHA_RAW, e);
@@ -625,9 +628,9 @@ blob_put(struct store *st, const struct blob_plan *p,
 {
 	int rc;
 
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
-	rc = store__tx_end(st, store__plan_store(st, p, e), e);
+	rc = sql_tx_end(st->db, store__plan_store(st, p, e), "store", e);
 	if (rc == 0)
 		memcpy(sha_hex, p->key, STORE_SHA_HEX + 1);
 	return rc;
@@ -672,8 +675,8 @@ blob_assemble(struct store *st, const char *sha, const struct manifest *m,
 	const void *p;
 	int n, rc;
 
-	rc = store__stmt_prepare(st,
-	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, e);
+	rc = sql_prepare(st->db,
+	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
 	for (size_t i = 0; i < m->n; i++) {
@@ -682,13 +685,13 @@ blob_assemble(struct store *st, const char *sha, const struct manifest *m,
 		    m->chunk_size;
 
 		store__hex_of(m->hashes + i * SHA_RAW, SHA_RAW, hex);
-		if ((rc = store__bind_text(st, stmt, 1, hex, e)) != 0)
+		if ((rc = sql_bind_text(stmt, 1, hex, "store", e)) != 0)
 			break;
 		rc = sqlite3_step(stmt);
 		if (rc != SQLITE_ROW) {
 			rc = rc == SQLITE_DONE ? err_set(e, -EBADMSG, "store: "
 			    "blob %s: chunk %zu (%s) is missing", sha, i, hex) :
-			    store__db_fail(st->db, rc, "chunks", e);
+			    sql_fail(e, st->db, rc, "store", "chunks");
 			break;
 		}
 		p = sqlite3_column_blob(stmt, 0);
@@ -734,7 +737,7 @@ store_blob_get(struct store *st, const char *sha_hex, void **data,
 	 * One read transaction: the manifest and its chunks come from one
 	 * state of the file, whatever another handle collects meanwhile.
 	 */
-	if ((rc = store__db_exec(st, "BEGIN", "begin", e)) != 0)
+	if ((rc = sql_exec(st->db, "BEGIN", "store", "begin", e)) != 0)
 		return rc;
 	if ((rc = store__manifest_read(st, sha_hex, &m, e)) != 0)
 		goto out_end;
@@ -765,10 +768,11 @@ store_blob_size(struct store *st, const char *sha_hex, struct err *e)
 
 	if ((rc = store__sha_check("sha256", sha_hex, e)) != 0)
 		return rc;
-	rc = store__stmt_prepare(st, "SELECT size FROM blobs WHERE sha256 = ?1", &stmt, e);
+	rc = sql_prepare(st->db, "SELECT size FROM blobs WHERE sha256 = ?1",
+	    &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, sha_hex, e)) == 0) {
+	if ((rc = sql_bind_text(stmt, 1, sha_hex, "store", e)) == 0) {
 		int s = sqlite3_step(stmt);
 
 		if (s == SQLITE_ROW)
@@ -776,7 +780,7 @@ store_blob_size(struct store *st, const char *sha_hex, struct err *e)
 		else if (s == SQLITE_DONE)
 			rc = err_set(e, -ENOENT, "store: no blob %s", sha_hex);
 		else
-			rc = store__db_fail(st->db, s, "blobs", e);
+			rc = sql_fail(e, st->db, s, "store", "blobs");
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -795,34 +799,23 @@ store_blob_exists(struct store *st, const char *sha_hex, struct err *e)
 long
 store_blob_count(struct store *st, struct err *e)
 {
-	sqlite3_stmt *stmt = NULL;
-	long n;
+	int64_t n;
 	int rc;
 
-	if ((rc = store__stmt_prepare(st, "SELECT count(*) FROM blobs", &stmt, e)) != 0)
-		return rc;
-	rc = sqlite3_step(stmt);
-	n = rc == SQLITE_ROW ? (long)sqlite3_column_int64(stmt, 0) :
-	    store__db_fail(st->db, rc, "blobs", e);
-	sqlite3_finalize(stmt);
-	return n;
+	rc = sql_query_i64(st->db, "SELECT count(*) FROM blobs", &n, "store",
+	    "blobs", e);
+	return rc != 0 ? rc : (long)n;
 }
 
 long
 store_chunk_count(struct store *st, struct err *e)
 {
-	sqlite3_stmt *stmt = NULL;
-	long n;
+	int64_t n;
 	int rc;
 
-	if ((rc = store__stmt_prepare(st, "SELECT count(*) FROM chunks", &stmt,
-	    e)) != 0)
-		return rc;
-	rc = sqlite3_step(stmt);
-	n = rc == SQLITE_ROW ? (long)sqlite3_column_int64(stmt, 0) :
-	    store__db_fail(st->db, rc, "chunks", e);
-	sqlite3_finalize(stmt);
-	return n;
+	rc = sql_query_i64(st->db, "SELECT count(*) FROM chunks", &n, "store",
+	    "chunks", e);
+	return rc != 0 ? rc : (long)n;
 }
 
 long
@@ -907,12 +900,13 @@ store__tenant_stored(struct store *st, const char *tenant, uint64_t *bytes,
 	int rc;
 
 	*bytes = 0;
-	rc = store__stmt_prepare(st, "SELECT size, chunk_size, chunks FROM blobs"
+	rc = sql_prepare(st->db, "SELECT size, chunk_size, chunks FROM blobs"
 	    " WHERE sha256 IN (SELECT head FROM sandboxes WHERE tenant = ?1"
-	    "  UNION SELECT sha256 FROM versions WHERE tenant = ?1)", &stmt, e);
+	    "  UNION SELECT sha256 FROM versions WHERE tenant = ?1)", &stmt,
+	    "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, tenant, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0)
 		goto out_finalize;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		int64_t size = sqlite3_column_int64(stmt, 0);
@@ -936,7 +930,7 @@ store__tenant_stored(struct store *st, const char *tenant, uint64_t *bytes,
 				    (uint64_t)size - (uint64_t)cs * i;
 	}
 	if (rc != SQLITE_DONE) {
-		rc = store__db_fail(st->db, rc, "blobs", e);
+		rc = sql_fail(e, st->db, rc, "store", "blobs");
 		goto out_finalize;
 	}
 	rc = 0;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/sql.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "store.h"
@@ -155,17 +156,17 @@ store_chunk_get(struct store *st, const char *hex, void **data, size_t *len,
 	*len = 0;
 	if ((rc = store__sha_check("chunk", hex, e)) != 0)
 		return rc;
-	rc = store__stmt_prepare(st,
-	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, e);
+	rc = sql_prepare(st->db,
+	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
-	if ((rc = store__bind_text(st, stmt, 1, hex, e)) != 0)
+	if ((rc = sql_bind_text(stmt, 1, hex, "store", e)) != 0)
 		goto out_finalize;
 	rc = sqlite3_step(stmt);
 	if (rc != SQLITE_ROW) {
 		rc = rc == SQLITE_DONE ? err_set(e, -ENOENT, "store: chunk %s: "
 		    "not stored", hex) :
-		    store__db_fail(st->db, rc, "chunks", e);
+		    sql_fail(e, st->db, rc, "store", "chunks");
 		goto out_finalize;
 	}
 	p = sqlite3_column_blob(stmt, 0);
@@ -239,15 +240,15 @@ store_chunks_missing(struct store *st, const struct store_manifest *m,
 	err_clear(e);
 	/* A chunk listed twice (a run of zero pages) is looked up once. */
 	store_manifest_distinct(m, missing);
-	rc = store__stmt_prepare(st, "SELECT 1 FROM chunks WHERE sha256 = ?1",
-	    &stmt, e);
+	rc = sql_prepare(st->db, "SELECT 1 FROM chunks WHERE sha256 = ?1",
+	    &stmt, "store", e);
 	if (rc != 0)
 		return rc;
 	for (size_t i = 0; i < m->n; i++) {
 		if (!missing[i])
 			continue;
 		store_manifest_chunk_hex(m, i, hex);
-		if ((rc = store__bind_text(st, stmt, 1, hex, e)) != 0)
+		if ((rc = sql_bind_text(stmt, 1, hex, "store", e)) != 0)
 			goto out_finalize;
 		rc = sqlite3_step(stmt);
 		sqlite3_reset(stmt);
@@ -256,7 +257,7 @@ store_chunks_missing(struct store *st, const struct store_manifest *m,
 		} else if (rc == SQLITE_DONE) {
 			count++;
 		} else {
-			rc = store__db_fail(st->db, rc, "chunks", e);
+			rc = sql_fail(e, st->db, rc, "store", "chunks");
 			goto out_finalize;
 		}
 	}
@@ -284,21 +285,21 @@ import_locked(struct store *st, const struct store_manifest *m,
 
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
-	if ((rc = store__stmt_prepare(st,
+	if ((rc = sql_prepare(st->db,
 	    "UPDATE chunk_refs SET refs = refs + 1 WHERE sha256 = ?1", &ref,
-	    e)) != 0 ||
-	    (rc = store__stmt_prepare(st, "INSERT INTO chunks (sha256, data,"
+	    "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db, "INSERT INTO chunks (sha256, data,"
 	    " created_at) VALUES (?1, ?2, ?3) ON CONFLICT (sha256) DO NOTHING",
-	    &chunk, e)) != 0 ||
-	    (rc = store__stmt_prepare(st,
+	    &chunk, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db,
 	    "INSERT INTO chunk_refs (sha256, refs) VALUES (?1, 1)", &newref,
-	    e)) != 0 ||
-	    (rc = store__bind_i64(st, chunk, 3, now, e)) != 0)
+	    "store", e)) != 0 ||
+	    (rc = sql_bind_i64(chunk, 3, now, "store", e)) != 0)
 		goto out_finalize;
 	for (size_t i = 0; i < m->n; i++) {
 		store_manifest_chunk_hex(m, i, hex);
-		if ((rc = store__bind_text(st, ref, 1, hex, e)) != 0 ||
-		    (rc = store__stmt_step_reset(st, ref, "chunk_refs",
+		if ((rc = sql_bind_text(ref, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_step_reset(ref, "store", "chunk_refs",
 		    e)) != 0)
 			goto out_finalize;
 		if (sqlite3_changes(st->db) == 1)
@@ -310,28 +311,28 @@ import_locked(struct store *st, const struct store_manifest *m,
 			    hex);
 			goto out_finalize;
 		}
-		if ((rc = store__bind_text(st, chunk, 1, hex, e)) != 0 ||
-		    (rc = store__bind_blob(st, chunk, 2, chunks[i],
-		    store_manifest_chunk_len(m, i), e)) != 0 ||
-		    (rc = store__stmt_step_reset(st, chunk, "chunks",
+		if ((rc = sql_bind_text(chunk, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_bind_blob(chunk, 2, chunks[i],
+		    store_manifest_chunk_len(m, i), "store", e)) != 0 ||
+		    (rc = sql_step_reset(chunk, "store", "chunks",
 		    e)) != 0 ||
-		    (rc = store__bind_text(st, newref, 1, hex, e)) != 0 ||
-		    (rc = store__stmt_step_reset(st, newref, "chunk_refs",
+		    (rc = sql_bind_text(newref, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_step_reset(newref, "store", "chunk_refs",
 		    e)) != 0)
 			goto out_finalize;
 	}
-	if ((rc = store__stmt_prepare(st, "INSERT INTO blobs (sha256, size,"
+	if ((rc = sql_prepare(st->db, "INSERT INTO blobs (sha256, size,"
 	    " chunk_size, chunks, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-	    &row, e)) != 0)
+	    &row, "store", e)) != 0)
 		goto out_finalize;
-	if ((rc = store__bind_text(st, row, 1, m->sha256, e)) != 0 ||
-	    (rc = store__bind_i64(st, row, 2, (int64_t)m->size, e)) != 0 ||
-	    (rc = store__bind_i64(st, row, 3, STORE_CHUNK_BYTES, e)) != 0 ||
-	    (rc = store__bind_blob(st, row, 4, m->hashes, m->n * SHA_RAW,
+	if ((rc = sql_bind_text(row, 1, m->sha256, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(row, 2, (int64_t)m->size, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(row, 3, STORE_CHUNK_BYTES, "store", e)) != 0 ||
+	    (rc = sql_bind_blob(row, 4, m->hashes, m->n * SHA_RAW, "store",
 	    e)) != 0 ||
-	    (rc = store__bind_i64(st, row, 5, now, e)) != 0)
+	    (rc = sql_bind_i64(row, 5, now, "store", e)) != 0)
 		goto out_finalize;
-	rc = store__stmt_done(st, row, "blobs", e);
+	rc = sql_step_finalize(row, "store", "blobs", e);
 	row = NULL;
 out_finalize:
 	sqlite3_finalize(ref);
@@ -367,7 +368,7 @@ store_blob_import(struct store *st, const struct store_manifest *m,
 			    hex);
 		}
 	}
-	if ((rc = store__tx_begin(st, e)) != 0)
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
-	return store__tx_end(st, import_locked(st, m, chunks, e), e);
+	return sql_tx_end(st->db, import_locked(st, m, chunks, e), "store", e);
 }

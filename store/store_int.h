@@ -1,6 +1,7 @@
 /*
  * store_int.h - what the files of the snapshot store share, and nothing
- * else sees: the handle, the SQL helpers, the blob plans and collection.
+ * else sees: the handle, the blob plans and collection (SQLite calls go
+ * through ../common/sql.h, with "store" as the messages' prefix).
  * store.c holds handles, sandboxes and retention; store_chunks.c chunks,
  * manifests, plans, puts and collection; store_migrate.c the schema 1 -> 2
  * conversion. store.h is the public API and does not change with these.
@@ -78,35 +79,8 @@ struct blob_plan {
 
 /*** store.c: helpers ***/
 
-/* e <- "store: what: SQLite's message"; returns the matching -errno. */
-int store__db_fail(sqlite3 *db, int rc, const char *what, struct err *e);
-/* Prepares sql on st's connection; 0 or -errno with e. */
-int store__stmt_prepare(struct store *st, const char *sql,
-    sqlite3_stmt **stmt, struct err *e);
-/* Steps a statement that returns no rows, then finalises it. */
-int store__stmt_done(struct store *st, sqlite3_stmt *stmt, const char *what,
-    struct err *e);
-/* Runs sql (no rows, no parameters); 0 or -errno naming what. */
-int store__db_exec(struct store *st, const char *sql, const char *what,
-    struct err *e);
-/* Takes the write lock now, waiting up to the busy timeout. */
-int store__tx_begin(struct store *st, struct err *e);
-/* Commits on rc == 0, rolls back otherwise; returns rc or the commit error. */
-int store__tx_end(struct store *st, int rc, struct err *e);
-/* Binds a C string as TEXT; the string must outlive the statement step. */
-int store__bind_text(struct store *st, sqlite3_stmt *stmt, int i,
-    const char *s, struct err *e);
-/* Binds a 64-bit integer. */
-int store__bind_i64(struct store *st, sqlite3_stmt *stmt, int i, int64_t v,
-    struct err *e);
 /* Copies a TEXT column into dst[size]; a NULL or over-long one is -EBADMSG. */
 int store__col_text(sqlite3_stmt *stmt, int col, char *dst, size_t size,
-    const char *what, struct err *e);
-/* Binds n bytes as a BLOB (an empty one for n == 0, never SQL NULL). */
-int store__bind_blob(struct store *st, sqlite3_stmt *stmt, int i,
-    const void *p, size_t n, struct err *e);
-/* Steps a statement to be reused; its bindings stay for the next step. */
-int store__stmt_step_reset(struct store *st, sqlite3_stmt *stmt,
     const char *what, struct err *e);
 /* Lower-case hex of n raw bytes: 2 * n digits and a NUL. */
 void store__hex_of(const unsigned char *raw, size_t n, char *out);

@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 #include <string.h>
 
+#include "../common/sql.h"
 #include "../common/util.h"
 #include "store.h"
 #include "store_int.h"
@@ -29,18 +30,18 @@ static const char MIGRATE_V1_END_SQL[] =
 
 /* Renames blob old to new in every head and history row. */
 static int
-migrate_rename(struct store *st, sqlite3_stmt *heads, sqlite3_stmt *rows,
-    const char *old, const char *new, struct err *e)
+migrate_rename(sqlite3_stmt *heads, sqlite3_stmt *rows, const char *old,
+    const char *new, struct err *e)
 {
 	int rc;
 
-	if ((rc = store__bind_text(st, heads, 1, new, e)) != 0 ||
-	    (rc = store__bind_text(st, heads, 2, old, e)) != 0 ||
-	    (rc = store__stmt_step_reset(st, heads, "sandboxes", e)) != 0 ||
-	    (rc = store__bind_text(st, rows, 1, new, e)) != 0 ||
-	    (rc = store__bind_text(st, rows, 2, old, e)) != 0)
+	if ((rc = sql_bind_text(heads, 1, new, "store", e)) != 0 ||
+	    (rc = sql_bind_text(heads, 2, old, "store", e)) != 0 ||
+	    (rc = sql_step_reset(heads, "store", "sandboxes", e)) != 0 ||
+	    (rc = sql_bind_text(rows, 1, new, "store", e)) != 0 ||
+	    (rc = sql_bind_text(rows, 2, old, "store", e)) != 0)
 		return rc;
-	return store__stmt_step_reset(st, rows, "versions", e);
+	return sql_step_reset(rows, "store", "versions", e);
 }
 
 /*
@@ -63,13 +64,14 @@ store__migrate_v1(struct store *st, struct err *e)
 	const void *data;
 	int n, rc;
 
-	if ((rc = store__db_exec(st, MIGRATE_V1_SQL, "migrate", e)) != 0 ||
-	    (rc = store__stmt_prepare(st, "SELECT sha256, data, created_at"
-	    " FROM blobs", &blobs, e)) != 0 ||
-	    (rc = store__stmt_prepare(st, "UPDATE sandboxes SET head = ?1"
-	    " WHERE head = ?2", &heads, e)) != 0 ||
-	    (rc = store__stmt_prepare(st, "UPDATE versions SET sha256 = ?1"
-	    " WHERE sha256 = ?2", &rows, e)) != 0)
+	if ((rc = sql_exec(st->db, MIGRATE_V1_SQL, "store", "migrate",
+	    e)) != 0 ||
+	    (rc = sql_prepare(st->db, "SELECT sha256, data, created_at"
+	    " FROM blobs", &blobs, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db, "UPDATE sandboxes SET head = ?1"
+	    " WHERE head = ?2", &heads, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db, "UPDATE versions SET sha256 = ?1"
+	    " WHERE sha256 = ?2", &rows, "store", e)) != 0)
 		goto out_finalize;
 	while ((rc = sqlite3_step(blobs)) == SQLITE_ROW) {
 		if ((rc = store__col_text(blobs, 0, old, sizeof(old),
@@ -95,21 +97,21 @@ store__migrate_v1(struct store *st, struct err *e)
 		    "INSERT INTO blobs_v2 (sha256, size,"
 		    " chunk_size, chunks, created_at) VALUES (?1, ?2, ?3, ?4,"
 		    " ?5)", &p, sqlite3_column_int64(blobs, 2), e)) != 0 ||
-		    (rc = migrate_rename(st, heads, rows, old, p.key,
-		    e)) != 0) {
+		    (rc = migrate_rename(heads, rows, old, p.key, e)) != 0) {
 			store__plan_free(&p);
 			goto out_finalize;
 		}
 		store__plan_free(&p);
 	}
 	if (rc != SQLITE_DONE) {
-		rc = store__db_fail(st->db, rc, "blobs", e);
+		rc = sql_fail(e, st->db, rc, "store", "blobs");
 		goto out_finalize;
 	}
 	sqlite3_finalize(blobs);
 	blobs = NULL;
-	if ((rc = store__db_exec(st, MIGRATE_V1_END_SQL, "migrate", e)) != 0 ||
-	    (rc = store__stmt_prepare(st, "PRAGMA foreign_key_check", &chk,
+	if ((rc = sql_exec(st->db, MIGRATE_V1_END_SQL, "store", "migrate",
+	    e)) != 0 ||
+	    (rc = sql_prepare(st->db, "PRAGMA foreign_key_check", &chk, "store",
 	    e)) != 0)
 		goto out_finalize;
 	rc = sqlite3_step(chk);
@@ -118,8 +120,8 @@ store__migrate_v1(struct store *st, struct err *e)
 		    "a missing %s", sqlite3_column_text(chk, 0),
 		    sqlite3_column_text(chk, 2));
 	else
-		rc = rc == SQLITE_DONE ? 0 : store__db_fail(st->db, rc,
-		    "migrate", e);
+		rc = rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc, "store",
+		    "migrate");
 out_finalize:
 	sqlite3_finalize(blobs);
 	sqlite3_finalize(heads);

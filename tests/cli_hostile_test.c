@@ -49,7 +49,8 @@
 
 #include "../common/err.h"
 #include "../proto/keys.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "harness.h"
 
 #define EXIT_SANDQ 125

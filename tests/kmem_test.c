@@ -10,7 +10,7 @@
  * few hundred MiB of its TCP pool, never the pool.
  *
  * Socket buffers are the class that escaped: cgroup v1 charges them to no
- * counter unless the job's cgroup has a tcp limit (cg_job_limit). Unix
+ * counter unless the job's cgroup has a tcp limit (cg_worker_job_limit). Unix
  * sockets and pipes are charged to the memory counter already; their cases
  * keep it so.
  */

@@ -22,7 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/agentfs.h"
 #include "../store/store.h"
 #include "../worker/ops.h"
@@ -308,12 +309,12 @@ expect_content_len(const char *sb, const char *path, size_t want)
 }
 
 static void
-add_perm(struct job *j, const char *pattern, const char *level)
+add_perm(struct job *j, const char *pattern, enum perm_level level)
 {
 	j->perms = realloc(j->perms, (j->nperms + 1) * sizeof(*j->perms));
 	cr_assert_not_null(j->perms);
 	j->perms[j->nperms].pattern = strdup(pattern);
-	j->perms[j->nperms].level = strdup(level);
+	j->perms[j->nperms].level = level;
 	j->nperms++;
 }
 
@@ -759,20 +760,20 @@ Test(ops, path_rules_none_view_read)
 	run_rejected(write_job("sb1", "/.env", "x"), "permission");
 	/* view: listed, not readable. */
 	j = path_job(OP_FS_READ, "sb1", "/v.txt");
-	add_perm(j, "/v.txt", "view");
+	add_perm(j, "/v.txt", PERM_VIEW);
 	run_rejected(j, "permission");
 	j = path_job(OP_FS_STAT, "sb1", "/v.txt");
-	add_perm(j, "/v.txt", "view");
+	add_perm(j, "/v.txt", PERM_VIEW);
 	run_ok(j);
 	/* read: readable, not writable or deletable. */
 	j = path_job(OP_FS_READ, "sb1", "/r.txt");
-	add_perm(j, "/r.txt", "read");
+	add_perm(j, "/r.txt", PERM_READ);
 	run_ok(j);
 	j = write_job("sb1", "/r.txt", "changed");
-	add_perm(j, "/r.txt", "read");
+	add_perm(j, "/r.txt", PERM_READ);
 	run_rejected(j, "permission");
 	j = path_job(OP_FS_DELETE, "sb1", "/r.txt");
-	add_perm(j, "r.txt", "read");
+	add_perm(j, "r.txt", PERM_READ);
 	run_rejected(j, "permission");
 	expect_content("sb1", "/r.txt", "read");
 	/* A preset: read-only refuses every write. */
@@ -781,7 +782,7 @@ Test(ops, path_rules_none_view_read)
 	run_rejected(j, "permission");
 	/* A bad rule is the request's fault. */
 	j = path_job(OP_FS_READ, "sb1", "/r.txt");
-	add_perm(j, "/a/../b", "read");
+	add_perm(j, "/a/../b", PERM_READ);
 	run_rejected(j, "invalid");
 }
 

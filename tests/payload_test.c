@@ -1,5 +1,6 @@
 /*
- * payload_test.c - unit tests for the job/result codecs in proto/payload.c.
+ * payload_test.c - unit tests for the job/result codecs in proto/: job.c,
+ * result.c, and the scan.c and path.c they decode through.
  *
  * Inputs are built with msgpack-c's own packer (a struct jb collects a map's
  * entries and counts them, so a test lists fields and never counts by hand),
@@ -19,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/path.h"
+#include "../proto/result.h"
+#include "../proto/scan.h"
 
 TestSuite(payload, .timeout = 120);
 
@@ -697,7 +701,7 @@ expect_jobs_equal(const struct job *a, const struct job *b)
 	cr_expect_eq(a->perms == NULL, b->perms == NULL);
 	for (size_t i = 0; i < a->nperms; i++) {
 		cr_expect_str_eq(a->perms[i].pattern, b->perms[i].pattern);
-		cr_expect_str_eq(a->perms[i].level, b->perms[i].level);
+		cr_expect_eq(a->perms[i].level, b->perms[i].level);
 	}
 	expect_opt_str_eq("perm_preset", a->perm_preset, b->perm_preset);
 	expect_opt_str_eq("path", a->path, b->path);
@@ -1330,7 +1334,7 @@ Test(payload, decodes_with_null_idbuf)
 
 /*
  * The spec's field table (/tmp/spec4.md, docs/protocol.md "Sandboxes"),
- * written out here independently of payload.c's masks: uses lists what an
+ * written out here independently of job.c's masks: uses lists what an
  * op takes besides the fields every op takes (v, id, op, tenant, priority,
  * deadline_ms), needs what it requires.
  */
@@ -1560,9 +1564,9 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 			cr_expect_eq(j->nperms, has_word(c->uses, "perms") ? 2u : 0u);
 			if (j->nperms == 2) {
 				cr_expect_str_eq(j->perms[0].pattern, "/src/**");
-				cr_expect_str_eq(j->perms[0].level, "read");
+				cr_expect_eq(j->perms[0].level, PERM_READ);
 				cr_expect_str_eq(j->perms[1].pattern, "**/*.pem");
-				cr_expect_str_eq(j->perms[1].level, "none");
+				cr_expect_eq(j->perms[1].level, PERM_NONE);
 				cr_expect_str_eq(j->perm_preset, "development");
 			}
 			cr_expect_eq(j->recursive, has_word(c->uses, "recursive"));
@@ -1973,11 +1977,119 @@ Test(payload, perms_patterns_drop_only_the_absolute_workspace_alias)
 		j = jb_decode_ok(&b);
 		cr_assert_eq(j->nperms, 1);
 		cr_expect_str_eq(j->perms[0].pattern, t[i].want, "'%s'", t[i].in);
-		cr_expect_str_eq(j->perms[0].level, levels[i % 4]);
+		cr_expect_str_eq(perm_level_name(j->perms[0].level), levels[i % 4]);
 		expect_job_round_trip(j);
 		job_free(j);
 		jb_destroy(&b);
 	}
+}
+
+/*
+ * The wire keeps the level's name: each of the four decodes to its enum and
+ * encodes back as the same str, so docs/protocol.md and older readers see
+ * what they saw when the struct held the string.
+ */
+Test(payload, perm_levels_decode_to_the_enum_and_encode_as_their_names)
+{
+	static const struct { const char *name; enum perm_level level; } t[] = {
+		{ "none", PERM_NONE }, { "view", PERM_VIEW },
+		{ "read", PERM_READ }, { "write", PERM_WRITE },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct jb b;
+		struct job *j;
+		msgpack_unpacked up;
+		const msgpack_object *perms = NULL, *lv = NULL;
+		char *enc = NULL;
+		size_t enclen = 0, off = 0;
+
+		jb_init(&b);
+		jb_op(&b, op_case("fs.list"), "sandbox", "", false);
+		jb_rule(&b, "/src", t[i].name);
+		j = jb_decode_ok(&b);
+		cr_assert_eq(j->nperms, 1);
+		cr_expect_eq(j->perms[0].level, t[i].level, "%s", t[i].name);
+		cr_expect_str_eq(perm_level_name(j->perms[0].level), t[i].name);
+		cr_assert_eq(payload_job_encode(j, &enc, &enclen), 0);
+		msgpack_unpacked_init(&up);
+		cr_assert_eq(msgpack_unpack_next(&up, enc, enclen, &off),
+		    MSGPACK_UNPACK_SUCCESS);
+		cr_assert_eq(up.data.type, MSGPACK_OBJECT_MAP);
+		for (uint32_t k = 0; k < up.data.via.map.size; k++) {
+			const msgpack_object_kv *kv = &up.data.via.map.ptr[k];
+			if (kv->key.via.str.size == 5 &&
+			    memcmp(kv->key.via.str.ptr, "perms", 5) == 0)
+				perms = &kv->val;
+		}
+		cr_assert_not_null(perms);
+		cr_assert_eq(perms->type, MSGPACK_OBJECT_ARRAY);
+		cr_assert_eq(perms->via.array.size, 1);
+		cr_assert_eq(perms->via.array.ptr[0].type, MSGPACK_OBJECT_MAP);
+		for (uint32_t k = 0; k < perms->via.array.ptr[0].via.map.size; k++) {
+			const msgpack_object_kv *kv = &perms->via.array.ptr[0].via.map.ptr[k];
+			if (kv->key.via.str.size == 5 &&
+			    memcmp(kv->key.via.str.ptr, "level", 5) == 0)
+				lv = &kv->val;
+		}
+		cr_assert_not_null(lv);
+		cr_expect_eq(lv->type, MSGPACK_OBJECT_STR, "%s", t[i].name);
+		cr_expect_eq(lv->via.str.size, strlen(t[i].name));
+		cr_expect_eq(memcmp(lv->via.str.ptr, t[i].name, strlen(t[i].name)), 0,
+		    "%s", t[i].name);
+		msgpack_unpacked_destroy(&up);
+		free(enc);
+		expect_job_round_trip(j);
+		job_free(j);
+		jb_destroy(&b);
+	}
+}
+
+/*
+ * An unknown level is the decoder's to refuse, naming the rule, so no job
+ * with one reaches the dispatcher's checks, the worker or the sandbox.
+ */
+Test(payload, unknown_perm_level_is_refused_at_decode_naming_the_rule)
+{
+	static const char *const bad[] = {
+		"admin", "Read", "WRITE", "", "writ", "write ", " none", "viewer", "rw",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		REJECT_OP_WITH("sh", "script", "field 'perms[1].level': expected none, "
+		    "view, read or write", {
+		    msgpack_packer *pk = jb_key(b, "perms");
+		    msgpack_pack_array(pk, 2);
+		    msgpack_pack_map(pk, 2);
+		    pstr(pk, "pattern");
+		    pstr(pk, "/ok");
+		    pstr(pk, "level");
+		    pstr(pk, "read");
+		    msgpack_pack_map(pk, 2);
+		    pstr(pk, "pattern");
+		    pstr(pk, "/bad");
+		    pstr(pk, "level");
+		    pstr(pk, bad[i]); });
+	/* A NUL inside the name is not a shorter name. */
+	REJECT_OP_WITH("fs.list", "sandbox", "field 'perms[0].level': expected none, "
+	    "view, read or write", {
+	    msgpack_packer *pk = jb_key(b, "perms");
+	    msgpack_pack_array(pk, 1);
+	    msgpack_pack_map(pk, 2);
+	    pstr(pk, "pattern");
+	    pstr(pk, "/a");
+	    pstr(pk, "level");
+	    msgpack_pack_str(pk, 6);
+	    msgpack_pack_str_body(pk, "read\0x", 6); });
+	REJECT_OP_WITH("fs.list", "sandbox", "field 'perms[0].level': expected a string",
+	    {
+	    msgpack_packer *pk = jb_key(b, "perms");
+	    msgpack_pack_array(pk, 1);
+	    msgpack_pack_map(pk, 2);
+	    pstr(pk, "pattern");
+	    pstr(pk, "/a");
+	    pstr(pk, "level");
+	    msgpack_pack_int(pk, PERM_WRITE); });
 }
 
 Test(payload, perm_preset_takes_the_five_presets)

@@ -93,9 +93,9 @@ job_refusal_answered(void)
 	int fd, st;
 	pid_t caller;
 
-	if (seccomp_job_compile(&e) < 0)
+	if (seccomp_worker_job_compile(&e) < 0)
 		return 90;
-	if ((fd = seccomp_job_install(NET_NONE, &e)) < 0)
+	if ((fd = seccomp_init_job_install(NET_NONE, &e)) < 0)
 		return 91;
 	/*
 	 * Allowed under the job filter: plain fork and unix sockets. An inet
@@ -128,12 +128,14 @@ job_refusal_answered(void)
 		if ((pid_t)req.pid != caller)
 			return 13;
 		if (call == 0) {
-			if (req.data.nr != SYS_socket || !seccomp_job_counted(NET_NONE, &req.data))
+			if (req.data.nr != SYS_socket ||
+			    !seccomp_worker_job_counted(NET_NONE, &req.data))
 				return 16;
 			resp = (struct seccomp_notif_resp){ .id = req.id,
 			    .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE };
 		} else {
-			if (req.data.nr != SYS_mount || seccomp_job_counted(NET_NONE, &req.data))
+			if (req.data.nr != SYS_mount ||
+			    seccomp_worker_job_counted(NET_NONE, &req.data))
 				return 17;
 			resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
 		}
@@ -160,17 +162,17 @@ Test(seccomp, only_inet_sockets_in_mode_none_are_counted_calls)
 	struct seccomp_data d = { .nr = SCMP_SYS(socket) };
 
 	d.args[0] = AF_INET;
-	cr_expect(seccomp_job_counted(NET_NONE, &d));
+	cr_expect(seccomp_worker_job_counted(NET_NONE, &d));
 	d.args[0] = AF_INET6;
-	cr_expect(seccomp_job_counted(NET_NONE, &d));
-	cr_expect_not(seccomp_job_counted(NET_UNIX, &d));
+	cr_expect(seccomp_worker_job_counted(NET_NONE, &d));
+	cr_expect_not(seccomp_worker_job_counted(NET_UNIX, &d));
 	d.args[0] = ((uint64_t)1 << 32) | AF_INET;
-	cr_expect_not(seccomp_job_counted(NET_NONE, &d));
+	cr_expect_not(seccomp_worker_job_counted(NET_NONE, &d));
 	d.args[0] = AF_NETLINK;
-	cr_expect_not(seccomp_job_counted(NET_NONE, &d));
+	cr_expect_not(seccomp_worker_job_counted(NET_NONE, &d));
 	d.nr = SCMP_SYS(socketpair);
 	d.args[0] = AF_INET;
-	cr_expect_not(seccomp_job_counted(NET_NONE, &d));
+	cr_expect_not(seccomp_worker_job_counted(NET_NONE, &d));
 }
 
 /* The count is every socket held plus every TCP socket in the tables. */

@@ -41,7 +41,8 @@
 #include "../common/msg.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/patch.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"
@@ -329,20 +330,13 @@ rules_fingerprint(const struct job *j, char fp[SANDBOX_RULES_FP_LEN + 1])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	struct perm_rule *rules = xcalloc(j->nperms + 1, sizeof(*rules));
 	struct perms p = { 0 };
 	struct err e = { 0 };
 	char *text;
 	size_t len = 0;
 
-	for (size_t i = 0; i < j->nperms; i++) {
-		rules[i].pattern = j->perms[i].pattern;
-		if (perms_parse_level(j->perms[i].level, &rules[i].level) < 0)
-			fatalx("dispatcher sent path rule %zu with a bad level", i + 1);
-	}
-	if (perms_compile(&p, rules, j->nperms, j->perm_preset, &e) < 0)
+	if (perms_compile_job(&p, j, &e) < 0)
 		fatalx("dispatcher sent path rules that do not compile: %s", e.msg);
-	free(rules);
 	text = perms_canonical(&p, &len);
 	perms_free(&p);
 	if (EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) != 1 ||

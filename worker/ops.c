@@ -239,37 +239,22 @@ ops__jset_str(json_t *obj, const char *k, const char *v)
 }
 
 /*
- * Compiles the job's preset and rules. The decoder (payload.c) has already
- * mapped the /workspace alias of patterns and paths to the sandbox root.
+ * Compiles the job's preset and rules. The decoder (proto/job.c) has already
+ * parsed each level and mapped the /workspace alias of patterns and paths to
+ * the sandbox root.
  */
 static int
 perms_setup(struct ops *o)
 {
 	const struct job *j = o->j;
-	struct perm_rule *rules = NULL;
 	struct err e = { 0 };
-	int rc = 0;
 
 	if (j->nperms > PERMS_RULES_MAX)
 		return ops__fail(o, ST_REJECTED, "invalid",
 		    "perms: more than %d rules", PERMS_RULES_MAX);
-	rules = xcalloc(j->nperms + 1, sizeof(*rules));
-	for (size_t i = 0; i < j->nperms; i++) {
-		if (j->perms[i].pattern == NULL || j->perms[i].level == NULL ||
-		    perms_parse_level(j->perms[i].level, &rules[i].level) != 0) {
-			rc = ops__fail(o, ST_REJECTED, "invalid",
-			    "path rule %zu: bad level '%s'", i + 1,
-			    j->perms[i].level ? j->perms[i].level : "");
-			goto out;
-		}
-		rules[i].pattern = j->perms[i].pattern;
-	}
-	if (perms_compile(&o->perms, rules, j->nperms, j->perm_preset,
-	    &e) != 0)
-		rc = ops__fail(o, ST_REJECTED, "invalid", "%s", e.msg);
-out:
-	free(rules);
-	return rc;
+	if (perms_compile_job(&o->perms, j, &e) != 0)
+		return ops__fail(o, ST_REJECTED, "invalid", "%s", e.msg);
+	return 0;
 }
 
 /*

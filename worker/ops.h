@@ -21,7 +21,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "../store/store.h"
 
 #define OPS_COMMIT_RETRIES 3		/* reruns of an op whose commit lost */

@@ -15,7 +15,8 @@
 #include <stdint.h>
 
 #include "../common/err.h"
-#include "../proto/payload.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"

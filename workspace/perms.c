@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "../common/xmalloc.h"
+#include "../proto/job.h"
 #include "perms.h"
 
 /* A rule after perms_compile(). */
@@ -109,11 +110,6 @@ static const char *const preset_names[NPRESETS + 1] = {
 	NULL,
 };
 
-static const char *const level_names[] = {
-	[PERM_NONE] = "none", [PERM_VIEW] = "view",
-	[PERM_READ] = "read", [PERM_WRITE] = "write",
-};
-
 const char *const *
 perms_preset_names(void)
 {
@@ -148,25 +144,15 @@ perms_preset_rules(const char *name, const struct perm_rule **rules,
 int
 perms_parse_level(const char *s, enum perm_level *out)
 {
-	size_t i;
-
 	if (s == NULL)
 		return -EINVAL;
-	for (i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
-		if (strcmp(s, level_names[i]) == 0) {
-			*out = (enum perm_level)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return perm_level_parse(s, strlen(s), out);
 }
 
 const char *
 perms_level_str(enum perm_level level)
 {
-	if ((unsigned)level > PERM_WRITE)
-		return "?";
-	return level_names[level];
+	return perm_level_name(level);
 }
 
 /*** Errors and normalisation ***/
@@ -557,6 +543,27 @@ perms_compile(struct perms *p, const struct perm_rule *rules, size_t n,
 
 out_free:
 	perms_free(p);
+	return rc;
+}
+
+/*
+ * A job's rules arrive decoded (proto/job.c): each level an enum, each
+ * pattern without the /workspace alias. Only the borrowed view
+ * perms_compile() takes is built here.
+ */
+int
+perms_compile_job(struct perms *p, const struct job *j, struct err *e)
+{
+	struct perm_rule *rules;
+	int rc;
+
+	rules = xcalloc(j->nperms + 1, sizeof(*rules));
+	for (size_t i = 0; i < j->nperms; i++) {
+		rules[i].pattern = j->perms[i].pattern;
+		rules[i].level = j->perms[i].level;
+	}
+	rc = perms_compile(p, rules, j->nperms, j->perm_preset, e);
+	free(rules);
 	return rc;
 }
 

@@ -12,8 +12,9 @@
  * Pure code: no I/O, no globals that change. Compiling allocates; checking
  * does not.
  *
- * Lifecycle: perms_compile() -> perms_check()/perms_dir_may_show() any
- * number of times, from any thread -> perms_free().
+ * Lifecycle: perms_compile() (or perms_compile_job()) ->
+ * perms_check()/perms_dir_may_show() any number of times, from any thread ->
+ * perms_free().
  */
 #ifndef SANDQ_PERMS_H
 #define SANDQ_PERMS_H
@@ -23,17 +24,15 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "../proto/path.h"
 
 #define PERMS_PATTERN_MAX 4096		/* bytes of a pattern as written */
 #define PERMS_RULES_MAX 256		/* rules a job may give */
 #define PERMS_PRESET_DEFAULT "agent-safe" /* preset of a job naming none */
 
-enum perm_level {
-	PERM_NONE = 0,		/* hidden: absent from listings, ENOENT */
-	PERM_VIEW,		/* listed with its size, reading refused */
-	PERM_READ,		/* readable, any change refused */
-	PERM_WRITE,		/* allowed */
-};
+/* enum perm_level (none < view < read < write) is proto/path.h's. */
+
+struct job;
 
 /* A rule as written. The pattern is borrowed, never owned. */
 struct perm_rule {
@@ -99,6 +98,15 @@ int perms_preset_rules(const char *name, const struct perm_rule **rules,
  */
 int perms_compile(struct perms *p, const struct perm_rule *rules, size_t n,
     const char *preset, struct err *e);
+
+/*
+ * Compiles job j's path rules: its perm_preset (NULL means the default) with
+ * its perms on top, as perms_compile() does, with the same returns and
+ * errors. The one place a job's rules become a rule set: the dispatcher
+ * checks them with it, the worker and the sandbox enforce what it gives.
+ * Does not take ownership of j.
+ */
+int perms_compile_job(struct perms *p, const struct job *j, struct err *e);
 
 /*
  * The level of `path`, a normalised absolute path in the sandbox's tree

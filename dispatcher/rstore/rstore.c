@@ -217,7 +217,7 @@ rstore__names_check(const char *tenant, const char *field, const char *id,
 	return 0;
 }
 
-/* A job id: the characters of a sandbox id (and of payload.h's job ids). */
+/* A job id: the characters of a sandbox id (and of proto/job.h's job ids). */
 static int
 job_check(const char *job_id, struct err *e)
 {

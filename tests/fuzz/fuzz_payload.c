@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../proto/payload.h"
+#include "../../proto/job.h"
+#include "../../proto/result.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

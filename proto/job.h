@@ -1,30 +1,31 @@
 /*
- * payload.h - jobs and results as plain structs, and their msgpack codecs.
+ * job.h - a job as a plain struct, and its msgpack codec.
  *
  * Pure code: no I/O, no globals. Used by the dispatcher (decode untrusted
- * jobs from Redis, encode results), the worker (decode the normalised job the
- * dispatcher re-encoded, encode results), and libsandq (encode jobs, decode
- * results). docs/protocol.md is the field-by-field reference.
+ * jobs from Redis), the worker (decode the normalised job the dispatcher
+ * re-encoded), and libsandq (encode jobs). docs/protocol.md is the
+ * field-by-field reference; result.h has the other direction.
  *
- * Decoding is bounded twice: payload_scan() walks the raw bytes first and
- * refuses any container whose announced count exceeds the bytes left, or any
- * nesting deeper than PAYLOAD_MAX_DEPTH, so msgpack-c never allocates for a
- * count a 5-byte input can claim; then each field is checked against the
- * limits below and reported by name ("field 'limits.wall_ms': ...").
+ * Decoding is bounded twice: payload_scan() (scan.h) walks the raw bytes
+ * first and refuses any container whose announced count exceeds the bytes
+ * left, or any nesting deeper than PAYLOAD_MAX_DEPTH, so msgpack-c never
+ * allocates for a count a 5-byte input can claim; then each field is checked
+ * against the limits below and reported by name ("field 'limits.wall_ms':
+ * ..."). Paths are normalised as path.h says.
  *
- * Lifecycle: job_new()/payload_job_decode() -> use -> job_free();
- * result_new() -> fill -> payload_result_encode() -> result_free().
+ * Lifecycle: job_new()/payload_job_decode() -> use -> job_free().
  */
-#ifndef SANDQ_PAYLOAD_H
-#define SANDQ_PAYLOAD_H
+#ifndef SANDQ_PROTO_JOB_H
+#define SANDQ_PROTO_JOB_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "path.h"
 
-#define PAYLOAD_VERSION 1
+#define PAYLOAD_VERSION 1	/* "v" of jobs and results */
 
 /* Bounds on decoded jobs (docs/protocol.md "Limits"). */
 #define JOB_ID_MAX 128			/* bytes of an id: [A-Za-z0-9._:-] */
@@ -50,8 +51,6 @@
 #define JOB_KV_KEY_MAX 1024		/* bytes of a kv key or prefix */
 #define JOB_KV_VALUE_MAX (1024u * 1024u)	/* bytes of a kv value (JSON text) */
 #define JOB_SNAPSHOT_MAX (128u * 1024u * 1024u)	/* sandbox.create/import bytes */
-#define PAYLOAD_MAX_DEPTH 16
-#define RESULT_OUTPUT_MAX (1u << 30)	/* bytes of stdout or stderr in a result */
 
 enum job_op {
 	OP_NONE = 0,
@@ -97,23 +96,6 @@ enum job_preset {
 	PRESET_PERMISSIVE,
 };
 
-enum res_status {
-	ST_OK = 0,
-	ST_EXIT,
-	ST_SIGNAL,
-	ST_TIMEOUT,
-	ST_CPU_LIMIT,
-	ST_MEMORY_LIMIT,
-	ST_PIDS_LIMIT,
-	ST_OUTPUT_LIMIT,
-	ST_DISK_LIMIT,
-	ST_REJECTED,
-	ST_CANCELLED,
-	ST_EXPIRED,
-	ST_INTERNAL,
-	ST__COUNT,
-};
-
 /* Resource limits; 0 means "not set" (taken from the preset). */
 struct job_limits {
 	uint64_t wall_ms;	/* wall-clock time */
@@ -138,7 +120,6 @@ enum job_net {
 	NET__COUNT,
 };
 
-/* A path rule as given: level is one of none, view, read, write. */
 /* One case of a run with cases: its stdin and the stdout expected. */
 struct job_case {
 	uint8_t *stdin_data;	/* owned, or NULL: no stdin */
@@ -148,9 +129,10 @@ struct job_case {
 	char *expect_mode;	/* "exact" (NULL), "trim" or "regex" */
 };
 
+/* A path rule as given: the pattern as written, less the /workspace alias. */
 struct job_perm {
 	char *pattern;		/* JOB_PATTERN_MAX bytes, no NUL or control char */
-	char *level;
+	enum perm_level level;	/* parsed at decode; a string on the wire */
 };
 
 struct job {
@@ -202,70 +184,9 @@ struct job {
 	size_t snapshot_len;
 };
 
-#define RESULT_REFUSED_MAX 64	/* distinct refused syscalls a result lists */
-
-/* A system call the job's seccomp filter refused, and how often. */
-struct refusal {
-	char *name;
-	uint64_t count;
-};
-
-struct result {
-	char *id;
-	enum res_status status;
-	int exit_code;		/* valid for ok/exit; -1 otherwise */
-	int signal;		/* valid for signal/timeout kills; 0 otherwise */
-	uint8_t *out;		/* captured stdout (owned) */
-	size_t out_len;
-	bool out_truncated;
-	uint8_t *err;		/* captured stderr (owned) */
-	size_t err_len;
-	bool err_truncated;
-	uint64_t wall_ms;
-	uint64_t cpu_ms;
-	uint64_t max_rss_kb;
-	uint64_t queued_at;	/* epoch ms */
-	uint64_t started_at;	/* epoch ms, 0 if never started */
-	uint64_t finished_at;	/* epoch ms */
-	char *host;
-	int64_t worker;		/* worker slot, -1 if none */
-	int64_t attempt;
-	char *error_code;	/* machine-readable, with error_message */
-	char *error_message;
-	struct refusal *refused;	/* syscalls refused to the job, by name */
-	size_t nrefused;
-
-	/* Persistent sandboxes. */
-	char *sandbox;		/* the sandbox the job ran on, or NULL */
-	uint64_t version;	/* its version after the job (0: none) */
-	char *snapshot;		/* SHA-256 (hex) of that version's blob */
-	char **changed;		/* paths the commit added, modified or removed */
-	size_t nchanged;
-	uint64_t added, modified, removed;	/* exact counts behind changed */
-	bool changed_truncated;	/* more changes than RESULT_CHANGED_MAX */
-	char **refused_paths;	/* changes the path rules kept out of the commit */
-	size_t nrefused_paths;
-	uint8_t *data;		/* fs/kv/sandbox ops: one msgpack object (owned) */
-	size_t data_len;
-};
-
-#define RESULT_CHANGED_MAX 1024		/* paths a result lists in changed */
-#define RESULT_REFUSED_PATHS_MAX 256	/* paths a result lists in refused_paths */
-#define RESULT_DATA_MAX (1u << 30)	/* bytes of a result's data object */
-#define RESULT_SNAPSHOT_MAX 64		/* bytes of a result's snapshot (hex SHA-256) */
-
-/*** Jobs ***/
-
 struct job *job_new(void);
 /* Frees every member; NULL is a no-op. */
 void job_free(struct job *j);
-
-/*
- * Checks raw msgpack bytes for structural sanity without allocating:
- * exactly one object, every count within the bytes left, depth bounded.
- * Returns 0 or -EBADMSG with e naming the problem.
- */
-int payload_scan(const void *buf, size_t len, struct err *e);
 
 /*
  * Decodes and validates a job. On success returns 0 and *out owns a job.
@@ -294,51 +215,10 @@ bool payload_peek_id(const void *buf, size_t len, char *idbuf);
 /* True if s is a valid job id (1..JOB_ID_MAX bytes of [A-Za-z0-9._:-]). */
 bool payload_id_valid(const char *s, size_t len);
 
-/*
- * Normalises a sandbox path ("a/b", "/a/b", "./a//b/") to "a/b" in out
- * (JOB_PATH_MAX + 1 bytes). Refuses '..', empty, NUL, control characters and
- * components longer than JOB_NAME_MAX. Returns 0 or -EINVAL with e set.
- */
-int payload_path_normalise(const char *in, size_t len, char *out,
-    const char *field, struct err *e);
-/*
- * The same for a path of the sandbox's tree (files, fs.* path), which may
- * also name the root as /workspace: "a/b", "/a/b", "/workspace/a/b" and
- * "workspace/a/b" are all "a/b"; the root is "". Exactly what decoding a job
- * gives, so a client that builds a struct job uses it on what its caller
- * wrote. Returns 0 or -EINVAL with e set.
- */
-int payload_sandbox_path_normalise(const char *in, size_t len, char *out,
-    const char *field, struct err *e);
-/*
- * A path rule's pattern as decoding gives it: one leading "/workspace"
- * dropped ("/workspace" alone is "/"); anything else as written. Returns a
- * pointer into p, or the static "/" (never NULL).
- */
-const char *payload_pattern_unalias(const char *p);
-
 const char *job_op_name(enum job_op op);
 const char *job_preset_name(enum job_preset p);
 int job_preset_parse(const char *s, enum job_preset *p);
 /* "none" or "unix" (docs/security.md, Network); 0 or -EINVAL. */
 int job_net_parse(const char *s, enum job_net *n);
-
-/*** Results ***/
-
-struct result *result_new(const char *id);
-void result_free(struct result *r);
-/* Sets error_code/error_message (copied) and the status. */
-/* Counts one refusal of syscall name (a new entry while under RESULT_REFUSED_MAX). */
-void result_add_refusal(struct result *r, const char *name, uint64_t count);
-void result_set_error(struct result *r, enum res_status st, const char *code,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-int payload_result_encode(const struct result *r, char **out, size_t *outlen);
-/* Decodes a result; returns 0, -EBADMSG or -EINVAL with e set. */
-int payload_result_decode(const void *buf, size_t len, struct result **out,
-    struct err *e);
-
-const char *res_status_name(enum res_status st);
-int res_status_parse(const char *s, enum res_status *st);
 
 #endif

@@ -1,0 +1,315 @@
+/*
+ * init.c - the sandbox's init: pid 1 of the sandbox's namespaces.
+ *
+ * The spawner (spawn.c) clones init into fresh namespaces and calls
+ * init_main() there, the entry the worker handed it (spawn_init_cb). Init
+ * waits for the worker's go (uid map written, cgroup made), joins its
+ * cgroup, takes the sandbox user's identity, builds the read-only image
+ * (mount.c), hands the worker the job's stdout and stderr pipes and reports
+ * MSG_SBX_READY. When the job arrives it mounts the job's tmpfs or
+ * materialises a persistent sandbox's workspace (persist.c), seeds the
+ * job's files, installs the job's filter (seccomp.c), spawns the job's
+ * process (exec.c), reports MSG_SBX_EXEC, reaps every process of the
+ * namespace, and on the main process's exit reports MSG_SBX_EXIT and exits
+ * itself, which makes the kernel kill whatever the job left behind: nothing
+ * outlives a job. A persistent sandbox's init waits for the worker's
+ * MSG_SBX_COMMIT first and captures the workspace.
+ *
+ * The worker's side of the same channel is in sandbox.c. A failure goes to
+ * the worker as MSG_SBX_FAIL, then init exits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/msg.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "internal.h"
+
+static void __attribute__((noreturn))
+init_fail(int ctl, uint8_t kind, const struct err *e)
+{
+	char buf[1 + sizeof(e->msg)];
+	size_t n = strlen(e->msg);
+
+	buf[0] = (char)kind;
+	memcpy(buf + 1, e->msg, n);
+	(void)msg_send(ctl, MSG_SBX_FAIL, 0, buf, n + 1, -1);
+	_exit(1);
+}
+
+static int
+init_stdin(const struct job *j, struct err *e)
+{
+	int fd, rc;
+
+	if (j->stdin_data == NULL) {
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return err_set(e, -errno, "open /dev/null: %s", strerror(errno));
+		return fd;
+	}
+	fd = memfd_create("stdin", MFD_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, -errno, "memfd: %s", strerror(errno));
+	if ((rc = write_all(fd, j->stdin_data, j->stdin_len)) < 0 ||
+	    lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return err_set(e, rc < 0 ? rc : -errno, "stdin: %s",
+		    strerror(rc < 0 ? -rc : errno));
+	}
+	return fd;
+}
+
+/* Whether any of the job's tmpfs has no block or no inode left. */
+static bool
+init_disk_full(void)
+{
+	static const char *const dirs[] = { "/workspace", "/tmp", "/dev/shm" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		struct statfs sf;
+
+		if (statfs(dirs[i], &sf) == 0 && (sf.f_bavail == 0 || sf.f_ffree == 0))
+			return true;
+	}
+	return false;
+}
+
+/* Whose fault a failed materialise or capture is: the job's input, or ours. */
+static uint8_t
+fail_kind(int rc)
+{
+	switch (rc) {
+	case -E2BIG: case -EDQUOT: case -EFBIG: case -EPERM: case -EILSEQ:
+	case -EXDEV: case -EAGAIN: case -EEXIST: case -ENOSPC:
+		return SBX_FAIL_INPUT;
+	default:
+		return SBX_FAIL_INTERNAL;
+	}
+}
+
+/*
+ * After the job: waits for the worker's go (MSG_SBX_COMMIT, with the tool
+ * call record) and captures the workspace. EOF means the worker decided not
+ * to commit.
+ */
+static void __attribute__((noreturn))
+init_commit(int ctl, struct persist *ps, int snapfd, const struct job *j)
+{
+	struct err e = { 0 };
+	struct msg m;
+	int rc;
+
+	msg_init(&m);
+	rc = msg_recv(ctl, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SBX_COMMIT)
+		_exit(0);
+	/* -ENOSPC here is the capture's growth bound (or a snapshot at the
+	 * codec's size cap): the job's disk, not its input. */
+	if ((rc = persist_capture(ctl, ps, snapfd, j, m.data, m.len, &e)) < 0)
+		init_fail(ctl, rc == -ENOSPC ? SBX_FAIL_DISK : fail_kind(rc), &e);
+	_exit(0);
+}
+
+/* Runs one job in this sandbox and exits with it. */
+static void __attribute__((noreturn))
+init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
+    struct msg *m, struct persist *ps)
+{
+	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr,
+	    .cg_memory = conf->cg.version != CG_NONE };
+	struct msg_sbx_exec ex;
+	struct err e = { 0 };
+	struct job *j = NULL;
+	pid_t job_pid;
+	int st, nfd, snapfd, rc;
+	bool capture;
+
+	/* A persistent sandbox's snapshot rides with the spec; kept for the capture. */
+	snapfd = m->fd;
+	m->fd = -1;
+	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	capture = snapfd >= 0 && j->persist;
+	if (snapfd >= 0) {
+		if ((rc = persist_materialise(ps, snapfd, j, &e)) < 0)
+			init_fail(ctl, fail_kind(rc), &e);
+	} else if (mount_job_tmpfs(&j->limits, 0, 0, &e) < 0) {
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
+	if (exec_init_seed_files(j, &e) < 0 || exec_init_prepare_cwd(j, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INPUT, &e);
+	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	spec.job = j;
+	/*
+	 * The job's filter, from here on for init and everything it starts;
+	 * the worker answers what it refuses. Init needs nothing it refuses.
+	 */
+	if ((nfd = seccomp_init_job_install(j->net_mode, &e)) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (msg_send(ctl, MSG_SBX_NOTIFY, 0, NULL, 0, nfd) < 0)
+		_exit(1);
+	close(nfd);
+
+	if ((job_pid = exec_init_spawn(&spec, &e)) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	ex.started_ns = mono_ns();
+	/* Only the job holds the pipes now: EOF comes when it and its children end. */
+	close(spec.stdin_fd);
+	close(out_wr);
+	close(err_wr);
+	(void)msg_send(ctl, MSG_SBX_EXEC, 0, &ex, sizeof(ex), -1);
+
+	/* As pid 1, reap every process of the namespace, orphans included. */
+	for (;;) {
+		pid_t p = waitpid(-1, &st, 0);
+
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p < 0)
+			_exit(1);
+		if (p == job_pid) {
+			struct msg_sbx_exit x = { .status = st };
+			struct rusage ru;
+
+			/*
+			 * A snapshot is captured from a still workspace: end
+			 * whatever the job left running, and reap it.
+			 */
+			if (capture) {
+				(void)kill(-1, SIGKILL);
+				while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+					;
+			}
+
+			if (init_disk_full())
+				x.flags |= SBX_EXIT_DISK_FULL;
+			/* Every process reaped so far: the job and its orphans. */
+			if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+				x.cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
+				    1000000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+				x.max_rss_kb = ru.ru_maxrss;
+			}
+			(void)msg_send(ctl, MSG_SBX_EXIT, 0, &x, sizeof(x), -1);
+			/* Our exit kills the rest of the pid namespace. */
+			if (!capture)
+				_exit(0);
+			init_commit(ctl, ps, snapfd, j);
+		}
+	}
+}
+
+/* Makes a pipe for the job's stdout or stderr and hands its read end over. */
+static int
+init_pipe(int ctl, uint8_t which, struct err *e)
+{
+	int p[2], rc;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return err_set(e, -errno, "pipe: %s", strerror(errno));
+	rc = msg_send(ctl, MSG_SBX_PIPE, 0, &which, 1, p[0]);
+	close(p[0]);
+	if (rc < 0) {
+		close(p[1]);
+		return err_set(e, rc, "hand over a pipe: %s", strerror(-rc));
+	}
+	return p[1];
+}
+
+void
+init_main(const struct sandbox_conf *conf, int ctl)
+{
+	struct persist ps = { .basefd = -1, .patchfd = -1, .treefd = -1, .upperfd = -1 };
+	struct err e = { 0 };
+	struct msg m;
+	int rc, out_wr, err_wr;
+
+	/*
+	 * Die with the spawner (which dies with the worker). Until the worker
+	 * says go (uid map written, cgroup joined), run nothing: EOF means the
+	 * worker gave up on us.
+	 */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	spawn_set_title("sandq-init");
+	/* The spawner ignores SIGCHLD; init must reap, so it may not. */
+	signal(SIGCHLD, SIG_DFL);
+	msg_init(&m);
+	rc = msg_recv(ctl, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SBX_GO)
+		_exit(1);
+	/* Into our cgroup before anything else, while we are still host root. */
+	if (m.len > 0 && cg_init_join_self((const char *)m.data, m.len, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	msg_clear(&m);
+
+	/*
+	 * Enter run_dir while we still hold the host identity that owns it:
+	 * the folders above it may be closed to the sandbox's uid.
+	 */
+	if (chdir(conf->run_dir) < 0) {
+		err_set(&e, -errno, "chdir %s: %s", conf->run_dir, strerror(errno));
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
+	/* The uid map is written: take the sandbox user's identity. */
+	if (ns_init_become_sandbox_user(&e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	/*
+	 * A credential change clears the parent-death signal: set it again,
+	 * then make sure the worker did not die in between (its end of the
+	 * channel would be closed).
+	 */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The job shares our uid: it may not look into us (/proc/1/fd). */
+	prctl(PR_SET_DUMPABLE, 0);
+	/*
+	 * The worker's kept base (persist.c), reachable only through this
+	 * descriptor once the root is pivoted; none is fine (no reuse).
+	 */
+	ps.basefd = open("base", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	{
+		struct pollfd pfd = { .fd = ctl, .events = 0 };
+
+		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR)))
+			_exit(1);
+	}
+	if ((out_wr = init_pipe(ctl, 1, &e)) < 0 || (err_wr = init_pipe(ctl, 2, &e)) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (mount_build_root(ps.basefd >= 0, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (ns_init_loopback_up(&e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (sethostname("sandbox", 7) < 0) {
+		err_set(&e, -errno, "sethostname: %s", strerror(errno));
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
+	if (msg_send(ctl, MSG_SBX_READY, 0, NULL, 0, -1) < 0)
+		_exit(1);
+
+	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
+	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > SANDBOX_RULES_FP_LEN + 1 &&
+	    m.len < 1024 && memchr(m.data, '\n', m.len) ==
+	    (char *)m.data + m.len - SANDBOX_RULES_FP_LEN - 1) {
+		/* "KEY\nFINGERPRINT": the key has no newline, nor the fingerprint. */
+		ps.key = xmemdup0(m.data, m.len - SANDBOX_RULES_FP_LEN - 1);
+		memcpy(ps.rules_fp, (char *)m.data + m.len - SANDBOX_RULES_FP_LEN,
+		    SANDBOX_RULES_FP_LEN);
+		ps.patchfd = m.fd;
+		m.fd = -1;
+		msg_clear(&m);
+		rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
+	}
+	if (rc <= 0 || m.hdr.type != MSG_SBX_SPEC)
+		_exit(rc == 0 ? 0 : 1);	/* the worker is gone or confused */
+	init_run_job(conf, ctl, out_wr, err_wr, &m, &ps);
+}
