@@ -38,8 +38,6 @@
 #define JOB_STDIN_MAX (16u * 1024u * 1024u)
 #define JOB_FILES_MAX 1024		/* seeded files */
 #define JOB_FILES_BYTES_MAX (64u * 1024u * 1024u)
-#define JOB_PATH_MAX 4096		/* bytes of a sandbox path */
-#define JOB_NAME_MAX 255		/* bytes of one path component */
 #define JOB_LABELS_MAX 64
 #define JOB_LABEL_MAX 256
 #define JOB_CASES_MAX 1000		/* cases of one run (field cases) */

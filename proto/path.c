@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "job.h"
 #include "path.h"
 
 /*** Path rule levels ***/

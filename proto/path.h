@@ -22,6 +22,9 @@
 
 #include "../common/err.h"
 
+#define JOB_PATH_MAX 4096		/* bytes of a sandbox path */
+#define JOB_NAME_MAX 255		/* bytes of one path component */
+
 /* The level of a path rule: what a job may do with the paths it matches. */
 enum perm_level {
 	PERM_NONE = 0,		/* hidden: absent from listings, ENOENT */
