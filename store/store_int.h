@@ -77,7 +77,7 @@ struct blob_plan {
 	char key[STORE_SHA_HEX + 1];	/* the blob's key */
 };
 
-/*** store.c: helpers ***/
+/*** store_names.c: names, hashes, bounded columns ***/
 
 /* Copies a TEXT column into dst[size]; a NULL or over-long one is -EBADMSG. */
 int store__col_text(sqlite3_stmt *stmt, int col, char *dst, size_t size,
