@@ -55,7 +55,10 @@ struct seq {
 	uint32_t n;		/* elements packed */
 };
 
-/*** ops.c: packing results ***/
+/*** ops_common.c: packing results ***/
+
+/* msgpack's write callback: out of memory is fatal, as with xmalloc(). */
+int ops__sbuf_write(void *data, const char *buf, size_t len);
 
 /* Packs s as a msgpack str. */
 void ops__pk_str(msgpack_packer *pk, const char *s);
@@ -77,7 +80,7 @@ void ops__pk_info(msgpack_packer *pk, const struct store_sandbox *sb,
 /* One fs.list/fs.stat entry map. */
 void ops__pk_entry(msgpack_packer *pk, const struct agentfs_entry *ent);
 
-/*** ops.c: failures ***/
+/*** ops_common.c: failures ***/
 
 /* Fills res with an error; returns OPS_DONE for the handler to return. */
 int ops__fail(struct ops *o, enum res_status st, const char *code,
@@ -91,7 +94,7 @@ int ops__fs_fail(struct ops *o, int rc, const struct err *e);
 int ops__store_fail(struct ops *o, int rc, const char *id,
     const struct err *e);
 
-/*** ops.c: operands ***/
+/*** ops_common.c: operands ***/
 
 /* Sets obj[k] to v as a history string (ops_history_text()). */
 void ops__jset_str(json_t *obj, const char *k, const char *v);
@@ -107,7 +110,7 @@ bool ops__path_below(const char *path, const char *dir, size_t dlen);
 /* Labels pairs as compact JSON with sorted keys into *out (NULL: none). */
 int ops__labels_json(struct ops *o, char **out);
 
-/*** ops.c: loading and committing ***/
+/*** ops_common.c: loading and committing ***/
 
 /* Reads o->id's head row into o->sb. */
 int ops__head_get(struct ops *o);
