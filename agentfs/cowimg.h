@@ -16,8 +16,8 @@
  * checked here; a caller that opens a tenant's snapshot adds its own checks
  * (defensive mode, quick_check, as agentfs/agentfs.c does).
  */
-#ifndef SANDQ_COWIMG_H
-#define SANDQ_COWIMG_H
+#ifndef SANDQ_AGENTFS_COWIMG_H
+#define SANDQ_AGENTFS_COWIMG_H
 
 #include <sqlite3.h>
 #include <stddef.h>

@@ -26,8 +26,8 @@
  * our own code but parsed as if it were not: patch_parse() checks every
  * field and the exact length.
  */
-#ifndef SANDQ_PATCH_H
-#define SANDQ_PATCH_H
+#ifndef SANDQ_AGENTFS_PATCH_H
+#define SANDQ_AGENTFS_PATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * `struct err *` as their last argument and fill in a message that can go
  * verbatim into a result or a log line.
  */
-#ifndef SANDQ_ERR_H
-#define SANDQ_ERR_H
+#ifndef SANDQ_COMMON_ERR_H
+#define SANDQ_COMMON_ERR_H
 
 #include <stddef.h>
 

@@ -11,8 +11,8 @@
  * exit(1) and are for start-up errors and broken invariants only: the
  * dispatcher never exits because one job failed.
  */
-#ifndef SANDQ_LOG_H
-#define SANDQ_LOG_H
+#ifndef SANDQ_COMMON_LOG_H
+#define SANDQ_COMMON_LOG_H
 
 #include <stdarg.h>
 

@@ -23,8 +23,8 @@
  * -EBADMSG: the peer is treated as compromised (workers exit; the dispatcher
  * kills and respawns the worker).
  */
-#ifndef SANDQ_MSG_H
-#define SANDQ_MSG_H
+#ifndef SANDQ_COMMON_MSG_H
+#define SANDQ_COMMON_MSG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,8 +2,8 @@
  * util.h - small side-effect-free helpers and thin syscall wrappers shared by
  * every process.
  */
-#ifndef SANDQ_UTIL_H
-#define SANDQ_UTIL_H
+#ifndef SANDQ_COMMON_UTIL_H
+#define SANDQ_COMMON_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,8 +5,8 @@
  * checked against its bound before it reaches these (every buffer has a
  * maximum); running out of memory after that is not a recoverable state.
  */
-#ifndef SANDQ_XMALLOC_H
-#define SANDQ_XMALLOC_H
+#ifndef SANDQ_COMMON_XMALLOC_H
+#define SANDQ_COMMON_XMALLOC_H
 
 #include <stddef.h>
 

@@ -17,8 +17,8 @@
  * function returns 0 or a negative errno; sandq_last_error() explains the
  * most recent failure on a connection in words.
  */
-#ifndef SANDQ_CLIENT_H
-#define SANDQ_CLIENT_H
+#ifndef SANDQ_H
+#define SANDQ_H
 
 #include <stdbool.h>
 #include <stddef.h>

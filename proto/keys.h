@@ -6,8 +6,8 @@
  * Functions write a NUL-terminated name into buf (KEY_MAX bytes) and return
  * its length, or -ENAMETOOLONG. Pure.
  */
-#ifndef SANDQ_KEYS_H
-#define SANDQ_KEYS_H
+#ifndef SANDQ_PROTO_KEYS_H
+#define SANDQ_PROTO_KEYS_H
 
 #include <stddef.h>
 

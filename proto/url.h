@@ -7,8 +7,8 @@
  * The credentials form is what `sandq tenant add` prints for a tenant's own
  * Redis ACL user.
  */
-#ifndef SANDQ_URL_H
-#define SANDQ_URL_H
+#ifndef SANDQ_PROTO_URL_H
+#define SANDQ_PROTO_URL_H
 
 #include "../common/err.h"
 

@@ -11,8 +11,8 @@
  * rq_read()/rq_publish()/rq_dead() as needed -> rq_close() -> rq_free()
  * after the loop has run the close callbacks.
  */
-#ifndef SANDQ_REDIS_H
-#define SANDQ_REDIS_H
+#ifndef SANDQ_QUEUE_REDIS_H
+#define SANDQ_QUEUE_REDIS_H
 
 #include <stdbool.h>
 #include <stddef.h>

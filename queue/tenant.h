@@ -18,8 +18,8 @@
  * use, tenant_hash_encode() / tenant_json_encode() -> tenant_conf_free().
  * A struct tenant_conf may be copied by value only before deny is set.
  */
-#ifndef SANDQ_TENANT_H
-#define SANDQ_TENANT_H
+#ifndef SANDQ_QUEUE_TENANT_H
+#define SANDQ_QUEUE_TENANT_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -10,8 +10,8 @@
  * the events it was waiting for, so its read or write sees the socket's
  * error and the connect or disconnect callback runs.
  */
-#ifndef SANDQ_UVREDIS_H
-#define SANDQ_UVREDIS_H
+#ifndef SANDQ_QUEUE_UVREDIS_H
+#define SANDQ_QUEUE_UVREDIS_H
 
 #include <hiredis/async.h>
 #include <uv.h>

@@ -6,8 +6,8 @@
  * manifests, plans, puts and collection; store_migrate.c the schema 1 -> 2
  * conversion. store.h is the public API and does not change with these.
  */
-#ifndef SANDQ_STORE_STORE_INT_H
-#define SANDQ_STORE_STORE_INT_H
+#ifndef SANDQ_STORE_INT_H
+#define SANDQ_STORE_INT_H
 
 #include <sqlite3.h>
 #include <stdbool.h>

@@ -1,27 +1,33 @@
 #!/usr/bin/env python3
 """layout_check.py - the folder rules of docs/architecture.md, checked.
 
-Two rules, read from the sources themselves (#include lines and the house
-style's function definitions, the name at the start of its line):
+Three rules, read from the sources as the house style writes them
+(/work/shared/STYLE.md: a definition's name starts its line, its return
+type on the line above):
 
 1. Folders: a file includes only headers of the folders its own folder may
    use (ALLOWED below, the table in docs/architecture.md). Above all, nothing
    on the confined side (worker/, sandbox/, agentfs/, store/, workspace/)
    nor libsandq/ includes queue/: the worker never talks to Redis.
-2. No cycles between the files of one folder: A.c depends on B.c when A.c
-   includes a header declaring a function B.c defines. A cycle means two
-   files that can only be read, tested or linked together.
+2. No cycles between the files of one folder: A.c -> B.c when A.c names a
+   function B.c defines (a call, or a table or callback holding it). Types
+   and macros make no edge, so the files of a module may all include its
+   headers. The graph of each folder must be acyclic: callers above,
+   callees below, and a leaf (a file of shared helpers) calls none of the
+   files that use it.
+3. Include guards name the folder: SANDQ_<FOLDER>_<NAME>_H, or
+   SANDQ_<NAME>_H when the header's name starts with its folder's
+   (sandbox/sandbox.h, cli/cli_esc.h, store/store_int.h).
 
 Prints each breach and exits 1; prints a one-line summary and exits 0
 otherwise. Run from the repository root (tests/run.sh does).
 """
-import fnmatch
 import os
 import re
 import sys
 
-# folder -> the folders it may include (besides itself). The architecture
-# table in docs/architecture.md says why; keep both in step.
+# folder -> the folders it may include (besides itself). docs/architecture.md
+# says why; keep both in step.
 ALLOWED = {
     'common': set(),
     'proto': {'common'},
@@ -39,153 +45,231 @@ ALLOWED = {
     'cli': {'common', 'proto', 'queue', 'audit', 'agentfs', 'workspace',
             'sandbox', 'libsandq'},
 }
-# Headers of another folder that one of these may use, each with its reason.
+# The one header of a folder that another may use beyond the table.
 EXCEPTIONS = {
     # sandqd and the CLI read the cgroup mount table (status, doctor);
     # cgroup.c is the one file of sandbox/ linked outside the worker.
     ('dispatcher', 'sandbox/cgroup.h'), ('cli', 'sandbox/cgroup.h'),
 }
-SOURCE_DIRS = sorted(ALLOWED)
-# What the files of one folder share among themselves (besides internal.h
-# and *_int.h): a folder's files may all depend on each other through it.
-# One module written in several files behind one header: its files depend on
-# each other through it by design.
-MODULES = {
-    'agentfs/agentfs.h': 'agentfs/agentfs*.c',
-    'store/store.h': 'store/store*.c',
-    'workspace/workspace.h': 'workspace/workspace*.c',
-    'dispatcher/rstore/rstore.h': 'dispatcher/rstore/rstore*.c',
+# Folders whose files may call each other both ways, each with its reason.
+ROOMS = {
+    # sandqd's files are one event loop around struct sandqd: intake,
+    # scheduling, the pool and publishing call each other as events come.
+    'dispatcher': 'one event loop',
 }
-ROOM_HEADERS = {'dispatcher/dispatcher.h', 'worker/worker.h', 'audit/audit.h'}
+# Public headers whose guard keeps the installed name.
+GUARDS = {'libsandq/sandq.h': 'SANDQ_H'}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-# A declaration in a header: a prototype's name followed by '('.
-DECL = re.compile(r'^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\(', re.M)
-# A definition in the house style: the name at the start of its line.
-DEFN = re.compile(r'^([A-Za-z_]\w*)\(', re.M)
+DEFINITION = re.compile(r'^([A-Za-z_]\w*)\(', re.M)
+NAME = re.compile(r'(?<!\.)(?<!->)\b([A-Za-z_]\w*)\b')
+GUARD = re.compile(r'^#ifndef\s+(SANDQ_\w+)', re.M)
+
+
+def strip(text):
+    """text with comments, literals and preprocessor lines blanked
+    (newlines kept)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith('/*', i):
+            j = text.find('*/', i + 2)
+            j = n if j < 0 else j + 2
+            out.append('\n' * text.count('\n', i, j))
+            i = j
+        elif text.startswith('//', i):
+            j = text.find('\n', i)
+            i = n if j < 0 else j
+        elif c in '"\'':
+            j = i + 1
+            while j < n and text[j] not in (c, '\n'):
+                j += 2 if text[j] == '\\' else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    keep, cont = [], False
+    for line in ''.join(out).split('\n'):
+        directive = cont or line.lstrip().startswith('#')
+        cont = directive and line.rstrip().endswith('\\')
+        keep.append('' if directive else line)
+    return '\n'.join(keep)
+
+
+def body_follows(code, start):
+    """Whether the parameter list opening at code[start] is followed by a
+    function body's '{' (a definition, not a prototype)."""
+    depth, i = 0, start
+    while i < len(code):
+        if code[i] == '(':
+            depth += 1
+        elif code[i] == ')':
+            depth -= 1
+            if depth == 0:
+                break
+        i += 1
+    return code[i + 1:].lstrip().startswith('{')
+
+
+class Source:
+    def __init__(self, path):
+        with open(path, encoding='utf-8', errors='replace') as f:
+            self.raw = f.read()
+        base = os.path.dirname(path)
+        self.include_names = INCLUDE.findall(self.raw)
+        self.includes = [os.path.normpath(os.path.join(base, h))
+                         for h in self.include_names]
+        code = strip(self.raw)
+        self.defined, self.static = set(), set()
+        if path.endswith('.c'):
+            for m in DEFINITION.finditer(code):
+                if not body_follows(code, m.end() - 1):
+                    continue
+                head = code[:m.start()].rstrip().rsplit('\n', 1)[-1]
+                (self.static if head.startswith('static') else
+                 self.defined).add(m.group(1))
+        self.names = set(NAME.findall(code))
 
 
 def folder_of(path):
-    """The top folder of a repository path, with dispatcher/rstore/ in
-    dispatcher/."""
+    """The top folder: dispatcher/rstore/x.c is in dispatcher/."""
     return path.split('/', 1)[0]
 
 
-def sources():
-    out = []
-    for top in SOURCE_DIRS:
-        for root, _, files in os.walk(top):
-            for f in files:
-                if f.endswith(('.c', '.h')):
-                    out.append(os.path.normpath(os.path.join(root, f)))
-    return sorted(out)
+def load():
+    files = {}
+    for top in sorted(ALLOWED):
+        for root, _, names in os.walk(top):
+            for name in names:
+                if name.endswith(('.c', '.h')):
+                    p = os.path.normpath(os.path.join(root, name))
+                    files[p] = Source(p)
+    return files
 
 
-def is_room_header(h):
-    base = os.path.basename(h)
-    return base == 'internal.h' or base.endswith('_int.h') or h in ROOM_HEADERS
-
-
-def same_module(h, c):
-    """True if c is one of the files of the module whose header is h."""
-    return h in MODULES and fnmatch.fnmatch(c, MODULES[h])
-
-
-def strip_comments(text):
-    return re.sub(r'/\*.*?\*/', '', text, flags=re.S)
-
-
-def main():
-    files = sources()
-    text = {f: open(f, encoding='utf-8').read() for f in files}
-    includes = {}
-    breaches = []
-    for f in files:
-        inc = []
-        for name in INCLUDE.findall(text[f]):
-            target = os.path.normpath(os.path.join(os.path.dirname(f), name))
+def check_includes(files, breaches):
+    for f, src in sorted(files.items()):
+        for name, target in zip(src.include_names, src.includes):
             if not os.path.exists(target):
                 breaches.append(f'{f}: includes "{name}", which does not exist')
                 continue
-            inc.append(target)
-            src, dst = folder_of(f), folder_of(target)
-            if dst == src or dst in ALLOWED[src] or (src, target) in EXCEPTIONS:
+            a, b = folder_of(f), folder_of(target)
+            if a == b or b in ALLOWED[a] or (a, target) in EXCEPTIONS:
                 continue
-            breaches.append(f'{f}: includes {target}, but {src}/ may not '
-                            f'include {dst}/ (docs/architecture.md)')
-        includes[f] = inc
+            breaches.append(f'{f}: includes {target}, but {a}/ may not '
+                            f'include {b}/ (docs/architecture.md)')
 
-    # Who defines what each header declares.
-    defined_in = {}
-    for f in files:
-        if f.endswith('.c'):
-            for name in DEFN.findall(strip_comments(text[f])):
-                defined_in.setdefault(name, set()).add(f)
-    providers = {}
-    for f in files:
-        if f.endswith('.h'):
-            names = DECL.findall(strip_comments(text[f]))
-            providers[f] = set().union(*(defined_in.get(n, set()) for n in names)) \
-                if names else set()
 
-    # A.c -> B.c within one folder.
-    deps, via = {}, {}
-    for f in files:
-        if not f.endswith('.c'):
+def reach(files, src):
+    """The headers src includes, directly or through other headers."""
+    seen, todo = set(), list(files[src].includes)
+    while todo:
+        h = todo.pop()
+        if h in seen or h not in files:
             continue
-        out = set()
-        for h in includes[f]:
-            if is_room_header(h):
-                continue
-            for p in providers.get(h, ()):
-                if p == f or os.path.dirname(p) != os.path.dirname(f):
-                    continue
-                if same_module(h, f) and same_module(h, p):
-                    continue
-                out.add(p)
-                via.setdefault((f, p), os.path.basename(h))
-        deps[f] = out
+        seen.add(h)
+        todo.extend(files[h].includes)
+    return seen
 
-    # Strongly connected components (Tarjan): each one of two files or
-    # more is a knot of files that depend on each other.
-    index, low, stack, on_stack, knots = {}, {}, [], set(), []
 
-    def visit(n):
-        index[n] = low[n] = len(index)
-        stack.append(n)
-        on_stack.add(n)
-        for m in sorted(deps.get(n, ())):
-            if m not in index:
-                visit(m)
-                low[n] = min(low[n], low[m])
-            elif m in on_stack:
-                low[n] = min(low[n], index[m])
-        if low[n] == index[n]:
-            knot = []
+def graph(files, folder):
+    """{A.c: {B.c: [names]}} over the .c files of one directory."""
+    cs = sorted(p for p in files
+                if p.endswith('.c') and os.path.dirname(p) == folder)
+    definer = {}
+    for c in cs:
+        for name in files[c].defined:
+            definer.setdefault(name, set()).add(c)
+    g = {c: {} for c in cs}
+    for a in cs:
+        used = files[a].names - files[a].static - files[a].defined
+        for name in sorted(used):
+            for b in definer.get(name, ()):
+                g[a].setdefault(b, []).append(name)
+    return g
+
+
+def knots(g):
+    """Strongly connected components of two files or more (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
             while True:
-                m = stack.pop()
-                on_stack.discard(m)
-                knot.append(m)
-                if m == n:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
                     break
-            if len(knot) > 1:
-                knots.append(sorted(knot))
+            if len(comp) > 1:
+                out.append(sorted(comp))
 
-    for n in sorted(deps):
-        if n not in index:
-            visit(n)
-    for k in knots:
-        why = [f'{a} -> {b} by {via[(a, b)]}' for a in k for b in sorted(deps[a])
-               if b in k]
-        breaches.append('cycle among ' + ', '.join(k) + ' (' + '; '.join(why) + ')')
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
 
+
+def check_cycles(files, breaches):
+    for folder in sorted({os.path.dirname(p) for p in files}):
+        if folder in ROOMS:
+            continue
+        g = graph(files, folder)
+        for k in knots(g):
+            why = []
+            for a in k:
+                for b in k:
+                    if b in g[a]:
+                        names = g[a][b]
+                        why.append('%s -> %s (%s%s)' % (
+                            os.path.basename(a), os.path.basename(b),
+                            ', '.join(names[:3]),
+                            ', ...' if len(names) > 3 else ''))
+            breaches.append(f'cycle in {folder}/: ' + '; '.join(why))
+
+
+def check_guards(files, breaches):
+    for f, src in sorted(files.items()):
+        if not f.endswith('.h'):
+            continue
+        d = os.path.basename(os.path.dirname(f)).upper()
+        n = os.path.basename(f)[:-2].upper()
+        if n == d or n.startswith(d + '_'):
+            want = f'SANDQ_{n}_H'
+        else:
+            want = f'SANDQ_{d}_{n}_H'
+        want = GUARDS.get(f, want)
+        m = GUARD.search(src.raw)
+        if m is None or m.group(1) != want:
+            breaches.append(f'{f}: include guard {m.group(1) if m else "missing"}, '
+                            f'expected {want}')
+
+
+def main():
+    sys.setrecursionlimit(10000)
+    files = load()
+    breaches = []
+    check_includes(files, breaches)
+    check_cycles(files, breaches)
+    check_guards(files, breaches)
     for b in breaches:
         print(b)
     if breaches:
         print(f'layout_check: {len(breaches)} breach(es) of docs/architecture.md')
         return 1
-    print(f'layout_check: {len(files)} files in {len(SOURCE_DIRS)} folders, '
-          'folder rules kept, no cycle')
+    print(f'layout_check: {len(files)} files in {len(ALLOWED)} folders: '
+          'folder rules kept, no cycle, guards named')
     return 0
 
 

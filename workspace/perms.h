@@ -16,8 +16,8 @@
  * perms_check()/perms_dir_may_show() any number of times, from any thread ->
  * perms_free().
  */
-#ifndef SANDQ_PERMS_H
-#define SANDQ_PERMS_H
+#ifndef SANDQ_WORKSPACE_PERMS_H
+#define SANDQ_WORKSPACE_PERMS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,8 +4,8 @@
  * calls. workspace.c materialises and applies; workspace_capture.c
  * captures (plain, overlay and in place). workspace.h is the public API.
  */
-#ifndef SANDQ_WORKSPACE_WORKSPACE_INT_H
-#define SANDQ_WORKSPACE_WORKSPACE_INT_H
+#ifndef SANDQ_WORKSPACE_INT_H
+#define SANDQ_WORKSPACE_INT_H
 
 #include <fcntl.h>
 #include <stdbool.h>
