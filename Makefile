@@ -61,7 +61,9 @@ SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c
 	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
-DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c \
+# The dispatcher's core (no Redis, no libuv): what its unit tests link.
+DISPATCHER_CORE_SRCS := dispatcher/core/runq.c
+DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c queue/redis.c queue/uvredis.c
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c

@@ -325,10 +325,7 @@ out:
 static void
 unqueue(struct sandqd *d, struct djob *j)
 {
-	struct tenant *t = &d->tenants[j->tenant];
-
-	TAILQ_REMOVE(&t->queue, j, link);
-	t->queued--;
+	runq_remove(&d->tenants[j->tenant], j);
 }
 
 static void
