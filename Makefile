@@ -62,7 +62,7 @@ SANDBOX_SRCS := sandbox/sandbox.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c
 OPS_SRCS := worker/ops.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
-DISPATCHER_CORE_SRCS := dispatcher/core/runq.c
+DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c queue/redis.c queue/uvredis.c
 CLIENT_SRCS := libsandq/libsandq.c

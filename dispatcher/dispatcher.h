@@ -197,9 +197,12 @@ void jobs_expire(struct sandqd *d, struct djob *j);
 void jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *id, const char *res, size_t reslen);
 /*
- * A stream entry read for a worker. attempts: the records of the job's
- * failed attempts so far (a JSON array, the reference is taken), NULL for
- * a first delivery; a job out of attempts is answered and dead-lettered.
+ * A stream entry read for a worker, carried out as core/intake.c decides:
+ * answered at once (rejected, expired), dead-lettered, given up on, or
+ * queued (once admitted, for a tenant with max_queued or rate). attempts:
+ * the records of the job's failed attempts so far (a JSON array, the
+ * reference is taken), NULL for a first delivery; a job out of attempts is
+ * answered and dead-lettered.
  */
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen, size_t nfields, json_t *attempts);

@@ -21,10 +21,11 @@
 #include <sys/queue.h>
 #include <jansson.h>
 
+#include "../../audit/audit.h"
+#include "../../config/config.h"
 #include "../../proto/payload.h"
 #include "../../queue/tenant.h"
 
-struct audit_event;
 struct sandqd;
 
 struct djob {
@@ -131,6 +132,59 @@ struct runq {
 	size_t rr;			/* round-robin position among the tenants */
 	uint64_t idle_seq;		/* ordinal of the last slot to go idle */
 };
+
+/*** intake.c ***/
+
+/* What an entry is held to. Nothing in it is owned. */
+struct intake {
+	const struct config *cfg;	/* the host's settings */
+	const char *tenant;		/* the stream's tenant */
+	const struct tenant_conf *conf;	/* its own settings, or NULL (none) */
+	uint64_t now;			/* epoch ms, for the deadline */
+};
+
+enum intake_verdict {
+	INTAKE_OK = 0,			/* go on: the job is admitted so far */
+	INTAKE_ANSWER,			/* answer it at once under its id */
+	INTAKE_DEAD,			/* no id to answer under: dead-letter the entry */
+	INTAKE_GIVE_UP,			/* out of attempts: answer internal, dead-letter */
+};
+
+/* What to answer a refused entry, or the reason it is dead-lettered. */
+struct intake_refusal {
+	enum res_status status;		/* INTAKE_ANSWER: ST_REJECTED or ST_EXPIRED */
+	const char *code;		/* INTAKE_ANSWER: its error code */
+	char msg[400];			/* the answer's message, or the dead letter's reason */
+	const char *audit_target;	/* set: a rule of the tenant's refused it, recorded
+					 * first ("refused", this target, audit_cat);
+					 * static, or in->conf's */
+	enum audit_category audit_cat;	/* AUDIT_CAT_QUOTA, or _POLICY for deny */
+};
+
+/*
+ * Reads a stream entry for the tenant: raw, rawlen are its 'job' field (raw
+ * NULL when it has none; nfields its fields), checked against
+ * max_job_bytes, decoded by the strict decoder, and the tenant it names (if
+ * any) against in->tenant. id receives the job's id as soon as one can be
+ * read, refused or not. Returns INTAKE_OK with *jobp the job (the caller's:
+ * job_free()), its tenant set; else INTAKE_ANSWER or INTAKE_DEAD, with *r
+ * filled and *jobp NULL. in->now is not read.
+ */
+enum intake_verdict intake_read(const struct intake *in, const char *raw,
+    size_t rawlen, size_t nfields, char id[JOB_ID_MAX + 1], struct job **jobp,
+    struct intake_refusal *r);
+/*
+ * Admits a job from intake_read() whose path rules compile: its deadline
+ * (against in->now), network mode, limits (resolved against the host's
+ * presets and ceilings, then the tenant's), the tenant's rules (in->conf:
+ * network modes, ceilings, denied commands), then its attempts so far
+ * (nattempts) against max_attempts. Returns INTAKE_OK, or INTAKE_GIVE_UP
+ * for a job out of attempts, with job->limits resolved and *norm, *normlen
+ * the normalised job for the worker (the caller's: free()); else
+ * INTAKE_ANSWER with *r filled. The job stays the caller's either way.
+ */
+enum intake_verdict intake_admit(const struct intake *in, struct job *job,
+    size_t nattempts, char **norm, size_t *normlen, struct intake_refusal *r);
 
 /*** runq.c ***/
 
