@@ -109,7 +109,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -170,6 +170,9 @@ $(B)/tests/cli_hostile_test: $(B)/tests/cli_hostile_test.o $(B)/tests/harness.o 
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PAYLOAD_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -ljansson
+# sched_test: the scheduler's pick against a fake pool (dispatcher/core/runq.c alone).
+$(B)/tests/sched_test: $(B)/tests/sched_test.o $(call obj,dispatcher/core/runq.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/fair_test: $(B)/tests/fair_test.o $(B)/tests/harness.o $(B)/libsandq.a
