@@ -2,17 +2,28 @@
  * dispatcher.h - what the files of dispatcher/ share (sandqd only).
  *
  *   main.c   start-up, signals, drain, shutdown
- *   jobs.c   stream entries -> validated jobs; results -> Redis (with retry)
- *   sched.c  per-tenant queues, fair pick, how much to read
+ *   jobs.c   stream entries -> answers, dead letters or the queue;
+ *            results -> Redis (with retry)
+ *   sched.c  the pick fed with sandqd's tenants and workers; how much to read
  *   pool.c   the worker table: spawn, handshake, dispatch, reap, respawn
+ *   core/    the lower room, without Redis or libuv (core/core.h): intake.c
+ *            decides what an entry is worth, runq.c which job runs next and
+ *            on which worker
  *
- * A job's life in the dispatcher: jobs_entry() validates it (or answers it
- * at once: rejected / expired / dead-lettered) -> sched_enqueue() ->
- * sched_dispatch() hands it to an idle worker (pool_send_job) -> the worker's
- * MSG_JOB_DONE, or its death, makes a result -> jobs_publish() stores the
- * result and acks the entry in one transaction, retrying across Redis
- * outages -> the job is freed. Nothing is acknowledged before its result is
- * stored, so a crash of sandqd at any point leaves the entry pending.
+ * A job's life in the dispatcher: the read from its tenant's stream (rq's
+ * on_entry in main.c; lease.c for an entry read before) -> jobs_entry():
+ * intake_read() decodes it and intake_admit() admits it, or they say how
+ * to answer it at once (rejected / expired / dead-lettered / given up),
+ * which jobs_entry() does -> sched_enqueue() (for a tenant with max_queued
+ * or rate, once admit_read() has it admitted) puts it on its tenant's run
+ * queue -> sched_dispatch(): runq_pick() chooses it and pool_send_job()
+ * hands it to the idle worker runq_idle_for() names -> the worker's
+ * MSG_JOB_DONE, or its death, makes a result (or, for a failure of the
+ * infrastructure, a retry: back on the queue after a backoff) ->
+ * jobs_publish_pending() stores the result and acks the entry in one
+ * transaction, retrying across Redis outages -> the job is freed. Nothing
+ * is acknowledged before its result is stored, so a crash of sandqd at any
+ * point leaves the entry pending.
  */
 #ifndef SANDQ_DISPATCHER_H
 #define SANDQ_DISPATCHER_H
