@@ -36,8 +36,7 @@ on_cancel(void *arg, size_t tenant, const char *id)
 			/* Its sandbox is being pulled: the next poll finds it ready. */
 			if (j->sync == SYNC_PULLING)
 				return;
-			TAILQ_REMOVE(&t->queue, j, link);
-			t->queued--;
+			runq_remove(t, j);
 			log_info("job %s (%s): cancelled before it started", id, t->name);
 			jobs_cancelled(d, j, "before it started");
 			sched_dispatch(d);
@@ -46,8 +45,9 @@ on_cancel(void *arg, size_t tenant, const char *id)
 	for (size_t i = 0; i < d->nslots; i++) {
 		struct wslot *w = &d->slots[i];
 
-		if (w->job != NULL && w->job->tenant == tenant && strcmp(w->job->id, id) == 0 &&
-		    !w->job->cancelled) {
+		j = w->run.job;
+		if (j != NULL && j->tenant == tenant && strcmp(j->id, id) == 0 &&
+		    !j->cancelled) {
 			log_info("job %s (%s): cancelled while running on worker %d", id,
 			    t->name, w->index);
 			pool_cancel(d, w);
@@ -77,7 +77,7 @@ poll_cb(uv_timer_t *timer)
 		}
 	}
 	for (size_t i = 0; i < d->nslots; i++) {
-		const struct djob *j = d->slots[i].job;
+		const struct djob *j = d->slots[i].run.job;
 
 		if (j == NULL || j->cancelled)
 			continue;

@@ -2,17 +2,28 @@
  * dispatcher.h - what the files of dispatcher/ share (sandqd only).
  *
  *   main.c   start-up, signals, drain, shutdown
- *   jobs.c   stream entries -> validated jobs; results -> Redis (with retry)
- *   sched.c  per-tenant queues, fair pick, how much to read
+ *   jobs.c   stream entries -> answers, dead letters or the queue;
+ *            results -> Redis (with retry)
+ *   sched.c  the pick fed with sandqd's tenants and workers; how much to read
  *   pool.c   the worker table: spawn, handshake, dispatch, reap, respawn
+ *   core/    the lower room, without Redis or libuv (core/core.h): intake.c
+ *            decides what an entry is worth, runq.c which job runs next and
+ *            on which worker
  *
- * A job's life in the dispatcher: jobs_entry() validates it (or answers it
- * at once: rejected / expired / dead-lettered) -> sched_enqueue() ->
- * sched_dispatch() hands it to an idle worker (pool_send_job) -> the worker's
- * MSG_JOB_DONE, or its death, makes a result -> jobs_publish() stores the
- * result and acks the entry in one transaction, retrying across Redis
- * outages -> the job is freed. Nothing is acknowledged before its result is
- * stored, so a crash of sandqd at any point leaves the entry pending.
+ * A job's life in the dispatcher: the read from its tenant's stream (rq's
+ * on_entry in main.c; lease.c for an entry read before) -> jobs_entry():
+ * intake_read() decodes it and intake_admit() admits it, or they say how
+ * to answer it at once (rejected / expired / dead-lettered / given up),
+ * which jobs_entry() does -> sched_enqueue() (for a tenant with max_queued
+ * or rate, once admit_read() has it admitted) puts it on its tenant's run
+ * queue -> sched_dispatch(): runq_pick() chooses it and pool_send_job()
+ * hands it to the idle worker runq_idle_for() names -> the worker's
+ * MSG_JOB_DONE, or its death, makes a result (or, for a failure of the
+ * infrastructure, a retry: back on the queue after a backoff) ->
+ * jobs_publish_pending() stores the result and acks the entry in one
+ * transaction, retrying across Redis outages -> the job is freed. Nothing
+ * is acknowledged before its result is stored, so a crash of sandqd at any
+ * point leaves the entry pending.
  */
 #ifndef SANDQ_DISPATCHER_H
 #define SANDQ_DISPATCHER_H
@@ -31,102 +42,20 @@
 #include "../queue/redis.h"
 #include "../queue/tenant.h"
 #include "../sandbox/cgroup.h"
-
-struct djob {
-	uint32_t seq;			/* job_id in worker frames */
-	size_t tenant;			/* index into d->tenants */
-	char entry_id[48];		/* stream entry id */
-	char id[JOB_ID_MAX + 1];	/* the job's id */
-	struct job *job;		/* decoded job, NULL once answered early */
-	char *norm;			/* normalised job sent to the worker */
-	size_t normlen;
-	uint64_t queued_at;		/* epoch ms, from the entry id */
-	int worker;			/* slot running it, or -1 */
-	char *res;			/* encoded result awaiting publication */
-	size_t reslen;
-	char *dead_reason;		/* set: goes to the dead-letter stream */
-	char *dead_raw;			/* the entry's bytes, for the record */
-	size_t dead_rawlen;
-	bool publishing;		/* a transaction for it is in flight */
-	struct audit_event *audit;	/* its events for the Redis stream (audit.c) */
-	size_t naudit;
-	uint64_t audit_over;		/* events past DAUDIT_JOB_MAX */
-	json_t *attempts;		/* its failed attempts' records, or NULL */
-	char *dead_attempts;		/* out of attempts: JSON for the dead letter */
-	uint64_t retry_at;		/* epoch ms its backoff ends; 0: not waiting */
-	bool cancelled;			/* sandq cancel: its worker is being killed */
-	uint8_t sync;			/* SYNC_*: the shared store around it (shared.c) */
-	uint64_t sbx_from;		/* the sandbox's version it was given */
-	struct result *sync_res;	/* its result while the commit goes to Redis */
-	uint32_t conflicts;		/* reruns after another host moved its sandbox */
-	uint64_t committed;		/* the version its worker reported committing */
-	bool stream;			/* its output is published live (job stream) */
-	const char *eof_status;		/* stream: its output stream ends with this */
-	uint64_t streamed;		/* live output bytes relayed */
-	struct sandqd *d;		/* owner, for publish callbacks */
-	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
-};
-TAILQ_HEAD(djob_list, djob);
-
-enum {
-	SYNC_NONE = 0,			/* not synced (or no shared store) */
-	SYNC_PULLING,			/* its sandbox is being pulled: not runnable */
-	SYNC_READY,			/* pulled: may run */
-	SYNC_PUSHING,			/* its commit is going to Redis */
-};
-
-#define STATUS_BUCKETS 60		/* one-second buckets: the last minute */
-
-/* Results of one second (status.c). */
-struct tstat_bucket {
-	uint64_t sec;			/* epoch second it counts */
-	uint32_t done, refused;
-};
-
-struct tenant {
-	char *name;
-	struct djob_list queue;		/* validated, waiting for a worker */
-	size_t queued;			/* length of queue */
-	size_t running;			/* jobs on workers */
-	uint32_t weight;		/* share of the workers under contention, >= 1 */
-	uint32_t max_running;		/* jobs on this host's workers at most; 0: no cap */
-	uint32_t deficit;		/* picks left in this round (sched.c) */
-	struct tenant_conf conf;	/* its settings (tenants.c), if has_conf */
-	bool has_conf;
-	bool active;			/* its stream is read */
-	bool in_config;			/* listed in the config file */
-	bool from_redis;		/* its settings are its Redis record */
-	bool listed;			/* seen in the last Redis poll */
-	bool name_owned;		/* name is ours to free (added at run time) */
-	struct tstat_bucket stats[STATUS_BUCKETS];	/* results, last minute */
-};
-
-#define TENANTS_CAP 1024		/* tenants one host serves at most */
-
-enum wstate {
-	W_DOWN = 0,			/* not running (respawn pending) */
-	W_STARTING,			/* forked, no HELLO yet */
-	W_IDLE,				/* ready for a job */
-	W_BUSY,				/* running d->slots[i].job */
-	W_DEAD,				/* killed or channel closed, not reaped */
-};
+#include "core/core.h"
 
 struct wslot {
+	struct runq_slot run;		/* what the scheduler sees: state, job, last sandbox */
 	int index;			/* slot number */
-	enum wstate state;
 	pid_t pid;			/* worker pid, or 0 */
 	int fd;				/* channel, or -1 */
 	uv_poll_t *poll;		/* readable channel (heap: freed on close) */
 	struct sandqd *d;		/* owner */
-	struct djob *job;		/* job in flight */
 	uv_timer_t respawn;		/* respawn delay */
 	int64_t backoff_ms;		/* next respawn delay */
 	uint64_t jobs;			/* jobs its current process completed */
 	bool retiring;			/* replaced: worker_max_jobs or memory growth */
 	char why[96];			/* why sandqd killed it, until reaped */
-	uint64_t idle_seq;		/* when it last became idle (ordinal) */
-	size_t last_tenant;		/* tenant of the last job it ran */
-	char last_sandbox[JOB_SANDBOX_ID_MAX + 1];	/* its sandbox, "" if none */
 	int64_t since_ms;		/* monotonic: started, got its job, or retired */
 	uint64_t rss_base;		/* its own RSS at HELLO (bytes); 0 unknown */
 };
@@ -137,7 +66,7 @@ struct sandqd {
 	struct rq *rq;
 	struct tenant *tenants;
 	size_t ntenants;
-	size_t rr;			/* round-robin position */
+	struct runq runq;		/* the scheduler's round and view of the pool */
 	struct wslot *slots;
 	size_t nslots;
 	char *worker_path;		/* sandq-worker binary */
@@ -145,7 +74,6 @@ struct sandqd {
 	struct djob_list publish;	/* results waiting for Redis */
 	size_t inflight_publish;	/* publishes sent, reply due */
 	uint32_t next_seq;
-	uint64_t idle_seq;		/* ordinal of the last worker to go idle */
 	bool history_done;		/* our pending entries re-read */
 	bool read_blocking;		/* the read in flight blocks (no work here) */
 	bool read_dry;			/* a read found nothing since a job ended */
@@ -166,7 +94,6 @@ struct sandqd {
 	uv_timer_t lease_renew;		/* renews the leases of what we hold */
 	uv_timer_t lease_reclaim;	/* takes over what others stopped renewing */
 	uv_timer_t backoff_timer;	/* the next retry's backoff ends (sched.c) */
-	size_t nbackoff;		/* queued jobs waiting out a backoff, or more */
 	uv_timer_t cancel_poll;		/* asks which held jobs were cancelled */
 	size_t shared_inflight;		/* shared store syncs under way (shared.c) */
 	struct djob_list pushing;	/* results whose commit goes to Redis */
@@ -282,9 +209,12 @@ void jobs_expire(struct sandqd *d, struct djob *j);
 void jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *id, const char *res, size_t reslen);
 /*
- * A stream entry read for a worker. attempts: the records of the job's
- * failed attempts so far (a JSON array, the reference is taken), NULL for
- * a first delivery; a job out of attempts is answered and dead-lettered.
+ * A stream entry read for a worker, carried out as core/intake.c decides:
+ * answered at once (rejected, expired), dead-lettered, given up on, or
+ * queued (once admitted, for a tenant with max_queued or rate). attempts:
+ * the records of the job's failed attempts so far (a JSON array, the
+ * reference is taken), NULL for a first delivery; a job out of attempts is
+ * answered and dead-lettered.
  */
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen, size_t nfields, json_t *attempts);
@@ -325,6 +255,7 @@ void sched_read_done(struct sandqd *d, int status, size_t n);
 
 /*** pool.c ***/
 int pool_start(struct sandqd *d);
+/* The worker idle the longest (runq_idle), or NULL if none is idle. */
 struct wslot *pool_idle(struct sandqd *d);
 /* An idle worker for j: the one that last ran its sandbox, else pool_idle(). */
 struct wslot *pool_idle_for(struct sandqd *d, const struct djob *j);

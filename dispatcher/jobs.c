@@ -13,14 +13,12 @@
  * again whenever Redis is reachable, so a Redis outage delays results but
  * never loses them, and nothing is acknowledged unanswered.
  *
- * The entry's bytes are untrusted: they are checked against max_job_bytes,
- * walked by payload_scan() and decoded by the strict decoder before anything
- * else looks at them. The worker gets a re-encoded, normalised job with every
- * limit resolved, never the tenant's bytes.
+ * What an entry is worth is decided in core/intake.c, without I/O: the job
+ * to queue, or an answer, a dead letter or giving up. jobs_entry() carries
+ * that out (the result, the audit trail, the admission check and the queue).
  */
 #include <errno.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,150 +120,6 @@ dead_letter(struct sandqd *d, struct djob *j, const char *reason,
 	publish(d, j);
 }
 
-/* Whether tenant may use network mode; if not, the allowed ones into list. */
-static bool
-net_allowed(const struct config *c, const char *tenant, const char *mode,
-    char *list, size_t len)
-{
-	size_t n, off = 0;
-	char *const *modes = config_net_modes(c, tenant, &n);
-
-	list[0] = '\0';
-	for (size_t i = 0; i < n; i++) {
-		if (strcmp(modes[i], mode) == 0)
-			return true;
-		if (off < len)
-			off += (size_t)snprintf(list + off, len - off, "%s%s",
-			    i ? ", " : "", modes[i]);
-	}
-	return false;
-}
-
-/* The text a tenant's deny patterns are matched against, or NULL (ops). */
-static char *
-command_text(const struct job *job)
-{
-	char *s = NULL;
-	size_t len = 0;
-	FILE *f;
-
-	if (job->op == OP_SH)
-		return xstrdup(job->script);
-	if (job->op == OP_PYTHON)
-		return xstrdup(job->code);
-	if (job->op != OP_EXEC)
-		return NULL;
-	if ((f = open_memstream(&s, &len)) == NULL)
-		fatal("open_memstream");
-	for (size_t i = 0; i < job->argc; i++)
-		fprintf(f, "%s%s", i ? " " : "", job->argv[i]);
-	fclose(f);
-	return s;
-}
-
-/* Whether the job asked for no limit at all. */
-static bool
-limits_unset(const struct job_limits *l)
-{
-	static const struct job_limits none;
-
-	return memcmp(l, &none, sizeof(none)) == 0;
-}
-
-/*
- * The tenant's own rules for a job (docs/tenants.md): its network modes
- * (within the host's), its ceilings over the host's limits (an asked limit
- * above one is refused naming it; a default above one is lowered to it),
- * its denied command patterns. lim is the job's resolved limits. Returns
- * true, or false after answering the job (rejected, on the audit trail).
- */
-static bool
-tenant_admit(struct sandqd *d, struct djob *j, struct job *job,
-    struct job_limits *lim)
-{
-	const struct tenant *t = &d->tenants[j->tenant];
-	const struct tenant_conf *c = &t->conf;
-	static const struct { const char *name; size_t off; } fields[] = {
-#define F(x) { #x, offsetof(struct job_limits, x) }
-		F(wall_ms), F(cpu_ms), F(memory_bytes), F(pids), F(output_bytes),
-		F(disk_bytes), F(files),
-#undef F
-	};
-	char msg[400], *text;
-	int k;
-
-	if (!t->has_conf)
-		return true;
-	if (c->net_mask != 0 && !tenant_net_allowed(c, job->net_mode)) {
-		snprintf(msg, sizeof(msg), "field 'net': mode '%s' is not allowed for tenant "
-		    "'%s'", job->net ? job->net : "none", t->name);
-		daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", "net", false, AUDIT_LVL_WARNING,
-		    "%s", msg);
-		answer_early(d, j, ST_REJECTED, "net", msg);
-		return false;
-	}
-	for (size_t i = 0; JOB_HAS_LIMITS(job) && i < sizeof(fields) / sizeof(fields[0]); i++) {
-		uint64_t cap = *(const uint64_t *)(const void *)((const char *)&c->ceiling +
-		    fields[i].off);
-		uint64_t asked = *(const uint64_t *)(const void *)((const char *)&job->limits +
-		    fields[i].off);
-		uint64_t *got = (uint64_t *)(void *)((char *)lim + fields[i].off);
-
-		if (cap == 0 || *got <= cap)
-			continue;
-		if (asked == 0) {
-			*got = cap;	/* a default, not the job's ask */
-			continue;
-		}
-		snprintf(msg, sizeof(msg), "limits.%s: %llu is above tenant '%s''s ceiling "
-		    "of %llu", fields[i].name, (unsigned long long)asked, t->name,
-		    (unsigned long long)cap);
-		daudit_job(d, j, AUDIT_CAT_QUOTA, "refused", "limits", false,
-		    AUDIT_LVL_WARNING, "%s", msg);
-		answer_early(d, j, ST_REJECTED, "limit", msg);
-		return false;
-	}
-	if (c->ndeny > 0 && (text = command_text(job)) != NULL) {
-		k = tenant_deny_match(c, text);
-		free(text);
-		if (k >= 0) {
-			snprintf(msg, sizeof(msg), "the command matches tenant '%s''s denied "
-			    "pattern '%.256s' (a policy aid, not a security boundary)", t->name,
-			    c->deny[k]);
-			daudit_job(d, j, AUDIT_CAT_POLICY, "refused", c->deny[k], false,
-			    AUDIT_LVL_WARNING, "%s", msg);
-			answer_early(d, j, ST_REJECTED, "policy", msg);
-			return false;
-		}
-	}
-	return true;
-}
-
-/*
- * Whether the job's path rules compile (workspace/perms.c: pattern syntax,
- * the preset; decoding already refused an unknown level): refused here,
- * naming the rule, rather than by the sandbox after the job was queued.
- */
-static bool
-jobs_rules_valid(const struct job *job, struct err *e)
-{
-	struct perms p = { 0 };
-	int rc;
-
-	if (job->nperms == 0 && job->perm_preset == NULL)
-		return true;
-	rc = perms_compile_job(&p, job, e);
-	perms_free(&p);
-	if (rc < 0) {
-		char msg[sizeof(e->msg)];
-
-		snprintf(msg, sizeof(msg), "%s", e->msg);
-		snprintf(e->msg, sizeof(e->msg), "field 'perms': %.200s", msg);
-		return false;
-	}
-	return true;
-}
-
 /*** Retries (docs/operations.md, "Retries and dead letters") ***/
 
 json_t *
@@ -364,113 +218,51 @@ void
 jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *raw, size_t rawlen, size_t nfields, json_t *attempts)
 {
+	const struct tenant *t = &d->tenants[tenant];
+	struct intake in = { .cfg = &d->cfg, .tenant = t->name,
+	    .conf = t->has_conf ? &t->conf : NULL };
 	struct djob *j = djob_new(d, tenant, entry_id);
-	struct job_limits lim;
-	struct err e = { 0 };
-	struct job *job = NULL;
-	char modes[128];
+	struct intake_refusal r;
+	struct job *job;
 
 	j->attempts = attempts;
-	if (raw == NULL) {
-		dead_letter(d, j, nfields == 0 ?
-		    "entry has no fields (deleted while pending?)" :
-		    "entry has no 'job' field", NULL, 0);
+	switch (intake_read(&in, raw, rawlen, nfields, j->id, &job, &r)) {
+	case INTAKE_OK:
+		break;
+	case INTAKE_ANSWER:
+		answer_early(d, j, r.status, r.code, r.msg);
+		return;
+	default:
+		dead_letter(d, j, r.msg, raw, rawlen);
 		return;
 	}
-	if (rawlen > (uint64_t)d->cfg.max_job_bytes) {
-		char msg[160];
-
-		snprintf(msg, sizeof(msg), "job is %zu bytes, above the limit of %lld "
-		    "(max_job_bytes)", rawlen, (long long)d->cfg.max_job_bytes);
-		if (payload_peek_id(raw, rawlen, j->id))
-			answer_early(d, j, ST_REJECTED, "too_large", msg);
-		else
-			dead_letter(d, j, msg, raw, rawlen);
-		return;
-	}
-	if (payload_job_decode(raw, rawlen, &job, j->id, &e) < 0) {
-		if (j->id[0] == '\0')
-			payload_peek_id(raw, rawlen, j->id);
-		if (j->id[0] != '\0')
-			answer_early(d, j, ST_REJECTED, "invalid_job", e.msg);
-		else
-			dead_letter(d, j, e.msg, raw, rawlen);
-		return;
-	}
-	/* The tenant is the stream's; a job may only repeat it. */
-	if (job->tenant != NULL && strcmp(job->tenant, d->tenants[tenant].name) != 0) {
-		char msg[200];
-
-		snprintf(msg, sizeof(msg), "field 'tenant': the job was submitted to "
-		    "tenant '%s', not '%.64s'", d->tenants[tenant].name, job->tenant);
-		job_free(job);
-		answer_early(d, j, ST_REJECTED, "invalid_job", msg);
-		return;
-	}
-	free(job->tenant);
-	job->tenant = xstrdup(d->tenants[tenant].name);
 	j->stream = job->stream;	/* even a refusal ends its output stream */
 	j->job = job;		/* for the audit trail's sandbox field */
 	daudit_job(d, j, AUDIT_CAT_JOB, "received", job_op_name(job->op), true,
 	    AUDIT_LVL_INFO, NULL);
 	j->job = NULL;
-	if (!jobs_rules_valid(job, &e)) {
-		job_free(job);
-		answer_early(d, j, ST_REJECTED, "invalid_job", e.msg);
+	in.now = now_ms();
+	switch (intake_admit(&in, job, json_array_size(attempts), &j->norm, &j->normlen,
+	    &r)) {
+	case INTAKE_OK:
+		break;
+	case INTAKE_GIVE_UP:
+		j->job = job;
+		give_up(d, j);
 		return;
-	}
-	if (job->deadline_ms > 0 && now_ms() > (uint64_t)job->deadline_ms) {
-		job_free(job);
-		answer_early(d, j, ST_EXPIRED, "deadline",
-		    "deadline passed before the job could start");
-		return;
-	}
-	if (!net_allowed(&d->cfg, d->tenants[tenant].name, job->net ? job->net : "none",
-	    modes, sizeof(modes))) {
-		char msg[256];
-
-		snprintf(msg, sizeof(msg), "field 'net': mode '%s'%s is not allowed for "
-		    "tenant '%s' (net_modes: %s)", job->net ? job->net : "none",
-		    job->net ? "" : " (the default)", d->tenants[tenant].name, modes);
-		job_free(job);
-		answer_early(d, j, ST_REJECTED, "net", msg);
-		return;
-	}
-	/*
-	 * Runs have limits, and so do imports: what they store must fit what
-	 * a job on the sandbox may hold. The other ops start no process and
-	 * store only what the job itself carries.
-	 */
-	if (JOB_HAS_LIMITS(job) && config_job_limits(&d->cfg, job, &lim, &e) < 0) {
-		job_free(job);
-		answer_early(d, j, ST_REJECTED, "limit", e.msg);
-		return;
-	}
-	/*
-	 * An import that names neither limits nor a preset is held to what any
-	 * job of the tenant could be given (the ceilings, lowered to the
-	 * tenant's by tenant_admit()), not to a default job's: a sandbox larger
-	 * than a default job's workspace is still one a job can run on.
-	 */
-	if (JOB_HAS_LIMITS(job) && !JOB_OP_RUNS(job->op) && job->preset == PRESET_DEFAULT &&
-	    limits_unset(&job->limits))
-		lim = d->cfg.ceiling;
-	j->job = job;		/* the audit trail's sandbox field */
-	if (!tenant_admit(d, j, job, &lim)) {
+	default:
+		/* A tenant's rule: its events carry the job's sandbox. */
+		if (r.audit_target != NULL) {
+			j->job = job;
+			daudit_job(d, j, r.audit_cat, "refused", r.audit_target, false,
+			    AUDIT_LVL_WARNING, "%s", r.msg);
+		}
+		answer_early(d, j, r.status, r.code, r.msg);
 		j->job = NULL;
 		job_free(job);
 		return;
 	}
-	j->job = NULL;
-	if (JOB_HAS_LIMITS(job))
-		job->limits = lim;
-	if (payload_job_encode(job, &j->norm, &j->normlen) < 0)
-		fatalx("cannot encode a job");
 	j->job = job;
-	if (j->attempts != NULL && json_array_size(j->attempts) >= (size_t)d->cfg.max_attempts) {
-		give_up(d, j);
-		return;
-	}
 	if (admit_capped(d, tenant)) {
 		admit_read(d, j);	/* queued once admitted */
 		return;

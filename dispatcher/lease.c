@@ -47,8 +47,8 @@ held(const struct sandqd *d, size_t tenant, const char *entry_id)
 		if (strcmp(j->entry_id, entry_id) == 0)
 			return true;
 	for (size_t i = 0; i < d->nslots; i++)
-		if (d->slots[i].job != NULL && d->slots[i].job->tenant == tenant &&
-		    strcmp(d->slots[i].job->entry_id, entry_id) == 0)
+		if ((j = d->slots[i].run.job) != NULL && j->tenant == tenant &&
+		    strcmp(j->entry_id, entry_id) == 0)
 			return true;
 	TAILQ_FOREACH(j, &d->publish, link)
 		if (j->tenant == tenant && strcmp(j->entry_id, entry_id) == 0)
@@ -168,8 +168,8 @@ renew_cb(uv_timer_t *timer)
 		TAILQ_FOREACH(j, &d->tenants[t].queue, link)
 			ids_add(&ids, &n, &cap, j->entry_id);
 		for (size_t i = 0; i < d->nslots; i++)
-			if (d->slots[i].job != NULL && d->slots[i].job->tenant == t)
-				ids_add(&ids, &n, &cap, d->slots[i].job->entry_id);
+			if ((j = d->slots[i].run.job) != NULL && j->tenant == t)
+				ids_add(&ids, &n, &cap, j->entry_id);
 		TAILQ_FOREACH(j, &d->publish, link)
 			if (j->tenant == t && j->entry_id[0] != '\0')
 				ids_add(&ids, &n, &cap, j->entry_id);

@@ -268,8 +268,7 @@ on_drain_timeout(uv_timer_t *t)
 			next = TAILQ_NEXT(j, link);
 			if (j->sync == SYNC_PULLING)
 				continue;
-			TAILQ_REMOVE(&d->tenants[i].queue, j, link);
-			d->tenants[i].queued--;
+			runq_remove(&d->tenants[i], j);
 			jobs_fail(d, j, "sandqd shut down before the job started");
 		}
 	}
@@ -447,6 +446,7 @@ main(int argc, char **argv)
 	cg_host_cleanup(&d->cg, getpid());
 	rq_free(d->rq);
 	free(d->slots);
+	free(d->runq.slots);
 	tenants_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);

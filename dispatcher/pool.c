@@ -91,11 +91,11 @@ close_channel(struct wslot *w)
 static void
 fail_job(struct sandqd *d, struct wslot *w, const char *why)
 {
-	struct djob *j = w->job;
+	struct djob *j = w->run.job;
 
 	if (j == NULL)
 		return;
-	w->job = NULL;
+	w->run.job = NULL;
 	d->tenants[j->tenant].running--;
 	if (j->cancelled)
 		jobs_cancelled(d, j, "while running");
@@ -116,14 +116,14 @@ static void
 worker_broken(struct sandqd *d, struct wslot *w, const char *why)
 {
 	(void)d;
-	if (w->state == W_DEAD)
+	if (w->run.state == W_DEAD)
 		return;
 	log_warnx("worker/%d: %s; killing it", w->index, why);
 	snprintf(w->why, sizeof(w->why), "%s", why);
 	if (w->pid > 0)
 		kill(w->pid, SIGKILL);
 	close_channel(w);
-	w->state = W_DEAD;
+	w->run.state = W_DEAD;
 }
 
 static void
@@ -140,8 +140,7 @@ h_hello(struct sandqd *d, struct wslot *w, struct msg *m)
 		worker_broken(d, w, "HELLO from the wrong worker");
 		return;
 	}
-	w->state = W_IDLE;
-	w->idle_seq = ++d->idle_seq;
+	runq_slot_idle(&d->runq, &w->run);
 	/* Its baseline: the growth worn_out() measures starts here. */
 	if (d->cfg.worker_max_memory_growth == 0 || proc_rss(w->pid, &w->rss_base) < 0)
 		w->rss_base = 0;
@@ -191,7 +190,7 @@ worn_out(struct sandqd *d, struct wslot *w)
 static void
 h_output(struct sandqd *d, struct wslot *w, struct msg *m)
 {
-	struct djob *j = w->job;
+	struct djob *j = w->run.job;
 	const unsigned char *p = m->data;
 
 	if (m->hdr.job_id != j->seq || m->len < 2 || (p[0] != 1 && p[0] != 2) ||
@@ -212,26 +211,25 @@ h_committed(struct sandqd *d, struct wslot *w, struct msg *m)
 {
 	uint64_t v;
 
-	if (m->hdr.job_id != w->job->seq || m->len != sizeof(v)) {
+	if (m->hdr.job_id != w->run.job->seq || m->len != sizeof(v)) {
 		worker_broken(d, w, "sent a malformed commit report");
 		return;
 	}
 	memcpy(&v, m->data, sizeof(v));
-	w->job->committed = v;
+	w->run.job->committed = v;
 }
 
 static void
 h_done(struct sandqd *d, struct wslot *w, struct msg *m)
 {
-	struct djob *j = w->job;
+	struct djob *j = w->run.job;
 
 	if (m->hdr.job_id != j->seq) {
 		worker_broken(d, w, "result for a job it was not running");
 		return;
 	}
-	w->job = NULL;
-	w->state = W_IDLE;
-	w->idle_seq = ++d->idle_seq;
+	w->run.job = NULL;
+	runq_slot_idle(&d->runq, &w->run);
 	w->jobs++;
 	w->backoff_ms = d->cfg.respawn_backoff_ms;
 	d->tenants[j->tenant].running--;
@@ -242,7 +240,7 @@ h_done(struct sandqd *d, struct wslot *w, struct msg *m)
 		w->retiring = true;
 		w->since_ms = mono_ms();
 		close_channel(w);
-		w->state = W_DEAD;
+		w->run.state = W_DEAD;
 	}
 	sched_dispatch(d);
 	sandqd_check_drained(d);
@@ -282,7 +280,7 @@ on_readable(uv_poll_t *h, int status, int events)
 			if (wdispatch[k].type == m.hdr.type)
 				break;
 		if (k == sizeof(wdispatch) / sizeof(wdispatch[0]) ||
-		    !(wdispatch[k].states & WS(w->state))) {
+		    !(wdispatch[k].states & WS(w->run.state))) {
 			char why[96];
 			snprintf(why, sizeof(why), "sent %s (%u) out of place",
 			    msg_type_name(m.hdr.type), m.hdr.type);
@@ -333,15 +331,15 @@ watch_cb(uv_timer_t *t)
 		int64_t age = now - w->since_ms;
 		char why[96];
 
-		if (w->state == W_STARTING && age > d->cfg.worker_setup_timeout_ms) {
+		if (w->run.state == W_STARTING && age > d->cfg.worker_setup_timeout_ms) {
 			snprintf(why, sizeof(why), "was stuck in set-up: no HELLO %lld ms "
 			    "after it started", (long long)d->cfg.worker_setup_timeout_ms);
 			worker_broken(d, w, why);
-		} else if (w->state == W_BUSY && age > stuck_after_ms(d, w->job)) {
+		} else if (w->run.state == W_BUSY && age > stuck_after_ms(d, w->run.job)) {
 			snprintf(why, sizeof(why), "was stuck: no result %lld ms after the "
 			    "job's wall limit", (long long)d->cfg.worker_stuck_grace_ms);
 			worker_broken(d, w, why);
-		} else if (w->state == W_DEAD && w->retiring && w->pid > 0 &&
+		} else if (w->run.state == W_DEAD && w->retiring && w->pid > 0 &&
 		    age > d->cfg.worker_stuck_grace_ms) {
 			log_warnx("worker/%d: still running %lld ms after it was retired; "
 			    "killing it", w->index, (long long)age);
@@ -411,10 +409,10 @@ spawn(struct sandqd *d, struct wslot *w)
 	fd_set_nonblock(sv[0], true);
 	w->fd = sv[0];
 	w->pid = pid;
-	w->state = W_STARTING;
+	w->run.state = W_STARTING;
 	w->since_ms = mono_ms();
 	w->rss_base = 0;
-	w->last_sandbox[0] = '\0';	/* a new process caches nothing */
+	w->run.last_sandbox[0] = '\0';	/* a new process caches nothing */
 	w->poll = xcalloc(1, sizeof(*w->poll));
 	w->poll->data = w;
 	uv_poll_init(d->loop, w->poll, w->fd);
@@ -422,7 +420,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	return;
 
 out_retry:
-	w->state = W_DOWN;
+	w->run.state = W_DOWN;
 	uv_timer_start(&w->respawn, respawn_cb, (uint64_t)w->backoff_ms, 0);
 }
 
@@ -430,8 +428,12 @@ int
 pool_start(struct sandqd *d)
 {
 	d->slots = xcalloc(d->nslots, sizeof(*d->slots));
+	d->runq.slots = xcalloc(d->nslots, sizeof(*d->runq.slots));
+	d->runq.nslots = d->nslots;
 	for (size_t i = 0; i < d->nslots; i++) {
 		struct wslot *w = &d->slots[i];
+
+		d->runq.slots[i] = &w->run;
 
 		w->index = (int)i;
 		w->fd = -1;
@@ -469,27 +471,27 @@ pool_reap(struct sandqd *d)
 		else
 			snprintf(why, sizeof(why), "exited with status %d", WEXITSTATUS(st));
 		w->why[0] = '\0';
-		if (w->job != NULL && w->job->cancelled) {
+		if (w->run.job != NULL && w->run.job->cancelled) {
 			/* Killed on purpose: answered, and replaced at once. */
 			fail_job(d, w, why);
 			w->retiring = true;
 		}
-		if (w->retiring && w->job == NULL) {
+		if (w->retiring && w->run.job == NULL) {
 			/* Replaced on purpose: at once, and no warning. */
 			w->retiring = false;
 			close_channel(w);
 			w->pid = 0;
-			w->state = W_DOWN;
+			w->run.state = W_DOWN;
 			if (!d->stopping && !d->draining)
 				spawn(d, w);
 			continue;
 		}
-		if (!d->stopping || w->job != NULL)
+		if (!d->stopping || w->run.job != NULL)
 			log_warnx("worker/%d (pid %d) %s", w->index, (int)pid, why);
 		fail_job(d, w, why);
 		close_channel(w);
 		w->pid = 0;
-		w->state = W_DOWN;
+		w->run.state = W_DOWN;
 		/* While draining, no replacement: the others finish what is left. */
 		if (!d->stopping && !d->draining) {
 			uv_timer_start(&w->respawn, respawn_cb, (uint64_t)w->backoff_ms, 0);
@@ -504,41 +506,20 @@ pool_reap(struct sandqd *d)
 
 /*** Use ***/
 
-/*
- * The worker idle the longest: it has had the most time to prepare its next
- * sandbox, so the job does not wait for one to be built.
- */
 struct wslot *
 pool_idle(struct sandqd *d)
 {
-	struct wslot *best = NULL;
+	int i = runq_idle(&d->runq);
 
-	for (size_t i = 0; i < d->nslots; i++) {
-		struct wslot *w = &d->slots[i];
-
-		if (w->state == W_IDLE && (best == NULL || w->idle_seq < best->idle_seq))
-			best = w;
-	}
-	return best;
+	return i >= 0 ? &d->slots[i] : NULL;
 }
 
 struct wslot *
 pool_idle_for(struct sandqd *d, const struct djob *j)
 {
-	/*
-	 * The worker that last ran a job on this sandbox still holds its
-	 * snapshot (worker/job.c): no store read, no hash.
-	 */
-	if (j->job != NULL && j->job->sandbox != NULL) {
-		for (size_t i = 0; i < d->nslots; i++) {
-			struct wslot *w = &d->slots[i];
+	int i = runq_idle_for(&d->runq, j);
 
-			if (w->state == W_IDLE && w->last_tenant == j->tenant &&
-			    strcmp(w->last_sandbox, j->job->sandbox) == 0)
-				return w;
-		}
-	}
-	return pool_idle(d);
+	return i >= 0 ? &d->slots[i] : NULL;
 }
 
 size_t
@@ -547,7 +528,7 @@ pool_count(const struct sandqd *d, enum wstate st)
 	size_t n = 0;
 
 	for (size_t i = 0; i < d->nslots; i++)
-		n += d->slots[i].state == st;
+		n += d->slots[i].run.state == st;
 	return n;
 }
 
@@ -566,15 +547,11 @@ pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j)
 		worker_broken(d, w, "cannot take a job");
 		return rc;
 	}
-	w->job = j;
-	w->state = W_BUSY;
+	runq_slot_busy(&w->run, j);
 	w->since_ms = mono_ms();
 	j->worker = w->index;
 	daudit_job(d, j, AUDIT_CAT_JOB, "started", NULL, true, AUDIT_LVL_INFO,
 	    "{\"worker\":%d}", w->index);
-	w->last_tenant = j->tenant;
-	snprintf(w->last_sandbox, sizeof(w->last_sandbox), "%s",
-	    j->job != NULL && j->job->sandbox != NULL ? j->job->sandbox : "");
 	return 0;
 }
 
@@ -599,7 +576,7 @@ pool_stop(struct sandqd *d, bool kill_now)
 		if (kill_now && w->pid > 0)
 			kill(w->pid, SIGKILL);
 		/* A worker reads EOF and exits after its current job. */
-		if (w->job == NULL || kill_now)
+		if (w->run.job == NULL || kill_now)
 			close_channel(w);
 	}
 }
@@ -608,11 +585,11 @@ void
 pool_cancel(struct sandqd *d, struct wslot *w)
 {
 	(void)d;
-	w->job->cancelled = true;
+	w->run.job->cancelled = true;
 	if (w->pid > 0)
 		kill(w->pid, SIGKILL);
 	close_channel(w);
-	w->state = W_DEAD;
+	w->run.state = W_DEAD;
 }
 
 void

@@ -12,7 +12,7 @@
  *     Redis has no such sandbox; a job that already made a version (a run
  *     before, on a host that died before publishing its result) is answered
  *     without running. Meanwhile the job keeps its place in its queue and
- *     nothing later on its sandbox passes it (sched.c, blocked()).
+ *     nothing later on its sandbox passes it (core/runq.c, blocked()).
  *   after: the worker committed locally -> the new blob's missing pieces
  *     are pushed and the head moved in Redis by compare-and-set from the
  *     version the job started on, with the job's id; a fork or a delete is
@@ -325,10 +325,7 @@ out:
 static void
 unqueue(struct sandqd *d, struct djob *j)
 {
-	struct tenant *t = &d->tenants[j->tenant];
-
-	TAILQ_REMOVE(&t->queue, j, link);
-	t->queued--;
+	runq_remove(&d->tenants[j->tenant], j);
 }
 
 static void

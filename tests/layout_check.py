@@ -14,10 +14,13 @@ type on the line above):
    and macros make no edge, so the files of a module may all include its
    headers. The graph of each folder must be acyclic: callers above,
    callees below, and a leaf (a file of shared helpers) calls none of the
-   files that use it.
-3. Include guards name the folder: SANDQ_<FOLDER>_<NAME>_H, or
-   SANDQ_<NAME>_H when the header's name starts with its folder's
-   (sandbox/sandbox.h, cli/cli_esc.h, store/store_int.h).
+   files that use it. A subfolder is a lower room: dispatcher/core/ (the
+   decisions, unit-tested without Redis) calls nothing dispatcher/'s own
+   files define.
+3. Include guards name the folders: SANDQ_<FOLDER>_<NAME>_H, the folder
+   left out when the header's name starts with it (sandbox/sandbox.h is
+   SANDQ_SANDBOX_H, cli/cli_esc.h SANDQ_CLI_ESC_H, dispatcher/core/core.h
+   SANDQ_DISPATCHER_CORE_H).
 
 Prints each breach and exits 1; prints a one-line summary and exits 0
 otherwise. Run from the repository root (tests/run.sh does).
@@ -239,16 +242,34 @@ def check_cycles(files, breaches):
             breaches.append(f'cycle in {folder}/: ' + '; '.join(why))
 
 
+def check_lower_rooms(files, breaches):
+    """A subfolder (dispatcher/core/, dispatcher/rstore/) is below its
+    folder: its files call nothing its folder's own files define."""
+    for sub in sorted({os.path.dirname(p) for p in files if p.count('/') > 1}):
+        parent = os.path.dirname(sub)
+        above = {}
+        for p, src in files.items():
+            if p.endswith('.c') and os.path.dirname(p) == parent:
+                for name in src.defined:
+                    above[name] = p
+        for p, src in sorted(files.items()):
+            if os.path.dirname(p) != sub:
+                continue
+            for name in sorted(src.names - src.defined - src.static):
+                if name in above:
+                    breaches.append(f'{p}: calls {name}() of {above[name]}, '
+                                    f'but {sub}/ is below {parent}/')
+
+
 def check_guards(files, breaches):
     for f, src in sorted(files.items()):
         if not f.endswith('.h'):
             continue
-        d = os.path.basename(os.path.dirname(f)).upper()
+        dirs = os.path.dirname(f).upper().split('/')
         n = os.path.basename(f)[:-2].upper()
-        if n == d or n.startswith(d + '_'):
-            want = f'SANDQ_{n}_H'
-        else:
-            want = f'SANDQ_{d}_{n}_H'
+        if n == dirs[-1] or n.startswith(dirs[-1] + '_'):
+            dirs = dirs[:-1]
+        want = 'SANDQ_' + '_'.join(dirs + [n]) + '_H'
         want = GUARDS.get(f, want)
         m = GUARD.search(src.raw)
         if m is None or m.group(1) != want:
@@ -262,6 +283,7 @@ def main():
     breaches = []
     check_includes(files, breaches)
     check_cycles(files, breaches)
+    check_lower_rooms(files, breaches)
     check_guards(files, breaches)
     for b in breaches:
         print(b)

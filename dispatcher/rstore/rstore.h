@@ -51,8 +51,8 @@
  * Redis copy), -EIO (Redis unreachable or refusing), or the local store's
  * errors.
  */
-#ifndef SANDQ_RSTORE_H
-#define SANDQ_RSTORE_H
+#ifndef SANDQ_DISPATCHER_RSTORE_H
+#define SANDQ_DISPATCHER_RSTORE_H
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>

@@ -4,8 +4,8 @@
  * the handle and the sandboxes; rstore_blob.c moves blobs (push and
  * pull); rstore_lua.c the scripts.
  */
-#ifndef SANDQ_RSTORE_INT_H
-#define SANDQ_RSTORE_INT_H
+#ifndef SANDQ_DISPATCHER_RSTORE_INT_H
+#define SANDQ_DISPATCHER_RSTORE_INT_H
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>

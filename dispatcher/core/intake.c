@@ -1,0 +1,283 @@
+/*
+ * intake.c - a stream entry's bytes -> the job to queue, or how to answer
+ * the entry instead.
+ *
+ * The entry's bytes are untrusted: they are checked against max_job_bytes,
+ * walked by payload_scan() and decoded by the strict decoder before anything
+ * else looks at them (intake_read). The decoded job is then held to the
+ * host's rules and the tenant's own (intake_admit): its deadline, its
+ * network mode, its limits resolved against the host's and lowered to the
+ * tenant's ceilings, the tenant's denied commands, and the attempts it has
+ * had. The worker gets a re-encoded, normalised job with every limit
+ * resolved, never the tenant's bytes.
+ *
+ * Every refusal says what to do with the entry (struct intake_refusal): an
+ * answer under the job's id (rejected or expired, with a code and a
+ * message), a dead letter when no id can be read, or giving up on a job out
+ * of attempts. Carrying it out (the result, the audit trail, Redis) is
+ * jobs.c's: nothing here does I/O or reads a clock.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/log.h"
+#include "../../common/xmalloc.h"
+#include "../../workspace/perms.h"
+#include "core.h"
+
+/* Fills r for a refusal carried out as v says. Returns v. */
+static enum intake_verdict
+refuse(struct intake_refusal *r, enum intake_verdict v, enum res_status st,
+    const char *code, const char *msg)
+{
+	r->status = st;
+	r->code = code;
+	snprintf(r->msg, sizeof(r->msg), "%s", msg);
+	r->audit_target = NULL;
+	return v;
+}
+
+enum intake_verdict
+intake_read(const struct intake *in, const char *raw, size_t rawlen,
+    size_t nfields, char id[JOB_ID_MAX + 1], struct job **jobp,
+    struct intake_refusal *r)
+{
+	struct err e = { 0 };
+	struct job *job = NULL;
+
+	*jobp = NULL;
+	if (raw == NULL)
+		return refuse(r, INTAKE_DEAD, ST_REJECTED, NULL, nfields == 0 ?
+		    "entry has no fields (deleted while pending?)" :
+		    "entry has no 'job' field");
+	if (rawlen > (uint64_t)in->cfg->max_job_bytes) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "job is %zu bytes, above the limit of %lld "
+		    "(max_job_bytes)", rawlen, (long long)in->cfg->max_job_bytes);
+		if (payload_peek_id(raw, rawlen, id))
+			return refuse(r, INTAKE_ANSWER, ST_REJECTED, "too_large", msg);
+		return refuse(r, INTAKE_DEAD, ST_REJECTED, NULL, msg);
+	}
+	if (payload_job_decode(raw, rawlen, &job, id, &e) < 0) {
+		if (id[0] == '\0')
+			payload_peek_id(raw, rawlen, id);
+		if (id[0] != '\0')
+			return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job", e.msg);
+		return refuse(r, INTAKE_DEAD, ST_REJECTED, NULL, e.msg);
+	}
+	/* The tenant is the stream's; a job may only repeat it. */
+	if (job->tenant != NULL && strcmp(job->tenant, in->tenant) != 0) {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg), "field 'tenant': the job was submitted to "
+		    "tenant '%s', not '%.64s'", in->tenant, job->tenant);
+		job_free(job);
+		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job", msg);
+	}
+	free(job->tenant);
+	job->tenant = xstrdup(in->tenant);
+	*jobp = job;
+	return INTAKE_OK;
+}
+
+/* Whether tenant may use network mode; if not, the allowed ones into list. */
+static bool
+net_allowed(const struct config *c, const char *tenant, const char *mode,
+    char *list, size_t len)
+{
+	size_t n, off = 0;
+	char *const *modes = config_net_modes(c, tenant, &n);
+
+	list[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(modes[i], mode) == 0)
+			return true;
+		if (off < len)
+			off += (size_t)snprintf(list + off, len - off, "%s%s",
+			    i ? ", " : "", modes[i]);
+	}
+	return false;
+}
+
+/* The text a tenant's deny patterns are matched against, or NULL (ops). */
+static char *
+command_text(const struct job *job)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (job->op == OP_SH)
+		return xstrdup(job->script);
+	if (job->op == OP_PYTHON)
+		return xstrdup(job->code);
+	if (job->op != OP_EXEC)
+		return NULL;
+	if ((f = open_memstream(&s, &len)) == NULL)
+		fatal("open_memstream");
+	for (size_t i = 0; i < job->argc; i++)
+		fprintf(f, "%s%s", i ? " " : "", job->argv[i]);
+	fclose(f);
+	return s;
+}
+
+/* Whether the job asked for no limit at all. */
+static bool
+limits_unset(const struct job_limits *l)
+{
+	static const struct job_limits none;
+
+	return memcmp(l, &none, sizeof(none)) == 0;
+}
+
+/*
+ * Refuses the job for a rule of the tenant's (docs/tenants.md): on the audit
+ * trail (category c, target the rule) before it is answered rejected.
+ */
+static void
+refuse_rule(struct intake_refusal *r, enum audit_category c, const char *target,
+    const char *code, const char *msg)
+{
+	refuse(r, INTAKE_ANSWER, ST_REJECTED, code, msg);
+	r->audit_cat = c;
+	r->audit_target = target;
+}
+
+/*
+ * The tenant's own rules for a job (docs/tenants.md): its network modes
+ * (within the host's), its ceilings over the host's limits (an asked limit
+ * above one is refused naming it; a default above one is lowered to it),
+ * its denied command patterns. lim is the job's resolved limits. Returns
+ * true, or false with *r filled.
+ */
+static bool
+tenant_rules(const struct intake *in, const struct job *job,
+    struct job_limits *lim, struct intake_refusal *r)
+{
+	const struct tenant_conf *c = in->conf;
+	static const struct { const char *name; size_t off; } fields[] = {
+#define F(x) { #x, offsetof(struct job_limits, x) }
+		F(wall_ms), F(cpu_ms), F(memory_bytes), F(pids), F(output_bytes),
+		F(disk_bytes), F(files),
+#undef F
+	};
+	char msg[400], *text;
+	int k;
+
+	if (c == NULL)
+		return true;
+	if (c->net_mask != 0 && !tenant_net_allowed(c, job->net_mode)) {
+		snprintf(msg, sizeof(msg), "field 'net': mode '%s' is not allowed for tenant "
+		    "'%s'", job->net ? job->net : "none", in->tenant);
+		refuse_rule(r, AUDIT_CAT_QUOTA, "net", "net", msg);
+		return false;
+	}
+	for (size_t i = 0; JOB_HAS_LIMITS(job) && i < sizeof(fields) / sizeof(fields[0]); i++) {
+		uint64_t cap = *(const uint64_t *)(const void *)((const char *)&c->ceiling +
+		    fields[i].off);
+		uint64_t asked = *(const uint64_t *)(const void *)((const char *)&job->limits +
+		    fields[i].off);
+		uint64_t *got = (uint64_t *)(void *)((char *)lim + fields[i].off);
+
+		if (cap == 0 || *got <= cap)
+			continue;
+		if (asked == 0) {
+			*got = cap;	/* a default, not the job's ask */
+			continue;
+		}
+		snprintf(msg, sizeof(msg), "limits.%s: %llu is above tenant '%s''s ceiling "
+		    "of %llu", fields[i].name, (unsigned long long)asked, in->tenant,
+		    (unsigned long long)cap);
+		refuse_rule(r, AUDIT_CAT_QUOTA, "limits", "limit", msg);
+		return false;
+	}
+	if (c->ndeny > 0 && (text = command_text(job)) != NULL) {
+		k = tenant_deny_match(c, text);
+		free(text);
+		if (k >= 0) {
+			snprintf(msg, sizeof(msg), "the command matches tenant '%s''s denied "
+			    "pattern '%.256s' (a policy aid, not a security boundary)",
+			    in->tenant, c->deny[k]);
+			refuse_rule(r, AUDIT_CAT_POLICY, c->deny[k], "policy", msg);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * Whether the job's path rules compile (workspace/perms.c: pattern syntax,
+ * the preset; decoding already refused an unknown level): refused here,
+ * naming the rule, rather than by the sandbox after the job was queued.
+ */
+static bool
+rules_valid(const struct job *job, struct err *e)
+{
+	struct perms p = { 0 };
+	int rc;
+
+	if (job->nperms == 0 && job->perm_preset == NULL)
+		return true;
+	rc = perms_compile_job(&p, job, e);
+	perms_free(&p);
+	if (rc < 0) {
+		char msg[sizeof(e->msg)];
+
+		snprintf(msg, sizeof(msg), "%s", e->msg);
+		snprintf(e->msg, sizeof(e->msg), "field 'perms': %.200s", msg);
+		return false;
+	}
+	return true;
+}
+
+enum intake_verdict
+intake_admit(const struct intake *in, struct job *job, size_t nattempts,
+    char **norm, size_t *normlen, struct intake_refusal *r)
+{
+	struct job_limits lim;
+	struct err e = { 0 };
+	char modes[128];
+
+	if (!rules_valid(job, &e))
+		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job", e.msg);
+	if (job->deadline_ms > 0 && in->now > (uint64_t)job->deadline_ms)
+		return refuse(r, INTAKE_ANSWER, ST_EXPIRED, "deadline",
+		    "deadline passed before the job could start");
+	if (!net_allowed(in->cfg, in->tenant, job->net ? job->net : "none",
+	    modes, sizeof(modes))) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "field 'net': mode '%s'%s is not allowed for "
+		    "tenant '%s' (net_modes: %s)", job->net ? job->net : "none",
+		    job->net ? "" : " (the default)", in->tenant, modes);
+		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
+	}
+	/*
+	 * Runs have limits, and so do imports: what they store must fit what
+	 * a job on the sandbox may hold. The other ops start no process and
+	 * store only what the job itself carries.
+	 */
+	if (JOB_HAS_LIMITS(job) && config_job_limits(in->cfg, job, &lim, &e) < 0)
+		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "limit", e.msg);
+	/*
+	 * An import that names neither limits nor a preset is held to what any
+	 * job of the tenant could be given (the ceilings, lowered to the
+	 * tenant's by tenant_rules()), not to a default job's: a sandbox larger
+	 * than a default job's workspace is still one a job can run on.
+	 */
+	if (JOB_HAS_LIMITS(job) && !JOB_OP_RUNS(job->op) && job->preset == PRESET_DEFAULT &&
+	    limits_unset(&job->limits))
+		lim = in->cfg->ceiling;
+	if (!tenant_rules(in, job, &lim, r))
+		return INTAKE_ANSWER;
+	if (JOB_HAS_LIMITS(job))
+		job->limits = lim;
+	if (payload_job_encode(job, norm, normlen) < 0)
+		fatalx("cannot encode a job");
+	if (nattempts >= (size_t)in->cfg->max_attempts)
+		return INTAKE_GIVE_UP;
+	return INTAKE_OK;
+}

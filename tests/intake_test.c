@@ -1,0 +1,322 @@
+/*
+ * intake_test.c - unit tests for dispatcher/core/intake.c: what a stream
+ * entry becomes before anything runs it. Each refusal is checked for what
+ * jobs.c carries out (answer with status and code, dead letter, give up),
+ * its message word for word, and, for a tenant's rules, the audit target.
+ *
+ * Entries are built with msgpack-c's packer; the host's config is
+ * config_defaults() with the changes a test sets, the tenant "acme". Pure:
+ * no Redis, no libuv, no root. Everything allocated is freed in teardown.
+ */
+#include <criterion/criterion.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dispatcher/core/core.h"
+
+static struct config cfg;
+static struct tenant_conf conf;
+static struct intake in;
+static struct intake_refusal r;
+static char id[JOB_ID_MAX + 1];
+static struct job *job;
+static char *norm;
+static size_t normlen;
+static msgpack_sbuffer buf;
+
+static void
+setup(void)
+{
+	struct err e = { 0 };
+
+	config_defaults(&cfg);
+	cr_assert_eq(tenant_conf_init(&conf, "acme", &e), 0, "%s", e.msg);
+	in = (struct intake){ .cfg = &cfg, .tenant = "acme", .now = 1000 };
+	memset(&r, 0, sizeof(r));
+	id[0] = '\0';
+	job = NULL;
+	norm = NULL;
+	msgpack_sbuffer_init(&buf);
+}
+
+static void
+teardown(void)
+{
+	msgpack_sbuffer_destroy(&buf);
+	free(norm);
+	job_free(job);
+	tenant_conf_free(&conf);
+	config_free(&cfg);
+}
+
+TestSuite(intake, .init = setup, .fini = teardown);
+
+static void
+set(const char *kv)
+{
+	struct err e = { 0 };
+
+	cr_assert_eq(config_set(&cfg, kv, &e), 0, "%s: %s", kv, e.msg);
+}
+
+/* Gives the tenant a setting of its own (a [tenant.acme] field). */
+static void
+tenant_set(const char *f, const char *v)
+{
+	struct err e = { 0 };
+
+	cr_assert_eq(tenant_conf_set(&conf, f, strlen(f), v, strlen(v), &e), 0,
+	    "%s=%s: %s", f, v, e.msg);
+	in.conf = &conf;
+}
+
+static void
+pstr(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str(pk, strlen(s));
+	msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+/*
+ * An exec job's bytes in buf: id, argv (NULL-terminated), then extra
+ * string fields as key, value pairs (NULL-terminated), and limits.wall_ms
+ * if wall_ms > 0.
+ */
+static void
+entry(const char *jid, const char *const *argv, const char *const *extra,
+    uint64_t wall_ms)
+{
+	msgpack_packer pk;
+	size_t argc = 0, nextra = 0;
+
+	while (argv[argc] != NULL)
+		argc++;
+	while (extra != NULL && extra[2 * nextra] != NULL)
+		nextra++;
+	msgpack_sbuffer_clear(&buf);
+	msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3 + nextra + (wall_ms > 0));
+	pstr(&pk, "id");
+	pstr(&pk, jid);
+	pstr(&pk, "op");
+	pstr(&pk, "exec");
+	pstr(&pk, "argv");
+	msgpack_pack_array(&pk, argc);
+	for (size_t i = 0; i < argc; i++)
+		pstr(&pk, argv[i]);
+	for (size_t i = 0; i < nextra; i++) {
+		pstr(&pk, extra[2 * i]);
+		pstr(&pk, extra[2 * i + 1]);
+	}
+	if (wall_ms > 0) {
+		pstr(&pk, "limits");
+		msgpack_pack_map(&pk, 1);
+		pstr(&pk, "wall_ms");
+		msgpack_pack_uint64(&pk, wall_ms);
+	}
+}
+
+static const char *const true_argv[] = { "true", NULL };
+
+static enum intake_verdict
+read_entry(void)
+{
+	return intake_read(&in, buf.data, buf.size, 1, id, &job, &r);
+}
+
+/* Reads buf's job, which must pass, then admits it with nattempts. */
+static enum intake_verdict
+admit(size_t nattempts)
+{
+	cr_assert_eq(read_entry(), INTAKE_OK, "read: %s", r.msg);
+	return intake_admit(&in, job, nattempts, &norm, &normlen, &r);
+}
+
+/*** Reading ***/
+
+Test(intake, an_entry_without_a_job_field_is_dead_lettered)
+{
+	cr_expect_eq(intake_read(&in, NULL, 0, 0, id, &job, &r), INTAKE_DEAD);
+	cr_expect_str_eq(r.msg, "entry has no fields (deleted while pending?)");
+	cr_expect_eq(intake_read(&in, NULL, 0, 2, id, &job, &r), INTAKE_DEAD);
+	cr_expect_str_eq(r.msg, "entry has no 'job' field");
+	cr_expect_null(job);
+}
+
+Test(intake, an_oversized_entry_is_answered_under_its_id_if_it_has_one)
+{
+	char big[2048], want[160];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	set("max_job_bytes=1024");
+	entry("j-big", (const char *const[]){ "echo", big, NULL }, NULL, 0);
+	snprintf(want, sizeof(want), "job is %zu bytes, above the limit of 1024 "
+	    "(max_job_bytes)", buf.size);
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	cr_expect_eq(r.status, ST_REJECTED);
+	cr_expect_str_eq(r.code, "too_large");
+	cr_expect_str_eq(r.msg, want);
+	cr_expect_str_eq(id, "j-big");
+	cr_expect_null(r.audit_target);
+
+	id[0] = '\0';
+	cr_expect_eq(intake_read(&in, big, sizeof(big), 1, id, &job, &r), INTAKE_DEAD);
+	cr_expect_str_eq(id, "");
+}
+
+Test(intake, an_undecodable_entry_is_rejected_if_its_id_reads_else_dead_lettered)
+{
+	entry("j-bad", true_argv, (const char *const[]){ "frobnicate", "1", NULL }, 0);
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	cr_expect_str_eq(r.code, "invalid_job");
+	cr_expect_str_eq(id, "j-bad");
+	cr_expect(strstr(r.msg, "frobnicate") != NULL, "%s", r.msg);
+
+	id[0] = '\0';
+	cr_expect_eq(intake_read(&in, "\xc1\xc1", 2, 1, id, &job, &r), INTAKE_DEAD);
+	cr_expect_null(job);
+}
+
+Test(intake, a_job_may_only_repeat_its_streams_tenant)
+{
+	entry("j-t", true_argv, (const char *const[]){ "tenant", "other", NULL }, 0);
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	cr_expect_str_eq(r.code, "invalid_job");
+	cr_expect_str_eq(r.msg, "field 'tenant': the job was submitted to tenant "
+	    "'acme', not 'other'");
+	cr_expect_null(job);
+
+	entry("j-t", true_argv, NULL, 0);
+	cr_expect_eq(read_entry(), INTAKE_OK);
+	cr_expect_str_eq(job->tenant, "acme");
+}
+
+/*** Admitting ***/
+
+/* An exec job's bytes in buf with one path rule: pattern at level read. */
+static void
+entry_rule(const char *jid, const char *pattern)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_clear(&buf);
+	msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	pstr(&pk, "id");
+	pstr(&pk, jid);
+	pstr(&pk, "op");
+	pstr(&pk, "exec");
+	pstr(&pk, "argv");
+	msgpack_pack_array(&pk, 1);
+	pstr(&pk, "true");
+	pstr(&pk, "perms");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 2);
+	pstr(&pk, "pattern");
+	pstr(&pk, pattern);
+	pstr(&pk, "level");
+	pstr(&pk, "read");
+}
+
+Test(intake, rules_that_do_not_compile_are_rejected_naming_the_field)
+{
+	entry_rule("j-p", "src/a**b");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	cr_expect_eq(r.status, ST_REJECTED);
+	cr_expect_str_eq(r.code, "invalid_job");
+	cr_expect(strncmp(r.msg, "field 'perms': ", 15) == 0 &&
+	    strstr(r.msg, "'**' must be a whole path component") != NULL,
+	    "%s", r.msg);
+	cr_expect_null(r.audit_target);
+	cr_expect_null(norm);
+
+	job_free(job);
+	job = NULL;
+	entry_rule("j-p", "src/**");
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+}
+
+Test(intake, a_job_past_its_deadline_expires)
+{
+	entry("j-d", true_argv, NULL, 0);
+	cr_assert_eq(read_entry(), INTAKE_OK);
+	job->deadline_ms = 999;
+	cr_expect_eq(intake_admit(&in, job, 0, &norm, &normlen, &r), INTAKE_ANSWER);
+	cr_expect_eq(r.status, ST_EXPIRED);
+	cr_expect_str_eq(r.code, "deadline");
+	cr_expect_str_eq(r.msg, "deadline passed before the job could start");
+	cr_expect_null(norm);
+	job->deadline_ms = 1000;
+	cr_expect_eq(intake_admit(&in, job, 0, &norm, &normlen, &r), INTAKE_OK);
+}
+
+Test(intake, a_network_mode_the_host_does_not_allow_is_rejected)
+{
+	set("net_modes=none");
+	entry("j-n", true_argv, (const char *const[]){ "net", "unix", NULL }, 0);
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	cr_expect_str_eq(r.code, "net");
+	cr_expect_str_eq(r.msg, "field 'net': mode 'unix' is not allowed for tenant "
+	    "'acme' (net_modes: none)");
+	cr_expect_null(r.audit_target, "the host's rule is not the tenant's");
+}
+
+Test(intake, a_limit_above_the_tenants_ceiling_is_refused_on_the_audit_trail)
+{
+	tenant_set("ceiling.wall_ms", "1000");
+	entry("j-l", true_argv, NULL, 5000);
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	cr_expect_eq(r.status, ST_REJECTED);
+	cr_expect_str_eq(r.code, "limit");
+	cr_expect_str_eq(r.msg, "limits.wall_ms: 5000 is above tenant 'acme''s "
+	    "ceiling of 1000");
+	cr_expect_str_eq(r.audit_target, "limits");
+	cr_expect_eq(r.audit_cat, AUDIT_CAT_QUOTA);
+}
+
+Test(intake, a_default_above_the_tenants_ceiling_is_lowered_to_it)
+{
+	tenant_set("ceiling.wall_ms", "1000");
+	entry("j-l", true_argv, NULL, 0);
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_eq(job->limits.wall_ms, 1000);
+	cr_expect(norm != NULL && normlen > 0);
+}
+
+Test(intake, a_network_mode_the_tenant_does_not_allow_is_refused_on_the_audit_trail)
+{
+	tenant_set("net", "unix");
+	entry("j-n", true_argv, NULL, 0);
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	cr_expect_str_eq(r.code, "net");
+	cr_expect_str_eq(r.msg, "field 'net': mode 'none' is not allowed for tenant "
+	    "'acme'");
+	cr_expect_str_eq(r.audit_target, "net");
+	cr_expect_eq(r.audit_cat, AUDIT_CAT_QUOTA);
+}
+
+Test(intake, a_denied_command_is_refused_as_policy)
+{
+	tenant_set("deny", "rm *");
+	entry("j-p", (const char *const[]){ "rm", "-rf", "/", NULL }, NULL, 0);
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	cr_expect_str_eq(r.code, "policy");
+	cr_expect_str_eq(r.msg, "the command matches tenant 'acme''s denied pattern "
+	    "'rm *' (a policy aid, not a security boundary)");
+	cr_expect_str_eq(r.audit_target, "rm *");
+	cr_expect_eq(r.audit_cat, AUDIT_CAT_POLICY);
+}
+
+Test(intake, a_job_out_of_attempts_is_given_up_with_its_normalised_job)
+{
+	entry("j-a", true_argv, NULL, 0);
+	cr_expect_eq(admit((size_t)cfg.max_attempts), INTAKE_GIVE_UP);
+	cr_expect(norm != NULL && normlen > 0, "the dead letter carries the job");
+	free(norm);
+	norm = NULL;
+	cr_expect_eq(intake_admit(&in, job, (size_t)cfg.max_attempts - 1, &norm,
+	    &normlen, &r), INTAKE_OK);
+}
