@@ -1,7 +1,7 @@
 /*
  * cancel.c - `sandq cancel ID` reaching the host that holds the job.
  *
- * The CLI's script (cli/cli_dead.c) answers a job no host has read yet
+ * The CLI's script (cli/cancel.c) answers a job no host has read yet
  * by itself, atomically with deleting its entry. A job some host has read
  * gets a key, PREFIX:{T}:cancel:ID, instead. Every CANCEL_POLL_MS each
  * host asks, in one MGET, which of the jobs it holds (queued here or
