@@ -111,6 +111,12 @@ base_mount(const struct sandbox_conf *conf, struct err *e)
 }
 
 int
+sandbox_confine_worker(struct err *e)
+{
+	return seccomp_worker_install(e);
+}
+
+int
 sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 {
 	char path[512];

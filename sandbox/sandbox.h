@@ -12,6 +12,7 @@
  * Lifecycle:
  *   sandbox_setup_host(conf)          once per worker, before its seccomp filter:
  *                                     /etc image, cgroup folder, the spawner
+ *   sandbox_confine_worker()          the worker's own filter, last
  *   sandbox_prepare(conf) -> sbx      init cloned by the spawner, uid map,
  *                                     cgroup; init builds the image
  *   sandbox_run(sbx, job, res)        runs one job, fills the result
@@ -56,6 +57,13 @@ struct sandbox;
  * spawner every sandbox's init is cloned from. Returns 0 or -errno with e.
  */
 int sandbox_setup_host(struct sandbox_conf *conf, struct err *e);
+
+/*
+ * The worker's own allowlist seccomp filter (seccomp.c), installed on the
+ * calling thread last in its start-up, once the spawner is forked: no
+ * sandbox descends from a confined worker. Returns 0 or -errno with e.
+ */
+int sandbox_confine_worker(struct err *e);
 
 /*
  * Starts a new sandbox: clones its init into fresh namespaces, maps its uid

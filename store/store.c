@@ -364,10 +364,10 @@ store_sandbox_create(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0 ||
-	    (rc = store__sha_check("sha256", sha_hex, e)) != 0 ||
-	    (rc = store__labels_canon(labels_json, labels, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0 ||
+	    (rc = store_sha_check("sha256", sha_hex, e)) != 0 ||
+	    (rc = store_labels_canon(labels_json, labels, e)) != 0)
 		return rc;
 	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
@@ -387,9 +387,9 @@ store_sandbox_create_blob(struct store *st, const char *tenant,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0 ||
-	    (rc = store__labels_canon(labels_json, labels, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0 ||
+	    (rc = store_labels_canon(labels_json, labels, e)) != 0)
 		return rc;
 	/* Hashing happens here, before the write lock is taken. */
 	if ((rc = store__plan_make(st, data, len, NULL, NULL, 0, &p, e)) != 0)
@@ -413,7 +413,7 @@ store_tenant_usage(struct store *st, const char *tenant, struct err *e)
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
 	    (rc = store__tenant_stored(st, tenant, &used, e)) != 0)
 		return rc;
 	return (int64_t)used;
@@ -427,8 +427,8 @@ store_sandbox_get(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
 	rc = sql_prepare(st->db, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
 	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
@@ -620,9 +620,9 @@ store_sandbox_commit(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0 ||
-	    (rc = store__sha_check("sha256", new_sha, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0 ||
+	    (rc = store_sha_check("sha256", new_sha, e)) != 0)
 		return rc;
 	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
@@ -640,8 +640,8 @@ store_sandbox_commit_blob(struct store *st, const char *tenant,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
 	/* Hashing happens here, before the write lock is taken. */
 	rc = store__plan_make(st, data, len, base_sha, base_data, base_len, &p,
@@ -773,8 +773,8 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
 	if (img == NULL && img_len > 0)
 		return err_set(e, -EINVAL, "store: image: NULL with %zu bytes",
@@ -819,9 +819,9 @@ store_sandbox_fork(struct store *st, const char *tenant, const char *src,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("src", src, e)) != 0 ||
-	    (rc = store__id_check("dst", dst, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("src", src, e)) != 0 ||
+	    (rc = store_id_check("dst", dst, e)) != 0)
 		return rc;
 	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
@@ -841,8 +841,8 @@ store_sandbox_delete(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
 	if ((rc = sql_begin(st->db, "store", e)) != 0)
 		return rc;
@@ -964,10 +964,10 @@ store_sandbox_adopt(struct store *st, const struct store_sandbox *sb,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(sb->tenant, e)) != 0 ||
-	    (rc = store__id_check("id", sb->id, e)) != 0 ||
-	    (rc = store__sha_check("head", sb->head, e)) != 0 ||
-	    (rc = store__labels_canon(sb->labels, labels, e)) != 0)
+	if ((rc = store_tenant_check(sb->tenant, e)) != 0 ||
+	    (rc = store_id_check("id", sb->id, e)) != 0 ||
+	    (rc = store_sha_check("head", sb->head, e)) != 0 ||
+	    (rc = store_labels_canon(sb->labels, labels, e)) != 0)
 		return rc;
 	if (sb->version == 0 || sb->version > INT64_MAX)
 		return err_set(e, -EINVAL, "store: sandbox %s/%s: version %llu",
@@ -987,7 +987,7 @@ store_sandbox_list(struct store *st, const char *tenant, store_sandbox_cb cb,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0)
 		return rc;
 	rc = sql_prepare(st->db, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
 	    " WHERE tenant = ?1 ORDER BY id", &stmt, "store", e);
@@ -1018,8 +1018,8 @@ store_sandbox_history(struct store *st, const char *tenant, const char *id,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check("id", id, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
 	rc = sql_prepare(st->db,
 	    "SELECT version, sha256, created_at FROM versions"

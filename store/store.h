@@ -143,6 +143,21 @@ struct store_version {
 typedef int (*store_sandbox_cb)(const struct store_sandbox *sb, void *arg);
 typedef int (*store_version_cb)(const struct store_version *v, void *arg);
 
+/*** Names (store_names.c): the checks both stores share ***/
+
+/* A blob key is exactly 64 lower-case hex digits; -EINVAL naming field. */
+int store_sha_check(const char *field, const char *s, struct err *e);
+/* A tenant name (Names above); -EINVAL saying what is allowed. */
+int store_tenant_check(const char *s, struct err *e);
+/* A sandbox id (Names above), called field in the message. */
+int store_id_check(const char *field, const char *s, struct err *e);
+/*
+ * Validates labels (NULL means {}) as one JSON object without duplicate
+ * keys and writes its compact, key-sorted form to out.
+ */
+int store_labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
+    struct err *e);
+
 /*** Handles ***/
 
 /*

@@ -194,7 +194,7 @@ store__plan_make(struct store *st, const void *data, size_t len,
 	if (len > STORE_BLOB_MAX)
 		return err_set(e, -EFBIG, "store: blob: %zu bytes, over %zu",
 		    len, STORE_BLOB_MAX);
-	if (base_sha != NULL && (rc = store__sha_check("base_sha", base_sha,
+	if (base_sha != NULL && (rc = store_sha_check("base_sha", base_sha,
 	    e)) != 0)
 		return rc;
 	if (base_sha != NULL && (b != NULL || base_len == 0)) {
@@ -731,7 +731,7 @@ store_blob_get(struct store *st, const char *sha_hex, void **data,
 	err_clear(e);
 	*data = NULL;
 	*len = 0;
-	if ((rc = store__sha_check("sha256", sha_hex, e)) != 0)
+	if ((rc = store_sha_check("sha256", sha_hex, e)) != 0)
 		return rc;
 	/*
 	 * One read transaction: the manifest and its chunks come from one
@@ -766,7 +766,7 @@ store_blob_size(struct store *st, const char *sha_hex, struct err *e)
 	sqlite3_stmt *stmt = NULL;
 	int64_t rc;
 
-	if ((rc = store__sha_check("sha256", sha_hex, e)) != 0)
+	if ((rc = store_sha_check("sha256", sha_hex, e)) != 0)
 		return rc;
 	rc = sql_prepare(st->db, "SELECT size FROM blobs WHERE sha256 = ?1",
 	    &stmt, "store", e);

@@ -54,7 +54,7 @@ store_manifest_parse(const void *bytes, size_t len, const char *sha_hex,
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if ((rc = store__sha_check("sha256", sha_hex, e)) != 0)
+	if ((rc = store_sha_check("sha256", sha_hex, e)) != 0)
 		return rc;
 	if (b == NULL || len < STORE_MANIFEST_HEAD ||
 	    len > STORE_MANIFEST_MAX ||
@@ -112,7 +112,7 @@ store_blob_manifest(struct store *st, const char *sha_hex, void **bytes,
 	err_clear(e);
 	*bytes = NULL;
 	*len = 0;
-	if ((rc = store__sha_check("sha256", sha_hex, e)) != 0)
+	if ((rc = store_sha_check("sha256", sha_hex, e)) != 0)
 		return rc;
 	/* Checks the stored row against the key, as every read does. */
 	if ((rc = store__manifest_read(st, sha_hex, &m, e)) != 0)
@@ -154,7 +154,7 @@ store_chunk_get(struct store *st, const char *hex, void **data, size_t *len,
 	err_clear(e);
 	*data = NULL;
 	*len = 0;
-	if ((rc = store__sha_check("chunk", hex, e)) != 0)
+	if ((rc = store_sha_check("chunk", hex, e)) != 0)
 		return rc;
 	rc = sql_prepare(st->db,
 	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, "store", e);
@@ -351,7 +351,7 @@ store_blob_import(struct store *st, const struct store_manifest *m,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__sha_check("sha256", m->sha256, e)) != 0)
+	if ((rc = store_sha_check("sha256", m->sha256, e)) != 0)
 		return rc;
 	/* Every byte that comes in is hashed here, before the lock. */
 	for (size_t i = 0; i < m->n; i++) {

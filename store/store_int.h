@@ -87,18 +87,6 @@ void store__hex_of(const unsigned char *raw, size_t n, char *out);
 /* Raw SHA-256 of data through OpenSSL's EVP interface. */
 int store__sha256_raw(const void *data, size_t len,
     unsigned char out[SHA_RAW], struct err *e);
-/* A blob key is exactly 64 lower-case hex digits; -EINVAL naming field. */
-int store__sha_check(const char *field, const char *s, struct err *e);
-/* A tenant name (store.h's Names); -EINVAL saying what is allowed. */
-int store__tenant_check(const char *s, struct err *e);
-/* A sandbox id (store.h's Names), called field in the message. */
-int store__id_check(const char *field, const char *s, struct err *e);
-/*
- * Validates labels (NULL means {}) as one JSON object without duplicate
- * keys and writes its compact, key-sorted form to out.
- */
-int store__labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
-    struct err *e);
 
 /*** store_chunks.c: plans, puts and collection ***/
 

@@ -60,7 +60,7 @@ store__sha256_raw(const void *data, size_t len, unsigned char out[SHA_RAW],
 
 /* A blob key is exactly 64 lower-case hex digits (the form we write). */
 int
-store__sha_check(const char *field, const char *s, struct err *e)
+store_sha_check(const char *field, const char *s, struct err *e)
 {
 	size_t i;
 
@@ -77,7 +77,7 @@ store__sha_check(const char *field, const char *s, struct err *e)
 
 /* Tenant: 1..STORE_TENANT_MAX of [A-Za-z0-9_-]. */
 int
-store__tenant_check(const char *s, struct err *e)
+store_tenant_check(const char *s, struct err *e)
 {
 	size_t n = s != NULL ? strnlen(s, STORE_TENANT_MAX + 1) : 0;
 
@@ -100,7 +100,7 @@ store__tenant_check(const char *s, struct err *e)
  * component, and those two would name another directory.
  */
 int
-store__id_check(const char *field, const char *s, struct err *e)
+store_id_check(const char *field, const char *s, struct err *e)
 {
 	size_t n = s != NULL ? strnlen(s, STORE_ID_MAX + 1) : 0;
 
@@ -126,7 +126,7 @@ store__id_check(const char *field, const char *s, struct err *e)
  * keys and writes its compact, key-sorted form to out.
  */
 int
-store__labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
+store_labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
     struct err *e)
 {
 	json_error_t jerr;

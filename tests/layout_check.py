@@ -8,7 +8,9 @@ type on the line above):
 1. Folders: a file includes only headers of the folders its own folder may
    use (ALLOWED below, the table in docs/architecture.md). Above all, nothing
    on the confined side (worker/, sandbox/, agentfs/, store/, workspace/)
-   nor libsandq/ includes queue/: the worker never talks to Redis.
+   nor libsandq/ includes queue/: the worker never talks to Redis. A
+   folder's internal headers (internal.h, *_int.h) are its own: another
+   folder uses its public header.
 2. No cycles between the files of one folder: A.c -> B.c when A.c names a
    function B.c defines (a call, or a table or callback holding it). Types
    and macros make no edge, so the files of a module may all include its
@@ -156,6 +158,12 @@ def check_includes(files, breaches):
         for name, target in zip(src.include_names, src.includes):
             if not os.path.exists(target):
                 breaches.append(f'{f}: includes "{name}", which does not exist')
+                continue
+            base = os.path.basename(target)
+            if ((base == 'internal.h' or base.endswith('_int.h')) and
+                    os.path.dirname(target) != os.path.dirname(f)):
+                breaches.append(f'{f}: includes {target}, the internal header '
+                                f'of {os.path.dirname(target)}/')
                 continue
             a, b = folder_of(f), folder_of(target)
             if a == b or b in ALLOWED[a] or (a, target) in EXCEPTIONS:

@@ -47,7 +47,6 @@
 #include "../common/msg.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
-#include "../sandbox/internal.h"
 #include "worker.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -212,7 +211,7 @@ main(int argc, char **argv)
 	if (worker_drop_capabilities() < 0)
 		fatal("drop capabilities");
 	/* 6. Our own filter, last. */
-	if (seccomp_worker_install(&e) < 0)
+	if (sandbox_confine_worker(&e) < 0)
 		fatalx("seccomp: %s", e.msg);
 	/* 7. Introduce ourselves. */
 	hello.pid = (uint32_t)getpid();

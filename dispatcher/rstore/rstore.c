@@ -31,7 +31,6 @@
 #include "../../queue/redis_sync.h"
 #include "rstore.h"
 #include "rstore_int.h"
-#include "../../store/store_int.h"
 
 static const char *const script_text[RS_NSCRIPTS] = {
 	[RS_COMMIT] = rstore_commit_lua,
@@ -211,8 +210,8 @@ rstore__names_check(const char *tenant, const char *field, const char *id,
 {
 	int rc;
 
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__id_check(field, id, e)) != 0)
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check(field, id, e)) != 0)
 		return rc;
 	return 0;
 }
@@ -225,7 +224,7 @@ job_check(const char *job_id, struct err *e)
 
 	if (job_id == NULL || job_id[0] == '\0')
 		return 0;
-	return store__id_check("job_id", job_id, e);
+	return store_id_check("job_id", job_id, e);
 }
 
 int
@@ -281,7 +280,7 @@ sandbox_parse(const redisReply *r, const char *tenant, const char *id,
 
 		if (strcmp(f, "head") == 0 &&
 		    reply_is_text(val, STORE_SHA_HEX) &&
-		    store__sha_check("head", val->str, NULL) == 0) {
+		    store_sha_check("head", val->str, NULL) == 0) {
 			memcpy(sb->head, val->str, STORE_SHA_HEX + 1);
 			seen |= 1;
 		} else if (strcmp(f, "version") == 0 &&
@@ -337,7 +336,7 @@ row_parse(const redisReply *r, const char *tenant, const char *id,
 	    p = strtok_r(NULL, " ", &save))
 		f[nf++] = p;
 	if (p != NULL || nf < 3 || parse_i64(f[0], 1, INT64_MAX, &n) != 0 ||
-	    store__sha_check("sha256", f[1], NULL) != 0 ||
+	    store_sha_check("sha256", f[1], NULL) != 0 ||
 	    parse_i64(f[2], 0, INT64_MAX, &t) != 0 ||
 	    (nf == 4 && job_check(f[3], NULL) != 0))
 		goto out_bad;
@@ -421,7 +420,7 @@ rstore_commit_call(const char *prefix, const char *tenant, const char *id,
 		return err_set(e, -EINVAL, "rstore: prefix: must be 1 to %d "
 		    "characters of A-Z a-z 0-9 _ -", RSTORE_PREFIX_MAX);
 	if ((rc = rstore__names_check(tenant, "id", id, e)) != 0 ||
-	    (rc = store__sha_check("sha256", new_sha, e)) != 0 ||
+	    (rc = store_sha_check("sha256", new_sha, e)) != 0 ||
 	    (rc = job_check(job_id, e)) != 0)
 		return rc;
 	/* Lua's numbers are doubles: integers are exact below 2^53. */
@@ -429,7 +428,7 @@ rstore_commit_call(const char *prefix, const char *tenant, const char *id,
 		return err_set(e, -EOVERFLOW, "rstore: sandbox %s/%s: version "
 		    "%" PRIu64 " too large", tenant, id, from_version);
 	if (from_version == 0 &&
-	    (rc = store__labels_canon(labels_json, c->labels, e)) != 0)
+	    (rc = store_labels_canon(labels_json, c->labels, e)) != 0)
 		return rc;
 	for (int i = 0; i < RSTORE_COMMIT_KEYS; i++) {
 		bool per_id = i < 3;
@@ -604,7 +603,7 @@ rstore_fork(struct rstore *rs, const char *tenant, const char *src,
 
 	err_clear(e);
 	if ((rc = rstore__names_check(tenant, "src", src, e)) != 0 ||
-	    (rc = store__id_check("dst", dst, e)) != 0 ||
+	    (rc = store_id_check("dst", dst, e)) != 0 ||
 	    (rc = rstore__key(rs, keys[0], tenant, "sbx", src, e)) != 0 ||
 	    (rc = rstore__key(rs, keys[1], tenant, "sbx", dst, e)) != 0 ||
 	    (rc = rstore__key(rs, keys[2], tenant, "sbxv", dst, e)) != 0 ||
@@ -720,7 +719,7 @@ rstore_list(struct rstore *rs, const char *tenant, store_sandbox_cb cb,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
 	    (rc = rstore__key(rs, key, tenant, "sbxs", NULL, e)) != 0 ||
 	    (rc = rstore__conn(rs, e)) != 0)
 		return rc;
@@ -734,7 +733,7 @@ rstore_list(struct rstore *rs, const char *tenant, store_sandbox_cb cb,
 	ids = xcalloc(r->elements > 0 ? r->elements : 1, sizeof(*ids));
 	for (n = 0; n < r->elements; n++) {
 		if (!reply_is_text(r->element[n], STORE_ID_MAX) ||
-		    store__id_check("id", r->element[n]->str, NULL) != 0) {
+		    store_id_check("id", r->element[n]->str, NULL) != 0) {
 			rc = err_set(e, -EBADMSG, "rstore: %s: damaged member",
 			    key);
 			goto out_free;
@@ -803,7 +802,7 @@ rstore_job_version(struct rstore *rs, const char *tenant, const char *id,
 
 	err_clear(e);
 	if ((rc = rstore__names_check(tenant, "id", id, e)) != 0 ||
-	    (rc = store__id_check("job_id", job_id, e)) != 0 ||
+	    (rc = store_id_check("job_id", job_id, e)) != 0 ||
 	    (rc = rstore__key(rs, key, tenant, "sbxj", id, e)) != 0 ||
 	    (rc = rstore__conn(rs, e)) != 0)
 		return rc;

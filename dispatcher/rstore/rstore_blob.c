@@ -41,7 +41,6 @@
 #include "../../proto/keys.h"
 #include "rstore.h"
 #include "rstore_int.h"
-#include "../../store/store_int.h"
 
 #define PROBE_BATCH 1024	/* EXISTS in one pipeline: small replies */
 
@@ -206,8 +205,8 @@ rstore_push(struct rstore *rs, struct store *local, const char *tenant,
 	int rc;
 
 	err_clear(e);
-	if ((rc = store__tenant_check(tenant, e)) != 0 ||
-	    (rc = store__sha_check("sha256", sha_hex, e)) != 0 ||
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_sha_check("sha256", sha_hex, e)) != 0 ||
 	    (rc = rstore__conn(rs, e)) != 0)
 		return rc;
 	if ((rc = store_blob_manifest(local, sha_hex, &mb, &ml, e)) != 0 ||
