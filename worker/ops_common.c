@@ -45,40 +45,13 @@ ops__sbuf_write(void *data, const char *buf, size_t len)
 	return 0;
 }
 
-void
-ops__pk_str(msgpack_packer *pk, const char *s)
-{
-	msgpack_pack_str_with_body(pk, s, strlen(s));
-}
-
-void
-ops__pk_kv_str(msgpack_packer *pk, const char *k, const char *v)
-{
-	ops__pk_str(pk, k);
-	ops__pk_str(pk, v);
-}
-
-void
-ops__pk_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
-{
-	ops__pk_str(pk, k);
-	msgpack_pack_uint64(pk, v);
-}
-
-void
-ops__pk_kv_i64(msgpack_packer *pk, const char *k, int64_t v)
-{
-	ops__pk_str(pk, k);
-	msgpack_pack_int64(pk, v);
-}
-
 /* Text or nil. */
 void
 ops__pk_kv_opt(msgpack_packer *pk, const char *k, const char *v)
 {
-	ops__pk_str(pk, k);
+	pack_str(pk, k);
 	if (v != NULL)
-		ops__pk_str(pk, v);
+		pack_str(pk, v);
 	else
 		msgpack_pack_nil(pk);
 }
@@ -343,7 +316,7 @@ pk_labels(msgpack_packer *pk, const char *text)
 	}
 	msgpack_pack_map(pk, (uint32_t)json_object_size(obj));
 	json_object_foreach(obj, k, v) {
-		ops__pk_str(pk, k);
+		pack_str(pk, k);
 		if (json_is_string(v)) {
 			msgpack_pack_str_with_body(pk, json_string_value(v),
 			    json_string_length(v));
@@ -351,7 +324,7 @@ pk_labels(msgpack_packer *pk, const char *text)
 			char *t = json_dumps(v, JSON_COMPACT |
 			    JSON_ENCODE_ANY);
 
-			ops__pk_str(pk, t != NULL ? t : "");
+			pack_str(pk, t != NULL ? t : "");
 			free(t);
 		}
 	}
@@ -364,14 +337,14 @@ ops__pk_info(msgpack_packer *pk, const struct store_sandbox *sb, bool with_size,
     uint64_t size)
 {
 	msgpack_pack_map(pk, with_size ? 7 : 6);
-	ops__pk_kv_str(pk, "sandbox", sb->id);
-	ops__pk_kv_u64(pk, "version", sb->version);
-	ops__pk_kv_str(pk, "snapshot", sb->head);
+	pack_kv_str(pk, "sandbox", sb->id);
+	pack_kv_u64(pk, "version", sb->version);
+	pack_kv_str(pk, "snapshot", sb->head);
 	if (with_size)
-		ops__pk_kv_u64(pk, "size", size);
-	ops__pk_kv_i64(pk, "created_at", sb->created_at);
-	ops__pk_kv_i64(pk, "updated_at", sb->updated_at);
-	ops__pk_str(pk, "labels");
+		pack_kv_u64(pk, "size", size);
+	pack_kv_i64(pk, "created_at", sb->created_at);
+	pack_kv_i64(pk, "updated_at", sb->updated_at);
+	pack_str(pk, "labels");
 	pk_labels(pk, sb->labels);
 }
 
@@ -382,15 +355,15 @@ ops__pk_entry(msgpack_packer *pk, const struct agentfs_entry *ent)
 	bool link = ent->kind == AGENTFS_SYMLINK && ent->target != NULL;
 
 	msgpack_pack_map(pk, link ? 7 : 6);
-	ops__pk_kv_str(pk, "path", ent->path);
-	ops__pk_kv_str(pk, "name", ent->name);
-	ops__pk_kv_str(pk, "type", ent->kind == AGENTFS_SYMLINK ? "symlink" :
+	pack_kv_str(pk, "path", ent->path);
+	pack_kv_str(pk, "name", ent->name);
+	pack_kv_str(pk, "type", ent->kind == AGENTFS_SYMLINK ? "symlink" :
 	    agentfs_type_name(ent->mode));
-	ops__pk_kv_u64(pk, "size", ent->size);
-	ops__pk_kv_u64(pk, "mode", ent->mode & 07777);
-	ops__pk_kv_i64(pk, "mtime", ent->mtime);
+	pack_kv_u64(pk, "size", ent->size);
+	pack_kv_u64(pk, "mode", ent->mode & 07777);
+	pack_kv_i64(pk, "mtime", ent->mtime);
 	if (link)
-		ops__pk_kv_str(pk, "target", ent->target);
+		pack_kv_str(pk, "target", ent->target);
 }
 
 /*** Loading and committing ***/

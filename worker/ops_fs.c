@@ -105,8 +105,8 @@ ops__fs_write(struct ops *o)
 	if ((rc = ops__commit(o, params, false, NULL)) != 0)
 		return rc;
 	msgpack_pack_map(&o->pk, 2);
-	ops__pk_kv_str(&o->pk, "path", path);
-	ops__pk_kv_u64(&o->pk, "size", j->data_len);
+	pack_kv_str(&o->pk, "path", path);
+	pack_kv_u64(&o->pk, "size", j->data_len);
 	o->have_data = true;
 	return 0;
 }
@@ -336,8 +336,8 @@ ops__fs_delete(struct ops *o)
 	if ((rc = ops__commit(o, params, false, NULL)) != 0)
 		return rc;
 	msgpack_pack_map(&o->pk, 2);
-	ops__pk_kv_str(&o->pk, "path", path);
-	ops__pk_kv_u64(&o->pk, "removed", removed);
+	pack_kv_str(&o->pk, "path", path);
+	pack_kv_u64(&o->pk, "removed", removed);
 	o->have_data = true;
 	return 0;
 }

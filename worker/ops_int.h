@@ -16,6 +16,7 @@
 
 #include "../common/err.h"
 #include "../proto/job.h"
+#include "../proto/pack.h"
 #include "../proto/result.h"
 #include "../agentfs/agentfs.h"
 #include "../workspace/perms.h"
@@ -55,17 +56,11 @@ struct seq {
 	uint32_t n;		/* elements packed */
 };
 
-/*** ops_common.c: packing results ***/
+/*** ops_common.c: packing results (with proto/pack.h's writers) ***/
 
 /* msgpack's write callback: out of memory is fatal, as with xmalloc(). */
 int ops__sbuf_write(void *data, const char *buf, size_t len);
 
-/* Packs s as a msgpack str. */
-void ops__pk_str(msgpack_packer *pk, const char *s);
-/* Packs the pair k: v, with v text, an unsigned or a signed integer. */
-void ops__pk_kv_str(msgpack_packer *pk, const char *k, const char *v);
-void ops__pk_kv_u64(msgpack_packer *pk, const char *k, uint64_t v);
-void ops__pk_kv_i64(msgpack_packer *pk, const char *k, int64_t v);
 /* Packs k: v, v text or nil (NULL). */
 void ops__pk_kv_opt(msgpack_packer *pk, const char *k, const char *v);
 /* Starts an empty sequence. */

@@ -54,7 +54,7 @@ ops__kv_get(struct ops *o)
 		return rc;
 	if ((rc = agentfs_kv_get(o->fs, key, &value, &e)) != 0)
 		return kv_fail(o, rc, key, &e);
-	ops__pk_str(&o->pk, value);
+	pack_str(&o->pk, value);
 	o->have_data = true;
 	free(value);
 	return 0;
@@ -116,7 +116,7 @@ keys_cb(const char *key, void *arg)
 {
 	struct seq *s = arg;
 
-	ops__pk_str(&s->pk, key);
+	pack_str(&s->pk, key);
 	s->n++;
 	return 0;
 }

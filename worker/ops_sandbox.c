@@ -632,9 +632,9 @@ version_cb(const struct store_version *v, void *arg)
 	struct seq *s = arg;
 
 	msgpack_pack_map(&s->pk, 3);
-	ops__pk_kv_u64(&s->pk, "version", v->version);
-	ops__pk_kv_str(&s->pk, "snapshot", v->sha256);
-	ops__pk_kv_i64(&s->pk, "created_at", v->created_at);
+	pack_kv_u64(&s->pk, "version", v->version);
+	pack_kv_str(&s->pk, "snapshot", v->sha256);
+	pack_kv_i64(&s->pk, "created_at", v->created_at);
 	s->n++;
 	return 0;
 }
@@ -652,19 +652,19 @@ call_cb(const struct agentfs_tool_call *tc, void *arg)
 	int64_t unit = time_is_ms(tc->started_at) ? 1 : 1000;
 
 	msgpack_pack_map(pk, 9);
-	ops__pk_kv_i64(pk, "id", tc->id);
-	ops__pk_kv_str(pk, "name", tc->name);
+	pack_kv_i64(pk, "id", tc->id);
+	pack_kv_str(pk, "name", tc->name);
 	ops__pk_kv_opt(pk, "parameters", tc->parameters);
 	ops__pk_kv_opt(pk, "result", tc->result);
 	ops__pk_kv_opt(pk, "error", tc->error);
-	ops__pk_kv_str(pk, "status", tc->status);
-	ops__pk_kv_i64(pk, "started_at", tc->started_at * unit);
-	ops__pk_str(pk, "completed_at");
+	pack_kv_str(pk, "status", tc->status);
+	pack_kv_i64(pk, "started_at", tc->started_at * unit);
+	pack_str(pk, "completed_at");
 	if (tc->completed_at != 0)
 		msgpack_pack_int64(pk, tc->completed_at * unit);
 	else
 		msgpack_pack_nil(pk);
-	ops__pk_kv_i64(pk, "duration_ms", tc->duration_ms);
+	pack_kv_i64(pk, "duration_ms", tc->duration_ms);
 	c->seq.n++;
 	return 0;
 }
@@ -693,9 +693,9 @@ ops__sandbox_history(struct ops *o)
 		goto out;
 	}
 	msgpack_pack_map(&o->pk, 2);
-	ops__pk_str(&o->pk, "versions");
+	pack_str(&o->pk, "versions");
 	ops__seq_finish(&vers, &o->pk);
-	ops__pk_str(&o->pk, "calls");
+	pack_str(&o->pk, "calls");
 	ops__seq_finish(&calls.seq, &o->pk);
 	o->have_data = true;
 	return 0;
