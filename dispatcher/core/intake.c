@@ -5,10 +5,10 @@
  * The entry's bytes are untrusted: they are checked against max_job_bytes,
  * walked by payload_scan() and decoded by the strict decoder before anything
  * else looks at them (intake_read). The decoded job is then held to the
- * host's rules and the tenant's own (intake_admit): its deadline, its
- * network mode, its limits resolved against the host's and lowered to the
- * tenant's ceilings, the tenant's denied commands, and the attempts it has
- * had. The worker gets a re-encoded, normalised job with every limit
+ * host's rules and the tenant's own (intake_admit): its path rules, its
+ * deadline, its network mode, its limits resolved against the host's and
+ * lowered to the tenant's ceilings, the tenant's denied commands, and the
+ * attempts it has had. The worker gets a re-encoded, normalised job with every limit
  * resolved, never the tenant's bytes.
  *
  * Every refusal says what to do with the entry (struct intake_refusal): an
