@@ -8,8 +8,8 @@
  * host's rules and the tenant's own (intake_admit): its path rules, its
  * deadline, its network mode, its limits resolved against the host's and
  * lowered to the tenant's ceilings, the tenant's denied commands, and the
- * attempts it has had. The worker gets a re-encoded, normalised job with every limit
- * resolved, never the tenant's bytes.
+ * attempts it has had. The worker gets a re-encoded, normalised job with
+ * every limit resolved, never the tenant's bytes.
  *
  * Every refusal says what to do with the entry (struct intake_refusal): an
  * answer under the job's id (rejected or expired, with a code and a
