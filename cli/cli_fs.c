@@ -563,7 +563,8 @@ get_collect_links(struct get_ctx *g, const json_t *list, size_t blen)
 		    strcmp(cli_jstr(e, "type", ""), "symlink") == 0)
 			link_add(g, ep + blen, target);
 	}
-	qsort(g->links, g->nlinks, sizeof(*g->links), link_cmp);
+	if (g->nlinks > 1)
+		qsort(g->links, g->nlinks, sizeof(*g->links), link_cmp);
 }
 
 /* The summary on standard error, and --json on standard output. */

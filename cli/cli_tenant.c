@@ -880,7 +880,8 @@ cmd_ls(struct tcli *t)
 		}
 	}
 	freeReplyObject(r);
-	qsort(names, n, sizeof(*names), name_cmp);
+	if (n > 1)
+		qsort(names, n, sizeof(*names), name_cmp);
 	if (t->json) {
 		out = json_object();
 		list = json_array();

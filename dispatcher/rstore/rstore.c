@@ -740,7 +740,8 @@ rstore_list(struct rstore *rs, const char *tenant, store_sandbox_cb cb,
 		}
 		ids[n] = r->element[n]->str;
 	}
-	qsort(ids, n, sizeof(*ids), id_cmp);
+	if (n > 1)
+		qsort(ids, n, sizeof(*ids), id_cmp);
 	for (size_t i = 0; i < n && rc == 0; i += RSTORE_PIPELINE)
 		rc = list_batch(rs, tenant, ids + i, n - i < RSTORE_PIPELINE ?
 		    n - i : RSTORE_PIPELINE, cb, arg, e);
