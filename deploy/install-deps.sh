@@ -27,6 +27,9 @@ python3-redis
 bubblewrap
 iproute2
 sqlite3
+libarchive-dev
+skopeo
+docker-registry
 "
 
 # Packages only some targets need (make lint: cppcheck), named by the caller.

@@ -40,15 +40,17 @@ ALLOWED = {
     'store': {'common', 'agentfs'},
     'workspace': {'common', 'agentfs', 'proto'},
     'audit': {'common'},
-    'sandbox': {'common', 'proto', 'agentfs', 'store', 'workspace'},
-    'worker': {'common', 'proto', 'agentfs', 'store', 'workspace', 'sandbox'},
+    'sandbox': {'common', 'proto', 'agentfs', 'store', 'workspace', 'images'},
+    'worker': {'common', 'proto', 'agentfs', 'store', 'workspace', 'sandbox',
+               'images'},
+    'images': {'common', 'proto'},
     'libsandq': {'common', 'proto'},
     'queue': {'common', 'proto', 'audit'},
     'config': {'common', 'proto', 'queue', 'store'},
     'dispatcher': {'common', 'proto', 'queue', 'config', 'audit', 'agentfs',
-                   'store', 'workspace', 'sandbox'},
+                   'store', 'workspace', 'sandbox', 'images'},
     'cli': {'common', 'proto', 'queue', 'audit', 'agentfs', 'workspace',
-            'sandbox', 'libsandq'},
+            'sandbox', 'libsandq', 'images'},
 }
 # The one header of a folder that another may use beyond the table.
 EXCEPTIONS = {
@@ -145,6 +147,8 @@ def folder_of(path):
 def load():
     files = {}
     for top in sorted(ALLOWED):
+        if not os.path.isdir(top):
+            continue
         for root, _, names in os.walk(top):
             for name in names:
                 if name.endswith(('.c', '.h')):
