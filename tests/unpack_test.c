@@ -624,6 +624,23 @@ Test(unpack, nothing_is_written_through_a_symlink)
 	cr_expect_neq(access(path, F_OK), 0, "a whiteout made outside");
 }
 
+/* Without root, removing it needs the directories made writable again. */
+Test(unpack, a_failed_layer_with_read_only_directories_is_removed)
+{
+	struct img_unpack_stats st;
+	struct lw w;
+	struct err e;
+
+	lw_open(&w, PLAIN);
+	lw_dir(&w, "ro", 0555);
+	lw_file(&w, "ro/f", 0444, "x");
+	lw_dir(&w, "ro/none", 0);
+	lw_file(&w, "ro/none/g", 0, "y");
+	lw_file(&w, "../late", 0644, "x");
+	expect_refused(unpack_fd(lw_close(&w), NULL, &st, &e), -EINVAL, &e,
+	    "'..'");
+}
+
 Test(unpack, a_hard_link_out_of_the_layer_is_refused)
 {
 	struct img_unpack_stats st;
