@@ -304,7 +304,7 @@ install: all
 # Every source folder, and the folder rules of docs/architecture.md.
 # cppcheck reads sandq's code only (no system headers): tests/cppcheck.h
 # gives it the iteration macros it would otherwise stop at.
-LINT_DIRS := common proto config queue dispatcher worker sandbox agentfs store workspace audit libsandq cli
+LINT_DIRS := common proto config queue dispatcher worker sandbox agentfs store workspace audit images libsandq cli
 lint:
 	@SANDQ_EXTRA_PKGS=cppcheck sh deploy/install-deps.sh
 	cppcheck --quiet --inline-suppr --enable=warning,portability --std=c11 \
