@@ -87,7 +87,7 @@ text_check(const char *s, const char *what, size_t *len, struct err *e)
 		unsigned char c = (unsigned char)s[i];
 
 		if (c <= 0x20 || c >= 0x7f)
-			return err_set(e, -EINVAL, "byte \\x%02x at offset %zu: a %s is "
+			return err_set(e, -EINVAL, "byte 0x%02x at offset %zu: a %s is "
 			    "printable ASCII without spaces", c, i, what);
 	}
 	return 0;

@@ -430,7 +430,7 @@ decode_image(const msgpack_object *o, struct job *j, struct err *e)
 		unsigned char c = (unsigned char)p[i];
 
 		if (c <= 0x20 || c >= 0x7f)
-			return err_set(e, -EINVAL, "field 'image': byte \\x%02x at "
+			return err_set(e, -EINVAL, "field 'image': byte 0x%02x at "
 			    "offset %zu: a reference is printable ASCII without spaces",
 			    c, i);
 	}

@@ -208,12 +208,12 @@ Test(imgref, refuses_empty_oversized_and_unprintable_text)
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	refused(big, "reference longer than 1024 bytes");
-	refused("docker://r.io/a\x1b[31m", "byte \\x1b at offset 15: a reference is "
+	refused("docker://r.io/a\x1b[31m", "byte 0x1b at offset 15: a reference is "
 	    "printable ASCII without spaces");
-	refused("oci:/a b", "byte \\x20 at offset 6");
-	refused("oci:/caf\xc3\xa9", "byte \\xc3 at offset 8");
-	refused("oci:/a\x7f", "byte \\x7f");
-	refused("host\n", "byte \\x0a at offset 4");
+	refused("oci:/a b", "byte 0x20 at offset 6");
+	refused("oci:/caf\xc3\xa9", "byte 0xc3 at offset 8");
+	refused("oci:/a\x7f", "byte 0x7f");
+	refused("host\n", "byte 0x0a at offset 4");
 }
 
 Test(imgref, refuses_bad_registry_hosts)
@@ -481,7 +481,7 @@ Test(imgref, refuses_bad_patterns)
 	pattern_refused("oci:srv/*", "must be absolute");
 	pattern_refused("oci:/srv/../*", "a '..' component");
 	pattern_refused("oci:/", "names the root folder");
-	pattern_refused("docker-archive:/a\tb", "byte \\x09");
+	pattern_refused("docker-archive:/a\tb", "byte 0x09");
 }
 
 Test(imgref, a_trailing_star_matches_any_rest_of_the_repository_path)

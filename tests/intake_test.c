@@ -382,7 +382,7 @@ Test(intake, a_bad_reference_is_rejected_naming_the_field)
 	/* Bytes the decoder refuses: answered as a bad image too. */
 	entry_image("oci:/\x1b]0;x\a");
 	cr_expect_eq(read_entry(), INTAKE_ANSWER);
-	expect_image_refused("field 'image': byte \\x1b at offset 5: a reference is "
+	expect_image_refused("field 'image': byte 0x1b at offset 5: a reference is "
 	    "printable ASCII without spaces", false);
 	cr_expect_str_eq(id, "j-i");
 }

@@ -1247,12 +1247,12 @@ Test(payload, rejects_image_text_that_is_no_reference)
 	REJECT_EXEC_WITH("field 'image': longer than 1024 bytes", jb_str(b, "image", big));
 	REJECT_EXEC_WITH("field 'image': empty", jb_str(b, "image", ""));
 	REJECT_EXEC_WITH("field 'image': expected a string", jb_int(b, "image", 1));
-	REJECT_EXEC_WITH("field 'image': byte \\x1b at offset 4: a reference is "
+	REJECT_EXEC_WITH("field 'image': byte 0x1b at offset 4: a reference is "
 	    "printable ASCII without spaces", jb_str(b, "image", "oci:\x1b[2J"));
-	REJECT_EXEC_WITH("field 'image': byte \\x0a at offset 4",
+	REJECT_EXEC_WITH("field 'image': byte 0x0a at offset 4",
 	    jb_str(b, "image", "host\n"));
-	REJECT_EXEC_WITH("field 'image': byte \\x20", jb_str(b, "image", "oci:/a b"));
-	REJECT_EXEC_WITH("field 'image': byte \\xc3", jb_str(b, "image", "caf\xc3\xa9"));
+	REJECT_EXEC_WITH("field 'image': byte 0x20", jb_str(b, "image", "oci:/a b"));
+	REJECT_EXEC_WITH("field 'image': byte 0xc3", jb_str(b, "image", "caf\xc3\xa9"));
 }
 
 Test(payload, rejects_unknown_top_level_field)

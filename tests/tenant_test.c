@@ -473,7 +473,7 @@ Test(tenant, image_sources_are_checked_patterns_listed_once)
 	cr_expect_str_eq(refuse(&t, "image_sources", "host,"),
 	    "field 'image_sources': an empty pattern");
 	cr_expect_str_eq(refuse(&t, "image_sources", "oci:/a\x1b[2J/*"),
-	    "field 'image_sources': pattern 1: byte \\x1b at offset 6: a pattern is "
+	    "field 'image_sources': pattern 1: byte 0x1b at offset 6: a pattern is "
 	    "printable ASCII without spaces");
 	cr_expect_str_eq(refuse(&t, "image_sources", "docker://r.io/a:v1"),
 	    "field 'image_sources': pattern 1: a pattern names no tag or digest");
