@@ -380,6 +380,8 @@ Test(intake, a_bad_reference_is_rejected_naming_the_field)
 	    "a port or to be localhost (skopeo would read it as a folder of Docker "
 	    "Hub)", false);
 	/* Bytes the decoder refuses: answered as a bad image too. */
+	job_free(job);
+	job = NULL;
 	entry_image("oci:/\x1b]0;x\a");
 	cr_expect_eq(read_entry(), INTAKE_ANSWER);
 	expect_image_refused("field 'image': byte 0x1b at offset 5: a reference is "

@@ -30,6 +30,9 @@
 #include "../../workspace/perms.h"
 #include "core.h"
 
+/* What the decoder lets through is what a reference may be. */
+_Static_assert(JOB_IMAGE_MAX == IMG_REF_MAX, "the job's image bound is a reference's");
+
 /* Fills r for a refusal carried out as v says. Returns v. */
 static enum intake_verdict
 refuse(struct intake_refusal *r, enum intake_verdict v, enum res_status st,
