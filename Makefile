@@ -53,7 +53,10 @@ $(shell mkdir -p $(B) && \
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
-CONFIG_SRCS := config/config.c
+# Image references and the image_sources patterns (pure): the config and
+# the tenant records check patterns with it, sandqd's intake references.
+IMAGES_REF_SRCS := images/ref.c
+CONFIG_SRCS := config/config.c $(IMAGES_REF_SRCS)
 # The SQLite helper of every module that keeps a database (-lsqlite3).
 SQL_SRCS := common/sql.c
 # The AgentFS codec, its session table, the copy-on-write image and patch.
@@ -93,7 +96,7 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISP
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
-TENANT_SRCS := queue/tenant.c
+TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c cli/cli_dead.c cli/cancel.c \
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
@@ -135,7 +138,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -208,6 +211,9 @@ $(B)/tests/intake_test: $(B)/tests/intake_test.o $(call obj,dispatcher/core/inta
 # libseccomp refuses mknod to one test, for the whiteout's fallback form.
 $(B)/tests/unpack_test: $(B)/tests/unpack_test.o $(call obj,$(IMAGES_UNPACK_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -larchive -lseccomp
+# imgref_test: image references and image_sources patterns (images/ref.c alone).
+$(B)/tests/imgref_test: $(B)/tests/imgref_test.o $(call obj,$(IMAGES_REF_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/fair_test: $(B)/tests/fair_test.o $(B)/tests/harness.o $(B)/libsandq.a

@@ -27,6 +27,7 @@
 
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../images/ref.h"
 #include "../libsandq/sandq.h"
 #include "../proto/job.h"
 #include "cli_audit.h"
@@ -80,6 +81,7 @@ enum {
 	O_PERM,
 	O_PERM_PRESET,
 	O_STREAM,
+	O_IMAGE,
 	O__END,
 };
 
@@ -116,6 +118,7 @@ static const struct option long_opts[] = {
 	{ "stream", no_argument, NULL, O_STREAM },
 	{ "perm", required_argument, NULL, O_PERM },
 	{ "perm-preset", required_argument, NULL, O_PERM_PRESET },
+	{ "image", required_argument, NULL, O_IMAGE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -157,6 +160,7 @@ struct cli {
 	struct sandq_perm *perms;	/* --perm; patterns owned */
 	size_t nperms;
 	const char *perm_preset;	/* --perm-preset */
+	const char *image;		/* --image, as given */
 	uint8_t *stdin_data;		/* contents of --stdin */
 	size_t stdin_len;
 	char *text;			/* sh/python text read from stdin */
@@ -366,6 +370,20 @@ opt_apply(struct cli *cl, int o, const char *arg)
 			return usage_error(cl, "--perm-preset '%s': expected agent-safe, "
 			    "read-only, full-access, development or view-only", arg);
 		return 0;
+	case O_IMAGE: {
+		struct img_ref ref;
+		struct err e = { 0 };
+
+		/*
+		 * Read here for an early, local answer; sent as given: whether
+		 * it may be used is the server's (image_sources). The message
+		 * escapes what it shows.
+		 */
+		if (img_ref_parse(arg, &ref, &e) < 0)
+			return usage_error(cl, "--image: %s", e.msg);
+		cl->image = arg;
+		return 0;
+	}
 	default:
 		return usage_error(cl, "internal error: option %d", o);
 	}
@@ -687,6 +705,7 @@ cmd_submit(struct cli *cl, struct sandq *c)
 	o.perms = cl->perms;
 	o.nperms = cl->nperms;
 	o.perm_preset = cl->perm_preset;
+	o.image = cl->image;
 	o.stream = cl->stream;
 	if (cl->nfiles) {
 		files = xcalloc(cl->nfiles, sizeof(*files));

@@ -68,13 +68,14 @@ enum {
 	T_DENY,
 	T_NO_DENY,
 	T_ROTATE,
+	T_IMAGE_SOURCES,
 };
 
 #define TB(o) (1u << (o))
 #define TOPTS_CONN (TB(T_REDIS) | TB(T_HELP))
 #define TOPTS_SETTINGS (TB(T_WEIGHT) | TB(T_MAX_RUNNING) | TB(T_MAX_QUEUED) | \
 	TB(T_RATE) | TB(T_BURST) | TB(T_CEILING) | TB(T_NET) | TB(T_QUOTA) | \
-	TB(T_DENY))
+	TB(T_DENY) | TB(T_IMAGE_SOURCES))
 
 static const struct option tenant_opts[] = {
 	{ "redis", required_argument, NULL, T_REDIS },
@@ -91,6 +92,7 @@ static const struct option tenant_opts[] = {
 	{ "deny", required_argument, NULL, T_DENY },
 	{ "no-deny", no_argument, NULL, T_NO_DENY },
 	{ "rotate-password", no_argument, NULL, T_ROTATE },
+	{ "image-sources", required_argument, NULL, T_IMAGE_SOURCES },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -164,6 +166,7 @@ change_add(struct tcli *t, int o, const char *arg)
 		{ T_MAX_QUEUED, "max_queued" }, { T_RATE, "rate" },
 		{ T_BURST, "burst" }, { T_NET, "net" },
 		{ T_QUOTA, "storage_quota_bytes" },
+		{ T_IMAGE_SOURCES, "image_sources" },
 	};
 	struct change *c;
 
@@ -588,6 +591,10 @@ print_conf(const struct tenant_conf *r)
 		putchar('\n');
 	}
 	print_limit("storage_quota_bytes:", r->storage_quota_bytes, "none");
+	if (r->nimage_sources == 0)
+		printf("%-28s (the host's)\n", "image_sources:");
+	for (size_t i = 0; i < r->nimage_sources; i++)
+		printf("%-28s %s\n", "image_sources:", cli_esc(r->image_sources[i]));
 	if (r->ndeny == 0)
 		printf("%-28s (none)\n", "deny:");
 	for (size_t i = 0; i < r->ndeny; i++)

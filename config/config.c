@@ -43,6 +43,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../images/ref.h"
 #include "../proto/keys.h"
 #include "../store/store.h"
 
@@ -67,6 +68,9 @@
 #define CONFIG_STRING_MAX 160
 _Static_assert(CONFIG_STRING_MAX + 32 + 3 < INI_MAX_LINE - 3,
     "a printed string option must fit on one inih line");
+
+/* Patterns of image_sources, each at most CONFIG_STRING_MAX bytes. */
+#define CONFIG_IMAGE_SOURCES_MAX 64
 
 /*
  * Bounds used outside the table too: worker i's jobs run as host uid
@@ -129,7 +133,8 @@ static const struct job_limits presets[] = {
 enum opt_type {
 	OPT_STRING,		/* char *, checked by check() if set */
 	OPT_ENUM,		/* char *, one of choices[] */
-	OPT_LIST,		/* char ** (NULL-terminated) plus a size_t count */
+	OPT_LIST,		/* char ** (NULL-terminated) plus a size_t count,
+				 * checked by list_check() or against choices[] */
 	OPT_INT,		/* decimal integer */
 	OPT_SIZE,		/* integer with an optional k/M/G/T suffix */
 };
@@ -146,7 +151,13 @@ struct option {
 	size_t off;			/* offsetof(struct config, field) */
 	size_t count_off;		/* OPT_LIST: offset of the size_t count */
 	const char *const *choices;	/* OPT_ENUM: NULL-terminated */
-	const char *(*check)(const char *s); /* OPT_STRING: NULL or problem */
+	/* OPT_STRING: NULL, or the problem (static, or formatted into why). */
+	const char *(*check)(const char *s, char *why, size_t whylen);
+	/* OPT_LIST without choices: NULL, or the problem, as check(). */
+	const char *(*list_check)(char *const *items, size_t n, char *why,
+	    size_t whylen);
+	const char *items;		/* OPT_LIST without choices: what the items
+					 * are, for --print-config */
 	const char *help;		/* one line, for --print-config */
 };
 
@@ -164,9 +175,10 @@ struct option {
 #define ENUM(n, d, ch, rel, h) { .name = #n, .section = "sandqd", \
 	.type = OPT_ENUM, .def = d, .reloadable = rel, \
 	.off = FIELD(n, char *), .choices = ch, .help = h }
-#define LIST(n, cnt, d, rel, h) { .name = #n, .section = "sandqd", \
+#define LIST(n, cnt, d, chk, what, rel, h) { .name = #n, .section = "sandqd", \
 	.type = OPT_LIST, .def = d, .reloadable = rel, \
-	.off = FIELD(n, char **), .count_off = FIELD(cnt, size_t), .help = h }
+	.off = FIELD(n, char **), .count_off = FIELD(cnt, size_t), \
+	.list_check = chk, .items = what, .help = h }
 /* A list whose items must each be one of ch, once. */
 #define CHOICES(n, cnt, d, ch, rel, h) { .name = #n, .section = "sandqd", \
 	.type = OPT_LIST, .def = d, .reloadable = rel, \
@@ -180,11 +192,17 @@ struct option {
 	.reloadable = true, .u64 = true, \
 	.off = FIELD(ceiling.n, uint64_t), .help = h }
 
-static const char *check_redis(const char *s);
-static const char *check_abs_path(const char *s);
-static const char *check_abs_path_or_empty(const char *s);
-static const char *check_prefix(const char *s);
-static const char *check_host(const char *s);
+static const char *check_redis(const char *s, char *why, size_t whylen);
+static const char *check_abs_path(const char *s, char *why, size_t whylen);
+static const char *check_abs_path_or_empty(const char *s, char *why,
+    size_t whylen);
+static const char *check_prefix(const char *s, char *why, size_t whylen);
+static const char *check_host(const char *s, char *why, size_t whylen);
+static const char *check_image(const char *s, char *why, size_t whylen);
+static const char *tenants_check(char *const *names, size_t n, char *why,
+    size_t whylen);
+static const char *sources_check(char *const *items, size_t n, char *why,
+    size_t whylen);
 
 static const char *const log_levels[] = {
 	"error", "warn", "info", "debug", NULL,
@@ -212,7 +230,7 @@ static const struct option options[] = {
 	NUM(workers, OPT_INT, "0", 0, WORKERS_MAX, false,
 	    "Worker processes, each running one sandbox at a time; "
 	    "0 = one per online CPU."),
-	LIST(tenants, ntenants, "default", false,
+	LIST(tenants, ntenants, "default", tenants_check, "names", false,
 	    "Tenants served, comma-separated; each 1..64 bytes of "
 	    "[A-Za-z0-9_-]; may continue on indented lines."),
 	STR(prefix, "sandq", check_prefix, false,
@@ -289,6 +307,12 @@ static const struct option options[] = {
 	    "whole snapshot out and reads it all back."),
 	CHOICES(net_modes, nnet_modes, "none, unix", net_choices, true,
 	    "Network modes jobs may ask for (net): none, unix."),
+	LIST(image_sources, nimage_sources, "", sources_check,
+	    "image source patterns", true,
+	    "Where job images may come from: host, docker://HOST[:PORT]/REPO or "
+	    "/PREFIX*, oci:/DIR/* (and oci-archive:, docker-archive:); empty = host only."),
+	STR(default_image, "host", check_image, true,
+	    "Image of a job that names none: host, or a reference image_sources allows."),
 
 	LIMIT(wall_ms, OPT_INT, "3600000", 1, 86400000,
 	    "Ceiling of a job's wall-clock time, in milliseconds."),
@@ -362,8 +386,10 @@ is_name_char(char ch)
  * is proto/url.c's to parse, and this module does not link it.
  */
 static const char *
-check_redis(const char *s)
+check_redis(const char *s, char *why, size_t whylen)
 {
+	(void)why;
+	(void)whylen;
 	if (strncmp(s, "redis://", 8) == 0 && s[8] != '\0')
 		return NULL;
 	if (strncmp(s, "unix://", 7) == 0 && s[7] != '\0')
@@ -373,8 +399,10 @@ check_redis(const char *s)
 
 /* A relative path would depend on the folder sandqd was started from. */
 static const char *
-check_abs_path(const char *s)
+check_abs_path(const char *s, char *why, size_t whylen)
 {
+	(void)why;
+	(void)whylen;
 	return s[0] == '/' ? NULL : "must be an absolute path";
 }
 
@@ -383,18 +411,22 @@ check_abs_path(const char *s)
  * resolved against whatever the working folder happens to be.
  */
 static const char *
-check_abs_path_or_empty(const char *s)
+check_abs_path_or_empty(const char *s, char *why, size_t whylen)
 {
+	(void)why;
+	(void)whylen;
 	return s[0] == '\0' || s[0] == '/' ? NULL :
 	    "must be empty or an absolute path";
 }
 
 /* The prefix starts every Redis key; keep it free of ':' and braces. */
 static const char *
-check_prefix(const char *s)
+check_prefix(const char *s, char *why, size_t whylen)
 {
 	size_t n = strlen(s);
 
+	(void)why;
+	(void)whylen;
 	if (n == 0 || n > 32)
 		return "must be 1..32 bytes of [A-Za-z0-9_-]";
 	for (size_t i = 0; i < n; i++) {
@@ -406,16 +438,38 @@ check_prefix(const char *s)
 
 /* The host name goes into results and consumer names: DNS characters only. */
 static const char *
-check_host(const char *s)
+check_host(const char *s, char *why, size_t whylen)
 {
 	size_t n = strlen(s);
 
+	(void)why;
+	(void)whylen;
 	if (n > 253)
 		return "must be at most 253 bytes";
 	for (size_t i = 0; i < n; i++) {
 		if (!is_name_char(s[i]) && s[i] != '.')
 			return "must be empty or a host name of [A-Za-z0-9._-]";
 	}
+	return NULL;
+}
+
+/*
+ * An image reference (images/ref.h) the whole host may default to: a
+ * tenant's own name for an image means nothing outside that tenant.
+ * config_finish() checks it against image_sources.
+ */
+static const char *
+check_image(const char *s, char *why, size_t whylen)
+{
+	struct img_ref r;
+	struct err e;
+
+	if (img_ref_parse(s, &r, &e) < 0) {
+		snprintf(why, whylen, "%s", e.msg);
+		return why;
+	}
+	if (r.kind == IMG_NAME)
+		return "a tenant's image name cannot be the host's default";
 	return NULL;
 }
 
@@ -484,6 +538,42 @@ tenants_check(char *const *names, size_t n, char *why, size_t whylen)
 			if (strcmp(names[k], names[i]) == 0) {
 				snprintf(why, whylen, "tenant '%s' is listed twice",
 				    names[i]);
+				return why;
+			}
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Checks image_sources: at most CONFIG_IMAGE_SOURCES_MAX patterns, each
+ * one images/ref.h reads (its message escapes what it shows) and short
+ * enough to be printed back on one line, none twice. None is fine: only
+ * host.
+ */
+static const char *
+sources_check(char *const *items, size_t n, char *why, size_t whylen)
+{
+	struct img_pattern p;
+	struct err e;
+
+	if (n > CONFIG_IMAGE_SOURCES_MAX) {
+		snprintf(why, whylen, "at most %d patterns", CONFIG_IMAGE_SOURCES_MAX);
+		return why;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(items[i]) > CONFIG_STRING_MAX) {
+			snprintf(why, whylen, "pattern %zu: longer than %d bytes", i + 1,
+			    CONFIG_STRING_MAX);
+			return why;
+		}
+		if (img_pattern_parse(items[i], &p, &e) < 0) {
+			snprintf(why, whylen, "pattern %zu: %s", i + 1, e.msg);
+			return why;
+		}
+		for (size_t k = 0; k < i; k++) {
+			if (strcmp(items[k], items[i]) == 0) {
+				snprintf(why, whylen, "'%s' is listed twice", items[i]);
 				return why;
 			}
 		}
@@ -560,7 +650,7 @@ set_list(struct config *c, const struct option *o, const char *v, bool append,
 			b--;
 		if (b > a) {
 			if (n > CONFIG_TENANTS_MAX) {
-				/* Stop copying; tenants_check() reports it. */
+				/* Stop copying; the list's check reports it. */
 				break;
 			}
 			if (n == cap) {
@@ -576,7 +666,7 @@ set_list(struct config *c, const struct option *o, const char *v, bool append,
 		list = xcalloc(1, sizeof(*list));
 	list[n] = NULL;
 	if ((o->choices ? choices_check(list, n, o->choices, why, sizeof(why)) :
-	    tenants_check(list, n, why, sizeof(why))) != NULL) {
+	    o->list_check(list, n, why, sizeof(why))) != NULL) {
 		list_free(list);
 		return err_set(e, -EINVAL, "%s: %s", ctx, why);
 	}
@@ -597,6 +687,7 @@ set_string(struct config *c, const struct option *o, const char *v,
 {
 	char **slot = (char **)(void *)((char *)c + o->off);
 	size_t n = strlen(v);
+	char buf[256];
 	const char *why;
 
 	if (n > CONFIG_STRING_MAX)
@@ -629,7 +720,7 @@ set_string(struct config *c, const struct option *o, const char *v,
 			    ctx, list, v);
 		}
 	}
-	if (o->check != NULL && (why = o->check(v)) != NULL)
+	if (o->check != NULL && (why = o->check(v, buf, sizeof(buf))) != NULL)
 		return err_set(e, -EINVAL, "%s: %s", ctx, why);
 	free(*slot);
 	*slot = xstrdup(v);
@@ -731,6 +822,10 @@ tenant_set(struct config *c, const char *tenant, const char *key, const char *v,
 		if (append)
 			return err_set(e, -EINVAL, "%s: [tenant.%s] %s takes one line", ctx,
 			    tenant, key);
+		/* config_print() writes it back on one line (deny it does not). */
+		if (strcmp(key, "image_sources") == 0 && strlen(v) > CONFIG_STRING_MAX)
+			return err_set(e, -EINVAL, "%s: [tenant.%s] %s: longer than %d "
+			    "bytes", ctx, tenant, key, CONFIG_STRING_MAX);
 		if (tenant_conf_set(&t->conf, key, strlen(key), v, strlen(v), &te) < 0)
 			return err_set(e, -EINVAL, "%s: [tenant.%s] %s", ctx, tenant, te.msg);
 		return 0;
@@ -1130,7 +1225,7 @@ config_finish(struct config *c, struct err *e)
 			return err_set(e, rc, "host: gethostname: %s", strerror(-rc));
 		}
 		name[sizeof(name) - 1] = '\0';
-		if (name[0] == '\0' || check_host(name) != NULL)
+		if (name[0] == '\0' || check_host(name, why, sizeof(why)) != NULL)
 			return err_set(e, -EINVAL, "host: the system host name "
 			    "'%.64s' is not usable; set host", name);
 		free(c->host);
@@ -1148,6 +1243,18 @@ config_finish(struct config *c, struct err *e)
 		if (!listed)
 			return err_set(e, -EINVAL, "[tenant.%s]: '%s' is not one of tenants",
 			    c->tenant_cfg[i].name, c->tenant_cfg[i].name);
+	}
+	/* Every job naming no image would be refused: say so at start. */
+	{
+		struct img_ref r;
+		struct err ie;
+
+		if (img_ref_parse(c->default_image, &r, &ie) < 0)
+			return err_set(e, -EINVAL, "default_image: %s", ie.msg);
+		if (!img_source_allowed(c->image_sources, c->nimage_sources, &r))
+			return err_set(e, -EINVAL, "default_image: '%s' is not within "
+			    "image_sources%s", c->default_image, c->nimage_sources == 0 ?
+			    " (empty: host only)" : "");
 	}
 	return 0;
 }
@@ -1174,9 +1281,9 @@ print_describe(const struct option *o, FILE *f)
 			for (size_t k = 0; o->choices[k] != NULL; k++)
 				fprintf(f, "%s %s", k ? "," : "", o->choices[k]);
 		} else {
-			fputs("; list of names", f);
+			fprintf(f, "; list of %s", o->items);
 		}
-		fprintf(f, "; default %s", o->def);
+		fprintf(f, "; default %s", o->def[0] ? o->def : "empty");
 		break;
 	case OPT_INT:
 	case OPT_SIZE:

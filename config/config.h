@@ -73,6 +73,10 @@ struct config {
 	int64_t keep_versions;		/* history rows per sandbox; 0 = all */
 	char **net_modes;		/* network modes jobs may ask for */
 	size_t nnet_modes;
+	char **image_sources;		/* image_sources patterns (images/ref.h);
+					 * none = only host */
+	size_t nimage_sources;
+	char *default_image;		/* the image of a job that names none */
 	/* [limits]: ceilings a job may ask for. */
 	struct job_limits ceiling;
 	/* [tenant.NAME] sections, in the order they were first given. */

@@ -27,20 +27,13 @@
 
 #define TENANTS_POLL_MS 1000
 
-/* A deep copy of src into t's settings (the deny list is duplicated). */
+/* A deep copy of src into t's settings (its lists are duplicated). */
 static void
 conf_take(struct tenant *t, const struct tenant_conf *src)
 {
-	struct err e = { 0 };
-
 	if (t->has_conf)
 		tenant_conf_free(&t->conf);
-	t->conf = *src;
-	t->conf.deny = NULL;
-	t->conf.ndeny = 0;
-	for (size_t i = 0; i < src->ndeny; i++)
-		if (tenant_deny_add(&t->conf, src->deny[i], &e) < 0)
-			log_warnx("tenant %s: deny pattern dropped: %s", t->name, e.msg);
+	tenant_conf_copy(&t->conf, src);
 	t->has_conf = true;
 	t->weight = src->weight > 0 ? src->weight : 1;
 	t->max_running = src->max_running;

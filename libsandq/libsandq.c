@@ -570,6 +570,21 @@ job_set_opts(struct sandq *c, struct job *j, const struct sandq_job_opts *o,
 			return fail(c, -EINVAL, "net: longer than 32 bytes");
 		j->net = xstrdup(o->net);
 	}
+	if (o->image != NULL) {
+		size_t n = strlen(o->image);
+
+		/* The decoder's bound; the grammar is the server's to judge. */
+		if (n == 0 || n > JOB_IMAGE_MAX)
+			return fail(c, -EINVAL, "image: expected 1 to %d bytes", JOB_IMAGE_MAX);
+		for (size_t i = 0; i < n; i++) {
+			unsigned char ch = (unsigned char)o->image[i];
+
+			if (ch <= 0x20 || ch >= 0x7f)
+				return fail(c, -EINVAL, "image: byte 0x%02x at offset %zu: a "
+				    "reference is printable ASCII without spaces", ch, i);
+		}
+		j->image = xstrdup(o->image);
+	}
 	return job_set_perms(c, j, o);
 }
 

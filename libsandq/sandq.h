@@ -84,6 +84,9 @@ struct sandq_job_opts {
 	int64_t priority;		/* higher first within the tenant */
 	int64_t deadline_ms;		/* epoch ms; 0 = none */
 	const char *net;		/* network mode; NULL = "none" */
+	const char *image;		/* runs: the image, "host" or a reference
+					 * (docs/images.md); NULL: the server's
+					 * default_image */
 	/* Persistent sandboxes: run/sh/python and, for perms, fs.*. */
 	const char *sandbox;		/* sandbox id, or NULL: a throw-away one */
 	enum sandq_persist persist;	/* commit the workspace back? */

@@ -174,6 +174,7 @@ job_free(struct job *j)
 	free(j->files);
 	strv_free(j->labels, 2 * j->nlabels);
 	free(j->net);
+	free(j->image);
 	free(j->tenant);
 	free(j->sandbox);
 	for (size_t i = 0; i < j->ncases; i++) {
@@ -407,6 +408,37 @@ decode_cwd(const msgpack_object *o, struct job *j, struct err *e)
 }
 
 /*
+ * image: at most JOB_IMAGE_MAX bytes of printable ASCII without spaces.
+ * The reference's grammar (images/ref.h) is sandqd's to check, which
+ * names the field too; this bound keeps control bytes out of every
+ * message and log line that quotes it, on every side that decodes a job.
+ */
+static int
+decode_image(const msgpack_object *o, struct job *j, struct err *e)
+{
+	const char *p;
+	size_t n;
+
+	if (!scan_peek_bytes(o, &p, &n))
+		return err_set(e, -EINVAL, "field 'image': expected a string");
+	if (n == 0)
+		return err_set(e, -EINVAL, "field 'image': empty");
+	if (n > JOB_IMAGE_MAX)
+		return err_set(e, -EINVAL, "field 'image': longer than %d bytes",
+		    JOB_IMAGE_MAX);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+
+		if (c <= 0x20 || c >= 0x7f)
+			return err_set(e, -EINVAL, "field 'image': byte 0x%02x at "
+			    "offset %zu: a reference is printable ASCII without spaces",
+			    c, i);
+	}
+	j->image = xmemdup0(p, n);
+	return 0;
+}
+
+/*
  * Every top-level field of a job, as a bit. The op table below says which
  * fields each op uses and which it requires; a field an op does not use is
  * refused rather than ignored, for the same reason unknown fields are.
@@ -416,7 +448,7 @@ enum job_field {
 	JF_CWD, JF_LIMITS, JF_PRESET, JF_FILES, JF_LABELS, JF_NET, JF_PRIORITY,
 	JF_DEADLINE, JF_STREAM, JF_PERSIST, JF_TENANT, JF_SANDBOX, JF_PERMS,
 	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
-	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES,
+	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES, JF_IMAGE,
 	JF__COUNT,
 };
 
@@ -432,12 +464,12 @@ static const char *const job_field_names[JF__COUNT] = {
 	[JF_PERM_PRESET] = "perm_preset", [JF_PATH] = "path", [JF_DATA] = "data",
 	[JF_MODE] = "mode", [JF_RECURSIVE] = "recursive", [JF_KEY] = "key",
 	[JF_VALUE] = "value", [JF_PREFIX] = "prefix", [JF_TO] = "to",
-	[JF_SNAPSHOT] = "snapshot", [JF_CASES] = "cases",
+	[JF_SNAPSHOT] = "snapshot", [JF_CASES] = "cases", [JF_IMAGE] = "image",
 };
 
-_Static_assert(JF__COUNT <= 32, "job fields must fit in a uint32_t mask");
+_Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
 
-#define JFB(f) (UINT32_C(1) << (f))
+#define JFB(f) (UINT64_C(1) << (f))
 
 /* Fields every op takes: the envelope and scheduling. */
 #define JF_COMMON (JFB(JF_V) | JFB(JF_ID) | JFB(JF_OP) | JFB(JF_TENANT) | \
@@ -446,15 +478,15 @@ _Static_assert(JF__COUNT <= 32, "job fields must fit in a uint32_t mask");
 #define JF_RUN (JFB(JF_STDIN) | JFB(JF_ENV) | JFB(JF_CWD) | JFB(JF_LIMITS) | \
 	JFB(JF_PRESET) | JFB(JF_FILES) | JFB(JF_LABELS) | JFB(JF_NET) | \
 	JFB(JF_STREAM) | JFB(JF_PERSIST) | JFB(JF_SANDBOX) | JFB(JF_PERMS) | \
-	JFB(JF_PERM_PRESET) | JFB(JF_CASES))
+	JFB(JF_PERM_PRESET) | JFB(JF_CASES) | JFB(JF_IMAGE))
 /* Fields of every fs.* op. */
 #define JF_FS (JFB(JF_SANDBOX) | JFB(JF_PATH) | JFB(JF_PERMS) | JFB(JF_PERM_PRESET))
 #define JF_SB JFB(JF_SANDBOX)
 
 /* Per op: the fields it uses (besides JF_COMMON) and those it requires. */
 static const struct {
-	uint32_t uses;
-	uint32_t needs;
+	uint64_t uses;
+	uint64_t needs;
 } op_fields[OP__COUNT] = {
 	[OP_EXEC] = { JF_RUN | JFB(JF_ARGV), JFB(JF_ARGV) },
 	[OP_SH] = { JF_RUN | JFB(JF_SCRIPT), JFB(JF_SCRIPT) },
@@ -816,6 +848,8 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		return decode_cases(v, j, e);
 	case JF_PERM_PRESET:
 		return decode_perm_preset(v, j, e);
+	case JF_IMAGE:
+		return decode_image(v, j, e);
 	case JF_PATH:
 		return decode_fs_path(v, j->op == OP_FS_LIST, &j->path, e);
 	case JF_DATA:
@@ -858,7 +892,7 @@ static int
 decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 {
 	const msgpack_object *fields[JF__COUNT] = { NULL };
-	uint32_t given = 0;
+	uint64_t given = 0;
 	size_t exec_bytes = 0;
 	bool persist_given = false;
 	const char *opname;
@@ -872,9 +906,6 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 			size_t n = 1;
 
 			scan_peek_bytes(k, &p, &n);
-			if (scan_key_is(k, "image"))
-				return err_set(e, -EINVAL,
-				    "field 'image': not available in this version");
 			return err_set(e, -EINVAL, "unknown field '%.*s'",
 			    (int)(n > 64 ? 64 : n), p);
 		}
@@ -1159,6 +1190,8 @@ job_pack(const struct job *j, msgpack_packer *pk)
 	}
 	if (pk_want(j->net != NULL, &n, pk))
 		pack_kv_str(pk, "net", j->net);
+	if (pk_want(j->image != NULL, &n, pk))
+		pack_kv_str(pk, "image", j->image);
 	if (pk_want(j->priority != 0, &n, pk))
 		pack_kv_i64(pk, "priority", j->priority);
 	if (pk_want(j->deadline_ms != 0, &n, pk))

@@ -49,6 +49,7 @@
 #define JOB_KV_KEY_MAX 1024		/* bytes of a kv key or prefix */
 #define JOB_KV_VALUE_MAX (1024u * 1024u)	/* bytes of a kv value (JSON text) */
 #define JOB_SNAPSHOT_MAX (128u * 1024u * 1024u)	/* sandbox.create/import bytes */
+#define JOB_IMAGE_MAX 1024		/* bytes of an image reference (IMG_REF_MAX) */
 
 enum job_op {
 	OP_NONE = 0,
@@ -155,6 +156,10 @@ struct job {
 	enum job_net net_mode;	/* parsed net; NET_NONE when net is NULL */
 	int64_t priority;	/* higher runs first within a tenant */
 	int64_t deadline_ms;	/* epoch ms, 0 = none (checked by dispatcher) */
+	char *image;		/* runs: the image reference as given (printable
+				 * ASCII, JOB_IMAGE_MAX), or NULL (the config's
+				 * default_image); sandqd checks it against
+				 * images/ref.h and sends its canonical text */
 
 	/* Persistent sandboxes (docs/protocol.md "Sandboxes"). */
 	char *tenant;		/* the stream's tenant, set by sandqd; a client

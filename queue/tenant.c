@@ -29,8 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../images/ref.h"
 #include "../proto/keys.h"
 #include "tenant.h"
 
@@ -47,6 +49,7 @@ enum tfield_kind {
 	TF_NET,			/* comma-separated modes; "" = the host's */
 	TF_QUOTA,		/* uint64_t size */
 	TF_DENY,		/* patterns separated by '\n' */
+	TF_IMAGES,		/* image_sources patterns separated by ',' */
 };
 
 struct tfield {
@@ -85,6 +88,7 @@ static const struct tfield fields[] = {
 	{ "storage_quota_bytes", TF_QUOTA,
 	  offsetof(struct tenant_conf, storage_quota_bytes), 1, TENANT_QUOTA_MAX, true },
 	{ "deny", TF_DENY, 0, 0, 0, false },
+	{ "image_sources", TF_IMAGES, 0, 0, 0, false },
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -98,6 +102,8 @@ _Static_assert(sizeof(net_names) / sizeof(net_names[0]) == NET__COUNT,
 /* Longest value of a field other than deny: a few numbers or mode names. */
 #define VALUE_MAX 64
 #define DENY_TEXT_MAX (TENANT_DENY_MAX * (TENANT_DENY_LEN_MAX + 1))
+/* Longest image_sources text: every pattern at its longest, a ',' after. */
+#define IMAGES_TEXT_MAX (TENANT_IMAGE_SOURCES_MAX * (IMG_REF_MAX + 1))
 
 static const struct tfield *
 field_find(const char *name, size_t len)
@@ -140,12 +146,41 @@ tenant_conf_init(struct tenant_conf *t, const char *name, struct err *e)
 	return 0;
 }
 
+static void
+strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static char **
+strv_dup(char *const *v, size_t n)
+{
+	char **out = n > 0 ? xcalloc(n, sizeof(*out)) : NULL;
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(v[i]);
+	return out;
+}
+
 void
 tenant_conf_free(struct tenant_conf *t)
 {
 	if (t == NULL)
 		return;
 	tenant_deny_clear(t);
+	strv_free(t->image_sources, t->nimage_sources);
+	t->image_sources = NULL;
+	t->nimage_sources = 0;
+}
+
+void
+tenant_conf_copy(struct tenant_conf *dst, const struct tenant_conf *src)
+{
+	*dst = *src;
+	dst->deny = strv_dup(src->deny, src->ndeny);
+	dst->image_sources = strv_dup(src->image_sources, src->nimage_sources);
 }
 
 void
@@ -233,6 +268,89 @@ out_free:
 		free(list[i]);
 	free(list);
 	return -EINVAL;
+}
+
+/*
+ * Checks a list of image_sources patterns: at most
+ * TENANT_IMAGE_SOURCES_MAX, each one images/ref.h reads (its message
+ * escapes what it shows: a record's bytes may be anything), none twice.
+ */
+static int
+sources_check(char *const *list, size_t n, struct err *e)
+{
+	struct img_pattern p;
+	struct err pe;
+
+	if (n > TENANT_IMAGE_SOURCES_MAX)
+		return err_set(e, -EINVAL, "field 'image_sources': more than %d patterns",
+		    TENANT_IMAGE_SOURCES_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if (img_pattern_parse(list[i], &p, &pe) < 0)
+			return err_set(e, -EINVAL, "field 'image_sources': pattern %zu: %s",
+			    i + 1, pe.msg);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(list[k], list[i]) == 0)
+				return err_set(e, -EINVAL, "field 'image_sources': pattern "
+				    "%zu is listed twice", i + 1);
+	}
+	return 0;
+}
+
+/*
+ * Splits "a, b" (',' between patterns, spaces around them) into a fresh,
+ * checked list; blank text is the empty list. On failure nothing is
+ * allocated.
+ */
+static int
+sources_parse(const char *v, size_t len, char ***out, size_t *nout, struct err *e)
+{
+	char **list = NULL;
+	size_t n = 0, start = 0;
+
+	*out = NULL;
+	*nout = 0;
+	while (start < len && v[start] == ' ')
+		start++;
+	if (start == len)
+		return 0;
+	for (size_t i = start; i <= len; i++) {
+		size_t a = start, b = i;
+
+		if (i < len && v[i] != ',')
+			continue;
+		while (a < b && v[a] == ' ')
+			a++;
+		while (b > a && v[b - 1] == ' ')
+			b--;
+		if (b == a || b - a > IMG_REF_MAX || n >= TENANT_IMAGE_SOURCES_MAX) {
+			err_set(e, -EINVAL, "field 'image_sources': %s", b == a ?
+			    "an empty pattern" : b - a > IMG_REF_MAX ? "a pattern longer "
+			    "than " NUM_STR(IMG_REF_MAX) " bytes" : "more than "
+			    NUM_STR(TENANT_IMAGE_SOURCES_MAX) " patterns");
+			goto out_free;
+		}
+		list = xreallocarray(list, n + 1, sizeof(*list));
+		list[n++] = xmemdup0(v + a, b - a);
+		start = i + 1;
+	}
+	if (sources_check(list, n, e) < 0)
+		goto out_free;
+	*out = list;
+	*nout = n;
+	return 0;
+
+out_free:
+	strv_free(list, n);
+	return -EINVAL;
+}
+
+/* Makes list (owned, checked) t's image_sources. */
+static void
+sources_take(struct tenant_conf *t, char **list, size_t n)
+{
+	strv_free(t->image_sources, t->nimage_sources);
+	t->image_sources = list;
+	t->nimage_sources = n;
 }
 
 /*
@@ -376,6 +494,18 @@ tenant_conf_set(struct tenant_conf *t, const char *field, size_t flen,
 		t->ndeny = n;
 		return 0;
 	}
+	if (f->kind == TF_IMAGES) {
+		char **list = NULL;
+		size_t n = 0;
+
+		if (vlen > IMAGES_TEXT_MAX)
+			return err_set(e, -EINVAL, "field 'image_sources': longer than %d "
+			    "bytes", IMAGES_TEXT_MAX);
+		if (sources_parse(value, vlen, &list, &n, e) < 0)
+			return -EINVAL;
+		sources_take(t, list, n);
+		return 0;
+	}
 	expected(f, exp, sizeof(exp));
 	if (vlen > VALUE_MAX)
 		return err_set(e, -EINVAL, "field '%s': %s, got %zu bytes", f->name, exp,
@@ -467,7 +597,7 @@ tenant_conf_check(const struct tenant_conf *t, struct err *e)
 		if (why != NULL)
 			return err_set(e, -EINVAL, "field 'deny': pattern %zu: %s", i + 1, why);
 	}
-	return 0;
+	return sources_check(t->image_sources, t->nimage_sources, e);
 }
 
 uint32_t
@@ -501,6 +631,22 @@ tenant_deny_match(const struct tenant_conf *t, const char *text)
 }
 
 /*** Hash form ***/
+
+/* The image_sources joined by ',' (owned). */
+static char *
+sources_format(const struct tenant_conf *t)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&s, &len);
+
+	if (f == NULL)
+		fatal("open_memstream");
+	for (size_t i = 0; i < t->nimage_sources; i++)
+		fprintf(f, "%s%s", i ? "," : "", t->image_sources[i]);
+	fclose(f);
+	return s;
+}
 
 /*
  * The rate as the shortest of "%.15g" and "%.17g" that reads back as the
@@ -573,6 +719,10 @@ tenant_hash_encode(const struct tenant_conf *t, struct tenant_hash *h)
 			h->field[h->n] = f->name;
 			h->value[h->n++] = deny_format(t);
 			continue;
+		case TF_IMAGES:
+			h->field[h->n] = f->name;
+			h->value[h->n++] = sources_format(t);
+			continue;
 		default:
 			snprintf(buf, sizeof(buf), "%" PRIu64, field_get(t, f));
 			break;
@@ -629,6 +779,7 @@ json_t *
 tenant_json_encode(const struct tenant_conf *t)
 {
 	json_t *o = json_object(), *ceil = json_object(), *deny = json_array();
+	json_t *images = json_array();
 
 	json_object_set_new(o, "name", json_string(t->name));
 	for (size_t i = 0; i < NFIELDS; i++) {
@@ -667,6 +818,10 @@ tenant_json_encode(const struct tenant_conf *t)
 	for (size_t i = 0; i < t->ndeny; i++)
 		json_array_append_new(deny, json_string(t->deny[i]));
 	json_object_set_new(o, "deny", deny);
+	/* Patterns are printable ASCII: sources_check() holds them to it. */
+	for (size_t i = 0; i < t->nimage_sources; i++)
+		json_array_append_new(images, json_string(t->image_sources[i]));
+	json_object_set_new(o, "image_sources", images);
 	return o;
 }
 
@@ -749,6 +904,32 @@ json_decode_member(struct tenant_conf *t, const char *key, const json_t *v,
 			if ((rc = tenant_deny_add(t, json_string_value(cv), e)) < 0)
 				return rc;
 		}
+		return 0;
+	}
+	if (strcmp(key, "image_sources") == 0) {
+		char **list = NULL;
+		size_t n = 0;
+
+		if (!json_is_array(v))
+			return err_set(e, -EINVAL, "field 'image_sources': expected an array");
+		if (json_array_size(v) > TENANT_IMAGE_SOURCES_MAX)
+			return err_set(e, -EINVAL, "field 'image_sources': more than %d "
+			    "patterns", TENANT_IMAGE_SOURCES_MAX);
+		json_array_foreach(v, i, cv) {
+			if (!json_is_string(cv) || strlen(json_string_value(cv)) !=
+			    json_string_length(cv)) {
+				strv_free(list, n);
+				return err_set(e, -EINVAL, "field 'image_sources': expected "
+				    "strings without NUL");
+			}
+			list = xreallocarray(list, n + 1, sizeof(*list));
+			list[n++] = xstrdup(json_string_value(cv));
+		}
+		if (sources_check(list, n, e) < 0) {
+			strv_free(list, n);
+			return -EINVAL;
+		}
+		sources_take(t, list, n);
 		return 0;
 	}
 	if (strcmp(key, "v") == 0 || field_find(key, strlen(key)) == NULL ||

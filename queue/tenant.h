@@ -16,7 +16,8 @@
  * Lifecycle: tenant_conf_init() (defaults) -> tenant_conf_set() per field,
  * tenant_hash_decode() or tenant_json_decode() -> tenant_conf_check() ->
  * use, tenant_hash_encode() / tenant_json_encode() -> tenant_conf_free().
- * A struct tenant_conf may be copied by value only before deny is set.
+ * A struct tenant_conf may be copied by value only before deny or
+ * image_sources is set; tenant_conf_copy() copies one at any time.
  */
 #ifndef SANDQ_QUEUE_TENANT_H
 #define SANDQ_QUEUE_TENANT_H
@@ -37,6 +38,7 @@
 #define TENANT_QUOTA_MAX (1ull << 50)	/* storage quota: 1 PiB */
 #define TENANT_DENY_MAX 64		/* deny patterns per tenant */
 #define TENANT_DENY_LEN_MAX 256		/* bytes of one deny pattern */
+#define TENANT_IMAGE_SOURCES_MAX 32	/* image_sources patterns per tenant */
 #define TENANT_FIELDS_MAX 20		/* fields of the hash form */
 #define TENANT_HASH_VERSION 1		/* value of the "v" field */
 #define TENANT_USER_PREFIX "sandq-"	/* ACL user of tenant T: sandq-T */
@@ -56,6 +58,10 @@ struct tenant_conf {
 	uint64_t storage_quota_bytes;	/* all its sandboxes' snapshots; 0 = none */
 	char **deny;			/* fnmatch(3) globs over the command text */
 	size_t ndeny;			/* 0..TENANT_DENY_MAX */
+	char **image_sources;		/* images/ref.h patterns, each valid; the
+					 * tenant's images must match one as well
+					 * as the host's list; none = the host's */
+	size_t nimage_sources;		/* 0..TENANT_IMAGE_SOURCES_MAX */
 };
 
 /* The hash form: field names (static) and values (owned). */
@@ -73,13 +79,16 @@ struct tenant_hash {
  * a tenant name. t needs no tenant_conf_free() before this call.
  */
 int tenant_conf_init(struct tenant_conf *t, const char *name, struct err *e);
-/* Frees the deny list; t keeps its other values. NULL is a no-op. */
+/* Frees the deny and image_sources lists; t keeps its other values. NULL
+ * is a no-op. */
 void tenant_conf_free(struct tenant_conf *t);
+/* Makes dst a deep copy of src (dst needs no tenant_conf_free() first). */
+void tenant_conf_copy(struct tenant_conf *dst, const struct tenant_conf *src);
 
 /*
  * Sets one field from its text (the hash form's spelling, e.g. "weight" =
  * "3", "ceiling.memory_bytes" = "8G", "net" = "none,unix", "deny" = patterns
- * separated by '\n'). Lengths are explicit: a value from Redis may hold any
+ * separated by '\n', "image_sources" = patterns separated by ','). Lengths are explicit: a value from Redis may hold any
  * byte, and one with a NUL is refused. Returns 0 or -EINVAL with
  * e->msg = "field 'weight': must be 1..1000, got '0'"; an unknown field is
  * refused the same way. On failure t is unchanged.
@@ -127,7 +136,8 @@ int tenant_hash_decode(struct tenant_conf *t, const char *name,
 /*
  * The JSON form: {"name", "weight", "max_running", "max_queued", "rate",
  * "burst", "ceiling": {wall_ms...}, "net": [..] or null (the host's),
- * "storage_quota_bytes", "deny": [..]}. Returns a new reference.
+ * "storage_quota_bytes", "deny": [..], "image_sources": [..] ([]: the
+ * host's)}. Returns a new reference.
  */
 json_t *tenant_json_encode(const struct tenant_conf *t);
 /*

@@ -151,6 +151,10 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_expect_eq(a->job_sockets, b->job_sockets);
 	cr_expect_eq(a->audit_retention_s, b->audit_retention_s);
 	cr_expect_eq(a->audit_max_bytes, b->audit_max_bytes);
+	cr_assert_eq(a->nimage_sources, b->nimage_sources);
+	for (size_t i = 0; i < a->nimage_sources; i++)
+		cr_expect_str_eq(a->image_sources[i], b->image_sources[i]);
+	cr_expect_str_eq(a->default_image, b->default_image);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
 }
 
@@ -189,6 +193,8 @@ static const char *const non_defaults[] = {
 	"job_sockets=16",
 	"audit_retention_s=315360000",
 	"audit_max_bytes=3M",
+	"image_sources=host, docker://r.io:5000/team/*,oci:/srv/img/*",
+	"default_image=docker://r.io:5000/team/app:v1",
 	"limits.wall_ms=1",
 	"limits.cpu_ms=86400000",
 	"limits.memory_bytes=3000000",
@@ -242,6 +248,8 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.job_sockets, 1024);
 	cr_expect_eq(c.audit_retention_s, 2592000);
 	cr_expect_eq(c.audit_max_bytes, GIB);
+	cr_expect_eq(c.nimage_sources, 0, "empty: host only");
+	cr_expect_str_eq(c.default_image, "host");
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
 	cr_expect_eq(c.ceiling.cpu_ms, 3600000);
 	cr_expect_eq(c.ceiling.memory_bytes, 8 * GIB);
@@ -314,7 +322,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 38);
+	cr_expect_eq(nkeys, 40);
 	free(printed);
 	free(example);
 }
@@ -656,6 +664,73 @@ Test(config, net_modes_are_known_modes_once)
 	    "sandq.conf:2: net_modes: 'none' is listed twice");
 	expect_load_error("[sandqd]\nnet_modes =\n",
 	    "sandq.conf:2: net_modes: at least one item is required");
+}
+
+Test(config, image_sources_are_checked_patterns)
+{
+	cr_expect_eq(load("[sandqd]\nimage_sources = host,\n  docker://r.io/team/*, "
+	    "oci:/srv/img/*\n"), 0, "%s", e.msg);
+	cr_assert_eq(c.nimage_sources, 3);
+	cr_expect_str_eq(c.image_sources[1], "docker://r.io/team/*");
+	cr_expect_eq(load("[sandqd]\nimage_sources =\n"), 0, "%s", e.msg);
+	cr_expect_eq(c.nimage_sources, 0, "empty is allowed: host only");
+	expect_load_error("[sandqd]\nimage_sources = host, docker://registry/*\n",
+	    "sandq.conf:2: image_sources: pattern 2: registry host 'registry': needs "
+	    "a '.', a port or to be localhost (skopeo would read it as a folder of "
+	    "Docker Hub)");
+	expect_load_error("[sandqd]\nimage_sources = oci:/srv/img*\n",
+	    "sandq.conf:2: image_sources: pattern 1: path '/srv/img*': a '*' may "
+	    "only be the last component");
+	expect_load_error("[sandqd]\nimage_sources = host, host\n",
+	    "sandq.conf:2: image_sources: 'host' is listed twice");
+	expect_load_error("[sandqd]\nimage_sources = numpy\n",
+	    "sandq.conf:2: image_sources: pattern 1: expected host, "
+	    "docker://HOST[:PORT]/REPO, docker://HOST[:PORT]/PREFIX*, or oci:, "
+	    "oci-archive: or docker-archive: and /DIR/* or /PATH");
+	cr_expect_eq(c.nimage_sources, 0, "a refused list changed nothing");
+}
+
+Test(config, default_image_is_a_reference_within_image_sources)
+{
+	cr_expect_eq(load("[sandqd]\ndefault_image = docker://r.io/app\n"
+	    "image_sources = docker://r.io/*\n"), 0, "%s", e.msg);
+	cr_expect_eq(config_finish(&c, &e), 0, "%s", e.msg);
+	expect_load_error("[sandqd]\ndefault_image = docker://r.io/App\n",
+	    "sandq.conf:2: default_image: repository component 'App': expected "
+	    "lower-case letters and digits, separated by '.', '_', '__' or '-'");
+	expect_load_error("[sandqd]\ndefault_image = numpy\n",
+	    "sandq.conf:2: default_image: a tenant's image name cannot be the host's "
+	    "default");
+	/* Allowed by the list: checked once everything is read. */
+	set_ok(&c, "image_sources=");
+	cr_expect_eq(config_finish(&c, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "default_image: 'docker://r.io/app' is not within "
+	    "image_sources (empty: host only)");
+	set_ok(&c, "image_sources=oci:/srv/*");
+	set_ok(&c, "default_image=host");
+	cr_expect_eq(config_finish(&c, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "default_image: 'host' is not within image_sources");
+	set_ok(&c, "image_sources=oci:/srv/*,host");
+	cr_expect_eq(config_finish(&c, &e), 0, "%s", e.msg);
+}
+
+Test(config, a_tenant_section_narrows_image_sources_on_one_line)
+{
+	char long_list[300];
+
+	cr_assert_eq(load("[sandqd]\ntenants = a\nimage_sources = host, oci:/srv/*\n"
+	    "[tenant.a]\nimage_sources = oci:/srv/a/*\n"), 0, "%s", e.msg);
+	cr_assert_eq(config_finish(&c, &e), 0, "%s", e.msg);
+	cr_assert_not_null(config_tenant_conf(&c, "a"));
+	cr_assert_eq(config_tenant_conf(&c, "a")->nimage_sources, 1);
+	cr_expect_str_eq(config_tenant_conf(&c, "a")->image_sources[0], "oci:/srv/a/*");
+	expect_load_error("[tenant.a]\nimage_sources = docker://r.io/a:v1\n",
+	    "sandq.conf:2: image_sources: [tenant.a] field 'image_sources': pattern 1: "
+	    "a pattern names no tag or digest");
+	snprintf(long_list, sizeof(long_list), "tenant.a.image_sources=oci:/%0170d/*", 0);
+	cr_expect_eq(config_set(&c, long_list, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "--set tenant.a.image_sources: [tenant.a] "
+	    "image_sources: longer than 160 bytes");
 }
 
 Test(config, tenant_sections_give_a_tenant_its_own_net_modes)

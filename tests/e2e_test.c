@@ -1068,3 +1068,77 @@ Test(e2e, a_run_with_cases_runs_each_case_fresh_and_compares_its_output)
 	sandq_result_free(r);
 	sandq_close(c);
 }
+
+/*** Images (issue 16: references and sources; no image runs yet) ***/
+
+TestSuite(e2e_images, .timeout = 180);
+
+/*
+ * A job's image goes through libsandq and the CLI to sandqd, which holds it
+ * to image_sources (the host's, then the tenant's) and, until images run,
+ * refuses any but host; host jobs run as before, named or by default.
+ */
+Test(e2e_images, host_runs_and_other_images_are_refused_naming_the_field)
+{
+	static const char *const extra[] = { "--set", "tenants=default,narrow",
+	    "--set", "image_sources=host, docker://r.io/*, oci:/srv/img/*",
+	    "--set", "tenant.narrow.image_sources=oci:/srv/img/*", NULL };
+	struct sandq_job_opts o = { .image = "host" };
+	struct sandq_result *r;
+	struct harness h;
+	struct sandq *c;
+	char cmd[1024], *out = NULL;
+
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
+		    (int)geteuid());
+	harness_start(&h, 1, extra);
+	c = harness_client(&h);
+	r = harness_sh(c, "echo on-host", &o);
+	cr_expect_str_eq(r->status, "ok", "%s", r->error_message ? r->error_message : "");
+	cr_expect_str_eq((char *)r->stdout_data, "on-host\n");
+	sandq_result_free(r);
+
+	o.image = "docker://R.io/team/app";
+	r = harness_sh(c, "echo never", &o);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_code, "image");
+	cr_expect_str_eq(r->error_message, "field 'image': images other than host do "
+	    "not run yet on this host");
+	cr_expect_eq(r->stdout_len, 0);
+	sandq_result_free(r);
+
+	o.image = "docker://g.io/x";
+	r = harness_sh(c, "echo never", &o);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_code, "image");
+	cr_expect_str_eq(r->error_message, "field 'image': 'docker://g.io/x:latest' is "
+	    "not within this host's image_sources");
+	sandq_result_free(r);
+	sandq_close(c);
+
+	/* The CLI: --image is read locally, then passed on. */
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s --image host sh 'echo cli'",
+	    harness_build_dir(), h.url);
+	cr_expect_eq(harness_run(cmd, &out), 0);
+	cr_expect_str_eq(out, "cli\n");
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s --image oci:/srv/img/py sh true "
+	    "2>&1", harness_build_dir(), h.url);
+	cr_expect_eq(harness_run(cmd, &out), 125);
+	cr_expect_not_null(strstr(out, "images other than host do not run yet"), "%s", out);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s --image docker://registry/x "
+	    "sh true 2>&1", harness_build_dir(), h.url);
+	cr_expect_eq(harness_run(cmd, &out), 125);
+	cr_expect_not_null(strstr(out, "--image: registry host 'registry'"), "%s", out);
+	free(out);
+	/* A tenant whose list leaves host out: its default job is refused. */
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s --tenant narrow sh true 2>&1",
+	    harness_build_dir(), h.url);
+	cr_expect_eq(harness_run(cmd, &out), 125);
+	cr_expect_not_null(strstr(out, "field 'image': 'host' (the default) is not "
+	    "within tenant 'narrow''s image_sources"), "%s", out);
+	free(out);
+	harness_stop(&h);
+}

@@ -320,3 +320,165 @@ Test(intake, a_job_out_of_attempts_is_given_up_with_its_normalised_job)
 	cr_expect_eq(intake_admit(&in, job, (size_t)cfg.max_attempts - 1, &norm,
 	    &normlen, &r), INTAKE_OK);
 }
+
+/*** Images ***/
+
+#define STUB "field 'image': images other than host do not run yet on this host"
+
+/* An exec job naming image ref (NULL: none). */
+static void
+entry_image(const char *ref)
+{
+	if (ref == NULL)
+		entry("j-i", true_argv, NULL, 0);
+	else
+		entry("j-i", true_argv, (const char *const[]){ "image", ref, NULL }, 0);
+}
+
+/* Expects a refusal with code image and message msg, on the audit trail
+ * (target image_sources) or not. */
+static void
+expect_image_refused(const char *msg, bool audited)
+{
+	cr_expect_eq(r.status, ST_REJECTED);
+	cr_expect_str_eq(r.code, "image");
+	cr_expect_str_eq(r.msg, msg);
+	if (audited) {
+		cr_expect_str_eq(r.audit_target, "image_sources");
+		cr_expect_eq(r.audit_cat, AUDIT_CAT_QUOTA);
+	} else {
+		cr_expect_null(r.audit_target, "the host's rule is not the tenant's");
+	}
+	cr_expect_null(norm);
+}
+
+Test(intake, a_job_naming_no_image_runs_on_the_default_host_as_today)
+{
+	struct job *back = NULL;
+	struct err e = { 0 };
+
+	entry_image(NULL);
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_str_eq(job->image, "host");
+	cr_assert_eq(payload_job_decode(norm, normlen, &back, NULL, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(back->image, "host", "the worker is told its image");
+	job_free(back);
+}
+
+Test(intake, a_job_naming_host_runs)
+{
+	entry_image("host");
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_str_eq(job->image, "host");
+}
+
+Test(intake, a_bad_reference_is_rejected_naming_the_field)
+{
+	entry_image("docker://registry/x");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': registry host 'registry': needs a '.', "
+	    "a port or to be localhost (skopeo would read it as a folder of Docker "
+	    "Hub)", false);
+	/* Bytes the decoder refuses: answered as a bad image too. */
+	job_free(job);
+	job = NULL;
+	entry_image("oci:/\x1b]0;x\a");
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	expect_image_refused("field 'image': byte 0x1b at offset 5: a reference is "
+	    "printable ASCII without spaces", false);
+	cr_expect_str_eq(id, "j-i");
+}
+
+Test(intake, an_image_outside_the_hosts_sources_is_rejected)
+{
+	entry_image("docker://R.io/x");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'docker://r.io/x:latest' is not within "
+	    "this host's image_sources (empty: host only)", false);
+	job_free(job);
+	job = NULL;
+	set("image_sources=docker://r.io/*");
+	set("default_image=docker://r.io/base");
+	entry_image("host");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'host' is not within this host's "
+	    "image_sources", false);
+}
+
+Test(intake, an_allowed_image_is_answered_until_images_run)
+{
+	set("image_sources=host, docker://r.io/*, oci:/srv/img/*");
+	entry_image("docker://R.io/x");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused(STUB, false);
+	cr_expect_str_eq(job->image, "docker://r.io/x:latest", "made canonical first");
+	job_free(job);
+	job = NULL;
+	entry_image("oci:/srv/img/py:3");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused(STUB, false);
+	job_free(job);
+	job = NULL;
+	/* A tenant's name is checked once resolved, by the piece that runs it. */
+	entry_image("numpy");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused(STUB, false);
+	job_free(job);
+	job = NULL;
+	/* And so is a default other than host. */
+	set("default_image=docker://r.io/base");
+	entry_image(NULL);
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused(STUB, false);
+}
+
+Test(intake, a_tenants_image_sources_narrow_the_hosts_on_the_audit_trail)
+{
+	set("image_sources=host, docker://r.io/*");
+	tenant_set("image_sources", "docker://r.io/team/*");
+	entry_image("docker://r.io/teamx");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'docker://r.io/teamx:latest' is not "
+	    "within tenant 'acme''s image_sources", true);
+	job_free(job);
+	job = NULL;
+	entry_image(NULL);
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'host' (the default) is not within "
+	    "tenant 'acme''s image_sources", true);
+	job_free(job);
+	job = NULL;
+	entry_image("docker://r.io/team/app");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused(STUB, false);
+}
+
+Test(intake, a_tenants_image_sources_cannot_widen_the_hosts)
+{
+	tenant_set("image_sources", "host, docker://r.io/*");
+	entry_image("docker://r.io/x");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'docker://r.io/x:latest' is not within "
+	    "this host's image_sources (empty: host only)", false);
+	job_free(job);
+	job = NULL;
+	entry_image("host");
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+}
+
+Test(intake, ops_that_run_nothing_take_no_image)
+{
+	msgpack_packer pk;
+
+	set("image_sources=docker://r.io/*");
+	set("default_image=docker://r.io/base");
+	msgpack_sbuffer_clear(&buf);
+	msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 2);
+	pstr(&pk, "id");
+	pstr(&pk, "j-o");
+	pstr(&pk, "op");
+	pstr(&pk, "sandbox.list");
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_null(job->image);
+}

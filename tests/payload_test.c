@@ -231,6 +231,7 @@ expect_no_optional_fields(const struct job *j)
 	cr_expect_null(j->labels);
 	cr_expect_eq(j->nlabels, 0);
 	cr_expect_null(j->net);
+	cr_expect_null(j->image);
 	cr_expect_eq(j->priority, 0);
 	cr_expect_eq(j->deadline_ms, 0);
 }
@@ -693,6 +694,7 @@ expect_jobs_equal(const struct job *a, const struct job *b)
 		cr_expect_str_eq(a->net, b->net);
 	cr_expect_eq(a->priority, b->priority);
 	cr_expect_eq(a->deadline_ms, b->deadline_ms);
+	expect_opt_str_eq("image", a->image, b->image);
 	expect_opt_str_eq("tenant", a->tenant, b->tenant);
 	expect_opt_str_eq("sandbox", a->sandbox, b->sandbox);
 	cr_expect_eq(a->stream, b->stream);
@@ -776,6 +778,8 @@ Test(payload, round_trips_every_job_field)
 	j->labels = strv_new(labels, 4);
 	j->nlabels = 2;
 	j->net = xdup("none");
+	j->image = xdup("docker://r.io:5000/team/app@sha256:"
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
 	j->priority = -3;
 	j->deadline_ms = 1700000000000;
 	j->stream = true;
@@ -1214,10 +1218,41 @@ Test(payload, rejects_a_stream_not_bool_and_persist_true_without_sandbox)
 	REJECT_EXEC_WITH("field 'persist'", jb_bool(b, "persist", true));
 }
 
-Test(payload, rejects_image_as_not_available)
+Test(payload, image_is_kept_as_given_and_round_trips)
 {
-	REJECT_EXEC_WITH("field 'image': not available in this version",
-	    jb_str(b, "image", "x"));
+	struct jb b;
+	struct job *j;
+	char ref[JOB_IMAGE_MAX + 1];
+
+	memset(ref, 'x', JOB_IMAGE_MAX);
+	ref[JOB_IMAGE_MAX] = '\0';
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "sh");
+	jb_str(&b, "script", "true");
+	jb_str(&b, "image", ref);
+	j = jb_decode_ok(&b);
+	cr_expect_str_eq(j->image, ref, "1024 bytes: the bound itself");
+	expect_job_round_trip(j);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_image_text_that_is_no_reference)
+{
+	char big[JOB_IMAGE_MAX + 2];
+
+	memset(big, 'x', JOB_IMAGE_MAX + 1);
+	big[JOB_IMAGE_MAX + 1] = '\0';
+	REJECT_EXEC_WITH("field 'image': longer than 1024 bytes", jb_str(b, "image", big));
+	REJECT_EXEC_WITH("field 'image': empty", jb_str(b, "image", ""));
+	REJECT_EXEC_WITH("field 'image': expected a string", jb_int(b, "image", 1));
+	REJECT_EXEC_WITH("field 'image': byte 0x1b at offset 4: a reference is "
+	    "printable ASCII without spaces", jb_str(b, "image", "oci:\x1b[2J"));
+	REJECT_EXEC_WITH("field 'image': byte 0x0a at offset 4",
+	    jb_str(b, "image", "host\n"));
+	REJECT_EXEC_WITH("field 'image': byte 0x20", jb_str(b, "image", "oci:/a b"));
+	REJECT_EXEC_WITH("field 'image': byte 0xc3", jb_str(b, "image", "caf\xc3\xa9"));
 }
 
 Test(payload, rejects_unknown_top_level_field)
@@ -1345,11 +1380,11 @@ static const struct op_case {
 	const char *needs;
 } op_cases[] = {
 	{ "exec", OP_EXEC, "argv stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset", "argv" },
+	    "stream persist sandbox perms perm_preset image", "argv" },
 	{ "sh", OP_SH, "script stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset", "script" },
+	    "stream persist sandbox perms perm_preset image", "script" },
 	{ "python", OP_PYTHON, "code stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset", "code" },
+	    "stream persist sandbox perms perm_preset image", "code" },
 	{ "fs.read", OP_FS_READ, "sandbox path perms perm_preset", "sandbox path" },
 	{ "fs.write", OP_FS_WRITE, "sandbox path data mode perms perm_preset",
 	    "sandbox path data" },
@@ -1378,7 +1413,7 @@ static const char *const all_fields[] = {
 	"argv", "script", "code", "stdin", "env", "cwd", "limits", "preset",
 	"files", "labels", "net", "stream", "persist", "sandbox", "perms",
 	"perm_preset", "path", "data", "mode", "recursive", "key", "value",
-	"prefix", "to", "snapshot",
+	"prefix", "to", "snapshot", "image",
 };
 
 #define N_OP_CASES (sizeof(op_cases) / sizeof(op_cases[0]))
@@ -1436,6 +1471,8 @@ jb_sample(struct jb *b, const char *f)
 		jb_str(b, f, "strict");
 	} else if (strcmp(f, "net") == 0) {
 		jb_str(b, f, "unix");
+	} else if (strcmp(f, "image") == 0) {
+		jb_str(b, f, "docker://R.io/x:1");
 	} else if (strcmp(f, "stream") == 0) {
 		jb_bool(b, f, false);
 	} else if (strcmp(f, "persist") == 0 || strcmp(f, "recursive") == 0) {
@@ -1569,6 +1606,9 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 				cr_expect_eq(j->perms[1].level, PERM_NONE);
 				cr_expect_str_eq(j->perm_preset, "development");
 			}
+			cr_expect_eq(j->image != NULL, has_word(c->uses, "image"));
+			if (j->image)
+				cr_expect_str_eq(j->image, "docker://R.io/x:1", "as given");
 			cr_expect_eq(j->recursive, has_word(c->uses, "recursive"));
 			cr_expect_eq(j->key != NULL, has_word(c->uses, "key"));
 			if (j->key)
@@ -1666,9 +1706,9 @@ Test(payload, rejects_every_field_an_op_does_not_use)
 	cr_expect_gt(tried, 300);
 }
 
-Test(payload, rejects_unknown_op_and_image)
+Test(payload, rejects_unknown_op_and_image_off_runs)
 {
-	REJECT_OP_WITH("sandbox.list", "", "field 'image': not available",
+	REJECT_OP_WITH("sandbox.list", "", "field 'image': not used by op 'sandbox.list'",
 	    jb_str(b, "image", "alpine"));
 	{
 		struct jb b;

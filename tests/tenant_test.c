@@ -77,6 +77,7 @@ fill(struct tenant_conf *r)
 	set(r, "net", "unix");
 	set(r, "storage_quota_bytes", "10G");
 	set(r, "deny", "*curl *\nrm -rf /*\n*wget*");
+	set(r, "image_sources", " docker://r.io/team/*, oci:/srv/img/* ");
 }
 
 static void
@@ -94,6 +95,9 @@ expect_same(const struct tenant_conf *a, const struct tenant_conf *b)
 	cr_assert_eq(a->ndeny, b->ndeny);
 	for (size_t i = 0; i < a->ndeny; i++)
 		cr_expect_str_eq(a->deny[i], b->deny[i]);
+	cr_assert_eq(a->nimage_sources, b->nimage_sources);
+	for (size_t i = 0; i < a->nimage_sources; i++)
+		cr_expect_str_eq(a->image_sources[i], b->image_sources[i]);
 }
 
 /* Decodes h (as HGETALL would return it) into out. */
@@ -150,6 +154,8 @@ Test(tenant, hash_round_trips_every_field)
 	cr_expect_str_eq(hash_get(&h, "ceiling.memory_bytes"), "2147483648");
 	cr_expect_str_eq(hash_get(&h, "net"), "unix");
 	cr_expect_str_eq(hash_get(&h, "deny"), "*curl *\nrm -rf /*\n*wget*");
+	cr_expect_str_eq(hash_get(&h, "image_sources"),
+	    "docker://r.io/team/*,oci:/srv/img/*");
 	cr_assert_eq(decode_hash(&h, "acme_1-x", &u), 0, "%s", e.msg);
 	expect_same(&t, &u);
 }
@@ -158,9 +164,10 @@ Test(tenant, hash_of_defaults_round_trips_and_lists_every_field)
 {
 	cr_assert_eq(tenant_conf_init(&t, "b", &e), 0);
 	tenant_hash_encode(&t, &h);
-	cr_expect_eq(h.n, 16);
+	cr_expect_eq(h.n, 17);
 	cr_expect_str_eq(hash_get(&h, "net"), "");
 	cr_expect_str_eq(hash_get(&h, "deny"), "");
+	cr_expect_str_eq(hash_get(&h, "image_sources"), "", "none: the host's");
 	cr_assert_eq(decode_hash(&h, "b", &u), 0, "%s", e.msg);
 	expect_same(&t, &u);
 }
@@ -197,6 +204,8 @@ Test(tenant, json_round_trips_every_field)
 	cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "ceiling"),
 	    "pids")), 64);
 	cr_expect_eq(json_array_size(json_object_get(j, "deny")), 3);
+	cr_expect_str_eq(json_string_value(json_array_get(json_object_get(j,
+	    "image_sources"), 1)), "oci:/srv/img/*");
 	cr_assert_eq(tenant_json_decode(&u, j, &e), 0, "%s", e.msg);
 	json_decref(j);
 	expect_same(&t, &u);
@@ -227,6 +236,10 @@ Test(tenant, json_decode_refuses_unknown_and_mistyped_members)
 		"{\"name\":\"a\",\"net\":[]}",
 		"{\"name\":\"a\",\"net\":[\"inet\"]}",
 		"{\"name\":\"a\",\"deny\":[1]}",
+		"{\"name\":\"a\",\"image_sources\":\"host\"}",
+		"{\"name\":\"a\",\"image_sources\":[1]}",
+		"{\"name\":\"a\",\"image_sources\":[\"docker://registry/*\"]}",
+		"{\"name\":\"a\",\"image_sources\":[\"host\",\"host\"]}",
 		"{\"name\":\"a b\"}",
 		"{\"weight\":1}",
 		"[]",
@@ -437,4 +450,60 @@ Test(tenant, acl_rules_grant_only_the_clients_commands)
 	    buf, sizeof(buf)), -ENAMETOOLONG);
 	cr_expect_eq(tenant_acl_rules("sandq", "a", NULL, true, false, argv,
 	    TENANT_ACL_ARGS_MAX, buf, 40), -ENAMETOOLONG);
+}
+
+Test(tenant, image_sources_are_checked_patterns_listed_once)
+{
+	char *text, pat[40];
+	size_t len = 0;
+
+	cr_assert_eq(tenant_conf_init(&t, "a", &e), 0);
+	set(&t, "image_sources", "host,docker://r.io:5000/*");
+	cr_assert_eq(t.nimage_sources, 2);
+	cr_expect_str_eq(t.image_sources[0], "host");
+	cr_expect_str_eq(t.image_sources[1], "docker://r.io:5000/*");
+	cr_expect_str_eq(refuse(&t, "image_sources", "host, docker://registry/*"),
+	    "field 'image_sources': pattern 2: registry host 'registry': needs a "
+	    "'.', a port or to be localhost (skopeo would read it as a folder of "
+	    "Docker Hub)");
+	cr_expect_str_eq(refuse(&t, "image_sources", "oci:/a/*,oci:/a/*"),
+	    "field 'image_sources': pattern 2 is listed twice");
+	cr_expect_str_eq(refuse(&t, "image_sources", "host,,oci:/a/*"),
+	    "field 'image_sources': an empty pattern");
+	cr_expect_str_eq(refuse(&t, "image_sources", "host,"),
+	    "field 'image_sources': an empty pattern");
+	cr_expect_str_eq(refuse(&t, "image_sources", "oci:/a\x1b[2J/*"),
+	    "field 'image_sources': pattern 1: byte 0x1b at offset 6: a pattern is "
+	    "printable ASCII without spaces");
+	cr_expect_str_eq(refuse(&t, "image_sources", "docker://r.io/a:v1"),
+	    "field 'image_sources': pattern 1: a pattern names no tag or digest");
+	/* 33 patterns. */
+	text = calloc(1, 33 * sizeof(pat));
+	for (int i = 0; i < 33; i++)
+		len += (size_t)sprintf(text + len, "%soci:/p%02d/*", i ? "," : "", i);
+	cr_expect_str_eq(refuse(&t, "image_sources", text),
+	    "field 'image_sources': more than 32 patterns");
+	free(text);
+	cr_expect_eq(t.nimage_sources, 2, "a refused list changed the record");
+	set(&t, "image_sources", "  ");
+	cr_expect_eq(t.nimage_sources, 0, "blank: the host's list");
+	cr_expect_null(t.image_sources);
+	t.image_sources = calloc(1, sizeof(char *));
+	t.image_sources[0] = strdup("oci:relative/*");
+	t.nimage_sources = 1;
+	cr_expect_eq(tenant_conf_check(&t, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "field 'image_sources': pattern 1: path 'relative/*': "
+	    "must be absolute");
+}
+
+Test(tenant, copy_is_deep)
+{
+	fill(&t);
+	tenant_conf_copy(&u, &t);
+	expect_same(&t, &u);
+	cr_expect_neq(u.deny, t.deny);
+	cr_expect_neq(u.image_sources, t.image_sources);
+	cr_expect_neq(u.image_sources[0], t.image_sources[0]);
+	tenant_conf_free(&t);
+	cr_expect_str_eq(u.image_sources[1], "oci:/srv/img/*", "u outlives t's lists");
 }

@@ -176,13 +176,17 @@ enum intake_verdict intake_read(const struct intake *in, const char *raw,
     struct intake_refusal *r);
 /*
  * Admits a job from intake_read(): its path rules (they must compile), its
- * deadline (against in->now), network mode, limits (resolved against the host's
- * presets and ceilings, then the tenant's), the tenant's rules (in->conf:
- * network modes, ceilings, denied commands), then its attempts so far
- * (nattempts) against max_attempts. Returns INTAKE_OK, or INTAKE_GIVE_UP
- * for a job out of attempts, with job->limits resolved and *norm, *normlen
- * the normalised job for the worker (the caller's: free()); else
- * INTAKE_ANSWER with *r filled. The job stays the caller's either way.
+ * deadline (against in->now), network mode, a run's image (its reference or
+ * the host's default_image, within the host's image_sources; code "image"),
+ * limits (resolved against the host's presets and ceilings, then the
+ * tenant's), the tenant's rules (in->conf: network modes, ceilings, denied
+ * commands, image_sources), then its attempts so far (nattempts) against
+ * max_attempts. Returns INTAKE_OK, or INTAKE_GIVE_UP for a job out of
+ * attempts, with job->limits resolved, a run's job->image its image's
+ * canonical text and *norm, *normlen the normalised job for the worker
+ * (the caller's: free()); else INTAKE_ANSWER with *r filled. The job stays
+ * the caller's either way. Until images run, a run on any image but host is
+ * answered rejected ("image").
  */
 enum intake_verdict intake_admit(const struct intake *in, struct job *job,
     size_t nattempts, char **norm, size_t *normlen, struct intake_refusal *r);

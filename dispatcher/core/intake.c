@@ -6,10 +6,12 @@
  * walked by payload_scan() and decoded by the strict decoder before anything
  * else looks at them (intake_read). The decoded job is then held to the
  * host's rules and the tenant's own (intake_admit): its path rules, its
- * deadline, its network mode, its limits resolved against the host's and
- * lowered to the tenant's ceilings, the tenant's denied commands, and the
- * attempts it has had. The worker gets a re-encoded, normalised job with
- * every limit resolved, never the tenant's bytes.
+ * deadline, its network mode, its image (images/ref.h: the reference, or
+ * the host's default_image, within the host's image_sources and the
+ * tenant's), its limits resolved against the host's and lowered to the
+ * tenant's ceilings, the tenant's denied commands, and the attempts it has
+ * had. The worker gets a re-encoded, normalised job with every limit
+ * resolved and its image's canonical text, never the tenant's bytes.
  *
  * Every refusal says what to do with the entry (struct intake_refusal): an
  * answer under the job's id (rejected or expired, with a code and a
@@ -24,8 +26,12 @@
 
 #include "../../common/log.h"
 #include "../../common/xmalloc.h"
+#include "../../images/ref.h"
 #include "../../workspace/perms.h"
 #include "core.h"
+
+/* What the decoder lets through is what a reference may be. */
+_Static_assert(JOB_IMAGE_MAX == IMG_REF_MAX, "the job's image bound is a reference's");
 
 /* Fills r for a refusal carried out as v says. Returns v. */
 static enum intake_verdict
@@ -64,8 +70,10 @@ intake_read(const struct intake *in, const char *raw, size_t rawlen,
 	if (payload_job_decode(raw, rawlen, &job, id, &e) < 0) {
 		if (id[0] == '\0')
 			payload_peek_id(raw, rawlen, id);
+		/* An image the decoder refused (bytes, length) is a bad image. */
 		if (id[0] != '\0')
-			return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job", e.msg);
+			return refuse(r, INTAKE_ANSWER, ST_REJECTED, strncmp(e.msg,
+			    "field 'image': ", 15) == 0 ? "image" : "invalid_job", e.msg);
 		return refuse(r, INTAKE_DEAD, ST_REJECTED, NULL, e.msg);
 	}
 	/* The tenant is the stream's; a job may only repeat it. */
@@ -209,6 +217,68 @@ tenant_rules(const struct intake *in, const struct job *job,
 }
 
 /*
+ * The image of a run: the reference it names, or the host's default_image,
+ * parsed (refused naming the field) and, unless it is a tenant's name
+ * (checked once resolved: see intake_admit()), within the host's
+ * image_sources. Fills *ref and sets job->image to the canonical text, so
+ * the worker and every later check see one spelling. Returns true, or false
+ * with *r filled.
+ */
+static bool
+image_pick(const struct intake *in, struct job *job, struct img_ref *ref,
+    struct intake_refusal *r)
+{
+	const char *text = job->image != NULL ? job->image : in->cfg->default_image;
+	char canon[IMG_REF_MAX + 1], msg[sizeof(r->msg)];
+	struct err e = { 0 };
+
+	if (img_ref_parse(text, ref, &e) < 0) {
+		snprintf(msg, sizeof(msg), "field 'image': %s", e.msg);
+		refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", msg);
+		return false;
+	}
+	if (img_ref_str(ref, canon, sizeof(canon)) < 0)
+		fatalx("an image reference outgrew its canonical form");
+	if (ref->kind != IMG_NAME && !img_source_allowed(in->cfg->image_sources,
+	    in->cfg->nimage_sources, ref)) {
+		/* The canonical text is printable ASCII: img_ref_parse() says so. */
+		snprintf(msg, sizeof(msg), "field 'image': '%.256s'%s is not within "
+		    "this host's image_sources%s", canon, job->image ? "" :
+		    " (the default)", in->cfg->nimage_sources == 0 ?
+		    " (empty: host only)" : "");
+		refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", msg);
+		return false;
+	}
+	free(job->image);
+	job->image = xstrdup(canon);
+	return true;
+}
+
+/*
+ * The tenant's image_sources (docs/tenants.md), which can only narrow the
+ * host's: a run's image (ref, canonical in job->image; named: the job named
+ * it, rather than taking the default) must match both lists. Refused on
+ * the audit trail like the tenant's other rules. Returns true, or false
+ * with *r filled.
+ */
+static bool
+tenant_image_rule(const struct intake *in, const struct job *job,
+    const struct img_ref *ref, bool named, struct intake_refusal *r)
+{
+	const struct tenant_conf *c = in->conf;
+	char msg[sizeof(r->msg)];
+
+	if (c == NULL || c->nimage_sources == 0 || ref->kind == IMG_NAME ||
+	    img_source_allowed(c->image_sources, c->nimage_sources, ref))
+		return true;
+	snprintf(msg, sizeof(msg), "field 'image': '%.256s'%s is not within tenant "
+	    "'%s''s image_sources", job->image, named ? "" : " (the default)",
+	    in->tenant);
+	refuse_rule(r, AUDIT_CAT_QUOTA, "image_sources", "image", msg);
+	return false;
+}
+
+/*
  * Whether the job's path rules compile (workspace/perms.c: pattern syntax,
  * the preset; decoding already refused an unknown level): refused here,
  * naming the rule, rather than by the sandbox after the job was queued.
@@ -239,6 +309,8 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 {
 	struct job_limits lim;
 	struct err e = { 0 };
+	struct img_ref ref;
+	bool named = job->image != NULL;
 	char modes[128];
 
 	if (!rules_valid(job, &e))
@@ -255,6 +327,8 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 		    job->net ? "" : " (the default)", in->tenant, modes);
 		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
 	}
+	if (JOB_OP_RUNS(job->op) && !image_pick(in, job, &ref, r))
+		return INTAKE_ANSWER;
 	/*
 	 * Runs have limits, and so do imports: what they store must fit what
 	 * a job on the sandbox may hold. The other ops start no process and
@@ -273,6 +347,22 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 		lim = in->cfg->ceiling;
 	if (!tenant_rules(in, job, &lim, r))
 		return INTAKE_ANSWER;
+	if (JOB_OP_RUNS(job->op)) {
+		if (!tenant_image_rule(in, job, &ref, named, r))
+			return INTAKE_ANSWER;
+		/*
+		 * ==== IMAGES DO NOT RUN YET (issue 16) ====
+		 * Until the layer cache and the worker's image root exist, a
+		 * worker runs host alone. The piece that runs images replaces
+		 * this block: it resolves a tenant's name (its tag, kept in
+		 * Redis) to a reference, holds that to both image_sources lists
+		 * as above, and hands the job on to wait for its image.
+		 */
+		if (ref.kind != IMG_HOST)
+			return refuse(r, INTAKE_ANSWER, ST_REJECTED, "image",
+			    "field 'image': images other than host do not run yet on "
+			    "this host");
+	}
 	if (JOB_HAS_LIMITS(job))
 		job->limits = lim;
 	if (payload_job_encode(job, norm, normlen) < 0)
