@@ -133,7 +133,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake oci
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -223,6 +223,9 @@ $(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj
 # hosts_test runs deploy/hosts.sh (network namespaces): root, from the repository root.
 $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+# oci_test: the image documents' parsers (images/oci.c) alone.
+$(B)/tests/oci_test: $(B)/tests/oci_test.o $(call obj,images/oci.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
 
 # tests/run.sh passes --jobs=N --short-filename, which unittest does not take:
 # the wrapper drops them. It runs from the repository root, as run.sh does,
@@ -298,7 +301,7 @@ install: all
 # Every source folder, and the folder rules of docs/architecture.md.
 # cppcheck reads sandq's code only (no system headers): tests/cppcheck.h
 # gives it the iteration macros it would otherwise stop at.
-LINT_DIRS := common proto config queue dispatcher worker sandbox agentfs store workspace audit libsandq cli
+LINT_DIRS := common proto config queue dispatcher worker sandbox agentfs store workspace audit libsandq cli images
 lint:
 	@SANDQ_EXTRA_PKGS=cppcheck sh deploy/install-deps.sh
 	cppcheck --quiet --inline-suppr --enable=warning,portability --std=c11 \
