@@ -89,6 +89,12 @@ WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c queue/redis.c queue/uvredis.c
+# The per-host image cache (issue 16): pulls with skopeo, checks every
+# blob against its digest, unpacks each layer once (-ljansson -lcrypto).
+IMAGES_CACHE_SRCS := images/cache.c images/cache_records.c images/cache_evict.c images/oci.c images/skopeo.c
+# TEMPORARY stand-in for images/unpack.c (its own branch; -larchive): goes
+# when the two branches merge.
+IMAGES_UNPACK_STUB_SRCS := images/unpack_stub.c
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c
