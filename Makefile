@@ -141,7 +141,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake oci
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -232,6 +232,11 @@ $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsand
 # oci_test: the image documents' parsers (images/oci.c) alone.
 $(B)/tests/oci_test: $(B)/tests/oci_test.o $(call obj,images/oci.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
+# images_test: a private docker-registry (harness.c), images made by hand
+# (tests/imgbuild.c, libarchive's writer) and pulled into a cache with skopeo.
+$(B)/tests/images_test: $(B)/tests/images_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
+		$(call obj,$(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_STUB_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 
 # tests/run.sh passes --jobs=N --short-filename, which unittest does not take:
 # the wrapper drops them. It runs from the repository root, as run.sh does,
