@@ -571,10 +571,12 @@ Test(images, stopped_registry_fails_naming_the_image_and_leaves_nothing)
  * A TCP proxy to the registry in a child process: once it has passed
  * more than cut bytes from the registry to skopeo, it kills the registry
  * (SIGKILL) and exits, cutting every connection in the middle of a
- * transfer. Returns its pid; *port is where it listens.
+ * transfer; or, if stall, stops forwarding and keeps every connection
+ * open, a registry that hangs mid-layer. Returns its pid; *port is where
+ * it listens.
  */
 static pid_t
-proxy_start(size_t cut, int *port)
+proxy_start(size_t cut, bool stall, int *port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -638,6 +640,9 @@ proxy_start(size_t cut, int *port)
 					pf[i].fd = -1;
 				/* Odd slots are clients, even ones the registry's side. */
 				if (i % 2 == 0 && (passed += (size_t)r) > cut) {
+					if (stall)
+						for (;;)
+							pause();
 					kill(victim, SIGKILL);
 					_exit(0);
 				}
@@ -682,7 +687,7 @@ Test(images, registry_dying_during_a_pull_fails_naming_the_image_and_leaves_noth
 	harness_registry_push(&reg, s, "test/big:1");
 
 	/* The registry dies a megabyte into the 4 MiB layer. */
-	proxy = proxy_start(1u << 20, &port);
+	proxy = proxy_start(1u << 20, false, &port);
 	snprintf(via, sizeof(via), "docker://127.0.0.1:%d/test/big:1", port);
 	o.retry_times = 1;
 	cr_assert_lt(img_cache_pull(cache, via, &o, &r, &e), 0);
@@ -692,6 +697,56 @@ Test(images, registry_dying_during_a_pull_fails_naming_the_image_and_leaves_noth
 	    "the proxy did not cut the transfer; the pull said: %s", e.msg);
 	cr_expect(strstr(e.msg, via) != NULL, "the error does not name the image: %s", e.msg);
 	expect_nothing_half_done();
+}
+
+Test(images, registry_stalling_mid_layer_times_out_and_leaves_nothing)
+{
+	static const struct imgb_entry big[] = {
+		{ "big.bin", 'f', NULL, 4u << 20, 0 },
+		{ NULL, 0, NULL, 0, 0 },
+	};
+	struct imgb_image img = { .layers = { BASE, big } };
+	struct imgb_desc d;
+	struct img_pull_opts o = opts(NULL);
+	struct img_record *r = NULL, *r1 = NULL;
+	struct err e = { 0 };
+	char s[400], via[400], index[600], before[8192], after[8192];
+	int port;
+	pid_t proxy;
+
+	imgb_write(src, "big", &img, &d);
+	snprintf(s, sizeof(s), "oci:%s:big", src);
+	harness_registry_push(&reg, s, "test/big:1");
+	/* An image already there: index.json has an entry to keep. */
+	cr_assert(img_cache_pull(cache, ref("test/img:1"), &o, &r1, &e) == 0, "%s", e.msg);
+	snprintf(index, sizeof(index), "%s/oci/index.json", root);
+	cr_assert_gt(slurp(index, before, sizeof(before)), 0);
+
+	/* skopeo is a megabyte into the 4 MiB layer when the registry hangs. */
+	proxy = proxy_start(1u << 20, true, &port);
+	snprintf(via, sizeof(via), "docker://127.0.0.1:%d/test/big:1", port);
+	o.timeout_ms = 3000;
+	cr_expect_eq(img_cache_pull(cache, via, &o, &r, &e), -ETIMEDOUT, "%s", e.msg);
+	kill(proxy, SIGKILL);
+	waitpid(proxy, NULL, 0);
+	cr_assert_null(r);
+	cr_expect(strstr(e.msg, via) != NULL, "the error does not name the image: %s", e.msg);
+	cr_expect(strstr(e.msg, "timed out") != NULL, "%s", e.msg);
+	/* The first image whole and alone; skopeo's partial blob gone. */
+	cr_assert_gt(slurp(index, after, sizeof(after)), 0);
+	cr_expect_str_eq(after, before, "index.json changed");
+	cr_expect_eq(entries("images/sha256"), 1);
+	cr_expect_eq(entries("refs"), 1);
+	cr_expect_eq(entries("layers/sha256"), 4);
+	cr_expect_eq(entries("tmp"), 0);
+	cr_expect_eq(entries("oci"), 3, "a stray file next to index.json, oci-layout, blobs");
+	expect_blobs_whole();
+	{
+		pid_t pids[4];
+
+		cr_expect_eq(harness_pgrep(root, pids, 4), 0, "skopeo is left running");
+	}
+	img_record_free(r1);
 }
 
 Test(images, hung_registry_times_out_naming_the_image_and_leaves_nothing)
