@@ -728,6 +728,9 @@ harness_registry_start(struct harness_registry *r, const char *dir)
 	char conf[400], log[400], data[400];
 
 	memset(r, 0, sizeof(*r));
+	if (access("/usr/bin/docker-registry", X_OK) != 0 || access("/usr/bin/skopeo", X_OK) != 0)
+		cr_assert_fail("docker-registry or skopeo is not installed: "
+		    "run deploy/install-deps.sh (make test does)");
 	cr_assert_lt((size_t)snprintf(r->dir, sizeof(r->dir), "%s/registry", dir),
 	    sizeof(r->dir));
 	cr_assert(mkdir(r->dir, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", r->dir,

@@ -486,6 +486,11 @@ Test(images, two_processes_pulling_one_image_fetch_it_once)
 	cr_expect_eq(entries("layers/sha256"), 4, "two layers and their meta");
 }
 
+/*
+ * The layout lock runs the two copies one after the other, so the second
+ * pull usually finds the base unpacked; the layer lock is for the times
+ * the two reach it together. Either way, once.
+ */
 Test(images, two_images_pulled_at_once_unpack_their_shared_layer_once)
 {
 	const char *refs[] = { ref("test/img:1"), ref("test/img2:1") };
