@@ -94,6 +94,9 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISP
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c queue/redis.c queue/uvredis.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
+# The per-host image cache (issue 16): pulls with skopeo, checks every
+# blob against its digest, unpacks each layer once (-ljansson -lcrypto).
+IMAGES_CACHE_SRCS := images/cache.c images/cache_records.c images/cache_evict.c images/oci.c images/skopeo.c
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
@@ -138,9 +141,9 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -235,6 +238,14 @@ $(B)/tests/rstore_test: $(B)/tests/rstore_test.o $(B)/tests/harness.o $(call obj
 # hosts_test runs deploy/hosts.sh (network namespaces): root, from the repository root.
 $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+# oci_test: the image documents' parsers (images/oci.c) alone.
+$(B)/tests/oci_test: $(B)/tests/oci_test.o $(call obj,images/oci.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
+# images_test: a private docker-registry (harness.c), images made by hand
+# (tests/imgbuild.c, libarchive's writer) and pulled into a cache with skopeo.
+$(B)/tests/images_test: $(B)/tests/images_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
+		$(call obj,$(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 
 # tests/run.sh passes --jobs=N --short-filename, which unittest does not take:
 # the wrapper drops them. It runs from the repository root, as run.sh does,

@@ -82,7 +82,10 @@ close_span(int lo, int hi)
  *   1. PR_SET_PDEATHSIG: it dies with its parent, never unpacks for nobody
  *      (strictly: with the thread that forked it, so a caller calls from
  *      a thread that outlives the call, as any blocking call's caller does).
- *   2. Close every descriptor but 0-2, the layer and the verdict pipe: the
+ *   2. Enter dest's directory while still the caller (the way down may be
+ *      closed to the unpacking uid: a cache root is root's alone; only
+ *      dest's directory itself must be writable by it). Then close every
+ *      descriptor but 0-2, the layer and the verdict pipe: the
  *      caller's sockets and files are not the parser's to reach.
  *   3. The uid/gid (img_unpack_layer_as): groups and gid while still root,
  *      uid last (it drops the capabilities the other two need); checked,
@@ -106,6 +109,9 @@ child_setup(const struct job *j, struct err *e)
 
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != j->caller)
 		return err_set(e, -ECHILD, "%s: the caller is gone", j->what);
+	if (chdir(j->parent) != 0)
+		return err_set(e, -errno, "%s: cannot enter '%s': %s",
+		    j->what, j->parent, strerror(errno));
 	lo = j->fd < j->pipe ? j->fd : j->pipe;
 	hi = j->fd < j->pipe ? j->pipe : j->fd;
 	close_span(3, lo - 1);
@@ -150,8 +156,8 @@ child_setup(const struct job *j, struct err *e)
 }
 
 /*
- * The child's work once set up: makes the temporary directory (0700 until
- * the layer is in) in dest's directory, unpacks there, and renames it to
+ * The child's work once set up, in dest's directory: makes the temporary
+ * directory (0700 until the layer is in) there, unpacks there, and renames it to
  * dest without replacing anything; removes it on failure. Returns 0 or a
  * negative errno with e filled.
  */
@@ -160,9 +166,6 @@ child_unpack(const struct job *j, struct img_unpack_stats *st, struct err *e)
 {
 	int r;
 
-	if (chdir(j->parent) != 0)
-		return err_set(e, -errno, "%s: cannot enter '%s': %s",
-		    j->what, j->parent, strerror(errno));
 	if (mkdir(j->tmp, 0700) != 0)
 		return err_set(e, -errno, "%s: cannot make a directory in '%s'"
 		    " as uid %u: %s", j->what, j->parent, (unsigned)geteuid(),

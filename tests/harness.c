@@ -1,6 +1,7 @@
 /*
  * harness.c - starts and stops a private redis-server and sandqd, and
- * finds their jobs.
+ * finds their jobs; starts and stops a private OCI registry for the image
+ * tests.
  *
  * Waits are conditions polled every few milliseconds up to a generous
  * deadline (never a fixed sleep), so the tests hold on a loaded 2-core
@@ -26,6 +27,8 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -659,4 +662,183 @@ harness_marker_gone(void *marker)
 	pid_t pids[8];
 
 	return harness_pgrep(marker, pids, 8) == 0;
+}
+
+/*** A private OCI registry ***/
+
+/* GET /v2/ on 127.0.0.1:port: true if it answers 200. */
+static bool
+registry_v2_ok(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons((uint16_t)port) };
+	struct timeval tv = { 2, 0 };
+	char req[128], buf[64] = "";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ssize_t n = 0;
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	snprintf(req, sizeof(req), "GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    write(fd, req, strlen(req)) == (ssize_t)strlen(req))
+		n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	/* "HTTP/1.1 200 OK" */
+	ok = strncmp(buf, "HTTP/1.", 7) == 0 && strncmp(buf + 8, " 200", 4) == 0;
+	return ok;
+}
+
+/*
+ * Whether our registry answers on its port, or has exited (it lost the
+ * port: pid becomes -1). Another run's registry could answer on a port
+ * ours failed to take, so ours must also say in its own log that it
+ * listens there.
+ */
+static bool
+registry_answers(void *arg)
+{
+	struct harness_registry *r = arg;
+	char path[400], want[96], buf[65536];
+	size_t n = 0;
+	FILE *f;
+	int st;
+
+	if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
+		r->pid = -1;
+		return true;
+	}
+	snprintf(path, sizeof(path), "%s/registry.log", r->dir);
+	snprintf(want, sizeof(want), "listening on 127.0.0.1:%d", r->port);
+	if ((f = fopen(path, "r")) != NULL) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	return strstr(buf, want) != NULL && registry_v2_ok(r->port);
+}
+
+void
+harness_registry_start(struct harness_registry *r, const char *dir)
+{
+	char conf[400], log[400], data[400];
+
+	memset(r, 0, sizeof(*r));
+	if (access("/usr/bin/docker-registry", X_OK) != 0 || access("/usr/bin/skopeo", X_OK) != 0)
+		cr_assert_fail("docker-registry or skopeo is not installed: "
+		    "run deploy/install-deps.sh (make test does)");
+	cr_assert_lt((size_t)snprintf(r->dir, sizeof(r->dir), "%s/registry", dir),
+	    sizeof(r->dir));
+	cr_assert(mkdir(r->dir, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", r->dir,
+	    strerror(errno));
+	snprintf(conf, sizeof(conf), "%s/config.yml", r->dir);
+	snprintf(log, sizeof(log), "%s/registry.log", r->dir);
+	snprintf(data, sizeof(data), "%s/data", r->dir);
+	for (int attempt = 0; attempt < 10; attempt++) {
+		const char *argv[] = { "/usr/bin/docker-registry", "serve", conf, NULL };
+		FILE *f;
+
+		r->port = free_port();
+		snprintf(r->addr, sizeof(r->addr), "127.0.0.1:%d", r->port);
+		cr_assert((f = fopen(conf, "w")) != NULL);
+		fprintf(f, "version: 0.1\n"
+		    "log:\n  level: info\n"
+		    "storage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\n"
+		    "http:\n  addr: %s\n", data, r->addr);
+		fclose(f);
+		unlink(log);	/* the log of an attempt that lost its port */
+		if ((r->pid = spawn(argv, log)) < 0) {
+			r->pid = 0;
+			cr_assert_fail("fork: %s", strerror(errno));
+		}
+		if (!harness_wait_for(registry_answers, r, 20000)) {
+			harness_registry_stop(r);
+			cr_assert_fail("docker-registry did not answer on %s (log %s)", r->addr, log);
+		}
+		if (r->pid > 0)
+			return;
+		r->pid = 0;	/* lost the port race: try another */
+	}
+	cr_assert_fail("could not start docker-registry (log %s)", log);
+}
+
+void
+harness_registry_stop(struct harness_registry *r)
+{
+	long long end = now_ms_() + 10000;
+
+	if (r->pid <= 0)
+		return;
+	kill(r->pid, SIGTERM);
+	while (waitpid(r->pid, NULL, WNOHANG) != r->pid) {
+		if (now_ms_() > end) {
+			kill(r->pid, SIGKILL);
+			waitpid(r->pid, NULL, 0);
+			break;
+		}
+		msleep(5);
+	}
+	r->pid = 0;
+}
+
+int
+harness_exec(const char *const *argv, char **out)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	int p[2], st;
+	pid_t pid;
+	ssize_t n;
+
+	cr_assert(buf != NULL && pipe2(p, O_CLOEXEC) == 0);
+	if ((pid = fork()) == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		execv(argv[0], (char *const *)(uintptr_t)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	while ((n = read(p[0], buf + len, cap - len - 1)) > 0 ||
+	    (n < 0 && errno == EINTR)) {
+		if (n < 0)
+			continue;
+		len += (size_t)n;
+		if (cap - len < 2) {
+			cap *= 2;
+			cr_assert((buf = realloc(buf, cap)) != NULL);
+		}
+	}
+	close(p[0]);
+	buf[len] = '\0';
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		st = -1;
+	if (out != NULL)
+		*out = buf;
+	else
+		free(buf);
+	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void
+harness_registry_push(const struct harness_registry *r, const char *src, const char *repo)
+{
+	char dst[400], *out = NULL;
+	const char *argv[] = { "/usr/bin/skopeo", "copy", "--all", "--dest-tls-verify=false",
+	    src, dst, NULL };
+	int st;
+
+	snprintf(dst, sizeof(dst), "docker://%s/%s", r->addr, repo);
+	st = harness_exec(argv, &out);
+	if (st != 0) {
+		static char msg[4096];
+
+		snprintf(msg, sizeof(msg), "push %s to %s: exit %d: %s", src, dst, st, out);
+		free(out);
+		cr_assert_fail("%s", msg);
+	}
+	free(out);
 }

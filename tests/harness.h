@@ -9,6 +9,10 @@
  * for tests that need Redis and no sandqd (harness_stop() ends it too).
  * Nothing here assumes a server is already running.
  *
+ * harness_registry_start() starts a private OCI registry (Debian's
+ * docker-registry) the same way, for the image tests, and
+ * harness_registry_push() copies an image into it with skopeo.
+ *
  * A test finds its job's process by a marker (harness_marker()) that no
  * other test or run shares, below its own sandqd (harness_wait_job(),
  * harness_jobs()), and proves it gone machine-wide (harness_marker_gone()).
@@ -127,5 +131,38 @@ pid_t harness_ppid_of(pid_t pid);
 int harness_pgrep_workers(const struct harness *h, pid_t *pids, int max);
 /* Waits until pred(arg) or timeout; returns pred's last answer. */
 bool harness_wait_for(bool (*pred)(void *), void *arg, int timeout_ms);
+
+/*** A private OCI registry ***/
+
+/* Debian's docker-registry, serving a test's folder on loopback. */
+struct harness_registry {
+	char dir[300];		/* its folder: config.yml, storage, registry.log */
+	char addr[64];		/* 127.0.0.1:PORT, for docker://ADDR/REPO:TAG */
+	int port;
+	pid_t pid;		/* 0 once stopped */
+};
+
+/*
+ * Starts /usr/bin/docker-registry serve on a free loopback port with a
+ * config it writes into dir/registry (made): filesystem storage there, no
+ * auth, plain HTTP; retries on another port if the registry loses the
+ * port to another process; waits until GET /v2/ answers 200 and its log
+ * says it listens on that port. Asserts on failure, having stopped what
+ * it started. harness_registry_stop() in the fixture's fini stops it.
+ */
+void harness_registry_start(struct harness_registry *r, const char *dir);
+/* Stops it by its pid (SIGTERM, SIGKILL after 10 s) and reaps it; idempotent. */
+void harness_registry_stop(struct harness_registry *r);
+/*
+ * skopeo copy --all --dest-tls-verify=false SRC docker://ADDR/REPO (repo
+ * "test/img:1"); asserts, with skopeo's output, that it worked.
+ */
+void harness_registry_push(const struct harness_registry *r, const char *src,
+    const char *repo);
+/*
+ * Runs argv (argv[0] a path; no shell) with stdout and stderr collected
+ * into *out (owned, if out is not NULL); returns its exit status, or -1.
+ */
+int harness_exec(const char *const *argv, char **out);
 
 #endif
