@@ -175,6 +175,7 @@ job_free(struct job *j)
 	strv_free(j->labels, 2 * j->nlabels);
 	free(j->net);
 	free(j->image);
+	free(j->image_id);
 	free(j->tenant);
 	free(j->sandbox);
 	for (size_t i = 0; i < j->ncases; i++) {
@@ -439,6 +440,29 @@ decode_image(const msgpack_object *o, struct job *j, struct err *e)
 }
 
 /*
+ * image_id: "sha256:" and 64 lower-case hex digits, the manifest digest
+ * sandqd resolved the image to (never a client's: intake refuses it).
+ */
+static int
+decode_image_id(const msgpack_object *o, struct job *j, struct err *e)
+{
+	const char *p;
+	size_t n;
+
+	if (!scan_peek_bytes(o, &p, &n))
+		return err_set(e, -EINVAL, "field 'image_id': expected a string");
+	if (n != JOB_IMAGE_ID_LEN || memcmp(p, "sha256:", 7) != 0)
+		return err_set(e, -EINVAL, "field 'image_id': expected sha256: and 64 "
+		    "hex digits");
+	for (size_t i = 7; i < n; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return err_set(e, -EINVAL, "field 'image_id': expected sha256: "
+			    "and 64 lower-case hex digits");
+	j->image_id = xmemdup0(p, n);
+	return 0;
+}
+
+/*
  * Every top-level field of a job, as a bit. The op table below says which
  * fields each op uses and which it requires; a field an op does not use is
  * refused rather than ignored, for the same reason unknown fields are.
@@ -448,7 +472,7 @@ enum job_field {
 	JF_CWD, JF_LIMITS, JF_PRESET, JF_FILES, JF_LABELS, JF_NET, JF_PRIORITY,
 	JF_DEADLINE, JF_STREAM, JF_PERSIST, JF_TENANT, JF_SANDBOX, JF_PERMS,
 	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
-	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES, JF_IMAGE,
+	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES, JF_IMAGE, JF_IMAGE_ID,
 	JF__COUNT,
 };
 
@@ -465,6 +489,7 @@ static const char *const job_field_names[JF__COUNT] = {
 	[JF_MODE] = "mode", [JF_RECURSIVE] = "recursive", [JF_KEY] = "key",
 	[JF_VALUE] = "value", [JF_PREFIX] = "prefix", [JF_TO] = "to",
 	[JF_SNAPSHOT] = "snapshot", [JF_CASES] = "cases", [JF_IMAGE] = "image",
+	[JF_IMAGE_ID] = "image_id",
 };
 
 _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
@@ -478,7 +503,7 @@ _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
 #define JF_RUN (JFB(JF_STDIN) | JFB(JF_ENV) | JFB(JF_CWD) | JFB(JF_LIMITS) | \
 	JFB(JF_PRESET) | JFB(JF_FILES) | JFB(JF_LABELS) | JFB(JF_NET) | \
 	JFB(JF_STREAM) | JFB(JF_PERSIST) | JFB(JF_SANDBOX) | JFB(JF_PERMS) | \
-	JFB(JF_PERM_PRESET) | JFB(JF_CASES) | JFB(JF_IMAGE))
+	JFB(JF_PERM_PRESET) | JFB(JF_CASES) | JFB(JF_IMAGE) | JFB(JF_IMAGE_ID))
 /* Fields of every fs.* op. */
 #define JF_FS (JFB(JF_SANDBOX) | JFB(JF_PATH) | JFB(JF_PERMS) | JFB(JF_PERM_PRESET))
 #define JF_SB JFB(JF_SANDBOX)
@@ -850,6 +875,8 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		return decode_perm_preset(v, j, e);
 	case JF_IMAGE:
 		return decode_image(v, j, e);
+	case JF_IMAGE_ID:
+		return decode_image_id(v, j, e);
 	case JF_PATH:
 		return decode_fs_path(v, j->op == OP_FS_LIST, &j->path, e);
 	case JF_DATA:
@@ -1192,6 +1219,8 @@ job_pack(const struct job *j, msgpack_packer *pk)
 		pack_kv_str(pk, "net", j->net);
 	if (pk_want(j->image != NULL, &n, pk))
 		pack_kv_str(pk, "image", j->image);
+	if (pk_want(j->image_id != NULL, &n, pk))
+		pack_kv_str(pk, "image_id", j->image_id);
 	if (pk_want(j->priority != 0, &n, pk))
 		pack_kv_i64(pk, "priority", j->priority);
 	if (pk_want(j->deadline_ms != 0, &n, pk))

@@ -50,6 +50,7 @@
 #define JOB_KV_VALUE_MAX (1024u * 1024u)	/* bytes of a kv value (JSON text) */
 #define JOB_SNAPSHOT_MAX (128u * 1024u * 1024u)	/* sandbox.create/import bytes */
 #define JOB_IMAGE_MAX 1024		/* bytes of an image reference (IMG_REF_MAX) */
+#define JOB_IMAGE_ID_LEN 71		/* "sha256:" and 64 hex digits */
 
 enum job_op {
 	OP_NONE = 0,
@@ -160,6 +161,10 @@ struct job {
 				 * ASCII, JOB_IMAGE_MAX), or NULL (the config's
 				 * default_image); sandqd checks it against
 				 * images/ref.h and sends its canonical text */
+	char *image_id;		/* runs on an image: its manifest digest
+				 * ("sha256:" and 64 lower-case hex digits),
+				 * set by sandqd once the image is in its
+				 * cache; a client's job may not carry it */
 
 	/* Persistent sandboxes (docs/protocol.md "Sandboxes"). */
 	char *tenant;		/* the stream's tenant, set by sandqd; a client

@@ -695,6 +695,7 @@ expect_jobs_equal(const struct job *a, const struct job *b)
 	cr_expect_eq(a->priority, b->priority);
 	cr_expect_eq(a->deadline_ms, b->deadline_ms);
 	expect_opt_str_eq("image", a->image, b->image);
+	expect_opt_str_eq("image_id", a->image_id, b->image_id);
 	expect_opt_str_eq("tenant", a->tenant, b->tenant);
 	expect_opt_str_eq("sandbox", a->sandbox, b->sandbox);
 	cr_expect_eq(a->stream, b->stream);
@@ -779,6 +780,8 @@ Test(payload, round_trips_every_job_field)
 	j->nlabels = 2;
 	j->net = xdup("none");
 	j->image = xdup("docker://r.io:5000/team/app@sha256:"
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	j->image_id = xdup("sha256:"
 	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
 	j->priority = -3;
 	j->deadline_ms = 1700000000000;
@@ -1255,6 +1258,39 @@ Test(payload, rejects_image_text_that_is_no_reference)
 	REJECT_EXEC_WITH("field 'image': byte 0xc3", jb_str(b, "image", "caf\xc3\xa9"));
 }
 
+Test(payload, image_id_is_a_sha256_digest_and_round_trips)
+{
+	static const char id[] = "sha256:0123456789abcdef0123456789abcdef"
+	    "0123456789abcdef0123456789abcdef";
+	struct jb b;
+	struct job *j;
+
+	jb_init(&b);
+	jb_str(&b, "id", "j1");
+	jb_str(&b, "op", "sh");
+	jb_str(&b, "script", "true");
+	jb_str(&b, "image", "docker://r.io/x:1");
+	jb_str(&b, "image_id", id);
+	j = jb_decode_ok(&b);
+	cr_expect_str_eq(j->image_id, id);
+	expect_job_round_trip(j);
+	job_free(j);
+	jb_destroy(&b);
+}
+
+Test(payload, rejects_image_id_that_is_no_digest)
+{
+	REJECT_EXEC_WITH("field 'image_id': expected a string", jb_int(b, "image_id", 1));
+	REJECT_EXEC_WITH("field 'image_id': expected sha256: and 64 hex digits",
+	    jb_str(b, "image_id", "sha256:abc"));
+	REJECT_EXEC_WITH("field 'image_id': expected sha256: and 64 hex digits",
+	    jb_str(b, "image_id", "sha512:0123456789abcdef0123456789abcdef"
+	    "0123456789abcdef0123456789abcdef"));
+	REJECT_EXEC_WITH("field 'image_id': expected sha256: and 64 lower-case",
+	    jb_str(b, "image_id", "sha256:0123456789ABCDEF0123456789abcdef"
+	    "0123456789abcdef0123456789abcdef"));
+}
+
 Test(payload, rejects_unknown_top_level_field)
 {
 	REJECT_EXEC_WITH("unknown field 'limts'", jb_map1_int(b, "limts", "wall_ms", 1));
@@ -1380,11 +1416,11 @@ static const struct op_case {
 	const char *needs;
 } op_cases[] = {
 	{ "exec", OP_EXEC, "argv stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset image", "argv" },
+	    "stream persist sandbox perms perm_preset image image_id", "argv" },
 	{ "sh", OP_SH, "script stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset image", "script" },
+	    "stream persist sandbox perms perm_preset image image_id", "script" },
 	{ "python", OP_PYTHON, "code stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset image", "code" },
+	    "stream persist sandbox perms perm_preset image image_id", "code" },
 	{ "fs.read", OP_FS_READ, "sandbox path perms perm_preset", "sandbox path" },
 	{ "fs.write", OP_FS_WRITE, "sandbox path data mode perms perm_preset",
 	    "sandbox path data" },
@@ -1413,7 +1449,7 @@ static const char *const all_fields[] = {
 	"argv", "script", "code", "stdin", "env", "cwd", "limits", "preset",
 	"files", "labels", "net", "stream", "persist", "sandbox", "perms",
 	"perm_preset", "path", "data", "mode", "recursive", "key", "value",
-	"prefix", "to", "snapshot", "image",
+	"prefix", "to", "snapshot", "image", "image_id",
 };
 
 #define N_OP_CASES (sizeof(op_cases) / sizeof(op_cases[0]))
@@ -1473,6 +1509,9 @@ jb_sample(struct jb *b, const char *f)
 		jb_str(b, f, "unix");
 	} else if (strcmp(f, "image") == 0) {
 		jb_str(b, f, "docker://R.io/x:1");
+	} else if (strcmp(f, "image_id") == 0) {
+		jb_str(b, f, "sha256:00112233445566778899aabbccddeeff"
+		    "00112233445566778899aabbccddeeff");
 	} else if (strcmp(f, "stream") == 0) {
 		jb_bool(b, f, false);
 	} else if (strcmp(f, "persist") == 0 || strcmp(f, "recursive") == 0) {
@@ -1607,6 +1646,7 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 				cr_expect_str_eq(j->perm_preset, "development");
 			}
 			cr_expect_eq(j->image != NULL, has_word(c->uses, "image"));
+			cr_expect_eq(j->image_id != NULL, has_word(c->uses, "image_id"));
 			if (j->image)
 				cr_expect_str_eq(j->image, "docker://R.io/x:1", "as given");
 			cr_expect_eq(j->recursive, has_word(c->uses, "recursive"));
