@@ -203,6 +203,8 @@ static const char *tenants_check(char *const *names, size_t n, char *why,
     size_t whylen);
 static const char *sources_check(char *const *items, size_t n, char *why,
     size_t whylen);
+static const char *registries_check(char *const *items, size_t n, char *why,
+    size_t whylen);
 
 static const char *const log_levels[] = {
 	"error", "warn", "info", "debug", NULL,
@@ -313,6 +315,19 @@ static const struct option options[] = {
 	    "/PREFIX*, oci:/DIR/* (and oci-archive:, docker-archive:); empty = host only."),
 	STR(default_image, "host", check_image, true,
 	    "Image of a job that names none: host, or a reference image_sources allows."),
+	NUM(image_cache_bytes, OPT_SIZE, "10G", 0, (int64_t)1 << 50, false,
+	    "Bytes the image cache (STATE/images: unpacked layers and blobs) is kept "
+	    "under, least recently used images that no job uses going first; 0 = no bound."),
+	NUM(image_pull_timeout_ms, OPT_INT, "1800000", 1000, 86400000, false,
+	    "Milliseconds one image pull (skopeo's copy) may take before it is "
+	    "stopped and its jobs are rejected."),
+	NUM(image_unpack_uid, OPT_INT, "0", 0, UID_BASE_MAX, false,
+	    "Host uid that unpacks image layers (it owns the cache's files); "
+	    "0 = sandbox_uid_base - 1. Never root, never a sandbox's uid."),
+	LIST(image_plain_http, nimage_plain_http, "", registries_check,
+	    "registries (HOST[:PORT])", false,
+	    "Registries of image_sources reached over plain HTTP, without TLS "
+	    "(a private registry on loopback); empty = TLS everywhere."),
 
 	LIMIT(wall_ms, OPT_INT, "3600000", 1, 86400000,
 	    "Ceiling of a job's wall-clock time, in milliseconds."),
@@ -569,6 +584,41 @@ sources_check(char *const *items, size_t n, char *why, size_t whylen)
 		}
 		if (img_pattern_parse(items[i], &p, &e) < 0) {
 			snprintf(why, whylen, "pattern %zu: %s", i + 1, e.msg);
+			return why;
+		}
+		for (size_t k = 0; k < i; k++) {
+			if (strcmp(items[k], items[i]) == 0) {
+				snprintf(why, whylen, "'%s' is listed twice", items[i]);
+				return why;
+			}
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Checks image_plain_http: each item a registry as a docker:// reference
+ * names it (HOST[:PORT], images/ref.h's grammar, canonical), none twice.
+ */
+static const char *
+registries_check(char *const *items, size_t n, char *why, size_t whylen)
+{
+	char ref[CONFIG_STRING_MAX + 32];
+	struct img_ref r;
+	struct err e;
+
+	if (n > CONFIG_IMAGE_SOURCES_MAX) {
+		snprintf(why, whylen, "at most %d registries", CONFIG_IMAGE_SOURCES_MAX);
+		return why;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(items[i]) > CONFIG_STRING_MAX || strchr(items[i], '/') != NULL) {
+			snprintf(why, whylen, "registry %zu: expected HOST[:PORT]", i + 1);
+			return why;
+		}
+		snprintf(ref, sizeof(ref), "docker://%s/x", items[i]);
+		if (img_ref_parse(ref, &r, &e) < 0) {
+			snprintf(why, whylen, "registry %zu: %s", i + 1, e.msg);
 			return why;
 		}
 		for (size_t k = 0; k < i; k++) {
@@ -1244,6 +1294,20 @@ config_finish(struct config *c, struct err *e)
 			return err_set(e, -EINVAL, "[tenant.%s]: '%s' is not one of tenants",
 			    c->tenant_cfg[i].name, c->tenant_cfg[i].name);
 	}
+	/*
+	 * Layers are unpacked as one unprivileged uid that owns the cache:
+	 * never root, and never one a sandbox runs as (its jobs could then
+	 * change the cache's files).
+	 */
+	if (c->image_unpack_uid == 0)
+		c->image_unpack_uid = c->sandbox_uid_base - 1;
+	if (c->image_unpack_uid >= c->sandbox_uid_base &&
+	    c->image_unpack_uid < c->sandbox_uid_base + c->workers)
+		return err_set(e, -EINVAL, "image_unpack_uid: %lld is the uid of worker "
+		    "%lld's sandboxes (sandbox_uid_base %lld)",
+		    (long long)c->image_unpack_uid,
+		    (long long)(c->image_unpack_uid - c->sandbox_uid_base),
+		    (long long)c->sandbox_uid_base);
 	/* Every job naming no image would be refused: say so at start. */
 	{
 		struct img_ref r;

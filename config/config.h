@@ -77,6 +77,13 @@ struct config {
 					 * none = only host */
 	size_t nimage_sources;
 	char *default_image;		/* the image of a job that names none */
+	int64_t image_cache_bytes;	/* STATE/images kept under it; 0: no bound */
+	int64_t image_pull_timeout_ms;	/* one pull (skopeo's copy) at most */
+	int64_t image_unpack_uid;	/* who unpacks layers; 0 in a file: set
+					 * by config_finish() to sandbox_uid_base - 1 */
+	char **image_plain_http;	/* registries (HOST[:PORT]) reached over
+					 * plain HTTP, without TLS */
+	size_t nimage_plain_http;
 	/* [limits]: ceilings a job may ask for. */
 	struct job_limits ceiling;
 	/* [tenant.NAME] sections, in the order they were first given. */

@@ -155,6 +155,12 @@ expect_config_eq(const struct config *a, const struct config *b)
 	for (size_t i = 0; i < a->nimage_sources; i++)
 		cr_expect_str_eq(a->image_sources[i], b->image_sources[i]);
 	cr_expect_str_eq(a->default_image, b->default_image);
+	cr_expect_eq(a->image_cache_bytes, b->image_cache_bytes);
+	cr_expect_eq(a->image_pull_timeout_ms, b->image_pull_timeout_ms);
+	cr_expect_eq(a->image_unpack_uid, b->image_unpack_uid);
+	cr_assert_eq(a->nimage_plain_http, b->nimage_plain_http);
+	for (size_t i = 0; i < a->nimage_plain_http; i++)
+		cr_expect_str_eq(a->image_plain_http[i], b->image_plain_http[i]);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
 }
 
@@ -195,6 +201,10 @@ static const char *const non_defaults[] = {
 	"audit_max_bytes=3M",
 	"image_sources=host, docker://r.io:5000/team/*,oci:/srv/img/*",
 	"default_image=docker://r.io:5000/team/app:v1",
+	"image_cache_bytes=0",
+	"image_pull_timeout_ms=86400000",
+	"image_unpack_uid=3999999000",
+	"image_plain_http=r.io:5000, 127.0.0.1:5001",
 	"limits.wall_ms=1",
 	"limits.cpu_ms=86400000",
 	"limits.memory_bytes=3000000",
@@ -250,6 +260,10 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.audit_max_bytes, GIB);
 	cr_expect_eq(c.nimage_sources, 0, "empty: host only");
 	cr_expect_str_eq(c.default_image, "host");
+	cr_expect_eq(c.image_cache_bytes, 10 * GIB);
+	cr_expect_eq(c.image_pull_timeout_ms, 1800000);
+	cr_expect_eq(c.image_unpack_uid, 0, "sandbox_uid_base - 1 once finished");
+	cr_expect_eq(c.nimage_plain_http, 0, "TLS everywhere");
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
 	cr_expect_eq(c.ceiling.cpu_ms, 3600000);
 	cr_expect_eq(c.ceiling.memory_bytes, 8 * GIB);
@@ -322,7 +336,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 40);
+	cr_expect_eq(nkeys, 44);
 	free(printed);
 	free(example);
 }
@@ -688,6 +702,30 @@ Test(config, image_sources_are_checked_patterns)
 	    "docker://HOST[:PORT]/REPO, docker://HOST[:PORT]/PREFIX*, or oci:, "
 	    "oci-archive: or docker-archive: and /DIR/* or /PATH");
 	cr_expect_eq(c.nimage_sources, 0, "a refused list changed nothing");
+}
+
+Test(config, the_image_cache_options_are_checked)
+{
+	cr_expect_eq(load("[sandqd]\nimage_plain_http = 127.0.0.1:5000, R.io\n"), 0,
+	    "%s", e.msg);
+	cr_assert_eq(c.nimage_plain_http, 2);
+	cr_expect_str_eq(c.image_plain_http[1], "R.io");
+	expect_load_error("[sandqd]\nimage_plain_http = r.io/team\n",
+	    "sandq.conf:2: image_plain_http: registry 1: expected HOST[:PORT]");
+	expect_load_error("[sandqd]\nimage_plain_http = registry\n",
+	    "sandq.conf:2: image_plain_http: registry 1: registry host 'registry': "
+	    "needs a '.', a port or to be localhost (skopeo would read it as a "
+	    "folder of Docker Hub)");
+	/* The unpacking uid: sandbox_uid_base - 1 unless set, never a sandbox's. */
+	cr_expect_eq(load("[sandqd]\nsandbox_uid_base = 5000\nworkers = 2\n"), 0,
+	    "%s", e.msg);
+	cr_expect_eq(config_finish(&c, &e), 0, "%s", e.msg);
+	cr_expect_eq(c.image_unpack_uid, 4999);
+	cr_expect_eq(load("[sandqd]\nsandbox_uid_base = 5000\nworkers = 2\n"
+	    "image_unpack_uid = 5001\n"), 0, "%s", e.msg);
+	cr_expect_eq(config_finish(&c, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "image_unpack_uid: 5001 is the uid of worker 1's "
+	    "sandboxes (sandbox_uid_base 5000)");
 }
 
 Test(config, default_image_is_a_reference_within_image_sources)
