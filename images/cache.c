@@ -771,21 +771,10 @@ img_cache_open(const char *root, struct img_cache **out, struct err *e)
 	    "/images", "/images/sha256", "/refs", "/locks", "/tmp" };
 	struct img_cache *c;
 	char path[PATH_MAX];
-	size_t len = root != NULL ? strlen(root) : 0;
+	int rc;
 
-	*out = NULL;
-	if (len == 0 || root[0] != '/')
-		return err_set(e, -EINVAL, "image cache: not an absolute path");
-	if (strchr(root, ':') != NULL)
-		return err_set(e, -EINVAL, "image cache %.200s: ':' in its path", root);
-	c = xcalloc(1, sizeof(*c));
-	if (len >= sizeof(c->root)) {
-		free(c);
-		return err_set(e, -ENAMETOOLONG, "image cache: path too long");
-	}
-	memcpy(c->root, root, len + 1);
-	while (len > 1 && c->root[len - 1] == '/')
-		c->root[--len] = '\0';
+	if ((rc = img_cache_attach(root, &c, e)) < 0)
+		return rc;
 	/*
 	 * Tenants' images: the folders are root's alone. The unpacker's child
 	 * enters layers/sha256 before it drops to its uid, and that folder
@@ -796,9 +785,8 @@ img_cache_open(const char *root, struct img_cache **out, struct err *e)
 
 		snprintf(path, sizeof(path), "%s%s", c->root, dirs[i]);
 		if ((mkdir(path, mode) < 0 && errno != EEXIST) || chmod(path, mode) < 0) {
-			int rc = -errno;
-
-			free(c);
+			rc = -errno;
+			img_cache_close(c);
 			return err_set(e, rc, "image cache %.200s: %s", path, strerror(-rc));
 		}
 	}
@@ -806,8 +794,3 @@ img_cache_open(const char *root, struct img_cache **out, struct err *e)
 	return 0;
 }
 
-void
-img_cache_close(struct img_cache *c)
-{
-	free(c);
-}

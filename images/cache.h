@@ -128,6 +128,14 @@ struct img_pull_opts {
  * On success *out owns the handle. Returns 0 or -errno with e.
  */
 int img_cache_open(const char *root, struct img_cache **out, struct err *e);
+/*
+ * A handle on the cache at root for a process that only reads records
+ * and names layers (img_cache_get, img_cache_lookup, img_cache_layer_path,
+ * img_cache_list): checks the path as img_cache_open() does, but makes and
+ * changes nothing on disk (the worker, confined, links this alone). 0 or
+ * -errno with e.
+ */
+int img_cache_attach(const char *root, struct img_cache **out, struct err *e);
 /* Closes the handle (NULL is a no-op). Holds no lock between calls. */
 void img_cache_close(struct img_cache *c);
 

@@ -577,6 +577,35 @@ cache__layer_meta_write(const struct img_cache *c, const struct cache_layer_meta
 /*** Public reads ***/
 
 int
+img_cache_attach(const char *root, struct img_cache **out, struct err *e)
+{
+	struct img_cache *c;
+	size_t len = root != NULL ? strlen(root) : 0;
+
+	*out = NULL;
+	if (len == 0 || root[0] != '/')
+		return err_set(e, -EINVAL, "image cache: not an absolute path");
+	if (strchr(root, ':') != NULL)
+		return err_set(e, -EINVAL, "image cache %.200s: ':' in its path", root);
+	c = xcalloc(1, sizeof(*c));
+	if (len >= sizeof(c->root)) {
+		free(c);
+		return err_set(e, -ENAMETOOLONG, "image cache: path too long");
+	}
+	memcpy(c->root, root, len + 1);
+	while (len > 1 && c->root[len - 1] == '/')
+		c->root[--len] = '\0';
+	*out = c;
+	return 0;
+}
+
+void
+img_cache_close(struct img_cache *c)
+{
+	free(c);
+}
+
+int
 img_cache_get(struct img_cache *c, const char *digest, struct img_record **out,
     struct err *e)
 {
