@@ -202,16 +202,21 @@ stop_workers(struct sandqd *d)
 
 	pool_stop(d, false);
 	while (!pool_all_down(d)) {
-		pid_t pid = waitpid(-1, NULL, WNOHANG);
+		bool reaped = false;
 
-		if (pid > 0) {
-			for (size_t i = 0; i < d->nslots; i++)
-				if (d->slots[i].pid == pid)
-					d->slots[i].pid = 0;
-			continue;
+		/* By pid: an image pull's skopeo is a child too (pool_reap()). */
+		for (size_t i = 0; i < d->nslots; i++) {
+			pid_t pid = d->slots[i].pid;
+
+			pid_t got = pid > 0 ? waitpid(pid, NULL, WNOHANG) : 0;
+
+			if (got == pid || (got < 0 && errno == ECHILD)) {
+				d->slots[i].pid = 0;
+				reaped = true;
+			}
 		}
-		if (pid < 0 && errno == ECHILD)
-			break;
+		if (reaped)
+			continue;
 		if (mono_ns() > deadline) {
 			pool_stop(d, true);
 			deadline = mono_ns() + 2000000000LL;

@@ -455,14 +455,16 @@ pool_reap(struct sandqd *d)
 	pid_t pid;
 	int st;
 
-	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		struct wslot *w = NULL;
+	/*
+	 * Each worker by its pid, never waitpid(-1): sandqd has other
+	 * children, skopeo and the layer unpacker run by an image pull in a
+	 * thread (images.c), whose exit status that thread must read itself.
+	 */
+	for (size_t k = 0; k < d->nslots; k++) {
+		struct wslot *w = &d->slots[k];
 		char why[160];
 
-		for (size_t i = 0; i < d->nslots; i++)
-			if (d->slots[i].pid == pid)
-				w = &d->slots[i];
-		if (w == NULL)
+		if (w->pid <= 0 || (pid = waitpid(w->pid, &st, WNOHANG)) <= 0)
 			continue;
 		if (w->why[0] && strcmp(w->why, "closed its channel") != 0)
 			snprintf(why, sizeof(why), "was killed (it %s)", w->why);

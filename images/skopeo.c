@@ -260,9 +260,22 @@ skopeo_exec(struct skopeo_cmd *c)
 		}
 	}
 	/* Its pipes are closed: it exits now, or is made to at the deadline. */
-	while (rc == 0 && waitpid(pid, &status, WNOHANG) == 0) {
+	while (rc == 0) {
 		struct timespec ts = { 0, 10 * 1000000L };
+		pid_t got = waitpid(pid, &status, WNOHANG);
 
+		if (got == pid)
+			break;
+		/*
+		 * Reaped by someone else (a waitpid(-1) elsewhere in the
+		 * process): its status is lost, so it did not succeed here.
+		 */
+		if (got < 0 && errno != EINTR) {
+			rc = -ECHILD;
+			snprintf(c->why, sizeof(c->why), "its exit status was lost: %s",
+			    strerror(errno));
+			break;
+		}
 		if (mono_ms() >= deadline) {
 			rc = -ETIMEDOUT;
 			break;

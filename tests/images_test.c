@@ -429,9 +429,14 @@ pull_together(const char *const *refs, int n, struct child_result *res)
 			cr.rc = img_cache_pull(cache, refs[i], &o, &r, &e);
 			snprintf(cr.msg, sizeof(cr.msg), "%s", e.msg);
 			img_record_free(r);
-			/* Tagged with the child's index, so the parent knows whose it is. */
-			if (write(back[1], &i, sizeof(i)) != sizeof(i) ||
-			    write(back[1], &cr, sizeof(cr)) != sizeof(cr))
+			/*
+			 * Tagged with the child's index, so the parent knows whose
+			 * it is; one write (under PIPE_BUF), so two children's
+			 * records never interleave.
+			 */
+			struct { int i; struct child_result cr; } rec = { i, cr };
+
+			if (write(back[1], &rec, sizeof(rec)) != sizeof(rec))
 				_exit(1);
 			_exit(0);
 		}
@@ -442,12 +447,11 @@ pull_together(const char *const *refs, int n, struct child_result *res)
 	/* Both start now: one byte each. */
 	cr_assert(write(go[1], "gg", (size_t)n) == n);
 	for (int k = 0; k < n; k++) {
-		int i;
-		struct child_result cr;
+		struct { int i; struct child_result cr; } rec;
 
-		cr_assert(read(back[0], &i, sizeof(i)) == sizeof(i) && i >= 0 && i < n);
-		cr_assert(read(back[0], &cr, sizeof(cr)) == sizeof(cr));
-		res[i] = cr;
+		cr_assert(read(back[0], &rec, sizeof(rec)) == sizeof(rec) && rec.i >= 0 &&
+		    rec.i < n);
+		res[rec.i] = rec.cr;
 	}
 	for (int i = 0; i < n; i++)
 		waitpid(pids[i], NULL, 0);
