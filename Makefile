@@ -74,7 +74,8 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 # build/sandq-worker runs as four processes, and a file of sandbox/ that
 # several of them run names the side in each function (ns_worker_*,
 # ns_init_*, job_*):
-#   spawner  root, no seccomp filter, only clones inits: sandbox/spawn.c
+#   spawner  root, no seccomp filter, only clones inits and mounts image
+#            layers: sandbox/spawn.c, layers.c
 #            (spawner_main)
 #   worker   the confined worker: worker/*.c, STORE_SRCS, sandbox/sandbox.c,
 #            image.c, sockcap.c, and the worker's side of spawn.c, ns.c,
@@ -85,9 +86,9 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 #   job      the job's own process until it execs: exec.c's job_* and
 #            limits.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
-	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c
+	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
-WORKER_SRCS := worker/main.c worker/job.c $(OPS_SRCS)
+WORKER_SRCS := worker/main.c worker/job.c worker/image.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
@@ -116,7 +117,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
 SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
-WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 

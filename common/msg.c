@@ -68,6 +68,9 @@ msg_type_name(uint32_t type)
 	case MSG_SPAWN_REQ: return "SPAWN_REQ";
 	case MSG_SPAWN_DONE: return "SPAWN_DONE";
 	case MSG_SPAWN_PIDFD: return "SPAWN_PIDFD";
+	case MSG_SPAWN_LAYERS: return "SPAWN_LAYERS";
+	case MSG_SPAWN_LAYERS_DONE: return "SPAWN_LAYERS_DONE";
+	case MSG_SBX_IMAGE: return "SBX_IMAGE";
 	default: return "unknown";
 	}
 }

@@ -73,10 +73,17 @@ enum msg_type {
 				 * + the patch over SPEC's image, if any */
 	MSG_SBX_BASE_NEXT = 412,	/* worker -> init, after SNAPSHOT: the key
 				 * it was committed as, or empty: not committed */
+	MSG_SBX_IMAGE = 413,	/* worker -> init, before GO: struct msg_sbx_image
+				 * + nlayers x 64 hex digits (top first): the
+				 * sandbox's root is that image (sandbox/mount.c) */
 	/* 5xx: worker <-> its sandbox spawner. */
 	MSG_SPAWN_REQ = 500,	/* worker -> spawner: empty, clone an init */
 	MSG_SPAWN_DONE = 501,	/* spawner -> worker: struct msg_spawn_done (+ ctl fd) */
 	MSG_SPAWN_PIDFD = 502,	/* spawner -> worker: empty, + the init's pidfd */
+	MSG_SPAWN_LAYERS = 503,	/* worker -> spawner: n x 64 hex digits: have each
+				 * layer of the image cache mounted, idmapped,
+				 * at run_dir/layers/HEX (sandbox/layers.c) */
+	MSG_SPAWN_LAYERS_DONE = 504,	/* spawner -> worker: struct msg_spawn_layers */
 };
 
 struct msg_hdr {
@@ -121,6 +128,24 @@ struct msg_spawn_done {
 	int32_t error;		/* errno of the failed clone, or 0 */
 };
 _Static_assert(sizeof(struct msg_spawn_done) == 8, "wire struct");
+
+/* The answer to MSG_SPAWN_LAYERS. */
+struct msg_spawn_layers {
+	int32_t error;		/* errno of the layer that failed, or 0 */
+	int32_t index;		/* which layer failed (0-based), or -1 */
+	uint32_t mounted;	/* layers mounted (anew) by this request */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct msg_spawn_layers) == 16, "wire struct");
+
+/* Head of MSG_SBX_IMAGE. */
+struct msg_sbx_image {
+	uint32_t uid;		/* the job's uid and gid inside (the image's User) */
+	uint32_t gid;
+	uint32_t nlayers;	/* 64 hex digits each follow, top layer first */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct msg_sbx_image) == 16, "wire struct");
 
 /* First byte of a MSG_SBX_FAIL payload. */
 enum msg_sbx_fail_kind {

@@ -277,7 +277,7 @@ exec_init_seed_files(const struct job *j, struct err *e)
 }
 
 int
-exec_init_prepare_cwd(const struct job *j, struct err *e)
+exec_init_prepare_cwd(const struct job *j, bool image, struct err *e)
 {
 	const char *rel;
 	char buf[JOB_PATH_MAX + 16];
@@ -291,6 +291,15 @@ exec_init_prepare_cwd(const struct job *j, struct err *e)
 	} else if (strncmp(j->cwd, "/tmp/", 5) == 0) {
 		dirfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		rel = j->cwd + 5;
+	} else if (image && strcmp(j->cwd, "/") != 0) {
+		/*
+		 * An image's root is the job's own (a writable layer over the
+		 * image): its WorkingDir is made if the image lacks it, as
+		 * Docker does. Symlinks there are the image's and resolve
+		 * inside the sandbox's root.
+		 */
+		dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rel = j->cwd + 1;
 	} else {
 		return 0;	/* must exist already; job_exec reports it if not */
 	}

@@ -3,9 +3,10 @@
  *
  * The spawner (spawn.c) clones init into fresh namespaces and calls
  * init_main() there, the entry the worker handed it (spawn_init_cb). Init
- * waits for the worker's go (uid map written, cgroup made), joins its
- * cgroup, takes the sandbox user's identity, builds the read-only image
- * (mount.c), hands the worker the job's stdout and stderr pipes and reports
+ * waits for the worker's go (uid map written, cgroup made; before it, for
+ * a sandbox on an OCI image, MSG_SBX_IMAGE: its layers and user), joins
+ * its cgroup, takes the sandbox user's identity, builds the root (mount.c:
+ * the host's read-only image, or the image's overlay), hands the worker the job's stdout and stderr pipes and reports
  * MSG_SBX_READY. When the job arrives it mounts the job's tmpfs or
  * materialises a persistent sandbox's workspace (persist.c), seeds the
  * job's files, installs the job's filter (seccomp.c), spawns the job's
@@ -34,6 +35,43 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "internal.h"
+
+/* The image this sandbox's root is (MSG_SBX_IMAGE), if not the host's. */
+static struct {
+	bool on;			/* an image: its layers below */
+	uint32_t uid, gid;		/* the job's ids inside */
+	size_t nlayers;
+	char (*layers)[65];		/* hex digits, top first */
+} image;
+
+/* Takes MSG_SBX_IMAGE's payload into image. Returns false if malformed. */
+static bool
+init_image_take(const struct msg *m)
+{
+	struct msg_sbx_image hd;
+
+	if (m->len < sizeof(hd))
+		return false;
+	memcpy(&hd, m->data, sizeof(hd));
+	if (hd.nlayers == 0 || hd.nlayers > SANDBOX_IMAGE_LAYERS_MAX ||
+	    m->len != sizeof(hd) + 64 * (size_t)hd.nlayers)
+		return false;
+	image.layers = xcalloc(hd.nlayers, sizeof(*image.layers));
+	for (size_t i = 0; i < hd.nlayers; i++) {
+		memcpy(image.layers[i], m->data + sizeof(hd) + 64 * i, 64);
+		for (int k = 0; k < 64; k++) {
+			char c = image.layers[i][k];
+
+			if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+				return false;
+		}
+	}
+	image.nlayers = hd.nlayers;
+	image.uid = hd.uid;
+	image.gid = hd.gid;
+	image.on = true;
+	return true;
+}
 
 static void __attribute__((noreturn))
 init_fail(int ctl, uint8_t kind, const struct err *e)
@@ -74,9 +112,11 @@ init_stdin(const struct job *j, struct err *e)
 static bool
 init_disk_full(void)
 {
-	static const char *const dirs[] = { "/workspace", "/tmp", "/dev/shm" };
+	static const char *const dirs[] = { "/workspace", "/tmp", "/dev/shm", "/" };
+	/* "/": an image's writable root, on its own tmpfs. */
+	size_t n = sizeof(dirs) / sizeof(dirs[0]) - !image.on;
 
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct statfs sf;
 
 		if (statfs(dirs[i], &sf) == 0 && (sf.f_bavail == 0 || sf.f_ffree == 0))
@@ -141,13 +181,15 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	capture = snapfd >= 0 && j->persist;
+	if (image.on && mount_image_upper_size(&j->limits, &e) < 0)
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (snapfd >= 0) {
 		if ((rc = persist_materialise(ps, snapfd, j, &e)) < 0)
 			init_fail(ctl, fail_kind(rc), &e);
 	} else if (mount_job_tmpfs(&j->limits, 0, 0, &e) < 0) {
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	}
-	if (exec_init_seed_files(j, &e) < 0 || exec_init_prepare_cwd(j, &e) < 0)
+	if (exec_init_seed_files(j, &e) < 0 || exec_init_prepare_cwd(j, image.on, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INPUT, &e);
 	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -246,6 +288,13 @@ init_main(const struct sandbox_conf *conf, int ctl)
 	signal(SIGCHLD, SIG_DFL);
 	msg_init(&m);
 	rc = msg_recv(ctl, &m, MSG_MAX);
+	/* An image's root: its layers and user come first (sandbox.c). */
+	if (rc == 1 && m.hdr.type == MSG_SBX_IMAGE) {
+		if (!init_image_take(&m))
+			_exit(1);
+		msg_clear(&m);
+		rc = msg_recv(ctl, &m, MSG_MAX);
+	}
 	if (rc <= 0 || m.hdr.type != MSG_SBX_GO)
 		_exit(1);
 	/* Into our cgroup before anything else, while we are still host root. */
@@ -262,7 +311,8 @@ init_main(const struct sandbox_conf *conf, int ctl)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	}
 	/* The uid map is written: take the sandbox user's identity. */
-	if (ns_init_become_sandbox_user(&e) < 0)
+	if (ns_init_become_sandbox_user(image.on ? image.uid : SANDBOX_UID,
+	    image.on ? image.gid : SANDBOX_UID, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	/*
 	 * A credential change clears the parent-death signal: set it again,
@@ -285,7 +335,8 @@ init_main(const struct sandbox_conf *conf, int ctl)
 	}
 	if ((out_wr = init_pipe(ctl, 1, &e)) < 0 || (err_wr = init_pipe(ctl, 2, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
-	if (mount_build_root(ps.basefd >= 0, &e) < 0)
+	if ((image.on ? mount_build_image_root(image.layers, image.nlayers,
+	    ps.basefd >= 0, &e) : mount_build_root(ps.basefd >= 0, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (ns_init_loopback_up(&e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);

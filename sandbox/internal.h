@@ -2,8 +2,9 @@
  * internal.h - what the files of sandbox/ share, and nothing else sees.
  *
  * One file per mechanism: spawn.c (the process inits are cloned from),
- * ns.c (id maps, the sandbox identity, loopback), cgroup.c (per-job
- * control groups), mount.c (root, image, /dev, /proc, pivot), image.c (the
+ * layers.c (an image's layers, idmapped, mounted by the spawner), ns.c
+ * (id maps, the sandbox identity, loopback), cgroup.c (per-job control
+ * groups), mount.c (root, image, /dev, /proc, pivot), image.c (the
  * generated /etc), limits.c (rlimits), seccomp.c (worker and job filters),
  * exec.c (the job's own process: stdio, credentials, exec), persist.c (a
  * persistent sandbox's workspace), sockcap.c (the job's socket count).
@@ -26,6 +27,7 @@
 #include <linux/seccomp.h>
 
 #include "../common/err.h"
+#include "../common/msg.h"
 #include "../proto/job.h"
 #include "sandbox.h"
 
@@ -35,10 +37,14 @@
 #define SBX_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | \
 	CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
-/* The worker: writes uid_map and gid_map of pid: SANDBOX_UID -> host_uid. */
-int ns_worker_write_id_maps(pid_t pid, uid_t host_uid, struct err *e);
-/* In init: become SANDBOX_UID/GID keeping capabilities in the userns. */
-int ns_init_become_sandbox_user(struct err *e);
+/*
+ * The worker: writes uid_map and gid_map of pid: uid (gid) inside ->
+ * host_uid; SANDBOX_UID for the host's image, the image's user for one.
+ */
+int ns_worker_write_id_maps(pid_t pid, uid_t host_uid, uint32_t uid, uint32_t gid,
+    struct err *e);
+/* In init: become uid/gid (the mapped ones) keeping capabilities in the userns. */
+int ns_init_become_sandbox_user(uint32_t uid, uint32_t gid, struct err *e);
 /* In init: bring up loopback of the new network namespace. */
 int ns_init_loopback_up(struct err *e);
 
@@ -59,6 +65,26 @@ int spawn_worker_start(const struct sandbox_conf *conf, spawn_init_cb *init_entr
     struct err *e);
 /* The worker: asks the spawner for a new init: pid, control channel, pidfd. */
 int spawn_worker_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
+/*
+ * The worker: asks the spawner to hold the n layers hex (64 hex digits
+ * each) of the image cache mounted at run_dir/layers/HEX (layers.c);
+ * *mounted: how many it had to mount anew. 0 or -errno with e.
+ */
+int spawn_worker_layers(const char (*hex)[65], size_t n, unsigned *mounted,
+    struct err *e);
+
+/*** layers.c ***/
+
+#define LAYERS_HELD_MAX 512	/* layer mounts a spawner keeps */
+
+/*
+ * In the spawner: the request buf (len bytes, 64 hex digits a layer):
+ * each layer of conf->image_cache mounted, idmapped (conf->unpack_uid ->
+ * conf->host_uid), read-only, nosuid, nodev, at run_dir/layers/HEX, unless
+ * it already is (and is still the cache's folder). Fills *out.
+ */
+void layers_spawner_request(const struct sandbox_conf *conf, const void *buf,
+    size_t len, struct msg_spawn_layers *out);
 /* In the spawner or an init: our command line and name become name. */
 void spawn_set_title(const char *name);
 
@@ -77,7 +103,22 @@ void init_main(const struct sandbox_conf *conf, int ctl) __attribute__((noreturn
  * whole read-only root on its root/ folder and pivots into it.
  */
 int mount_build_root(bool base, struct err *e);
-/* In the child, per job: size-capped /workspace, /tmp and /dev/shm. */
+/*
+ * The same for an image (init, run_dir current, as the image's user):
+ * the root is an overlay of the n layers at layers/HEX (top first) under
+ * a writable layer on its own tmpfs, with sandq's /dev, /proc, /tmp,
+ * /workspace and /etc/hosts, hostname, resolv.conf; nosuid, nodev.
+ */
+int mount_build_image_root(const char (*hex)[65], size_t n, bool base, struct err *e);
+/*
+ * In init, per job on an image: the root's writable layer sized to the
+ * job's disk and files limits. 0 or -errno with e.
+ */
+int mount_image_upper_size(const struct job_limits *l, struct err *e);
+/*
+ * In the child, per job: size-capped /workspace, /tmp and /dev/shm;
+ * /workspace owned by the caller's uid and gid (the job's, inside).
+ */
 int mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
     uint64_t extra_inodes, struct err *e);
 
@@ -195,7 +236,10 @@ struct exec_spec {
 pid_t exec_init_spawn(struct exec_spec *s, struct err *e);
 /* In init, per job: creates every seeded file under /workspace. */
 int exec_init_seed_files(const struct job *j, struct err *e);
-/* In init, per job: ensures the cwd exists when it is under /workspace or /tmp. */
-int exec_init_prepare_cwd(const struct job *j, struct err *e);
+/*
+ * In init, per job: ensures the cwd exists when it is under /workspace or
+ * /tmp, or anywhere on an image's (writable) root when image is set.
+ */
+int exec_init_prepare_cwd(const struct job *j, bool image, struct err *e);
 
 #endif

@@ -16,6 +16,20 @@
  * then pivots into it, detaches the old root and remounts the root read-only.
  * Nothing of the host outside the image is reachable afterwards. Every mount
  * is nosuid; tmpfs mounts made in a user namespace are implicitly nodev.
+ *
+ * On an OCI image (mount_build_image_root) the root is instead overlayfs,
+ * mounted here in the sandbox's user namespace with userxattr: its lower
+ * layers are the image's layers, idmapped mounts the spawner keeps at
+ * run_dir/layers/HEX (layers.c) that show every file as the job's own; its
+ * upper layer and work folder are on a tmpfs of this sandbox alone, sized
+ * to the job's disk limit when the job arrives (mount_image_upper_size),
+ * and thrown away with the sandbox. The image's whiteouts (0/0 character
+ * devices) and opaque folders (user.overlay.opaque) hide what lower layers
+ * hold, as the OCI spec says. The root stays writable (the job may change
+ * its image; the cache never sees it) and is nosuid and nodev. /dev,
+ * /proc, /tmp, /workspace are sandq's as on the host's image, and so are
+ * /etc/hosts, /etc/hostname and /etc/resolv.conf, bound read-only over the
+ * image's (made first where the image has none).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -218,6 +232,210 @@ mount_build_root(bool base, struct err *e)
 	    MS_NOSUID | MS_NODEV, NULL, e);
 }
 
+/*** An image's root ***/
+
+#define IMAGE_UPPER_BYTES (16u << 20)	/* the writable layer until the job sizes it */
+#define IMAGE_UPPER_INODES 1024u
+#define IMAGE_UPPER_EXTRA_INODES 64u	/* what the root's set-up itself makes */
+
+static int upper_fd = -1;	/* the writable layer's tmpfs (O_PATH), for its size */
+
+/* The files of sandq's /etc an image's /etc takes. */
+static const char *const image_etc[] = { "hosts", "hostname", "resolv.conf" };
+
+/*
+ * Makes name (one component, relative to rootfd: the image's root) a real
+ * folder: kept if it is one, made if absent, and anything else the image
+ * put there (a link, a file) removed first, so nothing mounted on it later
+ * follows a link of the image's.
+ */
+static int
+image_dir(int rootfd, const char *name, mode_t mode, struct err *e)
+{
+	struct stat st;
+
+	if (fstatat(rootfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		if (unlinkat(rootfd, name, 0) < 0)
+			return err_set(e, -errno, "the image's /%s: %s", name, strerror(errno));
+	} else if (errno != ENOENT) {
+		return err_set(e, -errno, "the image's /%s: %s", name, strerror(errno));
+	}
+	if (mkdirat(rootfd, name, mode) < 0)
+		return err_set(e, -errno, "mkdir /%s: %s", name, strerror(errno));
+	return 0;
+}
+
+/*
+ * Binds sandq's etc/NAME (src) over the image's /etc/NAME (etcfd's),
+ * read-only: a regular file of the image's is covered; a link or a
+ * missing one becomes an empty file first. A folder there is refused.
+ */
+static int
+image_etc_file(int etcfd, const char *name, const char *src, struct err *e)
+{
+	char dst[64];
+	struct stat st;
+	int fd;
+
+	if (fstatat(etcfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return err_set(e, -EISDIR, "the image's /etc/%s is a folder", name);
+		if (!S_ISREG(st.st_mode) && unlinkat(etcfd, name, 0) < 0)
+			return err_set(e, -errno, "the image's /etc/%s: %s", name,
+			    strerror(errno));
+	} else if (errno != ENOENT) {
+		return err_set(e, -errno, "the image's /etc/%s: %s", name, strerror(errno));
+	}
+	fd = openat(etcfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return err_set(e, -errno, "the image's /etc/%s: %s", name, strerror(errno));
+	close(fd);
+	snprintf(dst, sizeof(dst), "etc/%s", name);
+	return bind_ro(src, dst, MS_NODEV, e);
+}
+
+/*
+ * The overlay of the n layers at layers/HEX (top first, relative to
+ * run_dir, our current folder) over root/upper, mounted on root/merged
+ * nosuid and nodev. Its errors carry overlayfs's own reason when it gives
+ * one (read from the filesystem context).
+ */
+static int
+image_overlay(const char (*hex)[65], size_t n, struct err *e)
+{
+	char path[80], why[256] = "";
+	int fs, mnt, rc = 0;
+
+	if ((fs = fsopen("overlay", FSOPEN_CLOEXEC)) < 0)
+		return err_set(e, -errno, "fsopen overlay: %s", strerror(errno));
+	/* lowerdir+: one layer per call, no length limit on the list. */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		snprintf(path, sizeof(path), "layers/%.64s", hex[i]);
+		if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", path, 0) < 0)
+			rc = -errno;
+	}
+	if (rc == 0 && (fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", "root/upper", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "workdir", "root/work", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0))
+		rc = -errno;
+	if (rc < 0) {
+		ssize_t k = read(fs, why, sizeof(why) - 1);
+
+		why[k > 0 ? k : 0] = '\0';
+		close(fs);
+		return err_set(e, rc, "overlay of %zu layers: %s%s%s", n, strerror(-rc),
+		    why[0] ? ": " : "", why);
+	}
+	mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	close(fs);
+	if (mnt < 0)
+		return err_set(e, -errno, "fsmount overlay: %s", strerror(errno));
+	if (move_mount(mnt, "", AT_FDCWD, "root/merged", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		rc = err_set(e, -errno, "mount the overlay: %s", strerror(errno));
+	close(mnt);
+	return rc;
+}
+
+int
+mount_build_image_root(const char (*hex)[65], size_t n, bool base, struct err *e)
+{
+	char opts[96], src[64];
+	int rootfd = -1, etcfd = -1, rc;
+
+	if ((rc = do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, e)) < 0)
+		return rc;
+	/* The writable layer: this sandbox's own, gone with it. */
+	snprintf(opts, sizeof(opts), "size=%u,nr_inodes=%u,mode=0755", IMAGE_UPPER_BYTES,
+	    IMAGE_UPPER_INODES);
+	if ((rc = do_mount("tmpfs", "root", "tmpfs", MS_NOSUID | MS_NODEV, opts, e)) < 0)
+		return rc;
+	if (mk_dir("root/upper", 0755, e) < 0 || mk_dir("root/work", 0755, e) < 0 ||
+	    mk_dir("root/merged", 0755, e) < 0)
+		return e->code;
+	if ((upper_fd = open("root", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return err_set(e, -errno, "open root: %s", strerror(errno));
+	if ((rc = image_overlay(hex, n, e)) < 0)
+		return rc;
+	if (chdir("root/merged") < 0)
+		return err_set(e, -errno, "chdir root/merged: %s", strerror(errno));
+	if ((rootfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return err_set(e, -errno, "open the image's root: %s", strerror(errno));
+	if ((rc = image_dir(rootfd, "proc", 0555, e)) < 0 ||
+	    (rc = image_dir(rootfd, "dev", 0755, e)) < 0 ||
+	    (rc = image_dir(rootfd, "tmp", 01777, e)) < 0 ||
+	    (rc = image_dir(rootfd, "workspace", 0755, e)) < 0 ||
+	    (rc = image_dir(rootfd, "etc", 0755, e)) < 0)
+		goto out;
+	if ((etcfd = openat(rootfd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0) {
+		rc = err_set(e, -errno, "open the image's /etc: %s", strerror(errno));
+		goto out;
+	}
+	/* Relative to root/merged: the worker's generated etc is run_dir/etc. */
+	for (size_t i = 0; i < sizeof(image_etc) / sizeof(image_etc[0]); i++) {
+		snprintf(src, sizeof(src), "../../etc/%s", image_etc[i]);
+		if ((rc = image_etc_file(etcfd, image_etc[i], src, e)) < 0)
+			goto out;
+	}
+	if (base && (rc = do_mount("../../base", "workspace", NULL, MS_BIND | MS_NOSUID |
+	    MS_NODEV | MS_NOEXEC, NULL, e)) < 0)
+		goto out;
+	if ((rc = build_dev(e)) < 0)
+		goto out;
+	if ((rc = do_mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    NULL, e)) < 0)
+		goto out;
+	/* As for the host's image: the old root stacked under, then dropped. */
+	if (syscall(SYS_pivot_root, ".", ".") < 0) {
+		rc = err_set(e, -errno, "pivot_root: %s", strerror(errno));
+		goto out;
+	}
+	if (umount2(".", MNT_DETACH) < 0) {
+		rc = err_set(e, -errno, "detach old root: %s", strerror(errno));
+		goto out;
+	}
+	if (chdir("/") < 0) {
+		rc = err_set(e, -errno, "chdir /: %s", strerror(errno));
+		goto out;
+	}
+	/* /dev read-only once filled; the root stays the job's to change. */
+	rc = do_mount(NULL, "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID |
+	    MS_NOEXEC | MS_NODEV, NULL, e);
+out:
+	if (etcfd >= 0)
+		close(etcfd);
+	if (rootfd >= 0)
+		close(rootfd);
+	return rc;
+}
+
+int
+mount_image_upper_size(const struct job_limits *l, struct err *e)
+{
+	char size[32], inodes[32];
+	int fc, rc = 0;
+
+	/*
+	 * The tmpfs is in the detached old tree since the pivot: fspick()
+	 * takes its superblock through the descriptor kept, and resizes it.
+	 */
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)l->disk_bytes);
+	snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)l->files + 1 +
+	    IMAGE_UPPER_EXTRA_INODES);
+	if ((fc = fspick(upper_fd, "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC)) < 0)
+		return err_set(e, -errno, "fspick the root's layer: %s", strerror(errno));
+	if (fsconfig(fc, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
+	    fsconfig(fc, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
+	    fsconfig(fc, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0) < 0)
+		rc = err_set(e, -errno, "size the root's layer to %s bytes: %s", size,
+		    strerror(errno));
+	close(fc);
+	return rc;
+}
+
 int
 mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
     uint64_t extra_inodes, struct err *e)
@@ -226,10 +444,10 @@ mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
 	int rc;
 
 	/* A persistent sandbox's workspace holds its snapshot on top. */
-	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755,uid=%d,gid=%d",
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755,uid=%u,gid=%u",
 	    (unsigned long long)(l->disk_bytes + extra_bytes),
 	    (unsigned long long)(l->files + 1 + extra_inodes),
-	    SANDBOX_UID, SANDBOX_UID);
+	    (unsigned)getuid(), (unsigned)getgid());
 	if ((rc = do_mount("tmpfs", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV,
 	    opts, e)) < 0)
 		return rc;

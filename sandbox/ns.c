@@ -4,8 +4,9 @@
  * The sandbox's init is created (by the spawner, spawn.c) with one clone()
  * that unshares user, mount, pid, net, ipc and uts namespaces at once, so
  * there is no moment where it shares any of them with the worker. Its uid
- * inside is SANDBOX_UID, mapped to one unprivileged host uid per worker: the
- * job is never host root, and two workers' jobs never share a host uid.
+ * inside is SANDBOX_UID (on an image: the image's user, root included),
+ * mapped to one unprivileged host uid per worker: the job is never host
+ * root, and two workers' jobs never share a host uid.
  *
  * Two processes run this file, and each function says which in its name:
  * ns_worker_write_id_maps() runs in the worker (root in the parent
@@ -46,7 +47,8 @@ write_file(const char *path, const char *text, struct err *e)
 }
 
 int
-ns_worker_write_id_maps(pid_t pid, uid_t host_uid, struct err *e)
+ns_worker_write_id_maps(pid_t pid, uid_t host_uid, uint32_t uid, uint32_t gid,
+    struct err *e)
 {
 	char path[64], map[64];
 	int rc;
@@ -56,16 +58,17 @@ ns_worker_write_id_maps(pid_t pid, uid_t host_uid, struct err *e)
 	 * (root in the parent namespace), so setgroups stays "allow" for the
 	 * child to clear its supplementary groups with.
 	 */
-	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_UID, (unsigned)host_uid);
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)host_uid);
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
 	if ((rc = write_file(path, map, e)) < 0)
 		return rc;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)host_uid);
 	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
 	return write_file(path, map, e);
 }
 
 int
-ns_init_become_sandbox_user(struct err *e)
+ns_init_become_sandbox_user(uint32_t uid, uint32_t gid, struct err *e)
 {
 	/*
 	 * Keep capabilities across the uid change: init still has to mount and
@@ -76,9 +79,9 @@ ns_init_become_sandbox_user(struct err *e)
 		return err_set(e, -errno, "set securebits: %s", strerror(errno));
 	if (setgroups(0, NULL) < 0)
 		return err_set(e, -errno, "setgroups: %s", strerror(errno));
-	if (setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) < 0)
+	if (setresgid(gid, gid, gid) < 0)
 		return err_set(e, -errno, "setresgid: %s", strerror(errno));
-	if (setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) < 0)
+	if (setresuid(uid, uid, uid) < 0)
 		return err_set(e, -errno, "setresuid: %s", strerror(errno));
 	return 0;
 }

@@ -141,6 +141,10 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 	snprintf(path, sizeof(path), "%s/root", conf->run_dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
+	/* Where the spawner mounts image layers (layers.c). */
+	snprintf(path, sizeof(path), "%s/layers", conf->run_dir);
+	if (conf->image_cache != NULL && mkdir(path, 0755) < 0 && errno != EEXIST)
+		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
 	if (!conf->no_base && (rc = base_mount(conf, e)) < 0)
 		return rc;
 	if ((rc = image_build_etc(conf->run_dir, e)) < 0)
@@ -158,8 +162,42 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 }
 
 int
-sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
+sandbox_image_layers(const struct sandbox_conf *conf, const struct sandbox_image *img,
     struct err *e)
+{
+	unsigned mounted;
+	int rc;
+
+	if (conf->image_cache == NULL)
+		return err_set(e, -ENOSYS, "this worker has no image cache");
+	if ((rc = spawn_worker_layers(img->layers, img->nlayers, &mounted, e)) < 0)
+		return rc;
+	return (int)mounted;
+}
+
+/* Tells init its root is img: layers and user, before its go. */
+static int
+send_image(const struct sandbox *s, const struct sandbox_image *img, struct err *e)
+{
+	struct msg_sbx_image hd = { .uid = img->uid, .gid = img->gid,
+	    .nlayers = (uint32_t)img->nlayers };
+	size_t len = sizeof(hd) + 64 * img->nlayers;
+	uint8_t *buf = xmalloc(len);
+	int rc;
+
+	memcpy(buf, &hd, sizeof(hd));
+	for (size_t i = 0; i < img->nlayers; i++)
+		memcpy(buf + sizeof(hd) + 64 * i, img->layers[i], 64);
+	rc = msg_send(s->ctl, MSG_SBX_IMAGE, 0, buf, len, -1);
+	free(buf);
+	if (rc < 0)
+		return err_set(e, rc, "hand the image to sandbox init: %s", strerror(-rc));
+	return 0;
+}
+
+int
+sandbox_prepare(const struct sandbox_conf *conf, const struct sandbox_image *img,
+    struct sandbox **out, struct err *e)
 {
 	static uint64_t sandboxes;	/* names each sandbox's cgroup */
 	char godirs[CG__NCTRL * CG_PATH_MAX];
@@ -167,12 +205,18 @@ sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
 	int rc;
 
 	*out = NULL;
+	if (img != NULL && (img->nlayers == 0 || img->nlayers > SANDBOX_IMAGE_LAYERS_MAX))
+		return err_set(e, -E2BIG, "an image of %zu layers (1 to %d)", img->nlayers,
+		    SANDBOX_IMAGE_LAYERS_MAX);
 	s = xcalloc(1, sizeof(*s));
 	s->out_rd = s->err_rd = s->notify = -1;
 	s->sockcap.fd[0] = s->sockcap.fd[1] = -1;
 	s->sockets_max = conf->sockets_max;
 	if ((rc = spawn_worker_sandbox(&s->init_pid, &s->ctl, &s->pidfd, e)) < 0 ||
-	    (rc = ns_worker_write_id_maps(s->init_pid, conf->host_uid, e)) < 0 ||
+	    (rc = ns_worker_write_id_maps(s->init_pid, conf->host_uid,
+	    img != NULL ? img->uid : SANDBOX_UID, img != NULL ? img->gid : SANDBOX_UID,
+	    e)) < 0 ||
+	    (img != NULL && (rc = send_image(s, img, e)) < 0) ||
 	    (rc = sockcap_open(&s->sockcap, s->init_pid, e)) < 0 ||
 	    (rc = cg_worker_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg,
 	    e)) < 0) {

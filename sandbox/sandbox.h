@@ -13,8 +13,11 @@
  *   sandbox_setup_host(conf)          once per worker, before its seccomp filter:
  *                                     /etc image, cgroup folder, the spawner
  *   sandbox_confine_worker()          the worker's own filter, last
- *   sandbox_prepare(conf) -> sbx      init cloned by the spawner, uid map,
- *                                     cgroup; init builds the image
+ *   sandbox_image_layers(conf, img)   an OCI image's layers mounted (the
+ *                                     spawner's idmapped mounts), kept
+ *   sandbox_prepare(conf, img) -> sbx init cloned by the spawner, uid map,
+ *                                     cgroup; init builds the root: the
+ *                                     host's image, or img's overlay
  *   sandbox_run(sbx, job, res)        runs one job, fills the result
  *   sandbox_free(sbx)                 kills what is left, reaps, closes
  *
@@ -36,6 +39,7 @@
 #define SANDBOX_BASE_BYTES ((uint64_t)1 << 30)	/* tmpfs of a worker's kept base */
 #define SANDBOX_BASE_INODES 262144u		/* its inodes */
 #define SANDBOX_SOCKETS_DEFAULT 1024	/* job_sockets' default */
+#define SANDBOX_IMAGE_LAYERS_MAX 128	/* layers of an image a sandbox runs on */
 
 struct sandbox_conf {
 	const char *run_dir;	/* per-worker folder: etc/ image, root/ mountpoint */
@@ -45,6 +49,19 @@ struct sandbox_conf {
 	bool no_base;		/* keep no base: materialise every job (persist.c) */
 	uint64_t socket_bytes;	/* bound of a job's socket buffers; 0 = its memory limit */
 	uint64_t sockets_max;	/* sockets a job may hold when it makes an inet one */
+	const char *image_cache;	/* the image cache's root, or NULL: host only */
+	uid_t unpack_uid;	/* who owns the cache's layers (and gid) */
+};
+
+/*
+ * An OCI image a sandbox's root is made of (docs/images.md): its layers
+ * in the image cache, and the user its jobs run as.
+ */
+struct sandbox_image {
+	const char (*layers)[65];	/* the layers' digests' hex digits, top first */
+	size_t nlayers;			/* 1..SANDBOX_IMAGE_LAYERS_MAX */
+	uint32_t uid;			/* the job's uid inside (the image's User) */
+	uint32_t gid;			/* and gid */
 };
 
 struct sandbox;
@@ -66,12 +83,25 @@ int sandbox_setup_host(struct sandbox_conf *conf, struct err *e);
 int sandbox_confine_worker(struct err *e);
 
 /*
+ * Has the spawner hold every layer of img mounted, idmapped so that the
+ * cache's files show as the job's own, at conf->run_dir/layers/HEX
+ * (layers.c), for the inits it clones from now on. Returns how many
+ * layers it had to mount anew (0: a sandbox prepared for img before is
+ * still current; more: one was not, or a layer changed in the cache),
+ * or -errno with e (a layer missing from the cache: -ENOENT).
+ */
+int sandbox_image_layers(const struct sandbox_conf *conf,
+    const struct sandbox_image *img, struct err *e);
+
+/*
  * Starts a new sandbox: clones its init into fresh namespaces, maps its uid
- * and lets it build the image in the background. Does not wait for it.
+ * and lets it build its root in the background: the host's image, or, with
+ * img (not NULL; its layers mounted by sandbox_image_layers()), an overlay
+ * of img's layers whose jobs run as img's user. Does not wait for it.
  * On success *out owns the sandbox. Returns 0 or -errno with e.
  */
-int sandbox_prepare(const struct sandbox_conf *conf, struct sandbox **out,
-    struct err *e);
+int sandbox_prepare(const struct sandbox_conf *conf, const struct sandbox_image *img,
+    struct sandbox **out, struct err *e);
 
 #define SANDBOX_RULES_FP_LEN 64	/* hex digits of a rules fingerprint */
 

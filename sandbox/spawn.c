@@ -14,8 +14,9 @@
  * its messages. The spawner dies with the worker (parent-death signal), and
  * each init with the spawner.
  *
- * The spawner reads only fixed-size requests from its worker; it never sees
- * a job's bytes. What an init does is not the spawner's business: the
+ * The spawner reads only fixed-size requests from its worker (a layers
+ * request is a bounded list of 64 hex digits each); it never sees a job's
+ * bytes. What an init does is not the spawner's business: the
  * worker hands spawn_worker_start() init's entry (init.c) as a
  * spawn_init_cb, which each clone calls first thing.
  *
@@ -28,6 +29,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -36,6 +38,7 @@
 
 #include "../common/log.h"
 #include "../common/msg.h"
+#include "../common/xmalloc.h"
 #include "internal.h"
 
 #ifndef CLONE_PIDFD
@@ -104,6 +107,16 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		rc = msg_recv(sock, &m, MSG_MAX);
 		if (rc == 0)
 			_exit(0);
+		if (rc > 0 && m.hdr.type == MSG_SPAWN_LAYERS && m.fd < 0 && m.len > 0 &&
+		    m.len % 64 == 0 && m.len / 64 <= SANDBOX_IMAGE_LAYERS_MAX) {
+			struct msg_spawn_layers lr;
+
+			layers_spawner_request(conf, m.data, m.len, &lr);
+			msg_clear(&m);
+			if (msg_send(sock, MSG_SPAWN_LAYERS_DONE, 0, &lr, sizeof(lr), -1) < 0)
+				_exit(1);
+			continue;
+		}
 		if (rc < 0 || m.hdr.type != MSG_SPAWN_REQ || m.len != 0 || m.fd >= 0)
 			_exit(1);
 		msg_clear(&m);
@@ -199,5 +212,38 @@ spawn_worker_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e)
 	*pidfd = m.fd;
 	m.fd = -1;
 	msg_clear(&m);
+	return 0;
+}
+
+int
+spawn_worker_layers(const char (*hex)[65], size_t n, unsigned *mounted, struct err *e)
+{
+	struct msg_spawn_layers lr;
+	struct msg m;
+	char *buf;
+	int rc;
+
+	*mounted = 0;
+	if (n == 0 || n > SANDBOX_IMAGE_LAYERS_MAX)
+		return err_set(e, -E2BIG, "an image of %zu layers (at most %d)", n,
+		    SANDBOX_IMAGE_LAYERS_MAX);
+	buf = xmalloc(64 * n);
+	for (size_t i = 0; i < n; i++)
+		memcpy(buf + 64 * i, hex[i], 64);
+	rc = msg_send(spawner_fd, MSG_SPAWN_LAYERS, 0, buf, 64 * n, -1);
+	free(buf);
+	if (rc < 0)
+		fatalx("the sandbox spawner is gone: %s", strerror(-rc));
+	msg_init(&m);
+	rc = msg_recv(spawner_fd, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SPAWN_LAYERS_DONE || m.len != sizeof(lr))
+		fatalx("the sandbox spawner is gone or confused (%d)", rc);
+	memcpy(&lr, m.data, sizeof(lr));
+	msg_clear(&m);
+	*mounted = lr.mounted;
+	if (lr.error != 0)
+		return err_set(e, -lr.error, "mount layer sha256:%.64s of the image "
+		    "cache: %s", lr.index >= 0 && (size_t)lr.index < n ? hex[lr.index] :
+		    "?", strerror(lr.error));
 	return 0;
 }

@@ -18,6 +18,9 @@
  * The next sandbox is prepared right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
  * arriving at an idle worker finds its namespaces and image already built.
+ * It is prepared for the image the last job ran on (image.c): a job on
+ * another image (its image_id, or none for the host's) drops it and has
+ * one prepared for its own.
  *
  * The dispatcher validated and normalised the job, so a job that fails to
  * decode here means the peer is broken: the worker exits (STYLE 4), and the
@@ -50,6 +53,7 @@
 #include "worker.h"
 
 
+/* Prepares the next sandbox, for the image of the last job (w->img). */
 static void
 prepare_next(struct worker *w)
 {
@@ -57,8 +61,47 @@ prepare_next(struct worker *w)
 
 	if (w->next != NULL)
 		return;
-	if (sandbox_prepare(&w->sbx_conf, &w->next, &e) < 0)
+	if (sandbox_prepare(&w->sbx_conf, w->img.digest[0] ? &w->img.sbx : NULL,
+	    &w->next, &e) < 0)
 		log_warnx("cannot prepare a sandbox: %s", e.msg);
+}
+
+/*
+ * Makes w->next a sandbox of the job's image (its image_id; none: the
+ * host's). A sandbox prepared for another image is dropped; one prepared
+ * for this image is kept if its layers are still the cache's (a layer
+ * evicted and pulled again is a new folder: mounted anew, and the
+ * sandbox rebuilt on it). Returns 0, or -1 with res filled: rejected
+ * (code image) for an image whose user cannot be resolved, internal for
+ * one missing from the cache or layers that cannot be mounted.
+ */
+static int
+image_for(struct worker *w, const struct job *j, struct result *res)
+{
+	struct err e = { 0 };
+	int rc;
+
+	if (worker_image_is(&w->img, j->image_id)) {
+		if (j->image_id == NULL)
+			return 0;
+		if ((rc = sandbox_image_layers(&w->sbx_conf, &w->img.sbx, &e)) == 0)
+			return 0;
+	} else {
+		rc = j->image_id == NULL ? 0 :
+		    worker_image_load(w->images, &w->sbx_conf, j->image_id, &w->img, &e);
+		if (j->image_id == NULL)
+			worker_image_clear(&w->img);
+	}
+	sandbox_free(w->next);
+	w->next = NULL;
+	if (rc < 0) {
+		worker_image_clear(&w->img);
+		result_set_error(res, rc == -EINVAL ? ST_REJECTED : ST_INTERNAL, "image",
+		    "%s", e.msg);
+		res->started_at = res->finished_at = now_ms();
+		return -1;
+	}
+	return 0;
 }
 
 /* Live output frames: 64 KiB of output at most, well under MSG_MAX. */
@@ -650,6 +693,8 @@ run_job(struct worker *w, const struct msg *m)
 		ops_run_quota(w->store, j, w->quota, res);
 		goto out_send;
 	}
+	if (image_for(w, j, res) < 0)
+		goto out_send;
 	prepare_next(w);
 	if (j->sandbox != NULL && snap_load(w, j, &sb, res) < 0) {
 		res->started_at = res->finished_at = now_ms();
@@ -754,5 +799,6 @@ out:
 	sandbox_free(w->spent);
 	sandbox_free(w->next);
 	w->next = NULL;
+	worker_image_clear(&w->img);
 	return 0;
 }

@@ -3,6 +3,7 @@
  *
  *   sandq-worker --index N --run-dir DIR --store-dir DIR --uid UID
  *       [--log-level L] [--keep-versions N] [--no-overlay]
+ *       [--image-cache DIR --image-uid UID]
  *
  * sandqd creates a SOCK_SEQPACKET socketpair, forks, puts its end on fd 3,
  * closes every other descriptor but stdio, and execs this binary (a fresh
@@ -68,7 +69,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
 	    "--uid UID [--log-level LEVEL] [--keep-versions N] [--no-overlay]\n"
-	    "    [--socket-bytes N] [--sockets N]\n(started by sandqd; not meant to be run by hand)\n");
+	    "    [--socket-bytes N] [--sockets N] [--image-cache DIR --image-uid UID]\n"
+	    "(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
 
@@ -117,6 +119,8 @@ main(int argc, char **argv)
 		{ "no-overlay", no_argument, NULL, 'o' },
 		{ "socket-bytes", required_argument, NULL, 'b' },
 		{ "sockets", required_argument, NULL, 'n' },
+		{ "image-cache", required_argument, NULL, 'c' },
+		{ "image-uid", required_argument, NULL, 'U' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
@@ -124,7 +128,7 @@ main(int argc, char **argv)
 	struct msg_hello hello;
 	struct err e = { 0 };
 	int64_t idx = -1, uid = -1, keep = STORE_KEEP_VERSIONS_DEFAULT, sock = 0;
-	int64_t nsock = SANDBOX_SOCKETS_DEFAULT;
+	int64_t nsock = SANDBOX_SOCKETS_DEFAULT, iuid = -1;
 	char prefix[32];
 	sigset_t none;
 	int c;
@@ -166,12 +170,21 @@ main(int argc, char **argv)
 			if (parse_i64(optarg, 1, INT64_MAX, &nsock) < 0)
 				usage();
 			break;
+		case 'c':
+			w.sbx_conf.image_cache = xstrdup(optarg);
+			break;
+		case 'U':
+			if (parse_i64(optarg, 1, 4294967294LL, &iuid) < 0)
+				usage();
+			break;
 		default:
 			usage();
 		}
 	}
-	if (idx < 0 || uid < 0 || w.sbx_conf.run_dir == NULL || store_dir == NULL)
+	if (idx < 0 || uid < 0 || w.sbx_conf.run_dir == NULL || store_dir == NULL ||
+	    (w.sbx_conf.image_cache != NULL) != (iuid > 0))
 		usage();
+	w.sbx_conf.unpack_uid = (uid_t)iuid;
 	w.sbx_conf.index = (int)idx;
 	w.sbx_conf.sockets_max = (uint64_t)nsock;
 	w.sbx_conf.host_uid = (uid_t)uid;
@@ -203,6 +216,10 @@ main(int argc, char **argv)
 		fatalx("sandbox set-up: %s", e.msg);
 	if (store_open(store_dir, &w.store, &e) < 0)
 		fatalx("snapshot store: %s", e.msg);
+	/* 4c. The image cache's records (read on each new image; never written). */
+	if (w.sbx_conf.image_cache != NULL &&
+	    img_cache_attach(w.sbx_conf.image_cache, &w.images, &e) < 0)
+		fatalx("image cache: %s", e.msg);
 	store_set_keep_versions(w.store, (unsigned)keep);
 	/*
 	 * 5. Only the capabilities a worker still needs: mapping its sandboxes'

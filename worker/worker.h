@@ -9,8 +9,10 @@
 #ifndef SANDQ_WORKER_H
 #define SANDQ_WORKER_H
 
+#include "../images/cache.h"
 #include "../sandbox/sandbox.h"
 #include "../store/store.h"
+#include "image.h"
 
 #define WORKER_FD 3
 
@@ -19,6 +21,9 @@ struct worker {
 	uint32_t job_seq;		/* the job in hand's id in frames */
 	struct sandbox_conf sbx_conf;	/* where and as whom jobs run */
 	struct sandbox *next;		/* prepared sandbox, or NULL */
+	struct img_cache *images;	/* the host's image cache (records), or NULL */
+	struct worker_image img;	/* the image next is (to be) prepared for;
+					 * digest "": the host's */
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
 	unsigned long jobs;		/* jobs run so far */
 	struct store *store;		/* the host's snapshot store */
