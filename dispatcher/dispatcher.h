@@ -6,6 +6,8 @@
  *            results -> Redis (with retry)
  *   sched.c  the pick fed with sandqd's tenants and workers; how much to read
  *   pool.c   the worker table: spawn, handshake, dispatch, reap, respawn
+ *   images.c the image cache (STATE/images): a run's image resolved to a
+ *            digest before it is queued, pulled off the loop if need be
  *   core/    the lower room, without Redis or libuv (core/core.h): intake.c
  *            decides what an entry is worth, runq.c which job runs next and
  *            on which worker
@@ -98,6 +100,7 @@ struct sandqd {
 	size_t shared_inflight;		/* shared store syncs under way (shared.c) */
 	struct djob_list pushing;	/* results whose commit goes to Redis */
 	uv_timer_t pool_watch;		/* finds workers stuck (pool.c) */
+	struct dimages *images;		/* the image cache and its pulls (images.c) */
 };
 
 /*** tenants.c ***/
@@ -155,6 +158,27 @@ void admit_watched(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen);
 void admit_stop(struct sandqd *d);
 
+/*** images.c ***/
+
+/* Opens STATE/images (made if need be); fatal if it cannot. */
+void images_start(struct sandqd *d);
+/* Frees what is left, once the loop has ended. */
+void images_free(struct sandqd *d);
+/* The cache's root (for the workers), or NULL before images_start(). */
+const char *images_root(const struct sandqd *d);
+/*
+ * Before j is queued: a run on an image other than host gets its digest
+ * (and the image's Env and WorkingDir) now if the cache has the image, or
+ * waits on its pull (j->img_wait set: queued but not runnable). Returns
+ * true if j is to be queued; false if it was answered (rejected, code
+ * image: naming what is wrong).
+ */
+bool images_before(struct sandqd *d, struct djob *j);
+/* j no longer waits for its image (it is answered or freed). */
+void images_forget(struct djob *j);
+/* How many of t's queued jobs wait for their image. */
+size_t images_waiting(const struct tenant *t);
+
 /*** status.c ***/
 
 /* Counts a published result of the tenant's (refused: rejected/expired). */
@@ -201,6 +225,9 @@ struct djob *djob_new(struct sandqd *d, size_t tenant, const char *entry_id);
 void jobs_answer(struct sandqd *d, struct djob *j, struct result *r);
 /* Answers a job that made version of its sandbox in a run whose result was lost. */
 void jobs_result_lost(struct sandqd *d, struct djob *j, uint64_t version);
+/* Answers j at once: status st, error code and msg (j is not queued). */
+void jobs_answer_error(struct sandqd *d, struct djob *j, enum res_status st,
+    const char *code, const char *msg);
 /* Answers j `cancelled` (when: "before it started", "while running"). */
 void jobs_cancelled(struct sandqd *d, struct djob *j, const char *when);
 /* Answers a queued job whose deadline_ms passed before it could start. */

@@ -65,6 +65,7 @@ djob_free(struct djob *j)
 	free(j->audit);
 	json_decref(j->attempts);
 	free(j->dead_attempts);
+	images_forget(j);
 	result_free(j->sync_res);
 	free(j);
 }
@@ -282,6 +283,13 @@ jobs_refuse(struct sandqd *d, struct djob *j, const char *raw, size_t rawlen,
 		answer_early(d, j, ST_REJECTED, code, msg);
 	else
 		dead_letter(d, j, msg, raw, rawlen);
+}
+
+void
+jobs_answer_error(struct sandqd *d, struct djob *j, enum res_status st,
+    const char *code, const char *msg)
+{
+	answer_early(d, j, st, code, msg);
 }
 
 void

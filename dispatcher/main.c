@@ -430,6 +430,7 @@ main(int argc, char **argv)
 		log_info("jobs run in cgroup v%d", (int)d->cg.version);
 	daudit_start(d);
 	admit_init(d);
+	images_start(d);
 	pool_start(d);
 	rq_start(d->rq);
 	tenants_start(d);
@@ -453,6 +454,7 @@ main(int argc, char **argv)
 	free(d->slots);
 	free(d->runq.slots);
 	tenants_free(d);
+	images_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);
 	log_info("stopped");

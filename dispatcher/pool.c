@@ -361,7 +361,7 @@ static void
 spawn(struct sandqd *d, struct wslot *w)
 {
 	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24], sock[24],
-	    nsock[24];
+	    nsock[24], iuid[24];
 	int sv[2];
 	pid_t pid;
 
@@ -376,6 +376,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	snprintf(keep, sizeof(keep), "%lld", (long long)d->cfg.keep_versions);
 	snprintf(sock, sizeof(sock), "%lld", (long long)d->cfg.job_socket_bytes);
 	snprintf(nsock, sizeof(nsock), "%lld", (long long)d->cfg.job_sockets);
+	snprintf(iuid, sizeof(iuid), "%lld", (long long)d->cfg.image_unpack_uid);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("worker/%d: socketpair", w->index);
 		goto out_retry;
@@ -388,10 +389,12 @@ spawn(struct sandqd *d, struct wslot *w)
 		goto out_retry;
 	}
 	if (pid == 0) {
+		/* The image cache: its records to read, its layers to mount. */
+		char *cache = (char *)(uintptr_t)images_root(d);
 		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
 		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level,
 		    "--keep-versions", keep, "--socket-bytes", sock,
-		    "--sockets", nsock,
+		    "--sockets", nsock, "--image-cache", cache, "--image-uid", iuid,
 		    strcmp(d->cfg.workspace_overlay, "off") == 0 ? "--no-overlay" : NULL,
 		    NULL };
 		sigset_t none;

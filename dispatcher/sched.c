@@ -32,6 +32,9 @@
 void
 sched_enqueue(struct sandqd *d, struct djob *j)
 {
+	/* A run on an image takes its digest first, or waits for its pull. */
+	if (!images_before(d, j))
+		return;
 	runq_enqueue(&d->tenants[j->tenant], j);
 }
 
@@ -125,7 +128,12 @@ maybe_read(struct sandqd *d)
 	want = xcalloc(d->ntenants, sizeof(*want));
 	now = now_ms();
 	for (size_t i = 0; i < d->ntenants; i++) {
-		size_t n = runq_runnable(&d->runq, &d->tenants[i], now);
+		/*
+		 * Jobs waiting for their image count as here: a long pull must
+		 * not make the tenant read its whole stream meanwhile.
+		 */
+		size_t n = runq_runnable(&d->runq, &d->tenants[i], now) +
+		    images_waiting(&d->tenants[i]);
 
 		local += n;
 		want[i] = d->tenants[i].active && n < target;

@@ -6,10 +6,10 @@
  *
  *   {"host", "time" (epoch ms), "pid", "workers", "busy",
  *    "audit_db_dropped", "audit_stream_lost" (events the audit sinks lost),
- *    "tenants": {NAME: {"queued", "running", "done_1m", "refused_1m"}}}
+ *    "tenants": {NAME: {"queued", "pulling", "running", "done_1m", "refused_1m"}}}
  *
  * queued is what this host has taken from the tenant's stream and not yet
- * started; done_1m and refused_1m count the results it published in the
+ * started; pulling, the part of it that waits for its image's pull; done_1m and refused_1m count the results it published in the
  * last minute (refused: rejected or expired), over a ring of one-second
  * buckets. A reader treats an entry whose time is older than a few periods
  * as a host that is gone. The hash is written by the dispatchers' own
@@ -93,6 +93,7 @@ status_cb(uv_timer_t *timer)
 			continue;
 		last_minute(t, &done, &refused);
 		json_object_set_new(e, "queued", json_integer((json_int_t)t->queued));
+		json_object_set_new(e, "pulling", json_integer((json_int_t)images_waiting(t)));
 		json_object_set_new(e, "running", json_integer((json_int_t)t->running));
 		json_object_set_new(e, "done_1m", json_integer((json_int_t)done));
 		json_object_set_new(e, "refused_1m", json_integer((json_int_t)refused));

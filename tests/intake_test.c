@@ -323,7 +323,8 @@ Test(intake, a_job_out_of_attempts_is_given_up_with_its_normalised_job)
 
 /*** Images ***/
 
-#define STUB "field 'image': images other than host do not run yet on this host"
+#define NAMES "field 'image': tenant image names are not supported yet on this " \
+	"host (name a docker://, oci:, oci-archive: or docker-archive: reference)"
 
 /* An exec job naming image ref (NULL: none). */
 static void
@@ -405,31 +406,58 @@ Test(intake, an_image_outside_the_hosts_sources_is_rejected)
 	    "image_sources", false);
 }
 
-Test(intake, an_allowed_image_is_answered_until_images_run)
+/* Expects the job admitted on image canon, told to the worker as that. */
+static void
+expect_image_admitted(const char *canon)
+{
+	struct job *back = NULL;
+	struct err e = { 0 };
+
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_str_eq(job->image, canon, "made canonical");
+	cr_expect_null(job->image_id, "the digest is sandqd's to find, later");
+	cr_assert_eq(payload_job_decode(norm, normlen, &back, NULL, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(back->image, canon, "the worker is told its image");
+	job_free(back);
+	free(norm);
+	norm = NULL;
+	job_free(job);
+	job = NULL;
+}
+
+Test(intake, an_allowed_image_goes_on_to_be_resolved)
 {
 	set("image_sources=host, docker://r.io/*, oci:/srv/img/*");
 	entry_image("docker://R.io/x");
-	cr_expect_eq(admit(0), INTAKE_ANSWER);
-	expect_image_refused(STUB, false);
-	cr_expect_str_eq(job->image, "docker://r.io/x:latest", "made canonical first");
-	job_free(job);
-	job = NULL;
+	expect_image_admitted("docker://r.io/x:latest");
 	entry_image("oci:/srv/img/py:3");
-	cr_expect_eq(admit(0), INTAKE_ANSWER);
-	expect_image_refused(STUB, false);
-	job_free(job);
-	job = NULL;
-	/* A tenant's name is checked once resolved, by the piece that runs it. */
-	entry_image("numpy");
-	cr_expect_eq(admit(0), INTAKE_ANSWER);
-	expect_image_refused(STUB, false);
-	job_free(job);
-	job = NULL;
-	/* And so is a default other than host. */
+	expect_image_admitted("oci:/srv/img/py:3");
+	/* And so does a default other than host. */
 	set("default_image=docker://r.io/base");
 	entry_image(NULL);
+	expect_image_admitted("docker://r.io/base:latest");
+}
+
+Test(intake, a_tenants_image_name_is_refused_until_names_resolve)
+{
+	set("image_sources=host, docker://r.io/*");
+	entry_image("numpy");
 	cr_expect_eq(admit(0), INTAKE_ANSWER);
-	expect_image_refused(STUB, false);
+	expect_image_refused(NAMES, false);
+}
+
+Test(intake, a_clients_image_id_is_refused)
+{
+	set("image_sources=host, docker://r.io/*");
+	entry("j-i", true_argv, (const char *const[]){ "image", "docker://r.io/x",
+	    "image_id", "sha256:0123456789abcdef0123456789abcdef0123456789abcdef"
+	    "0123456789abcdef", NULL }, 0);
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	cr_expect_eq(r.status, ST_REJECTED);
+	cr_expect_str_eq(r.code, "invalid_job");
+	cr_expect_str_eq(r.msg, "field 'image_id': set by sandqd only");
+	cr_expect_str_eq(id, "j-i", "answered under its id");
+	cr_expect_null(job);
 }
 
 Test(intake, a_tenants_image_sources_narrow_the_hosts_on_the_audit_trail)
@@ -449,8 +477,7 @@ Test(intake, a_tenants_image_sources_narrow_the_hosts_on_the_audit_trail)
 	job_free(job);
 	job = NULL;
 	entry_image("docker://r.io/team/app");
-	cr_expect_eq(admit(0), INTAKE_ANSWER);
-	expect_image_refused(STUB, false);
+	expect_image_admitted("docker://r.io/team/app:latest");
 }
 
 Test(intake, a_tenants_image_sources_cannot_widen_the_hosts)

@@ -28,6 +28,7 @@
 #include "../../queue/tenant.h"
 
 struct sandqd;
+struct dimg_op;
 
 struct djob {
 	uint32_t seq;			/* job_id in worker frames */
@@ -51,6 +52,8 @@ struct djob {
 	json_t *attempts;		/* its failed attempts' records, or NULL */
 	char *dead_attempts;		/* out of attempts: JSON for the dead letter */
 	uint64_t retry_at;		/* epoch ms its backoff ends; 0: not waiting */
+	struct dimg_op *img_wait;	/* the pull (or eviction) its image waits
+					 * on: queued, not runnable; NULL: none */
 	bool cancelled;			/* sandq cancel: its worker is being killed */
 	uint8_t sync;			/* SYNC_*: the shared store around it (shared.c) */
 	uint64_t sbx_from;		/* the sandbox's version it was given */
@@ -185,8 +188,10 @@ enum intake_verdict intake_read(const struct intake *in, const char *raw,
  * attempts, with job->limits resolved, a run's job->image its image's
  * canonical text and *norm, *normlen the normalised job for the worker
  * (the caller's: free()); else INTAKE_ANSWER with *r filled. The job stays
- * the caller's either way. Until images run, a run on any image but host is
- * answered rejected ("image").
+ * the caller's either way. A run on a tenant's own image name is answered
+ * rejected ("image": not supported yet); a run on any other allowed image
+ * goes on with job->image canonical, to be resolved to a digest by sandqd
+ * (dispatcher/images.c) before it is queued.
  */
 enum intake_verdict intake_admit(const struct intake *in, struct job *job,
     size_t nattempts, char **norm, size_t *normlen, struct intake_refusal *r);

@@ -76,6 +76,12 @@ intake_read(const struct intake *in, const char *raw, size_t rawlen,
 			    "field 'image': ", 15) == 0 ? "image" : "invalid_job", e.msg);
 		return refuse(r, INTAKE_DEAD, ST_REJECTED, NULL, e.msg);
 	}
+	/* The image's digest is sandqd's to find (dispatcher/images.c). */
+	if (job->image_id != NULL) {
+		job_free(job);
+		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job",
+		    "field 'image_id': set by sandqd only");
+	}
 	/* The tenant is the stream's; a job may only repeat it. */
 	if (job->tenant != NULL && strcmp(job->tenant, in->tenant) != 0) {
 		char msg[200];
@@ -351,17 +357,17 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 		if (!tenant_image_rule(in, job, &ref, named, r))
 			return INTAKE_ANSWER;
 		/*
-		 * ==== IMAGES DO NOT RUN YET (issue 16) ====
-		 * Until the layer cache and the worker's image root exist, a
-		 * worker runs host alone. The piece that runs images replaces
-		 * this block: it resolves a tenant's name (its tag, kept in
-		 * Redis) to a reference, holds that to both image_sources lists
-		 * as above, and hands the job on to wait for its image.
+		 * A tenant's own name for an image is kept in Redis by
+		 * `sandq image tag`, a later piece: until it exists there is
+		 * nothing to resolve one to. Any other allowed image goes on;
+		 * sandqd resolves it to a digest in its cache (pulling it if
+		 * need be) before the job is queued (dispatcher/images.c).
 		 */
-		if (ref.kind != IMG_HOST)
+		if (ref.kind == IMG_NAME)
 			return refuse(r, INTAKE_ANSWER, ST_REJECTED, "image",
-			    "field 'image': images other than host do not run yet on "
-			    "this host");
+			    "field 'image': tenant image names are not supported yet "
+			    "on this host (name a docker://, oci:, oci-archive: or "
+			    "docker-archive: reference)");
 	}
 	if (JOB_HAS_LIMITS(job))
 		job->limits = lim;

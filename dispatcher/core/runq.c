@@ -18,8 +18,9 @@
  * can never both commit.) A job whose worker failed under it goes back to
  * the head of its queue to wait out its backoff (runq_requeue); until then
  * it is not run, nor is any later job on its sandbox. Nor is a job whose
- * sandbox is being pulled from the shared store (SYNC_PULLING), nor any
- * later job on that sandbox.
+ * sandbox is being pulled from the shared store (SYNC_PULLING), or whose
+ * image is being pulled into the host's cache (img_wait), nor any later
+ * job on that sandbox.
  *
  * The job goes to the worker that last ran its sandbox if that one is idle
  * (it still holds the snapshot: no store read, no hash), else to the worker
@@ -97,11 +98,14 @@ runq_remove(struct tenant *t, struct djob *j)
 	t->queued--;
 }
 
-/* Whether j waits by itself: out a retry's backoff, or for its sandbox's pull. */
+/*
+ * Whether j waits by itself: out a retry's backoff, for its sandbox's
+ * pull, or for its image (dispatcher/images.c).
+ */
 static bool
 waiting(const struct djob *j, uint64_t now)
 {
-	return j->retry_at > now || j->sync == SYNC_PULLING;
+	return j->retry_at > now || j->sync == SYNC_PULLING || j->img_wait != NULL;
 }
 
 /*
