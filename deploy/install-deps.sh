@@ -30,6 +30,7 @@ sqlite3
 libarchive-dev
 skopeo
 docker-registry
+busybox-static
 "
 
 # Packages only some targets need (make lint: cppcheck), named by the caller.
