@@ -873,6 +873,7 @@ static const char man_status[] =
 "       busy, how long ago each last reported, audit events it could not\n"
 "       record), then one line per tenant:\n"
 "         QUEUED      its jobs not started yet, in Redis or taken by a host\n"
+"         PULLING     of those, the ones a host holds while it pulls their image\n"
 "         RUNNING     its jobs running now, on all hosts\n"
 "         DONE/1m     results published in the last minute, refusals aside\n"
 "         REFUSED/1m  jobs rejected or expired in the last minute\n"

@@ -1,7 +1,8 @@
 /*
  * cli_status.c - `sandq status`: the hosts serving this Redis and, per
- * tenant, its queue, what runs, what finished and what was refused in the
- * last minute, and its share of the workers.
+ * tenant, its queue (and how much of it waits for an image pull), what
+ * runs, what finished and what was refused in the last minute, and its
+ * share of the workers.
  *
  * Sources (admin credentials): PREFIX:hosts, where each sandqd writes its
  * status every couple of seconds (dispatcher/status.c), the tenant set
@@ -34,6 +35,7 @@
 struct tfig {
 	char name[TENANT_NAME_MAX + 1];
 	long long queued, running, done, refused, backlog;
+	long long pulling;	/* of queued: waiting for their image's pull */
 };
 
 static struct tfig *
@@ -146,6 +148,7 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 				if (f == NULL)
 					continue;
 				f->running += jint(e, "running");
+				f->pulling += jint(e, "pulling");
 				f->done += jint(e, "done_1m");
 				f->refused += jint(e, "refused_1m");
 			}
@@ -178,6 +181,7 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 
 		json_object_set_new(e, "name", json_string(figs[i].name));
 		json_object_set_new(e, "queued", json_integer(figs[i].queued));
+		json_object_set_new(e, "pulling", json_integer(figs[i].pulling));
 		json_object_set_new(e, "running", json_integer(figs[i].running));
 		json_object_set_new(e, "done_1m", json_integer(figs[i].done));
 		json_object_set_new(e, "refused_1m", json_integer(figs[i].refused));
@@ -204,11 +208,12 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 			    jint(e, "busy"), (double)jint(e, "age_ms") / 1000.0,
 			    jint(e, "audit_lost"),
 			    json_is_true(json_object_get(e, "live")) ? "" : "  (gone)");
-		printf("\n%-24s %8s %8s %8s %10s %6s\n", "TENANT", "QUEUED", "RUNNING",
-		    "DONE/1m", "REFUSED/1m", "SHARE");
+		printf("\n%-24s %8s %8s %8s %8s %10s %6s\n", "TENANT", "QUEUED", "PULLING",
+		    "RUNNING", "DONE/1m", "REFUSED/1m", "SHARE");
 		for (i = 0; i < nfigs; i++)
-			printf("%-24s %8lld %8lld %8lld %10lld %5.0f%%\n", cli_esc(figs[i].name),
-			    figs[i].queued, figs[i].running, figs[i].done, figs[i].refused,
+			printf("%-24s %8lld %8lld %8lld %8lld %10lld %5.0f%%\n",
+			    cli_esc(figs[i].name), figs[i].queued, figs[i].pulling,
+			    figs[i].running, figs[i].done, figs[i].refused,
 			    workers > 0 ? 100.0 * (double)figs[i].running / (double)workers : 0.0);
 	}
 	status = 0;
