@@ -375,7 +375,12 @@ Test(images, second_pull_reuses_without_fetching_or_unpacking)
 	img_record_free(r);
 }
 
-/* A skopeo that logs each copy to DIR/copies and takes a second longer. */
+/*
+ * A skopeo that logs each copy to DIR/copies and, before copying, waits
+ * for DIR/release (at most 60 s): pull_together() creates it once the
+ * other puller is seen blocked on a lock, so the two pulls overlap
+ * whatever the machine's load.
+ */
 static const char *
 slow_skopeo(void)
 {
@@ -385,13 +390,46 @@ slow_skopeo(void)
 
 	snprintf(path, sizeof(path), "%s/skopeo-slow", dir);
 	snprintf(script, sizeof(script), "#!/bin/sh\n"
-	    "if [ \"$1\" = copy ]; then echo copy >> %s/copies; sleep 1; fi\n"
-	    "exec /usr/bin/skopeo \"$@\"\n", dir);
+	    "if [ \"$1\" = copy ]; then echo copy >> %s/copies; n=0;\n"
+	    "  while [ ! -e %s/release ] && [ $n -lt 6000 ]; do sleep 0.01; n=$((n+1)); done; fi\n"
+	    "exec /usr/bin/skopeo \"$@\"\n", dir, dir);
 	cr_assert((f = fopen(path, "w")) != NULL);
 	fputs(script, f);
 	fclose(f);
 	chmod(path, 0755);
 	return path;
+}
+
+/*
+ * True once /proc/locks shows a process of pids (n of them) blocked on a
+ * lock ("->" lines: waiters), within ms milliseconds.
+ */
+static bool
+lock_waiter_among(const pid_t *pids, int n, int ms)
+{
+	for (int t = 0; t < ms; t += 10) {
+		char line[256];
+		FILE *f = fopen("/proc/locks", "r");
+
+		while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+			char *arrow = strstr(line, "->");
+			long pid;
+
+			/* "N: -> FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE ..." */
+			if (arrow == NULL || sscanf(arrow + 2, " %*s %*s %*s %ld", &pid) != 1)
+				continue;
+			for (int i = 0; i < n; i++) {
+				if (pids[i] == (pid_t)pid) {
+					fclose(f);
+					return true;
+				}
+			}
+		}
+		if (f != NULL)
+			fclose(f);
+		usleep(10000);
+	}
+	return false;
 }
 
 struct child_result {
@@ -408,8 +446,10 @@ static void
 pull_together(const char *const *refs, int n, struct child_result *res)
 {
 	const char *slow = slow_skopeo();	/* written once: a running script is not rewritten */
+	char release[400];
 	int go[2], back[2];
 	pid_t pids[8];
+	FILE *f;
 
 	cr_assert(pipe(go) == 0 && pipe(back) == 0);
 	for (int i = 0; i < n; i++) {
@@ -444,8 +484,18 @@ pull_together(const char *const *refs, int n, struct child_result *res)
 	}
 	close(go[0]);
 	close(back[1]);
+	snprintf(release, sizeof(release), "%s/release", dir);
+	unlink(release);
 	/* Both start now: one byte each. */
 	cr_assert(write(go[1], "gg", (size_t)n) == n);
+	/*
+	 * One pull holds its lock inside the gated skopeo; release it once
+	 * another is blocked behind it, so they overlap for certain.
+	 */
+	cr_assert(lock_waiter_among(pids, n, 60000),
+	    "no puller was ever seen waiting on a lock");
+	cr_assert((f = fopen(release, "w")) != NULL);
+	fclose(f);
 	for (int k = 0; k < n; k++) {
 		struct { int i; struct child_result cr; } rec;
 
