@@ -5,6 +5,8 @@
 #   make demo            run the example jobs against a private redis + sandqd
 #   make bench           run the benchmark (prints ratios against the floors)
 #   make bench-hosts     throughput over 1, 2 and 3 hosts (network namespaces)
+#                        (make bench ends with build/image-bench: jobs on OCI
+#                        images, against a private docker-registry)
 #   make SANITIZER=address test    (or undefined) build and test with a sanitizer
 #   make asan / ubsan    shorthands for the two above
 #   make install [PREFIX=/usr/local] [DESTDIR=]
@@ -49,7 +51,7 @@ SETTINGS := $(B)/.make-settings
 SETTINGS_NOW := $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL)
 $(shell mkdir -p $(B) && \
   if [ "$$(cat $(SETTINGS) 2>/dev/null)" != "$(SETTINGS_NOW)" ]; then \
-    rm -rf $(B)/obj $(B)/tests; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
+    rm -rf $(B)/obj $(B)/tests $(B)/bench; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
@@ -303,7 +305,8 @@ demo: deps
 	@sh deploy/demo.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench $(B)/sandbox-bench
+	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench $(B)/sandbox-bench \
+		$(B)/image-bench
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
@@ -321,6 +324,20 @@ bench-hosts: deps
 
 $(B)/hosts-load: bench/hosts_load.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/hosts_load.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
+
+# image-bench: jobs on OCI images against their floors. It starts its own
+# docker-registry, redis-server and sandqd with tests/harness.c and writes
+# its images with tests/imgbuild.c, both compiled against
+# bench/shim/criterion/criterion.h (an assert that fails exits 1) instead
+# of Criterion.
+$(B)/bench/%.o: tests/%.c bench/shim/criterion/criterion.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Ibench/shim -Wno-missing-prototypes -c -o $@ $<
+
+$(B)/image-bench: bench/images.c bench/timing.h $(B)/bench/harness.o $(B)/bench/imgbuild.o \
+		$(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) -ljansson -lcrypto -larchive \
+		$(LIBS_CLIENT) -lm
 
 $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm
