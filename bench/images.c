@@ -15,7 +15,8 @@
  *   1. cached   N jobs (default 300) on a cached image vs N on `host`:
  *               p50 and p99, target at most 1.2x;
  *   2. first    the first job on a new image of about M MB (default 100:
- *               busybox plus incompressible bytes in 3 gzip layers,
+ *               busybox's layer plus 3 layers of incompressible
+ *               bytes, gzip,
  *               written fresh per run and per repetition, so nothing is
  *               cached) vs the floor: `skopeo copy` of the same image from
  *               the registry into an empty OCI layout plus `tar -xzf` of
@@ -109,8 +110,8 @@ read_busybox(void)
 
 /*
  * Writes an image named tag into the layout top/layout and pushes it to
- * the registry as bench/REPO:1. mb 0: busybox alone, `which` holding tag;
- * else busybox plus mb MB of incompressible bytes in NLAYERS layers whose
+ * the registry as bench/TAG:1. mb 0: busybox alone, `which` holding tag;
+ * else busybox plus mb MB of incompressible bytes in NLAYERS more layers whose
  * sizes (and so bytes: imgbuild's filler is seeded by the length) differ
  * by salt. Fills *d.
  */
@@ -130,7 +131,7 @@ image_make(const char *tag, size_t mb, unsigned salt, struct imgb_desc *d)
 		data[i][1] = (struct imgb_entry){ NULL, 0, NULL, 0, 0 };
 		data[i][0].path = i == 0 ? "data0" : i == 1 ? "data1" : "data2";
 		data[i][0].len = each + salt * 16 + (size_t)i;
-		if (i == 0)	/* busybox shares the first layer */
+		if (i == 0)	/* busybox's layer counts in the total */
 			data[i][0].len -= BASE[1].len;
 		img.layers[i + 1] = data[i];
 	}
@@ -141,7 +142,7 @@ image_make(const char *tag, size_t mb, unsigned salt, struct imgb_desc *d)
 	harness_registry_push(&reg, src, repo);
 }
 
-/* The reference of bench/REPO:1 in the registry. */
+/* The reference of bench/TAG:1 in the registry (two buffers, used in turn). */
 static const char *
 ref(const char *tag)
 {
@@ -249,6 +250,25 @@ static double
 median3(double *v, size_t n)
 {
 	return pct(v, n, 50);
+}
+
+/*
+ * Prints the lines of sandqd's log (info level) that say how long each
+ * pull took inside sandqd ("image ...: ... in N ms (K layers unpacked)"):
+ * where a first job's time goes, beside the job's own figure.
+ */
+static void
+print_pulls(void)
+{
+	char buf[1024];
+	FILE *f = fopen(h.log, "r");
+
+	if (f == NULL)
+		return;
+	while (fgets(buf, sizeof(buf), f) != NULL)
+		if (strstr(buf, "layers unpacked") != NULL && strstr(buf, "/bench/new") != NULL)
+			printf("  sandqd: %s", buf);
+	fclose(f);
 }
 
 static void
@@ -359,6 +379,7 @@ main(int argc, char **argv)
 
 		line("median", mf, ms, 1.5);
 		printf("  (median skopeo copy alone %.0f ms)\n", mc);
+		print_pulls();
 	}
 
 	/* 3. Two cached images alternating vs one. */

@@ -2,7 +2,9 @@
 # make bench: a private redis-server and sandqd (one worker per CPU) on a
 # free loopback port in a temporary folder, the benchmark against them, then
 # everything stopped and removed. Extra arguments go to the bench binary;
-# sandbox-bench (persistent sandboxes) runs after it on the same stack.
+# sandbox-bench (persistent sandboxes) runs after it on the same stack;
+# then, the stack stopped, image-bench (jobs on OCI images), which starts
+# its own docker-registry, redis-server and sandqd.
 set -u
 . "$(dirname "$0")/../deploy/private-stack.sh"
 stack_start --log-level warn ${SANDQ_BENCH_WORKERS:+--workers $SANDQ_BENCH_WORKERS}
@@ -12,4 +14,8 @@ rc=$?
 echo
 "$B/sandbox-bench" "$url" || rc=1
 [ $rc -ne 0 ] && cat "$dir/sandqd.log"
+stack_stop
+redis_pid="" sandqd_pid=""
+echo
+SANDQ_BUILD="$B" "$B/image-bench" || rc=1
 exit $rc
