@@ -51,7 +51,7 @@ SETTINGS := $(B)/.make-settings
 SETTINGS_NOW := $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL)
 $(shell mkdir -p $(B) && \
   if [ "$$(cat $(SETTINGS) 2>/dev/null)" != "$(SETTINGS_NOW)" ]; then \
-    rm -rf $(B)/obj $(B)/tests $(B)/bench; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
+    rm -rf $(B)/obj $(B)/tests $(B)/imgbench; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
 PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
@@ -330,11 +330,11 @@ $(B)/hosts-load: bench/hosts_load.c bench/timing.h $(B)/libsandq.a
 # its images with tests/imgbuild.c, both compiled against
 # bench/shim/criterion/criterion.h (an assert that fails exits 1) instead
 # of Criterion.
-$(B)/bench/%.o: tests/%.c bench/shim/criterion/criterion.h
+$(B)/imgbench/%.o: tests/%.c bench/shim/criterion/criterion.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Ibench/shim -Wno-missing-prototypes -c -o $@ $<
 
-$(B)/image-bench: bench/images.c bench/timing.h $(B)/bench/harness.o $(B)/bench/imgbuild.o \
+$(B)/image-bench: bench/images.c bench/timing.h $(B)/imgbench/harness.o $(B)/imgbench/imgbuild.o \
 		$(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) -ljansson -lcrypto -larchive \
 		$(LIBS_CLIENT) -lm
