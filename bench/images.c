@@ -2,11 +2,11 @@
  * images.c - what running on an OCI image costs a job, each case against
  * its floor in the same run (issue 16, item 7).
  *
- *   image-bench [--jobs N] [--warmup W] [--reps R] [--mb M]
+ *   image-bench [--jobs N] [--warmup W] [--reps R] [--mb M] [--workers K]
  *
  * It starts everything it needs in temporary folders and stops it by pid:
  * Debian's docker-registry on a free loopback port, redis-server and a
- * sandqd (one worker per CPU) whose config allows that registry
+ * sandqd (K workers, default one per CPU) whose config allows that registry
  * (image_sources, image_plain_http) - the functions of tests/harness.c -
  * and it writes its images by hand (tests/imgbuild.c: busybox, no Docker,
  * no internet) and pushes them with skopeo. Every job is `/bin/true`,
@@ -285,16 +285,16 @@ line(const char *what, double floor, double sq, double target)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: image-bench [--jobs N] [--warmup W] [--reps R] [--mb M]\n");
+	fprintf(stderr, "usage: image-bench [--jobs N] [--warmup W] [--reps R] [--mb M] [--workers K]\n");
 	exit(2);
 }
 
 int
 main(int argc, char **argv)
 {
-	size_t n = 300, w = 20, reps = 3, mb = 100;
+	size_t n = 300, w = 20, reps = 3, mb = 100, nw = (size_t)sysconf(_SC_NPROCESSORS_ONLN);
 	struct imgb_desc d_a, d_b, d_new[9];
-	char sources[300], plain[120], workers[16], tags[9][32], *busybox;
+	char sources[300], plain[120], tags[9][32], *busybox;
 	unsigned salt;
 	struct sandq *c;
 	double *v1, *v2, fl[9], sq[9], cp[9];
@@ -303,13 +303,14 @@ main(int argc, char **argv)
 		size_t *p = strcmp(argv[i], "--jobs") == 0 ? &n :
 		    strcmp(argv[i], "--warmup") == 0 ? &w :
 		    strcmp(argv[i], "--reps") == 0 ? &reps :
-		    strcmp(argv[i], "--mb") == 0 ? &mb : NULL;
+		    strcmp(argv[i], "--mb") == 0 ? &mb :
+		    strcmp(argv[i], "--workers") == 0 ? &nw : NULL;
 
 		if (p == NULL || i + 1 == argc)
 			usage();
 		*p = strtoul(argv[++i], NULL, 10);
 	}
-	if (n == 0 || reps == 0 || reps > 9 || mb == 0 || mb > 150)
+	if (n == 0 || reps == 0 || reps > 9 || mb == 0 || mb > 150 || nw == 0 || nw > 64)
 		usage();
 	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
 		salt = (unsigned)getpid();
@@ -322,8 +323,8 @@ main(int argc, char **argv)
 	}
 
 	harness_registry_start(&reg, top);
-	printf("sandq image bench on %ld CPUs: registry %s, %zu jobs per series, "
-	    "%zu x %zu MB first pulls\n", sysconf(_SC_NPROCESSORS_ONLN), reg.addr, n, reps, mb);
+	printf("sandq image bench on %ld CPUs, %zu workers: registry %s, %zu jobs per series, "
+	    "%zu x %zu MB first pulls\n", sysconf(_SC_NPROCESSORS_ONLN), nw, reg.addr, n, reps, mb);
 	fflush(stdout);
 	/* Two small images, and the new big ones (pushed, never pulled yet). */
 	image_make("a", 0, 0, &d_a);
@@ -335,11 +336,10 @@ main(int argc, char **argv)
 
 	snprintf(sources, sizeof(sources), "image_sources=host,docker://%s/bench/*", reg.addr);
 	snprintf(plain, sizeof(plain), "image_plain_http=%s", reg.addr);
-	snprintf(workers, sizeof(workers), "%ld", sysconf(_SC_NPROCESSORS_ONLN));
 	{
 		const char *const extra[] = { "--set", sources, "--set", plain, NULL };
 
-		harness_start(&h, atoi(workers), extra);
+		harness_start(&h, (int)nw, extra);
 	}
 	c = harness_client(&h);
 	v1 = calloc(n, sizeof(*v1));
