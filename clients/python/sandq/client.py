@@ -290,8 +290,9 @@ class Client:
         stdin (bytes or str), limits (dict) or the limits one by one
         (wall_ms, cpu_ms, memory_bytes, pids, output_bytes, disk_bytes; the
         inode limit only as limits={"files": N}), preset, files (path ->
-        bytes, str or a local pathlib.Path), perms, perm_preset, net,
-        sandbox (id or Sandbox), persist, deadline_ms, priority, labels.
+        bytes, str or a local pathlib.Path), perms, perm_preset, net, image
+        (an image reference: "host", "docker://HOST/REPO:TAG", ...; see
+        docs/images.md), sandbox (id or Sandbox), persist, deadline_ms, priority, labels.
 
         Returns the Result when the job ended on its own: status "ok", and
         "exit" or "signal" unless check=True (then CommandError). Raises

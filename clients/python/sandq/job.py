@@ -51,7 +51,7 @@ SANDBOX_OPS = ("fs.read", "fs.write", "fs.list", "fs.stat", "fs.delete",
 
 # Options of exec, sh and python (keyword arguments of run/sh/python).
 RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files",
-                         "labels", "net", "sandbox", "persist", "perms",
+                         "labels", "net", "image", "sandbox", "persist", "perms",
                          "perm_preset", "priority", "deadline_ms", "stream")
                         + LIMIT_KWARGS)
 # Fields of the sandbox ops that callers may give.
@@ -299,6 +299,9 @@ class Job:
             f["labels"] = _labels(opts["labels"])
         if opts.get("net") is not None:
             f["net"] = _str("net", opts["net"], 1, 32)
+        if opts.get("image") is not None:
+            # The server checks the reference and its sources (docs/images.md).
+            f["image"] = _str("image", opts["image"], 1, 1024)
         _common(f, opts)
         if opts.get("stream"):
             f["stream"] = _bool("stream", opts["stream"])

@@ -30,6 +30,15 @@ class Jobs(unittest.TestCase):
                              "files": {"a": b"t", "b": b"\0"}, "net": "none",
                              "priority": 2, "deadline_ms": 10, "labels": {"k": "v"}})
 
+    def test_image_is_passed_as_given_and_bounded(self):
+        ref = "docker://registry.example.com:5000/team/py:3.11"
+        f = msgpack.unpackb(sandq.Job.sh("true", image=ref).pack(), raw=False)
+        self.assertEqual(f["image"], ref)
+        self.assertNotIn("image", sandq.Job.sh("true").fields)
+        for bad in ("", "x" * 1025, 5):
+            with self.assertRaises(sandq.InvalidJob):
+                sandq.Job.sh("true", image=bad)
+
     def test_persist_follows_the_sandbox(self):
         self.assertNotIn("persist", sandq.Job.sh("true").fields)
         self.assertIs(sandq.Job.sh("true", sandbox="s").fields["persist"], True)

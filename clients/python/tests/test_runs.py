@@ -124,6 +124,13 @@ class Rejections(unittest.TestCase):
         self.assertIn("'net'", e.message)
         self.assertEqual(e.result.exit_status, 125)
 
+    def test_an_image_outside_image_sources_is_rejected_naming_the_field(self):
+        with self.assertRaises(sandq.Rejected) as cm:
+            client.sh("echo", image="docker://registry.example.com/team/py:1")
+        self.assertEqual(cm.exception.code, "image")
+        self.assertIn("'image'", cm.exception.message)
+        self.assertEqual(client.sh("echo ok", image="host").stdout_text, "ok\n")
+
     def test_a_limit_above_the_ceiling_is_rejected(self):
         with self.assertRaises(sandq.Rejected) as cm:
             client.sh("echo", wall_ms=10 ** 10)
