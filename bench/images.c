@@ -32,7 +32,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,24 +64,6 @@ static struct imgb_entry BASE[] = {
 };
 
 /*** Setup ***/
-
-static int
-rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP || flag == FTW_DNR) {
-		chmod(path, 0700);
-		return rmdir(path);
-	}
-	return unlink(path);
-}
-
-static void
-rm_tree(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Reads /bin/busybox into BASE; exits 1 (saying why) if it cannot. */
 static char *
@@ -242,7 +223,7 @@ floor_pull(const char *tag, const struct imgb_desc *d, double *copy_ms)
 		snprintf(blob, sizeof(blob), "%s/layout/blobs/sha256/%s", dir, d->layers[i] + 7);
 		total = (t = timed(tar)) < 0 ? -1 : total + t;
 	}
-	rm_tree(dir);
+	harness_rmtree(dir);
 	return total;
 }
 
@@ -400,7 +381,7 @@ main(int argc, char **argv)
 	sandq_close(c);
 	harness_stop(&h);
 	harness_registry_stop(&reg);
-	rm_tree(top);
+	harness_rmtree(top);
 	free(busybox);
 	free(v1);
 	free(v2);

@@ -290,7 +290,18 @@ rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;
 	(void)ftw;
-	return flag == FTW_DP ? rmdir(path) : unlink(path);
+	/* A folder left without write permission (an unpacked layer's). */
+	if (flag == FTW_DP || flag == FTW_DNR) {
+		chmod(path, 0700);
+		return rmdir(path);
+	}
+	return unlink(path);
+}
+
+void
+harness_rmtree(const char *path)
+{
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /*
@@ -337,7 +348,7 @@ harness_stop(struct harness *h)
 	}
 	if (h->dir[0]) {
 		nftw(h->dir, scan_log, 16, FTW_PHYS);
-		nftw(h->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		harness_rmtree(h->dir);
 	}
 }
 

@@ -165,4 +165,10 @@ void harness_registry_push(const struct harness_registry *r, const char *src,
  */
 int harness_exec(const char *const *argv, char **out);
 
+/*
+ * Removes the tree at path, links not followed, folders made writable
+ * first (an unpacked layer may leave some read-only). Best effort.
+ */
+void harness_rmtree(const char *path);
+
 #endif

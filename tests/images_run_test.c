@@ -16,7 +16,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,18 +70,6 @@ static const struct imgb_entry WHITEOUTS[] = {
 };
 
 /*** Fixture ***/
-
-static int
-rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP || flag == FTW_DNR) {
-		chmod(path, 0700);
-		return rmdir(path);
-	}
-	return unlink(path);
-}
 
 static void
 read_busybox(void)
@@ -142,7 +129,7 @@ teardown(void)
 	harness_stop(&h);
 	harness_registry_stop(&reg);
 	if (src[0])
-		nftw(src, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		harness_rmtree(src);
 	free(busybox);
 	busybox = NULL;
 }

@@ -16,7 +16,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <poll.h>
@@ -63,18 +62,6 @@ static const struct imgb_entry TOP2[] = {
 
 /*** Fixture and helpers ***/
 
-static int
-rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP || flag == FTW_DNR) {
-		chmod(path, 0700);
-		return rmdir(path);
-	}
-	return unlink(path);
-}
-
 static void
 setup(void)
 {
@@ -108,7 +95,7 @@ teardown(void)
 	cache = NULL;
 	harness_registry_stop(&reg);
 	if (dir[0])
-		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		harness_rmtree(dir);
 }
 
 TestSuite(images, .init = setup, .fini = teardown, .timeout = 180);
@@ -1081,7 +1068,7 @@ static void
 bare_teardown(void)
 {
 	if (bare[0])
-		nftw(bare, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		harness_rmtree(bare);
 }
 
 TestSuite(image_refs, .init = bare_setup, .fini = bare_teardown, .timeout = 30);
