@@ -176,6 +176,10 @@ job_free(struct job *j)
 	free(j->net);
 	free(j->image);
 	free(j->image_id);
+	free(j->sandbox_image);
+	free(j->sandbox_workdir);
+	free(j->workdir);
+	free(j->from_image_dir);
 	free(j->tenant);
 	free(j->sandbox);
 	for (size_t i = 0; i < j->ncases; i++) {
@@ -415,27 +419,51 @@ decode_cwd(const msgpack_object *o, struct job *j, struct err *e)
  * message and log line that quotes it, on every side that decodes a job.
  */
 static int
-decode_image(const msgpack_object *o, struct job *j, struct err *e)
+decode_image(const msgpack_object *o, const char *field, char **out,
+    struct err *e)
 {
 	const char *p;
 	size_t n;
 
 	if (!scan_peek_bytes(o, &p, &n))
-		return err_set(e, -EINVAL, "field 'image': expected a string");
+		return err_set(e, -EINVAL, "field '%s': expected a string", field);
 	if (n == 0)
-		return err_set(e, -EINVAL, "field 'image': empty");
+		return err_set(e, -EINVAL, "field '%s': empty", field);
 	if (n > JOB_IMAGE_MAX)
-		return err_set(e, -EINVAL, "field 'image': longer than %d bytes",
-		    JOB_IMAGE_MAX);
+		return err_set(e, -EINVAL, "field '%s': longer than %d bytes",
+		    field, JOB_IMAGE_MAX);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)p[i];
 
 		if (c <= 0x20 || c >= 0x7f)
-			return err_set(e, -EINVAL, "field 'image': byte 0x%02x at "
+			return err_set(e, -EINVAL, "field '%s': byte 0x%02x at "
 			    "offset %zu: a reference is printable ASCII without spaces",
-			    c, i);
+			    field, c, i);
 	}
-	j->image = xmemdup0(p, n);
+	*out = xmemdup0(p, n);
+	return 0;
+}
+
+/*
+ * workdir, from_image_dir, sandbox_workdir: a folder of the sandbox's
+ * root (path.h), kept normalised. A workdir of /workspace is the default
+ * and decodes as none.
+ */
+static int
+decode_root_dir(const msgpack_object *o, const char *field, bool workdir,
+    char **out, struct err *e)
+{
+	char dir[JOB_ROOT_DIR_MAX + 1];
+	const char *p;
+	size_t n;
+
+	if (!scan_peek_bytes(o, &p, &n))
+		return err_set(e, -EINVAL, "field '%s': expected a string", field);
+	if (payload_root_dir_normalise(p, n, dir, workdir, field, e) < 0)
+		return -EINVAL;
+	if (workdir && strcmp(dir, "/workspace") == 0)
+		return 0;
+	*out = xstrdup(dir);
 	return 0;
 }
 
@@ -473,6 +501,7 @@ enum job_field {
 	JF_DEADLINE, JF_STREAM, JF_PERSIST, JF_TENANT, JF_SANDBOX, JF_PERMS,
 	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
 	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES, JF_IMAGE, JF_IMAGE_ID,
+	JF_WORKDIR, JF_FROM_IMAGE_DIR, JF_SANDBOX_IMAGE, JF_SANDBOX_WORKDIR,
 	JF__COUNT,
 };
 
@@ -489,7 +518,9 @@ static const char *const job_field_names[JF__COUNT] = {
 	[JF_MODE] = "mode", [JF_RECURSIVE] = "recursive", [JF_KEY] = "key",
 	[JF_VALUE] = "value", [JF_PREFIX] = "prefix", [JF_TO] = "to",
 	[JF_SNAPSHOT] = "snapshot", [JF_CASES] = "cases", [JF_IMAGE] = "image",
-	[JF_IMAGE_ID] = "image_id",
+	[JF_IMAGE_ID] = "image_id", [JF_WORKDIR] = "workdir",
+	[JF_FROM_IMAGE_DIR] = "from_image_dir", [JF_SANDBOX_IMAGE] = "sandbox_image",
+	[JF_SANDBOX_WORKDIR] = "sandbox_workdir",
 };
 
 _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
@@ -503,7 +534,10 @@ _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
 #define JF_RUN (JFB(JF_STDIN) | JFB(JF_ENV) | JFB(JF_CWD) | JFB(JF_LIMITS) | \
 	JFB(JF_PRESET) | JFB(JF_FILES) | JFB(JF_LABELS) | JFB(JF_NET) | \
 	JFB(JF_STREAM) | JFB(JF_PERSIST) | JFB(JF_SANDBOX) | JFB(JF_PERMS) | \
-	JFB(JF_PERM_PRESET) | JFB(JF_CASES) | JFB(JF_IMAGE) | JFB(JF_IMAGE_ID))
+	JFB(JF_PERM_PRESET) | JFB(JF_CASES) | JFB(JF_IMAGE) | JFB(JF_IMAGE_ID) | \
+	JFB(JF_SANDBOX_IMAGE) | JFB(JF_SANDBOX_WORKDIR))
+/* What a new sandbox runs on (docs/images.md "Sandboxes on images"). */
+#define JF_SB_IMAGE (JFB(JF_IMAGE) | JFB(JF_IMAGE_ID) | JFB(JF_WORKDIR))
 /* Fields of every fs.* op. */
 #define JF_FS (JFB(JF_SANDBOX) | JFB(JF_PATH) | JFB(JF_PERMS) | JFB(JF_PERM_PRESET))
 #define JF_SB JFB(JF_SANDBOX)
@@ -528,12 +562,13 @@ static const struct {
 	[OP_KV_DELETE] = { JF_SB | JFB(JF_KEY), JF_SB | JFB(JF_KEY) },
 	[OP_KV_KEYS] = { JF_SB | JFB(JF_PREFIX), JF_SB },
 	[OP_SANDBOX_CREATE] = { JF_SB | JFB(JF_FILES) | JFB(JF_SNAPSHOT) |
-	    JFB(JF_LABELS) | JFB(JF_LIMITS) | JFB(JF_PRESET), JF_SB },
+	    JFB(JF_LABELS) | JFB(JF_LIMITS) | JFB(JF_PRESET) | JF_SB_IMAGE |
+	    JFB(JF_FROM_IMAGE_DIR), JF_SB },
 	[OP_SANDBOX_FORK] = { JF_SB | JFB(JF_TO) | JFB(JF_LABELS), JF_SB | JFB(JF_TO) },
 	[OP_SANDBOX_DELETE] = { JF_SB, JF_SB },
 	[OP_SANDBOX_EXPORT] = { JF_SB, JF_SB },
 	[OP_SANDBOX_IMPORT] = { JF_SB | JFB(JF_SNAPSHOT) | JFB(JF_LABELS) |
-	    JFB(JF_LIMITS) | JFB(JF_PRESET), JF_SB | JFB(JF_SNAPSHOT) },
+	    JFB(JF_LIMITS) | JFB(JF_PRESET) | JF_SB_IMAGE, JF_SB | JFB(JF_SNAPSHOT) },
 	[OP_SANDBOX_HISTORY] = { JF_SB, JF_SB },
 	[OP_SANDBOX_INFO] = { JF_SB, JF_SB },
 	[OP_SANDBOX_LIST] = { 0, 0 },
@@ -874,7 +909,15 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 	case JF_PERM_PRESET:
 		return decode_perm_preset(v, j, e);
 	case JF_IMAGE:
-		return decode_image(v, j, e);
+		return decode_image(v, "image", &j->image, e);
+	case JF_SANDBOX_IMAGE:
+		return decode_image(v, "sandbox_image", &j->sandbox_image, e);
+	case JF_WORKDIR:
+		return decode_root_dir(v, "workdir", true, &j->workdir, e);
+	case JF_SANDBOX_WORKDIR:
+		return decode_root_dir(v, "sandbox_workdir", true, &j->sandbox_workdir, e);
+	case JF_FROM_IMAGE_DIR:
+		return decode_root_dir(v, "from_image_dir", false, &j->from_image_dir, e);
 	case JF_IMAGE_ID:
 		return decode_image_id(v, j, e);
 	case JF_PATH:
@@ -979,11 +1022,22 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 	if (fields[JF_SNAPSHOT] && fields[JF_FILES])
 		return err_set(e, -EINVAL,
 		    "field 'snapshot': not together with 'files' (op %s)", opname);
-	/* Limits bound what a create imports: without a snapshot, nothing. */
+	/* Version 1 comes from one place: files, a snapshot or the image. */
+	if (fields[JF_FROM_IMAGE_DIR] && (fields[JF_FILES] || fields[JF_SNAPSHOT]))
+		return err_set(e, -EINVAL, "field 'from_image_dir': not together with "
+		    "'%s' (op %s)", fields[JF_FILES] ? "files" : "snapshot", opname);
+	if (fields[JF_FROM_IMAGE_DIR] && fields[JF_IMAGE] == NULL)
+		return err_set(e, -EINVAL, "field 'from_image_dir': needs 'image' (the "
+		    "image whose folder seeds the sandbox)");
+	if (fields[JF_FROM_IMAGE_DIR] && scan_key_is(fields[JF_IMAGE], "host"))
+		return err_set(e, -EINVAL, "field 'from_image_dir': needs an OCI image, "
+		    "not 'host'");
+	/* Limits bound what a create imports or seeds: otherwise, nothing. */
 	if (j->op == OP_SANDBOX_CREATE && fields[JF_SNAPSHOT] == NULL &&
-	    (fields[JF_LIMITS] || fields[JF_PRESET]))
-		return err_set(e, -EINVAL, "field '%s': used only with 'snapshot' "
-		    "(op %s)", fields[JF_LIMITS] ? "limits" : "preset", opname);
+	    fields[JF_FROM_IMAGE_DIR] == NULL && (fields[JF_LIMITS] || fields[JF_PRESET]))
+		return err_set(e, -EINVAL, "field '%s': used only with 'snapshot' or "
+		    "'from_image_dir' (op %s)", fields[JF_LIMITS] ? "limits" : "preset",
+		    opname);
 
 	for (uint32_t i = 0; i < root->via.map.size; i++) {
 		enum job_field f = job_field_lookup(&root->via.map.ptr[i].key);
@@ -1014,6 +1068,9 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 		j->persist = true;
 	if (j->op == OP_FS_LIST && j->path == NULL)
 		j->path = xstrdup("/");
+	/* A sandbox seeded from an image's folder keeps its files there. */
+	if (j->from_image_dir != NULL && fields[JF_WORKDIR] == NULL)
+		j->workdir = xstrdup(j->from_image_dir);
 	if (j->op == OP_FS_WRITE && fields[JF_MODE] == NULL)
 		j->mode = 0644;
 	return 0;
@@ -1221,6 +1278,15 @@ job_pack(const struct job *j, msgpack_packer *pk)
 		pack_kv_str(pk, "image", j->image);
 	if (pk_want(j->image_id != NULL, &n, pk))
 		pack_kv_str(pk, "image_id", j->image_id);
+	if (pk_want(j->sandbox_image != NULL, &n, pk))
+		pack_kv_str(pk, "sandbox_image", j->sandbox_image);
+	if (pk_want(j->sandbox_workdir != NULL, &n, pk))
+		pack_kv_str(pk, "sandbox_workdir", j->sandbox_workdir);
+	/* Written when seeded too: an absent one would default to the folder. */
+	if (pk_want(j->workdir != NULL || j->from_image_dir != NULL, &n, pk))
+		pack_kv_str(pk, "workdir", j->workdir != NULL ? j->workdir : "/workspace");
+	if (pk_want(j->from_image_dir != NULL, &n, pk))
+		pack_kv_str(pk, "from_image_dir", j->from_image_dir);
 	if (pk_want(j->priority != 0, &n, pk))
 		pack_kv_i64(pk, "priority", j->priority);
 	if (pk_want(j->deadline_ms != 0, &n, pk))

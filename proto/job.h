@@ -87,7 +87,17 @@ enum job_op {
  */
 #define JOB_HAS_LIMITS(j) (JOB_OP_RUNS((j)->op) || \
 	(j)->op == OP_SANDBOX_IMPORT || \
-	((j)->op == OP_SANDBOX_CREATE && (j)->snapshot != NULL))
+	((j)->op == OP_SANDBOX_CREATE && ((j)->snapshot != NULL || \
+	(j)->from_image_dir != NULL)))
+/*
+ * True for the jobs whose image sandqd checks and resolves: runs (their
+ * own, the sandbox's or the default), and a sandbox.create or
+ * sandbox.import that names one for its new sandbox (docs/images.md
+ * "Sandboxes on images").
+ */
+#define JOB_HAS_IMAGE(j) (JOB_OP_RUNS((j)->op) || \
+	(((j)->op == OP_SANDBOX_CREATE || (j)->op == OP_SANDBOX_IMPORT) && \
+	(j)->image != NULL))
 
 enum job_preset {
 	PRESET_DEFAULT = 0,	/* the config's default preset */
@@ -165,6 +175,12 @@ struct job {
 				 * ("sha256:" and 64 lower-case hex digits),
 				 * set by sandqd once the image is in its
 				 * cache; a client's job may not carry it */
+	char *sandbox_image;	/* runs on a sandbox: the image sandqd holds
+				 * the sandbox records (canonical text), NULL
+				 * for none; the worker checks it against the
+				 * sandbox's row. Set by sandqd only */
+	char *sandbox_workdir;	/* the same for its workdir, NULL for
+				 * /workspace; set by sandqd only */
 
 	/* Persistent sandboxes (docs/protocol.md "Sandboxes"). */
 	char *tenant;		/* the stream's tenant, set by sandqd; a client
@@ -190,6 +206,12 @@ struct job {
 	char *to;		/* sandbox.fork: the new sandbox's id */
 	uint8_t *snapshot;	/* sandbox.create/import: AgentFS database bytes */
 	size_t snapshot_len;
+	char *workdir;		/* sandbox.create/import: where the sandbox's
+				 * files are in its jobs (path.h's root
+				 * folder), NULL for /workspace; a create
+				 * with from_image_dir defaults to it */
+	char *from_image_dir;	/* sandbox.create: the folder of image that
+				 * becomes version 1, or NULL */
 };
 
 struct job *job_new(void);

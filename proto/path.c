@@ -199,3 +199,59 @@ path_needs_alias(const char *s)
 {
 	return path_alias_len(s, strlen(s), false) > 0;
 }
+
+/*** Folders of a sandbox's root ***/
+
+/*
+ * Where sandq mounts its own files in every sandbox (sandbox/mount.c):
+ * a sandbox's files there would be hidden by sandq's mounts, or, for
+ * /workspace, sit on the worker's kept base under it.
+ */
+static const char *const root_dir_reserved[] = {
+	"/proc", "/dev", "/tmp", "/etc", "/sys", "/workspace",
+};
+
+int
+payload_root_dir_normalise(const char *in, size_t len, char *out,
+    bool workspace_ok, const char *field, struct err *e)
+{
+	char rel[JOB_PATH_MAX + 1], shown[72];
+	size_t n, depth = 1;
+
+	if (len == 0 || in[0] != '/')
+		return err_set(e, -EINVAL, "field '%s': '%s' is not an absolute path",
+		    field, path_shown(in, len, shown));
+	if (len > JOB_ROOT_DIR_MAX)
+		return err_set(e, -EINVAL, "field '%s': longer than %d bytes", field,
+		    JOB_ROOT_DIR_MAX);
+	/* Printable ASCII: it is a mount point and it appears in messages. */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)in[i] < 0x20 || (unsigned char)in[i] > 0x7e)
+			return err_set(e, -EINVAL, "field '%s': byte 0x%02x at offset %zu: "
+			    "a folder is printable ASCII", field, (unsigned char)in[i], i);
+	if (path_is_root(in, len))
+		return err_set(e, -EINVAL, "field '%s': must not be the root '/'", field);
+	if (payload_path_normalise(in, len, rel, field, e) < 0)
+		return -EINVAL;
+	n = strlen(rel);
+	for (size_t i = 0; i < n; i++)
+		depth += rel[i] == '/';
+	if (depth > JOB_ROOT_DIR_DEPTH)
+		return err_set(e, -EINVAL, "field '%s': more than %d components", field,
+		    JOB_ROOT_DIR_DEPTH);
+	out[0] = '/';
+	memcpy(out + 1, rel, n + 1);
+	for (size_t i = 0; i < sizeof(root_dir_reserved) / sizeof(root_dir_reserved[0]); i++) {
+		const char *r = root_dir_reserved[i];
+		size_t rl = strlen(r);
+
+		if (strncmp(out, r, rl) != 0 || (out[rl] != '\0' && out[rl] != '/'))
+			continue;
+		if (workspace_ok && out[rl] == '\0' && strcmp(r, "/workspace") == 0)
+			return 0;
+		return err_set(e, -EINVAL, "field '%s': '%s' is %s%s, which sandq mounts "
+		    "itself", field, path_shown(out, n + 1, shown),
+		    out[rl] == '\0' ? "" : "below ", r);
+	}
+	return 0;
+}

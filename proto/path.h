@@ -76,6 +76,23 @@ size_t path_alias_len(const char *p, size_t n, bool absolute_only);
 bool path_needs_alias(const char *s);
 
 /*
+ * A folder of a sandbox's root filesystem, as a sandbox.create's workdir
+ * or from_image_dir names it (docs/images.md "Sandboxes on images"):
+ * absolute, printable ASCII, normalised ("//", "." and a trailing "/"
+ * dropped), no "..", at most JOB_ROOT_DIR_MAX bytes and
+ * JOB_ROOT_DIR_DEPTH components, neither "/" nor at or below a folder
+ * sandq mounts itself (ROOT_DIR_RESERVED: /proc, /dev, /tmp, /etc, /sys,
+ * /workspace), except that workspace_ok lets "/workspace" itself through
+ * (a workdir of /workspace is the default). Writes "/a/b" to out
+ * (JOB_ROOT_DIR_MAX + 1 bytes). Returns 0 or -EINVAL with e naming field
+ * and the path (at most 64 bytes of it).
+ */
+#define JOB_ROOT_DIR_MAX 1024		/* bytes of a workdir or from_image_dir */
+#define JOB_ROOT_DIR_DEPTH 32		/* its components */
+int payload_root_dir_normalise(const char *in, size_t len, char *out,
+    bool workspace_ok, const char *field, struct err *e);
+
+/*
  * in (len bytes) as an error message may quote it: at most 64 bytes, then
  * "...", control bytes as '?'. Writes buf and returns it.
  */

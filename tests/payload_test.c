@@ -696,6 +696,10 @@ expect_jobs_equal(const struct job *a, const struct job *b)
 	cr_expect_eq(a->deadline_ms, b->deadline_ms);
 	expect_opt_str_eq("image", a->image, b->image);
 	expect_opt_str_eq("image_id", a->image_id, b->image_id);
+	expect_opt_str_eq("sandbox_image", a->sandbox_image, b->sandbox_image);
+	expect_opt_str_eq("sandbox_workdir", a->sandbox_workdir, b->sandbox_workdir);
+	expect_opt_str_eq("workdir", a->workdir, b->workdir);
+	expect_opt_str_eq("from_image_dir", a->from_image_dir, b->from_image_dir);
 	expect_opt_str_eq("tenant", a->tenant, b->tenant);
 	expect_opt_str_eq("sandbox", a->sandbox, b->sandbox);
 	cr_expect_eq(a->stream, b->stream);
@@ -1416,11 +1420,14 @@ static const struct op_case {
 	const char *needs;
 } op_cases[] = {
 	{ "exec", OP_EXEC, "argv stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset image image_id", "argv" },
+	    "stream persist sandbox perms perm_preset image image_id sandbox_image "
+	    "sandbox_workdir", "argv" },
 	{ "sh", OP_SH, "script stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset image image_id", "script" },
+	    "stream persist sandbox perms perm_preset image image_id sandbox_image "
+	    "sandbox_workdir", "script" },
 	{ "python", OP_PYTHON, "code stdin env cwd limits preset files labels net "
-	    "stream persist sandbox perms perm_preset image image_id", "code" },
+	    "stream persist sandbox perms perm_preset image image_id sandbox_image "
+	    "sandbox_workdir", "code" },
 	{ "fs.read", OP_FS_READ, "sandbox path perms perm_preset", "sandbox path" },
 	{ "fs.write", OP_FS_WRITE, "sandbox path data mode perms perm_preset",
 	    "sandbox path data" },
@@ -1432,13 +1439,13 @@ static const struct op_case {
 	{ "kv.set", OP_KV_SET, "sandbox key value", "sandbox key value" },
 	{ "kv.delete", OP_KV_DELETE, "sandbox key", "sandbox key" },
 	{ "kv.keys", OP_KV_KEYS, "sandbox prefix", "sandbox" },
-	{ "sandbox.create", OP_SANDBOX_CREATE, "sandbox files snapshot labels limits preset",
-	    "sandbox" },
+	{ "sandbox.create", OP_SANDBOX_CREATE, "sandbox files snapshot labels limits preset "
+	    "image image_id workdir from_image_dir", "sandbox" },
 	{ "sandbox.fork", OP_SANDBOX_FORK, "sandbox to labels", "sandbox to" },
 	{ "sandbox.delete", OP_SANDBOX_DELETE, "sandbox", "sandbox" },
 	{ "sandbox.export", OP_SANDBOX_EXPORT, "sandbox", "sandbox" },
-	{ "sandbox.import", OP_SANDBOX_IMPORT, "sandbox snapshot labels limits preset",
-	    "sandbox snapshot" },
+	{ "sandbox.import", OP_SANDBOX_IMPORT, "sandbox snapshot labels limits preset "
+	    "image image_id workdir", "sandbox snapshot" },
 	{ "sandbox.history", OP_SANDBOX_HISTORY, "sandbox", "sandbox" },
 	{ "sandbox.info", OP_SANDBOX_INFO, "sandbox", "sandbox" },
 	{ "sandbox.list", OP_SANDBOX_LIST, "", "" },
@@ -1449,7 +1456,8 @@ static const char *const all_fields[] = {
 	"argv", "script", "code", "stdin", "env", "cwd", "limits", "preset",
 	"files", "labels", "net", "stream", "persist", "sandbox", "perms",
 	"perm_preset", "path", "data", "mode", "recursive", "key", "value",
-	"prefix", "to", "snapshot", "image", "image_id",
+	"prefix", "to", "snapshot", "image", "image_id", "workdir", "from_image_dir",
+	"sandbox_image", "sandbox_workdir",
 };
 
 #define N_OP_CASES (sizeof(op_cases) / sizeof(op_cases[0]))
@@ -1507,8 +1515,14 @@ jb_sample(struct jb *b, const char *f)
 		jb_str(b, f, "strict");
 	} else if (strcmp(f, "net") == 0) {
 		jb_str(b, f, "unix");
-	} else if (strcmp(f, "image") == 0) {
+	} else if (strcmp(f, "image") == 0 || strcmp(f, "sandbox_image") == 0) {
 		jb_str(b, f, "docker://R.io/x:1");
+	} else if (strcmp(f, "workdir") == 0) {
+		jb_str(b, f, "/srv//app/");
+	} else if (strcmp(f, "sandbox_workdir") == 0) {
+		jb_str(b, f, "/srv/./app");
+	} else if (strcmp(f, "from_image_dir") == 0) {
+		jb_str(b, f, "/testbed");
 	} else if (strcmp(f, "image_id") == 0) {
 		jb_str(b, f, "sha256:00112233445566778899aabbccddeeff"
 		    "00112233445566778899aabbccddeeff");
@@ -1613,17 +1627,18 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 {
 	for (size_t i = 0; i < N_OP_CASES; i++) {
 		const struct op_case *c = &op_cases[i];
-		/* sandbox.create takes files or a snapshot (with its limits):
-		 * both variants. */
-		const char *skips[2] = { "snapshot limits preset", "files" };
-		int nvariants = c->code == OP_SANDBOX_CREATE ? 2 : 1;
+		/* sandbox.create takes files, a snapshot (with its limits) or
+		 * an image's folder (with its limits): three variants. */
+		const char *skips[3] = { "snapshot limits preset from_image_dir",
+		    "files from_image_dir", "files snapshot" };
+		int nvariants = c->code == OP_SANDBOX_CREATE ? 3 : 1;
 
 		for (int v = 0; v < nvariants; v++) {
 			struct jb b;
 			struct job *j;
 
 			jb_init(&b);
-			jb_op(&b, c, c->uses, nvariants == 2 ? skips[v] : "", true);
+			jb_op(&b, c, c->uses, nvariants > 1 ? skips[v] : "", true);
 			j = jb_decode_ok(&b);
 			cr_expect_eq(j->op, c->code, "%s", c->op);
 			cr_expect_str_eq(job_op_name(j->op), c->op);
@@ -1649,6 +1664,15 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 			cr_expect_eq(j->image_id != NULL, has_word(c->uses, "image_id"));
 			if (j->image)
 				cr_expect_str_eq(j->image, "docker://R.io/x:1", "as given");
+			cr_expect_eq(j->sandbox_image != NULL,
+			    has_word(c->uses, "sandbox_image"));
+			if (j->sandbox_workdir)
+				cr_expect_str_eq(j->sandbox_workdir, "/srv/app");
+			cr_expect_eq(j->workdir != NULL, has_word(c->uses, "workdir"));
+			if (j->workdir)
+				cr_expect_str_eq(j->workdir, "/srv/app", "normalised");
+			cr_expect_eq(j->from_image_dir != NULL,
+			    has_word(c->uses, "from_image_dir") && v == 2);
 			cr_expect_eq(j->recursive, has_word(c->uses, "recursive"));
 			cr_expect_eq(j->key != NULL, has_word(c->uses, "key"));
 			if (j->key)
@@ -1708,7 +1732,7 @@ Test(payload, rejects_each_missing_required_field)
 				continue;
 			/* Everything else the op takes, but not this field. */
 			snprintf(skip, sizeof(skip), "%s%s", all_fields[f],
-			    c->code == OP_SANDBOX_CREATE ? " snapshot" : "");
+			    c->code == OP_SANDBOX_CREATE ? " snapshot from_image_dir" : "");
 			snprintf(want, sizeof(want), "field '%s': missing (op %s)",
 			    all_fields[f], c->op);
 			jb_init(&b);
@@ -1781,9 +1805,142 @@ Test(payload, imports_take_limits_and_a_create_only_with_a_snapshot)
 	cr_expect_not(JOB_HAS_LIMITS(j), "nothing imported, nothing bounded");
 	job_free(j);
 	REJECT_OP_WITH("sandbox.create", "sandbox files limits",
-	    "field 'limits': used only with 'snapshot' (op sandbox.create)", (void)0);
+	    "field 'limits': used only with 'snapshot' or 'from_image_dir' (op "
+	    "sandbox.create)", (void)0);
 	REJECT_OP_WITH("sandbox.create", "sandbox preset",
-	    "field 'preset': used only with 'snapshot' (op sandbox.create)", (void)0);
+	    "field 'preset': used only with 'snapshot' or 'from_image_dir' (op "
+	    "sandbox.create)", (void)0);
+	j = decode_op("sandbox.create", "sandbox image from_image_dir limits");
+	cr_expect(JOB_HAS_LIMITS(j), "a seed is bounded as an import");
+	job_free(j);
+}
+
+/*** Sandboxes on images (docs/images.md) ***/
+
+/*
+ * A create names its image, where the files are (workdir) and the image's
+ * folder that becomes version 1; workdir defaults to that folder, and a
+ * workdir of /workspace is the default itself.
+ */
+Test(payload, sandbox_create_takes_image_workdir_and_from_image_dir)
+{
+	struct job *j = decode_op("sandbox.create", "sandbox image from_image_dir");
+
+	cr_expect_str_eq(j->from_image_dir, "/testbed");
+	cr_expect_str_eq(j->workdir, "/testbed", "defaults to the folder");
+	cr_expect(JOB_HAS_IMAGE(j));
+	expect_job_round_trip(j);
+	job_free(j);
+	j = decode_op("sandbox.create", "sandbox image workdir");
+	cr_expect_str_eq(j->workdir, "/srv/app");
+	cr_expect_null(j->from_image_dir);
+	expect_job_round_trip(j);
+	job_free(j);
+	j = decode_op("sandbox.create", "sandbox files");
+	cr_expect_not(JOB_HAS_IMAGE(j), "no image: none recorded");
+	job_free(j);
+	{
+		struct jb b;
+
+		/* --workdir /workspace with a folder: the files stay at /workspace. */
+		jb_init(&b);
+		jb_op(&b, op_case("sandbox.create"), "sandbox image from_image_dir", "",
+		    false);
+		jb_str(&b, "workdir", "/workspace/");
+		j = jb_decode_ok(&b);
+		cr_expect_null(j->workdir);
+		cr_expect_str_eq(j->from_image_dir, "/testbed");
+		expect_job_round_trip(j);
+		job_free(j);
+		jb_destroy(&b);
+	}
+}
+
+/* The folders' rules, each refusal naming the field and the path. */
+Test(payload, rejects_workdirs_and_image_dirs_sandq_cannot_use)
+{
+	static const struct { const char *path, *msg; } bad[] = {
+		{ "testbed", "field 'workdir': 'testbed' is not an absolute path" },
+		{ "", "field 'workdir': '' is not an absolute path" },
+		{ "/", "field 'workdir': must not be the root '/'" },
+		{ "//./", "field 'workdir': must not be the root '/'" },
+		{ "/a/../etc", "field 'workdir': path '/a/../etc' must not contain '..'" },
+		{ "/proc", "field 'workdir': '/proc' is /proc, which sandq mounts itself" },
+		{ "/tmp/x", "field 'workdir': '/tmp/x' is below /tmp, which sandq mounts "
+		    "itself" },
+		{ "/etc/app", "field 'workdir': '/etc/app' is below /etc" },
+		{ "/dev", "field 'workdir': '/dev' is /dev" },
+		{ "/sys/x", "field 'workdir': '/sys/x' is below /sys" },
+		{ "/workspace/sub", "field 'workdir': '/workspace/sub' is below "
+		    "/workspace" },
+		{ "/a\nb", "field 'workdir': byte 0x0a at offset 2: a folder is "
+		    "printable ASCII" },
+		{ "/caf\xc3\xa9", "field 'workdir': byte 0xc3 at offset 4" },
+	};
+	char big[JOB_ROOT_DIR_MAX + 2], deep[200];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		REJECT_OP_WITH("sandbox.create", "sandbox image", bad[i].msg,
+		    jb_str(b, "workdir", bad[i].path));
+	REJECT_OP_WITH("sandbox.create", "sandbox image", "field 'workdir': expected "
+	    "a string", jb_int(b, "workdir", 1));
+	memset(big, 'a', sizeof(big) - 1);
+	big[0] = '/';
+	big[sizeof(big) - 1] = '\0';
+	REJECT_OP_WITH("sandbox.create", "sandbox image", "field 'workdir': longer "
+	    "than 1024 bytes", jb_str(b, "workdir", big));
+	deep[0] = '\0';
+	for (int k = 0; k < 33; k++)
+		strcat(deep, "/d");
+	REJECT_OP_WITH("sandbox.create", "sandbox image", "field 'workdir': more "
+	    "than 32 components", jb_str(b, "workdir", deep));
+	/* from_image_dir: the same rules, and /workspace is no folder of an image. */
+	REJECT_OP_WITH("sandbox.create", "sandbox image", "field 'from_image_dir': "
+	    "'/workspace' is /workspace, which sandq mounts itself",
+	    jb_str(b, "from_image_dir", "/workspace"));
+	REJECT_OP_WITH("sandbox.create", "sandbox image", "field 'from_image_dir': "
+	    "'/proc/1' is below /proc", jb_str(b, "from_image_dir", "/proc/1"));
+	REJECT_OP_WITH("sandbox.create", "sandbox image", "field 'from_image_dir': "
+	    "must not be the root", jb_str(b, "from_image_dir", "/"));
+}
+
+/* Version 1 comes from one place, and an image's folder needs an image. */
+Test(payload, rejects_from_image_dir_without_an_image_or_with_other_seeds)
+{
+	REJECT_OP_WITH("sandbox.create", "sandbox from_image_dir",
+	    "field 'from_image_dir': needs 'image' (the image whose folder seeds the "
+	    "sandbox)", (void)0);
+	REJECT_OP_WITH("sandbox.create", "sandbox from_image_dir",
+	    "field 'from_image_dir': needs an OCI image, not 'host'",
+	    jb_str(b, "image", "host"));
+	REJECT_OP_WITH("sandbox.create", "sandbox image from_image_dir files",
+	    "field 'from_image_dir': not together with 'files' (op sandbox.create)",
+	    (void)0);
+	REJECT_OP_WITH("sandbox.create", "sandbox image from_image_dir snapshot",
+	    "field 'from_image_dir': not together with 'snapshot' (op sandbox.create)",
+	    (void)0);
+	REJECT_OP_WITH("sandbox.import", "sandbox snapshot",
+	    "field 'from_image_dir': not used by op 'sandbox.import'",
+	    jb_str(b, "from_image_dir", "/testbed"));
+	REJECT_OP_WITH("sandbox.fork", "sandbox to", "field 'workdir': not used by "
+	    "op 'sandbox.fork'", jb_str(b, "workdir", "/testbed"));
+	REJECT_EXEC_WITH("field 'workdir': not used by op 'exec'",
+	    jb_str(b, "workdir", "/testbed"));
+}
+
+/* What sandqd tells the worker about a run's sandbox round-trips. */
+Test(payload, sandbox_image_and_workdir_of_a_run_round_trip)
+{
+	struct job *j = decode_op("sh", "script sandbox sandbox_image sandbox_workdir");
+
+	cr_expect_str_eq(j->sandbox_image, "docker://R.io/x:1");
+	cr_expect_str_eq(j->sandbox_workdir, "/srv/app");
+	expect_job_round_trip(j);
+	job_free(j);
+	REJECT_EXEC_WITH("field 'sandbox_image': byte 0x20",
+	    jb_str(b, "sandbox_image", "a b"));
+	REJECT_EXEC_WITH("field 'sandbox_workdir': '/tmp' is /tmp",
+	    jb_str(b, "sandbox_workdir", "/tmp"));
 }
 
 Test(payload, sandbox_id_rules_for_sandbox_and_to)
