@@ -55,7 +55,7 @@
 #include "store.h"
 #include "store_int.h"
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 static const char SCHEMA_SQL[] =
 	CHUNK_TABLES_SQL
@@ -65,6 +65,7 @@ static const char SCHEMA_SQL[] =
 	" version INTEGER NOT NULL CHECK (version >= 1),"
 	" created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
 	" labels TEXT NOT NULL DEFAULT '{}',"
+	" image TEXT NOT NULL DEFAULT '', workdir TEXT NOT NULL DEFAULT '',"
 	" PRIMARY KEY (tenant, id));"
 	"CREATE INDEX sandboxes_head ON sandboxes (head);"
 	"CREATE TABLE versions (tenant TEXT NOT NULL, id TEXT NOT NULL,"
@@ -75,10 +76,10 @@ static const char SCHEMA_SQL[] =
 	" FOREIGN KEY (tenant, id) REFERENCES sandboxes (tenant, id)"
 	" ON DELETE CASCADE);"
 	"CREATE INDEX versions_sha256 ON versions (sha256);"
-	"PRAGMA user_version = 2;";
+	"PRAGMA user_version = 3;";
 
 #define SANDBOX_COLUMNS \
-	"tenant, id, head, version, created_at, updated_at, labels"
+	"tenant, id, head, version, created_at, updated_at, labels, image, workdir"
 
 /*** Helpers ***/
 
@@ -142,8 +143,10 @@ schema_ensure(struct store *st, struct err *e)
 	    "user_version", e);
 	if (rc == 0 && version == 0)
 		rc = sql_exec(st->db, SCHEMA_SQL, "store", "schema", e);
-	else if (rc == 0 && version == 1)
-		rc = store__migrate_v1(st, e);
+	else if (rc == 0 && version == 1 && (rc = store__migrate_v1(st, e)) == 0)
+		rc = store__migrate_v2(st, e);
+	else if (rc == 0 && version == 2)
+		rc = store__migrate_v2(st, e);
 	else if (rc == 0 && version != STORE_SCHEMA_VERSION)
 		rc = err_set(e, -EPROTONOSUPPORT, "store: schema version "
 		    "%lld, this build knows %d", (long long)version,
@@ -308,7 +311,11 @@ sandbox_row(sqlite3_stmt *stmt, struct store_sandbox *sb, struct err *e)
 	    (rc = store__col_text(stmt, 2, sb->head, sizeof(sb->head),
 	    "sandboxes.head", e)) != 0 ||
 	    (rc = store__col_text(stmt, 6, sb->labels, sizeof(sb->labels),
-	    "sandboxes.labels", e)) != 0)
+	    "sandboxes.labels", e)) != 0 ||
+	    (rc = store__col_text(stmt, 7, sb->image, sizeof(sb->image),
+	    "sandboxes.image", e)) != 0 ||
+	    (rc = store__col_text(stmt, 8, sb->workdir, sizeof(sb->workdir),
+	    "sandboxes.workdir", e)) != 0)
 		return rc;
 	sb->version = (uint64_t)sqlite3_column_int64(stmt, 3);
 	sb->created_at = sqlite3_column_int64(stmt, 4);
@@ -320,10 +327,12 @@ static int quota_enforce(struct store *st, const char *tenant, const char *id,
     int64_t old_size, const char *sha, struct err *e);
 
 /* Inserts the sandboxes row and its first history row (in a transaction),
- * within the storage quota (quota_enforce()). */
+ * within the storage quota (quota_enforce()). image and workdir: "" or
+ * NULL for none, checked by the caller (store_image_check()). */
 static int
 sandbox_insert(struct store *st, const char *tenant, const char *id,
-    const char *sha, const char *labels, struct err *e)
+    const char *sha, const char *labels, const char *image, const char *workdir,
+    struct err *e)
 {
 	sqlite3_stmt *stmt = NULL;
 	int64_t now = (int64_t)now_ms();
@@ -339,14 +348,16 @@ sandbox_insert(struct store *st, const char *tenant, const char *id,
 	err_clear(e);
 	rc = sql_prepare(st->db,
 	    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ")"
-	    " VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5)", &stmt, "store", e);
+	    " VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5, ?6, ?7)", &stmt, "store", e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 3, sha, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 4, now, "store", e)) != 0 ||
-	    (rc = sql_bind_text(stmt, 5, labels, "store", e)) != 0) {
+	    (rc = sql_bind_text(stmt, 5, labels, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 6, image ? image : "", "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 7, workdir ? workdir : "", "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		return rc;
 	}
@@ -373,7 +384,7 @@ store_sandbox_create(struct store *st, const char *tenant, const char *id,
 		return rc;
 	rc = blob_require(st, sha_hex, e);
 	if (rc == 0)
-		rc = sandbox_insert(st, tenant, id, sha_hex, labels, e);
+		rc = sandbox_insert(st, tenant, id, sha_hex, labels, NULL, NULL, e);
 	return sql_tx_end(st->db, rc, "store", e);
 }
 
@@ -382,6 +393,16 @@ store_sandbox_create_blob(struct store *st, const char *tenant,
     const char *id, const void *data, size_t len, const char *labels_json,
     char sha_hex[STORE_SHA_HEX + 1], struct err *e)
 {
+	return store_sandbox_create_image(st, tenant, id, data, len, labels_json,
+	    NULL, NULL, sha_hex, e);
+}
+
+int
+store_sandbox_create_image(struct store *st, const char *tenant,
+    const char *id, const void *data, size_t len, const char *labels_json,
+    const char *image, const char *workdir, char sha_hex[STORE_SHA_HEX + 1],
+    struct err *e)
+{
 	char labels[STORE_LABELS_MAX + 1];
 	struct blob_plan p;
 	int rc;
@@ -389,7 +410,8 @@ store_sandbox_create_blob(struct store *st, const char *tenant,
 	err_clear(e);
 	if ((rc = store_tenant_check(tenant, e)) != 0 ||
 	    (rc = store_id_check("id", id, e)) != 0 ||
-	    (rc = store_labels_canon(labels_json, labels, e)) != 0)
+	    (rc = store_labels_canon(labels_json, labels, e)) != 0 ||
+	    (rc = store_image_check(image, workdir, e)) != 0)
 		return rc;
 	/* Hashing happens here, before the write lock is taken. */
 	if ((rc = store__plan_make(st, data, len, NULL, NULL, 0, &p, e)) != 0)
@@ -398,7 +420,7 @@ store_sandbox_create_blob(struct store *st, const char *tenant,
 		goto out_free;
 	rc = store__plan_store(st, &p, e);
 	if (rc == 0)
-		rc = sandbox_insert(st, tenant, id, p.key, labels, e);
+		rc = sandbox_insert(st, tenant, id, p.key, labels, image, workdir, e);
 	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
@@ -828,7 +850,8 @@ store_sandbox_fork(struct store *st, const char *tenant, const char *src,
 	/* Reading src inside the write transaction: it cannot move meanwhile. */
 	rc = store_sandbox_get(st, tenant, src, &sb, e);
 	if (rc == 0)
-		rc = sandbox_insert(st, tenant, dst, sb.head, sb.labels, e);
+		rc = sandbox_insert(st, tenant, dst, sb.head, sb.labels, sb.image,
+		    sb.workdir, e);
 	return sql_tx_end(st->db, rc, "store", e);
 }
 
@@ -927,10 +950,11 @@ sandbox_adopt_locked(struct store *st, const struct store_sandbox *sb,
 		goto out_free;
 	rc = sql_prepare(st->db,
 	    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ")"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
 	    " ON CONFLICT (tenant, id) DO UPDATE SET head = excluded.head,"
 	    " version = excluded.version, created_at = excluded.created_at,"
-	    " updated_at = excluded.updated_at, labels = excluded.labels",
+	    " updated_at = excluded.updated_at, labels = excluded.labels,"
+	    " image = excluded.image, workdir = excluded.workdir",
 	    &stmt, "store", e);
 	if (rc != 0)
 		goto out_free;
@@ -941,7 +965,9 @@ sandbox_adopt_locked(struct store *st, const struct store_sandbox *sb,
 	    e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 5, sb->created_at, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 6, sb->updated_at, "store", e)) != 0 ||
-	    (rc = sql_bind_text(stmt, 7, labels, "store", e)) != 0) {
+	    (rc = sql_bind_text(stmt, 7, labels, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 8, sb->image, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 9, sb->workdir, "store", e)) != 0) {
 		sqlite3_finalize(stmt);
 		goto out_free;
 	}
@@ -967,7 +993,8 @@ store_sandbox_adopt(struct store *st, const struct store_sandbox *sb,
 	if ((rc = store_tenant_check(sb->tenant, e)) != 0 ||
 	    (rc = store_id_check("id", sb->id, e)) != 0 ||
 	    (rc = store_sha_check("head", sb->head, e)) != 0 ||
-	    (rc = store_labels_canon(sb->labels, labels, e)) != 0)
+	    (rc = store_labels_canon(sb->labels, labels, e)) != 0 ||
+	    (rc = store_image_check(sb->image, sb->workdir, e)) != 0)
 		return rc;
 	if (sb->version == 0 || sb->version > INT64_MAX)
 		return err_set(e, -EINVAL, "store: sandbox %s/%s: version %llu",

@@ -21,13 +21,13 @@
  * busy timeout of STORE_BUSY_MS).
  *
  * DESIGN
- * Schema version 2 (every column named, so tests and tools may read it):
+ * Schema version 3 (every column named, so tests and tools may read it):
  *   chunks(sha256 TEXT PRIMARY KEY, data BLOB, created_at)
  *   chunk_refs(sha256 -> chunks PRIMARY KEY, refs) WITHOUT ROWID
  *   blobs(sha256 TEXT PRIMARY KEY, size, chunk_size, chunks BLOB,
  *         created_at)
  *   sandboxes(tenant, id, head -> blobs, version, created_at, updated_at,
- *             labels, PRIMARY KEY (tenant, id))
+ *             labels, image, workdir, PRIMARY KEY (tenant, id))
  *   versions(tenant, id, version, sha256 -> blobs, created_at,
  *            PRIMARY KEY (tenant, id, version)), cascading from sandboxes.
  * Times are epoch milliseconds. Foreign keys are enforced, so no head or
@@ -81,7 +81,10 @@
  *   transactions may be rolled back, never half-applied.
  * - A schema-1 file (whole blobs keyed by the SHA-256 of their bytes) is
  *   converted by store_open() in one transaction: every blob re-chunked
- *   under its new key, heads and history renamed to match.
+ *   under its new key, heads and history renamed to match. A schema-2
+ *   file gains the sandboxes' image and workdir columns ('' for none).
+ * - A sandbox's image and workdir (docs/images.md "Sandboxes on images")
+ *   are set when it is created and never change; a fork copies them.
  *
  * Names: a tenant is 1..STORE_TENANT_MAX of [A-Za-z0-9_-]; a sandbox id is
  * 1..STORE_ID_MAX of [A-Za-z0-9._:-], not "." or ".." (ids may become path
@@ -104,6 +107,8 @@
 #define STORE_TENANT_MAX 64			/* bytes of a tenant name */
 #define STORE_ID_MAX 128			/* bytes of a sandbox id */
 #define STORE_LABELS_MAX 4096			/* bytes of labels JSON text */
+#define STORE_IMAGE_MAX 1024			/* bytes of a sandbox's image */
+#define STORE_WORKDIR_MAX 1024			/* bytes of a sandbox's workdir */
 #define STORE_BLOB_MAX ((size_t)1000000000)	/* SQLite's default max length */
 #define STORE_SHA_HEX 64			/* hex digits of a SHA-256 */
 #define STORE_BUSY_MS 5000			/* wait for another writer */
@@ -130,6 +135,10 @@ struct store_sandbox {
 	int64_t created_at;			/* epoch ms */
 	int64_t updated_at;			/* epoch ms of the last commit */
 	char labels[STORE_LABELS_MAX + 1];	/* JSON object text, compact */
+	char image[STORE_IMAGE_MAX + 1];	/* the image its runs use (a
+						 * canonical reference), "" none */
+	char workdir[STORE_WORKDIR_MAX + 1];	/* where its files are in its
+						 * runs, "" for /workspace */
 };
 
 /* One history row: the head at a version. */
@@ -157,6 +166,15 @@ int store_id_check(const char *field, const char *s, struct err *e);
  */
 int store_labels_canon(const char *text, char out[STORE_LABELS_MAX + 1],
     struct err *e);
+/*
+ * A sandbox's image (NULL or "" for none): at most STORE_IMAGE_MAX bytes
+ * of printable ASCII without spaces, and its workdir (NULL or "" for
+ * /workspace): an absolute path of at most STORE_WORKDIR_MAX bytes of
+ * printable ASCII without "//", "." or ".." components nor a trailing
+ * "/". The store keeps what sandqd made canonical (proto/ and images/
+ * check the rest); these bound what a column may hold. -EINVAL naming it.
+ */
+int store_image_check(const char *image, const char *workdir, struct err *e);
 
 /*** Handles ***/
 
@@ -267,6 +285,17 @@ int store_sandbox_create_blob(struct store *st, const char *tenant,
     char sha_hex[STORE_SHA_HEX + 1], struct err *e);
 
 /*
+ * store_sandbox_create_blob() of a sandbox that records what its runs use:
+ * image (NULL: none) and workdir (NULL: /workspace), as
+ * store_image_check() allows them. Kept for the sandbox's life and copied
+ * by its forks.
+ */
+int store_sandbox_create_image(struct store *st, const char *tenant,
+    const char *id, const void *data, size_t len, const char *labels_json,
+    const char *image, const char *workdir, char sha_hex[STORE_SHA_HEX + 1],
+    struct err *e);
+
+/*
  * What the tenant's sandboxes store: every blob a head or a kept history
  * row names, once (forks of one head share it), as its manifest, and every
  * distinct chunk those manifests list, once, whatever number of versions
@@ -343,7 +372,7 @@ int store_sandbox_commit_patch(struct store *st, const char *tenant,
 
 /*
  * Creates tenant/dst from tenant/src in O(1): same head blob (no copy),
- * same labels, version 1, a history of one row. Both sandboxes then move
+ * same labels, image and workdir, version 1, a history of one row. Both sandboxes then move
  * independently. -ENOENT if src is missing, -EEXIST if dst exists.
  */
 int store_sandbox_fork(struct store *st, const char *tenant, const char *src,
@@ -463,13 +492,13 @@ int store_blob_import(struct store *st, const struct store_manifest *m,
 
 /*
  * Makes sb->tenant/sb->id what sb says (head, version, created_at,
- * updated_at, labels), as a cache of a sandbox another store owns: no
+ * updated_at, labels, image, workdir), as a cache of a sandbox another store owns: no
  * compare-and-set. The head must be stored (-ENOENT). History rows at or
  * above sb->version go (all of them when created_at differs: another
  * sandbox of that name), the head's row is added with sb->updated_at as
  * its time, then retention applies as at a commit, and the blobs no row
  * names any more are collected, in one write transaction. -EINVAL for a
- * bad name, key, version 0 or labels.
+ * bad name, key, version 0, labels, image or workdir.
  */
 int store_sandbox_adopt(struct store *st, const struct store_sandbox *sb,
     struct err *e);

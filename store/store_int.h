@@ -141,5 +141,11 @@ int store__gc_list(struct store *st, const struct shalist *l, long *removed,
 
 /* Converts a schema-1 file, inside the caller's write transaction. */
 int store__migrate_v1(struct store *st, struct err *e);
+/*
+ * Converts a schema-2 file (or one store__migrate_v1() just made) to
+ * schema 3, inside the same transaction: the sandboxes gain their image
+ * and workdir columns, '' (none) for every sandbox there is.
+ */
+int store__migrate_v2(struct store *st, struct err *e);
 
 #endif

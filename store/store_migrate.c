@@ -1,7 +1,8 @@
 /*
  * store_migrate.c - converting a schema-1 snapshot store (whole blobs keyed
  * by the SHA-256 of their bytes) into schema 2 (chunks under a manifest
- * key), once, when store_open() finds one. store.c's schema_ensure() runs
+ * key), and a schema-2 one into schema 3 (the sandboxes' image and
+ * workdir), once, when store_open() finds one. store.c's schema_ensure() runs
  * it inside the transaction that reads the schema version, so of several
  * processes opening one old file, one converts it and the others find it
  * done. It stores the blobs through the plans of store_chunks.c.
@@ -128,4 +129,14 @@ out_finalize:
 	sqlite3_finalize(rows);
 	sqlite3_finalize(chk);
 	return rc;
+}
+
+int
+store__migrate_v2(struct store *st, struct err *e)
+{
+	/* A sandbox made before images recorded none: its jobs choose theirs. */
+	return sql_exec(st->db,
+	    "ALTER TABLE sandboxes ADD COLUMN image TEXT NOT NULL DEFAULT '';"
+	    "ALTER TABLE sandboxes ADD COLUMN workdir TEXT NOT NULL DEFAULT '';"
+	    "PRAGMA user_version = 3;", "store", "migrate", e);
 }

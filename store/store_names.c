@@ -164,3 +164,40 @@ out_decref:
 	json_decref(j);
 	return ret;
 }
+
+int
+store_image_check(const char *image, const char *workdir, struct err *e)
+{
+	size_t n;
+
+	if (image != NULL && (n = strlen(image)) > 0) {
+		if (n > STORE_IMAGE_MAX)
+			return err_set(e, -EINVAL, "store: image: longer than %d bytes",
+			    STORE_IMAGE_MAX);
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)image[i] <= 0x20 || (unsigned char)image[i] >= 0x7f)
+				return err_set(e, -EINVAL, "store: image: byte 0x%02x at "
+				    "offset %zu", (unsigned char)image[i], i);
+	}
+	if (workdir == NULL || (n = strlen(workdir)) == 0)
+		return 0;
+	if (n > STORE_WORKDIR_MAX)
+		return err_set(e, -EINVAL, "store: workdir: longer than %d bytes",
+		    STORE_WORKDIR_MAX);
+	if (workdir[0] != '/' || n == 1 || workdir[n - 1] == '/')
+		return err_set(e, -EINVAL, "store: workdir: not a normalised absolute "
+		    "path other than /");
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)workdir[i] < 0x20 || (unsigned char)workdir[i] > 0x7e)
+			return err_set(e, -EINVAL, "store: workdir: byte 0x%02x at "
+			    "offset %zu", (unsigned char)workdir[i], i);
+		/* Each component: not empty, not "." nor "..". */
+		if (workdir[i] == '/' && (workdir[i + 1] == '/' ||
+		    (workdir[i + 1] == '.' && (workdir[i + 2] == '/' ||
+		    workdir[i + 2] == '\0' || (workdir[i + 2] == '.' &&
+		    (workdir[i + 3] == '/' || workdir[i + 3] == '\0'))))))
+			return err_set(e, -EINVAL, "store: workdir: not a normalised "
+			    "absolute path");
+	}
+	return 0;
+}

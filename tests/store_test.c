@@ -690,6 +690,146 @@ Test(store, fork_shares_the_blob_then_moves_alone)
 	cr_expect_eq(store_sandbox_fork(st, "acme", "zz", "c", &e), -ENOENT);
 }
 
+/*** What a sandbox runs on (docs/images.md "Sandboxes on images") ***/
+
+#define IMG "docker://127.0.0.1:5000/t/testbed:1"
+
+/* A new sandbox records its image and workdir; a fork copies them. */
+Test(store, create_image_records_image_and_workdir_and_fork_copies_them)
+{
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	char sha[65];
+
+	cr_assert_eq(store_sandbox_create_image(st, "acme", "img", "snap", 4,
+	    "{\"k\":\"v\"}", IMG, "/testbed", sha, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(st, "acme", "img", &sb, &e), 0);
+	cr_expect_str_eq(sb.image, IMG);
+	cr_expect_str_eq(sb.workdir, "/testbed");
+	cr_expect_str_eq(sb.head, sha);
+	cr_expect_eq(raw_int("SELECT count(*) FROM sandboxes WHERE image = ?1"
+	    " AND workdir = '/testbed'", IMG), 1);
+	/* A commit keeps them; a fork copies them. */
+	cr_assert_eq(store_sandbox_commit_blob(st, "acme", "img", 1, "snap2", 5,
+	    NULL, NULL, 0, sha, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_fork(st, "acme", "img", "img2", &e), 0);
+	cr_assert_eq(store_sandbox_get(st, "acme", "img2", &sb, &e), 0);
+	cr_expect_str_eq(sb.image, IMG);
+	cr_expect_str_eq(sb.workdir, "/testbed");
+	cr_expect_str_eq(sb.head, sha);
+	/* A sandbox made the old way records neither; nor does its fork. */
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "plain", "p", 1, NULL,
+	    sha, &e), 0);
+	cr_assert_eq(store_sandbox_fork(st, "acme", "plain", "plain2", &e), 0);
+	cr_assert_eq(store_sandbox_get(st, "acme", "plain2", &sb, &e), 0);
+	cr_expect_str_eq(sb.image, "");
+	cr_expect_str_eq(sb.workdir, "");
+	/* An image with no workdir (files at /workspace), and the reverse. */
+	cr_assert_eq(store_sandbox_create_image(st, "acme", "i", "x", 1, NULL,
+	    IMG, NULL, sha, &e), 0);
+	cr_assert_eq(store_sandbox_create_image(st, "acme", "w", "x", 1, NULL,
+	    NULL, "/srv/app", sha, &e), 0);
+	cr_assert_eq(store_sandbox_get(st, "acme", "w", &sb, &e), 0);
+	cr_expect_str_eq(sb.image, "");
+	cr_expect_str_eq(sb.workdir, "/srv/app");
+}
+
+/* The columns are bounded: what could not be canonical is refused. */
+Test(store, create_image_refuses_what_a_column_may_not_hold)
+{
+	static const char *const bad_workdirs[] = { "testbed", "/", "/a/",
+	    "/a//b", "/a/./b", "/a/../b", "/..", "/a/.", "/a\nb" };
+	char big[STORE_IMAGE_MAX + 2], sha[65];
+	struct err e = { 0 };
+
+	for (size_t i = 0; i < sizeof(bad_workdirs) / sizeof(bad_workdirs[0]); i++) {
+		cr_expect_eq(store_sandbox_create_image(st, "acme", "x", "s", 1, NULL,
+		    IMG, bad_workdirs[i], sha, &e), -EINVAL, "%s", bad_workdirs[i]);
+		cr_expect(strstr(e.msg, "store: workdir: ") == e.msg, "%s", e.msg);
+	}
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	cr_expect_eq(store_sandbox_create_image(st, "acme", "x", "s", 1, NULL, big,
+	    NULL, sha, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "store: image: longer than 1024 bytes");
+	cr_expect_eq(store_sandbox_create_image(st, "acme", "x", "s", 1, NULL,
+	    "docker://a b", NULL, sha, &e), -EINVAL);
+	cr_expect_str_eq(e.msg, "store: image: byte 0x20 at offset 10");
+	cr_expect_eq(blob_rows(), 0);
+	cr_expect_eq(raw_int("SELECT count(*) FROM sandboxes", NULL), 0);
+}
+
+/* adopt() (the Redis store's cache) takes the image and workdir too. */
+Test(store, adopt_sets_image_and_workdir)
+{
+	struct store_sandbox sb = { .tenant = "t", .id = "box", .version = 3,
+	    .created_at = 1000, .updated_at = 2000, .labels = "{}",
+	    .image = IMG, .workdir = "/testbed" };
+	struct store_sandbox got;
+	struct err e = { 0 };
+	char s1[65];
+
+	put("one", s1);
+	memcpy(sb.head, s1, sizeof(s1));
+	cr_assert_eq(store_sandbox_adopt(st, &sb, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(st, "t", "box", &got, &e), 0);
+	cr_expect_str_eq(got.image, IMG);
+	cr_expect_str_eq(got.workdir, "/testbed");
+	/* Another sandbox of that name, on no image. */
+	sb.image[0] = sb.workdir[0] = '\0';
+	sb.created_at = 5000;
+	sb.version = 1;
+	cr_assert_eq(store_sandbox_adopt(st, &sb, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(st, "t", "box", &got, &e), 0);
+	cr_expect_str_eq(got.image, "");
+	cr_expect_str_eq(got.workdir, "");
+	snprintf(sb.workdir, sizeof(sb.workdir), "rel");
+	cr_expect_eq(store_sandbox_adopt(st, &sb, &e), -EINVAL);
+}
+
+/*
+ * A schema-2 file (before images) gains the two columns, empty for every
+ * sandbox it has, and is schema 3 from then on; its sandboxes read and
+ * commit as before.
+ */
+Test(store, open_converts_a_schema_2_store)
+{
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	sqlite3 *db;
+	char sha[65];
+
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "old", "v1", 2,
+	    "{\"a\":\"b\"}", sha, &e), 0);
+	store_close(st);
+	st = NULL;
+	/* What sandq wrote before this schema: no image, no workdir. */
+	db = raw_open();
+	cr_assert_eq(sqlite3_exec(db, "ALTER TABLE sandboxes DROP COLUMN image;"
+	    "ALTER TABLE sandboxes DROP COLUMN workdir; PRAGMA user_version = 2;",
+	    NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+	cr_expect_eq(raw_int("SELECT count(*) FROM pragma_table_info('sandboxes')"
+	    " WHERE name IN ('image', 'workdir')", NULL), 0);
+
+	cr_assert_eq(store_open(dir, &st, &e), 0, "%s", e.msg);
+	cr_expect_eq(raw_int("PRAGMA user_version", NULL), 3);
+	cr_assert_eq(store_sandbox_get(st, "acme", "old", &sb, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(sb.head, sha);
+	cr_expect_str_eq(sb.labels, "{\"a\":\"b\"}");
+	cr_expect_str_eq(sb.image, "");
+	cr_expect_str_eq(sb.workdir, "");
+	cr_expect_eq(store_sandbox_commit_blob(st, "acme", "old", 1, "v2", 2, NULL,
+	    NULL, 0, sha, &e), 0, "%s", e.msg);
+	cr_expect_eq(store_sandbox_create_image(st, "acme", "new", "v3", 2, NULL,
+	    IMG, "/testbed", sha, &e), 0, "%s", e.msg);
+	/* A second open finds it done. */
+	store_close(st);
+	cr_assert_eq(store_open(dir, &st, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(st, "acme", "new", &sb, &e), 0);
+	cr_expect_str_eq(sb.workdir, "/testbed");
+}
+
 /*** What a tenant stores, and its quota ***/
 
 #define CH STORE_CHUNK_BYTES
@@ -1316,7 +1456,7 @@ Test(store, open_converts_a_schema_1_store)
 	sqlite3_close(db);
 
 	cr_assert_eq(store_open(dir, &st, &e), 0, "%s", e.msg);
-	cr_expect_eq(raw_int("PRAGMA user_version", NULL), 2);
+	cr_expect_eq(raw_int("PRAGMA user_version", NULL), 3);
 	cr_expect_eq(raw_int("SELECT count(*) FROM pragma_table_info('blobs')"
 	    " WHERE name = 'data'", NULL), 0);
 	cr_expect_eq(raw_int("SELECT count(*) FROM sqlite_schema"
