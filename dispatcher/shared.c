@@ -251,8 +251,8 @@ after_work(struct sreq *q, struct shandle *h)
 		/* A new sandbox: its labels are the local row's. */
 		if ((q->rc = store_sandbox_get(h->st, q->tenant, q->id, &sb, &q->e)) < 0)
 			return;
-		q->rc = rstore_create(h->rs, q->tenant, q->id, q->sha, sb.labels, q->job_id,
-		    &q->e);
+		q->rc = rstore_create_image(h->rs, q->tenant, q->id, q->sha, sb.labels,
+		    sb.image, sb.workdir, q->job_id, &q->e);
 		return;
 	}
 	q->rc = rstore_commit(h->rs, q->tenant, q->id, q->from, q->sha, q->job_id, q->keep,

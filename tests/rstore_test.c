@@ -989,7 +989,7 @@ Test(rstore, commit_script_runs_on_another_connection_inside_multi)
 	cr_assert_eq(store_blob_put(a, v2, SNAP_BYTES, nsha, &e), 0);
 	cr_assert_eq(rstore_push(rs, a, T, nsha, &e), 0, "%s", e.msg);
 	cr_assert_eq(rstore_commit_call("sandq", T, "box", 1, nsha, "job-9", 4,
-	    NULL, c, &e), 0, "%s", e.msg);
+	    NULL, NULL, NULL, c, &e), 0, "%s", e.msg);
 	/* As the dispatcher will: the script within its result's MULTI. */
 	freeReplyObject(cmd("MULTI"));
 	freeReplyObject(cmd("SET sandq:{acme}:res:job-9 done"));
@@ -1058,4 +1058,60 @@ Test(rstore, pull_after_a_recreate_replaces_the_cached_history)
 	free(v1);
 	free(v2);
 	free(w1);
+}
+
+/*** What a sandbox runs on (docs/images.md "Sandboxes on images") ***/
+
+#define IMG "docker://127.0.0.1:5000/t/testbed:1"
+
+/*
+ * A create records the image and workdir in the hash; a pull makes the
+ * other host's row say the same (and a second pull is still one round
+ * trip); a fork copies them; a sandbox without them has neither field.
+ */
+Test(rstore, image_and_workdir_travel_with_create_pull_and_fork)
+{
+	unsigned char *v1 = pattern(SNAP_BYTES, 31);
+	char sha[STORE_SHA_HEX + 1];
+	struct store_sandbox sb, loc;
+	struct err e = { 0 };
+
+	cr_assert_eq(store_sandbox_create_image(a, T, "img", v1, SNAP_BYTES, NULL,
+	    IMG, "/testbed", sha, &e), 0, "%s", e.msg);
+	cr_assert_eq(rstore_push(rs, a, T, sha, &e), 0, "%s", e.msg);
+	cr_assert_eq(rstore_create_image(rs, T, "img", sha, NULL, IMG, "/testbed",
+	    "job-1", &e), 0, "%s", e.msg);
+	cr_expect_eq(cmd_int("HEXISTS sandq:{%s}:sbx:img image", T), 1);
+	cr_assert_eq(rstore_head(rs, T, "img", &sb, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(sb.image, IMG);
+	cr_expect_str_eq(sb.workdir, "/testbed");
+	/* Host B learns both with the head. */
+	cr_assert_eq(rstore_pull(rs, b, T, "img", &sb, &e), 0, "%s", e.msg);
+	cr_assert_eq(store_sandbox_get(b, T, "img", &loc, &e), 0);
+	cr_expect_str_eq(loc.image, IMG);
+	cr_expect_str_eq(loc.workdir, "/testbed");
+	cr_assert_eq(rstore_pull(rs, b, T, "img", &sb, &e), 0, "%s", e.msg);
+	cr_expect_eq(rstore_debug_chunks_fetched(rs), 16, "the second pull "
+	    "fetched nothing");
+	/* A fork runs on the same image, with its files at the same place. */
+	cr_assert_eq(rstore_fork(rs, T, "img", "img2", &e), 0, "%s", e.msg);
+	cr_assert_eq(rstore_pull(rs, b, T, "img2", &sb, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(sb.image, IMG);
+	cr_expect_str_eq(sb.workdir, "/testbed");
+	/* A plain sandbox, and its fork: neither field. */
+	a_create(T, "plain", v1, NULL, sha);
+	cr_assert_eq(rstore_fork(rs, T, "plain", "plain2", &e), 0, "%s", e.msg);
+	cr_expect_eq(cmd_int("HEXISTS sandq:{%s}:sbx:plain2 image", T), 0);
+	cr_expect_eq(cmd_int("HEXISTS sandq:{%s}:sbx:plain2 workdir", T), 0);
+	cr_assert_eq(rstore_pull(rs, b, T, "plain2", &sb, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(sb.image, "");
+	cr_expect_str_eq(sb.workdir, "");
+	/* A damaged field is refused by the pull, naming it. */
+	freeReplyObject(cmd("HSET sandq:{%s}:sbx:img workdir relative", T));
+	cr_expect_eq(rstore_pull(rs, b, T, "img", &sb, &e), -EBADMSG);
+	cr_expect(strstr(e.msg, "field workdir: damaged") != NULL, "%s", e.msg);
+	/* And a create refuses what a column may not hold. */
+	cr_expect_eq(rstore_create_image(rs, T, "bad", sha, NULL, "a b", NULL, NULL,
+	    &e), -EINVAL);
+	free(v1);
 }

@@ -299,10 +299,19 @@ sandbox_parse(const redisReply *r, const char *tenant, const char *id,
 		    reply_is_text(val, STORE_LABELS_MAX)) {
 			memcpy(sb->labels, val->str, val->len + 1);
 			seen |= 16;
+		} else if (strcmp(f, "image") == 0 &&
+		    reply_is_text(val, STORE_IMAGE_MAX) &&
+		    store_image_check(val->str, NULL, NULL) == 0) {
+			memcpy(sb->image, val->str, val->len + 1);
+		} else if (strcmp(f, "workdir") == 0 &&
+		    reply_is_text(val, STORE_WORKDIR_MAX) &&
+		    store_image_check(NULL, val->str, NULL) == 0) {
+			memcpy(sb->workdir, val->str, val->len + 1);
 		} else if (strcmp(f, "head") == 0 ||
 		    strcmp(f, "version") == 0 ||
 		    strcmp(f, "created_at") == 0 ||
-		    strcmp(f, "updated_at") == 0 || strcmp(f, "labels") == 0) {
+		    strcmp(f, "updated_at") == 0 || strcmp(f, "labels") == 0 ||
+		    strcmp(f, "image") == 0 || strcmp(f, "workdir") == 0) {
 			return err_set(e, -EBADMSG, "rstore: sandbox %s/%s: "
 			    "field %s: damaged", tenant, id, f);
 		}
@@ -408,8 +417,8 @@ script_run(struct rstore *rs, enum rstore_script s, int argc,
 int
 rstore_commit_call(const char *prefix, const char *tenant, const char *id,
     uint64_t from_version, const char *new_sha, const char *job_id,
-    unsigned keep_versions, const char *labels_json, struct rstore_call *c,
-    struct err *e)
+    unsigned keep_versions, const char *labels_json, const char *image,
+    const char *workdir, struct rstore_call *c, struct err *e)
 {
 	static const char *const kinds[RSTORE_COMMIT_KEYS] = { "sbx", "sbxv",
 	    "sbxj", "refs", "crefs", "sbxs" };
@@ -428,7 +437,8 @@ rstore_commit_call(const char *prefix, const char *tenant, const char *id,
 		return err_set(e, -EOVERFLOW, "rstore: sandbox %s/%s: version "
 		    "%" PRIu64 " too large", tenant, id, from_version);
 	if (from_version == 0 &&
-	    (rc = store_labels_canon(labels_json, c->labels, e)) != 0)
+	    ((rc = store_labels_canon(labels_json, c->labels, e)) != 0 ||
+	    (rc = store_image_check(image, workdir, e)) != 0))
 		return rc;
 	for (int i = 0; i < RSTORE_COMMIT_KEYS; i++) {
 		bool per_id = i < 3;
@@ -454,6 +464,8 @@ rstore_commit_call(const char *prefix, const char *tenant, const char *id,
 	c->argv[13] = job_id != NULL ? job_id : "";
 	c->argv[14] = c->keep;
 	c->argv[15] = c->labels;
+	c->argv[16] = from_version == 0 && image != NULL ? image : "";
+	c->argv[17] = from_version == 0 && workdir != NULL ? workdir : "";
 	for (int i = 0; i < RSTORE_COMMIT_ARGC; i++)
 		c->len[i] = strlen(c->argv[i]);
 	return 0;
@@ -502,7 +514,8 @@ rstore_commit_result(const redisReply *r, const char *tenant,
 static int
 commit_run(struct rstore *rs, const char *tenant, const char *id,
     uint64_t from_version, const char *new_sha, const char *job_id,
-    unsigned keep_versions, const char *labels_json, struct err *e)
+    unsigned keep_versions, const char *labels_json, const char *image,
+    const char *workdir, struct err *e)
 {
 	struct rstore_call *c = xmalloc(sizeof(*c));
 	redisReply *r = NULL;
@@ -510,7 +523,7 @@ commit_run(struct rstore *rs, const char *tenant, const char *id,
 
 	err_clear(e);
 	rc = rstore_commit_call(rs->prefix, tenant, id, from_version, new_sha,
-	    job_id, keep_versions, labels_json, c, e);
+	    job_id, keep_versions, labels_json, image, workdir, c, e);
 	if (rc == 0)
 		rc = script_run(rs, RS_COMMIT, RSTORE_COMMIT_ARGC, c->argv,
 		    c->len, &r, e);
@@ -529,7 +542,7 @@ rstore_commit(struct rstore *rs, const char *tenant, const char *id,
     unsigned keep_versions, struct err *e)
 {
 	return commit_run(rs, tenant, id, from_version, new_sha, job_id,
-	    keep_versions, NULL, e);
+	    keep_versions, NULL, NULL, NULL, e);
 }
 
 int
@@ -538,7 +551,16 @@ rstore_create(struct rstore *rs, const char *tenant, const char *id,
     struct err *e)
 {
 	return commit_run(rs, tenant, id, 0, sha_hex, job_id, 0, labels_json,
-	    e);
+	    NULL, NULL, e);
+}
+
+int
+rstore_create_image(struct rstore *rs, const char *tenant, const char *id,
+    const char *sha_hex, const char *labels_json, const char *image,
+    const char *workdir, const char *job_id, struct err *e)
+{
+	return commit_run(rs, tenant, id, 0, sha_hex, job_id, 0, labels_json,
+	    image, workdir, e);
 }
 
 int

@@ -18,7 +18,8 @@
  * Keys (docs/store.md, "The Redis store"), P the prefix, T the tenant;
  * the {T} hash tag puts all of a tenant's keys in one cluster slot and
  * under its ACL pattern P:{T}:*:
- *   P:{T}:sbx:ID     hash: head, version, created_at, updated_at, labels
+ *   P:{T}:sbx:ID     hash: head, version, created_at, updated_at, labels,
+ *                    and image, workdir when the sandbox records them
  *   P:{T}:sbxv:ID    list, newest first: "VERSION SHA CREATED_AT[ JOB]"
  *   P:{T}:sbxj:ID    hash: job id -> the version it made (one per row)
  *   P:{T}:sbxs       set of the tenant's sandbox ids
@@ -115,7 +116,7 @@ int rstore_head(struct rstore *rs, const char *tenant, const char *id,
 
 /*
  * Makes local hold tenant/id as Redis has it, and fills *out with it: the
- * same version, head, times and labels in local's sandbox row
+ * same version, head, times, labels, image and workdir in local's sandbox row
  * (store_sandbox_adopt(), retention of local applies). When local's row
  * already says the same, that is all: one round trip. Otherwise fetches
  * the head's manifest unless local holds the blob, and, pipelined, only
@@ -168,9 +169,18 @@ int rstore_create(struct rstore *rs, const char *tenant, const char *id,
     struct err *e);
 
 /*
+ * rstore_create() of a sandbox that records its image and workdir (NULL or
+ * "" for none), as store_image_check() allows them: the hash's fields
+ * image and workdir, absent when empty.
+ */
+int rstore_create_image(struct rstore *rs, const char *tenant, const char *id,
+    const char *sha_hex, const char *labels_json, const char *image,
+    const char *workdir, const char *job_id, struct err *e);
+
+/*
  * Creates tenant/dst from tenant/src in O(1), in one script: the same
  * head (its blob gets one more name, nothing is copied), the same labels,
- * version 1, one history row. -ENOENT if src is missing, -EEXIST if dst
+ * image and workdir, version 1, one history row. -ENOENT if src is missing, -EEXIST if dst
  * exists.
  */
 int rstore_fork(struct rstore *rs, const char *tenant, const char *src,
@@ -226,6 +236,8 @@ int64_t rstore_job_version(struct rstore *rs, const char *tenant,
  *   ARGV[5] job id, or "" for none
  *   ARGV[6] keep_versions, decimal (0 keeps every row)
  *   ARGV[7] labels for a create: compact JSON object text ("" is {})
+ *   ARGV[8] image for a create ("" for none)
+ *   ARGV[9] workdir for a create ("" for /workspace)
  *
  * The reply is an array {status, version, detail}; nothing is written
  * unless status is "OK". The checks come in this order: KEYS and ARGV,
@@ -244,7 +256,7 @@ int64_t rstore_job_version(struct rstore *rs, const char *tenant,
 extern const char rstore_commit_lua[];
 
 #define RSTORE_COMMIT_KEYS 6			/* numkeys of the script */
-#define RSTORE_COMMIT_ARGC (3 + RSTORE_COMMIT_KEYS + 7)
+#define RSTORE_COMMIT_ARGC (3 + RSTORE_COMMIT_KEYS + 9)
 
 /* The arguments of one EVAL of rstore_commit_lua, and their storage. */
 struct rstore_call {
@@ -261,14 +273,16 @@ struct rstore_call {
  * Fills c for rstore_commit_lua (argc RSTORE_COMMIT_ARGC, with argv[0]
  * "EVAL" and argv[1] the script: put "EVALSHA" and its SHA-1 there to
  * send that instead), checking every name as rstore_commit() does.
- * labels_json is used by a create only (from_version 0; NULL for {}).
- * Pointers in c->argv point into c and into the strings given, which must
- * outlive the call. -EINVAL naming the field.
+ * labels_json, image and workdir are used by a create only (from_version
+ * 0; NULL for {}, none, /workspace). Pointers in c->argv point into c and
+ * into the strings given, which must outlive the call. -EINVAL naming the
+ * field.
  */
 int rstore_commit_call(const char *prefix, const char *tenant,
     const char *id, uint64_t from_version, const char *new_sha,
     const char *job_id, unsigned keep_versions, const char *labels_json,
-    struct rstore_call *c, struct err *e);
+    const char *image, const char *workdir, struct rstore_call *c,
+    struct err *e);
 
 /*
  * Reads a reply of rstore_commit_lua for tenant/id: 0 with *version the

@@ -390,7 +390,8 @@ sandbox_same(const struct store_sandbox *a, const struct store_sandbox *b)
 {
 	return a->version == b->version && strcmp(a->head, b->head) == 0 &&
 	    a->created_at == b->created_at && a->updated_at == b->updated_at &&
-	    strcmp(a->labels, b->labels) == 0;
+	    strcmp(a->labels, b->labels) == 0 && strcmp(a->image, b->image) == 0 &&
+	    strcmp(a->workdir, b->workdir) == 0;
 }
 
 int
