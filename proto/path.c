@@ -224,11 +224,21 @@ payload_root_dir_normalise(const char *in, size_t len, char *out,
 	if (len > JOB_ROOT_DIR_MAX)
 		return err_set(e, -EINVAL, "field '%s': longer than %d bytes", field,
 		    JOB_ROOT_DIR_MAX);
-	/* Printable ASCII: it is a mount point and it appears in messages. */
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)in[i] < 0x20 || (unsigned char)in[i] > 0x7e)
+	/*
+	 * Printable ASCII: it is a mount point and it appears in messages;
+	 * without ',', ':' and '\', which overlayfs's options would read as
+	 * separators or escapes (sandbox/persist.c mounts one there).
+	 */
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)in[i];
+
+		if (c < 0x20 || c > 0x7e)
 			return err_set(e, -EINVAL, "field '%s': byte 0x%02x at offset %zu: "
-			    "a folder is printable ASCII", field, (unsigned char)in[i], i);
+			    "a folder is printable ASCII", field, c, i);
+		if (c == ',' || c == ':' || c == '\\')
+			return err_set(e, -EINVAL, "field '%s': '%c' at offset %zu: a "
+			    "folder may not hold ',', ':' or '\\'", field, c, i);
+	}
 	if (path_is_root(in, len))
 		return err_set(e, -EINVAL, "field '%s': must not be the root '/'", field);
 	if (payload_path_normalise(in, len, rel, field, e) < 0)

@@ -78,10 +78,10 @@ bool path_needs_alias(const char *s);
 /*
  * A folder of a sandbox's root filesystem, as a sandbox.create's workdir
  * or from_image_dir names it (docs/images.md "Sandboxes on images"):
- * absolute, printable ASCII, normalised ("//", "." and a trailing "/"
- * dropped), no "..", at most JOB_ROOT_DIR_MAX bytes and
+ * absolute, printable ASCII but ',', ':' and '\', normalised ("//", "."
+ * and a trailing "/" dropped), no "..", at most JOB_ROOT_DIR_MAX bytes and
  * JOB_ROOT_DIR_DEPTH components, neither "/" nor at or below a folder
- * sandq mounts itself (ROOT_DIR_RESERVED: /proc, /dev, /tmp, /etc, /sys,
+ * sandq mounts itself (path.c's root_dir_reserved[]: /proc, /dev, /tmp, /etc, /sys,
  * /workspace), except that workspace_ok lets "/workspace" itself through
  * (a workdir of /workspace is the default). Writes "/a/b" to out
  * (JOB_ROOT_DIR_MAX + 1 bytes). Returns 0 or -EINVAL with e naming field

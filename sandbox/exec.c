@@ -95,14 +95,17 @@ job_drop_capabilities(void)
  * A job that wants its user site sets PYTHONNOUSERSITE= (empty) itself.
  */
 static char **
-init_job_environ(const struct job *j, char **storage, size_t nstorage)
+init_job_environ(const struct job *j, const char *home, char **storage,
+    size_t nstorage)
 {
-	static const char *const defaults[] = {
-		"PATH=" JOB_PATH_ENV, "HOME=/workspace", "LANG=C.UTF-8",
-		"PYTHONNOUSERSITE=1",
+	static char home_var[JOB_ROOT_DIR_MAX + 8];
+	const char *const defaults[] = {
+		"PATH=" JOB_PATH_ENV, home_var, "LANG=C.UTF-8", "PYTHONNOUSERSITE=1",
 	};
 	size_t n = 0;
 
+	/* HOME is the sandbox's files: /workspace, or its workdir. */
+	snprintf(home_var, sizeof(home_var), "HOME=%s", home);
 	for (size_t i = 0; i < j->nenv && n + 1 < nstorage; i++)
 		storage[n++] = j->env[i];
 	for (size_t d = 0; d < sizeof(defaults) / sizeof(defaults[0]); d++) {
@@ -163,8 +166,8 @@ job_exec(const struct exec_spec *s)
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 
-	if (chdir(j->cwd ? j->cwd : "/workspace") < 0)
-		job_fail(126, j->cwd ? j->cwd : "/workspace", errno);
+	if (chdir(j->cwd ? j->cwd : s->home) < 0)
+		job_fail(126, j->cwd ? j->cwd : s->home, errno);
 	job_oom_first();
 	if (limits_apply(&j->limits, s->cg_memory, &e) < 0)
 		job_fail(126, e.msg, -e.code);
@@ -190,7 +193,7 @@ exec_init_spawn(struct exec_spec *s, struct err *e)
 	const char *path = JOB_PATH_ENV;
 	pid_t pid;
 
-	s->envp = init_job_environ(s->job, s->envstore,
+	s->envp = init_job_environ(s->job, s->home, s->envstore,
 	    sizeof(s->envstore) / sizeof(s->envstore[0]));
 	/* execvpe searches the caller's PATH: make it the job's. */
 	for (char **p = s->envp; *p; p++)
@@ -231,7 +234,7 @@ init_make_parents(int dirfd, const char *rel, struct err *e)
 }
 
 int
-exec_init_seed_files(const struct job *j, struct err *e)
+exec_init_seed_files(const struct job *j, const char *ws, struct err *e)
 {
 	struct open_how how = {
 		.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
@@ -242,9 +245,9 @@ exec_init_seed_files(const struct job *j, struct err *e)
 
 	if (j->nfiles == 0)
 		return 0;
-	dirfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dirfd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
-		return err_set(e, -errno, "open /workspace: %s", strerror(errno));
+		return err_set(e, -errno, "open %s: %s", ws, strerror(errno));
 	/*
 	 * Paths were normalised by the decoder (no '..', no empty parts). The
 	 * workspace may hold a persistent sandbox's snapshot, symlinks
@@ -277,17 +280,19 @@ exec_init_seed_files(const struct job *j, struct err *e)
 }
 
 int
-exec_init_prepare_cwd(const struct job *j, bool image, struct err *e)
+exec_init_prepare_cwd(const struct job *j, bool image, const char *ws,
+    struct err *e)
 {
+	size_t wl = strlen(ws);
 	const char *rel;
 	char buf[JOB_PATH_MAX + 16];
 	int dirfd, rc;
 
 	if (j->cwd == NULL)
 		return 0;
-	if (strncmp(j->cwd, "/workspace/", 11) == 0) {
-		dirfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		rel = j->cwd + 11;
+	if (strncmp(j->cwd, ws, wl) == 0 && j->cwd[wl] == '/') {
+		dirfd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rel = j->cwd + wl + 1;
 	} else if (strncmp(j->cwd, "/tmp/", 5) == 0) {
 		dirfd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		rel = j->cwd + 5;

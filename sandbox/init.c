@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -43,6 +44,9 @@ static struct {
 	size_t nlayers;
 	char (*layers)[65];		/* hex digits, top first */
 } image;
+
+/* Where the job's sandbox keeps its files: /workspace, or its workdir. */
+static const char *ws = "/workspace";
 
 /* Takes MSG_SBX_IMAGE's payload into image. Returns false if malformed. */
 static bool
@@ -112,7 +116,7 @@ init_stdin(const struct job *j, struct err *e)
 static bool
 init_disk_full(void)
 {
-	static const char *const dirs[] = { "/workspace", "/tmp", "/dev/shm", "/" };
+	const char *const dirs[] = { ws, "/tmp", "/dev/shm", "/" };
 	/* "/": an image's writable root, on its own tmpfs. */
 	size_t n = sizeof(dirs) / sizeof(dirs[0]) - !image.on;
 
@@ -136,6 +140,61 @@ fail_kind(int rc)
 	default:
 		return SBX_FAIL_INTERNAL;
 	}
+}
+
+/* Whose fault a failed seed is: the image's folder, its size, or ours. */
+static uint8_t
+seed_fail_kind(int rc)
+{
+	switch (rc) {
+	case -E2BIG: case -EFBIG: case -ENOSPC: case -EDQUOT: case -ENAMETOOLONG:
+		return SBX_FAIL_DISK;
+	case -ENOENT: case -ENOTDIR: case -ELOOP: case -EACCES: case -EPERM:
+	case -EILSEQ: case -EXDEV:
+		return SBX_FAIL_INPUT;
+	default:
+		return SBX_FAIL_INTERNAL;
+	}
+}
+
+/*
+ * A sandbox.create with from_image_dir: no process runs; the image's
+ * folder, as the overlay root shows it, is captured into the empty
+ * snapshot the worker handed over (persist.c), and init exits.
+ */
+static void __attribute__((noreturn))
+init_seed(int ctl, int snapfd, const struct job *j)
+{
+	struct err e = { 0 };
+	int rc;
+
+	if (!image.on || snapfd < 0) {
+		err_set(&e, -EINVAL, "a seed needs an image's root and a snapshot");
+		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
+	if ((rc = persist_seed(ctl, snapfd, j, &e)) < 0)
+		init_fail(ctl, seed_fail_kind(rc), &e);
+	_exit(0);
+}
+
+/*
+ * On a sandbox whose files are at its workdir, the job's paths that name
+ * /workspace (its cwd: a relative one was decoded as /workspace/...) name
+ * the workdir: /workspace is the alias of the sandbox's files
+ * (docs/paths.md), as in a job's files, path rules and fs.* paths.
+ */
+static void
+init_workdir_alias(struct job *j)
+{
+	char *cwd = NULL;
+
+	if (strcmp(ws, "/workspace") == 0 || j->cwd == NULL ||
+	    strncmp(j->cwd, "/workspace", 10) != 0 ||
+	    (j->cwd[10] != '\0' && j->cwd[10] != '/'))
+		return;
+	xasprintf(&cwd, "%s%s", ws, j->cwd + 10);
+	free(j->cwd);
+	j->cwd = cwd;
 }
 
 /*
@@ -180,16 +239,26 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	m->fd = -1;
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (j->op == OP_SANDBOX_CREATE)
+		init_seed(ctl, snapfd, j);
+	/* The worker checked the workdir against the sandbox's row. */
+	if (snapfd >= 0 && j->sandbox_workdir != NULL)
+		ws = j->sandbox_workdir;
+	ps->ws = ws;
+	ps->image = image.on;
+	init_workdir_alias(j);
+	spec.home = ws;
 	capture = snapfd >= 0 && j->persist;
 	if (image.on && mount_image_upper_size(&j->limits, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	if (snapfd >= 0) {
 		if ((rc = persist_materialise(ps, snapfd, j, &e)) < 0)
 			init_fail(ctl, fail_kind(rc), &e);
-	} else if (mount_job_tmpfs(&j->limits, 0, 0, &e) < 0) {
+	} else if (mount_job_tmpfs(&j->limits, 0, 0, ws, &e) < 0) {
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	}
-	if (exec_init_seed_files(j, &e) < 0 || exec_init_prepare_cwd(j, image.on, &e) < 0)
+	if (exec_init_seed_files(j, ws, &e) < 0 ||
+	    exec_init_prepare_cwd(j, image.on, ws, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INPUT, &e);
 	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
@@ -272,7 +341,8 @@ init_pipe(int ctl, uint8_t which, struct err *e)
 void
 init_main(const struct sandbox_conf *conf, int ctl)
 {
-	struct persist ps = { .basefd = -1, .patchfd = -1, .treefd = -1, .upperfd = -1 };
+	struct persist ps = { .ws = "/workspace", .basefd = -1, .patchfd = -1,
+	    .treefd = -1, .upperfd = -1 };
 	struct err e = { 0 };
 	struct msg m;
 	int rc, out_wr, err_wr;

@@ -116,11 +116,23 @@ int mount_build_image_root(const char (*hex)[65], size_t n, bool base, struct er
  */
 int mount_image_upper_size(const struct job_limits *l, struct err *e);
 /*
- * In the child, per job: size-capped /workspace, /tmp and /dev/shm;
- * /workspace owned by the caller's uid and gid (the job's, inside).
+ * In the child, per job: size-capped ws (the sandbox's files: /workspace,
+ * or its workdir), /tmp and /dev/shm; ws owned by the caller's uid and gid
+ * (the job's, inside).
  */
 int mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
-    uint64_t extra_inodes, struct err *e);
+    uint64_t extra_inodes, const char *ws, struct err *e);
+/*
+ * In init, per job on a sandbox with a workdir (ws, absolute and
+ * normalised): makes each of its folders, following no link (a symlink or
+ * a file on the way is refused, naming it). image: the root is an
+ * image's, writable; otherwise the host's root is made writable for the
+ * while. 0 or -errno with e.
+ */
+int mount_workdir_make(const char *ws, bool image, struct err *e);
+/* In init: covers /workspace (and the kept base under it) with an empty,
+ * read-only folder, for a sandbox whose files are at its workdir. */
+int mount_workspace_cover(struct err *e);
 
 /*** image.c ***/
 
@@ -142,6 +154,9 @@ int image_build_etc(const char *run_dir, struct err *e);
  * Both 0 or -errno with e.
  */
 struct persist {
+	const char *ws;		/* where the sandbox's files are: /workspace, or
+				 * its workdir (the job's sandbox_workdir) */
+	bool image;		/* the root is an image's (writable) */
 	int basefd;		/* run_dir/base, opened before pivot_root; -1: none */
 	int patchfd;		/* MSG_SBX_BASE's patch over the snapshot; -1: none */
 	char *key;		/* MSG_SBX_BASE: the base this job wants; NULL: none */
@@ -153,6 +168,16 @@ struct persist {
 };
 
 int persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e);
+/*
+ * In the init of a sandbox on an image, for a sandbox.create with
+ * from_image_dir (j): captures that folder of the root (no link followed
+ * on the way to it) into the empty snapshot snapfd under full access and
+ * j's files and disk_bytes, and sends the worker MSG_SBX_CHANGES then
+ * MSG_SBX_SNAPSHOT, as persist_capture() does. -ENOENT, -ENOTDIR or
+ * -ELOOP with e naming the folder and the image when it is missing, not
+ * a folder or a symlink; the capture's own errors otherwise.
+ */
+int persist_seed(int ctl, int snapfd, const struct job *j, struct err *e);
 int persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
     const void *rec, size_t reclen, struct err *e);
 
@@ -221,6 +246,7 @@ int64_t sockcap_parse(const char *stat, const char *stat6);
 
 struct exec_spec {
 	const struct job *job;	/* argv, env, cwd, limits */
+	const char *home;	/* the sandbox's files: default cwd and HOME */
 	int stdin_fd;		/* becomes fd 0 */
 	int stdout_fd;		/* becomes fd 1 */
 	int stderr_fd;		/* becomes fd 2 */
@@ -234,12 +260,14 @@ struct exec_spec {
  * 126/127 as a shell would. Returns its pid, or fills e.
  */
 pid_t exec_init_spawn(struct exec_spec *s, struct err *e);
-/* In init, per job: creates every seeded file under /workspace. */
-int exec_init_seed_files(const struct job *j, struct err *e);
+/* In init, per job: creates every seeded file under ws (the sandbox's files). */
+int exec_init_seed_files(const struct job *j, const char *ws, struct err *e);
 /*
- * In init, per job: ensures the cwd exists when it is under /workspace or
- * /tmp, or anywhere on an image's (writable) root when image is set.
+ * In init, per job: ensures the cwd exists when it is under ws (the
+ * sandbox's files) or /tmp, or anywhere on an image's (writable) root when
+ * image is set.
  */
-int exec_init_prepare_cwd(const struct job *j, bool image, struct err *e);
+int exec_init_prepare_cwd(const struct job *j, bool image, const char *ws,
+    struct err *e);
 
 #endif

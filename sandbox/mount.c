@@ -33,6 +33,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -438,7 +439,7 @@ mount_image_upper_size(const struct job_limits *l, struct err *e)
 
 int
 mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
-    uint64_t extra_inodes, struct err *e)
+    uint64_t extra_inodes, const char *ws, struct err *e)
 {
 	char opts[128];
 	int rc;
@@ -448,12 +449,97 @@ mount_job_tmpfs(const struct job_limits *l, uint64_t extra_bytes,
 	    (unsigned long long)(l->disk_bytes + extra_bytes),
 	    (unsigned long long)(l->files + 1 + extra_inodes),
 	    (unsigned)getuid(), (unsigned)getgid());
-	if ((rc = do_mount("tmpfs", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV,
-	    opts, e)) < 0)
+	if ((rc = do_mount("tmpfs", ws, "tmpfs", MS_NOSUID | MS_NODEV, opts, e)) < 0)
 		return rc;
 	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=01777",
 	    (unsigned long long)l->disk_bytes, (unsigned long long)l->files + 1);
 	if ((rc = do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts, e)) < 0)
 		return rc;
 	return do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts, e);
+}
+
+/*** A sandbox's workdir ***/
+
+/*
+ * Makes every component of ws (an absolute, normalised path: proto/path.h)
+ * a folder, from the root down: kept where the root has one, made where it
+ * has none. Nothing is followed: a component that is a symlink or a file
+ * is refused, naming it, so the sandbox's files are never mounted through
+ * a link of the image's. Relative to dirfd, the root.
+ */
+static int
+workdir_walk(int rootfd, const char *ws, struct err *e)
+{
+	char path[PATH_MAX];
+	int dirfd = rootfd, next, rc = 0;
+	size_t n = strlen(ws);
+
+	if (n >= sizeof(path) || ws[0] != '/')
+		return err_set(e, -EINVAL, "workdir '%s': not an absolute path", ws);
+	memcpy(path, ws, n + 1);
+	for (char *c = path + 1; *c != '\0';) {
+		char *end = c + strcspn(c, "/");
+		bool last = *end == '\0';
+
+		*end = '\0';	/* path is now the folder made, for messages */
+		if (mkdirat(dirfd, c, 0755) < 0 && errno != EEXIST) {
+			rc = err_set(e, -errno, "workdir '%s': cannot make '%s': %s", ws,
+			    path, strerror(errno));
+			break;
+		}
+		if ((next = openat(dirfd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC)) < 0) {
+			rc = err_set(e, -errno, "workdir '%s': '%s' is %s", ws, path,
+			    errno == ELOOP || errno == ENOTDIR ? "not a folder (a symlink "
+			    "or a file) in the sandbox's image" : strerror(errno));
+			break;
+		}
+		if (dirfd != rootfd)
+			close(dirfd);
+		dirfd = next;
+		if (last)
+			break;
+		*end = '/';
+		c = end + 1;
+	}
+	if (dirfd != rootfd)
+		close(dirfd);
+	return rc;
+}
+
+int
+mount_workdir_make(const char *ws, bool image, struct err *e)
+{
+	int rootfd, rc, rc2 = 0;
+
+	/*
+	 * The host's root is read-only once built: writable for the mkdirs,
+	 * then read-only again (the mount is this namespace's own). An
+	 * image's root is the job's own, writable already.
+	 */
+	if (!image && (rc = do_mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID |
+	    MS_NODEV, NULL, e)) < 0)
+		return rc;
+	if ((rootfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		rc = err_set(e, -errno, "open /: %s", strerror(errno));
+	else
+		rc = workdir_walk(rootfd, ws, e);
+	if (rootfd >= 0)
+		close(rootfd);
+	if (!image)
+		rc2 = do_mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY |
+		    MS_NOSUID | MS_NODEV, NULL, rc < 0 ? &(struct err){ 0 } : e);
+	return rc < 0 ? rc : rc2;
+}
+
+int
+mount_workspace_cover(struct err *e)
+{
+	/*
+	 * /workspace holds the worker's kept base (bound there before the
+	 * root was pivoted); a sandbox whose files are elsewhere covers it
+	 * with an empty, read-only folder.
+	 */
+	return do_mount("tmpfs", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC | MS_RDONLY, "size=4k,nr_inodes=2,mode=0555", e);
 }

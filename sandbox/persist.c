@@ -51,6 +51,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,12 +256,14 @@ mark_cb(const char *path, enum perm_level level, enum agentfs_kind kind, void *a
 	return 0;
 }
 
-/* Binds each marked subtree of /workspace over itself, read-only or
- * read-write by its level, parents first (the order they were recorded). */
+/* Binds each marked subtree of ws (the sandbox's files) over itself,
+ * read-only or read-write by its level, parents first (the order they
+ * were recorded). */
 static int
-marks_mount(const char *buf, size_t len, struct err *e)
+marks_mount(const char *buf, size_t len, const char *ws, struct err *e)
 {
-	char where[AGENTFS_PATH_MAX + 16];
+	char where[AGENTFS_PATH_MAX + JOB_ROOT_DIR_MAX + 16];
+	size_t wslen = strlen(ws);
 
 	for (size_t off = 0; off < len;) {
 		const char *line = buf + off, *nl = memchr(line, '\n', len - off);
@@ -271,16 +274,16 @@ marks_mount(const char *buf, size_t len, struct err *e)
 		    line[2] != '/' || plen > AGENTFS_PATH_MAX)
 			return err_set(e, -EBADMSG, "path rules: bad mark record");
 		off += l + 1;
-		/* "/" is /workspace itself. */
-		snprintf(where, sizeof(where), "/workspace%.*s", plen == 1 ? 0 : (int)plen,
+		/* "/" is ws itself. */
+		snprintf(where, sizeof(where), "%s%.*s", ws, plen == 1 ? 0 : (int)plen,
 		    line + 2);
 		if (line[0] - '0' < (int)PERM_WRITE)
 			flags |= MS_RDONLY;
 		if (mount(where, where, NULL, MS_BIND, NULL) < 0)
-			return err_set(e, -errno, "path rules: bind %s: %s", where + 10,
+			return err_set(e, -errno, "path rules: bind %s: %s", where + wslen,
 			    strerror(errno));
 		if (mount(NULL, where, NULL, flags, NULL) < 0)
-			return err_set(e, -errno, "path rules: protect %s: %s", where + 10,
+			return err_set(e, -errno, "path rules: protect %s: %s", where + wslen,
 			    strerror(errno));
 	}
 	return 0;
@@ -450,7 +453,8 @@ static int
 overlay_mount(struct persist *ps, const struct job_limits *l, uint64_t bytes,
     uint64_t entries, struct err *e)
 {
-	char opts[128];
+	char opts[2 * JOB_ROOT_DIR_MAX + 128], upper[JOB_ROOT_DIR_MAX + 8];
+	char work[JOB_ROOT_DIR_MAX + 8];
 	int fd, rc;
 
 	/* The tree through the base's mount under /workspace, before the
@@ -460,25 +464,28 @@ overlay_mount(struct persist *ps, const struct job_limits *l, uint64_t bytes,
 		return err_set(e, -errno, "overlay: open the base: %s", strerror(errno));
 	close(ps->treefd);
 	ps->treefd = fd;
-	if ((rc = mount_job_tmpfs(l, bytes + entries * 4096, entries, e)) < 0)
+	if ((rc = mount_job_tmpfs(l, bytes + entries * 4096, entries, ps->ws, e)) < 0)
 		return rc;
-	if (mkdir("/workspace/.u", 0755) < 0 || mkdir("/workspace/.w", 0755) < 0)
+	snprintf(upper, sizeof(upper), "%s/.u", ps->ws);
+	snprintf(work, sizeof(work), "%s/.w", ps->ws);
+	if (mkdir(upper, 0755) < 0 || mkdir(work, 0755) < 0)
 		return err_set(e, -errno, "overlay: mkdir: %s", strerror(errno));
 	/* An overlay in a user namespace keeps its whiteouts and opaque
 	 * folders in user xattrs of the upper layer. */
-	if (setxattr("/workspace/.w", "user.sandq", "1", 1, 0) < 0)
+	if (setxattr(work, "user.sandq", "1", 1, 0) < 0)
 		goto out_plain;
-	snprintf(opts, sizeof(opts), "lowerdir=/proc/self/fd/%d,upperdir=/workspace/.u,"
-	    "workdir=/workspace/.w,userxattr", ps->treefd);
-	if ((ps->upperfd = open("/workspace/.u", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	/* ws holds no ',', ':' or '\\' (proto/path.h): the options read as meant. */
+	snprintf(opts, sizeof(opts), "lowerdir=/proc/self/fd/%d,upperdir=%s,"
+	    "workdir=%s,userxattr", ps->treefd, upper, work);
+	if ((ps->upperfd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC)) < 0)
 		return err_set(e, -errno, "overlay: open upper: %s", strerror(errno));
-	if (mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, opts) == 0)
+	if (mount("overlay", ps->ws, "overlay", MS_NOSUID | MS_NODEV, opts) == 0)
 		return 1;
 	close(ps->upperfd);
 	ps->upperfd = -1;
 out_plain:
-	if (rmdir("/workspace/.u") < 0 || rmdir("/workspace/.w") < 0)
+	if (rmdir(upper) < 0 || rmdir(work) < 0)
 		return err_set(e, -errno, "overlay: rmdir: %s", strerror(errno));
 	return 0;
 }
@@ -536,7 +543,7 @@ session_apply(struct job *j, char *cwd, size_t cwdlen, const char *env, size_t e
 {
 	struct stat st;
 
-	/* A directory that is gone (or was in /tmp) means /workspace. */
+	/* A directory that is gone (or was in /tmp) means the sandbox's files. */
 	if (j->cwd == NULL && cwd != NULL && cwdlen > 0 && cwdlen <= JOB_PATH_MAX &&
 	    cwd[0] == '/' && strlen(cwd) == cwdlen && stat(cwd, &st) == 0 &&
 	    S_ISDIR(st.st_mode)) {
@@ -570,6 +577,10 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 	int rc, wsfd = -1;
 
 	if ((rc = perms_compile_job(&p, j, e)) < 0)
+		goto out;
+	/* A workdir's folders are made on the root before anything is mounted. */
+	if (strcmp(ps->ws, "/workspace") != 0 &&
+	    (rc = mount_workdir_make(ps->ws, ps->image, e)) < 0)
 		goto out;
 	if (ps->basefd >= 0 && ps->key != NULL) {
 		if (base_holds(ps, ps->key, &bytes, &entries)) {
@@ -609,12 +620,12 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 		if ((rc = agentfs_usage(fs, &bytes, &entries, e)) < 0)
 			goto out;
 		/* The snapshot, plus the job's own disk and inode allowance. */
-		if (!mounted &&
-		    (rc = mount_job_tmpfs(&j->limits, bytes + entries * 4096, entries, e)) < 0)
+		if (!mounted && (rc = mount_job_tmpfs(&j->limits, bytes + entries * 4096,
+		    entries, ps->ws, e)) < 0)
 			goto out;
-		wsfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		wsfd = open(ps->ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (wsfd < 0) {
-			rc = err_set(e, -errno, "open /workspace: %s", strerror(errno));
+			rc = err_set(e, -errno, "open %s: %s", ps->ws, strerror(errno));
 			goto out;
 		}
 		if ((rc = workspace_materialise_rules(fs, wsfd, &lim, &p, mark_cb, &mk, e)) < 0)
@@ -633,7 +644,10 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 				rules = val;
 		}
 	}
-	if ((rc = marks_mount(mk.buf, mk.len, e)) < 0)
+	if ((rc = marks_mount(mk.buf, mk.len, ps->ws, e)) < 0)
+		goto out;
+	/* Files elsewhere: /workspace, and the kept base under it, covered. */
+	if (strcmp(ps->ws, "/workspace") != 0 && (rc = mount_workspace_cover(e)) < 0)
 		goto out;
 	if (j->op == OP_SH) {
 		/*
@@ -913,9 +927,9 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	 * The capture stops (-ENOSPC) once the snapshot would grow by more.
 	 */
 	lim.max_growth = j->limits.disk_bytes;
-	wsfd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	wsfd = open(ps->ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (wsfd < 0) {
-		rc = err_set(e, -errno, "open /workspace: %s", strerror(errno));
+		rc = err_set(e, -errno, "open %s: %s", ps->ws, strerror(errno));
 		goto out;
 	}
 	/*
@@ -944,6 +958,112 @@ out:
 		close(fd);
 	if (wsfd >= 0)
 		close(wsfd);
+	snapshot_view_close(&v);
+	workspace_changes_free(&ch);
+	perms_free(&p);
+	return rc;
+}
+
+/*** Seed: version 1 from a folder of the image ***/
+
+/*
+ * Opens dir (absolute, normalised: proto/path.h) of the root, each
+ * component with O_NOFOLLOW, so a link of the image's is never followed:
+ * the folder is the image's own, wherever its links point. The messages
+ * name the folder and the image.
+ */
+static int
+seed_dir_open(const char *dir, const char *image, struct err *e)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd = -1, next;
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(path) || dir[0] != '/')
+		return err_set(e, -EINVAL, "'%s': not an absolute path", dir);
+	memcpy(path, dir, n + 1);
+	if ((fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return err_set(e, -errno, "open /: %s", strerror(errno));
+	for (char *c = path + 1; *c != '\0';) {
+		char *end = c + strcspn(c, "/");
+		bool last = *end == '\0';
+
+		*end = '\0';	/* path is the component's own path, for messages */
+		if (fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			int err = errno;
+
+			close(fd);
+			return err_set(e, -err, "'%s' %s in image '%s'", path,
+			    err == ENOENT ? "does not exist" : strerror(err), image);
+		}
+		if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
+			close(fd);
+			return err_set(e, S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR,
+			    "'%s' is %s in image '%s'%s", path, S_ISLNK(st.st_mode) ?
+			    "a symlink" : "not a folder", image, S_ISLNK(st.st_mode) ?
+			    ": name the folder it points to" : "");
+		}
+		next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		if (next < 0)
+			return err_set(e, -errno, "'%s' in image '%s': %s", path, image,
+			    strerror(errno));
+		fd = next;
+		if (last)
+			break;
+		*end = '/';
+		c = end + 1;
+	}
+	return fd;
+}
+
+int
+persist_seed(int ctl, int snapfd, const struct job *j, struct err *e)
+{
+	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+	struct snapview v = { .img = MAP_FAILED, .patch = MAP_FAILED };
+	struct workspace_changes ch = { 0 };
+	struct perms p = { 0 };
+	uint64_t len64;
+	size_t len = 0;
+	int rc, dirfd = -1, fd = -1;
+
+	if (j->from_image_dir == NULL || j->image == NULL)
+		return err_set(e, -EINVAL, "a seed names a folder and an image");
+	/*
+	 * The caps of a job on the sandbox, as an import has them: what could
+	 * not be materialised must not be stored either.
+	 */
+	if (j->limits.files != 0 && j->limits.files < lim.max_files)
+		lim.max_files = (uint32_t)j->limits.files;
+	if (j->limits.disk_bytes != 0 && j->limits.disk_bytes < lim.max_bytes)
+		lim.max_bytes = j->limits.disk_bytes;
+	if (j->limits.disk_bytes != 0 && j->limits.disk_bytes < lim.max_file_bytes)
+		lim.max_file_bytes = j->limits.disk_bytes;
+	lim.max_growth = j->limits.disk_bytes;
+	/* The image's overlay root: its files show their layers' devices. */
+	lim.layer_devices = true;
+	/* Every file of the folder: the image's files are the tenant's own. */
+	if ((rc = perms_compile(&p, NULL, 0, "full-access", e)) < 0)
+		return rc;
+	if ((dirfd = seed_dir_open(j->from_image_dir, j->image, e)) < 0) {
+		rc = dirfd;
+		goto out;
+	}
+	if ((rc = snapshot_view(snapfd, -1, &v, e)) < 0 ||
+	    (rc = workspace_capture_inplace(dirfd, v.fs, &lim, &p, &ch, e)) < 0 ||
+	    (rc = patch_ship(v.fs, &fd, &len, e)) < 0)
+		goto out;
+	len64 = len;
+	if ((rc = send_changes(ctl, &ch)) < 0 ||
+	    (rc = msg_send(ctl, MSG_SBX_SNAPSHOT, 0, &len64, sizeof(len64), fd)) < 0)
+		err_set(e, rc, "hand the snapshot over: %s", strerror(-rc));
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
 	snapshot_view_close(&v);
 	workspace_changes_free(&ch);
 	perms_free(&p);

@@ -792,40 +792,38 @@ snapshot_fd_ok(int fd, uint64_t len)
 	    S_ISREG(st.st_mode) && (uint64_t)st.st_size == len && len > 0;
 }
 
-int
-sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
-    size_t snaplen, int *snapfd, size_t *len, struct result *res)
+/*
+ * Waits (until deadline, mono ns) for what a capture or a seed hands back:
+ * the changes, then the sealed patch (0, *snapfd and *len set), or init's
+ * failure (-1, res's error set: what names each kind of failure, and the
+ * prefix of its message, are the caller's, in how).
+ */
+struct handback {
+	const char *prefix;		/* starts each failure's message */
+	enum res_status input_st;	/* SBX_FAIL_INPUT's status and code */
+	const char *input_code;
+	enum res_status disk_st;	/* SBX_FAIL_DISK's */
+	const char *disk_code;
+	enum res_status timeout_st;	/* the deadline passed: status, code, message */
+	const char *timeout_code;
+	const char *timeout_msg;
+};
+
+static int
+handback_wait(struct sandbox *s, int64_t deadline, const struct handback *how,
+    int *snapfd, size_t *len, struct result *res)
 {
-	int64_t deadline = mono_ns() + (int64_t)CAPTURE_TIMEOUT_MS * 1000000;
-	struct err e = { 0 };
 	struct msg m;
 	int rc;
 
-	*snapfd = -1;
-	*len = 0;
-	/*
-	 * The job is over and its processes are gone; the capture holds the
-	 * old and the new snapshot in memory, charged to the sandbox's
-	 * cgroup: give it room beyond the job's own limit.
-	 */
-	if (s->cg_memory > 0 && cg_worker_job_limit(&s->cg, s->cg_memory +
-	    4 * (uint64_t)snaplen + 2 * j->limits.disk_bytes + ((uint64_t)64 << 20),
-	    sock_bound(s, s->cg_memory), s->cg_pids, &e) < 0)
-		log_warnx("capture: cannot raise the memory limit: %s", e.msg);
-	fd_set_nonblock(s->ctl, false);
-	if ((rc = msg_send(s->ctl, MSG_SBX_COMMIT, 0, rec, strlen(rec), -1)) < 0) {
-		result_set_error(res, ST_INTERNAL, "sandbox",
-		    "cannot ask the sandbox for its workspace: %s", strerror(-rc));
-		return -1;
-	}
 	msg_init(&m);
 	for (;;) {
 		struct pollfd pfd = { .fd = s->ctl, .events = POLLIN };
 		int64_t left = (deadline - mono_ns()) / 1000000;
 
 		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
-			result_set_error(res, ST_INTERNAL, "sandbox",
-			    "the workspace was not captured within %d ms", CAPTURE_TIMEOUT_MS);
+			result_set_error(res, how->timeout_st, how->timeout_code, "%s",
+			    how->timeout_msg);
 			break;
 		}
 		rc = msg_recv(s->ctl, &m, MSG_BLOB_MAX);
@@ -850,21 +848,96 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 			bool input = m.data[0] == SBX_FAIL_INPUT;
 			bool disk = m.data[0] == SBX_FAIL_DISK;
 
-			/* exit_code and the output stay: the job did run. */
-			result_set_error(res, disk ? ST_DISK_LIMIT : input ? ST_REJECTED :
-			    ST_INTERNAL, disk ? "disk_limit" : input ? "commit_refused" :
-			    "sandbox", "the job ran, but its workspace was not committed: "
-			    "%.*s", (int)(m.len - 1), (const char *)m.data + 1);
+			result_set_error(res, disk ? how->disk_st : input ? how->input_st :
+			    ST_INTERNAL, disk ? how->disk_code : input ? how->input_code :
+			    "sandbox", "%s%.*s", how->prefix, (int)(m.len - 1),
+			    (const char *)m.data + 1);
 			break;
 		} else {
-			result_set_error(res, ST_INTERNAL, "sandbox",
-			    "sandbox init ended during the capture");
+			result_set_error(res, ST_INTERNAL, "sandbox", "%ssandbox init ended "
+			    "before it was done", how->prefix);
 			break;
 		}
 		msg_clear(&m);
 	}
 	msg_clear(&m);
 	return -1;
+}
+
+int
+sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
+    size_t snaplen, int *snapfd, size_t *len, struct result *res)
+{
+	static const struct handback how = {
+		/* exit_code and the output stay: the job did run. */
+		.prefix = "the job ran, but its workspace was not committed: ",
+		.input_st = ST_REJECTED, .input_code = "commit_refused",
+		.disk_st = ST_DISK_LIMIT, .disk_code = "disk_limit",
+		.timeout_st = ST_INTERNAL, .timeout_code = "sandbox",
+		.timeout_msg = "the workspace was not captured within 120000 ms",
+	};
+	int64_t deadline = mono_ns() + (int64_t)CAPTURE_TIMEOUT_MS * 1000000;
+	struct err e = { 0 };
+	int rc;
+
+	_Static_assert(CAPTURE_TIMEOUT_MS == 120000, "the message above says so");
+	*snapfd = -1;
+	*len = 0;
+	/*
+	 * The job is over and its processes are gone; the capture holds the
+	 * old and the new snapshot in memory, charged to the sandbox's
+	 * cgroup: give it room beyond the job's own limit.
+	 */
+	if (s->cg_memory > 0 && cg_worker_job_limit(&s->cg, s->cg_memory +
+	    4 * (uint64_t)snaplen + 2 * j->limits.disk_bytes + ((uint64_t)64 << 20),
+	    sock_bound(s, s->cg_memory), s->cg_pids, &e) < 0)
+		log_warnx("capture: cannot raise the memory limit: %s", e.msg);
+	fd_set_nonblock(s->ctl, false);
+	if ((rc = msg_send(s->ctl, MSG_SBX_COMMIT, 0, rec, strlen(rec), -1)) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "cannot ask the sandbox for its workspace: %s", strerror(-rc));
+		return -1;
+	}
+	return handback_wait(s, deadline, &how, snapfd, len, res);
+}
+
+int
+sandbox_seed(struct sandbox *s, const struct job *j, const void *spec,
+    size_t speclen, int img_fd, int *patchfd, size_t *len, struct result *res)
+{
+	const struct job_limits *l = &j->limits;
+	char timeout[160];
+	struct handback how = {
+		.prefix = "from_image_dir: ",
+		.input_st = ST_REJECTED, .input_code = "image",
+		.disk_st = ST_REJECTED, .disk_code = "too_large",
+		.timeout_st = ST_REJECTED, .timeout_code = "timeout",
+		.timeout_msg = timeout,
+	};
+	struct err e = { 0 };
+	int64_t deadline;
+	int rc;
+
+	*patchfd = -1;
+	*len = 0;
+	snprintf(timeout, sizeof(timeout), "from_image_dir: the folder was not "
+	    "captured within the wall_ms limit of %llu ms",
+	    (unsigned long long)l->wall_ms);
+	if (wait_ready(s, res) < 0)
+		return -1;
+	/* The capture holds the folder's snapshot in memory: its size and more. */
+	if (cg_worker_job_limit(&s->cg, l->memory_bytes + 2 * l->disk_bytes +
+	    ((uint64_t)64 << 20), sock_bound(s, l->memory_bytes), l->pids, &e) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox", "cgroup: %s", e.msg);
+		return -1;
+	}
+	if ((rc = msg_send(s->ctl, MSG_SBX_SPEC, 0, spec, speclen, img_fd)) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox",
+		    "cannot hand the seed to its sandbox: %s", strerror(-rc));
+		return -1;
+	}
+	deadline = mono_ns() + (int64_t)l->wall_ms * 1000000;
+	return handback_wait(s, deadline, &how, patchfd, len, res);
 }
 
 void

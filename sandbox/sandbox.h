@@ -161,6 +161,24 @@ int sandbox_capture(struct sandbox *sbx, const struct job *j, const char *rec,
     size_t snaplen, int *snapfd, size_t *len, struct result *res);
 
 /*
+ * Seeds a new sandbox's version 1 from a folder of the image this sandbox
+ * was prepared on. j is a sandbox.create with from_image_dir (limits
+ * resolved), spec/speclen its normalised encoding, img_fd an empty
+ * snapshot (a sealed memfd; not closed). Init captures the folder, as it
+ * shows through the image's overlay root, into that snapshot with the
+ * capture's own checks (persist.c, workspace_capture_inplace()) under j's
+ * files and disk_bytes, within j's wall_ms; no process of the job's runs.
+ * On success returns 0 with *patchfd (the caller closes it) and *len the
+ * patch over img_fd, as sandbox_capture() gives them, and res's change
+ * counts and refused_paths filled; else -1 with res's error: rejected with
+ * code image (the folder is missing, not a folder, a symlink: the message
+ * names it and the image), too_large (past a limit), timeout (past
+ * wall_ms); internal for ours. The sandbox is spent afterwards.
+ */
+int sandbox_seed(struct sandbox *sbx, const struct job *j, const void *spec,
+    size_t speclen, int img_fd, int *patchfd, size_t *len, struct result *res);
+
+/*
  * After sandbox_capture() succeeded: tells init whether its snapshot was
  * committed, as base_key (the key of the worker's kept base it becomes), or
  * not (NULL). With a key, init brings the kept base up to the commit and

@@ -188,7 +188,8 @@ store_image_check(const char *image, const char *workdir, struct err *e)
 		return err_set(e, -EINVAL, "store: workdir: not a normalised absolute "
 		    "path other than /");
 	for (size_t i = 0; i < n; i++) {
-		if ((unsigned char)workdir[i] < 0x20 || (unsigned char)workdir[i] > 0x7e)
+		if ((unsigned char)workdir[i] < 0x20 || (unsigned char)workdir[i] > 0x7e ||
+		    workdir[i] == ',' || workdir[i] == ':' || workdir[i] == '\\')
 			return err_set(e, -EINVAL, "store: workdir: byte 0x%02x at "
 			    "offset %zu", (unsigned char)workdir[i], i);
 		/* Each component: not empty, not "." nor "..". */

@@ -1876,6 +1876,9 @@ Test(payload, rejects_workdirs_and_image_dirs_sandq_cannot_use)
 		{ "/a\nb", "field 'workdir': byte 0x0a at offset 2: a folder is "
 		    "printable ASCII" },
 		{ "/caf\xc3\xa9", "field 'workdir': byte 0xc3 at offset 4" },
+		{ "/a,b", "field 'workdir': ',' at offset 2: a folder may not hold ',', "
+		    "':' or '\\'" },
+		{ "/a:b", "field 'workdir': ':' at offset 2" },
 	};
 	char big[JOB_ROOT_DIR_MAX + 2], deep[200];
 

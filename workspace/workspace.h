@@ -69,6 +69,11 @@ struct workspace_limits {
 	uint64_t max_growth;		/* capture only: how much the snapshot's
 					 * size may grow over base's (see
 					 * workspace_size()); 0: no bound */
+	bool layer_devices;		/* capture only: the tree is a folder of
+					 * an overlay root (an image's, where
+					 * no mount can be below it), whose
+					 * files report their layer's device:
+					 * only folders must be on the tree's */
 };
 
 /*

@@ -654,8 +654,10 @@ cap_entry(struct cap *c, int pfd, int mpfd, const char *name, size_t plen,
 		return cap_locked(c, pfd, mpfd, name, &st, be, level, plen,
 		    depth);
 	/* A mount (even one the job could make in its own namespace) is
-	 * not part of the workspace: never enter or copy another device. */
-	if (st.st_dev != c->dev)
+	 * not part of the workspace: never enter or copy another device.
+	 * Through an overlay, a file shows its layer's device; a folder,
+	 * which a mount point would be, the overlay's. */
+	if (st.st_dev != c->dev && !(c->lim.layer_devices && !S_ISDIR(st.st_mode)))
 		return err_set(c->e, -EXDEV, "workspace: %s: on another "
 		    "file system", c->path);
 	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) &&
