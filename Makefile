@@ -90,7 +90,7 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
-WORKER_SRCS := worker/main.c worker/job.c worker/image.c $(OPS_SRCS)
+WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \

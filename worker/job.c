@@ -142,6 +142,12 @@ send_result(struct worker *w, uint32_t job_id, const struct result *res)
 	return rc;
 }
 
+static void
+pk_key(msgpack_packer *pk, const char *k)
+{
+	msgpack_pack_str_with_body(pk, k, strlen(k));
+}
+
 /*** History ***/
 
 /*
@@ -322,16 +328,14 @@ snap_compact(struct worker *w)
 }
 
 /*
- * The head of the job's sandbox into w's snapshot memfd. Returns 0 with
- * *sb filled, or -1 with res filled (no such sandbox, or a store error).
+ * The row of the job's sandbox into *sb. Returns 0, or -1 with res filled
+ * (no such sandbox, or a store error).
  */
 static int
-snap_load(struct worker *w, const struct job *j, struct store_sandbox *sb,
+snap_row(struct worker *w, const struct job *j, struct store_sandbox *sb,
     struct result *res)
 {
 	struct err e = { 0 };
-	void *blob = NULL;
-	size_t len = 0;
 	int rc;
 
 	rc = store_sandbox_get(w->store, j->tenant, j->sandbox, sb, &e);
@@ -344,6 +348,58 @@ snap_load(struct worker *w, const struct job *j, struct store_sandbox *sb,
 		result_set_error(res, ST_INTERNAL, "store", "%s", e.msg);
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * Whether run j may go on the sandbox whose row is sb (docs/images.md
+ * "Sandboxes on images"): what sandqd held the sandbox runs on
+ * (j->sandbox_image, j->sandbox_workdir; NULL for none) must be what the
+ * row records, and a sandbox that records an image runs on that image
+ * alone. Otherwise nothing runs: res is rejected with code image_stale
+ * and data {"image", "workdir"}, the row's ("" for none), which sandqd
+ * reads to admit the job again on them, or to refuse it for naming
+ * another image (dispatcher/sbximage.c). Returns 0 or -1.
+ */
+static int
+runs_on(const struct job *j, const struct store_sandbox *sb, struct result *res)
+{
+	msgpack_sbuffer buf;
+	msgpack_packer pk;
+
+	if (strcmp(j->sandbox_image != NULL ? j->sandbox_image : "", sb->image) == 0 &&
+	    strcmp(j->sandbox_workdir != NULL ? j->sandbox_workdir : "",
+	    sb->workdir) == 0 && (sb->image[0] == '\0' ||
+	    (j->image != NULL && strcmp(j->image, sb->image) == 0)))
+		return 0;
+	result_set_error(res, ST_REJECTED, "image_stale", "sandbox '%s' runs on %.200s "
+	    "with its files at %.200s", j->sandbox, sb->image[0] ? sb->image :
+	    "the job's own image", sb->workdir[0] ? sb->workdir : "/workspace");
+	msgpack_sbuffer_init(&buf);
+	msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 2);
+	pk_key(&pk, "image");
+	msgpack_pack_str_with_body(&pk, sb->image, strlen(sb->image));
+	pk_key(&pk, "workdir");
+	msgpack_pack_str_with_body(&pk, sb->workdir, strlen(sb->workdir));
+	res->data_len = buf.size;
+	res->data = (uint8_t *)msgpack_sbuffer_release(&buf);
+	res->started_at = res->finished_at = now_ms();
+	return -1;
+}
+
+/*
+ * The head of row sb into w's snapshot memfd (kept: the next job on the
+ * same head reads nothing). Returns 0, or -1 with res filled.
+ */
+static int
+snap_load(struct worker *w, const struct store_sandbox *sb, struct result *res)
+{
+	struct err e = { 0 };
+	void *blob = NULL;
+	size_t len = 0;
+	int rc;
+
 	if (w->snap_fd >= 0 && strcmp(w->snap_sha, sb->head) == 0)
 		return 0;
 	if ((rc = store_blob_get(w->store, sb->head, &blob, &len, &e)) < 0 ||
@@ -560,12 +616,6 @@ case_passes(const struct job_case *c, const struct result *r)
 	return ok;
 }
 
-static void
-pk_key(msgpack_packer *pk, const char *k)
-{
-	msgpack_pack_str_with_body(pk, k, strlen(k));
-}
-
 /* One case's outcome, in the run's data. */
 static void
 pack_case(msgpack_packer *pk, size_t i, const struct job_case *c,
@@ -689,14 +739,28 @@ run_job(struct worker *w, const struct msg *m)
 		fatalx("dispatcher sent a job that does not decode: %s", e.msg);
 	w->job_seq = m->hdr.job_id;
 	res = result_new(j->id);
+	/* A sandbox made from an image's folder: seeded in a sandbox on it. */
+	if (j->op == OP_SANDBOX_CREATE && j->from_image_dir != NULL) {
+		if (image_for(w, j, res) == 0) {
+			prepare_next(w);
+			worker_seed(w, j, m->data, m->len, res);
+		}
+		goto out_send;
+	}
 	if (!JOB_OP_RUNS(j->op)) {
 		ops_run_quota(w->store, j, w->quota, res);
+		goto out_send;
+	}
+	/* The sandbox's row first: it says which image the job runs on. */
+	if (j->sandbox != NULL && (snap_row(w, j, &sb, res) < 0 ||
+	    runs_on(j, &sb, res) < 0)) {
+		res->started_at = res->finished_at = now_ms();
 		goto out_send;
 	}
 	if (image_for(w, j, res) < 0)
 		goto out_send;
 	prepare_next(w);
-	if (j->sandbox != NULL && snap_load(w, j, &sb, res) < 0) {
+	if (j->sandbox != NULL && snap_load(w, &sb, res) < 0) {
 		res->started_at = res->finished_at = now_ms();
 	} else if (w->next == NULL) {
 		result_set_error(res, ST_INTERNAL, "sandbox",

@@ -127,7 +127,15 @@ int
 ops_run_quota(struct store *st, const struct job *j, uint64_t quota,
     struct result *res)
 {
-	struct ops o = { .st = st, .j = j, .res = res, .quota = quota };
+	return ops_run_seeded(st, j, quota, NULL, 0, res);
+}
+
+int
+ops_run_seeded(struct store *st, const struct job *j, uint64_t quota,
+    const void *seed, size_t len, struct result *res)
+{
+	struct ops o = { .st = st, .j = j, .res = res, .quota = quota,
+	    .seed = seed, .seed_len = len };
 	int64_t t0 = mono_ns();
 	int rc = OPS_DONE, ret = 0;
 

@@ -66,6 +66,15 @@ int ops_run(struct store *st, const struct job *j, struct result *res);
  */
 int ops_run_quota(struct store *st, const struct job *j, uint64_t quota,
     struct result *res);
+/*
+ * ops_run_quota() of a sandbox.create with from_image_dir, whose version 1
+ * a sandbox on the image captured from the image's folder (worker/seed.c):
+ * seed (len bytes, an AgentFS database sandq wrote; not owned) becomes
+ * the new sandbox's head, with the create's history row, image and
+ * workdir, as a create from files would.
+ */
+int ops_run_seeded(struct store *st, const struct job *j, uint64_t quota,
+    const void *seed, size_t len, struct result *res);
 
 /*
  * A string of a tool_calls row (runs' too, worker/job.c): n bytes of p as

@@ -336,7 +336,8 @@ void
 ops__pk_info(msgpack_packer *pk, const struct store_sandbox *sb, bool with_size,
     uint64_t size)
 {
-	msgpack_pack_map(pk, with_size ? 7 : 6);
+	msgpack_pack_map(pk, (with_size ? 7 : 6) + (sb->image[0] != '\0') +
+	    (sb->workdir[0] != '\0'));
 	pack_kv_str(pk, "sandbox", sb->id);
 	pack_kv_u64(pk, "version", sb->version);
 	pack_kv_str(pk, "snapshot", sb->head);
@@ -346,6 +347,11 @@ ops__pk_info(msgpack_packer *pk, const struct store_sandbox *sb, bool with_size,
 	pack_kv_i64(pk, "updated_at", sb->updated_at);
 	pack_str(pk, "labels");
 	pk_labels(pk, sb->labels);
+	/* What it runs on (docs/images.md): absent for none. */
+	if (sb->image[0] != '\0')
+		pack_kv_str(pk, "image", sb->image);
+	if (sb->workdir[0] != '\0')
+		pack_kv_str(pk, "workdir", sb->workdir);
 }
 
 /* One fs.list/fs.stat entry map. */
@@ -476,9 +482,10 @@ ops__commit(struct ops *o, json_t *params, bool create, const char *labels)
 	 * unnamed, whatever retention runs meanwhile. The tenant's storage
 	 * quota, kept history included, is checked in it (store.h). */
 	store_set_quota(o->st, o->quota);
+	/* A new sandbox records what its runs use (sandqd made it canonical). */
 	if (create)
-		rc = store_sandbox_create_blob(o->st, o->j->tenant, o->id, blob, len,
-		    labels, o->new_sha, &e);
+		rc = store_sandbox_create_image(o->st, o->j->tenant, o->id, blob, len,
+		    labels, o->j->image, o->j->workdir, o->new_sha, &e);
 	else
 		rc = store_sandbox_commit_blob(o->st, o->j->tenant, o->id,
 		    o->sb.version, blob, len, o->head != NULL ? o->sb.head : NULL,

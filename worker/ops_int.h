@@ -47,6 +47,9 @@ struct ops {
 	char new_sha[STORE_SHA_HEX + 1];	/* head after a commit */
 	uint64_t new_version;			/* its version */
 	size_t blob_len;			/* bytes of the committed blob */
+	const void *seed;			/* a seeded create's version 1
+						 * (ops_run_seeded()), or NULL */
+	size_t seed_len;
 };
 
 /* An array whose length is known at the end (see DESIGN). */

@@ -502,7 +502,22 @@ ops__sandbox_create(struct ops *o)
 	if ((rc = ops__labels_json(o, &labels)) != 0)
 		return rc;
 	params = json_object();
-	if (j->snapshot != NULL) {
+	if (j->image != NULL)
+		json_object_set_new(params, "image", json_string(j->image));
+	if (j->workdir != NULL)
+		json_object_set_new(params, "workdir", json_string(j->workdir));
+	if (j->from_image_dir != NULL) {
+		/* Captured from the image by a sandbox on it (worker/seed.c). */
+		json_object_set_new(params, "from_image_dir",
+		    json_string(j->from_image_dir));
+		if (o->seed == NULL)
+			rc = ops__fail(o, ST_INTERNAL, "internal", "sandbox '%s': a "
+			    "create from an image's folder was not seeded", o->id);
+		else if ((rc = agentfs_open_trusted(o->seed, o->seed_len, &o->fs,
+		    &e)) != 0)
+			rc = ops__fail(o, ST_INTERNAL, "store", "sandbox '%s': the "
+			    "seeded snapshot: %s", o->id, ops__emsg(&e));
+	} else if (j->snapshot != NULL) {
 		rc = import_build(o);
 		json_object_set_new(params, "snapshot",
 		    json_integer((json_int_t)j->snapshot_len));
@@ -547,6 +562,13 @@ ops__sandbox_import(struct ops *o)
 		return ops__store_fail(o, rc, o->id, &e);
 	create = rc == -ENOENT;
 	o->have_sb = !create;
+	/* An existing sandbox keeps what it runs on: a differing ask is refused. */
+	if (!create && ((j->image != NULL && strcmp(j->image, o->sb.image) != 0) ||
+	    (j->workdir != NULL && strcmp(j->workdir, o->sb.workdir) != 0)))
+		return ops__fail(o, ST_REJECTED, "invalid", "sandbox '%s' runs on %s%s"
+		    " with its files at %s; an import into it cannot change that",
+		    o->id, o->sb.image[0] ? "image " : "its jobs' own image",
+		    o->sb.image, o->sb.workdir[0] ? o->sb.workdir : "/workspace");
 	/* Labels name a new sandbox; an existing one keeps its own. */
 	if (create && (rc = ops__labels_json(o, &labels)) != 0)
 		return rc;

@@ -42,4 +42,13 @@ struct worker {
 /* Serves jobs until the channel closes. Returns the process exit code. */
 int worker_loop(struct worker *w);
 
+/*
+ * seed.c: runs j, a sandbox.create with from_image_dir (spec/speclen its
+ * normalised encoding), in w->next, prepared on j's image (which it then
+ * leaves spent in w->spent): its version 1 is the image's folder, and the
+ * create goes on as ops_run_seeded() does. Fills res either way.
+ */
+void worker_seed(struct worker *w, const struct job *j, const void *spec,
+    size_t speclen, struct result *res);
+
 #endif
