@@ -8,6 +8,8 @@
  *   pool.c   the worker table: spawn, handshake, dispatch, reap, respawn
  *   images.c the image cache (STATE/images): a run's image resolved to a
  *            digest before it is queued, pulled off the loop if need be
+ *   sbximage.c what each sandbox runs on (its image, its workdir), as a
+ *            hint the worker checks against the sandbox's row
  *   core/    the lower room, without Redis or libuv (core/core.h): intake.c
  *            decides what an entry is worth, runq.c which job runs next and
  *            on which worker
@@ -101,6 +103,7 @@ struct sandqd {
 	struct djob_list pushing;	/* results whose commit goes to Redis */
 	uv_timer_t pool_watch;		/* finds workers stuck (pool.c) */
 	struct dimages *images;		/* the image cache and its pulls (images.c) */
+	struct sbximages *sbximages;	/* what sandboxes run on (sbximage.c) */
 };
 
 /*** tenants.c ***/
@@ -176,8 +179,44 @@ const char *images_root(const struct sandqd *d);
 bool images_before(struct sandqd *d, struct djob *j);
 /* j no longer waits for its image (it is answered or freed). */
 void images_forget(struct djob *j);
+/*
+ * Takes back what images_before() gave j (its image_id, the image's Env
+ * and WorkingDir) so that it can be admitted again on another image.
+ */
+void images_unapply(struct djob *j);
 /* How many of t's queued jobs wait for their image. */
 size_t images_waiting(const struct tenant *t);
+
+/*** sbximage.c ***/
+
+void sbximage_init(struct sandqd *d);
+void sbximage_free(struct sandqd *d);
+/*
+ * What sandqd holds tenant/id runs on: true with *image and *workdir (each
+ * NULL for none; valid until the next change) if it holds anything; false
+ * (both NULL) for a sandbox it knows nothing of, which is held to record
+ * neither.
+ */
+bool sbximage_get(const struct sandqd *d, const char *tenant, const char *id,
+    const char **image, const char **workdir);
+/*
+ * Before intake_admit() of job (j's, decoded): notes whether it named its
+ * image, and for a run on a sandbox sets in->sandbox_image and the job's
+ * sandbox_image and sandbox_workdir to what sandqd holds its sandbox runs
+ * on, for the worker to check.
+ */
+void sbximage_admit(struct sandqd *d, struct djob *j, struct job *job,
+    struct intake *in);
+/* Learns from a worker's result r of j (a create, import, fork, delete). */
+void sbximage_result(struct sandqd *d, const struct djob *j, const struct result *r);
+/*
+ * The worker's result r of j: true if it was the worker's "image_stale"
+ * (the sandbox's row says another image or workdir than j carried),
+ * consumed here: the hint is corrected and j admitted again, from the
+ * head of its queue, or answered (rejected, code image: it names another
+ * image than its sandbox's). False: r is an ordinary result.
+ */
+bool sbximage_stale(struct sandqd *d, struct djob *j, const struct result *r);
 
 /*** status.c ***/
 

@@ -116,7 +116,10 @@ images_apply(struct sandqd *d, struct djob *j, const struct img_record *r,
 
 	free(job->image_id);
 	job->image_id = xstrdup(r->manifest);
-	if (r->nenv > 0) {
+	j->img_env = 0;
+	j->img_cwd = false;
+	/* A sandbox.create or import takes the digest alone. */
+	if (JOB_OP_RUNS(job->op) && r->nenv > 0) {
 		job->env = xreallocarray(job->env, job->nenv + r->nenv + 1, sizeof(char *));
 		for (size_t i = 0; i < r->nenv; i++) {
 			const char *eq = strchr(r->env[i], '=');
@@ -132,10 +135,14 @@ images_apply(struct sandqd *d, struct djob *j, const struct img_record *r,
 		}
 		job->nenv += added;
 		job->env[job->nenv] = NULL;
+		j->img_env = (uint16_t)added;
 	}
-	if (job->cwd == NULL && !job->persist)
+	/* A run on a sandbox starts in its files (the worker's default). */
+	if (JOB_OP_RUNS(job->op) && job->cwd == NULL && job->sandbox == NULL) {
 		job->cwd = xstrdup(r->working_dir != NULL && r->working_dir[0] == '/' ?
 		    r->working_dir : "/");
+		j->img_cwd = true;
+	}
 	if (payload_job_encode(job, &norm, &normlen) < 0)
 		fatalx("cannot encode a job");
 	if (payload_job_decode(norm, normlen, &back, NULL, &e) < 0) {
@@ -273,7 +280,7 @@ images_before(struct sandqd *d, struct djob *j)
 	const struct job *job = j->job;
 	char msg[400];
 
-	if (job == NULL || !JOB_OP_RUNS(job->op) || job->image == NULL ||
+	if (job == NULL || !JOB_HAS_IMAGE(job) || job->image == NULL ||
 	    strcmp(job->image, "host") == 0 || job->image_id != NULL)
 		return true;
 	if (d->images == NULL) {
@@ -286,6 +293,29 @@ images_before(struct sandqd *d, struct djob *j)
 		return false;
 	}
 	return true;
+}
+
+void
+images_unapply(struct djob *j)
+{
+	struct job *job = j->job;
+
+	for (; j->img_env > 0 && job->nenv > 0; j->img_env--)
+		free(job->env[--job->nenv]);
+	if (job->env != NULL) {
+		job->env[job->nenv] = NULL;
+		if (job->nenv == 0) {
+			free(job->env);
+			job->env = NULL;
+		}
+	}
+	if (j->img_cwd) {
+		free(job->cwd);
+		job->cwd = NULL;
+		j->img_cwd = false;
+	}
+	free(job->image_id);
+	job->image_id = NULL;
 }
 
 void

@@ -243,6 +243,8 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 	    AUDIT_LVL_INFO, NULL);
 	j->job = NULL;
 	in.now = now_ms();
+	/* A run on a sandbox runs on the sandbox's image (sbximage.c). */
+	sbximage_admit(d, j, job, &in);
 	switch (intake_admit(&in, job, json_array_size(attempts), &j->norm, &j->normlen,
 	    &r)) {
 	case INTAKE_OK:
@@ -337,6 +339,12 @@ jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
 		return;
 	}
 	r->worker = worker;
+	/* The sandbox runs on another image than sandqd held: admitted again. */
+	if (sbximage_stale(d, j, r)) {
+		result_free(r);
+		return;
+	}
+	sbximage_result(d, j, r);
 	if (!shared_after(d, j, r))
 		return;		/* its commit goes to Redis first (shared.c) */
 	answer(d, j, r);

@@ -431,6 +431,7 @@ main(int argc, char **argv)
 	daudit_start(d);
 	admit_init(d);
 	images_start(d);
+	sbximage_init(d);
 	pool_start(d);
 	rq_start(d->rq);
 	tenants_start(d);
@@ -455,6 +456,7 @@ main(int argc, char **argv)
 	free(d->runq.slots);
 	tenants_free(d);
 	images_free(d);
+	sbximage_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);
 	log_info("stopped");

@@ -54,6 +54,11 @@ struct djob {
 	uint64_t retry_at;		/* epoch ms its backoff ends; 0: not waiting */
 	struct dimg_op *img_wait;	/* the pull (or eviction) its image waits
 					 * on: queued, not runnable; NULL: none */
+	uint16_t img_env;		/* variables images_apply() added to its env */
+	bool img_cwd;			/* images_apply() set its cwd */
+	bool image_named;		/* the client named its image */
+	uint8_t image_stale;		/* times its sandbox's image was not what
+					 * sandqd held (sbximage.c) */
 	bool cancelled;			/* sandq cancel: its worker is being killed */
 	uint8_t sync;			/* SYNC_*: the shared store around it (shared.c) */
 	uint64_t sbx_from;		/* the sandbox's version it was given */
@@ -145,6 +150,9 @@ struct intake {
 	const char *tenant;		/* the stream's tenant */
 	const struct tenant_conf *conf;	/* its own settings, or NULL (none) */
 	uint64_t now;			/* epoch ms, for the deadline */
+	const char *sandbox_image;	/* a run's sandbox's image as sandqd holds it
+					 * (canonical), NULL: none known; the run's
+					 * image unless it names one */
 };
 
 enum intake_verdict {

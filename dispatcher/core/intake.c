@@ -82,6 +82,15 @@ intake_read(const struct intake *in, const char *raw, size_t rawlen,
 		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job",
 		    "field 'image_id': set by sandqd only");
 	}
+	/* So is what a run's sandbox runs on (dispatcher/sbximage.c). */
+	if (job->sandbox_image != NULL || job->sandbox_workdir != NULL) {
+		bool img = job->sandbox_image != NULL;
+
+		job_free(job);
+		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job", img ?
+		    "field 'sandbox_image': set by sandqd only" :
+		    "field 'sandbox_workdir': set by sandqd only");
+	}
 	/* The tenant is the stream's; a job may only repeat it. */
 	if (job->tenant != NULL && strcmp(job->tenant, in->tenant) != 0) {
 		char msg[200];
@@ -234,7 +243,9 @@ static bool
 image_pick(const struct intake *in, struct job *job, struct img_ref *ref,
     struct intake_refusal *r)
 {
-	const char *text = job->image != NULL ? job->image : in->cfg->default_image;
+	/* A run on a sandbox that records an image runs on it (sbximage.c). */
+	const char *text = job->image != NULL ? job->image :
+	    in->sandbox_image != NULL ? in->sandbox_image : in->cfg->default_image;
 	char canon[IMG_REF_MAX + 1], msg[sizeof(r->msg)];
 	struct err e = { 0 };
 
@@ -250,7 +261,8 @@ image_pick(const struct intake *in, struct job *job, struct img_ref *ref,
 		/* The canonical text is printable ASCII: img_ref_parse() says so. */
 		snprintf(msg, sizeof(msg), "field 'image': '%.256s'%s is not within "
 		    "this host's image_sources%s", canon, job->image ? "" :
-		    " (the default)", in->cfg->nimage_sources == 0 ?
+		    in->sandbox_image ? " (the sandbox's)" : " (the default)",
+		    in->cfg->nimage_sources == 0 ?
 		    " (empty: host only)" : "");
 		refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", msg);
 		return false;
@@ -278,8 +290,8 @@ tenant_image_rule(const struct intake *in, const struct job *job,
 	    img_source_allowed(c->image_sources, c->nimage_sources, ref))
 		return true;
 	snprintf(msg, sizeof(msg), "field 'image': '%.256s'%s is not within tenant "
-	    "'%s''s image_sources", job->image, named ? "" : " (the default)",
-	    in->tenant);
+	    "'%s''s image_sources", job->image, named ? "" : in->sandbox_image ?
+	    " (the sandbox's)" : " (the default)", in->tenant);
 	refuse_rule(r, AUDIT_CAT_QUOTA, "image_sources", "image", msg);
 	return false;
 }
@@ -333,7 +345,7 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 		    job->net ? "" : " (the default)", in->tenant, modes);
 		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
 	}
-	if (JOB_OP_RUNS(job->op) && !image_pick(in, job, &ref, r))
+	if (JOB_HAS_IMAGE(job) && !image_pick(in, job, &ref, r))
 		return INTAKE_ANSWER;
 	/*
 	 * Runs have limits, and so do imports: what they store must fit what
@@ -353,7 +365,7 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 		lim = in->cfg->ceiling;
 	if (!tenant_rules(in, job, &lim, r))
 		return INTAKE_ANSWER;
-	if (JOB_OP_RUNS(job->op)) {
+	if (JOB_HAS_IMAGE(job)) {
 		if (!tenant_image_rule(in, job, &ref, named, r))
 			return INTAKE_ANSWER;
 		/*
