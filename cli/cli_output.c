@@ -46,6 +46,7 @@ cli__job_opts(const struct sbx *s)
 	struct sandq_job_opts o = { 0 };
 
 	o.id = s->id;
+	o.image = s->image;
 	o.perms = s->perms;
 	o.nperms = s->nperms;
 	o.perm_preset = s->perm_preset;
@@ -129,6 +130,11 @@ cli__print_info(const json_t *o)
 	printf("created_at: %s\n", cli_fmt_time_ms(t1, sizeof(t1), cli_jint(o, "created_at")));
 	printf("updated_at: %s\n", cli_fmt_time_ms(t2, sizeof(t2), cli_jint(o, "updated_at")));
 	printf("labels: %s\n", cli__fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
+	/* What it runs on (docs/images.md): none means each job's own image. */
+	printf("image: %s\n", json_object_get(o, "image") ? cli_jesc(o, "image", "") :
+	    "(none: each job's own)");
+	printf("workdir: %s\n", json_object_get(o, "workdir") ? cli_jesc(o, "workdir", "") :
+	    "/workspace");
 }
 
 /* An fs entry as "key: value" lines, names and target escaped. */

@@ -19,6 +19,9 @@
  *
  * SECURITY. The server's answers are not trusted to name safe local
  * paths: see cli_fs.c for fs get.
+ * --image, --workdir and --from-image-dir make a sandbox on an image
+ * (docs/images.md "Sandboxes on images"): the server checks them, and
+ * seeds version 1 from the image's folder in a sandbox of its own.
  * --from DIR reads the folder with workspace_capture_rules(), which walks it with
  * the same care (see workspace/workspace.h), then drops what .gitignore files
  * and .git leave out.
@@ -64,6 +67,9 @@ enum {
 	S_PERM_PRESET,
 	S_ID,
 	S_KEEP_SYMLINKS,
+	S_IMAGE,
+	S_WORKDIR,
+	S_FROM_IMAGE_DIR,
 };
 
 #define SB(o) (1u << (o))
@@ -84,6 +90,9 @@ static const struct option sbx_opts[] = {
 	{ "perm-preset", required_argument, NULL, S_PERM_PRESET },
 	{ "id", required_argument, NULL, S_ID },
 	{ "keep-symlinks", no_argument, NULL, S_KEEP_SYMLINKS },
+	{ "image", required_argument, NULL, S_IMAGE },
+	{ "workdir", required_argument, NULL, S_WORKDIR },
+	{ "from-image-dir", required_argument, NULL, S_FROM_IMAGE_DIR },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -146,6 +155,18 @@ opt_apply(struct sbx *s, int o, const char *arg)
 		return 0;
 	case S_RECURSIVE:
 		s->recursive = true;
+		return 0;
+	/* Checked by libsandq as the server checks them (proto/path.h). */
+	case S_IMAGE:
+		if (arg[0] == '\0')
+			return cli__usage(s, "--image: expected host or a reference");
+		s->image = arg;
+		return 0;
+	case S_WORKDIR:
+		s->workdir = arg;
+		return 0;
+	case S_FROM_IMAGE_DIR:
+		s->from_image_dir = arg;
 		return 0;
 	case S_KEEP_SYMLINKS:
 		s->keep_symlinks = true;
@@ -417,14 +438,20 @@ human_ls(const json_t *d)
 	}
 	printf("%-*s  %7s  %-20s  %-12s  %s\n", w, "SANDBOX", "VERSION", "UPDATED",
 	    "SNAPSHOT", "LABELS");
-	json_array_foreach((json_t *)(uintptr_t)d, i, o)
-		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12s  %s\n", w,
+	/* A sandbox on an image says so after its labels: "image=REF:DIR". */
+	json_array_foreach((json_t *)(uintptr_t)d, i, o) {
+		printf("%-*s  %7" JSON_INTEGER_FORMAT "  %-20s  %-12s  %s", w,
 		    cli_jesc(o, "sandbox", ""), cli_jint(o, "version"),
 		    cli_fmt_time_ms(t, sizeof(t), cli_jint(o, "updated_at")),
 		    /* Its first 12 bytes: hex digits, or shown escaped. */
 		    cli_escn(cli_jstr(o, "snapshot", ""), strnlen(cli_jstr(o, "snapshot",
 		    ""), 12)),
 		    cli__fmt_labels(lb, sizeof(lb), json_object_get(o, "labels")));
+		if (json_object_get(o, "image") || json_object_get(o, "workdir"))
+			printf("  image=%s:%s", cli_jesc(o, "image", "-"),
+			    cli_jesc(o, "workdir", "/workspace"));
+		putchar('\n');
+	}
 }
 
 static void
@@ -463,12 +490,19 @@ static int
 cmd_create(struct sbx *s, struct sandq *c)
 {
 	struct sandq_op_args a = { .sandbox = s->args[0], .labels = s->labels,
-	    .nlabels = s->nlabels };
+	    .nlabels = s->nlabels, .workdir = s->workdir,
+	    .from_image_dir = s->from_image_dir };
 	struct sandq_result *r = NULL;
 	void *blob = NULL;
 	size_t len = 0;
 	int status;
 
+	if (s->from_image_dir != NULL && s->from != NULL)
+		return cli__usage(s, "--from and --from-image-dir: version 1 comes from "
+		    "one of them");
+	if (s->from_image_dir != NULL && s->image == NULL)
+		return cli__usage(s, "--from-image-dir needs --image (the image whose "
+		    "folder it is)");
 	if (s->from && (status = snapshot_from_dir(s->from, &blob, &len)) != 0)
 		return status;
 	a.snapshot = blob;
@@ -574,7 +608,7 @@ static int
 cmd_import(struct sbx *s, struct sandq *c)
 {
 	struct sandq_op_args a = { .sandbox = s->args[0], .labels = s->labels,
-	    .nlabels = s->nlabels };
+	    .nlabels = s->nlabels, .workdir = s->workdir };
 	struct sandq_result *r = NULL;
 	uint8_t *blob = NULL;
 	size_t len = 0;
@@ -597,8 +631,10 @@ cmd_import(struct sbx *s, struct sandq *c)
 }
 
 static const struct sbx_verb verbs[] = {
-	{ "sandbox", "create", 1, 1, SB(S_FROM) | SB(S_LABEL), cmd_create,
-	    "ID [--from DIR] [--label KEY=VALUE]..." },
+	{ "sandbox", "create", 1, 1, SB(S_FROM) | SB(S_LABEL) | SB(S_IMAGE) |
+	    SB(S_WORKDIR) | SB(S_FROM_IMAGE_DIR), cmd_create,
+	    "ID [--from DIR] [--image REF [--from-image-dir PATH]] [--workdir PATH] "
+	    "[--label KEY=VALUE]..." },
 	{ "sandbox", "ls", 0, 0, 0, cmd_ls, "" },
 	{ "sandbox", "info", 1, 1, 0, cmd_info, "ID" },
 	{ "sandbox", "fork", 2, 2, SB(S_LABEL), cmd_fork,
@@ -606,8 +642,8 @@ static const struct sbx_verb verbs[] = {
 	{ "sandbox", "rm", 1, 1, 0, cmd_rm, "ID" },
 	{ "sandbox", "history", 1, 1, 0, cmd_history, "ID [--json]" },
 	{ "sandbox", "export", 2, 2, 0, cmd_export, "ID FILE" },
-	{ "sandbox", "import", 2, 2, SB(S_LABEL), cmd_import,
-	    "ID FILE [--label KEY=VALUE]..." },
+	{ "sandbox", "import", 2, 2, SB(S_LABEL) | SB(S_IMAGE) | SB(S_WORKDIR),
+	    cmd_import, "ID FILE [--image REF] [--workdir PATH] [--label KEY=VALUE]..." },
 	{ "fs", "ls", 1, 2, SB(S_RECURSIVE) | SOPTS_PERMS, cli__fs_ls, "ID [PATH] [-R]" },
 	{ "fs", "cat", 2, 2, SOPTS_PERMS, cli__fs_cat, "ID PATH" },
 	{ "fs", "put", 3, 3, SOPTS_PERMS, cli__fs_put, "ID PATH LOCALFILE" },

@@ -41,6 +41,9 @@ struct sbx {
 	bool recursive;
 	bool keep_symlinks;		/* fs get --keep-symlinks */
 	const char *from;		/* --from DIR */
+	const char *image;		/* --image REF: what the new sandbox runs on */
+	const char *workdir;		/* --workdir PATH: where its files are */
+	const char *from_image_dir;	/* --from-image-dir PATH: its version 1 */
 	const char *id;			/* --id: the job id */
 	struct sandq_label *labels;	/* --label K=V; keys owned */
 	size_t nlabels;

@@ -709,6 +709,36 @@ static const struct {
 	{ "sandbox.list", OP_SANDBOX_LIST },
 };
 
+/*
+ * A sandbox.create's workdir and from_image_dir, checked and normalised as
+ * the server does (proto/path.h); a workdir of /workspace is the default,
+ * and one left out with from_image_dir is that folder, as the decoder has
+ * it.
+ */
+static int
+job_set_root_dirs(struct sandq *c, struct job *j, const struct sandq_op_args *a)
+{
+	char dir[JOB_ROOT_DIR_MAX + 1];
+	struct err e = { 0 };
+
+	if (a->from_image_dir != NULL) {
+		if (payload_root_dir_normalise(a->from_image_dir, strlen(a->from_image_dir),
+		    dir, false, "from_image_dir", &e) < 0)
+			return fail(c, -EINVAL, "%s", e.msg);
+		j->from_image_dir = xstrdup(dir);
+	}
+	if (a->workdir != NULL) {
+		if (payload_root_dir_normalise(a->workdir, strlen(a->workdir), dir, true,
+		    "workdir", &e) < 0)
+			return fail(c, -EINVAL, "%s", e.msg);
+		if (strcmp(dir, "/workspace") != 0)
+			j->workdir = xstrdup(dir);
+	} else if (j->from_image_dir != NULL) {
+		j->workdir = xstrdup(j->from_image_dir);
+	}
+	return 0;
+}
+
 /* Copies the labels as key, value pairs (the layout of struct job). */
 static int
 job_set_labels(struct sandq *c, struct job *j, const struct sandq_label *l,
@@ -815,7 +845,7 @@ job_set_args(struct sandq *c, struct job *j, const struct sandq_op_args *a)
 		return fail(c, -EINVAL, "files: a count but no array");
 	if (a->nfiles && job_set_files(c, j, a->files, a->nfiles) < 0)
 		return -EINVAL;
-	return 0;
+	return job_set_root_dirs(c, j, a);
 }
 
 /*

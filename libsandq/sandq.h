@@ -86,7 +86,10 @@ struct sandq_job_opts {
 	const char *net;		/* network mode; NULL = "none" */
 	const char *image;		/* runs: the image, "host" or a reference
 					 * (docs/images.md); NULL: the server's
-					 * default_image */
+					 * default_image, or the sandbox's.
+					 * sandbox.create/import: the image the
+					 * new sandbox's runs use; NULL: none
+					 * recorded (each run chooses) */
 	/* Persistent sandboxes: run/sh/python and, for perms, fs.*. */
 	const char *sandbox;		/* sandbox id, or NULL: a throw-away one */
 	enum sandq_persist persist;	/* commit the workspace back? */
@@ -119,6 +122,16 @@ struct sandq_op_args {
 	size_t nlabels;
 	const struct sandq_file *files;	/* sandbox.create: seeded files */
 	size_t nfiles;
+	/*
+	 * A sandbox on an image (docs/images.md "Sandboxes on images"): the
+	 * image is o->image; these say where its files are.
+	 */
+	const char *workdir;		/* sandbox.create/import: where the new
+					 * sandbox's files are in its runs;
+					 * NULL: /workspace (or from_image_dir) */
+	const char *from_image_dir;	/* sandbox.create: the folder of o->image
+					 * (e.g. "/testbed") that becomes its
+					 * version 1; needs o->image */
 };
 
 /* A system call the job's seccomp filter refused, and how many times. */
