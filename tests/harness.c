@@ -187,11 +187,17 @@ harness_redis_start(struct harness *h)
 void
 harness_start(struct harness *h, int workers, const char *const *extra)
 {
+	harness_redis_start(h);
+	harness_sandqd_start(h, workers, extra);
+}
+
+void
+harness_sandqd_start(struct harness *h, int workers, const char *const *extra)
+{
 	char state[300], workers_s[16];
 	const char *argv[64];
 	size_t n = 0;
 
-	harness_redis_start(h);
 	snprintf(state, sizeof(state), "%s/state", h->dir);
 	snprintf(workers_s, sizeof(workers_s), "%d", workers);
 	snprintf(h->log, sizeof(h->log), "%s/sandqd.log", h->dir);

@@ -44,6 +44,12 @@ struct harness {
 void harness_redis_start(struct harness *h);
 /* extra: NULL-terminated extra sandqd arguments, or NULL. */
 void harness_start(struct harness *h, int workers, const char *const *extra);
+/*
+ * The second half of harness_start(): sandqd alone, on the harness's Redis
+ * and state folder (again, after harness_stop_sandqd(): a restart), ready
+ * once a job has run.
+ */
+void harness_sandqd_start(struct harness *h, int workers, const char *const *extra);
 /* Sends SIGTERM to sandqd and returns its exit status (-1 if signalled). */
 int harness_stop_sandqd(struct harness *h, int timeout_ms);
 void harness_stop(struct harness *h);
