@@ -509,3 +509,96 @@ Test(intake, ops_that_run_nothing_take_no_image)
 	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
 	cr_expect_null(job->image);
 }
+
+/*** Sandboxes on images (docs/images.md) ***/
+
+/* What a run's sandbox runs on is sandqd's to say: a client's is refused. */
+Test(intake, a_clients_sandbox_image_or_workdir_is_refused)
+{
+	entry("j-s", true_argv, (const char *const[]){ "sandbox", "sb",
+	    "sandbox_image", "host", NULL }, 0);
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	cr_expect_str_eq(r.code, "invalid_job");
+	cr_expect_str_eq(r.msg, "field 'sandbox_image': set by sandqd only");
+	cr_expect_null(job);
+	entry("j-s", true_argv, (const char *const[]){ "sandbox", "sb",
+	    "sandbox_workdir", "/testbed", NULL }, 0);
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	cr_expect_str_eq(r.msg, "field 'sandbox_workdir': set by sandqd only");
+}
+
+/*
+ * A run naming no image takes its sandbox's (what sandqd holds), checked
+ * against the sources as its own would be, and named so in a refusal;
+ * a run naming one keeps it (the worker compares it with the sandbox's).
+ */
+Test(intake, a_run_on_a_sandbox_takes_the_sandboxs_image)
+{
+	set("image_sources=host, docker://r.io/*");
+	in.sandbox_image = "docker://r.io/task:1";
+	entry("j-s", true_argv, (const char *const[]){ "sandbox", "sb", NULL }, 0);
+	expect_image_admitted("docker://r.io/task:1");
+	entry("j-s", true_argv, (const char *const[]){ "sandbox", "sb", "image",
+	    "host", NULL }, 0);
+	expect_image_admitted("host");
+	/* The tenant's list applies to the sandbox's image, and says whose. */
+	tenant_set("image_sources", "host");
+	entry("j-s", true_argv, (const char *const[]){ "sandbox", "sb", NULL }, 0);
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'docker://r.io/task:1' (the sandbox's) is "
+	    "not within tenant 'acme''s image_sources", true);
+}
+
+/* An sbuf holding a sandbox.create of id sb with string fields kv. */
+static void
+entry_create(const char *const *kv)
+{
+	msgpack_packer pk;
+	size_t n = 0;
+
+	while (kv[2 * n] != NULL)
+		n++;
+	msgpack_sbuffer_clear(&buf);
+	msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 3 + n);
+	pstr(&pk, "id");
+	pstr(&pk, "j-c");
+	pstr(&pk, "op");
+	pstr(&pk, "sandbox.create");
+	pstr(&pk, "sandbox");
+	pstr(&pk, "sb");
+	for (size_t i = 0; i < n; i++) {
+		pstr(&pk, kv[2 * i]);
+		pstr(&pk, kv[2 * i + 1]);
+	}
+}
+
+/*
+ * A create's image is held to the sources as a run's is, made canonical;
+ * a create without one records none and takes no default; a seed's
+ * limits are resolved as an import's (the ceilings).
+ */
+Test(intake, a_create_on_an_image_is_checked_as_a_run)
+{
+	entry_create((const char *const[]){ "image", "docker://R.io/task", NULL });
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'docker://r.io/task:latest' is not within "
+	    "this host's image_sources (empty: host only)", false);
+	job_free(job);
+	job = NULL;
+	set("image_sources=host, docker://r.io/*");
+	entry_create((const char *const[]){ "image", "docker://R.io/task",
+	    "from_image_dir", "/testbed", NULL });
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_str_eq(job->image, "docker://r.io/task:latest");
+	cr_expect_str_eq(job->workdir, "/testbed");
+	cr_expect_eq(job->limits.disk_bytes, cfg.ceiling.disk_bytes, "an import's bound");
+	job_free(job);
+	job = NULL;
+	free(norm);
+	norm = NULL;
+	set("default_image=docker://r.io/base");
+	entry_create((const char *const[]){ "workdir", "/srv/app", NULL });
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_null(job->image, "no image: none recorded, not the default");
+}
