@@ -25,6 +25,7 @@ sandboxes.
 import asyncio
 import re
 import time
+from typing import Dict, Optional
 
 import redis
 import redis.asyncio
@@ -564,43 +565,64 @@ class Client:
 
     ### Sandboxes
 
-    def sandbox(self, id=None, *, snapshot=None, files=None, labels=None, keep=None,
-                create=None, perms=None, perm_preset=None):
+    def sandbox(self, id: Optional[str] = None, *, snapshot: Optional[bytes] = None,
+                files: Optional[dict] = None, labels: Optional[Dict[str, str]] = None,
+                keep: Optional[bool] = None, create: Optional[bool] = None,
+                perms=None, perm_preset: Optional[str] = None,
+                image: Optional[str] = None, workdir: Optional[str] = None,
+                from_image_dir: Optional[str] = None) -> "Sandbox":
         """A persistent sandbox (see sandq.Sandbox).
 
         sandbox()                   creates a new one at once (id "sbx-...")
         sandbox(files={...})        the same, seeded with files
         sandbox(snapshot=bytes)     created from an exported snapshot
+        sandbox(image=REF, from_image_dir="/testbed")
+                                    on an image, its first version that folder
+                                    of the image, its files there in its runs
         sandbox("proj")             opens an existing one (SandboxNotFound if none)
         sandbox("proj", create=True)  creates it under that id
 
-        A sandbox this call created is deleted when its with block ends,
-        unless keep=True; one it opened is kept unless keep=False. perms and
-        perm_preset apply to every run and fs op made through the object."""
+        image (docs/images.md "Sandboxes on images"): the image every run on
+        the sandbox uses ("host" or a reference within the server's
+        image_sources; a run naming another is rejected); workdir: where its
+        files are in its runs (default /workspace, or from_image_dir);
+        from_image_dir: the folder of image that becomes its first version.
+        Each of them makes a new sandbox. A sandbox this call created is
+        deleted when its with block ends, unless keep=True; one it opened is
+        kept unless keep=False. perms and perm_preset apply to every run and
+        fs op made through the object."""
         from .sandbox import Sandbox
-        sb, created = self._sandbox_plan(id, snapshot, files, create)
+        sb, created = self._sandbox_plan(id, snapshot, files, create, image, workdir,
+                                         from_image_dir)
         s = Sandbox(self, sb, created=created, keep=keep, perms=perms,
                     perm_preset=perm_preset)
         if created:
             s._info(self.call("sandbox.create", sandbox=sb, snapshot=snapshot,
-                              files=files, labels=labels).data)
+                              files=files, labels=labels, image=image,
+                              workdir=workdir, from_image_dir=from_image_dir).data)
         else:
             s._info(self.call("sandbox.info", sandbox=sb).data)
         return s
 
-    def asandbox(self, id=None, *, snapshot=None, files=None, labels=None, keep=None,
-                 create=None, perms=None, perm_preset=None):
+    def asandbox(self, id: Optional[str] = None, *, snapshot: Optional[bytes] = None,
+                 files: Optional[dict] = None, labels: Optional[Dict[str, str]] = None,
+                 keep: Optional[bool] = None, create: Optional[bool] = None,
+                 perms=None, perm_preset: Optional[str] = None,
+                 image: Optional[str] = None, workdir: Optional[str] = None,
+                 from_image_dir: Optional[str] = None):
         """Async sandbox(): await it, or use it as "async with
         client.asandbox() as sb"."""
         from .sandbox import Sandbox, _Opening
-        sb, created = self._sandbox_plan(id, snapshot, files, create)
+        sb, created = self._sandbox_plan(id, snapshot, files, create, image, workdir,
+                                         from_image_dir)
         s = Sandbox(self, sb, created=created, keep=keep, perms=perms,
                     perm_preset=perm_preset)
 
         async def open_it():
             if created:
                 r = await self.acall("sandbox.create", sandbox=sb, snapshot=snapshot,
-                                     files=files, labels=labels)
+                                     files=files, labels=labels, image=image,
+                                     workdir=workdir, from_image_dir=from_image_dir)
             else:
                 r = await self.acall("sandbox.info", sandbox=sb)
             s._info(r.data)
@@ -608,13 +630,19 @@ class Client:
         return _Opening(open_it)
 
     @staticmethod
-    def _sandbox_plan(sb, snapshot, files, create):
+    def _sandbox_plan(sb, snapshot, files, create, image=None, workdir=None,
+                      from_image_dir=None):
         if snapshot is not None and files is not None:
             raise errors.InvalidJob("sandbox: files or snapshot, not both")
-        want = sb is None or snapshot is not None or files is not None
+        if from_image_dir is not None and (snapshot is not None or files is not None):
+            raise errors.InvalidJob("sandbox: from_image_dir, files or snapshot: "
+                                    "one of them")
+        want = (sb is None or snapshot is not None or files is not None or
+                image is not None or workdir is not None or from_image_dir is not None)
         if create is False and want:
             raise errors.InvalidJob("sandbox: create=False needs an id and no "
-                                    "files or snapshot")
+                                    "files, snapshot, image, workdir or "
+                                    "from_image_dir")
         return (sb if sb is not None else new_id("sbx")), bool(want or create)
 
     def sandboxes(self):

@@ -57,7 +57,10 @@ RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files
 # Fields of the sandbox ops that callers may give.
 OP_FIELDS = frozenset(("id", "sandbox", "path", "data", "mode", "recursive", "key",
                        "value", "prefix", "to", "snapshot", "labels", "files",
-                       "perms", "perm_preset", "priority", "deadline_ms"))
+                       "perms", "perm_preset", "priority", "deadline_ms",
+                       "image", "workdir", "from_image_dir"))
+IMAGE_MAX = 1024                # bytes of an image reference
+ROOT_DIR_MAX = 1024             # bytes of a workdir or from_image_dir
 
 _ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -369,6 +372,18 @@ class Job:
             f["perms"] = _perms(fields["perms"])
         if "perm_preset" in fields:
             f["perm_preset"] = _str("perm_preset", fields["perm_preset"], 1, 64)
+        # A sandbox on an image (docs/images.md): the server checks the
+        # reference, its sources and the folders' rules, naming the field.
+        if "image" in fields:
+            f["image"] = _str("image", fields["image"], 1, IMAGE_MAX)
+        for k in ("workdir", "from_image_dir"):
+            if k in fields:
+                f[k] = _str(k, fields[k], 1, ROOT_DIR_MAX)
+                if not f[k].startswith("/"):
+                    raise InvalidJob("%s %r: expected an absolute path" % (k, f[k]))
+        if "from_image_dir" in f and "image" not in f:
+            raise InvalidJob("from_image_dir: needs image (the image whose folder "
+                             "seeds the sandbox)")
         _common(f, fields)
         return cls(f)
 

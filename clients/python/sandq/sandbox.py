@@ -9,7 +9,8 @@ list_files, exists, delete_file, kv, history, export_snapshot), so code
 written for it ports by changing how the sandbox is made.
 
 Paths are the sandbox's own: "/" is its root, which a job sees as
-/workspace; "a/b", "/a/b" and "/workspace/a/b" are the same file.
+/workspace (or its workdir); "a/b", "/a/b" and "/workspace/a/b" are the
+same file.
 
 Each method has an async twin named with an "a" in front.
 """
@@ -124,6 +125,8 @@ class Sandbox:
         self.perm_preset = perm_preset
         self.version = 0
         self.labels = {}
+        self.image = None           # the image its runs use, or None: theirs
+        self.workdir = "/workspace"  # where its files are in its runs
         self.deleted = False
         self.kv = KV(self)
 
@@ -131,6 +134,8 @@ class Sandbox:
         if isinstance(data, dict):
             self.version = data.get("version", self.version)
             self.labels = data.get("labels") or {}
+            self.image = data.get("image")
+            self.workdir = data.get("workdir") or "/workspace"
         return data
 
     def _track(self, result):
@@ -293,7 +298,7 @@ class Sandbox:
 
     def info(self):
         """The info map: {sandbox, version, snapshot, size, created_at,
-        updated_at, labels}."""
+        updated_at, labels}, and image and workdir when it records them."""
         return self._info(self._op("sandbox.info").data)
 
     def export_snapshot(self):

@@ -39,6 +39,21 @@ class Jobs(unittest.TestCase):
             with self.assertRaises(sandq.InvalidJob):
                 sandq.Job.sh("true", image=bad)
 
+    def test_a_sandbox_on_an_image_names_it_its_workdir_and_folder(self):
+        ref = "docker://registry.example.com:5000/swe/task:1"
+        f = msgpack.unpackb(sandq.Job.sandbox_op(
+            "sandbox.create", sandbox="t", image=ref, workdir="/testbed",
+            from_image_dir="/testbed").pack(), raw=False)
+        self.assertEqual((f["image"], f["workdir"], f["from_image_dir"]),
+                         (ref, "/testbed", "/testbed"))
+        self.assertNotIn("workdir", sandq.Job.sandbox_op("sandbox.create",
+                                                         sandbox="t").fields)
+        for bad in ({"workdir": "testbed"}, {"from_image_dir": "/testbed"},
+                    {"image": ref, "from_image_dir": "rel"}, {"image": ""},
+                    {"workdir": "/" + "x" * 1024}):
+            with self.subTest(bad=bad), self.assertRaises(sandq.InvalidJob):
+                sandq.Job.sandbox_op("sandbox.create", sandbox="t", **bad)
+
     def test_persist_follows_the_sandbox(self):
         self.assertNotIn("persist", sandq.Job.sh("true").fields)
         self.assertIs(sandq.Job.sh("true", sandbox="s").fields["persist"], True)

@@ -68,6 +68,34 @@ class Lifecycle(unittest.TestCase):
                 client.sandbox("py-chosen", create=True)
             self.assertEqual(cm.exception.code, "sandbox_exists")
 
+    def test_a_sandbox_on_the_host_image_with_a_workdir(self):
+        # docs/images.md "Sandboxes on images": the files live at the workdir.
+        with client.sandbox(image="host", workdir="/srv/app") as sb:
+            self.assertEqual((sb.image, sb.workdir), ("host", "/srv/app"))
+            self.assertEqual(sb.bash('pwd; echo "$HOME"; echo hi > f').stdout_text,
+                             "/srv/app\n/srv/app\n")
+            self.assertEqual(sb.read_file("/f"), "hi\n")
+            self.assertEqual(sb.bash("cat /srv/app/f; ls -A /workspace | wc -l")
+                             .stdout_text, "hi\n0\n")
+            info = sb.info()
+            self.assertEqual((info["image"], info["workdir"]), ("host", "/srv/app"))
+            with sb.fork() as f:
+                self.assertEqual((f.image, f.workdir), ("host", "/srv/app"))
+            # A run may name the sandbox's own image.
+            self.assertEqual(client.sh("pwd", sandbox=sb.id, image="host")
+                             .stdout_text, "/srv/app\n")
+
+    def test_a_folder_of_host_or_without_an_image_is_refused(self):
+        with self.assertRaises(sandq.InvalidJob):
+            client.sandbox(from_image_dir="/srv")
+        with self.assertRaises(sandq.Rejected) as cm:
+            client.sandbox(image="host", from_image_dir="/srv")
+        self.assertEqual(cm.exception.code, "invalid_job")
+        self.assertIn("from_image_dir", cm.exception.message)
+        with self.assertRaises(sandq.Rejected) as cm:
+            client.sandbox(image="host", workdir="/proc/x")
+        self.assertIn("'/proc/x' is below /proc", cm.exception.message)
+
     def test_seeded_files(self):
         with client.sandbox(files={"src/a.py": "print('a')", "b.bin": b"\0\1"}) as sb:
             self.assertEqual(sb.execute_python("exec(open('src/a.py').read())")
