@@ -522,6 +522,75 @@ Test(images_sandbox, host_workdir_and_plain_sandboxes)
 	sandq_close(c);
 }
 
+/* Runs the CLI (sandq GROUP ... against the harness); its status, *out. */
+static int
+cli(const char *args, char **out)
+{
+	char cmd[1600];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s %s 2>&1", harness_build_dir(),
+	    h.url, args);
+	st = harness_run(cmd, out);
+	return st;
+}
+
+/*
+ * The CLI makes and shows a sandbox on an image; an export imported as a
+ * new sandbox on the image runs there; an import into a sandbox cannot
+ * change what it runs on.
+ */
+Test(images_sandbox, the_cli_and_import_carry_the_image)
+{
+	struct sandq *c = harness_client(&h);
+	char args[1200], file[400], *out = NULL;
+
+	snprintf(args, sizeof(args), "sandbox create c1 --image %s --from-image-dir "
+	    "/testbed --label task=1", ref("test/task:1"));
+	cr_expect_eq(cli(args, &out), 0, "%s", out);
+	cr_expect(out && strstr(out, "workdir: /testbed\n"), "%s", out);
+	cr_expect(out && strstr(out, ref("test/task:1")), "%s", out);
+	free(out);
+	cr_expect_eq(cli("sandbox ls", &out), 0);
+	snprintf(args, sizeof(args), "image=%s:/testbed", ref("test/task:1"));
+	cr_expect(out && strstr(out, args), "%s", out);
+	free(out);
+	cr_expect_eq(cli("sandbox info c1 --json", &out), 0);
+	cr_expect(out && strstr(out, "\"workdir\":\"/testbed\""), "%s", out);
+	free(out);
+	/* Usage errors: said before anything is sent. */
+	cr_expect_eq(cli("sandbox create c9 --from-image-dir /testbed", &out), 125);
+	cr_expect(out && strstr(out, "--from-image-dir needs --image"), "%s", out);
+	free(out);
+	snprintf(args, sizeof(args), "sandbox create c9 --image %s --workdir /tmp/x",
+	    ref("test/task:1"));
+	cr_expect_eq(cli(args, &out), 125);
+	cr_expect(out && strstr(out, "'/tmp/x' is below /tmp"), "%s", out);
+	free(out);
+
+	/* Export, then import as a new sandbox on the image. */
+	snprintf(file, sizeof(file), "%s/c1.db", h.dir);
+	snprintf(args, sizeof(args), "sandbox export c1 %s", file);
+	cr_expect_eq(cli(args, &out), 0, "%s", out);
+	free(out);
+	snprintf(args, sizeof(args), "sandbox import c2 %s --image %s --workdir /testbed",
+	    file, ref("test/task:1"));
+	cr_expect_eq(cli(args, &out), 0, "%s", out);
+	free(out);
+	expect_info(c, "c2", ref("test/task:1"), "/testbed");
+	expect_sh(c, "c2", "pwd; cat README; cat /hello.txt", "/testbed\n" README
+	    "hello from the image\n");
+	/* Into an existing one, another workdir is refused; the same is fine. */
+	snprintf(args, sizeof(args), "sandbox import c1 %s --workdir /code", file);
+	cr_expect_eq(cli(args, &out), 125);
+	cr_expect(out && strstr(out, "cannot change that"), "%s", out);
+	free(out);
+	snprintf(args, sizeof(args), "sandbox import c1 %s --workdir /testbed", file);
+	cr_expect_eq(cli(args, &out), 0, "%s", out);
+	free(out);
+	sandq_close(c);
+}
+
 /*
  * Two hosts on one Redis (snapshot_store = redis): the sandbox's image and
  * workdir travel with it; the host that did not make it learns them from
