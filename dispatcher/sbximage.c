@@ -351,10 +351,7 @@ sbximage_stale(struct sandqd *d, struct djob *j, const struct result *r)
 	case INTAKE_GIVE_UP:	/* it ran no further than before */
 		break;
 	default:
-		if (ref.audit_target != NULL)
-			daudit_job(d, j, ref.audit_cat, "refused", ref.audit_target, false,
-			    AUDIT_LVL_WARNING, "%s", ref.msg);
-		jobs_answer_error(d, j, ref.status, ref.code, ref.msg);
+		jobs_refused_rule(d, j, &ref);
 		return true;
 	}
 	free(j->norm);
