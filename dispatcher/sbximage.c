@@ -234,11 +234,20 @@ sbximage_result(struct sandqd *d, const struct djob *j, const struct result *r)
 		if (job->image != NULL || job->workdir != NULL)
 			learn(d, tenant, job->sandbox, job->image, job->workdir);
 		break;
-	case OP_SANDBOX_FORK:
-		if (job->to != NULL && sbximage_get(d, tenant, job->sandbox, &image,
-		    &workdir))
-			learn(d, tenant, job->to, image, workdir);
+	case OP_SANDBOX_FORK: {
+		char *img = NULL, *wd = NULL;
+
+		/* Copied: learning may drop the source's entry to make room. */
+		if (job->to == NULL)
+			break;
+		(void)sbximage_get(d, tenant, job->sandbox, &image, &workdir);
+		img = image != NULL ? xstrdup(image) : NULL;
+		wd = workdir != NULL ? xstrdup(workdir) : NULL;
+		learn(d, tenant, job->to, img, wd);
+		free(img);
+		free(wd);
 		break;
+	}
 	case OP_SANDBOX_DELETE:
 		forget(d->sbximages, tenant, job->sandbox);
 		break;
