@@ -40,7 +40,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -93,25 +92,6 @@ progress(struct pull *p, enum img_phase phase, const char *digest, unsigned i, u
 
 	if (p->o->progress != NULL)
 		p->o->progress(p->o->progress_arg, &pr);
-}
-
-/* The host's architecture as OCI names it (Go's GOARCH). */
-static const char *
-host_arch(void)
-{
-	static const struct { const char *uname, *oci; } map[] = {
-		{ "x86_64", "amd64" }, { "aarch64", "arm64" }, { "armv7l", "arm" },
-		{ "armv6l", "arm" }, { "i686", "386" }, { "i386", "386" },
-		{ "ppc64le", "ppc64le" }, { "s390x", "s390x" }, { "riscv64", "riscv64" },
-	};
-	static struct utsname u;
-
-	if (u.machine[0] == '\0' && uname(&u) < 0)
-		return "amd64";
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(u.machine, map[i].uname) == 0)
-			return map[i].oci;
-	return u.machine;
 }
 
 /*
@@ -720,7 +700,7 @@ img_cache_pull(struct img_cache *c, const char *ref, const struct img_pull_opts 
 		return fail(&p, e, -EPERM, "its layers must be unpacked by a uid and gid "
 		    "other than root's");
 	p.os = opts->os != NULL ? opts->os : "linux";
-	p.arch = opts->arch != NULL ? opts->arch : host_arch();
+	p.arch = opts->arch != NULL ? opts->arch : oci_host_arch();
 	cache__ref_name(ref, p.name);
 	snprintf(lockname, sizeof(lockname), "ref-%s.lock", p.name);
 
