@@ -103,6 +103,10 @@ IMAGES_CACHE_SRCS := images/cache.c images/cache_records.c images/cache_evict.c 
 # What the worker reads of the cache: records, layer folders, an image's
 # user (never the pull: no skopeo, no unpacker in the confined worker).
 IMAGES_READ_SRCS := images/cache_records.c images/oci.c images/user.c
+# Making images without Docker (`sandq image build`, `import`): the packer,
+# what a tarball is, the machine's apt sources, mmdebstrap, and skopeo to
+# push (-larchive -ljansson -lcrypto).
+IMAGES_BUILD_SRCS := images/pack.c images/tarkind.c images/aptsrc.c images/debian.c images/oci.c images/skopeo.c
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
@@ -147,7 +151,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -252,6 +256,10 @@ $(B)/tests/images_run_test: $(B)/tests/images_run_test.o $(B)/tests/harness.o $(
 # imguser_test: an image's User as ids (images/user.c), on folders it makes.
 $(B)/tests/imguser_test: $(B)/tests/imguser_test.o $(call obj,images/user.c images/oci.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
+# pack_test: the image packer and the tarball sorter, on tarballs it writes
+# with libarchive; skopeo reads what it packs (no network).
+$(B)/tests/pack_test: $(B)/tests/pack_test.o $(call obj,images/pack.c images/tarkind.c images/oci.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -larchive -lcrypto -ljansson
 # oci_test: the image documents' parsers (images/oci.c) alone.
 $(B)/tests/oci_test: $(B)/tests/oci_test.o $(call obj,images/oci.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
