@@ -151,7 +151,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack aptsrc
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -260,6 +260,10 @@ $(B)/tests/imguser_test: $(B)/tests/imguser_test.o $(call obj,images/user.c imag
 # with libarchive; skopeo reads what it packs (no network).
 $(B)/tests/pack_test: $(B)/tests/pack_test.o $(call obj,images/pack.c images/tarkind.c images/oci.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -larchive -lcrypto -ljansson
+# aptsrc_test: apt's sources parsed and written for a suite, the machine's
+# read from a test's folder, and package names (no network, no mmdebstrap).
+$(B)/tests/aptsrc_test: $(B)/tests/aptsrc_test.o $(call obj,images/aptsrc.c images/debian.c images/oci.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
 # oci_test: the image documents' parsers (images/oci.c) alone.
 $(B)/tests/oci_test: $(B)/tests/oci_test.o $(call obj,images/oci.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
