@@ -57,7 +57,7 @@ COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/ut
 PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
 # Image references and the image_sources patterns (pure): the config and
 # the tenant records check patterns with it, sandqd's intake references.
-IMAGES_REF_SRCS := images/ref.c
+IMAGES_REF_SRCS := images/ref.c images/names.c
 CONFIG_SRCS := config/config.c $(IMAGES_REF_SRCS)
 # The SQLite helper of every module that keeps a database (-lsqlite3).
 SQL_SRCS := common/sql.c
@@ -94,7 +94,7 @@ WORKER_SRCS := worker/main.c worker/job.c worker/image.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
-	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c queue/redis.c queue/uvredis.c
+	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c dispatcher/imgnames.c queue/redis.c queue/uvredis.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -112,8 +112,11 @@ AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c cli/cli_dead.c cli/cancel.c \
-	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c \
-	cli/cli_image_build.c $(IMAGES_BUILD_SRCS)
+	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
+# sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
+CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
+# sandq image build|import (each object once: the line above has some).
+CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
@@ -154,7 +157,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack aptsrc
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -227,7 +230,7 @@ $(B)/tests/unpack_test: $(B)/tests/unpack_test.o $(call obj,$(IMAGES_UNPACK_SRCS
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -larchive -lseccomp
 # imgref_test: image references and image_sources patterns (images/ref.c alone).
 $(B)/tests/imgref_test: $(B)/tests/imgref_test.o $(call obj,$(IMAGES_REF_SRCS) $(COMMON_SRCS))
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/fair_test: $(B)/tests/fair_test.o $(B)/tests/harness.o $(B)/libsandq.a
@@ -252,6 +255,10 @@ $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsand
 # images_run_test: jobs on images end to end: redis-server, sandqd and a
 # private docker-registry (harness.c), busybox images made by hand.
 $(B)/tests/images_run_test: $(B)/tests/images_run_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
+		$(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# imgnames_test: a tenant's image names (sandq image tag), against a private registry.
+$(B)/tests/imgnames_test: $(B)/tests/imgnames_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
 		$(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 # imguser_test: an image's User as ids (images/user.c), on folders it makes.

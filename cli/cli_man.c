@@ -890,6 +890,55 @@ static const char man_status[] =
 
 /*** dead and cancel ***/
 
+static const char man_image[] =
+"SANDQ-IMAGE(1)                  User Commands                 SANDQ-IMAGE(1)\n"
+"\n"
+"NAME\n"
+"       sandq image - a tenant's names for images\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq [--redis URL] [--tenant T] image tag NAME[:TAG] REF\n"
+"                                         [--plain-http] [--no-pin] [--json]\n"
+"       sandq [--redis URL] [--tenant T] image untag NAME[:TAG]\n"
+"       sandq [--redis URL] [--tenant T] image tags [--json]\n"
+"\n"
+"DESCRIPTION\n"
+"       A job, a sandbox or a batch case may name its image by a name the\n"
+"       tenant gave it (sandq run --image NAME[:TAG] ...). The names are\n"
+"       kept in Redis, so every host resolves one the same way, and a name\n"
+"       tagged again is what the next job runs on. NAME is 1 to 64\n"
+"       characters of a-z 0-9 . _ - starting with a letter or digit (not\n"
+"       host, docker, oci, oci-archive nor docker-archive); TAG defaults to\n"
+"       latest.\n"
+"\n"
+"       tag    NAME[:TAG] means REF from now on. REF is host,\n"
+"              docker://HOST[:PORT]/REPO[:TAG|@sha256:HEX], oci:PATH[:TAG],\n"
+"              oci-archive:PATH, docker-archive:PATH, or another name (its\n"
+"              reference is copied). A registry's tag is pinned: the name\n"
+"              keeps the digest the tag names now (skopeo inspect), so it\n"
+"              runs the same bytes on every host until it is tagged again.\n"
+"              Prints NAME:TAG -> the reference it now means.\n"
+"       untag  forgets NAME[:TAG].\n"
+"       tags   lists the tenant's names: name, when tagged (UTC), the\n"
+"              reference, and what tag was given when it differs.\n"
+"\n"
+"       sandqd checks what a name resolves to, for every job, against its\n"
+"       image_sources and the tenant's: a name never widens them.\n"
+"\n"
+"OPTIONS\n"
+"       --plain-http   tag: the registry speaks plain HTTP (no TLS).\n"
+"       --no-pin       tag: keep the registry's tag rather than its digest;\n"
+"                      each host takes what the tag names when it pulls.\n"
+"       --json         tag and tags: JSON (one object; an array).\n"
+"\n"
+"EXIT STATUS\n"
+"       0 done; 1 no such name, or the registry could not be asked; 2 usage;\n"
+"       125 Redis failed.\n"
+"\n"
+"EXAMPLES\n"
+"       sandq image tag py docker://registry.example.com/team/python:3.12\n"
+"       sandq python --image py 'import sys; print(sys.version)'\n";
+
 static const char man_dead[] =
 "SANDQ-DEAD(1)                   User Commands                  SANDQ-DEAD(1)\n"
 "\n"
@@ -1197,6 +1246,7 @@ static const struct {
 	{ "tenant", man_tenant },
 	{ "status", man_status },
 	{ "dead", man_dead },
+	{ "image", man_image },
 	{ "cancel", man_cancel },
 	{ "batch", man_batch },
 	{ "doctor", man_doctor },
