@@ -18,6 +18,10 @@
  * image_plain_http. The CLI has no config file: these variables are its
  * settings, as $SANDQ_REDIS and $SANDQ_TENANT are.
  *
+ * Once pushed, NAME[:TAG] becomes the tenant's name for the image pinned
+ * to its digest, by the code of `sandq image tag` itself
+ * (cli_image_tag_record(): one way to name an image, one place).
+ *
  * What it prints: progress on stderr ("sandq image build: ..."), then
  * the pushed image pinned to its manifest digest on stdout
  * (docker://HOST/REPO@sha256:...; an oci: folder has no digest form, so
@@ -59,6 +63,7 @@
 #include "../proto/keys.h"
 #include "cli_common.h"
 #include "cli_image_build.h"
+#include "cli_image_tag.h"
 #include "cli_man.h"
 
 #define PUSH_TIMEOUT_MS (60u * 60 * 1000)	/* one skopeo copy */
@@ -650,20 +655,48 @@ push(struct ib *b, const char *src)
 	return 0;
 }
 
-/* Prints the pushed image: pinned to its digest where the transport can say it. */
-static int
-report(const struct ib *b)
+/* The pushed image pinned to its digest where the transport can say it (oci: cannot). */
+static void
+pinned_str(const struct ib *b, char *buf, size_t size)
 {
 	struct img_ref pinned = b->dest;
-	char ref[IMG_REF_MAX + 1], tagged[IMG_REF_MAX + 1];
-	json_t *o;
 
-	img_ref_str(&b->dest, tagged, sizeof(tagged));
 	if (pinned.kind == IMG_DOCKER) {
 		pinned.tag[0] = '\0';
 		snprintf(pinned.digest, sizeof(pinned.digest), "%s", b->digest);
 	}
-	img_ref_str(&pinned, ref, sizeof(ref));
+	img_ref_str(&pinned, buf, size);
+}
+
+/*
+ * Names the pushed image NAME:TAG for the tenant, with the code of `sandq
+ * image tag` (cli_image_tag.c), so a job may say --image NAME[:TAG]. 0 or
+ * the exit status (the push stays; the message says what it pushed).
+ */
+static int
+name_it(const struct ib *b)
+{
+	const struct cli_conn conn = { .redis = b->redis, .tenant = b->tenant };
+	char ref[IMG_REF_MAX + 1], name[IMG_NAME_MAX + IMG_TAG_MAX + 2];
+	int status;
+
+	pinned_str(b, ref, sizeof(ref));
+	snprintf(name, sizeof(name), "%s:%s", b->name, b->tag);
+	if ((status = cli_image_tag_record(&conn, name, ref)) != 0)
+		return ib_fail(b, status, "pushed %s, but the name %s was not recorded for "
+		    "tenant %s (try 'sandq image tag %s %s')", ref, name, b->tenant, name, ref);
+	return 0;
+}
+
+/* Prints the pushed image: pinned to its digest where the transport can say it. */
+static int
+report(const struct ib *b)
+{
+	char ref[IMG_REF_MAX + 1], tagged[IMG_REF_MAX + 1];
+	json_t *o;
+
+	img_ref_str(&b->dest, tagged, sizeof(tagged));
+	pinned_str(b, ref, sizeof(ref));
 	progress(b, "pushed %s:%s for tenant %s: %s (%s)", b->name, b->tag, b->tenant,
 	    tagged, b->digest);
 	if (!b->json) {
@@ -731,7 +764,7 @@ cli_image_build_main(const struct cli_conn *conn, int argc, char **argv)
 	} else {
 		status = import(&b, src, sizeof(src));
 	}
-	if (status != 0 || (status = push(&b, src)) != 0)
+	if (status != 0 || (status = push(&b, src)) != 0 || (status = name_it(&b)) != 0)
 		goto out;
 	status = report(&b);
 out:
