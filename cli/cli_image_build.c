@@ -135,6 +135,44 @@ ib_fail(const struct ib *b, int status, const char *fmt, ...)
 	return status;
 }
 
+/*
+ * "sandq image VERB: " and msg, a message images/ (or this file) composed
+ * with every outside byte already escaped (oci_shown(): \xNN): written as
+ * it is, but for any byte outside printable ASCII (none should be left),
+ * shown as \xNN too; a second cli_esc() pass would double its
+ * backslashes. Then the manual's pointer when usage. Returns status.
+ */
+static int
+ib_say(const struct ib *b, int status, bool usage, const char *msg)
+{
+	fprintf(stderr, "sandq image %s: ", b->verb);
+	for (const unsigned char *c = (const unsigned char *)msg; *c != '\0'; c++)
+		if (*c < 0x20 || *c >= 0x7f)
+			fprintf(stderr, "\\x%02x", *c);
+		else
+			fputc(*c, stderr);
+	fputc('\n', stderr);
+	if (usage)
+		fprintf(stderr, "Try 'sandq image %s --help'.\n", b->verb);
+	return status;
+}
+
+static int ib_sayf(const struct ib *b, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ib_say() of a formatted message whose arguments are escaped already. */
+static int
+ib_sayf(const struct ib *b, int status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return ib_say(b, status, status == EXIT_USAGE, msg);
+}
+
 /* A progress line on stderr, escaped as every message is. */
 static void
 progress(const struct ib *b, const char *fmt, ...)
@@ -226,7 +264,7 @@ name_read(struct ib *b, const char *arg)
 	struct err e = { 0 };
 
 	if (img_ref_parse(arg, &r, &e) < 0)
-		return ib_usage(b, "NAME: %s", e.msg);
+		return ib_sayf(b, EXIT_USAGE, "NAME: %s", e.msg);
 	if (r.kind != IMG_NAME)
 		return ib_usage(b, "NAME: '%s' is a reference, not a name for the "
 		    "image (expected NAME[:TAG], such as numpy or numpy:1; say "
@@ -350,7 +388,7 @@ dest_resolve(struct ib *b)
 	if (b->to != NULL) {
 		snprintf(ref, sizeof(ref), "%s", b->to);
 		if (img_ref_parse(ref, &b->dest, &e) < 0)
-			return ib_usage(b, "--to: %s", e.msg);
+			return ib_sayf(b, EXIT_USAGE, "--to: %s", e.msg);
 		if (b->dest.kind != IMG_DOCKER && b->dest.kind != IMG_OCI)
 			return ib_usage(b, "--to '%s': expected docker://HOST[:PORT]/REPO"
 			    "[:TAG] or oci:/DIR[:TAG]", b->to);
@@ -375,8 +413,9 @@ dest_resolve(struct ib *b)
 		snprintf(ref, sizeof(ref), "%.*s/%s/%s:%s", (int)n, prefix, b->tenant,
 		    b->name, b->tag);
 		if (img_ref_parse(ref, &b->dest, &e) < 0)
-			return ib_usage(b, "the image's place under SANDQ_IMAGE_PUSH, "
-			    "PREFIX/TENANT/NAME: %s (name one with --to)", e.msg);
+			return ib_sayf(b, EXIT_USAGE, "the image's place under "
+			    "SANDQ_IMAGE_PUSH, PREFIX/TENANT/NAME: %s (name one with --to)",
+			    e.msg);
 	}
 	if (img_ref_source(&b->dest, b->dest_src, sizeof(b->dest_src)) < 0)
 		return ib_usage(b, "the destination is too long");
@@ -491,14 +530,14 @@ pack(struct ib *b, const char *path, const char *what)
 	o.created_by = created;
 	snprintf(layout, sizeof(layout), "%s/oci", b->work);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return ib_fail(b, EXIT_REFUSED, "%s: %s", what, strerror(errno));
-	progress(b, "packing %s into one layer", what);
+		return ib_sayf(b, EXIT_REFUSED, "%s: %s", what, strerror(errno));
+	progress(b, "packing the root filesystem into one layer");
 	rc = img_pack_rootfs(fd, what, layout, &o, &b->packed, &e);
 	close(fd);
 	if (rc < 0)
-		return ib_fail(b, rc == -EBADMSG || rc == -EINVAL || rc == -E2BIG ||
+		return ib_say(b, rc == -EBADMSG || rc == -EINVAL || rc == -E2BIG ||
 		    rc == -EFBIG || rc == -ENAMETOOLONG ? EXIT_REFUSED : CLI_EXIT_SANDQ,
-		    "%s", e.msg);
+		    false, e.msg);
 	b->did_pack = true;
 	progress(b, "packed %" PRIu64 " entries (%.1f MB of files, %" PRIu64
 	    " special files dropped) into a %.1f MB layer %s", b->packed.entries,
@@ -520,7 +559,7 @@ build(struct ib *b)
 
 	if (img_debian_sources(IMG_DEBIAN_ETC_APT, b->suite, &text, files, sizeof(files),
 	    &e) < 0)
-		return ib_fail(b, EXIT_REFUSED, "--debian %s: %s", b->suite, e.msg);
+		return ib_sayf(b, EXIT_REFUSED, "--debian %s: %s", b->suite, e.msg);
 	snprintf(sources, sizeof(sources), "%s/apt.sources", b->work);
 	fd = open(sources, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	rc = fd < 0 ? -errno : write_all(fd, text, strlen(text));
@@ -538,7 +577,7 @@ build(struct ib *b)
 	progress(b, "Debian %s (minbase%s%s) with mmdebstrap, from the apt sources in %s",
 	    b->suite, b->npackages ? ", with " : "", pkgs, files);
 	if ((rc = img_debian_build(&d, &e)) < 0)
-		return ib_fail(b, rc == -EIO ? EXIT_REFUSED : CLI_EXIT_SANDQ, "%s", e.msg);
+		return ib_say(b, rc == -EIO ? EXIT_REFUSED : CLI_EXIT_SANDQ, false, e.msg);
 	b->kind = "debian";
 	rc = pack(b, tarball, "mmdebstrap's root filesystem");
 	unlink(tarball);
@@ -557,18 +596,19 @@ static int
 import(struct ib *b, char *src, size_t size)
 {
 	enum img_tar_kind kind;
-	char what[PATH_MAX + 16], abs[PATH_MAX], link[PATH_MAX + 16];
+	char what[PATH_MAX + 16], abs[PATH_MAX], link[PATH_MAX + 16], shown[PATH_MAX];
 	struct err e = { 0 };
 	int fd, rc;
 
-	snprintf(what, sizeof(what), "'%s'", cli_esc(b->file));
+	snprintf(what, sizeof(what), "'%s'", oci_shown(b->file, strlen(b->file), shown,
+	    sizeof(shown)));
 	if ((fd = open(b->file, O_RDONLY | O_CLOEXEC)) < 0)
-		return ib_fail(b, EXIT_REFUSED, "%s: %s", what, strerror(errno));
+		return ib_sayf(b, EXIT_REFUSED, "%s: %s", what, strerror(errno));
 	rc = img_tar_kind(fd, what, &kind, &e);
 	close(fd);
 	if (rc < 0)
-		return ib_fail(b, EXIT_REFUSED, "%s", e.msg);
-	progress(b, "%s is %s", what, img_tar_kind_name(kind));
+		return ib_say(b, EXIT_REFUSED, false, e.msg);
+	progress(b, "'%s' is %s", b->file, img_tar_kind_name(kind));
 	if (kind == IMG_TAR_ROOTFS) {
 		b->kind = "rootfs";
 		if ((rc = pack(b, b->file, what)) != 0)
@@ -577,7 +617,7 @@ import(struct ib *b, char *src, size_t size)
 		return 0;
 	}
 	if (realpath(b->file, abs) == NULL)
-		return ib_fail(b, EXIT_REFUSED, "%s: %s", what, strerror(errno));
+		return ib_sayf(b, EXIT_REFUSED, "%s: %s", what, strerror(errno));
 	snprintf(link, sizeof(link), "%s/input.tar", b->work);
 	if (symlink(abs, link) != 0)
 		return ib_fail(b, CLI_EXIT_SANDQ, "%s: %s", link, strerror(errno));
@@ -640,7 +680,7 @@ push(struct ib *b, const char *src)
 	progress(b, "pushing to %s%s", shown, plain_http_allowed(b) ?
 	    " (plain HTTP)" : "");
 	if ((rc = skopeo_exec(&c)) < 0)
-		return ib_fail(b, CLI_EXIT_SANDQ, "pushing to %s: skopeo copy failed: %s",
+		return ib_sayf(b, CLI_EXIT_SANDQ, "pushing to %s: skopeo copy failed: %s",
 		    shown, c.why);
 	if ((fd = open(digestfile, O_RDONLY | O_CLOEXEC)) < 0)
 		return ib_fail(b, CLI_EXIT_SANDQ, "skopeo wrote no digest: %s",
