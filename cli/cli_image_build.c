@@ -70,8 +70,6 @@
 #define EXIT_REFUSED 1		/* the build failed, or FILE is not an image */
 #define EXIT_USAGE 2
 
-extern char **environ;
-
 /* One run of build or import. */
 struct ib {
 	const char *verb;		/* "build" or "import" */

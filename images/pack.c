@@ -86,6 +86,7 @@ struct pack {
 	struct name_set names;
 	char name[PATH_MAX];		/* the current entry's normalised name */
 	char link[PATH_MAX];		/* a hard link's target, normalised */
+	char *buf;			/* READ_BLOCK bytes of data in passing */
 	char last[PATH_MAX];		/* the last entry read whole, raw */
 };
 
@@ -284,15 +285,14 @@ check_parents(struct pack *p, const char *raw)
 static int
 copy_data(struct pack *p, const char *raw, int64_t size)
 {
-	static char buf[READ_BLOCK];
 	char why[128];
 	int64_t done = 0;
 	la_ssize_t n;
 
-	while ((n = archive_read_data(p->in, buf, sizeof(buf))) > 0) {
+	while ((n = archive_read_data(p->in, p->buf, READ_BLOCK)) > 0) {
 		if ((done += n) > size)
 			return fail(p, -EBADMSG, raw, "more data than its size");
-		if (archive_write_data(p->out, buf, (size_t)n) != n)
+		if (archive_write_data(p->out, p->buf, (size_t)n) != n)
 			return fail(p, p->write_errno ? -p->write_errno : -EIO, NULL,
 			    "writing the layer: %s", archive_why(p->out, why, sizeof(why)));
 	}
@@ -524,7 +524,6 @@ blob_write(struct pack *p, const char *buf, size_t len, char *digest)
 static int
 layer_diff_id(struct pack *p)
 {
-	static char buf[READ_BLOCK];
 	unsigned char md[EVP_MAX_MD_SIZE];
 	struct archive *a = archive_read_new();
 	struct archive_entry *ae;
@@ -549,8 +548,8 @@ layer_diff_id(struct pack *p)
 		    archive_why(a, why, sizeof(why)));
 		goto out;
 	}
-	while ((n = archive_read_data(a, buf, sizeof(buf))) > 0)
-		EVP_DigestUpdate(ctx, buf, (size_t)n);
+	while ((n = archive_read_data(a, p->buf, READ_BLOCK)) > 0)
+		EVP_DigestUpdate(ctx, p->buf, (size_t)n);
 	if (n < 0) {
 		rc = fail(p, -EIO, NULL, "reading the layer back: %s",
 		    archive_why(a, why, sizeof(why)));
@@ -725,15 +724,19 @@ img_pack_rootfs(int fd, const char *what, const char *layout,
 	int rc;
 
 	p.r = r != NULL ? r : &scratch;
+	p.buf = xmalloc(READ_BLOCK);
 	memset(p.r, 0, sizeof(*p.r));
 	err_clear(e);
 	p.max_bytes = o->max_bytes ? o->max_bytes : IMG_PACK_BYTES_DEFAULT;
 	p.max_entries = o->max_entries ? o->max_entries : IMG_PACK_ENTRIES_DEFAULT;
-	if (o->tag == NULL || o->tag[0] == '\0')
+	if (o->tag == NULL || o->tag[0] == '\0') {
+		free(p.buf);
 		return err_set(e, -EINVAL, "%s: no tag to name the image by", what);
+	}
 	if (mkdir(layout, 0755) != 0) {
 		rc = fail(&p, -errno, layout, "cannot make the image folder: %s",
 		    strerror(errno));
+		free(p.buf);
 		return rc;
 	}
 	made = true;
@@ -781,6 +784,7 @@ out:
 		layout_remove(layout, p.dir, p.blobs);
 	EVP_MD_CTX_free(p.md);
 	name_free(&p.names);
+	free(p.buf);
 	if (p.blobs >= 0)
 		close(p.blobs);
 	if (p.dir >= 0)
