@@ -259,6 +259,9 @@ resolve(struct sandqd *d, struct djob *j, char *msg, size_t msglen)
 		op->opts.unpack_uid = (uid_t)d->cfg.image_unpack_uid;
 		op->opts.unpack_gid = (gid_t)d->cfg.image_unpack_uid;
 		op->opts.retry_times = 1;
+		op->opts.limits.max_bytes = (uint64_t)d->cfg.image_max_layer_bytes;
+		op->opts.limits.max_entries = (uint64_t)d->cfg.image_max_layer_entries;
+		op->opts.limits.max_ratio = (uint32_t)d->cfg.image_max_layer_ratio;
 		log_info("image %s: pulling (job %s of %s)", src, j->id,
 		    d->tenants[j->tenant].name);
 	}
