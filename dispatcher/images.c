@@ -21,7 +21,11 @@
  * turn. After pulls, once none is running, the cache is shrunk to
  * image_cache_bytes (img_cache_evict), least recently used first, keeping
  * every image a queued or running job names (their digests, listed on
- * the loop before the work starts). While an eviction runs no lookup is
+ * the loop before the work starts). A refused pull that fetched anything
+ * is followed by an eviction too, bound or not: what it fetched and
+ * unpacked (blobs, the layers below a refused one) is named by no record,
+ * and without it a tenant naming hostile images could fill the disk
+ * while no good pull comes to sweep it. While an eviction runs no lookup is
  * made: jobs arriving then wait for it and are resolved afresh after it,
  * so no job takes a digest an eviction is removing. Each use of an image
  * marks it used (img_cache_touch), for the eviction's order.
@@ -77,7 +81,8 @@ struct dimages {
 	struct dimg_list ops;		/* pending and running, in order */
 	size_t pulling;			/* pulls running */
 	struct dimg_op *evict;		/* the eviction pending or running, or NULL */
-	bool evict_due;			/* a pull added to the cache since the last */
+	bool evict_due;			/* a pull added to the cache, or a refused one
+					   left garbage, since the last */
 	uint64_t pulls, hits;		/* pulls done, lookups that found the image */
 };
 
@@ -412,11 +417,13 @@ after_cb(uv_work_t *w, int status)
 		im->pulling--;
 		im->pulls++;
 		if (op->rc == 0) {
-			im->evict_due = true;
+			im->evict_due |= d->cfg.image_cache_bytes > 0;
 			log_info("image %s: %s as %s in %.0f ms (%u layers unpacked)",
 			    op->ref, op->st.reused ? "found" : "pulled", op->rec->manifest,
 			    ms, op->st.unpacked);
 		} else {
+			/* What it fetched before the refusal is garbage now. */
+			im->evict_due |= op->st.fetched > 0;
 			log_warnx("%s", op->e.msg);
 		}
 	} else {
@@ -426,6 +433,9 @@ after_cb(uv_work_t *w, int status)
 			    "now (bound %llu)", op->ev.images, op->ev.layers,
 			    (unsigned long long)op->ev.bytes_after,
 			    (unsigned long long)op->max_bytes);
+		else if (op->rc == 0 && op->ev.layers + op->ev.blobs > 0)
+			log_info("image cache: %u layers, %u blobs that no image names "
+			    "removed", op->ev.layers, op->ev.blobs);
 		else if (op->rc < 0)
 			log_warnx("image cache eviction: %s", op->e.msg);
 	}
@@ -481,7 +491,7 @@ op_start_next(struct sandqd *d)
 		if (uv_queue_work(d->loop, &op->work, work_cb, after_cb) != 0)
 			fatalx("cannot queue an image pull");
 	}
-	if (im->pulling == 0 && im->evict_due && d->cfg.image_cache_bytes > 0) {
+	if (im->pulling == 0 && im->evict_due) {
 		bool pending = false;
 
 		TAILQ_FOREACH(op, &im->ops, link)
@@ -490,7 +500,9 @@ op_start_next(struct sandqd *d)
 			return;
 		im->evict_due = false;
 		im->evict = op_new(d, IOP_EVICT);
-		im->evict->max_bytes = (uint64_t)d->cfg.image_cache_bytes;
+		/* No bound: only what no record names goes. */
+		im->evict->max_bytes = d->cfg.image_cache_bytes > 0 ?
+		    (uint64_t)d->cfg.image_cache_bytes : UINT64_MAX;
 		op_start_next(d);
 	}
 }
