@@ -151,7 +151,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames images_hostile
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -250,6 +250,11 @@ $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsand
 # private docker-registry (harness.c), busybox images made by hand.
 $(B)/tests/images_run_test: $(B)/tests/images_run_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
 		$(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# images_hostile_test: hostile images end to end: redis-server, sandqd and a
+# private docker-registry (harness.c), each hostile layer written by hand.
+$(B)/tests/images_hostile_test: $(B)/tests/images_hostile_test.o $(B)/tests/harness.o \
+		$(B)/tests/imgbuild.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 # imgnames_test: a tenant's image names (sandq image tag), against a private registry.
 $(B)/tests/imgnames_test: $(B)/tests/imgnames_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
