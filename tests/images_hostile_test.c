@@ -12,9 +12,9 @@
  * - refused: the job is rejected with code image and a message naming
  *   the image, the layer and (where the unpacker names one) the entry,
  *   escaped; nothing of the image is in the cache (no record, no
- *   reference, no unpacked layer, no .unpack.* folder); a job on a good
- *   image then runs, and the sweep after its pull leaves no blob of the
- *   refused image;
+ *   reference, no folder of the refused layer, no .unpack.* folder), the
+ *   eviction sweep after the refused pull leaves none of its blobs nor
+ *   the layers below the refused one, and a job on a good image runs;
  * - neutralised: the job runs ok and shows the neutralised state (names
  *   inside the root, no devices nor FIFOs, no setuid or setgid bit, the
  *   root mounted nosuid and nodev, no extended attribute);
