@@ -191,7 +191,8 @@ enum intake_verdict intake_read(const struct intake *in, const char *raw,
  * the caller's either way. A run on a tenant's own image name is answered
  * rejected ("image": not supported yet); a run on any other allowed image
  * goes on with job->image canonical, to be resolved to a digest by sandqd
- * (dispatcher/images.c) before it is queued.
+ * (dispatcher/images.c) before it is queued. An image.pull is held to
+ * the image rules alone (not host, not a tenant's name) and has no limits.
  */
 enum intake_verdict intake_admit(const struct intake *in, struct job *job,
     size_t nattempts, char **norm, size_t *normlen, struct intake_refusal *r);
