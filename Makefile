@@ -95,6 +95,8 @@ WORKER_SRCS := worker/main.c worker/job.c worker/image.c $(OPS_SRCS)
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c queue/redis.c queue/uvredis.c
+# image.pull's answer, pull progress and pulls on the audit trail (issue 16).
+DISPATCHER_SRCS += dispatcher/image_pull.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
