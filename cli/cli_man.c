@@ -253,6 +253,8 @@ static const char man_main[] =
 "             [--denied] [--since DURATION] [--json] [--summary] [--export FILE]\n"
 "       sandq tenant add|ls|show|set|rm ...\n"
 "       sandq status [--json]\n"
+"       sandq image pull REF [--quiet] [--json]\n"
+"       sandq image ls [--host H] [--all] [--json]\n"
 "       sandq dead ls|show|retry|purge ...\n"
 "       sandq cancel ID...\n"
 "       sandq batch run CASES.jsonl [--base SANDBOX] [--concurrency N]\n"
@@ -292,6 +294,8 @@ static const char man_main[] =
 "                Redis credentials (sandq help tenant).\n"
 "       status   The hosts, and each tenant's queue, running jobs, results\n"
 "                of the last minute and share of the workers.\n"
+"       image    Pulls an image into a host's cache with a progress bar, and\n"
+"                lists what each host's cache holds (sandq help image).\n"
 "       dead     Lists, shows, retries and purges jobs that ran out of\n"
 "                attempts (sandq help dead).\n"
 "       cancel   Stops queued or running jobs, from any host (sandq help\n"
@@ -700,7 +704,8 @@ static const char man_audit[] =
 "\n"
 "       --category C\n"
 "              Events of category C: job, sandbox, syscall, path, quota,\n"
-"              policy, tenant or audit (events the trail had to drop).\n"
+"              policy, tenant, audit (events the trail had to drop) or\n"
+"              image (a host's pulls into its image cache).\n"
 "              Repeatable, or a comma-separated list.\n"
 "\n"
 "       --level L\n"
@@ -887,6 +892,63 @@ static const char man_status[] =
 "\n"
 "EXIT STATUS\n"
 "       0 printed; 2 usage; 125 Redis failed.\n";
+
+/*** image ***/
+
+static const char man_image[] =
+"SANDQ-IMAGE(1)                  User Commands                 SANDQ-IMAGE(1)\n"
+"\n"
+"NAME\n"
+"       sandq image - pull images into the hosts' caches, and list them\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq [--redis URL] [--tenant T] [--wait-timeout S] image pull REF\n"
+"             [--quiet] [--json] [--id ID]\n"
+"       sandq [--redis URL] image ls [--host H] [--all] [--json]\n"
+"\n"
+"DESCRIPTION\n"
+"       Each sandqd keeps its own cache of images (docs/images.md). REF is\n"
+"       docker://HOST[:PORT]/REPO[:TAG|@sha256:HEX], oci:PATH[:TAG],\n"
+"       oci-archive:PATH or docker-archive:PATH, and must be within the\n"
+"       host's image_sources (and the tenant's).\n"
+"\n"
+"       pull   asks a host to pull REF into its cache, as a job would\n"
+"              before running on it: the host that takes the request\n"
+"              (any one serving the tenant) pulls it once, or finds it\n"
+"              cached, and answers with the image. Meanwhile the pull's\n"
+"              progress (blobs fetched, verified against their digests,\n"
+"              layers unpacked) is drawn as a bar on standard error when it\n"
+"              is a terminal, one line per step otherwise. Then prints the\n"
+"              reference, the host, the digest, the platform and the sizes.\n"
+"       ls     lists, per live host, the images its cache holds (the 64 most\n"
+"              recently used): reference, digest, size unpacked, last use,\n"
+"              and the queued and running jobs on it. Reads the hosts'\n"
+"              status: needs the credentials sandqd uses, as sandq status.\n"
+"\n"
+"OPTIONS\n"
+"       --quiet     pull: no progress.\n"
+"       --json      pull: the result as one JSON object (as sandq run --json)\n"
+"                   with \"image\": {reference, digest, os, arch, layers,\n"
+"                   bytes, unpacked_bytes, pulled, pulled_at, last_used,\n"
+"                   duration_ms}. ls: {\"hosts\": [{host, live, age_ms,\n"
+"                   images_total, image_cache_bytes, image_cache_max,\n"
+"                   images: [{reference, digest, os, arch, layers, bytes,\n"
+"                   blob_bytes, pulled_at, last_used, in_use}]}]}.\n"
+"       --id ID     pull: the request's job id (default: a random one).\n"
+"       --host H    ls: only host H.\n"
+"       --all       ls: hosts that stopped reporting too, marked (gone).\n"
+"       --wait-timeout S\n"
+"                   pull: give up waiting after S seconds (the pull goes on).\n"
+"\n"
+"EXIT STATUS\n"
+"       pull: 0 the image is in the host's cache; 125 refused (outside\n"
+"       image_sources, a reference that does not parse: code image, naming\n"
+"       it), the pull failed (naming the image and why), or sandq failed;\n"
+"       2 usage. ls: 0 printed; 2 usage; 125 Redis failed.\n"
+"\n"
+"EXAMPLES\n"
+"       sandq image pull docker://registry.example.com:5000/team/python:3.12\n"
+"       sandq --redis redis://admin:PW@redis:6379 image ls\n";
 
 /*** dead and cancel ***/
 
@@ -1092,6 +1154,7 @@ static const struct {
 	{ "audit", man_audit },
 	{ "tenant", man_tenant },
 	{ "status", man_status },
+	{ "image", man_image },
 	{ "dead", man_dead },
 	{ "cancel", man_cancel },
 	{ "batch", man_batch },
