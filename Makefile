@@ -154,6 +154,8 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run
+# Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
+INTEG_TESTS += images_hosts
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -252,6 +254,11 @@ $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsand
 # private docker-registry (harness.c), busybox images made by hand.
 $(B)/tests/images_run_test: $(B)/tests/images_run_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
 		$(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# images_hosts_test: two sandqd hosts (harness.c) on one registry; reads the
+# audit stream with hiredis and the CLI's JSON with jansson.
+$(B)/tests/images_hosts_test: $(B)/tests/images_hosts_test.o $(B)/tests/harness.o \
+		$(B)/tests/imgbuild.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 # imguser_test: an image's User as ids (images/user.c), on folders it makes.
 $(B)/tests/imguser_test: $(B)/tests/imguser_test.o $(call obj,images/user.c images/oci.c $(COMMON_SRCS))
