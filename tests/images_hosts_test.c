@@ -307,8 +307,6 @@ audit_count(const char *action, const char *target, const char *host,
 			else if (strcmp(name, "detail") == 0)
 				det = v;
 		}
-		if (getenv("IMAGES_HOSTS_LOGS") != NULL)
-			fprintf(stderr, "audit: %s %s %s %s %s\n", cat, act, tgt, hst, det);
 		if (strcmp(cat, "image") != 0 || strcmp(act, action) != 0 ||
 		    (target != NULL && strcmp(tgt, target) != 0) ||
 		    (host != NULL && strcmp(hst, host) != 0))
