@@ -73,15 +73,16 @@ fmt_bytes(char *buf, size_t n, uint64_t b)
 	return buf;
 }
 
-/* "sha256:" and the first 12 hex digits of digest (escaped), or "-". */
+/*
+ * The first 19 bytes of digest ("sha256:" and 12 hex digits), or "-",
+ * as the server wrote it: the caller escapes it.
+ */
 static const char *
 short_digest(const char *digest)
 {
 	static char buf[32];
 
-	if (digest == NULL || strncmp(digest, "sha256:", 7) != 0)
-		return digest != NULL ? cli_esc_cut(digest, 19) : "-";
-	snprintf(buf, sizeof(buf), "%.19s", cli_esc(digest));
+	snprintf(buf, sizeof(buf), "%.19s", digest != NULL ? digest : "-");
 	return buf;
 }
 
@@ -138,8 +139,8 @@ bar_clear(struct bar *b)
 
 /*
  * One progress record (JSON text from the server): a bar on a terminal
- * (at most every BAR_MS, but always for a new phase's last step), or a
- * line. Every value shown is escaped.
+ * (at most every BAR_MS, but always for a phase's last step), or a line.
+ * The line is made of the record's raw values and escaped once, whole.
  */
 static void
 bar_record(struct bar *b, const char *data, size_t len)
@@ -150,12 +151,13 @@ bar_record(struct bar *b, const char *data, size_t len)
 	char line[512], bytes[32], cells[BAR_COLS + 1];
 	size_t fill = 0;
 	int64_t now = mono_ms();
+	int cols;
 
 	if (b->quiet || o == NULL || !json_is_object(o)) {
 		json_decref(o);
 		return;
 	}
-	snprintf(phase, sizeof(phase), "%s", cli_jesc(o, "phase", "?"));
+	snprintf(phase, sizeof(phase), "%s", cli_jstr(o, "phase", "?"));
 	index = cli_jint(o, "index");
 	count = cli_jint(o, "count");
 	fmt_bytes(bytes, sizeof(bytes), (uint64_t)cli_jint(o, "verified"));
@@ -177,7 +179,7 @@ bar_record(struct bar *b, const char *data, size_t len)
 	else
 		snprintf(line, sizeof(line), "%s", phase);
 	if (!b->tty) {
-		fprintf(stderr, "pull %s: %s\n", cli_esc(b->ref), line);
+		fprintf(stderr, "pull %s: %s\n", cli_esc(b->ref), cli_esc(line));
 		json_decref(o);
 		return;
 	}
@@ -198,7 +200,9 @@ bar_record(struct bar *b, const char *data, size_t len)
 		memset(cells + fill, '.', BAR_COLS - fill);
 	}
 	cells[BAR_COLS] = '\0';
-	fprintf(stderr, "\r\033[K%s", cli_esc_cut(line, (size_t)term_cols() - BAR_COLS - 4));
+	cols = term_cols();
+	fprintf(stderr, "\r\033[K%s", cli_esc_cut(line, cols > BAR_COLS + 24 ?
+	    (size_t)(cols - BAR_COLS - 4) : 20));
 	fprintf(stderr, "  [%s]", cells);
 	fflush(stderr);
 	b->shown = true;
@@ -375,6 +379,8 @@ image_ls(const struct cli_conn *conn, int argc, char **argv)
 	redisContext *rc = NULL;
 	redisReply *r = NULL;
 	const char *only = NULL;
+	char **shown = NULL;		/* each listed host's name, escaped once */
+	size_t nshown = 0;
 	bool json = conn->json, all = false;
 	long long now = (long long)now_ms();
 	char msg[512];
@@ -436,6 +442,8 @@ image_ls(const struct cli_conn *conn, int argc, char **argv)
 		/* A name that is not UTF-8 goes into JSON as the table shows it. */
 		if ((name_j = json_stringn(name->str, name->len)) == NULL)
 			name_j = json_string(cli_escn(name->str, name->len));
+		shown = xreallocarray(shown, nshown + 1, sizeof(*shown));
+		shown[nshown++] = xstrdup(cli_escn_cut(name->str, name->len, 20));
 		e = json_pack("{s:o, s:b, s:I, s:I, s:I, s:I}", "host", name_j,
 		    "live", age < STALE_MS, "age_ms", (json_int_t)age,
 		    "images_total", cli_jint(h, "images_total"),
@@ -461,17 +469,16 @@ image_ls(const struct cli_conn *conn, int argc, char **argv)
 		    "DIGEST", "SIZE", "LAST USED", "IN USE");
 		json_array_foreach(out, i, e) {
 			json_t *imgs = json_object_get(e, "images");
-			const char *host = cli_jesc_cut(e, "host", 20);
 			char hostcol[64];
 
-			snprintf(hostcol, sizeof(hostcol), "%s%s", host,
+			snprintf(hostcol, sizeof(hostcol), "%s%s", shown[i],
 			    json_is_true(json_object_get(e, "live")) ? "" : " (gone)");
 			if (json_array_size(imgs) == 0)
 				printf("%-20s %-*s\n", hostcol, REF_COLS, "(no image)");
 			json_array_foreach(imgs, k, img)
 				printf("%-20s %-*s %-19s %10s %10s %6lld\n", hostcol, REF_COLS,
 				    cli_jesc_cut(img, "reference", REF_COLS),
-				    short_digest(cli_jstr(img, "digest", NULL)),
+				    cli_esc(short_digest(cli_jstr(img, "digest", NULL))),
 				    fmt_bytes(b1, sizeof(b1), (uint64_t)cli_jint(img, "bytes")),
 				    fmt_ago(ago, sizeof(ago), cli_jint(img, "last_used")),
 				    (long long)cli_jint(img, "in_use"));
@@ -491,6 +498,9 @@ out:
 	if (rc != NULL)
 		redisFree(rc);
 	json_decref(out);
+	for (size_t i = 0; i < nshown; i++)
+		free(shown[i]);
+	free(shown);
 	return status;
 }
 
