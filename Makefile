@@ -57,7 +57,7 @@ COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/ut
 PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
 # Image references and the image_sources patterns (pure): the config and
 # the tenant records check patterns with it, sandqd's intake references.
-IMAGES_REF_SRCS := images/ref.c
+IMAGES_REF_SRCS := images/ref.c images/names.c
 CONFIG_SRCS := config/config.c $(IMAGES_REF_SRCS)
 # The SQLite helper of every module that keeps a database (-lsqlite3).
 SQL_SRCS := common/sql.c
@@ -94,7 +94,7 @@ WORKER_SRCS := worker/main.c worker/job.c worker/image.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
-	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c queue/redis.c queue/uvredis.c
+	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c dispatcher/imgnames.c queue/redis.c queue/uvredis.c
 # image.pull's answer, pull progress and pulls on the audit trail (issue 16).
 DISPATCHER_SRCS += dispatcher/image_pull.c
 # Unpacking one image layer (libarchive), in a child process it forks.
@@ -111,6 +111,8 @@ TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c cli/cli_dead.c cli/cancel.c \
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
+# sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
+CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
 # `sandq image pull` and `sandq image ls` (issue 16).
 CLI_SRCS += cli/cli_image.c
 
@@ -153,7 +155,7 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
 INTEG_TESTS += images_hosts
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
@@ -228,7 +230,7 @@ $(B)/tests/unpack_test: $(B)/tests/unpack_test.o $(call obj,$(IMAGES_UNPACK_SRCS
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -larchive -lseccomp
 # imgref_test: image references and image_sources patterns (images/ref.c alone).
 $(B)/tests/imgref_test: $(B)/tests/imgref_test.o $(call obj,$(IMAGES_REF_SRCS) $(COMMON_SRCS))
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/fair_test: $(B)/tests/fair_test.o $(B)/tests/harness.o $(B)/libsandq.a
@@ -259,6 +261,10 @@ $(B)/tests/images_run_test: $(B)/tests/images_run_test.o $(B)/tests/harness.o $(
 # audit stream with hiredis and the CLI's JSON with jansson.
 $(B)/tests/images_hosts_test: $(B)/tests/images_hosts_test.o $(B)/tests/harness.o \
 		$(B)/tests/imgbuild.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# imgnames_test: a tenant's image names (sandq image tag), against a private registry.
+$(B)/tests/imgnames_test: $(B)/tests/imgnames_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
+		$(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 # imguser_test: an image's User as ids (images/user.c), on folders it makes.
 $(B)/tests/imguser_test: $(B)/tests/imguser_test.o $(call obj,images/user.c images/oci.c $(COMMON_SRCS))

@@ -38,6 +38,7 @@
 #include "cli_man.h"
 #include "cli_sandbox.h"
 #include "cli_status.h"
+#include "cli_image_tag.h"
 #include "cli_tenant.h"
 #include "doctor.h"
 
@@ -883,6 +884,17 @@ cli_main(struct cli *cl, int argc, char **argv)
 		    .tenant = cl->tenant, .wait_ms = cl->wait_ms, .json = cl->json,
 		    .help = cl->help }, argc - next, argv + next);
 	}
+	/* `sandq image tag|untag|tags`: a tenant's image names (cli_image_tag.c). */
+	if (next < argc && strcmp(argv[next], "image") == 0 && (next + 1 == argc ||
+	    strcmp(argv[next + 1], "--help") == 0 || strcmp(argv[next + 1], "-h") == 0)) {
+		cli_man_print("image");
+		return next + 1 == argc && !cl->help ? 2 : 0;
+	}
+	if (next + 1 < argc && strcmp(argv[next], "image") == 0 &&
+	    cli_image_tag_is_verb(argv[next + 1]))
+		return cli_image_tag_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    argc - next, argv + next);
 	/* `sandq tenant ...`: the admin verbs of cli_tenant.c. */
 	if (next < argc && strcmp(argv[next], "tenant") == 0)
 		return cli_tenant_main(&(struct cli_conn){ .redis = cl->redis,
@@ -919,7 +931,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
-		    "sandbox, fs, kv, audit, tenant, status, dead, cancel, batch, doctor or help)");
+		    "sandbox, fs, kv, image, audit, tenant, status, dead, cancel, batch, doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

@@ -265,6 +265,11 @@ cli_result_json(const struct sandq_result *r)
 			    json_integer((json_int_t)r->refused[i].count));
 		json_object_set_new(o, "refused", refused);
 	}
+	if (r->image) {
+		json_object_set_new(o, "image", json_string(r->image));
+		json_object_set_new(o, "image_digest", json_str_or_null(r->image_digest));
+		json_object_set_new(o, "image_name", json_str_or_null(r->image_name));
+	}
 	if (r->sandbox) {
 		json_t *ch = json_array(), *rp = json_array();
 

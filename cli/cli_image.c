@@ -536,7 +536,7 @@ cli_image_main(const struct cli_conn *conn, int argc, char **argv)
 				status = cli_fail("writing standard output: %s", strerror(errno));
 			return status;
 		}
-	cli_warn("image: unknown verb '%s' (pull or ls)", argv[1]);
+	cli_warn("image: unknown verb '%s' (tag, untag, tags, pull or ls)", argv[1]);
 	fputs("Try 'sandq help image'.\n", stderr);
 	return 2;
 }

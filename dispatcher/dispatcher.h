@@ -147,6 +147,16 @@ void shared_stop(struct sandqd *d);
 void cancel_start(struct sandqd *d);
 void cancel_stop(struct sandqd *d);
 
+/*** imgnames.c ***/
+
+/*
+ * If j (admitted) runs on a tenant's image name: reads the name from Redis
+ * and returns true; j is then queued (jobs_admitted()) or answered when
+ * the name is read, or dropped unanswered if Redis goes away meanwhile
+ * (its entry stays pending, to be read again). False: j names no name.
+ */
+bool imgnames_lookup(struct sandqd *d, struct djob *j);
+
 /*** admit.c ***/
 
 void admit_init(struct sandqd *d);
@@ -290,6 +300,12 @@ void jobs_republish(struct sandqd *d, size_t tenant, const char *entry_id,
  */
 void jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
     const char *job, size_t joblen, size_t nfields, json_t *attempts);
+/* j, admitted (its image name read, if it has one): queued, or sent to
+ * admission first for a tenant with max_queued or rate. */
+void jobs_admitted(struct sandqd *d, struct djob *j);
+/* Answers j refused by a rule, r's refusal on the audit trail if it names
+ * a target (a tenant's rule). */
+void jobs_refused_rule(struct sandqd *d, struct djob *j, const struct intake_refusal *r);
 /*
  * The job's attempt failed for a reason of the infrastructure's (its
  * worker died, broke or could not take it): the failure is recorded with

@@ -341,6 +341,10 @@ image_pull_answer(struct sandqd *d, struct djob *j, const struct img_record *r,
 	res->wall_ms = ms;
 	res->data = (uint8_t *)data;
 	res->data_len = len;
+	/* Named at the top as a run's image is (jobs.c names runs' only). */
+	res->image = xstrdup(j->job->image);
+	res->image_digest = xstrdup(r->manifest);
+	res->image_name = j->image_name != NULL ? xstrdup(j->image_name) : NULL;
 	log_info("image %s: job %s of %s answered (%s)", r->reference, j->id,
 	    d->tenants[j->tenant].name, pulled ? "pulled" : "cached");
 	jobs_answer(d, j, res);

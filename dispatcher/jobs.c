@@ -66,8 +66,30 @@ djob_free(struct djob *j)
 	json_decref(j->attempts);
 	free(j->dead_attempts);
 	images_forget(j);
+	free(j->image_name);
 	result_free(j->sync_res);
 	free(j);
+}
+
+/*
+ * The image a run ran on, in its result: the reference (canonical, a
+ * name resolved), the digest it took and the tenant's name for it, if
+ * any. A job on host names none, as before images.
+ */
+static void
+image_named(const struct djob *j, struct result *r)
+{
+	const struct job *job = j->job;
+
+	if (job == NULL || !JOB_OP_RUNS(job->op) || job->image == NULL ||
+	    strcmp(job->image, "host") == 0)
+		return;
+	free(r->image);
+	r->image = xstrdup(job->image);
+	free(r->image_digest);
+	r->image_digest = job->image_id != NULL ? xstrdup(job->image_id) : NULL;
+	free(r->image_name);
+	r->image_name = j->image_name != NULL ? xstrdup(j->image_name) : NULL;
 }
 
 /* Completes r with what the dispatcher knows, encodes it, publishes it. */
@@ -77,6 +99,7 @@ answer(struct sandqd *d, struct djob *j, struct result *r)
 	free(r->host);
 	r->host = xstrdup(d->cfg.host);
 	r->queued_at = j->queued_at;
+	image_named(j, r);
 	/* The attempts before this one failed; out of them, the last did. */
 	r->attempt = (int64_t)(j->attempts ? json_array_size(j->attempts) : 0) +
 	    (j->dead_attempts ? 0 : 1);
@@ -264,11 +287,28 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		return;
 	}
 	j->job = job;
-	if (admit_capped(d, tenant)) {
+	if (imgnames_lookup(d, j))
+		return;		/* queued once its image name is read */
+	jobs_admitted(d, j);
+}
+
+void
+jobs_admitted(struct sandqd *d, struct djob *j)
+{
+	if (admit_capped(d, j->tenant)) {
 		admit_read(d, j);	/* queued once admitted */
 		return;
 	}
 	sched_enqueue(d, j);
+}
+
+void
+jobs_refused_rule(struct sandqd *d, struct djob *j, const struct intake_refusal *r)
+{
+	if (r->audit_target != NULL)
+		daudit_job(d, j, r->audit_cat, "refused", r->audit_target, false,
+		    AUDIT_LVL_WARNING, "%s", r->msg);
+	answer_early(d, j, r->status, r->code, r->msg);
 }
 
 void

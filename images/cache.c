@@ -518,21 +518,52 @@ resolve(struct pull *p, struct err *e)
  */
 
 /*
- * Hands layers/sha256 to the unpacking uid (0700), where its child makes
- * each layer's temporary folder; nothing else of the cache is its.
+ * A folder of the unpacker's own for one unpack: STAGING/XXXXXX (0700,
+ * its uid), in staging/, which like layers/sha256 is root's alone (0700).
+ * The unpacker never sees another unpack's folder nor a finished layer: a
+ * layer that compromised it can reach no file of another image, though
+ * every layer is its uid's. Returns 0 with path filled, or -errno with e.
  */
 static int
-layers_dir_for(const struct img_cache *c, uid_t uid, gid_t gid, struct err *e)
+staging_make(const struct img_cache *c, uid_t uid, gid_t gid, char *path,
+    struct err *e)
 {
-	char path[PATH_MAX];
-	struct stat sb;
-
-	cache__path(c, path, "layers/sha256");
-	if (lstat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
-		return err_set(e, -ENOTDIR, "image cache %.200s: not a folder", path);
-	if ((sb.st_uid != uid || sb.st_gid != gid) && lchown(path, uid, gid) < 0)
+	cache__path(c, path, "staging/XXXXXX");
+	if (mkdtemp(path) == NULL)
 		return err_set(e, -errno, "image cache %.200s: %s", path, strerror(errno));
+	if (chown(path, uid, gid) < 0) {
+		int rc = -errno;
+
+		rmdir(path);
+		return err_set(e, rc, "image cache %.200s: %s", path, strerror(-rc));
+	}
 	return 0;
+}
+
+/*
+ * Unpacks layer i from its verified blob into STAGING/layer as the
+ * unpacking uid, then (root) renames it to dest, which nobody else makes
+ * under the layer's lock. The staging folder goes either way.
+ */
+static int
+layer_unpack(struct pull *p, size_t i, const char *dest, const struct img_unpack_limits *lim,
+    struct img_unpack_stats *st, struct err *e)
+{
+	const struct oci_desc *l = &p->m.layers[i];
+	char staging[PATH_MAX], tmp[PATH_MAX + 8], what[64];
+	int rc;
+
+	if ((rc = staging_make(p->c, p->o->unpack_uid, p->o->unpack_gid, staging, e)) < 0)
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s/layer", staging);
+	snprintf(what, sizeof(what), "layer %zu (%.19s)", i + 1, l->digest);
+	rc = img_unpack_layer_as(p->o->unpack_uid, p->o->unpack_gid, p->fds[i], tmp, what,
+	    lim, st, e);
+	if (rc == 0 && rename(tmp, dest) < 0)
+		rc = err_set(e, -errno, "image cache: %s -> %.200s: %s", what, dest,
+		    strerror(errno));
+	cache__rmtree(staging);
+	return rc;
 }
 
 static int
@@ -542,7 +573,7 @@ layer_ensure(struct pull *p, size_t i, struct err *e)
 	struct cache_layer_meta meta = { 0 };
 	struct img_unpack_limits lim = p->o->limits;
 	struct img_unpack_stats st = { 0 };
-	char dest[PATH_MAX], lockname[80], what[64];
+	char dest[PATH_MAX], lockname[80];
 	struct err e2 = { 0 };
 	struct stat sb;
 	int lock, rc = 0;
@@ -566,13 +597,8 @@ layer_ensure(struct pull *p, size_t i, struct err *e)
 			lim.max_entries = IMG_UNPACK_ENTRIES_DEFAULT;
 		if (lim.max_ratio == 0)
 			lim.max_ratio = IMG_UNPACK_RATIO_DEFAULT;
-		snprintf(what, sizeof(what), "layer %zu (%.19s)", i + 1, l->digest);
 		progress(p, IMG_PHASE_UNPACK, l, NULL, (unsigned)i + 1, (unsigned)p->m.nlayers);
-		rc = layers_dir_for(p->c, p->o->unpack_uid, p->o->unpack_gid, &e2);
-		if (rc == 0)
-			rc = img_unpack_layer_as(p->o->unpack_uid, p->o->unpack_gid,
-			    p->fds[i], dest, what, &lim, &st, &e2);
-		if (rc < 0) {
+		if ((rc = layer_unpack(p, i, dest, &lim, &st, &e2)) < 0) {
 			fail(p, e, rc, "%s", e2.msg);
 			goto out;
 		}
@@ -771,7 +797,7 @@ int
 img_cache_open(const char *root, struct img_cache **out, struct err *e)
 {
 	static const char *const dirs[] = { "", "/oci", "/layers", "/layers/sha256",
-	    "/images", "/images/sha256", "/refs", "/locks", "/tmp" };
+	    "/images", "/images/sha256", "/refs", "/locks", "/tmp", "/staging" };
 	struct img_cache *c;
 	char path[PATH_MAX];
 	int rc;
@@ -779,15 +805,16 @@ img_cache_open(const char *root, struct img_cache **out, struct err *e)
 	if ((rc = img_cache_attach(root, &c, e)) < 0)
 		return rc;
 	/*
-	 * Tenants' images: the folders are root's alone. The unpacker's child
-	 * enters layers/sha256 before it drops to its uid, and that folder
-	 * alone is handed to it before each unpack (layers_dir_for()).
+	 * Tenants' images: the folders are root's alone (a cache an older
+	 * sandq handed layers/sha256 to the unpacker is taken back). Each
+	 * unpack gets a folder of its own in staging/ (staging_make()).
 	 */
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		const mode_t mode = 0700;
 
 		snprintf(path, sizeof(path), "%s%s", c->root, dirs[i]);
-		if ((mkdir(path, mode) < 0 && errno != EEXIST) || chmod(path, mode) < 0) {
+		if ((mkdir(path, mode) < 0 && errno != EEXIST) || lchown(path, 0, 0) < 0 ||
+		    chmod(path, mode) < 0) {
 			rc = -errno;
 			img_cache_close(c);
 			return err_set(e, rc, "image cache %.200s: %s", path, strerror(-rc));

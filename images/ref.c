@@ -623,6 +623,15 @@ img_ref_str(const struct img_ref *r, char *buf, size_t size)
  * oci: with its tag, the archives with their path alone.
  */
 int
+img_name_key(const struct img_ref *r, char *buf, size_t size)
+{
+	if (r->kind != IMG_NAME)
+		return -EINVAL;
+	return fitted(snprintf(buf, size, "%s:%s", r->name, r->tag[0] ? r->tag :
+	    "latest"), size);
+}
+
+int
 img_ref_source(const struct img_ref *r, char *buf, size_t size)
 {
 	if (r->kind == IMG_HOST || r->kind == IMG_NAME)

@@ -115,6 +115,13 @@ int img_ref_str(const struct img_ref *r, char *buf, size_t size);
  */
 int img_ref_source(const struct img_ref *r, char *buf, size_t size);
 
+/*
+ * The key a tenant's name r (IMG_NAME) is kept under: "NAME:TAG", the tag
+ * "latest" when none is given, as Docker reads a bare name. Returns its
+ * length, -ENAMETOOLONG, or -EINVAL when r is not a name.
+ */
+int img_name_key(const struct img_ref *r, char *buf, size_t size);
+
 /* "host", "docker", "oci", "oci-archive", "docker-archive" or "name". */
 const char *img_kind_name(enum img_kind k);
 

@@ -1092,6 +1092,12 @@ result_export(struct result *in)
 	r->version = in->version;
 	r->snapshot = in->snapshot;
 	in->snapshot = NULL;
+	r->image = in->image;
+	in->image = NULL;
+	r->image_digest = in->image_digest;
+	in->image_digest = NULL;
+	r->image_name = in->image_name;
+	in->image_name = NULL;
 	r->changed = in->changed;
 	r->nchanged = in->nchanged;
 	in->changed = NULL;
@@ -1300,6 +1306,9 @@ sandq_result_free(struct sandq_result *r)
 	free(r->refused);
 	free(r->sandbox);
 	free(r->snapshot);
+	free(r->image);
+	free(r->image_digest);
+	free(r->image_name);
 	for (size_t i = 0; i < r->nchanged; i++)
 		free(r->changed[i]);
 	free(r->changed);

@@ -164,6 +164,10 @@ struct sandq_result {
 	size_t nrefused_paths;
 	uint8_t *data;			/* fs/kv/sandbox ops: one msgpack object */
 	size_t data_len;		/* bytes of data; 0: the op returned none */
+	/* A run on an image other than host; NULL when absent. */
+	char *image;			/* the reference it ran on (a name resolved) */
+	char *image_digest;		/* the manifest digest it took */
+	char *image_name;		/* the tenant's name it asked for ("NAME:TAG") */
 };
 
 /*

@@ -74,6 +74,12 @@ key_batch(char *buf, const char *prefix, const char *tenant, const char *id)
 }
 
 int
+key_images(char *buf, const char *prefix, const char *tenant)
+{
+	return key_fmt(buf, prefix, tenant, "images", NULL);
+}
+
+int
 key_store(char *buf, const char *prefix, const char *tenant, const char *kind,
     const char *id)
 {

@@ -92,6 +92,9 @@ result_free(struct result *r)
 	free(r->refused);
 	free(r->sandbox);
 	free(r->snapshot);
+	free(r->image);
+	free(r->image_digest);
+	free(r->image_name);
 	strv_free(r->changed, r->nchanged);
 	strv_free(r->refused_paths, r->nrefused_paths);
 	free(r->data);
@@ -153,7 +156,8 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 	bool changes = r->added || r->modified || r->removed;
 	uint32_t n = 17 + !!r->host + !!r->error_code + !!r->nrefused +
 	    !!r->sandbox + !!r->version + !!r->snapshot + !!r->nchanged +
-	    r->changed_truncated + changes + !!r->nrefused_paths + !!r->data;
+	    r->changed_truncated + changes + !!r->nrefused_paths + !!r->data +
+	    !!r->image + !!r->image_digest + !!r->image_name;
 
 	if (r->data != NULL) {
 		struct err e;
@@ -219,6 +223,12 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 	}
 	if (r->nrefused_paths)
 		pk_kv_strv(&pk, "refused_paths", r->refused_paths, r->nrefused_paths);
+	if (r->image)
+		pack_kv_str(&pk, "image", r->image);
+	if (r->image_digest)
+		pack_kv_str(&pk, "image_digest", r->image_digest);
+	if (r->image_name)
+		pack_kv_str(&pk, "image_name", r->image_name);
 	if (r->data) {
 		/* Already one object (checked above): written as it is. */
 		pack_str(&pk, "data");
@@ -410,6 +420,18 @@ decode_result_field(const msgpack_object *k, const msgpack_object *v,
 		    &r->refused_paths, &r->nrefused_paths, e);
 	} else if (scan_key_is(k, "data")) {
 		return decode_result_data(v, r, e);
+	} else if (scan_key_is(k, "image")) {
+		free(r->image);
+		r->image = NULL;
+		return scan_get_cstr(v, "image", RESULT_IMAGE_MAX, &r->image, e);
+	} else if (scan_key_is(k, "image_digest")) {
+		free(r->image_digest);
+		r->image_digest = NULL;
+		return scan_get_cstr(v, "image_digest", RESULT_IMAGE_MAX, &r->image_digest, e);
+	} else if (scan_key_is(k, "image_name")) {
+		free(r->image_name);
+		r->image_name = NULL;
+		return scan_get_cstr(v, "image_name", RESULT_IMAGE_MAX, &r->image_name, e);
 	}
 	return 0;
 }

@@ -85,12 +85,18 @@ struct result {
 	size_t nrefused_paths;
 	uint8_t *data;		/* fs/kv/sandbox ops: one msgpack object (owned) */
 	size_t data_len;
+
+	/* A run on an image other than host (sandqd fills them). */
+	char *image;		/* the reference it ran on, canonical, or NULL */
+	char *image_digest;	/* the manifest digest it took, or NULL */
+	char *image_name;	/* the tenant's name it was asked by ("NAME:TAG") */
 };
 
 #define RESULT_CHANGED_MAX 1024		/* paths a result lists in changed */
 #define RESULT_REFUSED_PATHS_MAX 256	/* paths a result lists in refused_paths */
 #define RESULT_DATA_MAX (1u << 30)	/* bytes of a result's data object */
 #define RESULT_SNAPSHOT_MAX 64		/* bytes of a result's snapshot (hex SHA-256) */
+#define RESULT_IMAGE_MAX 1024		/* bytes of a result's image, image_digest, image_name */
 
 /*
  * A new result for job id (copied; NULL gives ""): status ok, exit_code and

@@ -1379,6 +1379,56 @@ rq_redelivery_get(struct rq *q, size_t tenant, const char *id, rq_redelivery_cb 
 	return 0;
 }
 
+/*** Image names (sandq image tag) ***/
+
+struct rname {
+	rq_image_name_cb *cb;
+	void *arg;
+};
+
+static void
+on_image_name_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rname *g = priv;
+	redisReply *reply = r;
+
+	(void)ac;
+	if (reply == NULL)
+		g->cb(g->arg, -ENOTCONN, NULL, 0);
+	else if (reply_is_str(reply))
+		g->cb(g->arg, 1, reply->str, reply->len);
+	else if (reply->type == REDIS_REPLY_NIL)
+		g->cb(g->arg, 0, NULL, 0);
+	else {
+		if (reply->type == REDIS_REPLY_ERROR)
+			log_warnx("redis: image name lookup: %s", reply->str);
+		g->cb(g->arg, -EIO, NULL, 0);
+	}
+	free(g);
+}
+
+int
+rq_image_name_get(struct rq *q, size_t tenant, const char *name,
+    rq_image_name_cb *cb, void *arg)
+{
+	char key[KEY_MAX];
+	struct rname *g;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_images(key, q->prefix, q->tenants[tenant]) < 0)
+		return -ENAMETOOLONG;
+	g = xcalloc(1, sizeof(*g));
+	g->cb = cb;
+	g->arg = arg;
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_image_name_reply, g,
+	    "HGET %s %s", key, name) != REDIS_OK) {
+		free(g);
+		return -EIO;
+	}
+	return 0;
+}
+
 /*** Cancellations (sandq cancel) ***/
 
 struct rcancel {

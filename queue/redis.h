@@ -185,6 +185,15 @@ int rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_que
 int rq_lease(struct rq *q, size_t tenant, const char *const *ids, size_t n);
 int rq_reclaim(struct rq *q, size_t tenant, int64_t min_idle_ms, size_t count);
 /*
+ * A tenant's image name (key_images(), field key: "NAME:TAG"): status 1
+ * with its stored value (JSON text, living only during the call), 0 when
+ * the tenant has no such name, or -errno.
+ */
+typedef void rq_image_name_cb(void *arg, int status, const char *val, size_t len);
+int rq_image_name_get(struct rq *q, size_t tenant, const char *name,
+    rq_image_name_cb *cb, void *arg);
+
+/*
  * What a redelivered entry's job left behind, in one round trip: status 1
  * with its stored result, 0 with none, or -errno; and either way the
  * records of its failed attempts (JSON texts, oldest first). Everything

@@ -1101,5 +1101,12 @@ tenant_acl_rules(const char *prefix, const char *name, const char *pass_sha256,
 	 * a write pattern over PREFIX:{T}:* would let it forge its audit stream.
 	 */
 	rc |= rule_add(argv, &n, max, &b, "(+xadd %%W~%s:{%s}:jobs)", prefix, name);
+	/*
+	 * The tenant names its own images (sandq image tag): the hash commands
+	 * on its names hash alone. sandqd reads every value back as untrusted
+	 * (images/names.h) and checks what it names against image_sources.
+	 */
+	rc |= rule_add(argv, &n, max, &b, "(+hget +hset +hdel +hgetall ~%s:{%s}:images)",
+	    prefix, name);
 	return rc != 0 ? -ENAMETOOLONG : (int)n;
 }

@@ -12,8 +12,8 @@
  * the waiting jobs rejected with code image naming the image, leaves
  * nothing half-done in either cache, and a job succeeds once the registry
  * is back; `sandq image pull` shows its progress (lines, a bar on a
- * terminal) and its result, and a reference outside image_sources, or
- * host, is refused.
+ * terminal) and its result, pulls what a tenant's name names, and a
+ * reference outside image_sources, or host, is refused.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -576,6 +576,20 @@ Test(images_hosts, image_pull_shows_progress_and_the_image_and_refuses_other_sou
 	errs = slurp(err);
 	cr_expect(strstr(errs, "nothing to pull") != NULL, "%s", errs);
 	free(errs);
+	free(out);
+
+	/* A tenant's name pulls what it names (sandq image tag pins the tag). */
+	snprintf(args, sizeof(args), "image tag box %s --plain-http", ref("test/img:1"));
+	cr_assert_eq(cli(args, err, &out), 0, "%s", out);
+	free(out);
+	cr_assert_eq(cli("image pull --json --quiet box", err, &out), 0, "%s", out);
+	j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%s", out);
+	img = json_object_get(j, "image");
+	snprintf(args, sizeof(args), "docker://%s/test/img@sha256:", reg.addr);
+	cr_expect(strncmp(json_string_value(json_object_get(img, "reference")), args,
+	    strlen(args)) == 0, "%s", out);
+	json_decref(j);
 	free(out);
 
 	/* libsandq: the records themselves, in order, before the result. */

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "../images/cache.h"
@@ -315,6 +316,71 @@ Test(images, pull_records_the_image_and_unpacks_its_layers)
 	cr_expect_eq(again->nlayers, 2);
 	img_record_free(again);
 	cr_expect_eq(img_cache_lookup(cache, ref("test/img2:1"), &again, &e), -ENOENT);
+	img_record_free(r);
+}
+
+/*
+ * In a child as the unpacking uid (what a layer that compromised the
+ * unpacker runs as): whether it can open path for writing, list the
+ * finished layers, or see another unpack's folder. Returns the child's
+ * errno for the open (0: it could).
+ */
+static int
+open_as_unpacker(const char *path, int flags)
+{
+	pid_t pid = fork();
+	int st;
+
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int fd;
+
+		if (setgroups(0, NULL) < 0 || setresgid(UNPACK_UID, UNPACK_UID, UNPACK_UID) < 0 ||
+		    setresuid(UNPACK_UID, UNPACK_UID, UNPACK_UID) < 0)
+			_exit(100);
+		fd = open(path, flags);
+		_exit(fd >= 0 ? 0 : errno);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 100, "could not drop to the uid");
+	return WEXITSTATUS(st);
+}
+
+Test(images, a_finished_layer_is_out_of_the_unpackers_reach)
+{
+	struct img_pull_stats st = { 0 };
+	struct img_pull_opts o = opts(&st);
+	struct img_record *r = NULL;
+	struct err e = { 0 };
+	char path[700], sub[700];
+	struct stat sb;
+
+	cr_assert_eq(img_cache_pull(cache, ref("test/img:1"), &o, &r, &e), 0, "%s", e.msg);
+	/* Its files are the unpacking uid's, as the sandbox's mapping needs... */
+	layer_path(r->layers[0].digest, "hello.txt", path, sizeof(path));
+	cr_assert(stat(path, &sb) == 0);
+	cr_expect_eq(sb.st_uid, UNPACK_UID);
+	/* ...but that uid can no longer reach them: layers/ and staging/ are root's. */
+	cr_expect_eq(open_as_unpacker(path, O_WRONLY), EACCES, "write a finished layer");
+	snprintf(sub, sizeof(sub), "%s/layers/sha256", root);
+	cr_expect_eq(open_as_unpacker(sub, O_RDONLY | O_DIRECTORY), EACCES, "list layers");
+	snprintf(sub, sizeof(sub), "%s/staging", root);
+	cr_expect_eq(open_as_unpacker(sub, O_RDONLY | O_DIRECTORY), EACCES, "list staging");
+	cr_assert(stat(sub, &sb) == 0);
+	cr_expect_eq(sb.st_uid, 0);
+	cr_expect_eq(sb.st_mode & 07777, 0700);
+	/* Nothing of the unpack is left in staging. */
+	{
+		DIR *d = opendir(sub);
+		struct dirent *de;
+		int n = 0;
+
+		cr_assert_not_null(d);
+		while ((de = readdir(d)) != NULL)
+			n += de->d_name[0] != '.';
+		closedir(d);
+		cr_expect_eq(n, 0, "staging/ is empty after the pull");
+	}
 	img_record_free(r);
 }
 

@@ -7,8 +7,10 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../images/names.h"
 #include "../images/ref.h"
 
 static struct img_ref r;
@@ -577,4 +579,65 @@ Test(imgref, an_empty_list_allows_only_host_and_names_are_never_allowed)
 	canon("numpy");
 	cr_expect_not(img_source_allowed(NULL, 0, &r));
 	cr_expect_not(img_source_allowed((char *[]){ "host" }, 1, &r));
+}
+
+/*** A tenant's names (names.c) ***/
+
+Test(imgref, a_names_key_spells_out_its_tag)
+{
+	struct img_ref nr;
+	char key[200];
+
+	cr_assert_eq(img_ref_parse("numpy", &nr, &e), 0, "%s", e.msg);
+	cr_expect_gt(img_name_key(&nr, key, sizeof(key)), 0);
+	cr_expect_str_eq(key, "numpy:latest");
+	cr_assert_eq(img_ref_parse("numpy:1.26", &nr, &e), 0, "%s", e.msg);
+	cr_expect_gt(img_name_key(&nr, key, sizeof(key)), 0);
+	cr_expect_str_eq(key, "numpy:1.26");
+	cr_expect_eq(img_name_key(&nr, key, 5), -ENAMETOOLONG);
+	cr_assert_eq(img_ref_parse("docker://r.io/a", &nr, &e), 0, "%s", e.msg);
+	cr_expect_eq(img_name_key(&nr, key, sizeof(key)), -EINVAL, "not a name");
+}
+
+Test(imgref, a_names_value_reads_back_canonical_and_refuses_what_is_not_a_reference)
+{
+	struct img_name_value v = { .at_ms = 1764115200000 }, back;
+	char *json = NULL;
+
+	snprintf(v.ref, sizeof(v.ref), "docker://Index.Docker.IO/alpine@sha256:"
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	snprintf(v.given, sizeof(v.given), "docker://docker.io/alpine");
+	cr_assert_eq(img_name_value_encode(&v, &json, &e), 0, "%s", e.msg);
+	cr_assert_eq(img_name_value_decode(json, strlen(json), &back, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(back.ref, "docker://docker.io/library/alpine@sha256:"
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	cr_expect_str_eq(back.given, "docker://docker.io/library/alpine:latest");
+	cr_expect_eq(back.at_ms, 1764115200000);
+	free(json);
+	/* A name never names a name; what is stored is read as untrusted. */
+	snprintf(v.ref, sizeof(v.ref), "other");
+	cr_expect_eq(img_name_value_encode(&v, &json, &e), -EINVAL);
+	cr_expect_null(json);
+#define VALUE_REFUSED(t_, m_) do { \
+		cr_expect_eq(img_name_value_decode(t_, strlen(t_), &back, &e), -EINVAL, \
+		    "%s", t_); \
+		cr_expect_str_eq(e.msg, m_); \
+		cr_expect_str_eq(back.ref, "", "nothing half-read"); \
+	} while (0)
+	VALUE_REFUSED("[1]", "expected an object with a string 'ref'");
+	VALUE_REFUSED("{\"ref\":1}", "expected an object with a string 'ref'");
+	VALUE_REFUSED("{\"ref\":\"host\",\"at\":\"x\"}", "'given' must be a string and 'at' an integer");
+	VALUE_REFUSED("{\"ref\":\"other\"}", "'ref': names an image name, not an image");
+	VALUE_REFUSED("{\"ref\":\"host\",\"ref\":\"host\"}", "not JSON: duplicate object key near '\"ref\"'");
+	VALUE_REFUSED("{\"ref\":\"docker://x/\\u001b\"}", "'ref': byte 0x1b at offset 11: a reference "
+	    "is printable ASCII without spaces");
+#undef VALUE_REFUSED
+	{
+		char big[IMG_NAME_VALUE_MAX + 2];
+
+		memset(big, ' ', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		cr_expect_eq(img_name_value_decode(big, strlen(big), &back, &e), -EINVAL);
+		cr_expect_str_eq(e.msg, "more than 4096 bytes");
+	}
 }

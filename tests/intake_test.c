@@ -323,9 +323,6 @@ Test(intake, a_job_out_of_attempts_is_given_up_with_its_normalised_job)
 
 /*** Images ***/
 
-#define NAMES "field 'image': tenant image names are not supported yet on this " \
-	"host (name a docker://, oci:, oci-archive: or docker-archive: reference)"
-
 /* An exec job naming image ref (NULL: none). */
 static void
 entry_image(const char *ref)
@@ -438,12 +435,63 @@ Test(intake, an_allowed_image_goes_on_to_be_resolved)
 	expect_image_admitted("docker://r.io/base:latest");
 }
 
-Test(intake, a_tenants_image_name_is_refused_until_names_resolve)
+Test(intake, a_tenants_image_name_goes_on_to_be_read_and_its_target_checked)
 {
+	char key[200];
+	struct job *back = NULL;
+	struct err e = { 0 };
+
 	set("image_sources=host, docker://r.io/*");
 	entry_image("numpy");
-	cr_expect_eq(admit(0), INTAKE_ANSWER);
-	expect_image_refused(NAMES, false);
+	cr_expect_eq(admit(0), INTAKE_OK, "a name is not checked before it is read: %s",
+	    r.msg);
+	cr_expect_str_eq(job->image, "numpy");
+	cr_assert(intake_image_name(job, key, sizeof(key)));
+	cr_expect_str_eq(key, "numpy:latest");
+	/* What it names, within image_sources: the job runs on that. */
+	cr_assert(intake_name_resolved(&in, job, "docker://r.io/sci/numpy@sha256:"
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", &norm,
+	    &normlen, &r), "%s", r.msg);
+	cr_expect_str_eq(job->image, "docker://r.io/sci/numpy@sha256:0123456789abcdef"
+	    "0123456789abcdef0123456789abcdef0123456789abcdef");
+	cr_expect(!intake_image_name(job, key, sizeof(key)), "resolved: no name left");
+	cr_assert_eq(payload_job_decode(norm, normlen, &back, NULL, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(back->image, job->image, "the worker is told the target");
+	job_free(back);
+}
+
+Test(intake, an_unknown_name_or_a_target_outside_image_sources_is_refused)
+{
+	set("image_sources=host, docker://r.io/team/*");
+	entry_image("numpy:2");
+	cr_assert_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect(!intake_name_resolved(&in, job, NULL, &norm, &normlen, &r));
+	cr_expect_str_eq(r.code, "image");
+	cr_expect_str_eq(r.msg, "field 'image': tenant 'acme' has no image named "
+	    "'numpy:2' (sandq image tag)");
+	cr_expect(!intake_name_resolved(&in, job, "docker://r.io/other/x:1", &norm,
+	    &normlen, &r));
+	cr_expect_str_eq(r.msg, "field 'image': 'docker://r.io/other/x:1' (image name "
+	    "'numpy:2') is not within this host's image_sources");
+	cr_expect_null(r.audit_target, "the host's rule is not the tenant's");
+	/* A name never resolves to a name. */
+	cr_expect(!intake_name_resolved(&in, job, "other", &norm, &normlen, &r));
+	cr_expect_str_eq(r.msg, "field 'image': image name 'numpy:2' resolves to no "
+	    "image: a name");
+}
+
+Test(intake, a_names_target_outside_the_tenants_image_sources_is_audited)
+{
+	set("image_sources=host, docker://r.io/*");
+	tenant_set("image_sources", "docker://r.io/team/*");
+	entry_image("numpy");
+	cr_assert_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect(!intake_name_resolved(&in, job, "docker://r.io/other/x:1", &norm,
+	    &normlen, &r));
+	cr_expect_str_eq(r.msg, "field 'image': 'docker://r.io/other/x:1' is not within "
+	    "tenant 'acme''s image_sources");
+	cr_expect_str_eq(r.audit_target, "image_sources");
+	cr_expect_eq(r.audit_cat, AUDIT_CAT_QUOTA);
 }
 
 Test(intake, a_clients_image_id_is_refused)
@@ -565,7 +613,7 @@ Test(intake, an_image_pull_is_held_to_the_image_rules_of_a_run)
 	    "tenant 'acme''s image_sources", true);
 	job_free(job);
 	job = NULL;
-	/* host is nothing to pull; a tenant's name is not resolved here. */
+	/* host is nothing to pull. */
 	in.conf = NULL;
 	entry_pull("host");
 	cr_expect_eq(admit(0), INTAKE_ANSWER);
@@ -573,9 +621,20 @@ Test(intake, an_image_pull_is_held_to_the_image_rules_of_a_run)
 	    "nothing to pull", false);
 	job_free(job);
 	job = NULL;
+	/* A tenant's name goes on, to be read and checked as a run's is. */
 	entry_pull("numpy");
-	cr_expect_eq(admit(0), INTAKE_ANSWER);
-	expect_image_refused(NAMES, false);
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	{
+		char key[80];
+
+		cr_assert(intake_image_name(job, key, sizeof(key)));
+		cr_expect_str_eq(key, "numpy:latest");
+		cr_assert(intake_name_resolved(&in, job, "docker://r.io/sci/numpy:1", &norm,
+		    &normlen, &r), "%s", r.msg);
+		cr_expect_str_eq(job->image, "docker://r.io/sci/numpy:1");
+	}
+	free(norm);
+	norm = NULL;
 	job_free(job);
 	job = NULL;
 	/* The decoder wants the image: a pull of nothing is a bad image. */

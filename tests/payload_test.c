@@ -3017,6 +3017,33 @@ Test(payload, result_round_trips_every_field)
 	result_free(r);
 }
 
+Test(payload, result_round_trips_the_image_it_ran_on)
+{
+	struct result *r = result_new("job-8");
+	struct result *back;
+
+	r->image = xdup("docker://r.io/team/py@sha256:0123456789abcdef0123456789abcdef"
+	    "0123456789abcdef0123456789abcdef");
+	r->image_digest = xdup("sha256:fedcba9876543210fedcba9876543210fedcba9876543210"
+	    "fedcba9876543210");
+	r->image_name = xdup("py:latest");
+	back = result_round_trip(r);
+	cr_expect_str_eq(back->image, r->image);
+	cr_expect_str_eq(back->image_digest, r->image_digest);
+	cr_expect_str_eq(back->image_name, "py:latest");
+	result_free(back);
+	/* A job on host names none: nothing is written, nothing read back. */
+	free(r->image);
+	free(r->image_digest);
+	free(r->image_name);
+	r->image = r->image_digest = r->image_name = NULL;
+	back = result_round_trip(r);
+	cr_expect_null(back->image);
+	cr_expect_null(back->image_name);
+	result_free(back);
+	result_free(r);
+}
+
 Test(payload, result_round_trips_refused_syscalls_and_merges_repeats)
 {
 	struct result *r = result_new("j");

@@ -54,6 +54,8 @@ struct djob {
 	uint64_t retry_at;		/* epoch ms its backoff ends; 0: not waiting */
 	struct dimg_op *img_wait;	/* the pull (or eviction) its image waits
 					 * on: queued, not runnable; NULL: none */
+	char *image_name;		/* the tenant's image name it ran on
+					 * ("NAME:TAG"), or NULL */
 	bool cancelled;			/* sandq cancel: its worker is being killed */
 	uint8_t sync;			/* SYNC_*: the shared store around it (shared.c) */
 	uint64_t sbx_from;		/* the sandbox's version it was given */
@@ -188,14 +190,33 @@ enum intake_verdict intake_read(const struct intake *in, const char *raw,
  * attempts, with job->limits resolved, a run's job->image its image's
  * canonical text and *norm, *normlen the normalised job for the worker
  * (the caller's: free()); else INTAKE_ANSWER with *r filled. The job stays
- * the caller's either way. A run on a tenant's own image name is answered
- * rejected ("image": not supported yet); a run on any other allowed image
- * goes on with job->image canonical, to be resolved to a digest by sandqd
- * (dispatcher/images.c) before it is queued. An image.pull is held to
- * the image rules alone (not host, not a tenant's name) and has no limits.
+ * the caller's either way. A run on any allowed image goes on with
+ * job->image canonical, to be resolved to a digest by sandqd
+ * (dispatcher/images.c) before it is queued; a run on a tenant's own image
+ * name (intake_image_name() says which) goes on with job->image the name,
+ * which sandqd reads from Redis and hands to intake_name_resolved().
+ * An image.pull is held to the image rules alone (not host; a tenant's
+ * name goes on as a run's) and has no limits.
  */
 enum intake_verdict intake_admit(const struct intake *in, struct job *job,
     size_t nattempts, char **norm, size_t *normlen, struct intake_refusal *r);
+/*
+ * Whether job (admitted) runs on, or pulls (image.pull), a tenant's image
+ * name: true with key its key in the tenant's names ("NAME:TAG",
+ * img_name_key()).
+ */
+bool intake_image_name(const struct job *job, char *key, size_t size);
+/*
+ * A run on a tenant's image name, once the name is read: target is what
+ * the name resolves to (canonical, never a name), or NULL when the tenant
+ * has no such name. The target must be within the host's and the tenant's
+ * image_sources, as a reference the job named itself (a name never widens
+ * them). Returns true with job->image the target and *norm, *normlen
+ * encoded again (the old bytes freed), or false with *r filled (rejected,
+ * "image"; the tenant's refusal on the audit trail).
+ */
+bool intake_name_resolved(const struct intake *in, struct job *job, const char *target,
+    char **norm, size_t *normlen, struct intake_refusal *r);
 
 /*** runq.c ***/
 

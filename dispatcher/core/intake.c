@@ -312,9 +312,10 @@ rules_valid(const struct job *job, struct err *e)
 /*
  * image.pull (answered by sandqd, never by a worker): its image is held
  * to the same rules as a run's (parsed, within the host's image_sources
- * and the tenant's, code "image"), and must be something to pull: not
- * host, not a tenant's name (not resolved here yet). It has no limits,
- * network or path rules. Returns as intake_admit() does.
+ * and the tenant's, code "image"; a tenant's name goes on, to be read and
+ * checked as a run's is: intake_name_resolved()), and must be something
+ * to pull: not host. It has no limits, network or path rules. Returns as
+ * intake_admit() does.
  */
 static enum intake_verdict
 image_pull_admit(const struct intake *in, struct job *job, size_t nattempts,
@@ -330,11 +331,6 @@ image_pull_admit(const struct intake *in, struct job *job, size_t nattempts,
 	if (ref.kind == IMG_HOST)
 		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", "field 'image': "
 		    "'host' is this host's own files: there is nothing to pull");
-	if (ref.kind == IMG_NAME)
-		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "image",
-		    "field 'image': tenant image names are not supported yet "
-		    "on this host (name a docker://, oci:, oci-archive: or "
-		    "docker-archive: reference)");
 	if (payload_job_encode(job, norm, normlen) < 0)
 		fatalx("cannot encode a job");
 	if (nattempts >= (size_t)in->cfg->max_attempts)
@@ -389,20 +385,15 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 	if (!tenant_rules(in, job, &lim, r))
 		return INTAKE_ANSWER;
 	if (JOB_OP_RUNS(job->op)) {
+		/*
+		 * An allowed image goes on: sandqd resolves it to a digest in
+		 * its cache (pulling it if need be) before the job is queued
+		 * (dispatcher/images.c). A tenant's own name is read from
+		 * Redis first, and what it names is checked then
+		 * (intake_name_resolved()).
+		 */
 		if (!tenant_image_rule(in, job, &ref, named, r))
 			return INTAKE_ANSWER;
-		/*
-		 * A tenant's own name for an image is kept in Redis by
-		 * `sandq image tag`, a later piece: until it exists there is
-		 * nothing to resolve one to. Any other allowed image goes on;
-		 * sandqd resolves it to a digest in its cache (pulling it if
-		 * need be) before the job is queued (dispatcher/images.c).
-		 */
-		if (ref.kind == IMG_NAME)
-			return refuse(r, INTAKE_ANSWER, ST_REJECTED, "image",
-			    "field 'image': tenant image names are not supported yet "
-			    "on this host (name a docker://, oci:, oci-archive: or "
-			    "docker-archive: reference)");
 	}
 	if (JOB_HAS_LIMITS(job))
 		job->limits = lim;
@@ -411,4 +402,59 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 	if (nattempts >= (size_t)in->cfg->max_attempts)
 		return INTAKE_GIVE_UP;
 	return INTAKE_OK;
+}
+
+bool
+intake_image_name(const struct job *job, char *key, size_t size)
+{
+	struct img_ref ref;
+	struct err e;
+
+	if ((!JOB_OP_RUNS(job->op) && job->op != OP_IMAGE_PULL) || job->image == NULL ||
+	    img_ref_parse(job->image, &ref, &e) < 0 || ref.kind != IMG_NAME)
+		return false;
+	return img_name_key(&ref, key, size) >= 0;
+}
+
+bool
+intake_name_resolved(const struct intake *in, struct job *job, const char *target,
+    char **norm, size_t *normlen, struct intake_refusal *r)
+{
+	char key[IMG_NAME_MAX + IMG_TAG_MAX + 2], msg[sizeof(r->msg)], canon[IMG_REF_MAX + 1];
+	struct img_ref name, ref;
+	struct err e = { 0 };
+
+	if (img_ref_parse(job->image, &name, &e) < 0 || name.kind != IMG_NAME ||
+	    img_name_key(&name, key, sizeof(key)) < 0)
+		fatalx("intake_name_resolved: not a job on an image name");
+	if (target == NULL) {
+		snprintf(msg, sizeof(msg), "field 'image': tenant '%s' has no image "
+		    "named '%s' (sandq image tag)", in->tenant, key);
+		refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", msg);
+		return false;
+	}
+	if (img_ref_parse(target, &ref, &e) < 0 || ref.kind == IMG_NAME) {
+		snprintf(msg, sizeof(msg), "field 'image': image name '%.100s' resolves to "
+		    "no image: %.150s", key, ref.kind == IMG_NAME ? "a name" : e.msg);
+		refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", msg);
+		return false;
+	}
+	if (img_ref_str(&ref, canon, sizeof(canon)) < 0)
+		fatalx("an image reference outgrew its canonical form");
+	if (!img_source_allowed(in->cfg->image_sources, in->cfg->nimage_sources, &ref)) {
+		snprintf(msg, sizeof(msg), "field 'image': '%.200s' (image name '%.100s') is "
+		    "not within this host's image_sources%s", canon, key,
+		    in->cfg->nimage_sources == 0 ? " (empty: host only)" : "");
+		refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", msg);
+		return false;
+	}
+	/* The tenant's rule reads the job's image: the target, from here on. */
+	free(job->image);
+	job->image = xstrdup(canon);
+	if (!tenant_image_rule(in, job, &ref, true, r))
+		return false;
+	free(*norm);
+	if (payload_job_encode(job, norm, normlen) < 0)
+		fatalx("cannot encode a job");
+	return true;
 }

@@ -41,9 +41,11 @@ class Result:
     Runs: status, exit_code, signal, stdout and stderr (bytes; stdout_text
     and stderr_text decode them), wall_ms, cpu_ms, max_rss_kb, refused (the
     system calls the job's filter refused, by name). Sandboxes: sandbox,
-    version, snapshot, changed, changes. Ops: data (the answer, already
-    decoded). Failures: error_code and error_message. raw holds the whole
-    map as decoded.
+    version, snapshot, changed, changes. Images: image (the reference it ran
+    on, a name resolved), image_digest, image_name (the tenant's name it
+    asked for); None on host. Ops: data (the answer, already decoded).
+    Failures: error_code and error_message. raw holds the whole map as
+    decoded.
     """
 
     __slots__ = ("raw", "id", "status", "exit_code", "signal", "stdout", "stderr",
@@ -51,7 +53,8 @@ class Result:
                  "max_rss_kb", "queued_at", "started_at", "finished_at", "host",
                  "worker", "attempt", "error_code", "error_message", "refused",
                  "sandbox", "version", "snapshot", "changed", "changed_truncated",
-                 "changes", "refused_paths", "data", "has_data")
+                 "changes", "refused_paths", "data", "has_data", "image",
+                 "image_digest", "image_name")
 
     def __init__(self, raw):
         if not isinstance(raw, dict):
@@ -86,6 +89,9 @@ class Result:
         self.changed_truncated = bool(g("changed_truncated", False))
         self.changes = dict(g("changes") or {})
         self.refused_paths = [_text(p) for p in g("refused_paths") or []]
+        self.image = _text(g("image"))
+        self.image_digest = _text(g("image_digest"))
+        self.image_name = _text(g("image_name"))
         self.has_data = "data" in raw
         self.data = g("data")
 

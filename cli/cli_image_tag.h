@@ -1,0 +1,20 @@
+/*
+ * cli_image_tag.h - `sandq image tag|untag|tags` (cli_image_tag.c): its
+ * entry point, which the dispatcher (cli.c) calls.
+ */
+#ifndef SANDQ_CLI_IMAGE_TAG_H
+#define SANDQ_CLI_IMAGE_TAG_H
+
+#include <stdbool.h>
+
+struct cli_conn;
+
+/* Whether verb is one of tag, untag and tags. */
+bool cli_image_tag_is_verb(const char *verb);
+/*
+ * Runs `sandq image tag|untag|tags ...`: argv[0] is "image", argv[1] the
+ * verb. Returns the process's exit status.
+ */
+int cli_image_tag_main(const struct cli_conn *conn, int argc, char **argv);
+
+#endif
