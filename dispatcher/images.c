@@ -32,6 +32,12 @@
  *
  * A job's digest is final: a tag that moves in its registry is seen again
  * only once the cache has let the image go (docs/images.md).
+ *
+ * An image.pull job (`sandq image pull`) goes the same way without a
+ * worker: answered at once when the cache has its image, else queued on
+ * the same single pull as the runs, and answered with the image, or
+ * rejected with the pull's error, when it ends. image_pull.c makes the
+ * answer, relays the pull's progress and puts the pull on the audit trail.
  */
 #include <errno.h>
 #include <limits.h>
@@ -66,6 +72,9 @@ struct dimg_op {
 	struct img_pull_stats st;
 	struct img_evict_result ev;
 	int64_t t0;			/* mono ns when it started */
+	struct image_watch *watch;	/* pull: progress, audit (image_pull.c) */
+	char starter[JOB_ID_MAX + 1];	/* pull: the first job to wait on it, or "" */
+	size_t starter_tenant;		/* and its tenant */
 	/* On the loop. */
 	bool started, done;
 	size_t waiting;			/* jobs whose img_wait is this op */
@@ -87,6 +96,9 @@ struct dimages {
 };
 
 static void op_start_next(struct sandqd *d);
+static bool pull_job_cached(struct sandqd *d, struct djob *j,
+    const struct img_record *r);
+static bool pull_job_before(struct sandqd *d, struct djob *j);
 
 /*** The jobs' side ***/
 
@@ -164,6 +176,11 @@ wait_on(struct dimg_op *op, struct djob *j)
 {
 	j->img_wait = op;
 	op->waiting++;
+	if (op->starter[0] == '\0') {
+		/* Named on the audit trail as the job that started the pull. */
+		snprintf(op->starter, sizeof(op->starter), "%s", j->id);
+		op->starter_tenant = j->tenant;
+	}
 }
 
 /* The pull of src running or pending, or NULL. */
@@ -248,7 +265,8 @@ resolve(struct sandqd *d, struct djob *j, char *msg, size_t msglen)
 	}
 	rc = img_cache_lookup(im->cache, src, &r, &e);
 	if (rc == 0) {
-		bool ok = images_apply(d, j, r, msg, msglen);
+		bool ok = j->job->op == OP_IMAGE_PULL ? pull_job_cached(d, j, r) :
+		    images_apply(d, j, r, msg, msglen);
 
 		img_record_free(r);
 		im->hits++;
@@ -281,6 +299,8 @@ images_before(struct sandqd *d, struct djob *j)
 	const struct job *job = j->job;
 	char msg[400];
 
+	if (job != NULL && job->op == OP_IMAGE_PULL)
+		return pull_job_before(d, j);
 	if (job == NULL || !JOB_OP_RUNS(job->op) || job->image == NULL ||
 	    strcmp(job->image, "host") == 0 || job->image_id != NULL)
 		return true;
@@ -320,6 +340,69 @@ images_waiting(const struct tenant *t)
 	TAILQ_FOREACH(j, &t->queue, link)
 		n += j->img_wait != NULL;
 	return n;
+}
+
+/*** image.pull: a pull a client asks for (answers: image_pull.c) ***/
+
+/* j, an image.pull, found its image in the cache: answered now. */
+static bool
+pull_job_cached(struct sandqd *d, struct djob *j, const struct img_record *r)
+{
+	image_pull_answer(d, j, r, false, 0);
+	return true;
+}
+
+/*
+ * j, an image.pull (not queued): answered at once from the cache, or
+ * waits on the pull of its reference as a run would (queued, not
+ * runnable, counted as pulling), to be answered when it ends
+ * (pull_job_release). Returns true if j is to be queued, false if it was
+ * answered.
+ */
+static bool
+pull_job_before(struct sandqd *d, struct djob *j)
+{
+	char msg[400];
+
+	if (d->images == NULL) {
+		jobs_answer_error(d, j, ST_INTERNAL, "image", "field 'image': this host "
+		    "keeps no image cache");
+		return false;
+	}
+	switch (resolve(d, j, msg, sizeof(msg))) {
+	case R_WAIT:
+		return true;
+	case R_READY:
+		return false;		/* answered from the cache */
+	default:
+		jobs_answer_error(d, j, ST_REJECTED, "image", msg);
+		return false;
+	}
+}
+
+/*
+ * j, an image.pull queued on op (done), leaves the queue: answered with
+ * the image or the pull's error, or, after an eviction, resolved afresh
+ * (queued again if it waits once more).
+ */
+static void
+pull_job_release(struct sandqd *d, struct dimg_op *op, struct djob *j)
+{
+	struct tenant *t = &d->tenants[j->tenant];
+	char msg[400];
+
+	images_forget(j);
+	runq_remove(t, j);
+	if (op->kind == IOP_EVICT) {
+		if (pull_job_before(d, j))
+			runq_enqueue(t, j);
+	} else if (op->rc == 0) {
+		image_pull_answer(d, j, op->rec, !op->st.reused,
+		    (uint64_t)(mono_ns() - op->t0) / 1000000);
+	} else {
+		snprintf(msg, sizeof(msg), "field 'image': %s", op->e.msg);
+		jobs_answer_error(d, j, ST_REJECTED, "image", msg);
+	}
 }
 
 /*** The work, off the loop ***/
@@ -388,6 +471,10 @@ release(struct sandqd *d, struct dimg_op *op, struct djob *j)
 	char msg[400];
 	enum resolved how = R_FAIL;
 
+	if (j->job->op == OP_IMAGE_PULL) {
+		pull_job_release(d, op, j);
+		return;
+	}
 	images_forget(j);
 	if (op->kind == IOP_EVICT)
 		how = resolve(d, j, msg, sizeof(msg));
@@ -439,6 +526,12 @@ after_cb(uv_work_t *w, int status)
 		else if (op->rc < 0)
 			log_warnx("image cache eviction: %s", op->e.msg);
 	}
+	if (op->kind == IOP_PULL) {
+		image_pull_end(d, op->watch, op->rc, &op->e, op->rec, &op->st,
+		    (uint64_t)(ms > 0 ? ms : 0));
+		op->watch = NULL;
+	}
+	status_images_changed(d);
 	/* Every job still waiting on it (cancelled ones are gone already). */
 	op->waiting++;		/* held while its waiters are released */
 	for (size_t i = 0; i < d->ntenants; i++) {
@@ -488,6 +581,8 @@ op_start_next(struct sandqd *d)
 			continue;
 		op->started = true;
 		im->pulling++;
+		op->watch = image_pull_begin(d, op, op->ref, op->starter_tenant, op->starter,
+		    &op->opts);
 		if (uv_queue_work(d->loop, &op->work, work_cb, after_cb) != 0)
 			fatalx("cannot queue an image pull");
 	}
@@ -520,6 +615,7 @@ images_start(struct sandqd *d)
 	if (img_cache_open(im->root, &im->cache, &e) < 0)
 		fatalx("%s", e.msg);
 	d->images = im;
+	image_pull_init(d);
 }
 
 const char *
@@ -544,4 +640,5 @@ images_free(struct sandqd *d)
 	img_cache_close(im->cache);
 	free(im);
 	d->images = NULL;
+	image_pull_free(d);
 }

@@ -86,10 +86,13 @@ fail(struct pull *p, struct err *e, int code, const char *fmt, ...)
 	return err_set(e, code, "image '%s': %s", p->shown, why);
 }
 
+/* Tells the caller's progress callback: of blob desc, or (NULL) of digest. */
 static void
-progress(struct pull *p, enum img_phase phase, const char *digest, unsigned i, unsigned n)
+progress(struct pull *p, enum img_phase phase, const struct oci_desc *desc,
+    const char *digest, unsigned i, unsigned n)
 {
-	struct img_progress pr = { phase, digest, i, n };
+	struct img_progress pr = { phase, desc != NULL ? desc->digest : digest, i, n,
+	    desc != NULL ? desc->size : 0 };
 
 	if (p->o->progress != NULL)
 		p->o->progress(p->o->progress_arg, &pr);
@@ -161,7 +164,7 @@ on_line(void *arg, const char *line)
 	if (d == NULL)
 		return;
 	snprintf(digest, sizeof(digest), "%.*s", (int)strcspn(d, " "), d);
-	progress(p, IMG_PHASE_FETCH, oci_digest_ok(digest) ? digest : NULL, 0, 0);
+	progress(p, IMG_PHASE_FETCH, NULL, oci_digest_ok(digest) ? digest : NULL, 0, 0);
 }
 
 /* Runs skopeo with argv (from argv[1]; argv[0] is set here). */
@@ -448,7 +451,7 @@ resolve(struct pull *p, struct err *e)
 
 	switch (oci_kind_of(p->top.media_type)) {
 	case OCI_KIND_INDEX:
-		progress(p, IMG_PHASE_VERIFY, p->top.digest, 1, 1);
+		progress(p, IMG_PHASE_VERIFY, &p->top, NULL, 1, 1);
 		if ((rc = blob_read(p, &p->top, OCI_JSON_MAX, &buf, &len, e)) < 0)
 			return rc;
 		rc = oci_index_pick(buf, len, p->os, p->arch, &p->man, &e2);
@@ -468,7 +471,7 @@ resolve(struct pull *p, struct err *e)
 	}
 	}
 	count = 2;
-	progress(p, IMG_PHASE_VERIFY, p->man.digest, 1, count);
+	progress(p, IMG_PHASE_VERIFY, &p->man, NULL, 1, count);
 	if ((rc = blob_read(p, &p->man, OCI_JSON_MAX, &buf, &len, e)) < 0)
 		return rc;
 	rc = oci_manifest_parse(buf, len, p->man.media_type, &p->m, &e2);
@@ -476,7 +479,7 @@ resolve(struct pull *p, struct err *e)
 	if (rc < 0)
 		return fail(p, e, rc, "%s", e2.msg);
 	count = 2 + (unsigned)p->m.nlayers;
-	progress(p, IMG_PHASE_VERIFY, p->m.config.digest, 2, count);
+	progress(p, IMG_PHASE_VERIFY, &p->m.config, NULL, 2, count);
 	if ((rc = blob_read(p, &p->m.config, OCI_JSON_MAX, &buf, &len, e)) < 0)
 		return rc;
 	rc = oci_config_parse(buf, len, &p->cfg, &e2);
@@ -499,7 +502,7 @@ resolve(struct pull *p, struct err *e)
 	for (size_t i = 0; i < p->m.nlayers; i++)
 		p->fds[i] = -1;
 	for (size_t i = 0; i < p->m.nlayers; i++) {
-		progress(p, IMG_PHASE_VERIFY, p->m.layers[i].digest, 3 + (unsigned)i, count);
+		progress(p, IMG_PHASE_VERIFY, &p->m.layers[i], NULL, 3 + (unsigned)i, count);
 		if ((p->fds[i] = blob_open(p, &p->m.layers[i], e)) < 0)
 			return p->fds[i];
 	}
@@ -515,21 +518,52 @@ resolve(struct pull *p, struct err *e)
  */
 
 /*
- * Hands layers/sha256 to the unpacking uid (0700), where its child makes
- * each layer's temporary folder; nothing else of the cache is its.
+ * A folder of the unpacker's own for one unpack: STAGING/XXXXXX (0700,
+ * its uid), in staging/, which like layers/sha256 is root's alone (0700).
+ * The unpacker never sees another unpack's folder nor a finished layer: a
+ * layer that compromised it can reach no file of another image, though
+ * every layer is its uid's. Returns 0 with path filled, or -errno with e.
  */
 static int
-layers_dir_for(const struct img_cache *c, uid_t uid, gid_t gid, struct err *e)
+staging_make(const struct img_cache *c, uid_t uid, gid_t gid, char *path,
+    struct err *e)
 {
-	char path[PATH_MAX];
-	struct stat sb;
-
-	cache__path(c, path, "layers/sha256");
-	if (lstat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
-		return err_set(e, -ENOTDIR, "image cache %.200s: not a folder", path);
-	if ((sb.st_uid != uid || sb.st_gid != gid) && lchown(path, uid, gid) < 0)
+	cache__path(c, path, "staging/XXXXXX");
+	if (mkdtemp(path) == NULL)
 		return err_set(e, -errno, "image cache %.200s: %s", path, strerror(errno));
+	if (chown(path, uid, gid) < 0) {
+		int rc = -errno;
+
+		rmdir(path);
+		return err_set(e, rc, "image cache %.200s: %s", path, strerror(-rc));
+	}
 	return 0;
+}
+
+/*
+ * Unpacks layer i from its verified blob into STAGING/layer as the
+ * unpacking uid, then (root) renames it to dest, which nobody else makes
+ * under the layer's lock. The staging folder goes either way.
+ */
+static int
+layer_unpack(struct pull *p, size_t i, const char *dest, const struct img_unpack_limits *lim,
+    struct img_unpack_stats *st, struct err *e)
+{
+	const struct oci_desc *l = &p->m.layers[i];
+	char staging[PATH_MAX], tmp[PATH_MAX + 8], what[64];
+	int rc;
+
+	if ((rc = staging_make(p->c, p->o->unpack_uid, p->o->unpack_gid, staging, e)) < 0)
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s/layer", staging);
+	snprintf(what, sizeof(what), "layer %zu (%.19s)", i + 1, l->digest);
+	rc = img_unpack_layer_as(p->o->unpack_uid, p->o->unpack_gid, p->fds[i], tmp, what,
+	    lim, st, e);
+	if (rc == 0 && rename(tmp, dest) < 0)
+		rc = err_set(e, -errno, "image cache: %s -> %.200s: %s", what, dest,
+		    strerror(errno));
+	cache__rmtree(staging);
+	return rc;
 }
 
 static int
@@ -539,7 +573,7 @@ layer_ensure(struct pull *p, size_t i, struct err *e)
 	struct cache_layer_meta meta = { 0 };
 	struct img_unpack_limits lim = p->o->limits;
 	struct img_unpack_stats st = { 0 };
-	char dest[PATH_MAX], lockname[80], what[64];
+	char dest[PATH_MAX], lockname[80];
 	struct err e2 = { 0 };
 	struct stat sb;
 	int lock, rc = 0;
@@ -563,13 +597,8 @@ layer_ensure(struct pull *p, size_t i, struct err *e)
 			lim.max_entries = IMG_UNPACK_ENTRIES_DEFAULT;
 		if (lim.max_ratio == 0)
 			lim.max_ratio = IMG_UNPACK_RATIO_DEFAULT;
-		snprintf(what, sizeof(what), "layer %zu (%.19s)", i + 1, l->digest);
-		progress(p, IMG_PHASE_UNPACK, l->digest, (unsigned)i + 1, (unsigned)p->m.nlayers);
-		rc = layers_dir_for(p->c, p->o->unpack_uid, p->o->unpack_gid, &e2);
-		if (rc == 0)
-			rc = img_unpack_layer_as(p->o->unpack_uid, p->o->unpack_gid,
-			    p->fds[i], dest, what, &lim, &st, &e2);
-		if (rc < 0) {
+		progress(p, IMG_PHASE_UNPACK, l, NULL, (unsigned)i + 1, (unsigned)p->m.nlayers);
+		if ((rc = layer_unpack(p, i, dest, &lim, &st, &e2)) < 0) {
 			fail(p, e, rc, "%s", e2.msg);
 			goto out;
 		}
@@ -756,7 +785,7 @@ out:
 		close(ref_lock);
 	close(cache_lock);
 	if (rc == 0)
-		progress(&p, IMG_PHASE_DONE, (*out)->manifest, 0, 0);
+		progress(&p, IMG_PHASE_DONE, NULL, (*out)->manifest, 0, 0);
 	if (opts->stats != NULL)
 		*opts->stats = p.st;
 	return rc;
@@ -768,7 +797,7 @@ int
 img_cache_open(const char *root, struct img_cache **out, struct err *e)
 {
 	static const char *const dirs[] = { "", "/oci", "/layers", "/layers/sha256",
-	    "/images", "/images/sha256", "/refs", "/locks", "/tmp" };
+	    "/images", "/images/sha256", "/refs", "/locks", "/tmp", "/staging" };
 	struct img_cache *c;
 	char path[PATH_MAX];
 	int rc;
@@ -776,15 +805,16 @@ img_cache_open(const char *root, struct img_cache **out, struct err *e)
 	if ((rc = img_cache_attach(root, &c, e)) < 0)
 		return rc;
 	/*
-	 * Tenants' images: the folders are root's alone. The unpacker's child
-	 * enters layers/sha256 before it drops to its uid, and that folder
-	 * alone is handed to it before each unpack (layers_dir_for()).
+	 * Tenants' images: the folders are root's alone (a cache an older
+	 * sandq handed layers/sha256 to the unpacker is taken back). Each
+	 * unpack gets a folder of its own in staging/ (staging_make()).
 	 */
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		const mode_t mode = 0700;
 
 		snprintf(path, sizeof(path), "%s%s", c->root, dirs[i]);
-		if ((mkdir(path, mode) < 0 && errno != EEXIST) || chmod(path, mode) < 0) {
+		if ((mkdir(path, mode) < 0 && errno != EEXIST) || lchown(path, 0, 0) < 0 ||
+		    chmod(path, mode) < 0) {
 			rc = -errno;
 			img_cache_close(c);
 			return err_set(e, rc, "image cache %.200s: %s", path, strerror(-rc));

@@ -222,6 +222,19 @@ layers_sweep(const struct img_cache *c, struct lref *kept, size_t nkept)
 			}
 		closedir(d);
 	}
+	/*
+	 * Unpacks a crashed pull left in staging/: no pull runs while the
+	 * eviction holds cache.lock, so whatever is there is a leftover.
+	 */
+	cache__path(c, path, "staging");
+	if ((d = opendir(path)) != NULL) {
+		while ((de = readdir(d)) != NULL)
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+				snprintf(rel, sizeof(rel), "staging/%s", de->d_name);
+				remove_rel(c, rel);
+			}
+		closedir(d);
+	}
 	return removed;
 }
 
