@@ -12,9 +12,10 @@
  * - refused: the job is rejected with code image and a message naming
  *   the image, the layer and (where the unpacker names one) the entry,
  *   escaped; nothing of the image is in the cache (no record, no
- *   reference, no folder of the refused layer, no .unpack.* folder), the
- *   eviction sweep after the refused pull leaves none of its blobs nor
- *   the layers below the refused one, and a job on a good image runs;
+ *   reference, no folder of the refused layer, no staging or .unpack.*
+ *   folder), the eviction sweep after the refused pull leaves none of
+ *   its blobs nor the layers below the refused one, and a job on a good
+ *   image runs;
  * - neutralised: the job runs ok and shows the neutralised state (names
  *   inside the root, no devices nor FIFOs, no setuid or setgid bit, the
  *   root mounted nosuid and nodev, no extended attribute);
@@ -347,7 +348,8 @@ expect_printable(const char *s)
  * "field 'image': image 'REF': " then why: exactly, or (prefix) as its
  * start, then holding tail; no control byte in it. Then nothing of it is
  * in the cache: no record, no reference, no folder of the refused layer
- * (digest layer, or NULL), no .unpack.* folder anywhere, nothing in tmp/;
+ * (digest layer, or NULL), no .unpack.* folder anywhere, nothing in tmp/
+ * nor staging/;
  * the sweep after the refused pull leaves no blob (digests ds), index.json
  * entry or unpacked layer of the image; and a job on the good image runs.
  */
@@ -386,6 +388,7 @@ expect_refused(const char *tag, const char *why, bool prefix, const char *tail,
 	cr_assert_eq(nftw(cache, count_unpack, 16, FTW_PHYS), 0);
 	cr_expect_eq(unpack_dirs, 0, "an .unpack.* folder was left");
 	cr_expect_eq(entries("tmp"), 0, "skopeo left files in tmp/");
+	cr_expect_eq(entries("staging"), 0, "an unpack's staging folder was left");
 	/* What the pull fetched or unpacked before its refusal is swept after it. */
 	cr_expect(harness_wait_for(swept, (void *)(uintptr_t)ds, SWEEP_MS),
 	    "what the refused pull fetched stayed in the cache");
