@@ -95,6 +95,8 @@ WORKER_SRCS := worker/main.c worker/job.c worker/image.c $(OPS_SRCS)
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c dispatcher/imgnames.c queue/redis.c queue/uvredis.c
+# image.pull's answer, pull progress and pulls on the audit trail (issue 16).
+DISPATCHER_SRCS += dispatcher/image_pull.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -115,6 +117,8 @@ CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandb
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
 # sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
 CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
+# `sandq image pull` and `sandq image ls` (issue 16).
+CLI_SRCS += cli/cli_image.c
 # sandq image build|import (each object once: the line above has some).
 CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
@@ -157,7 +161,13 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack aptsrc
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames imgbuild_cli
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
+# Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
+INTEG_TESTS += images_hosts
+# Hostile images end to end (issue 16, items 3 and 6).
+INTEG_TESTS += images_hostile
+# sandq image build and import, against a real build and a private registry.
+INTEG_TESTS += imgbuild_cli
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -256,6 +266,16 @@ $(B)/tests/hosts_test: $(B)/tests/hosts_test.o $(B)/tests/harness.o $(B)/libsand
 # private docker-registry (harness.c), busybox images made by hand.
 $(B)/tests/images_run_test: $(B)/tests/images_run_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
 		$(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# images_hostile_test: hostile images end to end: redis-server, sandqd and a
+# private docker-registry (harness.c), each hostile layer written by hand.
+$(B)/tests/images_hostile_test: $(B)/tests/images_hostile_test.o $(B)/tests/harness.o \
+		$(B)/tests/imgbuild.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# images_hosts_test: two sandqd hosts (harness.c) on one registry; reads the
+# audit stream with hiredis and the CLI's JSON with jansson.
+$(B)/tests/images_hosts_test: $(B)/tests/images_hosts_test.o $(B)/tests/harness.o \
+		$(B)/tests/imgbuild.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 # imgbuild_cli_test: sandq image build (mmdebstrap from the machine's apt
 # sources) and import, pushed to a private docker-registry, run by sandqd.

@@ -35,6 +35,7 @@
 #include "cli_common.h"
 #include "cli_dead.h"
 #include "cli_image_build.h"
+#include "cli_image.h"
 #include "cli_man.h"
 #include "cli_sandbox.h"
 #include "cli_status.h"
@@ -919,6 +920,11 @@ cli_main(struct cli *cl, int argc, char **argv)
 		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
 		    argc - next, argv + next);
 	}
+	/* `sandq image pull|ls ...` (cli_image.c). */
+	if (next < argc && cli_image_is_group(argv[next]))
+		return cli_image_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .wait_ms = cl->wait_ms, .json = cl->json,
+		    .help = cl->help }, argc - next, argv + next);
 	if (next < argc && cli_sandbox_is_group(argv[next])) {
 		struct cli_conn conn = { .redis = cl->redis, .tenant = cl->tenant,
 		    .wait_ms = cl->wait_ms, .json = cl->json, .help = cl->help };

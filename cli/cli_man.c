@@ -253,6 +253,9 @@ static const char man_main[] =
 "             [--denied] [--since DURATION] [--json] [--summary] [--export FILE]\n"
 "       sandq tenant add|ls|show|set|rm ...\n"
 "       sandq status [--json]\n"
+"       sandq image tag|untag|tags ...\n"
+"       sandq image pull REF [--quiet] [--json]\n"
+"       sandq image ls [--host H] [--all] [--json]\n"
 "       sandq dead ls|show|retry|purge ...\n"
 "       sandq cancel ID...\n"
 "       sandq batch run CASES.jsonl [--base SANDBOX] [--concurrency N]\n"
@@ -292,6 +295,9 @@ static const char man_main[] =
 "                Redis credentials (sandq help tenant).\n"
 "       status   The hosts, and each tenant's queue, running jobs, results\n"
 "                of the last minute and share of the workers.\n"
+"       image    Names images for the tenant, pulls an image into a host's\n"
+"                cache with a progress bar, and lists what each host's cache\n"
+"                holds (sandq help image).\n"
 "       dead     Lists, shows, retries and purges jobs that ran out of\n"
 "                attempts (sandq help dead).\n"
 "       cancel   Stops queued or running jobs, from any host (sandq help\n"
@@ -700,7 +706,8 @@ static const char man_audit[] =
 "\n"
 "       --category C\n"
 "              Events of category C: job, sandbox, syscall, path, quota,\n"
-"              policy, tenant or audit (events the trail had to drop).\n"
+"              policy, tenant, audit (events the trail had to drop) or\n"
+"              image (a host's pulls into its image cache).\n"
 "              Repeatable, or a comma-separated list.\n"
 "\n"
 "       --level L\n"
@@ -888,19 +895,23 @@ static const char man_status[] =
 "EXIT STATUS\n"
 "       0 printed; 2 usage; 125 Redis failed.\n";
 
-/*** dead and cancel ***/
+/*** image ***/
 
 static const char man_image[] =
 "SANDQ-IMAGE(1)                  User Commands                 SANDQ-IMAGE(1)\n"
 "\n"
 "NAME\n"
-"       sandq image - a tenant's names for images\n"
+"       sandq image - a tenant's names for images; pulls into the hosts'\n"
+"       caches, and what they hold\n"
 "\n"
 "SYNOPSIS\n"
 "       sandq [--redis URL] [--tenant T] image tag NAME[:TAG] REF\n"
 "                                         [--plain-http] [--no-pin] [--json]\n"
 "       sandq [--redis URL] [--tenant T] image untag NAME[:TAG]\n"
 "       sandq [--redis URL] [--tenant T] image tags [--json]\n"
+"       sandq [--redis URL] [--tenant T] [--wait-timeout S] image pull REF\n"
+"                                         [--quiet] [--json] [--id ID]\n"
+"       sandq [--redis URL] image ls [--host H] [--all] [--json]\n"
 "       sandq [--redis URL] [--tenant T] image build NAME[:TAG] --debian SUITE\n"
 "                                         [--packages \"PKG ...\"] [--to REF]\n"
 "       sandq [--redis URL] [--tenant T] image import NAME[:TAG] FILE [--to REF]\n"
@@ -933,19 +944,57 @@ static const char man_image[] =
 "       sandqd checks what a name resolves to, for every job, against its\n"
 "       image_sources and the tenant's: a name never widens them.\n"
 "\n"
+"       Each sandqd keeps its own cache of images (docs/images.md).\n"
+"\n"
+"       pull   asks a host to pull REF (a reference within the host's\n"
+"              image_sources and the tenant's) into its cache, as a job\n"
+"              would before running on it: the host that takes the request\n"
+"              (any one serving the tenant) pulls it once, or finds it\n"
+"              cached, and answers with the image. Meanwhile the pull's\n"
+"              progress (blobs fetched, verified against their digests,\n"
+"              layers unpacked) is drawn as a bar on standard error when it\n"
+"              is a terminal, one line per step otherwise. Then prints the\n"
+"              reference, the host, the digest, the platform and the sizes.\n"
+"       ls     lists, per live host, the images its cache holds (the 64 most\n"
+"              recently used): reference, digest, size unpacked, last use,\n"
+"              and the queued and running jobs on it. Reads the hosts'\n"
+"              status: needs the credentials sandqd uses, as sandq status.\n"
+"\n"
 "OPTIONS\n"
 "       --plain-http   tag: the registry speaks plain HTTP (no TLS).\n"
 "       --no-pin       tag: keep the registry's tag rather than its digest;\n"
 "                      each host takes what the tag names when it pulls.\n"
-"       --json         tag and tags: JSON (one object; an array).\n"
+"       --json         tag and tags: JSON (one object; an array). pull: the\n"
+"                      result as one JSON object (as sandq run --json) with\n"
+"                      \"image\": {reference, digest, os, arch, layers, bytes,\n"
+"                      unpacked_bytes, pulled, pulled_at, last_used,\n"
+"                      duration_ms}. ls: {\"hosts\": [{host, live, age_ms,\n"
+"                      images_total, image_cache_bytes, image_cache_max,\n"
+"                      images: [{reference, digest, os, arch, layers, bytes,\n"
+"                      blob_bytes, pulled_at, last_used, in_use}]}]}.\n"
+"       --quiet        pull: no progress.\n"
+"       --id ID        pull: the request's job id (default: a random one).\n"
+"       --host H       ls: only host H.\n"
+"       --all          ls: hosts that stopped reporting too, marked (gone).\n"
+"       --wait-timeout S\n"
+"                      pull: give up waiting after S seconds (the pull goes\n"
+"                      on).\n"
 "\n"
 "EXIT STATUS\n"
-"       0 done; 1 no such name, or the registry could not be asked; 2 usage;\n"
+"       tag, untag, tags: 0 done; 1 no such name, or the registry could not\n"
+"       be asked; 2 usage; 125 Redis failed. pull: 0 the image is in the\n"
+"       host's cache; 125 refused (outside image_sources, a reference that\n"
+"       does not parse: code image, naming it), the pull failed (naming the\n"
+"       image and why), or sandq failed; 2 usage. ls: 0 printed; 2 usage;\n"
 "       125 Redis failed.\n"
 "\n"
 "EXAMPLES\n"
 "       sandq image tag py docker://registry.example.com/team/python:3.12\n"
-"       sandq python --image py 'import sys; print(sys.version)'\n";
+"       sandq python --image py 'import sys; print(sys.version)'\n"
+"       sandq image pull docker://registry.example.com:5000/team/python:3.12\n"
+"       sandq --redis redis://admin:PW@redis:6379 image ls\n";
+
+/*** dead and cancel ***/
 
 static const char man_dead[] =
 "SANDQ-DEAD(1)                   User Commands                  SANDQ-DEAD(1)\n"
@@ -1254,8 +1303,8 @@ static const struct {
 	{ "audit", man_audit },
 	{ "tenant", man_tenant },
 	{ "status", man_status },
-	{ "dead", man_dead },
 	{ "image", man_image },
+	{ "dead", man_dead },
 	{ "cancel", man_cancel },
 	{ "batch", man_batch },
 	{ "doctor", man_doctor },
