@@ -95,6 +95,8 @@ WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c $(OPS_SRC
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c dispatcher/imgnames.c dispatcher/sbximage.c queue/redis.c queue/uvredis.c
+# image.pull's answer, pull progress and pulls on the audit trail (issue 16).
+DISPATCHER_SRCS += dispatcher/image_pull.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -103,6 +105,10 @@ IMAGES_CACHE_SRCS := images/cache.c images/cache_records.c images/cache_evict.c 
 # What the worker reads of the cache: records, layer folders, an image's
 # user (never the pull: no skopeo, no unpacker in the confined worker).
 IMAGES_READ_SRCS := images/cache_records.c images/oci.c images/user.c
+# Making images without Docker (`sandq image build`, `import`): the packer,
+# what a tarball is, the machine's apt sources, mmdebstrap, and skopeo to
+# push (-larchive -ljansson -lcrypto).
+IMAGES_BUILD_SRCS := images/pack.c images/tarkind.c images/aptsrc.c images/debian.c images/oci.c images/skopeo.c
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
@@ -111,11 +117,15 @@ CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandb
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
 # sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
 CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
+# `sandq image pull` and `sandq image ls` (issue 16).
+CLI_SRCS += cli/cli_image.c
+# sandq image build|import (each object once: the line above has some).
+CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
-LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3
+LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -149,9 +159,17 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 ### Tests ###################################################################
 
 # Unit tests: pure code, no root, no network.
-UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser
+UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack aptsrc
 # Integration tests: real redis-server, real sandqd, real sandboxes.
-INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames images_sandbox
+INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
+# Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
+INTEG_TESTS += images_hosts
+# Hostile images end to end (issue 16, items 3 and 6).
+INTEG_TESTS += images_hostile
+# sandq image build and import, against a real build and a private registry.
+INTEG_TESTS += imgbuild_cli
+# Sandboxes on images (issue 16, item 4).
+INTEG_TESTS += images_sandbox
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -256,12 +274,35 @@ $(B)/tests/images_run_test: $(B)/tests/images_run_test.o $(B)/tests/harness.o $(
 $(B)/tests/images_sandbox_test: $(B)/tests/images_sandbox_test.o $(B)/tests/harness.o \
 		$(B)/tests/imgbuild.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# images_hostile_test: hostile images end to end: redis-server, sandqd and a
+# private docker-registry (harness.c), each hostile layer written by hand.
+$(B)/tests/images_hostile_test: $(B)/tests/images_hostile_test.o $(B)/tests/harness.o \
+		$(B)/tests/imgbuild.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# images_hosts_test: two sandqd hosts (harness.c) on one registry; reads the
+# audit stream with hiredis and the CLI's JSON with jansson.
+$(B)/tests/images_hosts_test: $(B)/tests/images_hosts_test.o $(B)/tests/harness.o \
+		$(B)/tests/imgbuild.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
+# imgbuild_cli_test: sandq image build (mmdebstrap from the machine's apt
+# sources) and import, pushed to a private docker-registry, run by sandqd.
+$(B)/tests/imgbuild_cli_test: $(B)/tests/imgbuild_cli_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
+		$(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 # imgnames_test: a tenant's image names (sandq image tag), against a private registry.
 $(B)/tests/imgnames_test: $(B)/tests/imgnames_test.o $(B)/tests/harness.o $(B)/tests/imgbuild.o \
 		$(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto -larchive $(LIBS_CLIENT)
 # imguser_test: an image's User as ids (images/user.c), on folders it makes.
 $(B)/tests/imguser_test: $(B)/tests/imguser_test.o $(call obj,images/user.c images/oci.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
+# pack_test: the image packer and the tarball sorter, on tarballs it writes
+# with libarchive; skopeo reads what it packs (no network).
+$(B)/tests/pack_test: $(B)/tests/pack_test.o $(call obj,images/pack.c images/tarkind.c images/oci.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -larchive -lcrypto -ljansson
+# aptsrc_test: apt's sources parsed and written for a suite, the machine's
+# read from a test's folder, and package names (no network, no mmdebstrap).
+$(B)/tests/aptsrc_test: $(B)/tests/aptsrc_test.o $(call obj,images/aptsrc.c images/debian.c images/oci.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
 # oci_test: the image documents' parsers (images/oci.c) alone.
 $(B)/tests/oci_test: $(B)/tests/oci_test.o $(call obj,images/oci.c $(COMMON_SRCS))

@@ -65,6 +65,7 @@ enum audit_category {
 	AUDIT_CAT_POLICY,		/* the server's policy refused something */
 	AUDIT_CAT_TENANT,		/* a tenant was added, changed or removed */
 	AUDIT_CAT_AUDIT,		/* the trail itself: events it had to drop */
+	AUDIT_CAT_IMAGE,		/* a host pulled an image into its cache */
 	AUDIT_CAT__COUNT,
 };
 

@@ -35,7 +35,7 @@ enum {
 
 static const char *const category_names[AUDIT_CAT__COUNT] = {
 	"job", "sandbox", "syscall", "path", "quota", "policy", "tenant",
-	"audit",
+	"audit", "image",
 };
 
 static const char *const level_names[AUDIT_LVL__COUNT] = {

@@ -34,6 +34,8 @@
 #include "cli_batch.h"
 #include "cli_common.h"
 #include "cli_dead.h"
+#include "cli_image_build.h"
+#include "cli_image.h"
 #include "cli_man.h"
 #include "cli_sandbox.h"
 #include "cli_status.h"
@@ -899,6 +901,30 @@ cli_main(struct cli *cl, int argc, char **argv)
 		return cli_tenant_main(&(struct cli_conn){ .redis = cl->redis,
 		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
 		    argc - next, argv + next);
+	/* `sandq image build|import ...` (cli_image_build.c). */
+	if (cli_image_build_is_verb(argc - next, argv + next)) {
+		unsigned extra = cl->given & ~OPTS_FETCH;
+
+		cl->verb_name = argv[next];
+		if (extra != 0) {
+			int o = O_BASE;
+
+			while ((extra & BIT(o)) == 0)
+				o++;
+			cli_warn("option '--%s' does not apply to 'sandq image %s'",
+			    opt_name(o), argv[next + 1]);
+			fprintf(stderr, "Try 'sandq image %s --help'.\n", argv[next + 1]);
+			return 2;
+		}
+		return cli_image_build_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    argc - next, argv + next);
+	}
+	/* `sandq image pull|ls ...` (cli_image.c). */
+	if (next < argc && cli_image_is_group(argv[next]))
+		return cli_image_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .wait_ms = cl->wait_ms, .json = cl->json,
+		    .help = cl->help }, argc - next, argv + next);
 	if (next < argc && cli_sandbox_is_group(argv[next])) {
 		struct cli_conn conn = { .redis = cl->redis, .tenant = cl->tenant,
 		    .wait_ms = cl->wait_ms, .json = cl->json, .help = cl->help };

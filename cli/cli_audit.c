@@ -187,7 +187,7 @@ parse_categories(const char *arg, unsigned *mask)
 
 		if (audit_category_parse(tok, &c) != 0)
 			return usage("--category '%s': expected job, sandbox, syscall, "
-			    "path, quota, policy, tenant or audit", tok);
+			    "path, quota, policy, tenant, audit or image", tok);
 		*mask |= 1u << c;
 	}
 	if (*mask == 0)

@@ -50,6 +50,7 @@
 struct tagcli {
 	const char *redis, *tenant;
 	bool json, plain_http, no_pin;
+	bool quiet;			/* print nothing on success (image build, import) */
 	redisContext *rc;
 	char key[KEY_MAX];
 };
@@ -179,7 +180,9 @@ do_tag(struct tagcli *t, const char *name, const char *target)
 	    cli_fail("Redis: HSET %s: %s", t->key, r == NULL ? t->rc->errstr :
 	    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 	freeReplyObject(r);
-	if (rc == 0 && t->json) {
+	if (rc == 0 && t->quiet) {
+		/* The caller reports. */
+	} else if (rc == 0 && t->json) {
 		json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "tenant", t->tenant,
 		    "name", key, "ref", v.ref, "given", v.given);
 
@@ -301,6 +304,18 @@ do_tags(struct tagcli *t)
 	free(names);
 	freeReplyObject(r);
 	return 0;
+}
+
+int
+cli_image_tag_record(const struct cli_conn *conn, const char *name, const char *ref)
+{
+	struct tagcli t = { .redis = conn->redis, .quiet = true,
+	    .tenant = cli_tenant_or_default(conn->tenant) };
+	int status = do_tag(&t, name, ref);
+
+	if (t.rc != NULL)
+		redisFree(t.rc);
+	return status;
 }
 
 int

@@ -17,4 +17,14 @@ bool cli_image_tag_is_verb(const char *verb);
  */
 int cli_image_tag_main(const struct cli_conn *conn, int argc, char **argv);
 
+/*
+ * Names ref NAME[:TAG] (name) for conn's tenant exactly as `sandq image tag
+ * NAME REF` does (a registry's tag pinned; stored in the tenant's names
+ * hash), printing nothing when it works: `sandq image build` and `import`
+ * name what they push with it. Returns 0, or the exit status of the
+ * failure, its message printed (1 the reference could not be pinned, 2 a
+ * bad name, 125 Redis failed).
+ */
+int cli_image_tag_record(const struct cli_conn *conn, const char *name, const char *ref);
+
 #endif

@@ -328,6 +328,16 @@ static const struct option options[] = {
 	    "registries (HOST[:PORT])", false,
 	    "Registries of image_sources reached over plain HTTP, without TLS "
 	    "(a private registry on loopback); empty = TLS everywhere."),
+	/* The defaults are images/cache.h's IMG_UNPACK_*_DEFAULT (config_test checks). */
+	NUM(image_max_layer_bytes, OPT_SIZE, "16G", 1 * KIB, (int64_t)1 << 50, false,
+	    "Bytes the files of one image layer may hold in all, unpacked; a layer "
+	    "past it is refused and its jobs are rejected."),
+	NUM(image_max_layer_entries, OPT_INT, "1000000", 1, 1000000000, false,
+	    "Entries (files, folders, links) one image layer may hold; a layer "
+	    "past it is refused."),
+	NUM(image_max_layer_ratio, OPT_INT, "200", 2, 1000000, false,
+	    "How many times its compressed size a layer may decompress to (checked "
+	    "once 1 MiB is read); past it the layer is refused as a decompression bomb."),
 
 	LIMIT(wall_ms, OPT_INT, "3600000", 1, 86400000,
 	    "Ceiling of a job's wall-clock time, in milliseconds."),

@@ -84,6 +84,9 @@ struct config {
 	char **image_plain_http;	/* registries (HOST[:PORT]) reached over
 					 * plain HTTP, without TLS */
 	size_t nimage_plain_http;
+	int64_t image_max_layer_bytes;	/* the unpacker's bounds per layer: */
+	int64_t image_max_layer_entries;	/* files' bytes, tar entries and */
+	int64_t image_max_layer_ratio;	/* uncompressed / compressed bytes */
 	/* [limits]: ceilings a job may ask for. */
 	struct job_limits ceiling;
 	/* [tenant.NAME] sections, in the order they were first given. */

@@ -31,6 +31,7 @@ libarchive-dev
 skopeo
 docker-registry
 busybox-static
+mmdebstrap
 "
 
 # Packages only some targets need (make lint: cppcheck), named by the caller.

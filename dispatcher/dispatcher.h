@@ -10,6 +10,7 @@
  *            digest before it is queued, pulled off the loop if need be
  *   sbximage.c what each sandbox runs on (its image, its workdir), as a
  *            hint the worker checks against the sandbox's row
+ *   image_pull.c  image.pull's answer, pull progress, pulls on the audit trail
  *   core/    the lower room, without Redis or libuv (core/core.h): intake.c
  *            decides what an entry is worth, runq.c which job runs next and
  *            on which worker
@@ -104,6 +105,8 @@ struct sandqd {
 	uv_timer_t pool_watch;		/* finds workers stuck (pool.c) */
 	struct dimages *images;		/* the image cache and its pulls (images.c) */
 	struct sbximages *sbximages;	/* what sandboxes run on (sbximage.c) */
+	struct image_feed *image_feed;	/* pulls' progress to the loop (image_pull.c) */
+	struct simages *status_images;	/* the cache as the status lists it (status.c) */
 };
 
 /*** tenants.c ***/
@@ -227,6 +230,45 @@ void sbximage_result(struct sandqd *d, const struct djob *j, const struct result
  * image than its sandbox's). False: r is an ordinary result.
  */
 bool sbximage_stale(struct sandqd *d, struct djob *j, const struct result *r);
+/*** image_pull.c ***/
+
+struct image_watch;
+struct img_pull_opts;
+struct img_progress;
+struct img_record;
+struct img_pull_stats;
+
+/* The relay of pulls' progress to the loop (from images_start()). */
+void image_pull_init(struct sandqd *d);
+/* Closes the relay's handle (at shutdown); a pull ending later still reports. */
+void image_pull_stop(struct sandqd *d);
+/* Frees the relay, once the loop has ended. */
+void image_pull_free(struct sandqd *d);
+/*
+ * A pull of src (skopeo's source) is starting; op is what its waiting
+ * jobs' img_wait holds; job (of tenant index tenant; "" or NULL: none) the
+ * job that started it. Sets opts' progress callback to feed the returned
+ * watch (the caller's, until image_pull_end()) and records
+ * image/pull_started on the audit trail.
+ */
+struct image_watch *image_pull_begin(struct sandqd *d, const struct dimg_op *op,
+    const char *src, size_t tenant, const char *job, struct img_pull_opts *opts);
+/*
+ * The pull ended (rc 0 with its record r and stats st, or -errno with e),
+ * after ms: delivers the progress still queued, records image/pulled or
+ * image/pull_failed, and frees w (NULL is a no-op). Call it before any
+ * waiting job is answered.
+ */
+void image_pull_end(struct sandqd *d, struct image_watch *w, int rc,
+    const struct err *e, const struct img_record *r, const struct img_pull_stats *st,
+    uint64_t ms);
+/*
+ * Answers image.pull job j (not queued) ok, its data the image r (pulled:
+ * this host fetched it for the request; false: it was in the cache), ms
+ * the wait.
+ */
+void image_pull_answer(struct sandqd *d, struct djob *j, const struct img_record *r,
+    bool pulled, uint64_t ms);
 
 /*** status.c ***/
 
@@ -239,6 +281,8 @@ void status_start(struct sandqd *d);
  * shows in `sandq status` as soon as it is connected, not a period later.
  */
 void status_now(struct sandqd *d);
+/* The image cache changed (a pull, an eviction): its listing is made anew. */
+void status_images_changed(struct sandqd *d);
 void status_stop(struct sandqd *d);
 
 /*** audit.c ***/

@@ -21,13 +21,23 @@
  * turn. After pulls, once none is running, the cache is shrunk to
  * image_cache_bytes (img_cache_evict), least recently used first, keeping
  * every image a queued or running job names (their digests, listed on
- * the loop before the work starts). While an eviction runs no lookup is
+ * the loop before the work starts). A refused pull that fetched anything
+ * is followed by an eviction too, bound or not: what it fetched and
+ * unpacked (blobs, the layers below a refused one) is named by no record,
+ * and without it a tenant naming hostile images could fill the disk
+ * while no good pull comes to sweep it. While an eviction runs no lookup is
  * made: jobs arriving then wait for it and are resolved afresh after it,
  * so no job takes a digest an eviction is removing. Each use of an image
  * marks it used (img_cache_touch), for the eviction's order.
  *
  * A job's digest is final: a tag that moves in its registry is seen again
  * only once the cache has let the image go (docs/images.md).
+ *
+ * An image.pull job (`sandq image pull`) goes the same way without a
+ * worker: answered at once when the cache has its image, else queued on
+ * the same single pull as the runs, and answered with the image, or
+ * rejected with the pull's error, when it ends. image_pull.c makes the
+ * answer, relays the pull's progress and puts the pull on the audit trail.
  */
 #include <errno.h>
 #include <limits.h>
@@ -62,6 +72,9 @@ struct dimg_op {
 	struct img_pull_stats st;
 	struct img_evict_result ev;
 	int64_t t0;			/* mono ns when it started */
+	struct image_watch *watch;	/* pull: progress, audit (image_pull.c) */
+	char starter[JOB_ID_MAX + 1];	/* pull: the first job to wait on it, or "" */
+	size_t starter_tenant;		/* and its tenant */
 	/* On the loop. */
 	bool started, done;
 	size_t waiting;			/* jobs whose img_wait is this op */
@@ -77,11 +90,15 @@ struct dimages {
 	struct dimg_list ops;		/* pending and running, in order */
 	size_t pulling;			/* pulls running */
 	struct dimg_op *evict;		/* the eviction pending or running, or NULL */
-	bool evict_due;			/* a pull added to the cache since the last */
+	bool evict_due;			/* a pull added to the cache, or a refused one
+					   left garbage, since the last */
 	uint64_t pulls, hits;		/* pulls done, lookups that found the image */
 };
 
 static void op_start_next(struct sandqd *d);
+static bool pull_job_cached(struct sandqd *d, struct djob *j,
+    const struct img_record *r);
+static bool pull_job_before(struct sandqd *d, struct djob *j);
 
 /*** The jobs' side ***/
 
@@ -166,6 +183,11 @@ wait_on(struct dimg_op *op, struct djob *j)
 {
 	j->img_wait = op;
 	op->waiting++;
+	if (op->starter[0] == '\0') {
+		/* Named on the audit trail as the job that started the pull. */
+		snprintf(op->starter, sizeof(op->starter), "%s", j->id);
+		op->starter_tenant = j->tenant;
+	}
 }
 
 /* The pull of src running or pending, or NULL. */
@@ -250,7 +272,8 @@ resolve(struct sandqd *d, struct djob *j, char *msg, size_t msglen)
 	}
 	rc = img_cache_lookup(im->cache, src, &r, &e);
 	if (rc == 0) {
-		bool ok = images_apply(d, j, r, msg, msglen);
+		bool ok = j->job->op == OP_IMAGE_PULL ? pull_job_cached(d, j, r) :
+		    images_apply(d, j, r, msg, msglen);
 
 		img_record_free(r);
 		im->hits++;
@@ -266,6 +289,9 @@ resolve(struct sandqd *d, struct djob *j, char *msg, size_t msglen)
 		op->opts.unpack_uid = (uid_t)d->cfg.image_unpack_uid;
 		op->opts.unpack_gid = (gid_t)d->cfg.image_unpack_uid;
 		op->opts.retry_times = 1;
+		op->opts.limits.max_bytes = (uint64_t)d->cfg.image_max_layer_bytes;
+		op->opts.limits.max_entries = (uint64_t)d->cfg.image_max_layer_entries;
+		op->opts.limits.max_ratio = (uint32_t)d->cfg.image_max_layer_ratio;
 		log_info("image %s: pulling (job %s of %s)", src, j->id,
 		    d->tenants[j->tenant].name);
 	}
@@ -280,6 +306,8 @@ images_before(struct sandqd *d, struct djob *j)
 	const struct job *job = j->job;
 	char msg[400];
 
+	if (job != NULL && job->op == OP_IMAGE_PULL)
+		return pull_job_before(d, j);
 	if (job == NULL || !JOB_HAS_IMAGE(job) || job->image == NULL ||
 	    strcmp(job->image, "host") == 0 || job->image_id != NULL)
 		return true;
@@ -342,6 +370,69 @@ images_waiting(const struct tenant *t)
 	TAILQ_FOREACH(j, &t->queue, link)
 		n += j->img_wait != NULL;
 	return n;
+}
+
+/*** image.pull: a pull a client asks for (answers: image_pull.c) ***/
+
+/* j, an image.pull, found its image in the cache: answered now. */
+static bool
+pull_job_cached(struct sandqd *d, struct djob *j, const struct img_record *r)
+{
+	image_pull_answer(d, j, r, false, 0);
+	return true;
+}
+
+/*
+ * j, an image.pull (not queued): answered at once from the cache, or
+ * waits on the pull of its reference as a run would (queued, not
+ * runnable, counted as pulling), to be answered when it ends
+ * (pull_job_release). Returns true if j is to be queued, false if it was
+ * answered.
+ */
+static bool
+pull_job_before(struct sandqd *d, struct djob *j)
+{
+	char msg[400];
+
+	if (d->images == NULL) {
+		jobs_answer_error(d, j, ST_INTERNAL, "image", "field 'image': this host "
+		    "keeps no image cache");
+		return false;
+	}
+	switch (resolve(d, j, msg, sizeof(msg))) {
+	case R_WAIT:
+		return true;
+	case R_READY:
+		return false;		/* answered from the cache */
+	default:
+		jobs_answer_error(d, j, ST_REJECTED, "image", msg);
+		return false;
+	}
+}
+
+/*
+ * j, an image.pull queued on op (done), leaves the queue: answered with
+ * the image or the pull's error, or, after an eviction, resolved afresh
+ * (queued again if it waits once more).
+ */
+static void
+pull_job_release(struct sandqd *d, struct dimg_op *op, struct djob *j)
+{
+	struct tenant *t = &d->tenants[j->tenant];
+	char msg[400];
+
+	images_forget(j);
+	runq_remove(t, j);
+	if (op->kind == IOP_EVICT) {
+		if (pull_job_before(d, j))
+			runq_enqueue(t, j);
+	} else if (op->rc == 0) {
+		image_pull_answer(d, j, op->rec, !op->st.reused,
+		    (uint64_t)(mono_ns() - op->t0) / 1000000);
+	} else {
+		snprintf(msg, sizeof(msg), "field 'image': %s", op->e.msg);
+		jobs_answer_error(d, j, ST_REJECTED, "image", msg);
+	}
 }
 
 /*** The work, off the loop ***/
@@ -410,6 +501,10 @@ release(struct sandqd *d, struct dimg_op *op, struct djob *j)
 	char msg[400];
 	enum resolved how = R_FAIL;
 
+	if (j->job->op == OP_IMAGE_PULL) {
+		pull_job_release(d, op, j);
+		return;
+	}
 	images_forget(j);
 	if (op->kind == IOP_EVICT)
 		how = resolve(d, j, msg, sizeof(msg));
@@ -439,11 +534,13 @@ after_cb(uv_work_t *w, int status)
 		im->pulling--;
 		im->pulls++;
 		if (op->rc == 0) {
-			im->evict_due = true;
+			im->evict_due |= d->cfg.image_cache_bytes > 0;
 			log_info("image %s: %s as %s in %.0f ms (%u layers unpacked)",
 			    op->ref, op->st.reused ? "found" : "pulled", op->rec->manifest,
 			    ms, op->st.unpacked);
 		} else {
+			/* What it fetched before the refusal is garbage now. */
+			im->evict_due |= op->st.fetched > 0;
 			log_warnx("%s", op->e.msg);
 		}
 	} else {
@@ -453,9 +550,18 @@ after_cb(uv_work_t *w, int status)
 			    "now (bound %llu)", op->ev.images, op->ev.layers,
 			    (unsigned long long)op->ev.bytes_after,
 			    (unsigned long long)op->max_bytes);
+		else if (op->rc == 0 && op->ev.layers + op->ev.blobs > 0)
+			log_info("image cache: %u layers, %u blobs that no image names "
+			    "removed", op->ev.layers, op->ev.blobs);
 		else if (op->rc < 0)
 			log_warnx("image cache eviction: %s", op->e.msg);
 	}
+	if (op->kind == IOP_PULL) {
+		image_pull_end(d, op->watch, op->rc, &op->e, op->rec, &op->st,
+		    (uint64_t)(ms > 0 ? ms : 0));
+		op->watch = NULL;
+	}
+	status_images_changed(d);
 	/* Every job still waiting on it (cancelled ones are gone already). */
 	op->waiting++;		/* held while its waiters are released */
 	for (size_t i = 0; i < d->ntenants; i++) {
@@ -505,10 +611,12 @@ op_start_next(struct sandqd *d)
 			continue;
 		op->started = true;
 		im->pulling++;
+		op->watch = image_pull_begin(d, op, op->ref, op->starter_tenant, op->starter,
+		    &op->opts);
 		if (uv_queue_work(d->loop, &op->work, work_cb, after_cb) != 0)
 			fatalx("cannot queue an image pull");
 	}
-	if (im->pulling == 0 && im->evict_due && d->cfg.image_cache_bytes > 0) {
+	if (im->pulling == 0 && im->evict_due) {
 		bool pending = false;
 
 		TAILQ_FOREACH(op, &im->ops, link)
@@ -517,7 +625,9 @@ op_start_next(struct sandqd *d)
 			return;
 		im->evict_due = false;
 		im->evict = op_new(d, IOP_EVICT);
-		im->evict->max_bytes = (uint64_t)d->cfg.image_cache_bytes;
+		/* No bound: only what no record names goes. */
+		im->evict->max_bytes = d->cfg.image_cache_bytes > 0 ?
+		    (uint64_t)d->cfg.image_cache_bytes : UINT64_MAX;
 		op_start_next(d);
 	}
 }
@@ -535,6 +645,7 @@ images_start(struct sandqd *d)
 	if (img_cache_open(im->root, &im->cache, &e) < 0)
 		fatalx("%s", e.msg);
 	d->images = im;
+	image_pull_init(d);
 }
 
 const char *
@@ -559,4 +670,5 @@ images_free(struct sandqd *d)
 	img_cache_close(im->cache);
 	free(im);
 	d->images = NULL;
+	image_pull_free(d);
 }

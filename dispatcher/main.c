@@ -190,6 +190,7 @@ close_all(struct sandqd *d)
 	lease_stop(d);
 	sched_stop(d);
 	cancel_stop(d);
+	image_pull_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }

@@ -40,7 +40,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -86,32 +85,16 @@ fail(struct pull *p, struct err *e, int code, const char *fmt, ...)
 	return err_set(e, code, "image '%s': %s", p->shown, why);
 }
 
+/* Tells the caller's progress callback: of blob desc, or (NULL) of digest. */
 static void
-progress(struct pull *p, enum img_phase phase, const char *digest, unsigned i, unsigned n)
+progress(struct pull *p, enum img_phase phase, const struct oci_desc *desc,
+    const char *digest, unsigned i, unsigned n)
 {
-	struct img_progress pr = { phase, digest, i, n };
+	struct img_progress pr = { phase, desc != NULL ? desc->digest : digest, i, n,
+	    desc != NULL ? desc->size : 0 };
 
 	if (p->o->progress != NULL)
 		p->o->progress(p->o->progress_arg, &pr);
-}
-
-/* The host's architecture as OCI names it (Go's GOARCH). */
-static const char *
-host_arch(void)
-{
-	static const struct { const char *uname, *oci; } map[] = {
-		{ "x86_64", "amd64" }, { "aarch64", "arm64" }, { "armv7l", "arm" },
-		{ "armv6l", "arm" }, { "i686", "386" }, { "i386", "386" },
-		{ "ppc64le", "ppc64le" }, { "s390x", "s390x" }, { "riscv64", "riscv64" },
-	};
-	static struct utsname u;
-
-	if (u.machine[0] == '\0' && uname(&u) < 0)
-		return "amd64";
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(u.machine, map[i].uname) == 0)
-			return map[i].oci;
-	return u.machine;
 }
 
 /*
@@ -161,7 +144,7 @@ on_line(void *arg, const char *line)
 	if (d == NULL)
 		return;
 	snprintf(digest, sizeof(digest), "%.*s", (int)strcspn(d, " "), d);
-	progress(p, IMG_PHASE_FETCH, oci_digest_ok(digest) ? digest : NULL, 0, 0);
+	progress(p, IMG_PHASE_FETCH, NULL, oci_digest_ok(digest) ? digest : NULL, 0, 0);
 }
 
 /* Runs skopeo with argv (from argv[1]; argv[0] is set here). */
@@ -448,7 +431,7 @@ resolve(struct pull *p, struct err *e)
 
 	switch (oci_kind_of(p->top.media_type)) {
 	case OCI_KIND_INDEX:
-		progress(p, IMG_PHASE_VERIFY, p->top.digest, 1, 1);
+		progress(p, IMG_PHASE_VERIFY, &p->top, NULL, 1, 1);
 		if ((rc = blob_read(p, &p->top, OCI_JSON_MAX, &buf, &len, e)) < 0)
 			return rc;
 		rc = oci_index_pick(buf, len, p->os, p->arch, &p->man, &e2);
@@ -468,7 +451,7 @@ resolve(struct pull *p, struct err *e)
 	}
 	}
 	count = 2;
-	progress(p, IMG_PHASE_VERIFY, p->man.digest, 1, count);
+	progress(p, IMG_PHASE_VERIFY, &p->man, NULL, 1, count);
 	if ((rc = blob_read(p, &p->man, OCI_JSON_MAX, &buf, &len, e)) < 0)
 		return rc;
 	rc = oci_manifest_parse(buf, len, p->man.media_type, &p->m, &e2);
@@ -476,7 +459,7 @@ resolve(struct pull *p, struct err *e)
 	if (rc < 0)
 		return fail(p, e, rc, "%s", e2.msg);
 	count = 2 + (unsigned)p->m.nlayers;
-	progress(p, IMG_PHASE_VERIFY, p->m.config.digest, 2, count);
+	progress(p, IMG_PHASE_VERIFY, &p->m.config, NULL, 2, count);
 	if ((rc = blob_read(p, &p->m.config, OCI_JSON_MAX, &buf, &len, e)) < 0)
 		return rc;
 	rc = oci_config_parse(buf, len, &p->cfg, &e2);
@@ -499,7 +482,7 @@ resolve(struct pull *p, struct err *e)
 	for (size_t i = 0; i < p->m.nlayers; i++)
 		p->fds[i] = -1;
 	for (size_t i = 0; i < p->m.nlayers; i++) {
-		progress(p, IMG_PHASE_VERIFY, p->m.layers[i].digest, 3 + (unsigned)i, count);
+		progress(p, IMG_PHASE_VERIFY, &p->m.layers[i], NULL, 3 + (unsigned)i, count);
 		if ((p->fds[i] = blob_open(p, &p->m.layers[i], e)) < 0)
 			return p->fds[i];
 	}
@@ -594,7 +577,7 @@ layer_ensure(struct pull *p, size_t i, struct err *e)
 			lim.max_entries = IMG_UNPACK_ENTRIES_DEFAULT;
 		if (lim.max_ratio == 0)
 			lim.max_ratio = IMG_UNPACK_RATIO_DEFAULT;
-		progress(p, IMG_PHASE_UNPACK, l->digest, (unsigned)i + 1, (unsigned)p->m.nlayers);
+		progress(p, IMG_PHASE_UNPACK, l, NULL, (unsigned)i + 1, (unsigned)p->m.nlayers);
 		if ((rc = layer_unpack(p, i, dest, &lim, &st, &e2)) < 0) {
 			fail(p, e, rc, "%s", e2.msg);
 			goto out;
@@ -746,7 +729,7 @@ img_cache_pull(struct img_cache *c, const char *ref, const struct img_pull_opts 
 		return fail(&p, e, -EPERM, "its layers must be unpacked by a uid and gid "
 		    "other than root's");
 	p.os = opts->os != NULL ? opts->os : "linux";
-	p.arch = opts->arch != NULL ? opts->arch : host_arch();
+	p.arch = opts->arch != NULL ? opts->arch : oci_host_arch();
 	cache__ref_name(ref, p.name);
 	snprintf(lockname, sizeof(lockname), "ref-%s.lock", p.name);
 
@@ -782,7 +765,7 @@ out:
 		close(ref_lock);
 	close(cache_lock);
 	if (rc == 0)
-		progress(&p, IMG_PHASE_DONE, (*out)->manifest, 0, 0);
+		progress(&p, IMG_PHASE_DONE, NULL, (*out)->manifest, 0, 0);
 	if (opts->stats != NULL)
 		*opts->stats = p.st;
 	return rc;

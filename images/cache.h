@@ -90,6 +90,8 @@ struct img_progress {
 	const char *digest;	/* the blob, or NULL */
 	unsigned index;		/* 1-based, for VERIFY and UNPACK */
 	unsigned count;
+	uint64_t size;		/* VERIFY, UNPACK: the blob's bytes (its
+				   descriptor's); 0 unknown */
 };
 
 /* What one pull did (img_pull_opts.stats). */

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 
 #include "../common/xmalloc.h"
 #include "oci.h"
@@ -99,6 +100,24 @@ oci_config_type_ok(const char *mt)
 {
 	return mt != NULL && (strcmp(mt, MT_OCI_CONFIG) == 0 ||
 	    strcmp(mt, MT_DOCKER_CONFIG) == 0);
+}
+
+const char *
+oci_host_arch(void)
+{
+	static const struct { const char *uname, *oci; } map[] = {
+		{ "x86_64", "amd64" }, { "aarch64", "arm64" }, { "armv7l", "arm" },
+		{ "armv6l", "arm" }, { "i686", "386" }, { "i386", "386" },
+		{ "ppc64le", "ppc64le" }, { "s390x", "s390x" }, { "riscv64", "riscv64" },
+	};
+	static struct utsname u;
+
+	if (u.machine[0] == '\0' && uname(&u) < 0)
+		return "amd64";
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(u.machine, map[i].uname) == 0)
+			return map[i].oci;
+	return u.machine;
 }
 
 /* Parses buf[0..len) as one JSON object; NULL with e (-EBADMSG) otherwise. */

@@ -91,6 +91,12 @@ bool oci_layer_type_ok(const char *mt);
 bool oci_config_type_ok(const char *mt);
 
 /*
+ * This machine's architecture as OCI names it (Go's GOARCH: amd64,
+ * arm64, ...), from uname(); an unknown machine's own name. Static text.
+ */
+const char *oci_host_arch(void);
+
+/*
  * An image layout's index.json (buf, len bytes): the descriptor of the
  * entry whose OCI_REF_NAME annotation is name (the last, if several).
  * Returns 0, -ENOENT (no such entry) or -EBADMSG, with e.

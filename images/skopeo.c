@@ -8,7 +8,9 @@
  * comes from; only the argv does (the registries and sources the config
  * allows were checked before this is called). HOME and TMPDIR point at
  * the cache's own tmp/ folder, so oci-archive: sources are extracted on
- * the cache's file system and nothing of root's home is read.
+ * the cache's file system and nothing of root's home is read. The CLI's
+ * push is the other way round: the user's registry credentials and
+ * proxies are exactly what it needs, so it passes its own environment.
  *
  * skopeo gets a process group of its own, so that the time limit kills
  * all of it, and PR_SET_PDEATHSIG, so that it dies with its caller: the
@@ -63,14 +65,15 @@ child(const struct skopeo_cmd *c, pid_t parent, int out, int err)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int s = 1; s < NSIG; s++)
 		signal(s, SIG_DFL);
-	snprintf(home, sizeof(home), "HOME=%s", c->home);
-	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", c->home);
+	snprintf(home, sizeof(home), "HOME=%s", c->home != NULL ? c->home : "/");
+	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", c->home != NULL ? c->home : "/tmp");
 	if ((null = open("/dev/null", O_RDONLY)) < 0 || dup2(null, 0) < 0 ||
 	    dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		_exit(127);
 	/* Nothing of the caller's (locks, sockets, blobs) goes with it. */
 	close_range(3, ~0U, 0);
-	execve(c->argv[0], (char *const *)(uintptr_t)c->argv, (char *const *)(uintptr_t)envp);
+	execve(c->argv[0], (char *const *)(uintptr_t)c->argv, c->envp != NULL ? c->envp :
+	    (char *const *)(uintptr_t)envp);
 	dprintf(2, "exec %s: %s\n", c->argv[0], strerror(errno));
 	_exit(127);
 }

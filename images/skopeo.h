@@ -2,10 +2,13 @@
  * skopeo.h - running skopeo, the one program sandq fetches images with.
  *
  * skopeo_exec() runs one skopeo command from an argv (no shell), in a
- * clean environment, in a process group of its own, with a time limit;
+ * clean environment (or the one given), in a process group of its own,
+ * with a time limit;
  * it hands each line of its stdout to a callback (or keeps the stdout,
  * for `skopeo inspect --raw`) and turns its stderr into one escaped line
- * that says why it failed. Only images/cache.c uses it.
+ * that says why it failed. images/cache.c pulls with it (clean
+ * environment), `sandq image build` and `import` push with it (the
+ * user's).
  */
 #ifndef SANDQ_IMAGES_SKOPEO_H
 #define SANDQ_IMAGES_SKOPEO_H
@@ -19,6 +22,10 @@
 struct skopeo_cmd {
 	const char *const *argv;	/* argv[0] is the binary's path; NULL-terminated */
 	const char *home;		/* HOME and TMPDIR of the run: the cache's tmp/ */
+	char *const *envp;		/* NULL: the clean environment (PATH, LC_ALL,
+					   HOME, TMPDIR); else exactly this one (the
+					   CLI's push: the user's own, credentials and
+					   proxies with it) */
 	unsigned timeout_ms;		/* then the process group is killed */
 	void (*line_cb)(void *arg, const char *line);	/* each stdout line, or NULL */
 	void *arg;			/* line_cb's */

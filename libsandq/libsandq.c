@@ -1003,6 +1003,38 @@ sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
 }
 
 int
+sandq_submit_image_pull(struct sandq *c, const char *image,
+    const struct sandq_job_opts *o, char *idbuf)
+{
+	static const struct sandq_job_opts no_opts;
+	struct sandq_job_opts only;
+	struct job *j;
+	size_t total = 0;
+	int rc;
+
+	if (idbuf)
+		idbuf[0] = '\0';
+	if (o == NULL)
+		o = &no_opts;
+	if (image == NULL)
+		return fail(c, -EINVAL, "image: missing (op image.pull)");
+	/* What image.pull takes; image is checked as a run's is. */
+	only = (struct sandq_job_opts){ .id = o->id, .priority = o->priority,
+	    .deadline_ms = o->deadline_ms, .image = image };
+	j = job_new();
+	j->op = OP_IMAGE_PULL;
+	j->stream = o->stream;
+	if ((rc = job_id(c, &only, &j->id)) < 0 ||
+	    (rc = job_set_opts(c, j, &only, &total)) < 0) {
+		job_free(j);
+		return rc;
+	}
+	if (idbuf)
+		snprintf(idbuf, SANDQ_ID_MAX + 1, "%s", j->id);
+	return submit_job(c, j);
+}
+
+int
 sandq_submit_exec(struct sandq *c, const char *const *argv,
     const struct sandq_job_opts *o, char *idbuf)
 {

@@ -229,9 +229,24 @@ int sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
     const struct sandq_job_opts *o, int64_t timeout_ms,
     struct sandq_result **out);
 /*
+ * Submits image.pull (docs/images.md): the host that reads it pulls image
+ * (a reference within its image_sources) into its image cache, or finds
+ * it there, and answers ok with data, a msgpack map: reference, digest,
+ * os, arch, layers [{digest, size, unpacked}], bytes, unpacked_bytes,
+ * pulled (false: it was cached), pulled_at, last_used, duration_ms. Of
+ * o (NULL: none) only id, priority, deadline_ms and stream are sent; with
+ * stream, the pull's progress records come through sandq_stream_next()
+ * as fd 3, each one JSON object. Returns 0 or -EINVAL (no image, a bound
+ * of the protocol), -EIO.
+ */
+int sandq_submit_image_pull(struct sandq *c, const char *image,
+    const struct sandq_job_opts *o, char *idbuf);
+
+/*
  * Live output of a job submitted with o->stream: an iterator over its
  * chunks as they are published (PREFIX:{T}:out:ID, docs/protocol.md).
- * sandq_stream_next() returns 1 with *fd (1 stdout, 2 stderr) and *data,
+ * sandq_stream_next() returns 1 with *fd (1 stdout, 2 stderr, 3 an
+ * image.pull's progress record) and *data,
  * *len (valid until the next call), 0 at the end (the job is answered:
  * get its result with sandq_wait()), -ETIMEDOUT when timeout_ms passed
  * with nothing new (call again), or -EIO. The stream uses its own

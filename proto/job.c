@@ -38,6 +38,7 @@ static const char *const op_names[OP__COUNT] = {
 	[OP_SANDBOX_DELETE] = "sandbox.delete", [OP_SANDBOX_EXPORT] = "sandbox.export",
 	[OP_SANDBOX_IMPORT] = "sandbox.import", [OP_SANDBOX_HISTORY] = "sandbox.history",
 	[OP_SANDBOX_INFO] = "sandbox.info", [OP_SANDBOX_LIST] = "sandbox.list",
+	[OP_IMAGE_PULL] = "image.pull",
 };
 
 /*
@@ -572,6 +573,8 @@ static const struct {
 	[OP_SANDBOX_HISTORY] = { JF_SB, JF_SB },
 	[OP_SANDBOX_INFO] = { JF_SB, JF_SB },
 	[OP_SANDBOX_LIST] = { 0, 0 },
+	/* Progress records go to the job's output stream when it asks. */
+	[OP_IMAGE_PULL] = { JFB(JF_IMAGE) | JFB(JF_STREAM), JFB(JF_IMAGE) },
 };
 
 /* The field a key names, or JF__COUNT. */

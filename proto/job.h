@@ -75,6 +75,8 @@ enum job_op {
 	OP_SANDBOX_HISTORY,	/* -> data: versions and tool calls */
 	OP_SANDBOX_INFO,	/* -> data: head, version, times, labels */
 	OP_SANDBOX_LIST,	/* -> data: every sandbox of the tenant */
+	/* Answered by sandqd itself, never by a worker (dispatcher/images.c). */
+	OP_IMAGE_PULL,		/* image -> data: the image, in the host's cache */
 	OP__COUNT,
 };
 

@@ -469,12 +469,16 @@ Test(cli_hostile, every_verb_escapes_what_a_tenant_wrote)
 	/* A host and a tenant name in the heartbeat hash. */
 	snprintf(now, sizeof(now), "%lld", (long long)time(NULL) * 1000);
 	{
-		char beat[256];
+		char beat[512];
 		const char *hset[] = { "HSET", "sandq:hosts", "host\x1b]0;title\x07\x9b",
 		    beat };
 
+		/* With an image cache whose listing quotes a registry's text. */
 		snprintf(beat, sizeof(beat), "{\"time\":%s,\"workers\":1,\"busy\":0,"
-		    "\"tenants\":{\"t\\u001b[2J\":{\"running\":1}}}", now);
+		    "\"tenants\":{\"t\\u001b[2J\":{\"running\":1}},\"images\":[{"
+		    "\"reference\":\"docker://r.io/x\\u001b]0;title\\u0007\",\"digest\":"
+		    "\"sha256:\\u009bab\\n\",\"bytes\":1,\"last_used\":1}],"
+		    "\"images_total\":1}", now);
 		redis_strs(4, hset);
 	}
 	/* A batch's progress record, and a cases file quoting ids and modes. */
@@ -542,6 +546,9 @@ Test(cli_hostile, every_verb_escapes_what_a_tenant_wrote)
 			    "no dead letter 'nope\\x1b[2J'" },
 			{ "status", 0, "host\\x1b]0;title\\x07\\x9b", NULL },
 			{ "status", 0, "t\\x1b[2J", NULL },
+			{ "image ls", 0, "docker://r.io/x\\x1b]0;title\\x07", NULL },
+			{ "image ls", 0, "sha256:\\u009bab\\n", NULL },
+			{ "image ls", 0, "host\\x1b]0;title...", NULL },
 			{ "batch status hb", 0, "running\\x1b[2J", NULL },
 			{ "batch status hb", 0, "on h\\x1b]0;title\\x07", NULL },
 			{ "batch status hb", 0, "ok\\u009b 1", NULL },

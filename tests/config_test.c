@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../config/config.h"
+#include "../images/cache.h"
 #include "../store/store.h"
 
 #define EXAMPLE "config/sandq.conf.example"
@@ -161,6 +162,9 @@ expect_config_eq(const struct config *a, const struct config *b)
 	cr_assert_eq(a->nimage_plain_http, b->nimage_plain_http);
 	for (size_t i = 0; i < a->nimage_plain_http; i++)
 		cr_expect_str_eq(a->image_plain_http[i], b->image_plain_http[i]);
+	cr_expect_eq(a->image_max_layer_bytes, b->image_max_layer_bytes);
+	cr_expect_eq(a->image_max_layer_entries, b->image_max_layer_entries);
+	cr_expect_eq(a->image_max_layer_ratio, b->image_max_layer_ratio);
 	expect_limits_eq(&a->ceiling, &b->ceiling);
 }
 
@@ -205,6 +209,9 @@ static const char *const non_defaults[] = {
 	"image_pull_timeout_ms=86400000",
 	"image_unpack_uid=3999999000",
 	"image_plain_http=r.io:5000, 127.0.0.1:5001",
+	"image_max_layer_bytes=1025",
+	"image_max_layer_entries=1",
+	"image_max_layer_ratio=1000000",
 	"limits.wall_ms=1",
 	"limits.cpu_ms=86400000",
 	"limits.memory_bytes=3000000",
@@ -264,6 +271,11 @@ Test(config, defaults_match_the_documented_values)
 	cr_expect_eq(c.image_pull_timeout_ms, 1800000);
 	cr_expect_eq(c.image_unpack_uid, 0, "sandbox_uid_base - 1 once finished");
 	cr_expect_eq(c.nimage_plain_http, 0, "TLS everywhere");
+	/* The unpacker's bounds are the cache's own defaults. */
+	cr_expect_eq(c.image_max_layer_bytes, 16 * GIB);
+	cr_expect_eq((uint64_t)c.image_max_layer_bytes, IMG_UNPACK_BYTES_DEFAULT);
+	cr_expect_eq((uint64_t)c.image_max_layer_entries, IMG_UNPACK_ENTRIES_DEFAULT);
+	cr_expect_eq((uint64_t)c.image_max_layer_ratio, IMG_UNPACK_RATIO_DEFAULT);
 	cr_expect_eq(c.ceiling.wall_ms, 3600000);
 	cr_expect_eq(c.ceiling.cpu_ms, 3600000);
 	cr_expect_eq(c.ceiling.memory_bytes, 8 * GIB);
@@ -336,7 +348,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 44);
+	cr_expect_eq(nkeys, 47);
 	free(printed);
 	free(example);
 }
@@ -726,6 +738,32 @@ Test(config, the_image_cache_options_are_checked)
 	cr_expect_eq(config_finish(&c, &e), -EINVAL);
 	cr_expect_str_eq(e.msg, "image_unpack_uid: 5001 is the uid of worker 1's "
 	    "sandboxes (sandbox_uid_base 5000)");
+}
+
+/*
+ * The unpacker's bounds per layer: never 0 (which the cache would read as
+ * its default, not as "no bound"), a ratio of at least 2 (at 1 almost no
+ * compressed layer passes), sizes with suffixes.
+ */
+Test(config, the_image_layer_bounds_are_checked)
+{
+	expect_load_error("[sandqd]\nimage_max_layer_bytes = 0\n",
+	    "sandq.conf:2: image_max_layer_bytes: must be at least 1k");
+	expect_load_error("[sandqd]\nimage_max_layer_entries = 0\n",
+	    "sandq.conf:2: image_max_layer_entries: must be at least 1");
+	expect_load_error("[sandqd]\nimage_max_layer_entries = 1000000001\n",
+	    "sandq.conf:2: image_max_layer_entries: must be at most 1000000000");
+	expect_load_error("[sandqd]\nimage_max_layer_ratio = 1\n",
+	    "sandq.conf:2: image_max_layer_ratio: must be at least 2");
+	expect_load_error("[sandqd]\nimage_max_layer_ratio = 1000001\n",
+	    "sandq.conf:2: image_max_layer_ratio: must be at most 1000000");
+	cr_assert_eq(load("[sandqd]\nimage_max_layer_bytes = 8M\n"
+	    "image_max_layer_entries = 100\nimage_max_layer_ratio = 50\n"), 0, "%s", e.msg);
+	cr_expect_eq(c.image_max_layer_bytes, 8 * MIB);
+	cr_expect_eq(c.image_max_layer_entries, 100);
+	cr_expect_eq(c.image_max_layer_ratio, 50);
+	set_ok(&c, "image_max_layer_bytes=1024T");
+	cr_expect_eq(c.image_max_layer_bytes, (int64_t)1 << 50);
 }
 
 Test(config, default_image_is_a_reference_within_image_sources)

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -858,4 +859,93 @@ harness_registry_push(const struct harness_registry *r, const char *src, const c
 		cr_assert_fail("%s", msg);
 	}
 	free(out);
+}
+
+/*** A proxy that cuts a transfer ***/
+
+int
+harness_listen(int *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons((uint16_t)*port) };
+	socklen_t len = sizeof(sa);
+	int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(lfd >= 0);
+	cr_assert(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
+	cr_assert(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+	    "bind 127.0.0.1:%d: %s", *port, strerror(errno));
+	cr_assert(listen(lfd, 64) == 0 && getsockname(lfd, (struct sockaddr *)&sa, &len) == 0);
+	*port = ntohs(sa.sin_port);
+	return lfd;
+}
+
+pid_t
+harness_proxy_start(int lfd, int to_port, pid_t victim, size_t cut, bool stall)
+{
+	pid_t parent = getpid(), pid;
+
+	if ((pid = fork()) != 0) {
+		close(lfd);
+		cr_assert(pid > 0);
+		return pid;
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(1);
+	{
+		struct pollfd pf[65];
+		int peer[65];
+		size_t passed = 0;
+		int n = 1;
+		char buf[16384];
+
+		pf[0].fd = lfd;
+		pf[0].events = POLLIN;
+		for (;;) {
+			if (poll(pf, (nfds_t)n, -1) < 0)
+				continue;
+			if ((pf[0].revents & POLLIN) && n + 2 <= 65) {
+				struct sockaddr_in to = { .sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				    .sin_port = htons((uint16_t)to_port) };
+				int c = accept(lfd, NULL, NULL);
+				int s = socket(AF_INET, SOCK_STREAM, 0);
+
+				if (c >= 0 && s >= 0 && connect(s, (struct sockaddr *)&to, sizeof(to)) == 0) {
+					pf[n] = (struct pollfd){ c, POLLIN, 0 };
+					peer[n++] = s;
+					pf[n] = (struct pollfd){ s, POLLIN, 0 };
+					peer[n++] = c;
+				} else {
+					if (c >= 0)
+						close(c);
+					if (s >= 0)
+						close(s);
+				}
+			}
+			for (int i = 1; i < n; i++) {
+				ssize_t r;
+
+				if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+					continue;
+				r = read(pf[i].fd, buf, sizeof(buf));
+				if (r <= 0) {
+					pf[i].fd = -1;	/* this direction is done */
+					shutdown(peer[i], SHUT_WR);
+					continue;
+				}
+				if (write(peer[i], buf, (size_t)r) != r)
+					pf[i].fd = -1;
+				/* Odd slots are clients, even ones the server's side. */
+				if (i % 2 == 0 && (passed += (size_t)r) > cut) {
+					if (stall)
+						for (;;)
+							pause();
+					if (victim > 0)
+						kill(victim, SIGKILL);
+					_exit(0);
+				}
+			}
+		}
+	}
 }

@@ -171,6 +171,23 @@ void harness_registry_push(const struct harness_registry *r, const char *src,
  */
 int harness_exec(const char *const *argv, char **out);
 
+/*** A proxy that cuts a transfer ***/
+
+/*
+ * A listening TCP socket (close-on-exec, SO_REUSEADDR) on 127.0.0.1:*port,
+ * or on a free port when *port is 0 (written back). Asserts.
+ */
+int harness_listen(int *port);
+/*
+ * A TCP proxy in a child process (dying with the caller): accepts on lfd
+ * (closed in the caller) and forwards each connection to
+ * 127.0.0.1:to_port. Once it has passed more than cut bytes from there to
+ * its clients it SIGKILLs victim (if > 0) and exits, cutting every
+ * connection in the middle of a transfer; or, if stall, stops forwarding
+ * and keeps every connection open (a server that hangs). Returns its pid.
+ */
+pid_t harness_proxy_start(int lfd, int to_port, pid_t victim, size_t cut, bool stall);
+
 /*
  * Removes the tree at path, links not followed, folders made writable
  * first (an unpacked layer may leave some read-only). Best effort.

@@ -16,15 +16,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <openssl/evp.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <grp.h>
@@ -681,87 +677,19 @@ Test(images, stopped_registry_fails_naming_the_image_and_leaves_nothing)
 }
 
 /*
- * A TCP proxy to the registry in a child process: once it has passed
- * more than cut bytes from the registry to skopeo, it kills the registry
- * (SIGKILL) and exits, cutting every connection in the middle of a
- * transfer; or, if stall, stops forwarding and keeps every connection
- * open, a registry that hangs mid-layer. Returns its pid; *port is where
- * it listens.
+ * A TCP proxy to the registry (harness_proxy_start) on a free port: once
+ * more than cut bytes have passed it kills the registry and exits, or, if
+ * stall, hangs every connection. Returns its pid; *port is where it
+ * listens.
  */
 static pid_t
 proxy_start(size_t cut, bool stall, int *port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	pid_t parent = getpid(), pid, victim = reg.pid;
+	int lfd;
 
-	cr_assert(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    listen(lfd, 64) == 0 && getsockname(lfd, (struct sockaddr *)&sa, &len) == 0);
-	*port = ntohs(sa.sin_port);
-	if ((pid = fork()) != 0) {
-		close(lfd);
-		cr_assert(pid > 0);
-		return pid;
-	}
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-		_exit(1);
-	{
-		struct pollfd pf[65];
-		int peer[65];
-		size_t passed = 0;
-		int n = 1;
-		char buf[16384];
-
-		pf[0].fd = lfd;
-		pf[0].events = POLLIN;
-		for (;;) {
-			if (poll(pf, (nfds_t)n, -1) < 0)
-				continue;
-			if ((pf[0].revents & POLLIN) && n + 2 <= 65) {
-				struct sockaddr_in to = { .sin_family = AF_INET,
-				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				    .sin_port = htons((uint16_t)reg.port) };
-				int c = accept(lfd, NULL, NULL);
-				int s = socket(AF_INET, SOCK_STREAM, 0);
-
-				if (c >= 0 && s >= 0 && connect(s, (struct sockaddr *)&to, sizeof(to)) == 0) {
-					pf[n] = (struct pollfd){ c, POLLIN, 0 };
-					peer[n++] = s;
-					pf[n] = (struct pollfd){ s, POLLIN, 0 };
-					peer[n++] = c;
-				} else {
-					if (c >= 0)
-						close(c);
-					if (s >= 0)
-						close(s);
-				}
-			}
-			for (int i = 1; i < n; i++) {
-				ssize_t r;
-
-				if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-					continue;
-				r = read(pf[i].fd, buf, sizeof(buf));
-				if (r <= 0) {
-					pf[i].fd = -1;	/* this direction is done */
-					shutdown(peer[i], SHUT_WR);
-					continue;
-				}
-				if (write(peer[i], buf, (size_t)r) != r)
-					pf[i].fd = -1;
-				/* Odd slots are clients, even ones the registry's side. */
-				if (i % 2 == 0 && (passed += (size_t)r) > cut) {
-					if (stall)
-						for (;;)
-							pause();
-					kill(victim, SIGKILL);
-					_exit(0);
-				}
-			}
-		}
-	}
+	*port = 0;
+	lfd = harness_listen(port);
+	return harness_proxy_start(lfd, reg.port, reg.pid, cut, stall);
 }
 
 /* pid's wait status once it exits, or, after ms, SIGKILL's. */

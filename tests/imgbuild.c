@@ -4,11 +4,16 @@
  * Everything is deterministic (fixed times, owners and filler bytes), so
  * the same image written twice has the same digests, and two images that
  * share a layer's entries share its blob.
+ *
+ * Entries are written as given: nothing here checks a name, a link's
+ * target or a mode, since the hostile-layer tests need exactly what a
+ * layer may carry.
  */
 #include <archive.h>
 #include <archive_entry.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <stdint.h>
@@ -16,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "imgbuild.h"
 
@@ -88,6 +94,88 @@ filler(size_t len)
 	return b;
 }
 
+/* Adds data ("NAME=VALUE") as an extended attribute of ae. */
+static void
+xattr_add(struct archive_entry *ae, const char *data)
+{
+	const char *eq = data != NULL ? strchr(data, '=') : NULL;
+	char name[128];
+
+	cr_assert(eq != NULL && (size_t)(eq - data) < sizeof(name), "xattr '%s'", data);
+	memcpy(name, data, (size_t)(eq - data));
+	name[eq - data] = '\0';
+	archive_entry_xattr_add_entry(ae, name, eq + 1, strlen(eq + 1));
+}
+
+/* Writes the entry e (imgbuild.h says what each type means) into a. */
+static void
+entry_write(struct archive *a, const struct imgb_entry *e)
+{
+	struct archive_entry *ae = archive_entry_new();
+	char *fill = NULL;
+	const char *d = NULL;
+	size_t len = 0;
+
+	archive_entry_set_pathname(ae, e->path);
+	archive_entry_set_mtime(ae, 1700000000, 0);
+	archive_entry_set_uid(ae, 0);
+	archive_entry_set_gid(ae, 0);
+	switch (e->type) {
+	case 'd':
+		archive_entry_set_filetype(ae, AE_IFDIR);
+		archive_entry_set_perm(ae, e->mode ? e->mode : 0755);
+		if (e->data != NULL)
+			xattr_add(ae, e->data);
+		break;
+	case 'l':
+		archive_entry_set_filetype(ae, AE_IFLNK);
+		archive_entry_set_perm(ae, 0777);
+		archive_entry_set_symlink(ae, e->data);
+		break;
+	case 'h':
+		archive_entry_set_filetype(ae, AE_IFREG);
+		archive_entry_set_perm(ae, e->mode ? e->mode : 0644);
+		archive_entry_set_hardlink(ae, e->data);
+		archive_entry_set_size(ae, 0);
+		break;
+	case 'c':
+	case 'b':
+		archive_entry_set_filetype(ae, e->type == 'c' ? AE_IFCHR : AE_IFBLK);
+		archive_entry_set_perm(ae, e->mode ? e->mode : 0644);
+		archive_entry_set_rdev(ae, (dev_t)e->len);
+		break;
+	case 'p':
+		archive_entry_set_filetype(ae, AE_IFIFO);
+		archive_entry_set_perm(ae, e->mode ? e->mode : 0644);
+		break;
+	case 'x':
+		archive_entry_set_filetype(ae, AE_IFREG);
+		archive_entry_set_perm(ae, e->mode ? e->mode : 0644);
+		archive_entry_set_size(ae, 0);
+		xattr_add(ae, e->data);
+		break;
+	case 'z':
+	case 'f':
+		archive_entry_set_filetype(ae, AE_IFREG);
+		archive_entry_set_perm(ae, e->mode ? e->mode : 0644);
+		archive_entry_set_size(ae, (la_int64_t)e->len);
+		len = e->len;
+		if (e->type == 'z')
+			d = fill = calloc(1, len ? len : 1);
+		else
+			d = e->data != NULL ? e->data : (fill = filler(len));
+		cr_assert(d != NULL);
+		break;
+	default:
+		cr_assert_fail("imgbuild: entry type '%c'", e->type);
+	}
+	cr_assert(archive_write_header(a, ae) == ARCHIVE_OK, "%s", archive_error_string(a));
+	if (len > 0)
+		cr_assert(archive_write_data(a, d, len) == (la_ssize_t)len);
+	free(fill);
+	archive_entry_free(ae);
+}
+
 /* The layer's tar stream, compressed, into *out (owned) and *len; its diff_id too. */
 static void
 layer_build(const struct imgb_entry *ents, enum imgb_compress z, char **out, size_t *len,
@@ -112,40 +200,8 @@ layer_build(const struct imgb_entry *ents, enum imgb_compress z, char **out, siz
 		archive_write_set_bytes_in_last_block(a, 1);
 		cr_assert(archive_write_open_memory(a, pass ? buf : tar, LAYER_MAX,
 		    pass ? &used : &tused) == ARCHIVE_OK);
-		for (const struct imgb_entry *e = ents; e->path != NULL; e++) {
-			struct archive_entry *ae = archive_entry_new();
-			char *fill = NULL;
-
-			archive_entry_set_pathname(ae, e->path);
-			archive_entry_set_mtime(ae, 1700000000, 0);
-			archive_entry_set_uid(ae, 0);
-			archive_entry_set_gid(ae, 0);
-			switch (e->type) {
-			case 'd':
-				archive_entry_set_filetype(ae, AE_IFDIR);
-				archive_entry_set_perm(ae, e->mode ? e->mode : 0755);
-				break;
-			case 'l':
-				archive_entry_set_filetype(ae, AE_IFLNK);
-				archive_entry_set_perm(ae, 0777);
-				archive_entry_set_symlink(ae, e->data);
-				break;
-			default:
-				archive_entry_set_filetype(ae, AE_IFREG);
-				archive_entry_set_perm(ae, e->mode ? e->mode : 0644);
-				archive_entry_set_size(ae, (la_int64_t)e->len);
-				break;
-			}
-			cr_assert(archive_write_header(a, ae) == ARCHIVE_OK, "%s",
-			    archive_error_string(a));
-			if (e->type == 'f' && e->len > 0) {
-				const char *d = e->data != NULL ? e->data : (fill = filler(e->len));
-
-				cr_assert(archive_write_data(a, d, e->len) == (la_ssize_t)e->len);
-			}
-			free(fill);
-			archive_entry_free(ae);
-		}
+		for (const struct imgb_entry *e = ents; e->path != NULL; e++)
+			entry_write(a, e);
 		cr_assert(archive_write_close(a) == ARCHIVE_OK, "%s", archive_error_string(a));
 		archive_write_free(a);
 		if (z == IMGB_NONE)
@@ -211,6 +267,8 @@ imgb_write(const char *dir, const char *tag, const struct imgb_image *img,
 		char *blob;
 
 		layer_build(img->layers[i], img->compress, &blob, &n, diff);
+		if (img->truncate == i + 1)
+			n /= 2;
 		blob_put(dir, blob, n, digest);
 		free(blob);
 		json_array_append_new(layers, json_pack("{s:s, s:s, s:I}", "mediaType",
@@ -267,4 +325,19 @@ imgb_write_index(const char *dir, const char *tag, const struct imgb_desc *m, si
 	snprintf(out->media_type, sizeof(out->media_type), "%s",
 	    "application/vnd.oci.image.index.v1+json");
 	index_name(dir, tag, out);
+}
+
+void
+imgb_tamper(const char *path)
+{
+	struct stat st;
+	unsigned char c;
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+
+	cr_assert(fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0, "tamper %s: %s", path,
+	    strerror(errno));
+	cr_assert(pread(fd, &c, 1, st.st_size / 2) == 1);
+	c ^= 0xff;
+	cr_assert(pwrite(fd, &c, 1, st.st_size / 2) == 1);
+	cr_assert(close(fd) == 0);
 }

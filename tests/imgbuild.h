@@ -6,6 +6,14 @@
  * image layout under its sha256; index.json names an image by its tag,
  * so skopeo reads it as oci:DIR:TAG.
  *
+ * Hostile layers too (images_hostile_test): names are written as given
+ * (absolute, with '..', with control bytes), hard links may point
+ * anywhere, devices, FIFOs, setuid bits and extended attributes are
+ * written as a layer would carry them, a file of zeros makes a gzip bomb,
+ * a layer's blob may be cut short (imgb_image.truncate), and a stored
+ * blob may be altered in place (imgb_tamper) so it no longer matches its
+ * digest.
+ *
  * Asserts (Criterion) on any failure: it is test scaffolding.
  */
 #ifndef SANDQ_TEST_IMGBUILD_H
@@ -13,13 +21,27 @@
 
 #include <stddef.h>
 
-/* One entry of a layer. A layer is an array ended by a NULL path. */
+/*
+ * One entry of a layer. A layer is an array ended by a NULL path.
+ *
+ * type, and what data and len mean for it:
+ *   'f'  a file: data its bytes (NULL: len incompressible bytes), len its size
+ *   'z'  a file of len zero bytes (gzip makes about 1,000:1 of it: a bomb)
+ *   'd'  a folder: data NULL, or "NAME=VALUE", an extended attribute it carries
+ *   'x'  an empty file carrying the extended attribute data ("NAME=VALUE")
+ *   'l'  a symlink to data
+ *   'h'  a hard link to data (a name in the layer, written as given)
+ *   'c', 'b'  a character or block device: len is its number (makedev())
+ *   'p'  a FIFO
+ */
 struct imgb_entry {
-	const char *path;	/* in the layer, no leading '/'; NULL ends the layer */
-	char type;		/* 'f' file, 'd' folder, 'l' symlink */
-	const char *data;	/* a file's bytes (NULL: len incompressible bytes), a link's target */
-	size_t len;		/* a file's size */
-	unsigned mode;		/* 0: 0644 for a file, 0755 for a folder */
+	const char *path;	/* the name as written, byte for byte (a normal
+				   layer's have no leading '/'); NULL ends the layer */
+	char type;		/* see above */
+	const char *data;
+	size_t len;
+	unsigned mode;		/* permission bits, setuid, setgid and sticky
+				   included; 0: 0644 (0755 for a folder) */
 };
 
 enum imgb_compress { IMGB_GZIP, IMGB_ZSTD, IMGB_NONE };
@@ -32,6 +54,10 @@ struct imgb_image {
 	const char *user;			/* or NULL */
 	const struct imgb_entry *layers[8];	/* base first; a NULL ends the list */
 	enum imgb_compress compress;
+	unsigned truncate;			/* 1-based: that layer's blob is cut to
+						   half its size before it is stored and
+						   named (so its digest is of the cut
+						   bytes: only an unpacker sees it); 0: none */
 };
 
 /* A descriptor of what was written. */
@@ -55,5 +81,10 @@ void imgb_write(const char *dir, const char *tag, const struct imgb_image *img,
 /* Writes an image index of the n manifests m (each with its platform), named tag. */
 void imgb_write_index(const char *dir, const char *tag, const struct imgb_desc *m, size_t n,
     struct imgb_desc *out);
+/*
+ * Alters the file at path (a stored blob) in place: its middle byte
+ * changes, its size does not, so it no longer matches its digest.
+ */
+void imgb_tamper(const char *path);
 
 #endif

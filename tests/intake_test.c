@@ -650,3 +650,89 @@ Test(intake, a_create_on_an_image_is_checked_as_a_run)
 	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
 	cr_expect_null(job->image, "no image: none recorded, not the default");
 }
+
+/*** image.pull ***/
+
+/* An image.pull job naming ref (NULL: no image field). */
+static void
+entry_pull(const char *ref)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_clear(&buf);
+	msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, ref != NULL ? 3 : 2);
+	pstr(&pk, "id");
+	pstr(&pk, "j-p");
+	pstr(&pk, "op");
+	pstr(&pk, "image.pull");
+	if (ref != NULL) {
+		pstr(&pk, "image");
+		pstr(&pk, ref);
+	}
+}
+
+Test(intake, an_image_pull_within_the_sources_goes_on_with_its_canonical_reference)
+{
+	struct job *back = NULL;
+	struct err e = { 0 };
+
+	set("image_sources=host, docker://r.io/*");
+	entry_pull("docker://R.io/x");
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_expect_str_eq(job->image, "docker://r.io/x:latest");
+	cr_expect_eq(job->limits.wall_ms, 0, "a pull has no limits");
+	cr_assert_eq(payload_job_decode(norm, normlen, &back, NULL, &e), 0, "%s", e.msg);
+	cr_expect_eq(back->op, OP_IMAGE_PULL);
+	cr_expect_str_eq(back->image, "docker://r.io/x:latest");
+	job_free(back);
+}
+
+Test(intake, an_image_pull_is_held_to_the_image_rules_of_a_run)
+{
+	set("image_sources=host, docker://r.io/*");
+	/* Outside the host's sources, the same refusal as a run's. */
+	entry_pull("docker://other.io/x");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'docker://other.io/x:latest' is not "
+	    "within this host's image_sources", false);
+	job_free(job);
+	job = NULL;
+	/* Outside the tenant's: on the audit trail. */
+	tenant_set("image_sources", "docker://r.io/team/*");
+	entry_pull("docker://r.io/x");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'docker://r.io/x:latest' is not within "
+	    "tenant 'acme''s image_sources", true);
+	job_free(job);
+	job = NULL;
+	/* host is nothing to pull. */
+	in.conf = NULL;
+	entry_pull("host");
+	cr_expect_eq(admit(0), INTAKE_ANSWER);
+	expect_image_refused("field 'image': 'host' is this host's own files: there is "
+	    "nothing to pull", false);
+	job_free(job);
+	job = NULL;
+	/* A tenant's name goes on, to be read and checked as a run's is. */
+	entry_pull("numpy");
+	cr_expect_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	{
+		char key[80];
+
+		cr_assert(intake_image_name(job, key, sizeof(key)));
+		cr_expect_str_eq(key, "numpy:latest");
+		cr_assert(intake_name_resolved(&in, job, "docker://r.io/sci/numpy:1", &norm,
+		    &normlen, &r), "%s", r.msg);
+		cr_expect_str_eq(job->image, "docker://r.io/sci/numpy:1");
+	}
+	free(norm);
+	norm = NULL;
+	job_free(job);
+	job = NULL;
+	/* The decoder wants the image: a pull of nothing is a bad image. */
+	entry_pull(NULL);
+	cr_expect_eq(read_entry(), INTAKE_ANSWER);
+	cr_expect_str_eq(r.code, "image");
+	cr_expect_str_eq(r.msg, "field 'image': missing (op image.pull)");
+}

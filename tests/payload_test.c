@@ -1449,6 +1449,7 @@ static const struct op_case {
 	{ "sandbox.history", OP_SANDBOX_HISTORY, "sandbox", "sandbox" },
 	{ "sandbox.info", OP_SANDBOX_INFO, "sandbox", "sandbox" },
 	{ "sandbox.list", OP_SANDBOX_LIST, "", "" },
+	{ "image.pull", OP_IMAGE_PULL, "image stream", "image" },
 };
 
 /* Every field an op may be given, other than v, id, op and the common ones. */

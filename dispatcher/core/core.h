@@ -203,12 +203,15 @@ enum intake_verdict intake_read(const struct intake *in, const char *raw,
  * (dispatcher/images.c) before it is queued; a run on a tenant's own image
  * name (intake_image_name() says which) goes on with job->image the name,
  * which sandqd reads from Redis and hands to intake_name_resolved().
+ * An image.pull is held to the image rules alone (not host; a tenant's
+ * name goes on as a run's) and has no limits.
  */
 enum intake_verdict intake_admit(const struct intake *in, struct job *job,
     size_t nattempts, char **norm, size_t *normlen, struct intake_refusal *r);
 /*
- * Whether job (admitted) runs on a tenant's image name: true with key its
- * key in the tenant's names ("NAME:TAG", img_name_key()).
+ * Whether job (admitted) runs on, or pulls (image.pull), a tenant's image
+ * name: true with key its key in the tenant's names ("NAME:TAG",
+ * img_name_key()).
  */
 bool intake_image_name(const struct job *job, char *key, size_t size);
 /*

@@ -321,6 +321,35 @@ rules_valid(const struct job *job, struct err *e)
 	return true;
 }
 
+/*
+ * image.pull (answered by sandqd, never by a worker): its image is held
+ * to the same rules as a run's (parsed, within the host's image_sources
+ * and the tenant's, code "image"; a tenant's name goes on, to be read and
+ * checked as a run's is: intake_name_resolved()), and must be something
+ * to pull: not host. It has no limits, network or path rules. Returns as
+ * intake_admit() does.
+ */
+static enum intake_verdict
+image_pull_admit(const struct intake *in, struct job *job, size_t nattempts,
+    char **norm, size_t *normlen, struct intake_refusal *r)
+{
+	struct img_ref ref;
+
+	if (job->deadline_ms > 0 && in->now > (uint64_t)job->deadline_ms)
+		return refuse(r, INTAKE_ANSWER, ST_EXPIRED, "deadline",
+		    "deadline passed before the job could start");
+	if (!image_pick(in, job, &ref, r) || !tenant_image_rule(in, job, &ref, true, r))
+		return INTAKE_ANSWER;
+	if (ref.kind == IMG_HOST)
+		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "image", "field 'image': "
+		    "'host' is this host's own files: there is nothing to pull");
+	if (payload_job_encode(job, norm, normlen) < 0)
+		fatalx("cannot encode a job");
+	if (nattempts >= (size_t)in->cfg->max_attempts)
+		return INTAKE_GIVE_UP;
+	return INTAKE_OK;
+}
+
 enum intake_verdict
 intake_admit(const struct intake *in, struct job *job, size_t nattempts,
     char **norm, size_t *normlen, struct intake_refusal *r)
@@ -331,6 +360,8 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 	bool named = job->image != NULL;
 	char modes[128];
 
+	if (job->op == OP_IMAGE_PULL)
+		return image_pull_admit(in, job, nattempts, norm, normlen, r);
 	if (!rules_valid(job, &e))
 		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "invalid_job", e.msg);
 	if (job->deadline_ms > 0 && in->now > (uint64_t)job->deadline_ms)
@@ -392,7 +423,7 @@ intake_image_name(const struct job *job, char *key, size_t size)
 	struct err e;
 
 	/* A create or import on a name records what the name resolves to. */
-	if (!JOB_HAS_IMAGE(job) || job->image == NULL ||
+	if ((!JOB_HAS_IMAGE(job) && job->op != OP_IMAGE_PULL) || job->image == NULL ||
 	    img_ref_parse(job->image, &ref, &e) < 0 || ref.kind != IMG_NAME)
 		return false;
 	return img_name_key(&ref, key, size) >= 0;
