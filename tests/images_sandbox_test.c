@@ -588,6 +588,17 @@ Test(images_sandbox, the_cli_and_import_carry_the_image)
 	snprintf(args, sizeof(args), "sandbox import c1 %s --workdir /testbed", file);
 	cr_expect_eq(cli(args, &out), 0, "%s", out);
 	free(out);
+
+	/* On a tenant's image name: the sandbox records what it names, pinned. */
+	snprintf(args, sizeof(args), "image tag --plain-http task %s", ref("test/task:1"));
+	cr_assert_eq(cli(args, &out), 0, "%s", out);
+	free(out);
+	cr_expect_eq(cli("sandbox create named --image task --from-image-dir /testbed",
+	    &out), 0, "%s", out);
+	snprintf(args, sizeof(args), "image: docker://%s/test/task@sha256:", reg.addr);
+	cr_expect(out && strstr(out, args), "%s", out);
+	free(out);
+	expect_sh(c, "named", "pwd; cat README", "/testbed\n" README);
 	sandq_close(c);
 }
 
