@@ -52,7 +52,7 @@ static struct harness_registry reg;
 static char top[300];		/* the mkdtemp folder: layouts, floors, registry */
 static int failures;
 
-/* Debian's static busybox, the root of every image (set by read_busybox). */
+/* Debian's static busybox, the root of every image (imgb_busybox()). */
 static struct imgb_entry BASE[] = {
 	{ "bin", 'd', NULL, 0, 0 },
 	{ "bin/busybox", 'f', NULL, 0, 0755 },
@@ -64,30 +64,6 @@ static struct imgb_entry BASE[] = {
 };
 
 /*** Setup ***/
-
-/* Reads /bin/busybox into BASE; exits 1 (saying why) if it cannot. */
-static char *
-read_busybox(void)
-{
-	struct stat st;
-	char *b;
-	int fd = open("/bin/busybox", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "image-bench: /bin/busybox (Debian's busybox-static, "
-		    "deploy/install-deps.sh) is missing: %s\n", strerror(errno));
-		exit(1);
-	}
-	if ((b = malloc((size_t)st.st_size)) == NULL ||
-	    read(fd, b, (size_t)st.st_size) != st.st_size) {
-		fprintf(stderr, "image-bench: reading /bin/busybox failed\n");
-		exit(1);
-	}
-	close(fd);
-	BASE[1].data = b;
-	BASE[1].len = (size_t)st.st_size;
-	return b;
-}
 
 /*
  * Writes an image named tag into the layout top/layout and pushes it to
@@ -275,7 +251,7 @@ main(int argc, char **argv)
 {
 	size_t n = 300, w = 20, reps = 3, mb = 100, nw = (size_t)sysconf(_SC_NPROCESSORS_ONLN);
 	struct imgb_desc d_a, d_b, d_new[9];
-	char sources[300], plain[120], tags[9][32], *busybox;
+	char sources[300], plain[120], tags[9][32];
 	unsigned salt;
 	struct sandq *c;
 	double *v1, *v2, fl[9], sq[9], cp[9];
@@ -296,7 +272,7 @@ main(int argc, char **argv)
 	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
 		salt = (unsigned)getpid();
 	salt %= 100000;
-	busybox = read_busybox();
+	imgb_busybox(&BASE[1]);
 	snprintf(top, sizeof(top), "/tmp/sandq-imgbench-XXXXXX");
 	if (mkdtemp(top) == NULL) {
 		perror("image-bench: mkdtemp");
@@ -382,7 +358,6 @@ main(int argc, char **argv)
 	harness_stop(&h);
 	harness_registry_stop(&reg);
 	harness_rmtree(top);
-	free(busybox);
 	free(v1);
 	free(v2);
 	if (failures)

@@ -949,3 +949,14 @@ harness_proxy_start(int lfd, int to_port, pid_t victim, size_t cut, bool stall)
 		}
 	}
 }
+
+const char *
+harness_registry_ref(const struct harness_registry *r, const char *repo)
+{
+	static char buf[8][400];
+	static unsigned k;
+
+	k = (k + 1) % 8;
+	snprintf(buf[k], sizeof(buf[k]), "docker://%s/%s", r->addr, repo);
+	return buf[k];
+}

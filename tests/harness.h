@@ -160,6 +160,11 @@ void harness_registry_start(struct harness_registry *r, const char *dir);
 /* Stops it by its pid (SIGTERM, SIGKILL after 10 s) and reaps it; idempotent. */
 void harness_registry_stop(struct harness_registry *r);
 /*
+ * "docker://ADDR/REPO" for repo (e.g. "test/img:1") in r: one of eight
+ * rotating buffers, so a few may be used in one expression.
+ */
+const char *harness_registry_ref(const struct harness_registry *r, const char *repo);
+/*
  * skopeo copy --all --dest-tls-verify=false SRC docker://ADDR/REPO (repo
  * "test/img:1"); asserts, with skopeo's output, that it worked.
  */

@@ -54,8 +54,6 @@ static struct harness h;
 static struct harness_registry reg;
 static char src[300], layout[320], cache[400];
 static char sources[200], plain[100];
-static char *busybox;
-static size_t busybox_len;
 static struct imgb_desc d_good;
 
 static const char *const ENV[] = { "PATH=/bin", NULL };
@@ -77,27 +75,6 @@ static struct imgb_entry BASE[] = {
 
 /*** Fixture ***/
 
-static void
-read_busybox(void)
-{
-	struct stat st;
-	int fd = open("/bin/busybox", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "images_hostile_test: /bin/busybox (Debian's "
-		    "busybox-static, deploy/install-deps.sh) is missing: %s\n",
-		    strerror(errno));
-		cr_assert_fail("no /bin/busybox");
-	}
-	busybox_len = (size_t)st.st_size;
-	busybox = malloc(busybox_len);
-	cr_assert(busybox != NULL);
-	cr_assert(read(fd, busybox, busybox_len) == (ssize_t)busybox_len);
-	close(fd);
-	BASE[1].data = busybox;
-	BASE[1].len = busybox_len;
-}
-
 /* Writes img as tag into the layout and pushes it as test/TAG:1. */
 static void
 push(const char *tag, const struct imgb_image *img, struct imgb_desc *d)
@@ -116,7 +93,7 @@ setup(void)
 	struct imgb_image good = { .env = ENV, .layers = { BASE } };
 	char bytes[64], entries[64], ratio[64];
 
-	read_busybox();
+	imgb_busybox(&BASE[1]);
 	snprintf(src, sizeof(src), "/tmp/sandq-imghostile-XXXXXX");
 	cr_assert(mkdtemp(src) != NULL);
 	snprintf(layout, sizeof(layout), "%s/layout", src);
@@ -143,8 +120,6 @@ teardown(void)
 	harness_registry_stop(&reg);
 	if (src[0])
 		harness_rmtree(src);
-	free(busybox);
-	busybox = NULL;
 }
 
 TestSuite(images_hostile, .init = setup, .fini = teardown, .timeout = 240);

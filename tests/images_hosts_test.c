@@ -39,8 +39,6 @@
 static struct harness h;
 static struct harness_registry reg;
 static char src[300], sources[300], plain[200], timeout[64];
-static char *busybox;
-static size_t busybox_len;
 static int proxy_port, proxy_lfd = -1;
 static pid_t host_b;
 
@@ -62,26 +60,6 @@ static const struct imgb_entry BIG[] = {
 };
 
 /*** Fixture ***/
-
-static void
-read_busybox(void)
-{
-	struct stat st;
-	int fd = open("/bin/busybox", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "images_hosts_test: /bin/busybox (Debian's busybox-static, "
-		    "deploy/install-deps.sh) is missing: %s\n", strerror(errno));
-		cr_assert_fail("no /bin/busybox");
-	}
-	busybox_len = (size_t)st.st_size;
-	busybox = malloc(busybox_len);
-	cr_assert(busybox != NULL);
-	cr_assert(read(fd, busybox, busybox_len) == (ssize_t)busybox_len);
-	close(fd);
-	BASE[1].data = busybox;
-	BASE[1].len = busybox_len;
-}
 
 /* Waits until host name has written its status (it serves Redis). */
 static void
@@ -113,7 +91,7 @@ setup(void)
 	struct imgb_desc d;
 	char s[400];
 
-	read_busybox();
+	imgb_busybox(&BASE[1]);
 	snprintf(src, sizeof(src), "/tmp/sandq-imghosts-XXXXXX");
 	cr_assert(mkdtemp(src) != NULL);
 	harness_registry_start(&reg, src);
@@ -168,8 +146,6 @@ teardown(void)
 	proxy_lfd = -1;
 	if (src[0])
 		harness_rmtree(src);
-	free(busybox);
-	busybox = NULL;
 }
 
 TestSuite(images_hosts, .init = setup, .fini = teardown, .timeout = 300);
@@ -180,12 +156,7 @@ TestSuite(images_hosts, .init = setup, .fini = teardown, .timeout = 300);
 static const char *
 ref(const char *repo)
 {
-	static char buf[4][200];
-	static int k;
-
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof(buf[k]), "docker://%s/%s", reg.addr, repo);
-	return buf[k];
+	return harness_registry_ref(&reg, repo);
 }
 
 /* The same through the proxy's port. */

@@ -31,8 +31,6 @@
 static struct harness h;
 static struct harness_registry reg;
 static char src[300], sources[200], plain[100];
-static char *busybox;
-static size_t busybox_len;
 static struct imgb_desc d_img, d_wh, d_user;
 
 static const char *const ENV[] = { "PATH=/bin", "FOO=bar", NULL };
@@ -72,26 +70,6 @@ static const struct imgb_entry WHITEOUTS[] = {
 /*** Fixture ***/
 
 static void
-read_busybox(void)
-{
-	struct stat st;
-	int fd = open("/bin/busybox", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "images_run_test: /bin/busybox (Debian's busybox-static, "
-		    "deploy/install-deps.sh) is missing: %s\n", strerror(errno));
-		cr_assert_fail("no /bin/busybox");
-	}
-	busybox_len = (size_t)st.st_size;
-	busybox = malloc(busybox_len);
-	cr_assert(busybox != NULL);
-	cr_assert(read(fd, busybox, busybox_len) == (ssize_t)busybox_len);
-	close(fd);
-	BASE[1].data = busybox;
-	BASE[1].len = busybox_len;
-}
-
-static void
 setup(void)
 {
 	struct imgb_image img = { .env = ENV, .workdir = "/srv", .layers = { BASE } };
@@ -99,7 +77,7 @@ setup(void)
 	struct imgb_image user = { .env = ENV, .user = "app", .layers = { BASE } };
 	char s[400];
 
-	read_busybox();
+	imgb_busybox(&BASE[1]);
 	/* The registry's folder: a mkdtemp of its own, removed in teardown. */
 	snprintf(src, sizeof(src), "/tmp/sandq-imgrun-XXXXXX");
 	cr_assert(mkdtemp(src) != NULL);
@@ -130,8 +108,6 @@ teardown(void)
 	harness_registry_stop(&reg);
 	if (src[0])
 		harness_rmtree(src);
-	free(busybox);
-	busybox = NULL;
 }
 
 TestSuite(images_run, .init = setup, .fini = teardown, .timeout = 240);
@@ -142,12 +118,7 @@ TestSuite(images_run, .init = setup, .fini = teardown, .timeout = 240);
 static const char *
 ref(const char *repo)
 {
-	static char buf[4][200];
-	static int k;
-
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof(buf[k]), "docker://%s/%s", reg.addr, repo);
-	return buf[k];
+	return harness_registry_ref(&reg, repo);
 }
 
 /* Runs argv on image (wall limit 60 s) and returns its result. */

@@ -39,8 +39,6 @@
 static struct harness h;
 static struct harness_registry reg;
 static char src[300], sources[200], plain[100];
-static char *busybox;
-static size_t busybox_len;
 static pid_t host_b;
 
 static const char *const ENV[] = { "PATH=/bin", "IMAGE_VAR=from-image", NULL };
@@ -86,27 +84,6 @@ static struct imgb_entry TASK[] = {
 
 /*** Fixture ***/
 
-static void
-read_busybox(void)
-{
-	struct stat st;
-	int fd = open("/bin/busybox", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "images_sandbox_test: /bin/busybox (Debian's "
-		    "busybox-static, deploy/install-deps.sh) is missing: %s\n",
-		    strerror(errno));
-		cr_assert_fail("no /bin/busybox");
-	}
-	busybox_len = (size_t)st.st_size;
-	busybox = malloc(busybox_len);
-	cr_assert(busybox != NULL);
-	cr_assert(read(fd, busybox, busybox_len) == (ssize_t)busybox_len);
-	close(fd);
-	TASK[1].data = busybox;
-	TASK[1].len = busybox_len;
-}
-
 /* Starts the registry with the task image (test/task:1) and another one. */
 static void
 registry_up(void)
@@ -119,7 +96,7 @@ registry_up(void)
 	if (geteuid() != 0)
 		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
 		    (int)geteuid());
-	read_busybox();
+	imgb_busybox(&TASK[1]);
 	snprintf(src, sizeof(src), "/tmp/sandq-imgsbx-XXXXXX");
 	cr_assert(mkdtemp(src) != NULL);
 	harness_registry_start(&reg, src);
@@ -174,8 +151,6 @@ teardown(void)
 	if (src[0])
 		harness_rmtree(src);
 	src[0] = '\0';
-	free(busybox);
-	busybox = NULL;
 }
 
 TestSuite(images_sandbox, .init = setup, .fini = teardown, .timeout = 300);
@@ -188,12 +163,7 @@ TestSuite(images_sandbox_shared, .init = setup_shared, .fini = teardown,
 static const char *
 ref(const char *repo)
 {
-	static char buf[4][200];
-	static int k;
-
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof(buf[k]), "docker://%s/%s", reg.addr, repo);
-	return buf[k];
+	return harness_registry_ref(&reg, repo);
 }
 
 /* Creates sandbox id on image (NULL: none) with workdir and from (NULL: none). */

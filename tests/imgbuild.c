@@ -341,3 +341,27 @@ imgb_tamper(const char *path)
 	cr_assert(pwrite(fd, &c, 1, st.st_size / 2) == 1);
 	cr_assert(close(fd) == 0);
 }
+
+void
+imgb_busybox(struct imgb_entry *e)
+{
+	static char *data;
+	static size_t len;
+
+	if (data == NULL) {
+		struct stat st;
+		int fd = open("/bin/busybox", O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			fprintf(stderr, "/bin/busybox (Debian's busybox-static, "
+			    "deploy/install-deps.sh) is missing: %s\n", strerror(errno));
+			cr_assert_fail("no /bin/busybox");
+		}
+		cr_assert((data = malloc((size_t)st.st_size)) != NULL);
+		cr_assert(read(fd, data, (size_t)st.st_size) == st.st_size);
+		len = (size_t)st.st_size;
+		close(fd);
+	}
+	e->data = data;
+	e->len = len;
+}

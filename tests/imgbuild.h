@@ -86,5 +86,12 @@ void imgb_write_index(const char *dir, const char *tag, const struct imgb_desc *
  * changes, its size does not, so it no longer matches its digest.
  */
 void imgb_tamper(const char *path);
+/*
+ * Points e (a file entry) at Debian's static busybox (/bin/busybox,
+ * deploy/install-deps.sh): the root of the test images, read once per
+ * process and kept for its life. Asserts, naming the package, when it is
+ * missing.
+ */
+void imgb_busybox(struct imgb_entry *e);
 
 #endif

@@ -27,8 +27,6 @@
 static struct harness h;
 static struct harness_registry reg;
 static char src[300], sources[200], plain[100];
-static char *busybox;
-static size_t busybox_len;
 static struct imgb_desc d_one, d_two;
 
 static const char *const ENV[] = { "PATH=/bin", NULL };
@@ -55,21 +53,10 @@ setup(void)
 {
 	struct imgb_image one = { .env = ENV, .layers = { ONE } };
 	struct imgb_image two = { .env = ENV, .layers = { TWO } };
-	struct stat st;
 	char s[400];
-	int fd = open("/bin/busybox", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "imgnames_test: /bin/busybox (Debian's busybox-static, "
-		    "deploy/install-deps.sh) is missing: %s\n", strerror(errno));
-		cr_assert_fail("no /bin/busybox");
-	}
-	busybox_len = (size_t)st.st_size;
-	cr_assert((busybox = malloc(busybox_len)) != NULL);
-	cr_assert(read(fd, busybox, busybox_len) == (ssize_t)busybox_len);
-	close(fd);
-	ONE[1].data = TWO[1].data = busybox;
-	ONE[1].len = TWO[1].len = busybox_len;
+	imgb_busybox(&ONE[1]);
+	imgb_busybox(&TWO[1]);
 	snprintf(src, sizeof(src), "/tmp/sandq-imgnames-XXXXXX");
 	cr_assert(mkdtemp(src) != NULL);
 	harness_registry_start(&reg, src);
@@ -94,8 +81,6 @@ teardown(void)
 	harness_registry_stop(&reg);
 	if (src[0])
 		harness_rmtree(src);
-	free(busybox);
-	busybox = NULL;
 }
 
 TestSuite(imgnames, .init = setup, .fini = teardown, .timeout = 240);
@@ -105,12 +90,7 @@ TestSuite(imgnames, .init = setup, .fini = teardown, .timeout = 240);
 static const char *
 ref(const char *repo)
 {
-	static char buf[4][200];
-	static int k;
-
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof(buf[k]), "docker://%s/%s", reg.addr, repo);
-	return buf[k];
+	return harness_registry_ref(&reg, repo);
 }
 
 /*
