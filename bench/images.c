@@ -24,7 +24,10 @@
  *               3), the two orders alternating; medians, target at most
  *               1.5x;
  *   3. switch   N jobs alternating between two cached images vs N on one
- *               of them: p50, target at most 2x.
+ *               of them: p50, target at most 2x;
+ *   4. name     N jobs on a tenant's image name (sandq image tag) vs N on
+ *               the pinned reference it names: p50, no target (what one
+ *               more Redis read per job costs).
  *
  * Each line prints the floor, sandq, the ratio and the target. What makes
  * the exit status 1 is never a time: a job not ok, or a floor command
@@ -352,6 +355,31 @@ main(int argc, char **argv)
 		line("p50", pct(v1, n, 50), pct(v2, n, 50), 2.0);
 		printf("  %-34s %9.2f ms %9.2f ms\n", "p99 (no target)", pct(v1, n, 99),
 		    pct(v2, n, 99));
+	}
+
+	/* 4. A tenant's image name vs the reference it names. */
+	{
+		char sq_bin[400], *out = NULL, *arrow, pinned[300];
+		const char *tag[] = { sq_bin, "--redis", h.url, "image", "tag", "--plain-http",
+		    "bench-a", ref("a"), NULL };
+		const char *named[] = { "bench-a" }, *byref[] = { pinned };
+
+		snprintf(sq_bin, sizeof(sq_bin), "%s/sandq", harness_build_dir());
+		if (harness_exec(tag, &out) != 0 || out == NULL ||
+		    (arrow = strstr(out, " -> ")) == NULL) {
+			fprintf(stderr, "image-bench: sandq image tag failed: %s\n", out ? out : "");
+			failures++;
+		} else {
+			snprintf(pinned, sizeof(pinned), "%.*s", (int)strcspn(arrow + 4, "\n"),
+			    arrow + 4);
+			job(c, pinned);		/* the pinned reference's own entry in the cache */
+			series(c, byref, 1, n, w, v1);
+			series(c, named, 1, n, w, v2);
+			printf("4. /bin/true, by a tenant's image name vs by its pinned reference\n");
+			printf("  %-34s %9.2f ms %9.2f ms %7.2fx   (one HGET more; no target)\n",
+			    "p50", pct(v1, n, 50), pct(v2, n, 50), pct(v2, n, 50) / pct(v1, n, 50));
+		}
+		free(out);
 	}
 
 	sandq_close(c);
