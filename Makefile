@@ -135,7 +135,7 @@ WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(S
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
-BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq
+BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack
 
 all: $(BINS) $(B)/libsandq.a
 
@@ -148,6 +148,11 @@ $(B)/sandqd: $(SANDQD_OBJS)
 
 $(B)/sandq-worker: $(WORKER_OBJS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_WORKER)
+
+# sandq-unpack: one image layer unpacked, in a process of its own (images/unpack.c
+# starts it with fork and at once execve, for a threaded caller).
+$(B)/sandq-unpack: $(call obj,images/unpack_main.c images/unpack_child.c images/unpack_tar.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -larchive
 
 $(B)/libsandq.a: $(LIBSANDQ_OBJS)
 	@rm -f $@
@@ -397,7 +402,7 @@ $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(B)/sandqd $(B)/sandq $(DESTDIR)$(BINDIR)/
-	install -m 0755 $(B)/sandq-worker $(DESTDIR)$(LIBEXECDIR)/
+	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(DESTDIR)$(LIBEXECDIR)/
 
 # Every source folder, and the folder rules of docs/architecture.md.
 # cppcheck reads sandq's code only (no system headers): tests/cppcheck.h

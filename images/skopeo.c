@@ -47,13 +47,15 @@ mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The child's side: never returns. */
+/*
+ * The child's side: async-signal-safe calls only until the exec (the
+ * caller is threaded: another thread may hold a lock the child would
+ * wait on for ever), its environment made by the caller. Never returns.
+ */
 static void __attribute__((noreturn))
-child(const struct skopeo_cmd *c, pid_t parent, int out, int err)
+child(const struct skopeo_cmd *c, pid_t parent, int out, int err, char *const *envp)
 {
-	char home[4200], tmp[4200];
-	const char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
-	    home, tmp, NULL };
+	static const char fail[] = "exec skopeo failed\n";
 	sigset_t none;
 	int null;
 
@@ -65,16 +67,13 @@ child(const struct skopeo_cmd *c, pid_t parent, int out, int err)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int s = 1; s < NSIG; s++)
 		signal(s, SIG_DFL);
-	snprintf(home, sizeof(home), "HOME=%s", c->home != NULL ? c->home : "/");
-	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", c->home != NULL ? c->home : "/tmp");
 	if ((null = open("/dev/null", O_RDONLY)) < 0 || dup2(null, 0) < 0 ||
 	    dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		_exit(127);
 	/* Nothing of the caller's (locks, sockets, blobs) goes with it. */
 	close_range(3, ~0U, 0);
-	execve(c->argv[0], (char *const *)(uintptr_t)c->argv, c->envp != NULL ? c->envp :
-	    (char *const *)(uintptr_t)envp);
-	dprintf(2, "exec %s: %s\n", c->argv[0], strerror(errno));
+	execve(c->argv[0], (char *const *)(uintptr_t)c->argv, envp);
+	(void)!write(2, fail, sizeof(fail) - 1);
 	_exit(127);
 }
 
@@ -196,9 +195,14 @@ skopeo_exec(struct skopeo_cmd *c)
 	size_t en = 0, ln = 0;
 	int64_t deadline = mono_ms() + c->timeout_ms;
 	pid_t parent = getpid(), pid;
+	char home[4200], tmp[4200];
+	char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", home, tmp,
+	    NULL };
 
 	c->why[0] = '\0';
 	c->out_len = 0;
+	snprintf(home, sizeof(home), "HOME=%s", c->home != NULL ? c->home : "/");
+	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", c->home != NULL ? c->home : "/tmp");
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
 		rc = -errno;
 		goto out_close;
@@ -208,7 +212,8 @@ skopeo_exec(struct skopeo_cmd *c)
 		goto out_close;
 	}
 	if (pid == 0)
-		child(c, parent, out[1], err[1]);
+		child(c, parent, out[1], err[1], c->envp != NULL ?
+		    (char *const *)(uintptr_t)c->envp : envp);
 	close(out[1]);
 	close(err[1]);
 	out[1] = err[1] = -1;

@@ -1,29 +1,35 @@
 /*
- * unpack.c - the unpacker's process: each layer is unpacked by a child
- * forked for it, which (for img_unpack_layer_as) first becomes an
- * unprivileged uid, then bounds itself and does the work in a temporary
- * directory beside dest (unpack_tar.c), renames it to dest when the whole
- * layer is in, and sends its verdict back over a pipe.
+ * unpack.c - the caller's side of the unpacker: each layer is unpacked by
+ * a process of its own, sandq-unpack (unpack_child.c, unpack_main.c),
+ * started here with fork() and at once execve(), and waited for; it sends
+ * back its verdict over a pipe.
  *
- * Why a child even without a uid to drop to: libarchive's disk writer
- * takes paths relative to the working directory, and only relative names
- * let its SECURE_NOABSOLUTEPATHS guard apply; a child can chdir() into the
- * temporary directory without moving the caller's (sandqd's threads use
- * theirs). And a parser bug in the child cannot corrupt the caller, nor
- * reach the caller's descriptors (closed first), nor outlive it
- * (PR_SET_PDEATHSIG).
+ * Why a process of its own: the unpacking uid (img_unpack_layer_as) is
+ * dropped to there, never in the caller; libarchive's disk writer takes
+ * paths relative to the working directory, and only relative names let
+ * its SECURE_NOABSOLUTEPATHS guard apply, so the unpacker chdir()s into
+ * the temporary directory without moving the caller's; a parser bug
+ * cannot corrupt the caller, nor reach its descriptors (closed), nor
+ * outlive it (PR_SET_PDEATHSIG). Why execve() at once: the caller is
+ * threaded (sandqd's pulls run in libuv's pool); between fork() and exec
+ * the child runs only async-signal-safe calls, as a child of a threaded
+ * program must (another thread may have held the allocator's lock at the
+ * fork: a child that then allocates waits for ever, which is how a
+ * sanitizer build of sandqd hung), and its job arrives through a pipe
+ * written before the fork.
  *
- * The parent trusts nothing the child says beyond "done" or "failed, and
- * why": it names the temporary directory itself (so a compromised child
- * cannot point root's clean-up elsewhere), removes it after any failure
- * (the child may have died mid-way) with a walk that never follows a
- * symlink, checks that dest is a directory after success, and strips
- * control bytes from the message it passes on.
+ * The caller trusts nothing the unpacker says beyond "done" or "failed,
+ * and why": it names the temporary directory itself (so a compromised
+ * unpacker cannot point root's clean-up elsewhere), removes it after any
+ * failure (the unpacker may have died mid-way) with a walk that never
+ * follows a symlink, checks that dest is a directory after success, and
+ * strips control bytes from the message it passes on.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
+#include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,7 +37,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,178 +45,12 @@
 #include "../common/util.h"
 #include "unpack_int.h"
 
-#define TMP_NAME_MAX 64			/* IMG_UNPACK_TMP_PREFIX and 16 hex digits */
+#ifndef SANDQ_LIBEXECDIR
+#define SANDQ_LIBEXECDIR "/usr/local/libexec/sandq"
+#endif
 
-/* What the child sends back: one fixed-size record, then it exits. */
-struct verdict {
-	int code;			/* 0 or a negative errno */
-	struct img_unpack_stats st;	/* what it did, also on failure */
-	char msg[sizeof(((struct err *)0)->msg)];	/* e->msg, when code < 0 */
-};
-
-/* One call: what the child needs, all of it prepared by the parent. */
-struct job {
-	bool drop;			/* become uid/gid first */
-	uid_t uid;			/* with drop */
-	gid_t gid;			/* with drop */
-	int fd;				/* the layer */
-	int pipe;			/* the verdict's write end (child) */
-	pid_t caller;			/* the parent's pid */
-	const char *what;		/* names the layer */
-	struct img_unpack_limits lim;	/* bounds (zeros: none) */
-	char parent[PATH_MAX];		/* dest's directory */
-	char base[NAME_MAX + 1];	/* dest's name in it */
-	char tmp[TMP_NAME_MAX];		/* the temporary directory's name in it */
-};
-
-/*** The child ***/
-
-/* Closes every descriptor from lo to hi (inclusive) that is 3 or more. */
-static void
-close_span(int lo, int hi)
-{
-	if (lo < 3)
-		lo = 3;
-	if (lo <= hi)
-		close_range((unsigned)lo, (unsigned)hi, 0);
-}
-
-/*
- * Makes the child what it must be before it reads a byte of the layer,
- * each step before the next for a reason:
- *   1. PR_SET_PDEATHSIG: it dies with its parent, never unpacks for nobody
- *      (strictly: with the thread that forked it, so a caller calls from
- *      a thread that outlives the call, as any blocking call's caller does).
- *   2. Enter dest's directory while still the caller (the way down may be
- *      closed to the unpacking uid: a cache root is root's alone; only
- *      dest's directory itself must be writable by it). Then close every
- *      descriptor but 0-2, the layer and the verdict pipe: the
- *      caller's sockets and files are not the parser's to reach.
- *   3. The uid/gid (img_unpack_layer_as): groups and gid while still root,
- *      uid last (it drops the capabilities the other two need); checked,
- *      as setresuid() has failed silently in the past (CVE-2011-1182 and
- *      its kind): a child still able to become root stops.
- *   4. PR_SET_NO_NEW_PRIVS: nothing it could exec gains privilege.
- *   5. Bounds: RLIMIT_FSIZE at max_bytes (one file can hold no more than
- *      the layer; SIGXFSZ ignored so that the write fails with EFBIG and
- *      a message), RLIMIT_CPU, no core dumps; umask 022 for the
- *      directories libarchive makes on its own.
- * Returns 0 or a negative errno with e filled.
- */
-static int
-child_setup(const struct job *j, struct err *e)
-{
-	uid_t ru, eu, su;
-	gid_t rg, eg, sg;
-	struct rlimit rl;
-	unsigned cpu;
-	int lo, hi;
-
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != j->caller)
-		return err_set(e, -ECHILD, "%s: the caller is gone", j->what);
-	if (chdir(j->parent) != 0)
-		return err_set(e, -errno, "%s: cannot enter '%s': %s",
-		    j->what, j->parent, strerror(errno));
-	lo = j->fd < j->pipe ? j->fd : j->pipe;
-	hi = j->fd < j->pipe ? j->pipe : j->fd;
-	close_span(3, lo - 1);
-	close_span(lo + 1, hi - 1);
-	close_span(hi + 1, INT_MAX);
-	if (j->drop) {
-		if (setresgid(j->gid, j->gid, j->gid) != 0 ||
-		    setgroups(0, NULL) != 0 ||
-		    setresuid(j->uid, j->uid, j->uid) != 0)
-			return err_set(e, -errno, "%s: cannot become uid %u "
-			    "gid %u: %s", j->what, (unsigned)j->uid,
-			    (unsigned)j->gid, strerror(errno));
-		if (getresuid(&ru, &eu, &su) != 0 ||
-		    getresgid(&rg, &eg, &sg) != 0 ||
-		    ru != j->uid || eu != j->uid || su != j->uid ||
-		    rg != j->gid || eg != j->gid || sg != j->gid ||
-		    setuid(0) == 0)
-			return err_set(e, -EPERM, "%s: uid %u did not stick",
-			    j->what, (unsigned)j->uid);
-	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-		return err_set(e, -errno, "%s: PR_SET_NO_NEW_PRIVS: %s",
-		    j->what, strerror(errno));
-	signal(SIGXFSZ, SIG_IGN);
-	if (j->lim.max_bytes > 0) {
-		rl.rlim_cur = rl.rlim_max = (rlim_t)j->lim.max_bytes;
-		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
-			return err_set(e, -errno, "%s: RLIMIT_FSIZE: %s",
-			    j->what, strerror(errno));
-	}
-	cpu = j->lim.max_cpu_seconds > 0 ? j->lim.max_cpu_seconds :
-	    IMG_UNPACK_CPU_DEFAULT;
-	rl.rlim_cur = cpu;
-	rl.rlim_max = (rlim_t)cpu + 5;	/* SIGXCPU first, SIGKILL 5 s on */
-	if (setrlimit(RLIMIT_CPU, &rl) != 0)
-		return err_set(e, -errno, "%s: RLIMIT_CPU: %s", j->what,
-		    strerror(errno));
-	rl.rlim_cur = rl.rlim_max = 0;
-	setrlimit(RLIMIT_CORE, &rl);
-	umask(022);
-	return 0;
-}
-
-/*
- * The child's work once set up, in dest's directory: makes the temporary
- * directory (0700 until the layer is in) there, unpacks there, and renames it to
- * dest without replacing anything; removes it on failure. Returns 0 or a
- * negative errno with e filled.
- */
-static int
-child_unpack(const struct job *j, struct img_unpack_stats *st, struct err *e)
-{
-	int r;
-
-	if (mkdir(j->tmp, 0700) != 0)
-		return err_set(e, -errno, "%s: cannot make a directory in '%s'"
-		    " as uid %u: %s", j->what, j->parent, (unsigned)geteuid(),
-		    strerror(errno));
-	if (chdir(j->tmp) != 0) {
-		r = err_set(e, -errno, "%s: cannot enter '%s/%s': %s", j->what,
-		    j->parent, j->tmp, strerror(errno));
-		goto out_remove;
-	}
-	r = unpack__tar(j->fd, j->what, &j->lim, st, e);
-	if (chdir("..") != 0 && r == 0)
-		r = err_set(e, -errno, "%s: cannot leave '%s/%s': %s", j->what,
-		    j->parent, j->tmp, strerror(errno));
-	if (r < 0)
-		goto out_remove;
-	/* The layer is whole: dest appears at once, or not at all. */
-	if (renameat2(AT_FDCWD, j->tmp, AT_FDCWD, j->base,
-	    RENAME_NOREPLACE) != 0) {
-		r = err_set(e, -errno, "%s: cannot rename to '%s/%s': %s",
-		    j->what, j->parent, j->base, strerror(errno));
-		goto out_remove;
-	}
-	return 0;
-
-out_remove:
-	unpack__rm_tree(AT_FDCWD, j->tmp);
-	return r;
-}
-
-/* The child's whole life: set up, unpack, send the verdict, _exit. */
-static void __attribute__((noreturn))
-child_main(const struct job *j)
-{
-	struct verdict v;
-	struct err e;
-
-	memset(&v, 0, sizeof(v));
-	err_clear(&e);
-	v.code = child_setup(j, &e);
-	if (v.code == 0)
-		v.code = child_unpack(j, &v.st, &e);
-	if (v.code < 0)
-		memcpy(v.msg, e.msg, sizeof(v.msg));
-	(void)write_all(j->pipe, &v, sizeof(v));
-	_exit(0);
-}
+static pthread_mutex_t helper_lock = PTHREAD_MUTEX_INITIALIZER;
+static char helper[PATH_MAX];		/* img_unpack_set_helper(), or found */
 
 /*** The parent ***/
 
@@ -220,7 +59,7 @@ child_main(const struct job *j)
  * exist and its parent is a directory. 0 or a negative errno.
  */
 static int
-split_dest(struct job *j, const char *dest, struct err *e)
+split_dest(struct unpack_job *j, const char *dest, struct err *e)
 {
 	const char *slash;
 	struct stat sb;
@@ -262,7 +101,7 @@ split_dest(struct job *j, const char *dest, struct err *e)
 
 /* Names the temporary directory: IMG_UNPACK_TMP_PREFIX and 64 random bits. */
 static void
-name_tmp(struct job *j)
+name_tmp(struct unpack_job *j)
 {
 	unsigned long long r;
 
@@ -278,7 +117,7 @@ name_tmp(struct job *j)
  * 0 with v filled, or a negative errno with e saying how the child ended.
  */
 static int
-reap(pid_t pid, int rfd, const struct job *j, struct verdict *v,
+reap(pid_t pid, int rfd, const struct unpack_job *j, struct unpack_verdict *v,
     struct err *e)
 {
 	ssize_t n;
@@ -309,7 +148,7 @@ reap(pid_t pid, int rfd, const struct job *j, struct verdict *v,
  * (the child escaped what it quoted; this is for a child gone wrong).
  */
 static void
-take_msg(struct err *e, int code, const struct verdict *v)
+take_msg(struct err *e, int code, const struct unpack_verdict *v)
 {
 	size_t i;
 
@@ -324,46 +163,131 @@ take_msg(struct err *e, int code, const struct verdict *v)
 			e->msg[i] = '?';
 }
 
+/*** Finding and starting the unpacker ***/
+
+void
+img_unpack_set_helper(const char *path)
+{
+	pthread_mutex_lock(&helper_lock);
+	snprintf(helper, sizeof(helper), "%s", path != NULL ? path : "");
+	pthread_mutex_unlock(&helper_lock);
+}
+
+/*
+ * The unpacker's path into out: img_unpack_set_helper()'s, else
+ * sandq-unpack beside the running program, else one folder up (a test
+ * binary in build/tests), else in SANDQ_LIBEXECDIR. Returns 0, or
+ * -ENOENT with e saying where it looked.
+ */
+static int
+helper_path(char out[PATH_MAX], const char *what, struct err *e)
+{
+	static const char *const rel[] = { "/" UNPACK_HELPER, "/../" UNPACK_HELPER };
+	char self[PATH_MAX];
+	ssize_t n;
+
+	pthread_mutex_lock(&helper_lock);
+	snprintf(out, PATH_MAX, "%s", helper);
+	pthread_mutex_unlock(&helper_lock);
+	if (out[0] != '\0')
+		return access(out, X_OK) == 0 ? 0 : err_set(e, -ENOENT, "%s: the "
+		    "unpacker %s: %s", what, out, strerror(errno));
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
+		self[n] = '\0';
+		dirname(self);		/* in place: self is now the folder */
+		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			int len = snprintf(out, PATH_MAX, "%s%s", self, rel[i]);
+
+			if (len > 0 && len < PATH_MAX && access(out, X_OK) == 0)
+				return 0;
+		}
+	}
+	snprintf(out, PATH_MAX, "%s/%s", SANDQ_LIBEXECDIR, UNPACK_HELPER);
+	if (access(out, X_OK) == 0)
+		return 0;
+	return err_set(e, -ENOENT, "%s: the unpacker (%s) is neither beside this "
+	    "program nor in %s", what, UNPACK_HELPER, SANDQ_LIBEXECDIR);
+}
+
+/*
+ * The forked child: async-signal-safe calls only, then the unpacker. Its
+ * descriptors become UNPACK_FD_LAYER, _VERDICT and _JOB (each moved out of
+ * the way first, so no dup2() overwrites another), 0-2 /dev/null, and
+ * nothing else goes with it. Never returns.
+ */
+static void __attribute__((noreturn))
+child_exec(const char *path, pid_t caller, int layer, int verdict, int job, int null)
+{
+	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
+	char *const argv[] = { (char *)(uintptr_t)path, NULL };
+	int hi;
+
+	/* It dies with the caller's thread, and never outlives the caller. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != caller)
+		_exit(127);
+	hi = fcntl(layer, F_DUPFD, 16);
+	verdict = fcntl(verdict, F_DUPFD, 16);
+	job = fcntl(job, F_DUPFD, 16);
+	if (hi < 0 || verdict < 0 || job < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+	    dup2(null, 2) < 0 || dup2(hi, UNPACK_FD_LAYER) < 0 ||
+	    dup2(verdict, UNPACK_FD_VERDICT) < 0 || dup2(job, UNPACK_FD_JOB) < 0)
+		_exit(127);
+	close_range(UNPACK_FD_JOB + 1, ~0U, 0);
+	execve(path, argv, envp);
+	_exit(127);
+}
+
 /* img_unpack_layer() and img_unpack_layer_as(): j->drop says which. */
 static int
-unpack(struct job *j, const char *dest, const struct img_unpack_limits *lim,
+unpack(struct unpack_job *j, const char *dest, const struct img_unpack_limits *lim,
     struct img_unpack_stats *st, struct err *e)
 {
-	struct verdict v;
+	struct unpack_verdict v;
+	char path[PATH_MAX];
 	struct stat sb;
-	int p[2], r, dfd;
+	int p[2], q[2], r, dfd, null;
 	pid_t pid;
 
 	if (st != NULL)
 		memset(st, 0, sizeof(*st));
-	if (j->what == NULL)
-		j->what = "layer";
+	if (j->what[0] == '\0')
+		snprintf(j->what, sizeof(j->what), "layer");
 	if (lim != NULL)
 		j->lim = *lim;
-	r = split_dest(j, dest, e);
-	if (r < 0)
+	if ((r = split_dest(j, dest, e)) < 0 || (r = helper_path(path, j->what, e)) < 0)
 		return r;
 	name_tmp(j);
 	j->caller = getpid();
+	j->pipe = UNPACK_FD_VERDICT;
+	/* The job goes first, whole, into a pipe: it fits in its buffer. */
 	if (pipe2(p, O_CLOEXEC) != 0)
-		return err_set(e, -errno, "%s: pipe: %s", j->what,
-		    strerror(errno));
-	pid = fork();
-	if (pid < 0) {
-		r = err_set(e, -errno, "%s: fork: %s", j->what, strerror(errno));
+		return err_set(e, -errno, "%s: pipe: %s", j->what, strerror(errno));
+	if (pipe2(q, O_CLOEXEC) != 0) {
+		r = err_set(e, -errno, "%s: pipe: %s", j->what, strerror(errno));
 		close(p[0]);
 		close(p[1]);
 		return r;
 	}
-	if (pid == 0) {
-		close(p[0]);
-		j->pipe = p[1];
-		child_main(j);
+	if (write_all(q[1], j, sizeof(*j)) != 0 ||
+	    (null = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+		r = err_set(e, -errno, "%s: handing the job over: %s", j->what,
+		    strerror(errno));
+		goto out_pipes;
+	}
+	close(q[1]);
+	q[1] = -1;
+	pid = fork();
+	if (pid == 0)
+		child_exec(path, j->caller, j->fd, p[1], q[0], null);
+	close(null);
+	if (pid < 0) {
+		r = err_set(e, -errno, "%s: fork: %s", j->what, strerror(errno));
+		goto out_pipes;
 	}
 	close(p[1]);
+	p[1] = -1;
 	memset(&v, 0, sizeof(v));
 	r = reap(pid, p[0], j, &v, e);
-	close(p[0]);
 	if (r == 0) {
 		r = v.code < 0 && v.code >= -4095 ? v.code :
 		    v.code == 0 ? 0 : -EIO;
@@ -376,12 +300,19 @@ unpack(struct job *j, const char *dest, const struct img_unpack_limits *lim,
 		r = err_set(e, -EIO, "%s: the unpacker reported success but "
 		    "'%s' is not a directory", j->what, dest);
 	if (r < 0) {
-		/* The child may have died before its own clean-up. */
+		/* The unpacker may have died before its own clean-up. */
 		dfd = open(j->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd >= 0) {
 			(void)unpack__rm_tree(dfd, j->tmp);
 			close(dfd);
 		}
+	}
+out_pipes:
+	for (int i = 0; i < 2; i++) {
+		if (p[i] >= 0)
+			close(p[i]);
+		if (q[i] >= 0)
+			close(q[i]);
 	}
 	return r;
 }
@@ -391,14 +322,14 @@ img_unpack_layer(int fd, const char *dest, const char *what,
     const struct img_unpack_limits *lim, struct img_unpack_stats *st,
     struct err *e)
 {
-	struct job *j;
+	struct unpack_job *j;
 	int r;
 
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return err_set(e, -ENOMEM, "out of memory");
 	j->fd = fd;
-	j->what = what;
+	snprintf(j->what, sizeof(j->what), "%s", what != NULL ? what : "");
 	r = unpack(j, dest, lim, st, e);
 	free(j);
 	return r;
@@ -409,7 +340,7 @@ img_unpack_layer_as(uid_t uid, gid_t gid, int fd, const char *dest,
     const char *what, const struct img_unpack_limits *lim,
     struct img_unpack_stats *st, struct err *e)
 {
-	struct job *j;
+	struct unpack_job *j;
 	int r;
 
 	if (uid == 0 || gid == 0)
@@ -423,7 +354,7 @@ img_unpack_layer_as(uid_t uid, gid_t gid, int fd, const char *dest,
 	j->uid = uid;
 	j->gid = gid;
 	j->fd = fd;
-	j->what = what;
+	snprintf(j->what, sizeof(j->what), "%s", what != NULL ? what : "");
 	r = unpack(j, dest, lim, st, e);
 	free(j);
 	return r;

@@ -58,6 +58,13 @@ struct img_unpack_stats {
 };
 
 /*
+ * The unpacker's binary (sandq-unpack), for a caller whose own folder does
+ * not hold it: NULL or "" to look for it again (beside the running
+ * program, one folder up, then in SANDQ_LIBEXECDIR).
+ */
+void img_unpack_set_helper(const char *path);
+
+/*
  * Unpacks one OCI layer (a tar, gzip- or zstd-compressed or not: detect) read from fd into a
  * new directory dest (which must not exist): into a sibling temporary directory first,
  * renamed to dest only when the whole layer is in, removed on any failure (never a
