@@ -40,6 +40,7 @@
 #include "cli_common.h"
 #include "cli_man.h"
 #include "cli_tenant.h"
+#include "cli_token.h"
 #include "redis_sync.h"
 
 /*
@@ -781,48 +782,75 @@ out_free:
 /*
  * rm: the user first, so credentials die before the record does; a failure
  * halfway leaves settings without a user, never a user without settings.
+ * The tenant's API tokens (cli_token.c) go in the same MULTI as its
+ * settings, under WATCH of PREFIX:tokens so that one added meanwhile is
+ * not left behind (the EXEC is retried).
  */
 static int
 cmd_rm(struct tcli *t)
 {
-	char key[KEY_MAX], set[KEY_MAX], gen[KEY_MAX], user[TENANT_NAME_MAX + 16];
-	redisReply *r;
-	long long g = 0, deleted, member, had;
-	int rc;
+	char key[KEY_MAX], set[KEY_MAX], gen[KEY_MAX], tokens[KEY_MAX];
+	char user[TENANT_NAME_MAX + 16];
+	char **hashes = NULL;
+	size_t nh = 0;
+	redisReply *r = NULL;
+	long long g = 0, deleted, member = 0, had = 0, toks = 0;
+	int rc = 0, ok = 0;
 
 	if (conn_open(t) < 0)
 		return cli_fail("%s", t->errbuf);
 	tenant_key_conf(key, TENANT_PREFIX, t->name);
 	tenant_key_set(set, TENANT_PREFIX);
 	tenant_key_gen(gen, TENANT_PREFIX);
+	snprintf(tokens, sizeof(tokens), "%s:tokens", TENANT_PREFIX);
 	tenant_acl_user(user, sizeof(user), t->name);
 	if ((r = rcmd(t, 3, (const char *[]){ "ACL", "DELUSER", user })) == NULL)
 		return cli_fail("%s", t->errbuf);
 	/* DELUSER also disconnects the user's sessions. */
 	deleted = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
 	freeReplyObject(r);
-	if (rcmd_ok(t, 1, (const char *[]){ "MULTI" }) < 0 ||
-	    rcmd_ok(t, 2, (const char *[]){ "DEL", key }) < 0 ||
-	    rcmd_ok(t, 3, (const char *[]){ "SREM", set, t->name }) < 0 ||
-	    rcmd_ok(t, 2, (const char *[]){ "INCR", gen }) < 0)
-		return cli_fail("%s", t->errbuf);
-	if ((r = rcmd(t, 1, (const char *[]){ "EXEC" })) == NULL)
-		return cli_fail("%s", t->errbuf);
-	rc = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-	    r->element[0]->type == REDIS_REPLY_INTEGER &&
-	    r->element[1]->type == REDIS_REPLY_INTEGER &&
-	    r->element[2]->type == REDIS_REPLY_INTEGER;
-	had = rc ? r->element[0]->integer : 0;
-	member = rc ? r->element[1]->integer : 0;
-	g = rc ? r->element[2]->integer : 0;
-	freeReplyObject(r);
-	if (!rc)
+	for (int tries = 0; rc == 0 && tries < WATCH_TRIES; tries++) {
+		cli_token_hashes_free(hashes, nh);
+		hashes = NULL;
+		nh = 0;
+		if (rcmd_ok(t, 2, (const char *[]){ "WATCH", tokens }) < 0 ||
+		    cli_token_hashes_of(t->rc, TENANT_PREFIX, t->name, &hashes, &nh,
+		    t->errbuf, sizeof(t->errbuf)) < 0 ||
+		    rcmd_ok(t, 1, (const char *[]){ "MULTI" }) < 0 ||
+		    rcmd_ok(t, 2, (const char *[]){ "DEL", key }) < 0 ||
+		    rcmd_ok(t, 3, (const char *[]){ "SREM", set, t->name }) < 0 ||
+		    rcmd_ok(t, 2, (const char *[]){ "INCR", gen }) < 0 ||
+		    (nh > 0 && cli_token_queue_hdel(t->rc, TENANT_PREFIX, hashes, nh,
+		    t->errbuf, sizeof(t->errbuf)) < 0)) {
+			cli_token_hashes_free(hashes, nh);
+			return cli_fail("%s", t->errbuf);
+		}
+		if ((r = rcmd(t, 1, (const char *[]){ "EXEC" })) == NULL) {
+			cli_token_hashes_free(hashes, nh);
+			return cli_fail("%s", t->errbuf);
+		}
+		rc = r->type != REDIS_REPLY_NIL;
+		ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3 + (nh > 0);
+		for (size_t i = 0; ok && i < r->elements; i++)
+			ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+		had = ok ? r->element[0]->integer : 0;
+		member = ok ? r->element[1]->integer : 0;
+		g = ok ? r->element[2]->integer : 0;
+		toks = ok && nh > 0 ? r->element[3]->integer : 0;
+		freeReplyObject(r);
+	}
+	cli_token_hashes_free(hashes, nh);
+	if (rc == 0)
+		return cli_fail("the tokens kept changing under us; tenant '%s' was "
+		    "not removed (its ACL user was)", t->name);
+	if (!ok)
 		return cli_fail("redis: EXEC of rm failed");
-	if (deleted == 0 && had == 0 && member == 0)
+	if (deleted == 0 && had == 0 && member == 0 && toks == 0)
 		return cli_fail("no tenant '%s'", t->name);
 	printf("removed tenant %s (settings generation %lld): ACL user %s %s, "
-	    "settings %s\n", t->name, g, user, deleted ? "deleted" : "was absent",
-	    had ? "deleted" : "were absent");
+	    "settings %s, %lld API token%s deleted\n", t->name, g, user,
+	    deleted ? "deleted" : "was absent", had ? "deleted" : "were absent",
+	    toks, toks == 1 ? "" : "s");
 	printf("Its keys %s:{%s}:* (queue, results, audit) were left in place.\n",
 	    TENANT_PREFIX, t->name);
 	return 0;
@@ -1026,13 +1054,13 @@ tenant_run(struct tcli *t, int argc, char **argv)
 		return 0;
 	}
 	if (nops == 0)
-		return usage("missing tenant command (add, set, rm, ls or show)");
+		return usage("missing tenant command (add, set, rm, ls, show or token)");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		if (strcmp(verbs[i].name, ops[0]) == 0)
 			t->v = &verbs[i];
 	if (t->v == NULL)
-		return usage("unknown tenant command '%s' (expected add, set, rm, ls "
-		    "or show)", ops[0]);
+		return usage("unknown tenant command '%s' (expected add, set, rm, ls, "
+		    "show or token)", ops[0]);
 	{
 		unsigned extra = t->given & ~(TOPTS_CONN | t->v->opts);
 
@@ -1057,15 +1085,58 @@ tenant_run(struct tcli *t, int argc, char **argv)
 	return t->v->run(t);
 }
 
+/*
+ * The first operand of argv (argv[0] being "tenant"), skipping options and
+ * the values of those that take one (as getopt_long would: "--opt VALUE",
+ * "--opt=VALUE", an unambiguous abbreviation), or NULL. Decides whether
+ * the command is `tenant token ...`, whose options are cli_token.c's.
+ */
+static const char *
+first_operand(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		size_t n;
+
+		if (strcmp(a, "--") == 0)
+			return i + 1 < argc ? argv[i + 1] : NULL;
+		if (a[0] != '-' || a[1] == '\0')
+			return a;
+		if (a[1] != '-' || strchr(a, '=') != NULL)
+			continue;
+		n = strlen(a + 2);
+		/* cli_token.c's own option with a value. */
+		if (strncmp("name", a + 2, n) == 0) {
+			i++;
+			continue;
+		}
+		for (const struct option *lo = tenant_opts; lo->name; lo++)
+			if (strncmp(lo->name, a + 2, n) == 0) {
+				if (lo->has_arg == required_argument)
+					i++;
+				break;
+			}
+	}
+	return NULL;
+}
+
 int
 cli_tenant_main(const struct cli_conn *conn, int argc, char **argv)
 {
 	struct tcli t = { 0 };
+	const char *op;
 	int status;
 
 	if (conn->tenant != NULL)
 		return usage("--tenant does not apply to 'sandq tenant': name the "
 		    "tenant after the command");
+	/* `tenant token ...`: the gateway's API tokens (cli_token.c). */
+	if ((op = first_operand(argc, argv)) != NULL && strcmp(op, "token") == 0) {
+		status = cli_token_main(conn, argc, argv);
+		if (fflush(stdout) == EOF && status == 0)
+			status = cli_fail("writing standard output: %s", strerror(errno));
+		return status;
+	}
 	t.redis = conn->redis;
 	t.json = conn->json;
 	t.help = conn->help;
