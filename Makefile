@@ -177,6 +177,8 @@ INTEG_TESTS += images_hostile
 INTEG_TESTS += imgbuild_cli
 # Sandboxes on images (issue 16, item 4).
 INTEG_TESTS += images_sandbox
+# sandq tenant token add|ls|rm against a private redis-server (issue 17).
+INTEG_TESTS += token_cli
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -253,6 +255,9 @@ $(B)/tests/imgref_test: $(B)/tests/imgref_test.o $(call obj,$(IMAGES_REF_SRCS) $
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto
+# token_cli_test runs build/sandq against a private redis-server (no sandqd).
+$(B)/tests/token_cli_test: $(B)/tests/token_cli_test.o $(B)/tests/harness.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/acl_test: $(B)/tests/acl_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/fair_test: $(B)/tests/fair_test.o $(B)/tests/harness.o $(B)/libsandq.a
