@@ -126,7 +126,11 @@ kcmd_ok(struct kcli *t, int argc, const char **argv)
 	size_t lens[8];
 	redisReply *r;
 
-	for (int i = 0; i < argc && i < 8; i++)
+	if (argc > 8) {
+		snprintf(t->errbuf, sizeof(t->errbuf), "internal: too many arguments");
+		return -EINVAL;
+	}
+	for (int i = 0; i < argc; i++)
 		lens[i] = strlen(argv[i]);
 	if ((r = kcmd(t->rc, t->errbuf, sizeof(t->errbuf), argc, argv, lens)) == NULL)
 		return -EIO;
