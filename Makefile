@@ -135,7 +135,10 @@ WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(S
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
-BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack
+# sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/jobjson.c queue/token.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto
+BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a
 
@@ -153,6 +156,9 @@ $(B)/sandq-worker: $(WORKER_OBJS)
 # starts it with fork and at once execve, for a threaded caller).
 $(B)/sandq-unpack: $(call obj,images/unpack_main.c images/unpack_child.c images/unpack_tar.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -larchive
+
+$(B)/sandq-gateway: $(call obj,$(GATEWAY_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_GATEWAY)
 
 $(B)/libsandq.a: $(LIBSANDQ_OBJS)
 	@rm -f $@
