@@ -181,6 +181,8 @@ INTEG_TESTS += images_hostile
 INTEG_TESTS += imgbuild_cli
 # Sandboxes on images (issue 16, item 4).
 INTEG_TESTS += images_sandbox
+# sandq-gateway over HTTP (libcurl) in front of redis-server and sandqd (issue 17).
+INTEG_TESTS += gateway
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -254,6 +256,10 @@ $(B)/tests/unpack_test: $(B)/tests/unpack_test.o $(call obj,$(IMAGES_UNPACK_SRCS
 # imgref_test: image references and image_sources patterns (images/ref.c alone).
 $(B)/tests/imgref_test: $(B)/tests/imgref_test.o $(call obj,$(IMAGES_REF_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
+# gateway_test: build/sandq-gateway against the harness, through libcurl;
+# tokens are written into Redis with queue/token.c.
+$(B)/tests/gateway_test: $(B)/tests/gateway_test.o $(B)/tests/harness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto
