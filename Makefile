@@ -416,7 +416,7 @@ $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
-	install -m 0755 $(B)/sandqd $(B)/sandq $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/sandqd $(B)/sandq $(B)/sandq-gateway $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(DESTDIR)$(LIBEXECDIR)/
 
 # Every source folder, and the folder rules of docs/architecture.md.
