@@ -50,6 +50,7 @@ struct gw {
 	char prefix[128];
 	redisAsyncContext *rc;		/* NULL while disconnected */
 	uv_timer_t reconnect;
+	bool down_logged;		/* the failure to reconnect is logged once */
 	h2o_globalconf_t config;
 	h2o_context_t ctx;
 	h2o_accept_ctx_t accept;
@@ -206,11 +207,15 @@ static void
 on_connect(const redisAsyncContext *ac, int status)
 {
 	if (status != REDIS_OK) {
-		log_warnx("redis: cannot connect: %s", ac->errstr);
+		if (!gw.down_logged)
+			log_warnx("redis: cannot connect: %s (retrying every 500 ms)",
+			    ac->errstr);
+		gw.down_logged = true;
 		gw.rc = NULL;
 		uv_timer_start(&gw.reconnect, reconnect_cb, 500, 0);
 		return;
 	}
+	gw.down_logged = false;
 	log_info("redis: connected");
 }
 
@@ -246,7 +251,10 @@ redis_connect(void)
 	else
 		ac = redisAsyncConnect(gw.url.host, gw.url.port);
 	if (ac == NULL || ac->err || uvredis_attach(ac, gw.loop) != REDIS_OK) {
-		log_warnx("redis: cannot connect: %s", ac ? ac->errstr : "no memory");
+		if (!gw.down_logged)
+			log_warnx("redis: cannot connect: %s (retrying every 500 ms)",
+			    ac ? ac->errstr : "no memory");
+		gw.down_logged = true;
 		if (ac)
 			redisAsyncFree(ac);
 		uv_timer_start(&gw.reconnect, reconnect_cb, 500, 0);
