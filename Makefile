@@ -137,7 +137,10 @@ WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(S
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
-BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack
+# sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/jobjson.c queue/token.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto
+BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a
 
@@ -155,6 +158,9 @@ $(B)/sandq-worker: $(WORKER_OBJS)
 # starts it with fork and at once execve, for a threaded caller).
 $(B)/sandq-unpack: $(call obj,images/unpack_main.c images/unpack_child.c images/unpack_tar.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -larchive
+
+$(B)/sandq-gateway: $(call obj,$(GATEWAY_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_GATEWAY)
 
 $(B)/libsandq.a: $(LIBSANDQ_OBJS)
 	@rm -f $@
@@ -179,6 +185,8 @@ INTEG_TESTS += imgbuild_cli
 INTEG_TESTS += images_sandbox
 # sandq tenant token add|ls|rm against a private redis-server (issue 17).
 INTEG_TESTS += token_cli
+# sandq-gateway over HTTP (libcurl) in front of redis-server and sandqd (issue 17).
+INTEG_TESTS += gateway
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -252,6 +260,10 @@ $(B)/tests/unpack_test: $(B)/tests/unpack_test.o $(call obj,$(IMAGES_UNPACK_SRCS
 # imgref_test: image references and image_sources patterns (images/ref.c alone).
 $(B)/tests/imgref_test: $(B)/tests/imgref_test.o $(call obj,$(IMAGES_REF_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
+# gateway_test: build/sandq-gateway against the harness, through libcurl;
+# tokens are written into Redis with queue/token.c.
+$(B)/tests/gateway_test: $(B)/tests/gateway_test.o $(B)/tests/harness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto
@@ -411,7 +423,7 @@ $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
-	install -m 0755 $(B)/sandqd $(B)/sandq $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/sandqd $(B)/sandq $(B)/sandq-gateway $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(DESTDIR)$(LIBEXECDIR)/
 
 # Every source folder, and the folder rules of docs/architecture.md.

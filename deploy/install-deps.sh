@@ -18,6 +18,8 @@ libsqlite3-dev
 libssl-dev
 libinih-dev
 libjansson-dev
+libh2o-dev
+libcurl4-openssl-dev
 libcriterion-dev
 redis-server
 redis-tools

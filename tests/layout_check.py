@@ -51,6 +51,7 @@ ALLOWED = {
                    'store', 'workspace', 'sandbox', 'images'},
     'cli': {'common', 'proto', 'queue', 'audit', 'agentfs', 'workspace',
             'sandbox', 'libsandq', 'images'},
+    'gateway': {'common', 'proto', 'queue', 'config'},
 }
 # The one header of a folder that another may use beyond the table.
 EXCEPTIONS = {

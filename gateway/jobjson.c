@@ -1,0 +1,499 @@
+/*
+ * jobjson.c - a job from the gateway's JSON, a result to it (pure).
+ *
+ * DESIGN: the JSON names are docs/protocol.md's, one to one, so that the
+ * HTTP API and the Redis protocol cannot drift: a key this file does not
+ * know is refused by name (400 unknown_field) rather than dropped, and
+ * "tenant" is one of those keys, because the tenant is the token's and
+ * never the body's. Each field is checked for its JSON type here; its
+ * bounds are proto/job.c's: the built job is encoded and decoded once
+ * more, and what payload_job_decode() refuses is answered 400 invalid_job
+ * with its message naming the field. Bytes (stdin) travel as a JSON string
+ * (its UTF-8 bytes) or, for any bytes, as base64 in "stdin_b64".
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "../common/xmalloc.h"
+#include "jobjson.h"
+
+/* Printable ASCII of s (at most 64 bytes), others as \xHH: for messages. */
+static void
+esc(char *out, size_t size, const char *s, size_t len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len && i < 64 && o + 5 < size; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '\'' && ch != '\\')
+			out[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
+	}
+	out[o] = '\0';
+}
+
+/* Fills f; returns -EINVAL for the caller to return. */
+static int __attribute__((format(printf, 4, 5)))
+refuse(struct gw_fail *f, int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	f->status = status;
+	f->code = code;
+	va_start(ap, fmt);
+	vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int
+bad_type(struct gw_fail *f, const char *name, const char *want)
+{
+	return refuse(f, 400, "invalid_job", "field '%s': must be %s", name, want);
+}
+
+/* A JSON string as a malloc'd C string; refuses NUL bytes. */
+static int
+take_str(json_t *v, const char *name, char **out, struct gw_fail *f)
+{
+	if (!json_is_string(v))
+		return bad_type(f, name, "a string");
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return refuse(f, 400, "invalid_job", "field '%s': holds a NUL byte", name);
+	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+static int
+take_u64(json_t *v, const char *name, uint64_t *out, struct gw_fail *f)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return bad_type(f, name, "an integer >= 0");
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+/* A base64 text as bytes (OpenSSL's decoder, padding accounted for). */
+static int
+take_b64(json_t *v, const char *name, uint8_t **out, size_t *outlen,
+    struct gw_fail *f)
+{
+	const char *s;
+	size_t n, pad = 0;
+	uint8_t *buf;
+	int got;
+
+	if (!json_is_string(v))
+		return bad_type(f, name, "a base64 string");
+	s = json_string_value(v);
+	n = json_string_length(v);
+	if (n % 4 != 0 || n / 4 * 3 > JOB_STDIN_MAX + 3)
+		return refuse(f, 400, "invalid_job", "field '%s': not base64, or "
+		    "longer than %u bytes", name, JOB_STDIN_MAX);
+	buf = xmalloc(n / 4 * 3 + 1);
+	if ((got = EVP_DecodeBlock(buf, (const unsigned char *)s, (int)n)) < 0) {
+		free(buf);
+		return refuse(f, 400, "invalid_job", "field '%s': not base64", name);
+	}
+	if (n > 0 && s[n - 1] == '=')
+		pad++;
+	if (n > 1 && s[n - 2] == '=')
+		pad++;
+	*out = buf;
+	*outlen = (size_t)got - pad;
+	return 0;
+}
+
+/* "argv": an array of strings. */
+static int
+take_argv(struct job *j, json_t *v, struct gw_fail *f)
+{
+	size_t i, n;
+
+	if (!json_is_array(v))
+		return bad_type(f, "argv", "an array of strings");
+	if ((n = json_array_size(v)) > JOB_ARGV_MAX)
+		return refuse(f, 400, "invalid_job", "field 'argv': more than %d entries",
+		    JOB_ARGV_MAX);
+	j->argv = xcalloc(n + 1, sizeof(char *));
+	for (i = 0; i < n; i++) {
+		if (take_str(json_array_get(v, i), "argv", &j->argv[i], f) < 0)
+			return -EINVAL;
+		j->argc++;
+	}
+	return 0;
+}
+
+/* "env": an object of strings, kept as "K=V". */
+static int
+take_env(struct job *j, json_t *v, struct gw_fail *f)
+{
+	const char *k;
+	json_t *val;
+	size_t n;
+
+	if (!json_is_object(v))
+		return bad_type(f, "env", "an object of strings");
+	if ((n = json_object_size(v)) > JOB_ENV_MAX)
+		return refuse(f, 400, "invalid_job", "field 'env': more than %d variables",
+		    JOB_ENV_MAX);
+	j->env = xcalloc(n + 1, sizeof(char *));
+	json_object_foreach(v, k, val) {
+		char *s = NULL;
+
+		if (take_str(val, "env", &s, f) < 0)
+			return -EINVAL;
+		if (xasprintf(&j->env[j->nenv], "%s=%s", k, s) < 0)
+			abort();
+		free(s);
+		j->nenv++;
+	}
+	return 0;
+}
+
+/* "labels": an object of strings, kept as key, value pairs. */
+static int
+take_labels(struct job *j, json_t *v, struct gw_fail *f)
+{
+	const char *k;
+	json_t *val;
+	size_t n;
+
+	if (!json_is_object(v))
+		return bad_type(f, "labels", "an object of strings");
+	if ((n = json_object_size(v)) > JOB_LABELS_MAX)
+		return refuse(f, 400, "invalid_job", "field 'labels': more than %d",
+		    JOB_LABELS_MAX);
+	j->labels = xcalloc(2 * n + 1, sizeof(char *));
+	json_object_foreach(v, k, val) {
+		j->labels[2 * j->nlabels] = xstrdup(k);
+		if (take_str(val, "labels", &j->labels[2 * j->nlabels + 1], f) < 0) {
+			j->nlabels++;
+			return -EINVAL;
+		}
+		j->nlabels++;
+	}
+	return 0;
+}
+
+/* "limits": an object of the seven named integers. */
+static int
+take_limits(struct job *j, json_t *v, struct gw_fail *f)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} names[] = {
+		{ "wall_ms", offsetof(struct job_limits, wall_ms) },
+		{ "cpu_ms", offsetof(struct job_limits, cpu_ms) },
+		{ "memory_bytes", offsetof(struct job_limits, memory_bytes) },
+		{ "pids", offsetof(struct job_limits, pids) },
+		{ "output_bytes", offsetof(struct job_limits, output_bytes) },
+		{ "disk_bytes", offsetof(struct job_limits, disk_bytes) },
+		{ "files", offsetof(struct job_limits, files) },
+	};
+	const char *k;
+	json_t *val;
+
+	if (!json_is_object(v))
+		return bad_type(f, "limits", "an object");
+	json_object_foreach(v, k, val) {
+		size_t i;
+		char e[300];
+
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (strcmp(k, names[i].name) == 0)
+				break;
+		if (i == sizeof(names) / sizeof(names[0])) {
+			esc(e, sizeof(e), k, strlen(k));
+			return refuse(f, 400, "unknown_field", "field 'limits.%s': unknown", e);
+		}
+		if (take_u64(val, names[i].name,
+		    (uint64_t *)((char *)&j->limits + names[i].off), f) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* A fresh id when the client gave none: "gw-" and 24 random hex digits. */
+static int
+make_id(char **out, struct gw_fail *f)
+{
+	unsigned char r[12];
+	char buf[3 + 2 * sizeof(r) + 1];
+
+	if (RAND_bytes(r, (int)sizeof(r)) != 1)
+		return refuse(f, 500, "internal", "no random bytes for a job id");
+	memcpy(buf, "gw-", 3);
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(buf + 3 + 2 * i, 3, "%02x", r[i]);
+	*out = xstrdup(buf);
+	return 0;
+}
+
+/* Sets one top-level field of j from v; refuses an unknown name. */
+static int
+take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
+{
+	char e[300];
+
+	if (strcmp(k, "v") == 0) {
+		if (!json_is_integer(v) || json_integer_value(v) != PAYLOAD_VERSION)
+			return bad_type(f, "v", "1");
+		return 0;
+	}
+	if (strcmp(k, "id") == 0)
+		return take_str(v, "id", &j->id, f);
+	if (strcmp(k, "op") == 0) {
+		const char *s = json_string_value(v);
+
+		if (s == NULL)
+			return bad_type(f, "op", "a string");
+		if (strcmp(s, "exec") == 0)
+			j->op = OP_EXEC;
+		else if (strcmp(s, "sh") == 0)
+			j->op = OP_SH;
+		else if (strcmp(s, "python") == 0)
+			j->op = OP_PYTHON;
+		else {
+			esc(e, sizeof(e), s, json_string_length(v));
+			return refuse(f, 400, "unsupported_op", "field 'op': '%s' is not "
+			    "served by this gateway yet (exec, sh, python)", e);
+		}
+		return 0;
+	}
+	if (strcmp(k, "argv") == 0)
+		return take_argv(j, v, f);
+	if (strcmp(k, "script") == 0)
+		return take_str(v, "script", &j->script, f);
+	if (strcmp(k, "code") == 0)
+		return take_str(v, "code", &j->code, f);
+	if (strcmp(k, "stdin") == 0 || strcmp(k, "stdin_b64") == 0) {
+		if (j->stdin_data != NULL)
+			return refuse(f, 400, "invalid_job", "fields 'stdin' and "
+			    "'stdin_b64': only one of them");
+		if (k[5] == '_')
+			return take_b64(v, "stdin_b64", &j->stdin_data, &j->stdin_len, f);
+		if (!json_is_string(v))
+			return bad_type(f, "stdin", "a string (stdin_b64 for any bytes)");
+		j->stdin_len = json_string_length(v);
+		j->stdin_data = xmalloc(j->stdin_len + 1);
+		memcpy(j->stdin_data, json_string_value(v), j->stdin_len);
+		return 0;
+	}
+	if (strcmp(k, "env") == 0)
+		return take_env(j, v, f);
+	if (strcmp(k, "cwd") == 0)
+		return take_str(v, "cwd", &j->cwd, f);
+	if (strcmp(k, "limits") == 0)
+		return take_limits(j, v, f);
+	if (strcmp(k, "preset") == 0) {
+		if (!json_is_string(v) || job_preset_parse(json_string_value(v),
+		    &j->preset) < 0)
+			return bad_type(f, "preset", "strict, normal or permissive");
+		return 0;
+	}
+	if (strcmp(k, "labels") == 0)
+		return take_labels(j, v, f);
+	if (strcmp(k, "net") == 0) {
+		if (take_str(v, "net", &j->net, f) < 0)
+			return -EINVAL;
+		if (job_net_parse(j->net, &j->net_mode) < 0)
+			return bad_type(f, "net", "none or unix");
+		return 0;
+	}
+	if (strcmp(k, "image") == 0)
+		return take_str(v, "image", &j->image, f);
+	if (strcmp(k, "priority") == 0) {
+		if (!json_is_integer(v))
+			return bad_type(f, "priority", "an integer");
+		j->priority = json_integer_value(v);
+		return 0;
+	}
+	if (strcmp(k, "deadline_ms") == 0) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return bad_type(f, "deadline_ms", "an integer >= 0");
+		j->deadline_ms = json_integer_value(v);
+		return 0;
+	}
+	if (strcmp(k, "stream") == 0 || strcmp(k, "persist") == 0) {
+		if (!json_is_boolean(v))
+			return bad_type(f, k[0] == 's' ? "stream" : "persist", "true or false");
+		if (k[0] == 's')
+			j->stream = json_is_true(v);
+		else
+			j->persist = json_is_true(v);
+		return 0;
+	}
+	if (strcmp(k, "sandbox") == 0)
+		return take_str(v, "sandbox", &j->sandbox, f);
+	if (strcmp(k, "perm_preset") == 0)
+		return take_str(v, "perm_preset", &j->perm_preset, f);
+	esc(e, sizeof(e), k, strlen(k));
+	return refuse(f, 400, "unknown_field", "field '%s': unknown (docs/gateway.md "
+	    "lists the fields this gateway takes)", e);
+}
+
+int
+jobjson_job(const char *body, size_t len, struct job **out, struct gw_fail *f)
+{
+	json_error_t je;
+	json_t *root, *v;
+	struct job *j = NULL, *check = NULL;
+	const char *k;
+	char *buf = NULL;
+	size_t buflen = 0;
+	struct err e = { 0 };
+	bool persist_given;
+	int rc = -EINVAL;
+
+	*out = NULL;
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	if (root == NULL) {
+		char m[200];
+
+		esc(m, sizeof(m), je.text, strlen(je.text));
+		return refuse(f, 400, "bad_json", "the body is not JSON: %s (at byte %d)",
+		    m, je.position);
+	}
+	if (!json_is_object(root)) {
+		refuse(f, 400, "bad_json", "the body is not one JSON object");
+		goto out_root;
+	}
+	j = job_new();
+	persist_given = json_object_get(root, "persist") != NULL;
+	json_object_foreach(root, k, v)
+		if (take_field(j, k, v, f) < 0)
+			goto out_job;
+	if (j->op == OP_NONE) {
+		refuse(f, 400, "invalid_job", "field 'op': required");
+		goto out_job;
+	}
+	/* docs/protocol.md: persist defaults to true when a sandbox is named. */
+	if (!persist_given && j->sandbox != NULL)
+		j->persist = true;
+	if (j->id == NULL && make_id(&j->id, f) < 0)
+		goto out_job;
+	if (payload_job_encode(j, &buf, &buflen) < 0) {
+		refuse(f, 500, "internal", "cannot encode the job");
+		goto out_job;
+	}
+	/* Refused here, not at sandqd's intake: nothing malformed is enqueued. */
+	if (payload_job_decode(buf, buflen, &check, NULL, &e) < 0) {
+		refuse(f, 400, "invalid_job", "%s", e.msg);
+		goto out_buf;
+	}
+	job_free(check);
+	*out = j;
+	j = NULL;
+	rc = 0;
+out_buf:
+	free(buf);
+out_job:
+	job_free(j);
+out_root:
+	json_decref(root);
+	return rc;
+}
+
+/* Sets name to the bytes as a string if they are UTF-8, else name_b64. */
+static void
+set_bytes(json_t *obj, const char *name, const uint8_t *p, size_t n)
+{
+	json_t *s = json_stringn((const char *)p, n);
+	char key[32];
+	char *b64;
+
+	if (s != NULL) {
+		json_object_set_new(obj, name, s);
+		return;
+	}
+	snprintf(key, sizeof(key), "%s_b64", name);
+	b64 = xmalloc(4 * ((n + 2) / 3) + 1);
+	EVP_EncodeBlock((unsigned char *)b64, p, (int)n);
+	json_object_set_new(obj, key, json_string(b64));
+	free(b64);
+}
+
+static json_t *
+str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *
+jobjson_result(const struct result *r)
+{
+	json_t *o = json_object(), *refused = json_object();
+
+	json_object_set_new(o, "id", str_or_null(r->id));
+	json_object_set_new(o, "status", json_string(res_status_name(r->status)));
+	json_object_set_new(o, "exit_code", json_integer(r->exit_code));
+	json_object_set_new(o, "signal", json_integer(r->signal));
+	set_bytes(o, "stdout", r->out, r->out_len);
+	json_object_set_new(o, "stdout_len", json_integer((json_int_t)r->out_len));
+	json_object_set_new(o, "stdout_truncated", json_boolean(r->out_truncated));
+	set_bytes(o, "stderr", r->err, r->err_len);
+	json_object_set_new(o, "stderr_len", json_integer((json_int_t)r->err_len));
+	json_object_set_new(o, "stderr_truncated", json_boolean(r->err_truncated));
+	json_object_set_new(o, "wall_ms", json_integer((json_int_t)r->wall_ms));
+	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)r->cpu_ms));
+	json_object_set_new(o, "max_rss_kb", json_integer((json_int_t)r->max_rss_kb));
+	json_object_set_new(o, "queued_at", json_integer((json_int_t)r->queued_at));
+	json_object_set_new(o, "started_at", json_integer((json_int_t)r->started_at));
+	json_object_set_new(o, "finished_at", json_integer((json_int_t)r->finished_at));
+	json_object_set_new(o, "host", str_or_null(r->host));
+	json_object_set_new(o, "worker", json_integer(r->worker));
+	json_object_set_new(o, "attempt", json_integer(r->attempt));
+	if (r->error_code || r->error_message)
+		json_object_set_new(o, "error", json_pack("{s:s, s:s}",
+		    "code", r->error_code ? r->error_code : "",
+		    "message", r->error_message ? r->error_message : ""));
+	else
+		json_object_set_new(o, "error", json_null());
+	for (size_t i = 0; i < r->nrefused; i++)
+		json_object_set_new(refused, r->refused[i].name,
+		    json_integer((json_int_t)r->refused[i].count));
+	json_object_set_new(o, "refused", refused);
+	if (r->image) {
+		json_object_set_new(o, "image", json_string(r->image));
+		json_object_set_new(o, "image_digest", str_or_null(r->image_digest));
+		json_object_set_new(o, "image_name", str_or_null(r->image_name));
+	}
+	if (r->sandbox) {
+		json_t *ch = json_array(), *rp = json_array();
+
+		json_object_set_new(o, "sandbox", json_string(r->sandbox));
+		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
+		json_object_set_new(o, "snapshot", str_or_null(r->snapshot));
+		for (size_t i = 0; i < r->nchanged; i++)
+			json_array_append_new(ch, str_or_null(r->changed[i]));
+		json_object_set_new(o, "changed", ch);
+		json_object_set_new(o, "changed_truncated",
+		    json_boolean(r->changed_truncated));
+		json_object_set_new(o, "changes", json_pack("{s:I, s:I, s:I}",
+		    "added", (json_int_t)r->added, "modified", (json_int_t)r->modified,
+		    "removed", (json_int_t)r->removed));
+		for (size_t i = 0; i < r->nrefused_paths; i++)
+			json_array_append_new(rp, str_or_null(r->refused_paths[i]));
+		json_object_set_new(o, "refused_paths", rp);
+	}
+	return o;
+}
+
+json_t *
+jobjson_error(const char *code, const char *msg)
+{
+	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
+	    msg ? msg : "");
+}

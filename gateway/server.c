@@ -1,0 +1,728 @@
+/*
+ * server.c - sandq-gateway's loop: libh2o's HTTP server and hiredis's
+ * async client on one libuv loop, and the routes of docs/gateway.md.
+ *
+ * DESIGN: libh2o (Debian's libh2o-dev is built on libuv) reads each
+ * request, its body buffered and bounded by --max-body, and calls
+ * on_req(). A request becomes a struct call that outlives it when the
+ * client goes away: h2o frees the request's memory pool then, so the call
+ * is reference-counted (one reference for the request, one per Redis
+ * command or timer in flight) and a Redis reply that comes back for a
+ * request already gone is dropped. Every /v1 route first looks up the
+ * token (HGET PREFIX:tokens SHA256), and only then reads the body, so an
+ * unauthenticated client learns nothing but 401.
+ *
+ * Long polls (GET /v1/jobs/ID?wait=S) poll the result key with GET on the
+ * one shared connection, backing off from 20 ms to 250 ms: a BLPOP of the
+ * done list would need a Redis connection per waiter and would take the
+ * list's single element from a libsandq client waiting on the same job.
+ *
+ * Redis is reached once, through one connection; when it drops, requests
+ * answer 503 "unavailable" and a timer reconnects every 500 ms.
+ *
+ * Sections: responses, calls, Redis, routes, start-up.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <h2o.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <uv.h>
+
+#include "../common/log.h"
+#include "../common/xmalloc.h"
+#include "../proto/keys.h"
+#include "../proto/url.h"
+#include "../queue/token.h"
+#include "../queue/uvredis.h"
+#include "gateway.h"
+#include "jobjson.h"
+
+struct gw {
+	uv_loop_t *loop;
+	struct redis_url url;
+	char prefix[128];
+	redisAsyncContext *rc;		/* NULL while disconnected */
+	uv_timer_t reconnect;
+	bool down_logged;		/* the failure to reconnect is logged once */
+	h2o_globalconf_t config;
+	h2o_context_t ctx;
+	h2o_accept_ctx_t accept;
+	uv_tcp_t listener;
+	size_t max_body;
+};
+
+enum route {
+	R_SUBMIT,
+	R_GET,
+};
+
+/* One request, possibly outliving its h2o_req_t (see DESIGN). */
+struct call {
+	struct gw *gw;
+	h2o_req_t *req;		/* NULL once h2o has freed the request */
+	int refs;
+	bool answered;
+	uv_timer_t timer;	/* long polls */
+	enum route route;
+	char tenant[JOB_TENANT_MAX + 1];
+	char id[JOB_ID_MAX + 1];
+	uint64_t deadline;	/* loop ms: when a long poll answers 404 */
+	uint64_t delay;		/* ms before the next poll */
+};
+
+static struct gw gw;
+
+/*** Responses ***/
+
+static const char *
+reason_of(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 202: return "Accepted";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 413: return "Payload Too Large";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	default: return "Internal Server Error";
+	}
+}
+
+/* Sends o (taken) as the JSON body of status. */
+static void
+send_json(h2o_req_t *req, int status, json_t *o)
+{
+	char *text = json_dumps(o, JSON_COMPACT);
+	size_t len;
+
+	json_decref(o);
+	if (text == NULL)
+		text = xstrdup("{\"error\":{\"code\":\"internal\",\"message\":\"\"}}");
+	len = strlen(text);
+	req->res.status = status;
+	req->res.reason = reason_of(status);
+	req->res.content_length = len;
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+	    H2O_STRLIT("application/json"));
+	if (status == 401)
+		h2o_add_header(&req->pool, &req->res.headers,
+		    H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer"));
+	h2o_send_inline(req, text, len);	/* copies text into the pool */
+	free(text);
+}
+
+static void
+send_error(h2o_req_t *req, int status, const char *code, const char *msg)
+{
+	send_json(req, status, jobjson_error(code, msg));
+}
+
+/*** Calls ***/
+
+static void
+call_free_cb(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void
+call_unref(struct call *c)
+{
+	if (--c->refs > 0)
+		return;
+	uv_close((uv_handle_t *)&c->timer, call_free_cb);
+}
+
+/* h2o frees the request: the call forgets it and stops any poll. */
+static void
+call_dispose(void *p)
+{
+	struct call *c = *(struct call **)p;
+
+	c->req = NULL;
+	if (uv_is_active((uv_handle_t *)&c->timer)) {
+		uv_timer_stop(&c->timer);
+		call_unref(c);
+	}
+	call_unref(c);
+}
+
+static struct call *
+call_new(h2o_req_t *req)
+{
+	struct call *c = xcalloc(1, sizeof(*c));
+	struct call **slot;
+
+	c->gw = &gw;
+	c->req = req;
+	c->refs = 1;
+	uv_timer_init(gw.loop, &c->timer);
+	c->timer.data = c;
+	slot = h2o_mem_alloc_shared(&req->pool, sizeof(*slot), call_dispose);
+	*slot = c;
+	return c;
+}
+
+/* Answers the call once, if its client is still there. */
+static void
+call_json(struct call *c, int status, json_t *o)
+{
+	if (c->req == NULL || c->answered) {
+		json_decref(o);
+		return;
+	}
+	c->answered = true;
+	send_json(c->req, status, o);
+}
+
+static void
+call_error(struct call *c, int status, const char *code, const char *msg)
+{
+	call_json(c, status, jobjson_error(code, msg));
+}
+
+/*** Redis ***/
+
+static void redis_connect(void);
+
+static void
+reconnect_cb(uv_timer_t *t)
+{
+	(void)t;
+	redis_connect();
+}
+
+static void
+on_connect(const redisAsyncContext *ac, int status)
+{
+	if (status != REDIS_OK) {
+		if (!gw.down_logged)
+			log_warnx("redis: cannot connect: %s (retrying every 500 ms)",
+			    ac->errstr);
+		gw.down_logged = true;
+		gw.rc = NULL;
+		uv_timer_start(&gw.reconnect, reconnect_cb, 500, 0);
+		return;
+	}
+	gw.down_logged = false;
+	log_info("redis: connected");
+}
+
+static void
+on_disconnect(const redisAsyncContext *ac, int status)
+{
+	(void)status;
+	log_warnx("redis: disconnected: %s", ac->errstr);
+	gw.rc = NULL;
+	uv_timer_start(&gw.reconnect, reconnect_cb, 500, 0);
+}
+
+static void
+auth_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	redisReply *reply = r;
+
+	(void)priv;
+	if (reply && reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("redis: AUTH or SELECT refused: %s", reply->str);
+		redisAsyncDisconnect(ac);
+	}
+}
+
+/* Opens the connection; commands queued before it is up wait in hiredis. */
+static void
+redis_connect(void)
+{
+	redisAsyncContext *ac;
+
+	if (gw.url.path[0])
+		ac = redisAsyncConnectUnix(gw.url.path);
+	else
+		ac = redisAsyncConnect(gw.url.host, gw.url.port);
+	if (ac == NULL || ac->err || uvredis_attach(ac, gw.loop) != REDIS_OK) {
+		if (!gw.down_logged)
+			log_warnx("redis: cannot connect: %s (retrying every 500 ms)",
+			    ac ? ac->errstr : "no memory");
+		gw.down_logged = true;
+		if (ac)
+			redisAsyncFree(ac);
+		uv_timer_start(&gw.reconnect, reconnect_cb, 500, 0);
+		return;
+	}
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	if (gw.url.pass[0] && gw.url.user[0])
+		redisAsyncCommand(ac, auth_cb, NULL, "AUTH %s %s", gw.url.user, gw.url.pass);
+	else if (gw.url.pass[0])
+		redisAsyncCommand(ac, auth_cb, NULL, "AUTH %s", gw.url.pass);
+	if (gw.url.db)
+		redisAsyncCommand(ac, auth_cb, NULL, "SELECT %d", gw.url.db);
+	gw.rc = ac;
+}
+
+/*
+ * Sends argv for c; cb gets c back. Takes a reference for the reply (hiredis
+ * calls cb with a NULL reply when the connection drops). Returns false,
+ * having answered 503, when Redis is not connected.
+ */
+static bool
+call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
+    const size_t *lens)
+{
+	if (gw.rc == NULL || redisAsyncCommandArgv(gw.rc, cb, c, argc, argv,
+	    lens) != REDIS_OK) {
+		call_error(c, 503, "unavailable", "the gateway cannot reach Redis");
+		return false;
+	}
+	c->refs++;
+	return true;
+}
+
+/*** Routes ***/
+
+static void route_submit(struct call *c);
+static void poll_result(struct call *c);
+
+/* GET /readyz: PING answered. */
+static void
+ready_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct call *c = priv;
+	redisReply *reply = r;
+
+	(void)ac;
+	if (reply && reply->type == REDIS_REPLY_STATUS)
+		call_json(c, 200, json_pack("{s:b}", "ok", 1));
+	else
+		call_error(c, 503, "unavailable", "Redis does not answer PING");
+	call_unref(c);
+}
+
+/* The token's record arrived: the call now acts as its tenant. */
+static void
+token_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct call *c = priv;
+	redisReply *reply = r;
+	struct token_record rec;
+	struct err e = { 0 };
+
+	(void)ac;
+	if (c->req == NULL)
+		goto out;
+	if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+		call_error(c, 503, "unavailable", "Redis did not answer the token lookup");
+		goto out;
+	}
+	if (reply->type != REDIS_REPLY_STRING) {
+		call_error(c, 401, "unauthorized", "unknown token");
+		goto out;
+	}
+	if (token_record_decode(reply->str, reply->len, &rec, &e) < 0) {
+		log_warnx("a token's record is damaged: %s", e.msg);
+		call_error(c, 401, "unauthorized", "unknown token");
+		goto out;
+	}
+	if (rec.admin || rec.tenant[0] == '\0') {
+		call_error(c, 403, "admin_token", "an admin token names no tenant; "
+		    "jobs are a tenant's (use a tenant token)");
+		goto out;
+	}
+	snprintf(c->tenant, sizeof(c->tenant), "%s", rec.tenant);
+	if (c->route == R_SUBMIT)
+		route_submit(c);
+	else
+		poll_result(c);
+out:
+	explicit_bzero(&rec, sizeof(rec));
+	call_unref(c);
+}
+
+/*
+ * Checks the Authorization header's shape and looks the token up; the
+ * route continues in token_cb(). The token's hash is what travels.
+ */
+static void
+authenticate(struct call *c)
+{
+	h2o_req_t *req = c->req;
+	ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+	char hash[TOKEN_HASH_HEX + 1], key[KEY_MAX];
+	const char *argv[3];
+	size_t lens[3];
+	h2o_iovec_t v;
+
+	if (i < 0) {
+		call_error(c, 401, "unauthorized", "no Authorization: Bearer header");
+		return;
+	}
+	v = req->headers.entries[i].value;
+	if (v.len < 7 || strncasecmp(v.base, "Bearer ", 7) != 0 ||
+	    !token_shape_ok(v.base + 7, v.len - 7)) {
+		call_error(c, 401, "unauthorized", "the Authorization header is not "
+		    "'Bearer sqt_...'");
+		return;
+	}
+	token_hash_hex(v.base + 7, v.len - 7, hash);
+	if (token_key(key, sizeof(key), gw.prefix) < 0) {
+		call_error(c, 500, "internal", "the prefix is too long");
+		return;
+	}
+	argv[0] = "HGET";
+	argv[1] = key;
+	argv[2] = hash;
+	lens[0] = 4;
+	lens[1] = strlen(key);
+	lens[2] = TOKEN_HASH_HEX;
+	call_redis(c, token_cb, 3, argv, lens);
+}
+
+static void
+xadd_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct call *c = priv;
+	redisReply *reply = r;
+
+	(void)ac;
+	if (reply && reply->type == REDIS_REPLY_STRING)
+		call_json(c, 202, json_pack("{s:s}", "id", c->id));
+	else
+		call_error(c, 503, "unavailable", reply && reply->type ==
+		    REDIS_REPLY_ERROR ? "Redis refused the job" : "Redis did not answer");
+	call_unref(c);
+}
+
+/* POST /v1/jobs, authenticated: the body as a job, XADDed as libsandq does. */
+static void
+route_submit(struct call *c)
+{
+	h2o_req_t *req = c->req;
+	struct gw_fail f = { 0 };
+	struct job *j = NULL;
+	char *buf = NULL, key[KEY_MAX];
+	size_t len = 0;
+	const char *argv[5];
+	size_t lens[5];
+
+	if (req->entity.base == NULL || req->entity.len == 0) {
+		call_error(c, 400, "bad_json", "the body is empty");
+		return;
+	}
+	if (req->entity.len > gw.max_body) {
+		call_error(c, 413, "body_too_large", "the body is larger than --max-body");
+		return;
+	}
+	if (jobjson_job(req->entity.base, req->entity.len, &j, &f) < 0) {
+		call_error(c, f.status, f.code, f.msg);
+		return;
+	}
+	snprintf(c->id, sizeof(c->id), "%s", j->id);
+	if (key_jobs(key, gw.prefix, c->tenant) < 0 ||
+	    payload_job_encode(j, &buf, &len) < 0) {
+		call_error(c, 500, "internal", "cannot encode the job");
+		goto out;
+	}
+	argv[0] = "XADD";
+	argv[1] = key;
+	argv[2] = "*";
+	argv[3] = "job";
+	argv[4] = buf;
+	lens[0] = 4;
+	lens[1] = strlen(key);
+	lens[2] = 1;
+	lens[3] = 3;
+	lens[4] = len;
+	call_redis(c, xadd_cb, 5, argv, lens);	/* hiredis copies the bytes */
+out:
+	free(buf);
+	job_free(j);
+}
+
+static void
+poll_timer_cb(uv_timer_t *t)
+{
+	struct call *c = t->data;
+
+	poll_result(c);
+	call_unref(c);	/* the timer's reference */
+}
+
+static void
+result_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct call *c = priv;
+	redisReply *reply = r;
+	struct result *res = NULL;
+	struct err e = { 0 };
+
+	(void)ac;
+	if (c->req == NULL)
+		goto out;
+	if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+		call_error(c, 503, "unavailable", "Redis did not answer");
+		goto out;
+	}
+	if (reply->type == REDIS_REPLY_STRING) {
+		if (payload_result_decode(reply->str, reply->len, &res, &e) < 0) {
+			log_warnx("job '%s': its result does not decode: %s", c->id, e.msg);
+			call_error(c, 502, "bad_result", "the job's result does not decode");
+			goto out;
+		}
+		call_json(c, 200, jobjson_result(res));
+		result_free(res);
+		goto out;
+	}
+	if (uv_now(gw.loop) >= c->deadline) {
+		call_json(c, 404, json_pack("{s:{s:s, s:s}}", "error", "code",
+		    "not_found", "message", "no result for this job id (yet)"));
+		goto out;
+	}
+	uv_timer_start(&c->timer, poll_timer_cb, c->delay, 0);
+	c->refs++;
+	c->delay = c->delay * 2 > 250 ? 250 : c->delay * 2;
+out:
+	call_unref(c);
+}
+
+/* GET PREFIX:{T}:res:ID once; result_cb() answers or waits again. */
+static void
+poll_result(struct call *c)
+{
+	char key[KEY_MAX];
+	const char *argv[2];
+	size_t lens[2];
+
+	if (c->req == NULL)
+		return;
+	if (key_res(key, gw.prefix, c->tenant, c->id) < 0) {
+		call_error(c, 500, "internal", "the prefix is too long");
+		return;
+	}
+	argv[0] = "GET";
+	argv[1] = key;
+	lens[0] = 3;
+	lens[1] = strlen(key);
+	call_redis(c, result_cb, 2, argv, lens);
+}
+
+/* ?wait=SECONDS of the query (a bare integer 0..GW_WAIT_MAX_S); -1 if bad. */
+static int
+query_wait(h2o_req_t *req)
+{
+	const char *q, *end;
+	long v = 0;
+
+	if (req->query_at == SIZE_MAX)
+		return 0;
+	q = req->path.base + req->query_at + 1;
+	end = req->path.base + req->path.len;
+	while (q < end) {
+		const char *amp = memchr(q, '&', (size_t)(end - q));
+		const char *stop = amp ? amp : end;
+
+		if (stop - q > 5 && memcmp(q, "wait=", 5) == 0) {
+			v = 0;
+			for (const char *p = q + 5; p < stop; p++) {
+				if (*p < '0' || *p > '9' || v > GW_WAIT_MAX_S)
+					return -1;
+				v = v * 10 + (*p - '0');
+			}
+			if (v > GW_WAIT_MAX_S)
+				return -1;
+		} else
+			return -1;
+		q = amp ? amp + 1 : end;
+	}
+	return (int)v;
+}
+
+static bool
+path_is(h2o_req_t *req, const char *p)
+{
+	return h2o_memis(req->path_normalized.base, req->path_normalized.len, p,
+	    strlen(p));
+}
+
+static bool
+method_is(h2o_req_t *req, const char *m)
+{
+	return h2o_memis(req->method.base, req->method.len, m, strlen(m));
+}
+
+static int
+on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+	static const char jobs[] = "/v1/jobs/";
+	h2o_iovec_t p = req->path_normalized;
+	struct call *c;
+	int wait;
+
+	(void)self;
+	if (path_is(req, "/healthz")) {
+		if (!method_is(req, "GET"))
+			send_error(req, 405, "method_not_allowed", "GET /healthz");
+		else
+			send_json(req, 200, json_pack("{s:b}", "ok", 1));
+		return 0;
+	}
+	if (path_is(req, "/readyz")) {
+		const char *argv[1] = { "PING" };
+		size_t lens[1] = { 4 };
+
+		if (!method_is(req, "GET")) {
+			send_error(req, 405, "method_not_allowed", "GET /readyz");
+			return 0;
+		}
+		c = call_new(req);
+		call_redis(c, ready_cb, 1, argv, lens);
+		return 0;
+	}
+	if (path_is(req, "/v1/jobs")) {
+		if (!method_is(req, "POST")) {
+			send_error(req, 405, "method_not_allowed", "POST /v1/jobs");
+			return 0;
+		}
+		c = call_new(req);
+		c->route = R_SUBMIT;
+		authenticate(c);
+		return 0;
+	}
+	if (p.len > sizeof(jobs) - 1 && memcmp(p.base, jobs, sizeof(jobs) - 1) == 0) {
+		const char *id = p.base + sizeof(jobs) - 1;
+		size_t idlen = p.len - (sizeof(jobs) - 1);
+
+		if (!method_is(req, "GET")) {
+			send_error(req, 405, "method_not_allowed", "GET /v1/jobs/ID");
+			return 0;
+		}
+		if (!payload_id_valid(id, idlen)) {
+			send_error(req, 404, "not_found", "not a job id");
+			return 0;
+		}
+		if ((wait = query_wait(req)) < 0) {
+			send_error(req, 400, "bad_query", "the query takes only wait=SECONDS "
+			    "(0 to 60)");
+			return 0;
+		}
+		c = call_new(req);
+		c->route = R_GET;
+		memcpy(c->id, id, idlen);
+		c->id[idlen] = '\0';
+		c->deadline = uv_now(gw.loop) + (uint64_t)wait * 1000;
+		c->delay = 20;
+		authenticate(c);
+		return 0;
+	}
+	send_error(req, 404, "not_found", "no such route");
+	return 0;
+}
+
+/*** Start-up ***/
+
+static void
+on_accept(uv_stream_t *listener, int status)
+{
+	uv_tcp_t *conn;
+	h2o_socket_t *sock;
+
+	if (status != 0)
+		return;
+	conn = xcalloc(1, sizeof(*conn));
+	uv_tcp_init(listener->loop, conn);
+	if (uv_accept(listener, (uv_stream_t *)conn) != 0) {
+		uv_close((uv_handle_t *)conn, (uv_close_cb)free);
+		return;
+	}
+	sock = h2o_uv_socket_create((uv_stream_t *)conn, (uv_close_cb)free);
+	h2o_accept(&gw.accept, sock);
+}
+
+/* "ADDR:PORT" or "[ADDR6]:PORT" into sa. */
+static int
+parse_listen(const char *s, struct sockaddr_storage *sa, struct err *e)
+{
+	char host[128];
+	const char *colon = strrchr(s, ':');
+	long port;
+	char *end;
+	size_t hl;
+
+	if (colon == NULL)
+		return err_set(e, -EINVAL, "--listen '%.64s': not ADDR:PORT", s);
+	hl = (size_t)(colon - s);
+	if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
+		s++;
+		hl -= 2;
+	}
+	if (hl == 0 || hl >= sizeof(host))
+		return err_set(e, -EINVAL, "--listen: no address before the port");
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	port = strtol(colon + 1, &end, 10);
+	if (*end != '\0' || port < 0 || port > 65535 || end == colon + 1)
+		return err_set(e, -EINVAL, "--listen: port '%.16s' is not 0..65535",
+		    colon + 1);
+	if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)sa) == 0 ||
+	    uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)sa) == 0)
+		return 0;
+	return err_set(e, -EINVAL, "--listen: '%.64s' is not an IP address", host);
+}
+
+int
+gw_run(const struct gw_opts *o, struct err *e)
+{
+	struct sockaddr_storage sa;
+	h2o_hostconf_t *host;
+	h2o_pathconf_t *path;
+	h2o_handler_t *h;
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(&sa, 0, sizeof(sa));
+	if ((rc = parse_listen(o->listen, &sa, e)) < 0)
+		return rc;
+	if ((rc = redis_url_parse(o->redis, &gw.url, e)) < 0)
+		return rc;
+	if (strlen(o->prefix) >= sizeof(gw.prefix) || !key_tenant_valid(o->prefix))
+		return err_set(e, -EINVAL, "--prefix: 1-64 of [A-Za-z0-9_-]");
+	snprintf(gw.prefix, sizeof(gw.prefix), "%s", o->prefix);
+	gw.max_body = o->max_body;
+	gw.loop = uv_default_loop();
+	uv_timer_init(gw.loop, &gw.reconnect);
+
+	h2o_config_init(&gw.config);
+	/*
+	 * h2o refuses bodies above this itself, with its own text 413; the
+	 * gateway's JSON 413 answers anything above max_body up to it, so
+	 * h2o's limit is set well past the gateway's.
+	 */
+	gw.config.max_request_entity_size = o->max_body * 2 + 65536;
+	host = h2o_config_register_host(&gw.config, h2o_iovec_init(H2O_STRLIT("default")),
+	    65535);
+	path = h2o_config_register_path(host, "/", 0);
+	h = h2o_create_handler(path, sizeof(*h));
+	h->on_req = on_req;
+	h2o_context_init(&gw.ctx, gw.loop, &gw.config);
+	gw.accept.ctx = &gw.ctx;
+	gw.accept.hosts = gw.config.hosts;
+
+	uv_tcp_init(gw.loop, &gw.listener);
+	if ((rc = uv_tcp_bind(&gw.listener, (struct sockaddr *)&sa, 0)) != 0 ||
+	    (rc = uv_listen((uv_stream_t *)&gw.listener, 511, on_accept)) != 0)
+		return err_set(e, rc, "--listen %.64s: %s", o->listen, uv_strerror(rc));
+	redis_connect();
+	log_info("listening on %s", o->listen);
+	uv_run(gw.loop, UV_RUN_DEFAULT);
+	return err_set(e, -EIO, "the loop stopped");
+}
