@@ -18,7 +18,7 @@ test("npm pack makes an installable, importable package", () => {
   const dir = mkdtempSync(join(tmpdir(), "sandq-tspack-"));
   try {
     const out = execFileSync("npm", ["pack", "--json", "--pack-destination", dir, ...npmOpts],
-      { cwd: PKG, encoding: "utf8" });
+      { cwd: PKG, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
     const [info] = JSON.parse(out);
     const files = info.files.map((f) => f.path).sort();
     assert.ok(files.includes("dist/index.js") && files.includes("dist/index.d.ts"), files.join(" "));
