@@ -10,7 +10,10 @@
 // when /healthz answers); and is ready when a job has gone all the way
 // through the gateway. stop() ends the three by their pids (SIGTERM, then
 // SIGKILL), prints any sanitizer report from their logs and removes the
-// folder. The build folder is $SANDQ_BUILD (make sets it), else build/.
+// folder. Should the test process end without stop() (an exception, the
+// runner's SIGTERM at a timeout), its exit handler SIGKILLs whatever it
+// started, by pid, so no daemon outlives the run. The build folder is
+// $SANDQ_BUILD (make sets it), else build/.
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, openSync, closeSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -34,6 +37,16 @@ export function freePort() {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Every daemon a Harness started and has not stopped yet, and its folders.
+const live = new Set();
+const dirs = new Set();
+process.on("exit", () => {
+  for (const p of live) p.kill("SIGKILL");
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+for (const sig of ["SIGINT", "SIGTERM"])
+  process.once(sig, () => process.exit(128 + (sig === "SIGINT" ? 2 : 15)));
 
 /** Polls pred() until it is truthy; throws naming what after timeoutMs. */
 async function waitFor(pred, timeoutMs, what) {
@@ -60,7 +73,11 @@ export class Harness {
     const p = spawn(argv[0], argv.slice(1), { stdio: ["ignore", fd, fd], detached: true });
     closeSync(fd);
     p.exited = false;
-    p.once("exit", () => { p.exited = true; });
+    live.add(p);
+    p.once("exit", () => {
+      p.exited = true;
+      live.delete(p);
+    });
     this.procs[name] = p;
     return p;
   }
@@ -152,6 +169,7 @@ export class Harness {
 
   async start() {
     this.dir = mkdtempSync(join(tmpdir(), "sandq-tstest-"));
+    dirs.add(this.dir);
     try {
       await this.#startRedis();
       this.sandq("tenant", "add", "default");
@@ -201,6 +219,7 @@ export class Harness {
     if (this.dir) {
       this.#scanLogs();
       rmSync(this.dir, { recursive: true, force: true });
+      dirs.delete(this.dir);
       this.dir = null;
     }
   }
