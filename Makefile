@@ -11,6 +11,7 @@
 #   make asan / ubsan    shorthands for the two above
 #   make install [PREFIX=/usr/local] [DESTDIR=]
 #   make python-test     only the Python client's tests (clients/python)
+#   make typescript-test only the TypeScript client's tests (clients/typescript)
 #   make lint            cppcheck over every folder, and the folder rules
 #                        of docs/architecture.md (tests/layout_check.py)
 #
@@ -191,6 +192,10 @@ TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
 TEST_BINS += $(B)/tests/python_test
+# The TypeScript client's tests (clients/typescript/test: node --test against
+# a private redis-server, sandqd and sandq-gateway, and npm pack), behind a
+# wrapper like python_test's.
+TEST_BINS += $(B)/tests/typescript_test
 # The folder rules of docs/architecture.md (tests/layout_check.py).
 TEST_BINS += $(B)/tests/layout_test
 
@@ -351,6 +356,26 @@ $(B)/tests/python_test: Makefile
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
+# The TypeScript client compiled: src/*.ts to dist/*.js and *.d.ts by the
+# pinned compiler in its node_modules (deploy/install-node-deps.sh installs
+# it; never a global tsc). dist/ is remade whole so a removed source leaves
+# nothing behind; a type error fails the build.
+TS_DIR := clients/typescript
+$(TS_DIR)/dist/index.js: $(wildcard $(TS_DIR)/src/*.ts) $(TS_DIR)/tsconfig.json \
+		$(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	@sh deploy/install-node-deps.sh
+	@rm -rf $(TS_DIR)/dist
+	$(TS_DIR)/node_modules/.bin/tsc -p $(TS_DIR)
+
+# tests/run.sh's --jobs=N --short-filename are dropped, as python_test's.
+$(B)/tests/typescript_test: Makefile $(TS_DIR)/dist/index.js
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: the TypeScript client tests (clients/typescript/test).' \
+	  'exec node --test clients/typescript/test/*.test.mjs' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 $(B)/tests/layout_test: Makefile
 	@mkdir -p $(dir $@)
 	@printf '%s\n' '#!/bin/sh' \
@@ -372,6 +397,9 @@ test-run: all $(TEST_BINS)
 
 python-test: all $(B)/tests/python_test
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/python_test
+
+typescript-test: all $(B)/tests/typescript_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/typescript_test
 
 check: test
 asan:
@@ -437,8 +465,8 @@ lint:
 	python3 tests/layout_check.py
 
 clean:
-	rm -rf $(B)
+	rm -rf $(B) $(TS_DIR)/dist
 
-.PHONY: all deps test test-run python-test check asan ubsan demo bench bench-hosts install lint clean
+.PHONY: all deps test test-run python-test typescript-test check asan ubsan demo bench bench-hosts install lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

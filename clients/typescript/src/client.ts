@@ -1,0 +1,197 @@
+/*
+ * client.ts - Client: jobs over sandq's HTTP gateway (docs/gateway.md).
+ *
+ * Design: one Client per gateway URL and API token; every call is one or
+ * more fetch() requests (Node 18+'s own; no runtime dependency). submit()
+ * is POST /v1/jobs; wait() repeats the bounded long poll
+ * GET /v1/jobs/ID?wait=S (S at most 60, the gateway's bound) until the
+ * result exists or the caller's deadline passes, so a wait of any length
+ * holds no request longer than a minute and a proxy's idle timeout never
+ * cuts it. A 404 not_found during a wait means "no result yet" (the
+ * gateway cannot tell an unknown id from a job still queued) and the
+ * wait goes on; at the deadline it throws wait_timeout. run(), sh() and
+ * python() are submit() then wait(). Every request has its own abort
+ * timer: the long poll's S plus requestTimeoutMs, any other request
+ * requestTimeoutMs alone.
+ */
+import { SandqError } from "./errors.js";
+import { Job, JobBody, JobOptions, jobBody } from "./job.js";
+import { RawResult, Result } from "./result.js";
+
+/** What a Client is made with. */
+export interface ClientOptions {
+  /** The gateway's base URL, e.g. "http://127.0.0.1:8080". */
+  url: string;
+  /** An API token ("sqt_...") made by `sandq tenant token add`. */
+  token?: string;
+  /** How long wait(), run(), sh() and python() wait for a result by default (ms; 60000). */
+  timeoutMs?: number;
+  /** How long one request may take beyond its long poll (ms; 30000). */
+  requestTimeoutMs?: number;
+}
+
+/** The options of wait(). */
+export interface WaitOptions {
+  /** How long to wait for the result (ms; the client's timeoutMs by default). */
+  timeoutMs?: number;
+}
+
+/** The options of run(), sh() and python(): the job's and the wait's. */
+export interface RunOptions extends JobOptions, WaitOptions {}
+
+/** The longest long poll the gateway takes (docs/gateway.md, wait=0..60). */
+const POLL_MAX_S = 60;
+
+/** A promise resolved after ms milliseconds. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Splits RunOptions into the job's options and the wait's timeout. */
+function split(opts: RunOptions): [JobOptions, WaitOptions] {
+  const { timeoutMs, ...job } = opts;
+  return [job, timeoutMs === undefined ? {} : { timeoutMs }];
+}
+
+/** A client of one gateway, acting as the tenant its token names. */
+export class Client {
+  readonly url: string;
+  readonly timeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly #token: string | undefined;
+
+  /** A client of the gateway at url (no request is made yet). */
+  constructor(opts: ClientOptions) {
+    if (opts === null || typeof opts !== "object" || typeof opts.url !== "string" || opts.url === "")
+      throw new SandqError("invalid_job", "Client: option 'url' must be the gateway's URL");
+    this.url = opts.url.replace(/\/+$/, "");
+    this.#token = opts.token;
+    this.timeoutMs = opts.timeoutMs ?? 60000;
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? 30000;
+  }
+
+  /**
+   * One request; resolves to [HTTP status, parsed JSON body]. A non-2xx
+   * answer throws its SandqError (but a 404 when notFoundOk); a network
+   * failure or an answer that is not JSON throws connection / bad_response.
+   */
+  async #request(method: string, path: string, body: unknown, timeoutMs: number,
+    notFoundOk = false): Promise<[number, Record<string, unknown>]> {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (this.#token !== undefined) headers["authorization"] = `Bearer ${this.#token}`;
+    const init: RequestInit = { method, headers, signal: AbortSignal.timeout(timeoutMs) };
+    if (body !== undefined) {
+      headers["content-type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(this.url + path, init);
+      text = await res.text();
+    } catch (e) {
+      const why = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
+      throw new SandqError("connection", `${method} ${this.url}${path}: ${why}`, 0, { cause: e });
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const obj = parsed !== null && typeof parsed === "object" && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>) : undefined;
+    if (res.status >= 200 && res.status < 300) {
+      if (obj === undefined)
+        throw new SandqError("bad_response", `${method} ${path}: HTTP ${res.status} and not a JSON object`, res.status);
+      return [res.status, obj];
+    }
+    const err = obj?.["error"];
+    const e = err !== null && typeof err === "object" ? (err as Record<string, unknown>) : undefined;
+    const code = typeof e?.["code"] === "string" ? (e["code"] as string) : `http_${res.status}`;
+    const message = typeof e?.["message"] === "string" ? (e["message"] as string)
+      : `${method} ${path}: HTTP ${res.status}: ${text.slice(0, 200)}`;
+    if (notFoundOk && res.status === 404 && code === "not_found") return [404, obj ?? {}];
+    throw new SandqError(code, message, res.status);
+  }
+
+  /** Whether the gateway process answers (GET /healthz). */
+  async health(): Promise<boolean> {
+    const [, o] = await this.#request("GET", "/healthz", undefined, this.requestTimeoutMs);
+    return o["ok"] === true;
+  }
+
+  /** Whether the gateway can reach Redis (GET /readyz; false on 503). */
+  async ready(): Promise<boolean> {
+    try {
+      const [, o] = await this.#request("GET", "/readyz", undefined, this.requestTimeoutMs);
+      return o["ok"] === true;
+    } catch (e) {
+      if (e instanceof SandqError && e.status === 503) return false;
+      throw e;
+    }
+  }
+
+  /** Submits job; resolves to its id once it is in the tenant's stream. */
+  async submit(job: Job): Promise<string> {
+    return this.submitBody(jobBody(job));
+  }
+
+  /**
+   * Submits a job body exactly as given: docs/protocol.md's snake_case
+   * fields, for a field this client does not know yet. The gateway checks
+   * it (unknown_field, invalid_job).
+   */
+  async submitBody(body: JobBody): Promise<string> {
+    const [, o] = await this.#request("POST", "/v1/jobs", body, this.requestTimeoutMs);
+    if (typeof o["id"] !== "string")
+      throw new SandqError("bad_response", "POST /v1/jobs: the answer has no id", 202);
+    return o["id"];
+  }
+
+  /** The result of job id if there is one yet, else null (no waiting). */
+  async get(id: string): Promise<Result | null> {
+    const [st, o] = await this.#request("GET", `/v1/jobs/${encodeURIComponent(id)}`, undefined,
+      this.requestTimeoutMs, true);
+    return st === 404 ? null : new Result(o as RawResult);
+  }
+
+  /**
+   * Waits for job id's result: long polls of at most 60 s until it exists
+   * or timeoutMs passes (then throws SandqError wait_timeout).
+   */
+  async wait(id: string, opts: WaitOptions = {}): Promise<Result> {
+    const limit = opts.timeoutMs ?? this.timeoutMs;
+    const deadline = Date.now() + limit;
+    const path = `/v1/jobs/${encodeURIComponent(id)}`;
+    for (;;) {
+      const left = deadline - Date.now();
+      const s = Math.max(0, Math.min(POLL_MAX_S, Math.floor(left / 1000)));
+      const [st, o] = await this.#request("GET", `${path}?wait=${s}`, undefined,
+        s * 1000 + this.requestTimeoutMs, true);
+      if (st !== 404) return new Result(o as RawResult);
+      const now = Date.now();
+      if (now >= deadline)
+        throw new SandqError("wait_timeout", `job '${id}': no result within ${limit} ms`);
+      if (s === 0) await sleep(Math.min(100, deadline - now));
+    }
+  }
+
+  /** Runs argv (PATH searched) and waits for its result. */
+  async run(argv: string[], opts: RunOptions = {}): Promise<Result> {
+    const [job, w] = split(opts);
+    return this.wait(await this.submit({ ...job, op: "exec", argv }), w);
+  }
+
+  /** Runs script with /bin/sh -c and waits for its result. */
+  async sh(script: string, opts: RunOptions = {}): Promise<Result> {
+    const [job, w] = split(opts);
+    return this.wait(await this.submit({ ...job, op: "sh", script }), w);
+  }
+
+  /** Runs code with python3 and waits for its result. */
+  async python(code: string, opts: RunOptions = {}): Promise<Result> {
+    const [job, w] = split(opts);
+    return this.wait(await this.submit({ ...job, op: "python", code }), w);
+  }
+}

@@ -1,0 +1,12 @@
+/*
+ * index.ts - the sandq package: a client of sandq's HTTP gateway.
+ *
+ * Design: one entry point re-exporting the public surface (Client, Result,
+ * SandqError and the option types); nothing runs on import.
+ */
+export { Client } from "./client.js";
+export type { ClientOptions, RunOptions, WaitOptions } from "./client.js";
+export { Result } from "./result.js";
+export type { RawResult } from "./result.js";
+export { SandqError } from "./errors.js";
+export type { Job, JobBody, JobOptions, Limits } from "./job.js";
