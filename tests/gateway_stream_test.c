@@ -7,7 +7,9 @@
  * Output is read as any SSE client would, with libcurl's write callback;
  * each chunk's arrival time is kept, so that the test can tell output
  * that arrived while the job ran from output that came with its end.
- * Concurrent streams use libcurl's multi interface. The helpers that
+ * Concurrent streams use libcurl's multi interface; with three open, the
+ * gateway holds no more Redis connections than with none (one reader
+ * connection serves them all). The helpers that
  * start the gateway and make tokens are gateway_test.c's. Needs root,
  * like every test that runs sandqd.
  */
@@ -525,4 +527,72 @@ Test(gwstream, cancel_ends_a_running_job_and_its_stream_and_refuses_unknown_and_
 	b = http("GET", "/v1/jobs/long-1/cancel", ta, NULL, &st);
 	cr_assert_eq(st, 405, "%s", b);
 	free(b);
+}
+
+/* Redis's connected_clients now. */
+static long
+redis_clients(void)
+{
+	redisContext *rc = redisConnect("127.0.0.1", H.port);
+	redisReply *reply = redisCommand(rc, "INFO clients");
+	const char *p;
+	long n;
+
+	cr_assert(reply != NULL && reply->type == REDIS_REPLY_STRING);
+	p = strstr(reply->str, "connected_clients:");
+	cr_assert(p != NULL);
+	n = strtol(p + 18, NULL, 10);
+	freeReplyObject(reply);
+	redisFree(rc);
+	return n;
+}
+
+Test(gwstream, concurrent_streams_share_one_reader_connection_and_each_gets_its_own)
+{
+	char ta[TOKEN_LEN + 1], body[256], path[64], names[256];
+	CURLM *m = curl_multi_init();
+	struct sse s[3];
+	long before, during;
+	int running = 1;
+
+	gw_pid = gateway_start(H.url, NULL);
+	token_make("a", ta);
+	usleep(300 * 1000);	/* the reader connection is up */
+	before = redis_clients();
+	for (int i = 0; i < 3; i++) {
+		snprintf(body, sizeof(body), "{\"op\":\"sh\",\"id\":\"many-%d\",\"stream\":true,"
+		    "\"script\":\"echo first-%d; sleep 2; echo second-%d\"}", i, i, i);
+		submit(ta, body);
+		snprintf(path, sizeof(path), "/v1/jobs/many-%d/events", i);
+		sse_init(&s[i], path, ta, NULL);
+		curl_multi_add_handle(m, s[i].c);
+	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(body, sizeof(body), "first-%d", i);
+		cr_assert(pump_until(m, &s[i], body, 30), "stream %d: %s", i,
+		    s[i].buf ? s[i].buf : "");
+	}
+	/* Three streams open: the gateway holds no more Redis connections. */
+	during = redis_clients();
+	cr_assert_eq(during, before, "Redis clients %ld with 3 streams, %ld without",
+	    during, before);
+	while (running) {
+		cr_assert_eq(curl_multi_perform(m, &running), CURLM_OK);
+		curl_multi_poll(m, NULL, 0, 100, NULL);
+	}
+	for (int i = 0; i < 3; i++) {
+		char want[64];
+
+		event_names(s[i].buf, names, sizeof(names));
+		cr_assert_str_eq(names, "stdout,stdout,end", "%s", s[i].buf);
+		snprintf(want, sizeof(want), "second-%d", i);
+		cr_assert(strstr(s[i].buf, want) != NULL, "%s", s[i].buf);
+		for (int j = 0; j < 3; j++) {
+			snprintf(want, sizeof(want), "first-%d", j);
+			cr_assert((strstr(s[i].buf, want) != NULL) == (i == j), "%s", s[i].buf);
+		}
+		curl_multi_remove_handle(m, s[i].c);
+		sse_free(&s[i]);
+	}
+	curl_multi_cleanup(m);
 }
