@@ -31,7 +31,9 @@
  *
  * h2o's generator API sends: a watcher keeps what it has not handed to
  * h2o in `out` and what h2o is sending in `fly` (h2o does not copy), and
- * hands the next piece on proceed(). The request's pool dispose frees the
+ * hands the next piece on proceed(). A watcher that sent nothing for 15 s
+ * sends a `: keepalive` comment: h2o learns that a client went away only
+ * when a write to it fails. The request's pool dispose frees the
  * watcher's HTTP side when the client goes; the watcher is
  * reference-counted against replies of the shared connection still in
  * flight.
@@ -420,16 +422,23 @@ check_idle(void)
 	static const char ka[] = ": keepalive\n\n";
 	uint64_t now = uv_now(gw.loop);
 
-	for (struct sse *s = rd.head; s; s = s->next) {
+	for (struct sse *s = rd.head, *next; s; s = next) {
 		const char *argv[2] = { "GET", s->res };
 		size_t lens[2] = { 3, strlen(s->res) };
 
+		next = s->next;
 		if (now - s->sent >= SSE_KEEPALIVE_MS && !s->sending && s->outlen == 0) {
 			if (s->outcap < sizeof(ka))
 				s->out = xreallocarray(s->out, s->outcap = sizeof(ka), 1);
 			memcpy(s->out, ka, sizeof(ka) - 1);
 			s->outlen = sizeof(ka) - 1;
+			s->refs++;
 			sse_flush(s);
+			if (s->refs == 1 || s->req == NULL) {
+				sse_unref(s);	/* its client went away on this write */
+				continue;
+			}
+			s->refs--;
 		}
 		if (s->checking || s->result_status[0] || now - s->active < SSE_IDLE_CHECK_MS ||
 		    gw.rc == NULL)
@@ -480,8 +489,10 @@ xread_cb(redisAsyncContext *ac, void *r, void *priv)
 				if (strcmp(s->key, k->str) != 0)
 					continue;
 				s->result_gen = s->result_status[0] ? gen : s->result_gen;
+				s->refs++;	/* held while h2o may answer */
 				for (size_t j = 0; j < es->elements && !s->ending; j++)
 					take_entry(s, es->element[j]);
+				sse_unref(s);
 			}
 		}
 	}
@@ -491,11 +502,13 @@ xread_cb(redisAsyncContext *ac, void *r, void *priv)
 	 */
 	for (s = rd.head; s; s = next) {
 		next = s->next;
+		s->refs++;
 		if (s->result_status[0] && s->result_gen < gen)
 			sse_end(s, NULL, s->result_status);
+		else
+			sse_flush(s);
+		sse_unref(s);
 	}
-	for (s = rd.head; s; s = s->next)
-		sse_flush(s);
 	check_idle();
 	reader_issue();
 }
