@@ -24,6 +24,7 @@ struct gw_opts {
 	const char *redis;	/* redis:// or unix:// URL (proto/url.h) */
 	const char *prefix;	/* key prefix, "sandq" by default */
 	size_t max_body;	/* bytes of a request body */
+	size_t max_streams;	/* open GET /v1/jobs/ID/events at most */
 };
 
 /*

@@ -2,7 +2,7 @@
  * main.c - sandq-gateway's start-up: options, then gw_run() (server.c).
  *
  *   sandq-gateway [--listen ADDR:PORT] [--redis URL] [--prefix P]
- *                 [--max-body BYTES]
+ *                 [--max-body BYTES] [--max-streams N]
  *
  * The Redis URL carries the operator's (admin) credentials: the gateway
  * reads the token hash and writes every tenant's stream, and acts for one
@@ -19,17 +19,19 @@
 #include "gateway.h"
 
 #define GW_MAX_BODY_LIMIT (64u * 1024u * 1024u)	/* bound of --max-body */
+#define GW_MAX_STREAMS_LIMIT 100000u		/* bound of --max-streams */
 
 static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: sandq-gateway [--listen ADDR:PORT] [--redis URL] "
-	    "[--prefix PREFIX] [--max-body BYTES]\n"
+	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N]\n"
 	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
 	    "  --redis     Redis URL with the operator's credentials "
 	    "(default redis://127.0.0.1:6379)\n"
 	    "  --prefix    key prefix (default sandq)\n"
-	    "  --max-body  bytes of a request body (default 1048576)\n");
+	    "  --max-body  bytes of a request body (default 1048576)\n"
+	    "  --max-streams  open event streams at most (default 1000)\n");
 }
 
 int
@@ -40,6 +42,7 @@ main(int argc, char **argv)
 		{ "redis", required_argument, NULL, 'r' },
 		{ "prefix", required_argument, NULL, 'p' },
 		{ "max-body", required_argument, NULL, 'm' },
+		{ "max-streams", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -48,6 +51,7 @@ main(int argc, char **argv)
 		.redis = "redis://127.0.0.1:6379",
 		.prefix = "sandq",
 		.max_body = 1024 * 1024,
+		.max_streams = 1000,
 	};
 	struct err e = { 0 };
 	char *end;
@@ -72,6 +76,16 @@ main(int argc, char **argv)
 			    o.max_body > GW_MAX_BODY_LIMIT) {
 				fprintf(stderr, "sandq-gateway: --max-body: 1 to %u bytes\n",
 				    GW_MAX_BODY_LIMIT);
+				return 2;
+			}
+			break;
+		case 's':
+			errno = 0;
+			o.max_streams = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || o.max_streams == 0 ||
+			    o.max_streams > GW_MAX_STREAMS_LIMIT) {
+				fprintf(stderr, "sandq-gateway: --max-streams: 1 to %u\n",
+				    GW_MAX_STREAMS_LIMIT);
 				return 2;
 			}
 			break;

@@ -4,13 +4,12 @@
  *
  * DESIGN: libh2o (Debian's libh2o-dev is built on libuv) reads each
  * request, its body buffered and bounded by --max-body, and calls
- * on_req(). A request becomes a struct call that outlives it when the
- * client goes away: h2o frees the request's memory pool then, so the call
- * is reference-counted (one reference for the request, one per Redis
- * command or timer in flight) and a Redis reply that comes back for a
- * request already gone is dropped. Every /v1 route first looks up the
- * token (HGET PREFIX:tokens SHA256), and only then reads the body, so an
- * unauthenticated client learns nothing but 401.
+ * on_req(). A request becomes a reference-counted struct call (call.c)
+ * that outlives it when the client goes away. GET /v1/jobs/ID/events and
+ * POST /v1/jobs/ID/cancel continue in stream.c once authenticated. Every
+ * /v1 route first looks up the token (HGET PREFIX:tokens SHA256), and
+ * only then reads the body, so an unauthenticated client learns nothing
+ * but 401.
  *
  * Long polls (GET /v1/jobs/ID?wait=S) poll the result key with GET on the
  * one shared connection, backing off from 20 ms to 250 ms: a BLPOP of the
@@ -20,7 +19,7 @@
  * Redis is reached once, through one connection; when it drops, requests
  * answer 503 "unavailable" and a timer reconnects every 500 ms.
  *
- * Sections: responses, calls, Redis, routes, start-up.
+ * Sections: Redis, routes, start-up.
  */
 #include <errno.h>
 #include <signal.h>
@@ -42,155 +41,10 @@
 #include "../queue/token.h"
 #include "../queue/uvredis.h"
 #include "gateway.h"
+#include "internal.h"
 #include "jobjson.h"
 
-struct gw {
-	uv_loop_t *loop;
-	struct redis_url url;
-	char prefix[128];
-	redisAsyncContext *rc;		/* NULL while disconnected */
-	uv_timer_t reconnect;
-	bool down_logged;		/* the failure to reconnect is logged once */
-	h2o_globalconf_t config;
-	h2o_context_t ctx;
-	h2o_accept_ctx_t accept;
-	uv_tcp_t listener;
-	size_t max_body;
-};
 
-enum route {
-	R_SUBMIT,
-	R_GET,
-};
-
-/* One request, possibly outliving its h2o_req_t (see DESIGN). */
-struct call {
-	struct gw *gw;
-	h2o_req_t *req;		/* NULL once h2o has freed the request */
-	int refs;
-	bool answered;
-	uv_timer_t timer;	/* long polls */
-	enum route route;
-	char tenant[JOB_TENANT_MAX + 1];
-	char id[JOB_ID_MAX + 1];
-	uint64_t deadline;	/* loop ms: when a long poll answers 404 */
-	uint64_t delay;		/* ms before the next poll */
-};
-
-static struct gw gw;
-
-/*** Responses ***/
-
-static const char *
-reason_of(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 202: return "Accepted";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 413: return "Payload Too Large";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	default: return "Internal Server Error";
-	}
-}
-
-/* Sends o (taken) as the JSON body of status. */
-static void
-send_json(h2o_req_t *req, int status, json_t *o)
-{
-	char *text = json_dumps(o, JSON_COMPACT);
-	size_t len;
-
-	json_decref(o);
-	if (text == NULL)
-		text = xstrdup("{\"error\":{\"code\":\"internal\",\"message\":\"\"}}");
-	len = strlen(text);
-	req->res.status = status;
-	req->res.reason = reason_of(status);
-	req->res.content_length = len;
-	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
-	    H2O_STRLIT("application/json"));
-	if (status == 401)
-		h2o_add_header(&req->pool, &req->res.headers,
-		    H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer"));
-	h2o_send_inline(req, text, len);	/* copies text into the pool */
-	free(text);
-}
-
-static void
-send_error(h2o_req_t *req, int status, const char *code, const char *msg)
-{
-	send_json(req, status, jobjson_error(code, msg));
-}
-
-/*** Calls ***/
-
-static void
-call_free_cb(uv_handle_t *h)
-{
-	free(h->data);
-}
-
-static void
-call_unref(struct call *c)
-{
-	if (--c->refs > 0)
-		return;
-	uv_close((uv_handle_t *)&c->timer, call_free_cb);
-}
-
-/* h2o frees the request: the call forgets it and stops any poll. */
-static void
-call_dispose(void *p)
-{
-	struct call *c = *(struct call **)p;
-
-	c->req = NULL;
-	if (uv_is_active((uv_handle_t *)&c->timer)) {
-		uv_timer_stop(&c->timer);
-		call_unref(c);
-	}
-	call_unref(c);
-}
-
-static struct call *
-call_new(h2o_req_t *req)
-{
-	struct call *c = xcalloc(1, sizeof(*c));
-	struct call **slot;
-
-	c->gw = &gw;
-	c->req = req;
-	c->refs = 1;
-	uv_timer_init(gw.loop, &c->timer);
-	c->timer.data = c;
-	slot = h2o_mem_alloc_shared(&req->pool, sizeof(*slot), call_dispose);
-	*slot = c;
-	return c;
-}
-
-/* Answers the call once, if its client is still there. */
-static void
-call_json(struct call *c, int status, json_t *o)
-{
-	if (c->req == NULL || c->answered) {
-		json_decref(o);
-		return;
-	}
-	c->answered = true;
-	send_json(c->req, status, o);
-}
-
-static void
-call_error(struct call *c, int status, const char *code, const char *msg)
-{
-	call_json(c, status, jobjson_error(code, msg));
-}
 
 /*** Redis ***/
 
@@ -271,24 +125,6 @@ redis_connect(void)
 	gw.rc = ac;
 }
 
-/*
- * Sends argv for c; cb gets c back. Takes a reference for the reply (hiredis
- * calls cb with a NULL reply when the connection drops). Returns false,
- * having answered 503, when Redis is not connected.
- */
-static bool
-call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
-    const size_t *lens)
-{
-	if (gw.rc == NULL || redisAsyncCommandArgv(gw.rc, cb, c, argc, argv,
-	    lens) != REDIS_OK) {
-		call_error(c, 503, "unavailable", "the gateway cannot reach Redis");
-		return false;
-	}
-	c->refs++;
-	return true;
-}
-
 /*** Routes ***/
 
 static void route_submit(struct call *c);
@@ -342,6 +178,10 @@ token_cb(redisAsyncContext *ac, void *r, void *priv)
 	snprintf(c->tenant, sizeof(c->tenant), "%s", rec.tenant);
 	if (c->route == R_SUBMIT)
 		route_submit(c);
+	else if (c->route == R_EVENTS)
+		stream_events(c);
+	else if (c->route == R_CANCEL)
+		stream_cancel(c);
 	else
 		poll_result(c);
 out:
@@ -560,6 +400,43 @@ method_is(h2o_req_t *req, const char *m)
 	return h2o_memis(req->method.base, req->method.len, m, strlen(m));
 }
 
+/*
+ * /v1/jobs/ID/ACTION: GET events (Server-Sent Events of the job's live
+ * output) and POST cancel, both in stream.c once authenticated.
+ */
+static int
+on_job_action(h2o_req_t *req, const char *id, size_t idlen, const char *act,
+    size_t actlen)
+{
+	struct call *c;
+	bool events = h2o_memis(act, actlen, H2O_STRLIT("events"));
+
+	if (!events && !h2o_memis(act, actlen, H2O_STRLIT("cancel"))) {
+		send_error(req, 404, "not_found", "no such route");
+		return 0;
+	}
+	if (!method_is(req, events ? "GET" : "POST")) {
+		send_error(req, 405, "method_not_allowed", events ?
+		    "GET /v1/jobs/ID/events" : "POST /v1/jobs/ID/cancel");
+		return 0;
+	}
+	if (!payload_id_valid(id, idlen)) {
+		send_error(req, 404, "not_found", "not a job id");
+		return 0;
+	}
+	c = call_new(req);
+	c->route = events ? R_EVENTS : R_CANCEL;
+	memcpy(c->id, id, idlen);
+	c->id[idlen] = '\0';
+	if (events && !stream_from(req, c->from, sizeof(c->from))) {
+		call_error(c, 400, "bad_query", "the query takes only from=ENTRY_ID "
+		    "(MS-SEQ), and Last-Event-ID must be one");
+		return 0;
+	}
+	authenticate(c);
+	return 0;
+}
+
 static int
 on_req(h2o_handler_t *self, h2o_req_t *req)
 {
@@ -601,7 +478,11 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 	if (p.len > sizeof(jobs) - 1 && memcmp(p.base, jobs, sizeof(jobs) - 1) == 0) {
 		const char *id = p.base + sizeof(jobs) - 1;
 		size_t idlen = p.len - (sizeof(jobs) - 1);
+		const char *slash = memchr(id, '/', idlen);
 
+		if (slash != NULL)
+			return on_job_action(req, id, (size_t)(slash - id), slash + 1,
+			    idlen - (size_t)(slash - id) - 1);
 		if (!method_is(req, "GET")) {
 			send_error(req, 405, "method_not_allowed", "GET /v1/jobs/ID");
 			return 0;
@@ -698,6 +579,7 @@ gw_run(const struct gw_opts *o, struct err *e)
 		return err_set(e, -EINVAL, "--prefix: 1-64 of [A-Za-z0-9_-]");
 	snprintf(gw.prefix, sizeof(gw.prefix), "%s", o->prefix);
 	gw.max_body = o->max_body;
+	gw.max_streams = o->max_streams;
 	gw.loop = uv_default_loop();
 	uv_timer_init(gw.loop, &gw.reconnect);
 
@@ -722,6 +604,7 @@ gw_run(const struct gw_opts *o, struct err *e)
 	    (rc = uv_listen((uv_stream_t *)&gw.listener, 511, on_accept)) != 0)
 		return err_set(e, rc, "--listen %.64s: %s", o->listen, uv_strerror(rc));
 	redis_connect();
+	stream_init();
 	log_info("listening on %s", o->listen);
 	uv_run(gw.loop, UV_RUN_DEFAULT);
 	return err_set(e, -EIO, "the loop stopped");

@@ -1,0 +1,152 @@
+/*
+ * call.c - the gateway's one instance and its requests' struct call
+ * (internal.h): JSON responses, and calls that outlive their request.
+ *
+ * A request becomes a struct call that outlives it when the client goes
+ * away: h2o frees the request's memory pool then, so the call is
+ * reference-counted (one reference for the request, one per Redis command
+ * or timer in flight) and a Redis reply that comes back for a request
+ * already gone is dropped. Shared by server.c (routes) and stream.c
+ * (events, cancel).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/xmalloc.h"
+#include "internal.h"
+#include "jobjson.h"
+
+struct gw gw;
+
+/*** Responses ***/
+
+static const char *
+reason_of(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 202: return "Accepted";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 413: return "Payload Too Large";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	default: return "Internal Server Error";
+	}
+}
+
+/* Sends o (taken) as the JSON body of status. */
+void
+send_json(h2o_req_t *req, int status, json_t *o)
+{
+	char *text = json_dumps(o, JSON_COMPACT);
+	size_t len;
+
+	json_decref(o);
+	if (text == NULL)
+		text = xstrdup("{\"error\":{\"code\":\"internal\",\"message\":\"\"}}");
+	len = strlen(text);
+	req->res.status = status;
+	req->res.reason = reason_of(status);
+	req->res.content_length = len;
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+	    H2O_STRLIT("application/json"));
+	if (status == 401)
+		h2o_add_header(&req->pool, &req->res.headers,
+		    H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer"));
+	h2o_send_inline(req, text, len);	/* copies text into the pool */
+	free(text);
+}
+
+void
+send_error(h2o_req_t *req, int status, const char *code, const char *msg)
+{
+	send_json(req, status, jobjson_error(code, msg));
+}
+
+/*** Calls ***/
+
+static void
+call_free_cb(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+void
+call_unref(struct call *c)
+{
+	if (--c->refs > 0)
+		return;
+	uv_close((uv_handle_t *)&c->timer, call_free_cb);
+}
+
+/* h2o frees the request: the call forgets it and stops any poll. */
+static void
+call_dispose(void *p)
+{
+	struct call *c = *(struct call **)p;
+
+	c->req = NULL;
+	if (uv_is_active((uv_handle_t *)&c->timer)) {
+		uv_timer_stop(&c->timer);
+		call_unref(c);
+	}
+	call_unref(c);
+}
+
+struct call *
+call_new(h2o_req_t *req)
+{
+	struct call *c = xcalloc(1, sizeof(*c));
+	struct call **slot;
+
+	c->gw = &gw;
+	c->req = req;
+	c->refs = 1;
+	uv_timer_init(gw.loop, &c->timer);
+	c->timer.data = c;
+	slot = h2o_mem_alloc_shared(&req->pool, sizeof(*slot), call_dispose);
+	*slot = c;
+	return c;
+}
+
+/* Answers the call once, if its client is still there. */
+void
+call_json(struct call *c, int status, json_t *o)
+{
+	if (c->req == NULL || c->answered) {
+		json_decref(o);
+		return;
+	}
+	c->answered = true;
+	send_json(c->req, status, o);
+}
+
+void
+call_error(struct call *c, int status, const char *code, const char *msg)
+{
+	call_json(c, status, jobjson_error(code, msg));
+}
+
+/*
+ * Sends argv for c; cb gets c back. Takes a reference for the reply (hiredis
+ * calls cb with a NULL reply when the connection drops). Returns false,
+ * having answered 503, when Redis is not connected.
+ */
+bool
+call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
+    const size_t *lens)
+{
+	if (gw.rc == NULL || redisAsyncCommandArgv(gw.rc, cb, c, argc, argv,
+	    lens) != REDIS_OK) {
+		call_error(c, 503, "unavailable", "the gateway cannot reach Redis");
+		return false;
+	}
+	c->refs++;
+	return true;
+}
+

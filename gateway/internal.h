@@ -1,0 +1,81 @@
+/*
+ * internal.h - what server.c shares with stream.c: the gateway's one
+ * instance, the per-request struct call and its helpers. Not an API.
+ */
+#ifndef SANDQ_GATEWAY_INTERNAL_H
+#define SANDQ_GATEWAY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <h2o.h>
+#include <hiredis/async.h>
+#include <jansson.h>
+#include <uv.h>
+
+#include "../proto/job.h"
+#include "../proto/url.h"
+
+#define STREAM_ID_MAX 41	/* "MS-SEQ": two 20-digit numbers and '-' */
+
+struct gw {
+	uv_loop_t *loop;
+	struct redis_url url;
+	char prefix[128];
+	redisAsyncContext *rc;		/* NULL while disconnected */
+	uv_timer_t reconnect;
+	bool down_logged;		/* the failure to reconnect is logged once */
+	h2o_globalconf_t config;
+	h2o_context_t ctx;
+	h2o_accept_ctx_t accept;
+	uv_tcp_t listener;
+	size_t max_body;
+	size_t max_streams;		/* open SSE streams at most */
+};
+
+enum route {
+	R_SUBMIT,
+	R_GET,
+	R_EVENTS,	/* GET /v1/jobs/ID/events (stream.c) */
+	R_CANCEL,	/* POST /v1/jobs/ID/cancel (stream.c) */
+};
+
+/* One request, possibly outliving its h2o_req_t (see DESIGN). */
+struct call {
+	struct gw *gw;
+	h2o_req_t *req;		/* NULL once h2o has freed the request */
+	int refs;
+	bool answered;
+	uv_timer_t timer;	/* long polls */
+	enum route route;
+	char tenant[JOB_TENANT_MAX + 1];
+	char id[JOB_ID_MAX + 1];
+	uint64_t deadline;	/* loop ms: when a long poll answers 404 */
+	uint64_t delay;		/* ms before the next poll */
+	char from[STREAM_ID_MAX + 1];	/* events: resume after this entry id */
+};
+
+extern struct gw gw;
+
+/* Sends o (taken) as the JSON body of status; a {"error"} body. */
+void send_json(h2o_req_t *req, int status, json_t *o);
+void send_error(h2o_req_t *req, int status, const char *code, const char *msg);
+/* A call for req, one reference held by the request (freed with it). */
+struct call *call_new(h2o_req_t *req);
+/* Drops a reference; the last one frees the call. */
+void call_unref(struct call *c);
+/* Answers the call once with o (taken), if its client is still there. */
+void call_json(struct call *c, int status, json_t *o);
+void call_error(struct call *c, int status, const char *code, const char *msg);
+/* Sends argv on the shared connection; cb gets c (a reference taken). */
+bool call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
+    const size_t *lens);
+
+/* stream.c: the routes after authentication, and the reader's start. */
+void stream_events(struct call *c);
+void stream_cancel(struct call *c);
+void stream_init(void);
+/* stream.c: "from" of ?from=ID or Last-Event-ID, checked; false if bad. */
+bool stream_from(h2o_req_t *req, char *out, size_t outlen);
+
+#endif

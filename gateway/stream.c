@@ -1,0 +1,840 @@
+/*
+ * stream.c - a job's live output as Server-Sent Events
+ * (GET /v1/jobs/ID/events) and its cancellation (POST /v1/jobs/ID/cancel),
+ * both after server.c has authenticated the request as one tenant.
+ *
+ * DESIGN: the output stream PREFIX:{T}:out:ID (docs/protocol.md "Live
+ * output") is read with XREAD BLOCK, which holds its connection; so every
+ * open event stream is read by ONE reader connection of its own (not the
+ * shared one, which must keep answering), issuing one
+ * `XREAD COUNT 16 BLOCK 1000 STREAMS k1..kn id1..idn` over all the streams
+ * being watched at once. Its reply is dealt out to the watchers, and it is
+ * issued again at once. A stream that joins while the XREAD is blocked
+ * wakes it with `CLIENT UNBLOCK` (its client id asked with CLIENT ID on
+ * connect) sent on the shared connection, so it is read within a round
+ * trip; the 1 s BLOCK bounds that wait if UNBLOCK is refused. Watchers of
+ * the same key are read once, from the lowest position among them; each
+ * takes the entries after its own. A watcher whose client reads slowly
+ * (over SSE_BUF_MAX bytes not yet taken by h2o) is left out of the XREAD
+ * until it drains.
+ *
+ * Which jobs have a stream is decided once, when the route opens, by a
+ * script (open_lua): the output stream exists (stream it); the result
+ * exists without it (404 no_stream: the job was not run with
+ * `stream: true`, or its output expired); the job waits in the tenant's
+ * jobs stream (stream it if it has `stream: true`, else 404 no_stream);
+ * else 404 not_found. A stream ends at its `eof` entry (event `end`, its
+ * status), or, for a watched job that never publishes one (refused before
+ * it ran), when its result appears: a watcher idle for 2 s GETs the result
+ * on the shared connection, and once it exists, the first XREAD after that
+ * which brings nothing more for it ends it with the result's status.
+ *
+ * h2o's generator API sends: a watcher keeps what it has not handed to
+ * h2o in `out` and what h2o is sending in `fly` (h2o does not copy), and
+ * hands the next piece on proceed(). A watcher that sent nothing for 15 s
+ * sends a `: keepalive` comment: h2o learns that a client went away only
+ * when a write to it fails. The request's pool dispose frees the
+ * watcher's HTTP side when the client goes; the watcher is
+ * reference-counted against replies of the shared connection still in
+ * flight.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+#include <openssl/evp.h>
+
+#include "../common/log.h"
+#include "../common/xmalloc.h"
+#include "../proto/keys.h"
+#include "../proto/result.h"
+#include "../queue/cancel.h"
+#include "../queue/uvredis.h"
+#include "internal.h"
+#include "jobjson.h"
+
+#define SSE_BUF_MAX (1024 * 1024)	/* unsent bytes before a watcher is paused */
+#define SSE_BLOCK_MS "1000"		/* the reader's XREAD BLOCK */
+#define SSE_COUNT "16"			/* entries per stream per XREAD (<= 1 MiB) */
+#define SSE_IDLE_CHECK_MS 2000		/* idle this long: is there a result? */
+#define SSE_KEEPALIVE_MS 15000		/* nothing sent this long: a comment */
+
+struct sse {
+	h2o_generator_t gen;	/* first: h2o hands it back to proceed/stop */
+	h2o_req_t *req;		/* NULL once the client is gone */
+	struct sse *next, *prev;	/* the watch list, while watching */
+	bool watching;
+	int refs;		/* the request, and each shared-connection reply */
+	char key[KEY_MAX];	/* PREFIX:{T}:out:ID */
+	char res[KEY_MAX];	/* PREFIX:{T}:res:ID */
+	char last[STREAM_ID_MAX + 1];	/* last entry id taken */
+	char *out, *fly;	/* not yet handed to h2o; being sent */
+	size_t outlen, outcap, flycap;
+	bool sending;		/* h2o holds fly until proceed */
+	bool ending;		/* the end event is in out */
+	bool final_sent;
+	bool checking;		/* a result GET is in flight */
+	char result_status[24];	/* the result's status once it exists, else "" */
+	uint64_t result_gen;	/* reader generation when the result was seen */
+	uint64_t active;	/* loop ms of the last entry or check */
+	uint64_t sent;		/* loop ms of the last bytes handed to h2o */
+};
+
+static struct {
+	redisAsyncContext *rc;	/* the reader; NULL while disconnected */
+	bool up;		/* connected and its CLIENT ID known */
+	long long client_id;
+	bool pending;		/* an XREAD is in flight */
+	bool blocked_kicked;	/* CLIENT UNBLOCK sent for the pending XREAD */
+	uint64_t gen;		/* XREADs issued */
+	uv_timer_t reconnect;
+	uv_timer_t retry;	/* after an XREAD error, the next one in 500 ms */
+	bool down_logged;
+	struct sse *head;
+	size_t open;		/* watchers whose client is there */
+} rd;
+
+static void reader_issue(void);
+static void reader_kick(void);
+static void sse_flush(struct sse *s);
+
+/*** Stream entry ids ***/
+
+/* "MS-SEQ" (or "MS") as two numbers; false if it is not one. */
+static bool
+sid_parse(const char *s, size_t len, uint64_t *ms, uint64_t *seq)
+{
+	size_t i = 0;
+	int part = 0;
+
+	*ms = *seq = 0;
+	if (len == 0 || len > STREAM_ID_MAX)
+		return false;
+	for (; i < len; i++) {
+		uint64_t *v = part ? seq : ms;
+
+		if (s[i] == '-' && part == 0 && i > 0) {
+			part = 1;
+			continue;
+		}
+		if (s[i] < '0' || s[i] > '9' || *v > (UINT64_MAX - 9) / 10)
+			return false;
+		*v = *v * 10 + (uint64_t)(s[i] - '0');
+	}
+	return s[len - 1] != '-';
+}
+
+/* a < b as stream ids (both already valid). */
+static bool
+sid_less(const char *a, const char *b)
+{
+	uint64_t am, as, bm, bs;
+
+	sid_parse(a, strlen(a), &am, &as);
+	sid_parse(b, strlen(b), &bm, &bs);
+	return am < bm || (am == bm && as < bs);
+}
+
+bool
+stream_from(h2o_req_t *req, char *out, size_t outlen)
+{
+	uint64_t ms, seq;
+	ssize_t h;
+	const char *v = NULL;
+	size_t vlen = 0;
+
+	snprintf(out, outlen, "0-0");
+	if (req->query_at != SIZE_MAX) {
+		const char *q = req->path.base + req->query_at + 1;
+		size_t qlen = req->path.len - req->query_at - 1;
+
+		if (qlen < 6 || memcmp(q, "from=", 5) != 0)
+			return false;
+		v = q + 5;
+		vlen = qlen - 5;
+	} else if ((h = h2o_find_header_by_str(&req->headers,
+	    H2O_STRLIT("last-event-id"), -1)) >= 0) {
+		v = req->headers.entries[h].value.base;
+		vlen = req->headers.entries[h].value.len;
+	}
+	if (v == NULL)
+		return true;
+	if (!sid_parse(v, vlen, &ms, &seq))
+		return false;
+	snprintf(out, outlen, "%" PRIu64 "-%" PRIu64, ms, seq);
+	return true;
+}
+
+/*** Watchers: the HTTP side ***/
+
+static void
+sse_unref(struct sse *s)
+{
+	if (--s->refs > 0)
+		return;
+	free(s->out);
+	free(s->fly);
+	free(s);
+}
+
+static void
+sse_unwatch(struct sse *s)
+{
+	if (!s->watching)
+		return;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		rd.head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	s->watching = false;
+}
+
+/* Appends an SSE event: optional id, the event name, one data line. */
+static void
+sse_event(struct sse *s, const char *id, const char *event, json_t *data)
+{
+	char *d = json_dumps(data, JSON_COMPACT);
+	size_t need;
+
+	json_decref(data);
+	if (d == NULL)
+		d = xstrdup("{}");
+	need = strlen(d) + strlen(event) + (id ? strlen(id) : 0) + 32;
+	if (s->outlen + need > s->outcap) {
+		s->outcap = (s->outlen + need) * 2;
+		s->out = xreallocarray(s->out, s->outcap, 1);
+	}
+	s->outlen += (size_t)snprintf(s->out + s->outlen, s->outcap - s->outlen,
+	    "%s%s%sevent: %s\ndata: %s\n\n", id ? "id: " : "", id ? id : "",
+	    id ? "\n" : "", event, d);
+	free(d);
+}
+
+/* The end event; the watcher stops being read. */
+static void
+sse_end(struct sse *s, const char *id, const char *status)
+{
+	if (s->ending)
+		return;
+	sse_event(s, id, "end", json_pack("{s:s}", "status", status));
+	s->ending = true;
+	sse_unwatch(s);
+	sse_flush(s);		/* or on proceed, if h2o still holds a piece */
+}
+
+/* Hands what is waiting to h2o, unless h2o still holds the last piece. */
+static void
+sse_flush(struct sse *s)
+{
+	h2o_iovec_t v;
+	char *t;
+	size_t tc;
+
+	if (s->req == NULL || s->sending || s->final_sent)
+		return;
+	if (s->outlen == 0 && !s->ending)
+		return;
+	t = s->fly;
+	tc = s->flycap;
+	s->fly = s->out;
+	s->flycap = s->outcap;
+	s->out = t;
+	s->outcap = tc;
+	v = h2o_iovec_init(s->fly, s->outlen);
+	s->outlen = 0;
+	s->sent = uv_now(gw.loop);
+	s->sending = true;
+	if (s->ending)
+		s->final_sent = true;
+	h2o_send(s->req, &v, 1, s->ending ? H2O_SEND_STATE_FINAL :
+	    H2O_SEND_STATE_IN_PROGRESS);
+}
+
+static void
+sse_proceed(h2o_generator_t *g, h2o_req_t *req)
+{
+	struct sse *s = (struct sse *)g;
+	bool was_full = s->outlen >= SSE_BUF_MAX;
+
+	(void)req;
+	s->sending = false;
+	sse_flush(s);
+	if (was_full && s->outlen < SSE_BUF_MAX && s->watching)
+		reader_kick();
+}
+
+static void
+sse_stop(h2o_generator_t *g, h2o_req_t *req)
+{
+	(void)g;
+	(void)req;	/* the pool's dispose (sse_dispose) does the freeing */
+}
+
+/* h2o frees the request: the watcher forgets its client. */
+static void
+sse_dispose(void *p)
+{
+	struct sse *s = *(struct sse **)p;
+
+	s->req = NULL;
+	sse_unwatch(s);
+	rd.open--;
+	sse_unref(s);
+}
+
+/* Starts the 200 text/event-stream response for c and watches key. */
+static void
+sse_start(struct call *c)
+{
+	h2o_req_t *req = c->req;
+	struct sse *s = xcalloc(1, sizeof(*s));
+	struct sse **slot;
+	static const char hello[] = ": sandq events\n\n";
+
+	c->answered = true;
+	s->gen.proceed = sse_proceed;
+	s->gen.stop = sse_stop;
+	s->req = req;
+	s->refs = 1;
+	if (key_out(s->key, gw.prefix, c->tenant, c->id) < 0 ||
+	    key_res(s->res, gw.prefix, c->tenant, c->id) < 0)
+		abort();	/* checked by the caller */
+	snprintf(s->last, sizeof(s->last), "%s", c->from);
+	s->active = s->sent = uv_now(gw.loop);
+	slot = h2o_mem_alloc_shared(&req->pool, sizeof(*slot), sse_dispose);
+	*slot = s;
+	rd.open++;
+	req->res.status = 200;
+	req->res.reason = "OK";
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+	    H2O_STRLIT("text/event-stream"));
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+	    H2O_STRLIT("no-cache"));
+	h2o_start_response(req, &s->gen);
+	s->out = xmalloc(sizeof(hello));
+	s->outcap = sizeof(hello);
+	memcpy(s->out, hello, sizeof(hello) - 1);
+	s->outlen = sizeof(hello) - 1;
+	s->next = rd.head;
+	if (rd.head)
+		rd.head->prev = s;
+	rd.head = s;
+	s->watching = true;
+	sse_flush(s);
+	reader_kick();
+}
+
+/*** The reader connection ***/
+
+/* One entry [id, [f, v, ...]] for s, if it is after s->last. */
+static void
+take_entry(struct sse *s, const redisReply *e)
+{
+	const redisReply *id, *f;
+	const char *fd = NULL, *eof = NULL, *status = "";
+	const redisReply *data = NULL;
+	json_t *o, *str;
+
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
+		return;
+	id = e->element[0];
+	f = e->element[1];
+	if (id->type != REDIS_REPLY_STRING || id->len > STREAM_ID_MAX ||
+	    f->type != REDIS_REPLY_ARRAY || !sid_less(s->last, id->str))
+		return;
+	snprintf(s->last, sizeof(s->last), "%s", id->str);
+	s->active = uv_now(gw.loop);
+	for (size_t i = 0; i + 1 < f->elements; i += 2) {
+		const redisReply *k = f->element[i], *v = f->element[i + 1];
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		if (strcmp(k->str, "fd") == 0)
+			fd = v->str;
+		else if (strcmp(k->str, "data") == 0)
+			data = v;
+		else if (strcmp(k->str, "eof") == 0)
+			eof = v->str;
+		else if (strcmp(k->str, "status") == 0)
+			status = v->str;
+	}
+	if (eof != NULL) {
+		sse_end(s, id->str, status[0] ? status : "unknown");
+		return;
+	}
+	if (fd == NULL || data == NULL)
+		return;
+	o = json_object();
+	if ((str = json_stringn(data->str, data->len)) != NULL) {
+		json_object_set_new(o, "data", str);	/* UTF-8 */
+	} else {
+		char *b64 = xmalloc(4 * ((data->len + 2) / 3) + 1);
+
+		EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)data->str,
+		    (int)data->len);
+		json_object_set_new(o, "data_b64", json_string(b64));
+		free(b64);
+	}
+	sse_event(s, id->str, strcmp(fd, "1") == 0 ? "stdout" : strcmp(fd, "2") == 0 ?
+	    "stderr" : "progress", o);
+}
+
+static void
+result_status_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct sse *s = priv;
+	redisReply *reply = r;
+	struct result *res = NULL;
+	struct err e = { 0 };
+
+	(void)ac;
+	s->checking = false;
+	s->active = uv_now(gw.loop);
+	if (s->req != NULL && s->watching && reply && reply->type == REDIS_REPLY_STRING) {
+		if (payload_result_decode(reply->str, reply->len, &res, &e) < 0) {
+			snprintf(s->result_status, sizeof(s->result_status), "unknown");
+		} else {
+			snprintf(s->result_status, sizeof(s->result_status), "%s",
+			    res_status_name(res->status));
+			result_free(res);
+		}
+		s->result_gen = rd.gen;
+		reader_kick();
+	}
+	sse_unref(s);
+}
+
+/*
+ * Watchers idle for SSE_IDLE_CHECK_MS ask whether their job has a result;
+ * those that sent nothing for SSE_KEEPALIVE_MS send a comment, which is
+ * also how a client that went away silently is noticed (h2o learns it
+ * when a write fails).
+ */
+static void
+check_idle(void)
+{
+	static const char ka[] = ": keepalive\n\n";
+	uint64_t now = uv_now(gw.loop);
+
+	for (struct sse *s = rd.head, *next; s; s = next) {
+		const char *argv[2] = { "GET", s->res };
+		size_t lens[2] = { 3, strlen(s->res) };
+
+		next = s->next;
+		if (now - s->sent >= SSE_KEEPALIVE_MS && !s->sending && s->outlen == 0) {
+			if (s->outcap < sizeof(ka))
+				s->out = xreallocarray(s->out, s->outcap = sizeof(ka), 1);
+			memcpy(s->out, ka, sizeof(ka) - 1);
+			s->outlen = sizeof(ka) - 1;
+			s->refs++;
+			sse_flush(s);
+			if (s->refs == 1 || s->req == NULL) {
+				sse_unref(s);	/* its client went away on this write */
+				continue;
+			}
+			s->refs--;
+		}
+		if (s->checking || s->result_status[0] || now - s->active < SSE_IDLE_CHECK_MS ||
+		    gw.rc == NULL)
+			continue;
+		if (redisAsyncCommandArgv(gw.rc, result_status_cb, s, 2, argv, lens) == REDIS_OK) {
+			s->checking = true;
+			s->refs++;
+		}
+	}
+}
+
+static void
+retry_cb(uv_timer_t *t)
+{
+	(void)t;
+	reader_issue();
+}
+
+static void
+xread_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	redisReply *reply = r;
+	uint64_t gen = (uint64_t)(uintptr_t)priv;
+	struct sse *s, *next;
+
+	(void)ac;
+	rd.pending = false;
+	rd.blocked_kicked = false;
+	if (reply == NULL)
+		return;		/* disconnected: reader_disconnect() takes over */
+	if (reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("events: XREAD refused: %s (again in 500 ms)", reply->str);
+		uv_timer_start(&rd.retry, retry_cb, 500, 0);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ARRAY) {
+		for (size_t i = 0; i < reply->elements; i++) {
+			const redisReply *ks = reply->element[i], *k, *es;
+
+			if (ks->type != REDIS_REPLY_ARRAY || ks->elements != 2)
+				continue;
+			k = ks->element[0];
+			es = ks->element[1];
+			if (k->type != REDIS_REPLY_STRING || es->type != REDIS_REPLY_ARRAY)
+				continue;
+			for (s = rd.head; s; s = next) {
+				next = s->next;
+				if (strcmp(s->key, k->str) != 0)
+					continue;
+				s->result_gen = s->result_status[0] ? gen : s->result_gen;
+				s->refs++;	/* held while h2o may answer */
+				for (size_t j = 0; j < es->elements && !s->ending; j++)
+					take_entry(s, es->element[j]);
+				sse_unref(s);
+			}
+		}
+	}
+	/*
+	 * A watcher whose result was seen before this XREAD was issued, and
+	 * which it brought nothing for, has had all its output: it ends.
+	 */
+	for (s = rd.head; s; s = next) {
+		next = s->next;
+		s->refs++;
+		if (s->result_status[0] && s->result_gen < gen)
+			sse_end(s, NULL, s->result_status);
+		else
+			sse_flush(s);
+		sse_unref(s);
+	}
+	check_idle();
+	reader_issue();
+}
+
+/*
+ * Sends one XREAD over every watched key (each once, from the lowest
+ * position among its watchers), unless one is in flight.
+ */
+static void
+reader_issue(void)
+{
+	const char **argv;
+	size_t *lens, n = 0, keys = 0, cap;
+	struct sse *s, *t;
+
+	if (!rd.up || rd.pending || rd.head == NULL ||
+	    uv_is_active((uv_handle_t *)&rd.retry))
+		return;
+	for (s = rd.head; s; s = s->next)
+		n++;
+	cap = 6 + 2 * n;
+	argv = xcalloc(cap, sizeof(*argv));
+	lens = xcalloc(cap, sizeof(*lens));
+	argv[0] = "XREAD";
+	argv[1] = "COUNT";
+	argv[2] = SSE_COUNT;
+	argv[3] = "BLOCK";
+	argv[4] = SSE_BLOCK_MS;
+	argv[5] = "STREAMS";
+	for (s = rd.head; s; s = s->next) {
+		const char *from = s->last;
+		bool dup = false;
+
+		if (s->outlen >= SSE_BUF_MAX)
+			continue;	/* paused until its client reads */
+		for (t = rd.head; t != s; t = t->next)
+			if (t->outlen < SSE_BUF_MAX && strcmp(t->key, s->key) == 0)
+				dup = true;
+		if (dup)
+			continue;
+		for (t = s->next; t; t = t->next)
+			if (t->outlen < SSE_BUF_MAX && strcmp(t->key, s->key) == 0 &&
+			    sid_less(t->last, from))
+				from = t->last;
+		argv[6 + keys] = s->key;
+		argv[6 + n + keys] = from;	/* ids after all keys: compacted below */
+		keys++;
+	}
+	if (keys == 0)
+		goto out;
+	memmove(&argv[6 + keys], &argv[6 + n], keys * sizeof(*argv));
+	for (size_t i = 0; i < 6 + 2 * keys; i++)
+		lens[i] = strlen(argv[i]);
+	rd.gen++;
+	if (redisAsyncCommandArgv(rd.rc, xread_cb, (void *)(uintptr_t)rd.gen,
+	    (int)(6 + 2 * keys), argv, lens) == REDIS_OK)
+		rd.pending = true;
+out:
+	free(argv);
+	free(lens);
+}
+
+/* The watched set changed: wake a blocked XREAD, or issue one. */
+static void
+reader_kick(void)
+{
+	char id[24];
+	const char *argv[3] = { "CLIENT", "UNBLOCK", id };
+	size_t lens[3];
+
+	if (!rd.pending) {
+		reader_issue();
+		return;
+	}
+	if (rd.blocked_kicked || gw.rc == NULL || rd.client_id <= 0)
+		return;		/* the BLOCK timeout bounds the wait */
+	snprintf(id, sizeof(id), "%lld", rd.client_id);
+	lens[0] = 6;
+	lens[1] = 7;
+	lens[2] = strlen(id);
+	if (redisAsyncCommandArgv(gw.rc, NULL, NULL, 3, argv, lens) == REDIS_OK)
+		rd.blocked_kicked = true;
+}
+
+static void reader_connect(void);
+
+static void
+reader_reconnect_cb(uv_timer_t *t)
+{
+	(void)t;
+	reader_connect();
+}
+
+static void
+reader_down(const char *why)
+{
+	if (!rd.down_logged)
+		log_warnx("events: the reader connection is down: %s "
+		    "(retrying every 500 ms)", why);
+	rd.down_logged = true;
+	rd.rc = NULL;
+	rd.up = false;
+	rd.pending = false;
+	rd.client_id = 0;
+	uv_timer_start(&rd.reconnect, reader_reconnect_cb, 500, 0);
+}
+
+static void
+reader_on_connect(const redisAsyncContext *ac, int status)
+{
+	if (status != REDIS_OK)
+		reader_down(ac->errstr);
+}
+
+static void
+reader_on_disconnect(const redisAsyncContext *ac, int status)
+{
+	(void)status;
+	reader_down(ac->errstr);
+}
+
+static void
+reader_auth_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	redisReply *reply = r;
+
+	(void)priv;
+	if (reply && reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("events: AUTH or SELECT refused: %s", reply->str);
+		redisAsyncDisconnect(ac);
+	}
+}
+
+static void
+reader_id_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	redisReply *reply = r;
+
+	(void)ac;
+	(void)priv;
+	if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
+		return;
+	rd.client_id = reply->integer;
+	rd.up = true;
+	rd.down_logged = false;
+	reader_issue();
+}
+
+/* Opens the reader connection, with the same credentials as the shared one. */
+static void
+reader_connect(void)
+{
+	redisAsyncContext *ac;
+
+	if (gw.url.path[0])
+		ac = redisAsyncConnectUnix(gw.url.path);
+	else
+		ac = redisAsyncConnect(gw.url.host, gw.url.port);
+	if (ac == NULL || ac->err || uvredis_attach(ac, gw.loop) != REDIS_OK) {
+		if (ac)
+			redisAsyncFree(ac);
+		reader_down(ac ? "cannot connect" : "no memory");	/* ac: only its nullness */
+		return;
+	}
+	redisAsyncSetConnectCallback(ac, reader_on_connect);
+	redisAsyncSetDisconnectCallback(ac, reader_on_disconnect);
+	if (gw.url.pass[0] && gw.url.user[0])
+		redisAsyncCommand(ac, reader_auth_cb, NULL, "AUTH %s %s", gw.url.user,
+		    gw.url.pass);
+	else if (gw.url.pass[0])
+		redisAsyncCommand(ac, reader_auth_cb, NULL, "AUTH %s", gw.url.pass);
+	if (gw.url.db)
+		redisAsyncCommand(ac, reader_auth_cb, NULL, "SELECT %d", gw.url.db);
+	redisAsyncCommand(ac, reader_id_cb, NULL, "CLIENT ID");
+	rd.rc = ac;
+}
+
+void
+stream_init(void)
+{
+	uv_timer_init(gw.loop, &rd.reconnect);
+	uv_timer_init(gw.loop, &rd.retry);
+	reader_connect();
+}
+
+/*** Routes ***/
+
+/*
+ * KEYS: out, res, jobs; ARGV: the job id. 1: the output stream exists;
+ * 2: a result and no stream; 3: the job waits in the jobs stream with
+ * `stream: true`; 4: it waits there without; 0: no trace of it. The jobs
+ * stream is searched as the cancel script does (queue/cancel.c).
+ */
+static const char open_lua[] =
+"if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end\n"
+"if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end\n"
+"local start = '-'\n"
+"while true do\n"
+"  local batch = redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', 1000)\n"
+"  if #batch == 0 then return 0 end\n"
+"  for _, e in ipairs(batch) do\n"
+"    local f = e[2]\n"
+"    for i = 1, #f, 2 do\n"
+"      if f[i] == 'job' and string.find(f[i + 1], ARGV[1], 1, true) then\n"
+"        local ok, job = pcall(cmsgpack.unpack, f[i + 1])\n"
+"        if ok and type(job) == 'table' and job['id'] == ARGV[1] then\n"
+"          if job['stream'] == true then return 3 end\n"
+"          return 4\n"
+"        end\n"
+"      end\n"
+"    end\n"
+"  end\n"
+"  start = '(' .. batch[#batch][1]\n"
+"end\n";
+
+static void
+open_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct call *c = priv;
+	redisReply *reply = r;
+
+	(void)ac;
+	if (c->req == NULL)
+		goto out;
+	if (reply == NULL || reply->type != REDIS_REPLY_INTEGER) {
+		if (reply && reply->type == REDIS_REPLY_ERROR)
+			log_warnx("events: the open script failed: %s", reply->str);
+		call_error(c, 503, "unavailable", "Redis did not answer");
+		goto out;
+	}
+	switch (reply->integer) {
+	case 1:
+	case 3:
+		if (rd.open >= gw.max_streams) {
+			call_error(c, 503, "too_many_streams", "this gateway has "
+			    "--max-streams event streams open");
+			break;
+		}
+		sse_start(c);
+		break;
+	case 2:
+	case 4:
+		call_error(c, 404, "no_stream", "the job was not submitted with "
+		    "stream: true (or its output expired); GET /v1/jobs/ID has its result");
+		break;
+	default:
+		call_error(c, 404, "not_found", "no job of this tenant has this id");
+		break;
+	}
+out:
+	call_unref(c);
+}
+
+void
+stream_events(struct call *c)
+{
+	char out[KEY_MAX], res[KEY_MAX], jobs[KEY_MAX];
+	const char *argv[7];
+	size_t lens[7];
+
+	if (rd.open >= gw.max_streams) {
+		call_error(c, 503, "too_many_streams", "this gateway has --max-streams "
+		    "event streams open");
+		return;
+	}
+	if (key_out(out, gw.prefix, c->tenant, c->id) < 0 ||
+	    key_res(res, gw.prefix, c->tenant, c->id) < 0 ||
+	    key_jobs(jobs, gw.prefix, c->tenant) < 0) {
+		call_error(c, 500, "internal", "the prefix is too long");
+		return;
+	}
+	argv[0] = "EVAL";
+	argv[1] = open_lua;
+	argv[2] = "3";
+	argv[3] = out;
+	argv[4] = res;
+	argv[5] = jobs;
+	argv[6] = c->id;
+	for (int i = 0; i < 7; i++)
+		lens[i] = strlen(argv[i]);
+	call_redis(c, open_cb, 7, argv, lens);
+}
+
+static void
+cancel_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct call *c = priv;
+	char host[128];
+
+	(void)ac;
+	switch (queue_cancel_outcome(r, false, host, sizeof(host))) {
+	case QCANCEL_CANCELLED:
+		call_json(c, 202, json_pack("{s:s, s:s}", "id", c->id, "cancel",
+		    "cancelled"));
+		break;
+	case QCANCEL_CANCELLING:
+	case QCANCEL_HELD:
+		call_json(c, 202, json_pack("{s:s, s:s}", "id", c->id, "cancel",
+		    "requested"));
+		break;
+	case QCANCEL_FINISHED:
+		call_error(c, 409, "finished", "the job has a result already");
+		break;
+	case QCANCEL_UNKNOWN:
+		call_error(c, 404, "not_found", "no job of this tenant has this id");
+		break;
+	default:
+		if (r && ((redisReply *)r)->type == REDIS_REPLY_ERROR)
+			log_warnx("cancel: the script failed: %s", ((redisReply *)r)->str);
+		call_error(c, 503, "unavailable", "Redis did not run the cancel script");
+		break;
+	}
+	call_unref(c);
+}
+
+void
+stream_cancel(struct call *c)
+{
+	struct queue_cancel_args a;
+	struct err e = { 0 };
+
+	if (queue_cancel_args(&a, gw.prefix, c->tenant, c->id, "the gateway", false,
+	    &e) < 0) {
+		call_error(c, 500, "internal", e.msg);
+		return;
+	}
+	call_redis(c, cancel_cb, 12, a.argv, a.lens);	/* hiredis copies */
+	queue_cancel_args_free(&a);
+}
