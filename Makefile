@@ -113,7 +113,7 @@ IMAGES_BUILD_SRCS := images/pack.c images/tarkind.c images/aptsrc.c images/debia
 CLIENT_SRCS := libsandq/libsandq.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
-CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
+CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c cli/cli_dead.c cli/cancel.c queue/cancel.c \
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
@@ -139,7 +139,7 @@ LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/stream.c gateway/jobjson.c queue/token.c queue/cancel.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/stream.c gateway/jobjson.c proto/mpjson.c queue/token.c queue/cancel.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
@@ -190,6 +190,8 @@ INTEG_TESTS += token_cli
 INTEG_TESTS += gateway
 # sandq-gateway's live output (SSE) and cancel route (issue 17).
 INTEG_TESTS += gateway_stream
+# sandboxes, files and kv over sandq-gateway (issue 17).
+INTEG_TESTS += gateway_sandbox
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -273,6 +275,9 @@ $(B)/tests/gateway_test: $(B)/tests/gateway_test.o $(B)/tests/harness.o $(call o
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # gateway_stream_test: the gateway's events and cancel routes, like gateway_test.
 $(B)/tests/gateway_stream_test: $(B)/tests/gateway_stream_test.o $(B)/tests/harness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
+# gateway_sandbox_test: the gateway's sandbox ops and routes, like gateway_test.
+$(B)/tests/gateway_sandbox_test: $(B)/tests/gateway_sandbox_test.o $(B)/tests/harness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))

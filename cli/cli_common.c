@@ -23,11 +23,11 @@
 
 #include "../common/err.h"
 #include "../common/xmalloc.h"
+#include "../proto/mpjson.h"
 #include "../workspace/perms.h"
 #include "cli_common.h"
 
 #define SECONDS_MAX 1000000000ull	/* bound of any SECONDS option */
-#define B64_CHUNK (3u * 1024u * 1024u)	/* a multiple of 3: chunks concatenate */
 
 /*** Connection ***/
 
@@ -183,19 +183,7 @@ cli_read_input(const char *path, bool dash_is_stdin, size_t max, uint8_t **out,
 char *
 cli_base64(const uint8_t *p, size_t n)
 {
-	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
-	char *o = out;
-
-	/* EVP_EncodeBlock takes an int; whole 3-byte chunks concatenate. */
-	while (n > 0) {
-		size_t chunk = n > B64_CHUNK ? B64_CHUNK : n;
-
-		o += EVP_EncodeBlock((unsigned char *)o, p, (int)chunk);
-		p += chunk;
-		n -= chunk;
-	}
-	*o = '\0';
-	return out;
+	return mpjson_base64(p, n);
 }
 
 /* Sets name to the bytes as a string if they are UTF-8, else name_b64. */
@@ -291,76 +279,6 @@ cli_result_json(const struct sandq_result *r)
 	return o;
 }
 
-/*
- * Converts one msgpack object to JSON: bin and ext as base64 strings, a
- * str that is not UTF-8 as base64 too, map keys that are not strings as
- * their JSON text. Integers past INT64_MAX become reals. Depth is bounded
- * by the decoder (payload_scan's PAYLOAD_MAX_DEPTH on results).
- */
-static json_t *
-mp_to_json(const msgpack_object *o)
-{
-	json_t *j;
-	char *b64;
-
-	switch (o->type) {
-	case MSGPACK_OBJECT_NIL:
-		return json_null();
-	case MSGPACK_OBJECT_BOOLEAN:
-		return json_boolean(o->via.boolean);
-	case MSGPACK_OBJECT_POSITIVE_INTEGER:
-		if (o->via.u64 <= INT64_MAX)
-			return json_integer((json_int_t)o->via.u64);
-		return json_real((double)o->via.u64);
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-		return json_integer((json_int_t)o->via.i64);
-	case MSGPACK_OBJECT_FLOAT32:
-	case MSGPACK_OBJECT_FLOAT64:
-		return json_real(o->via.f64);
-	case MSGPACK_OBJECT_STR:
-		if ((j = json_stringn(o->via.str.ptr, o->via.str.size)) != NULL)
-			return j;
-		b64 = cli_base64((const uint8_t *)o->via.str.ptr, o->via.str.size);
-		break;
-	case MSGPACK_OBJECT_BIN:
-		b64 = cli_base64((const uint8_t *)o->via.bin.ptr, o->via.bin.size);
-		break;
-	case MSGPACK_OBJECT_EXT:
-		b64 = cli_base64((const uint8_t *)o->via.ext.ptr, o->via.ext.size);
-		break;
-	case MSGPACK_OBJECT_ARRAY:
-		j = json_array();
-		for (uint32_t i = 0; i < o->via.array.size; i++)
-			json_array_append_new(j, mp_to_json(&o->via.array.ptr[i]));
-		return j;
-	case MSGPACK_OBJECT_MAP:
-		j = json_object();
-		for (uint32_t i = 0; i < o->via.map.size; i++) {
-			const msgpack_object_kv *kv = &o->via.map.ptr[i];
-			json_t *val = mp_to_json(&kv->val);
-
-			if (kv->key.type == MSGPACK_OBJECT_STR &&
-			    json_object_setn_new(j, kv->key.via.str.ptr, kv->key.via.str.size,
-			    val) == 0)
-				continue;
-			{
-				json_t *k = mp_to_json(&kv->key);
-				char *ks = json_dumps(k, JSON_ENCODE_ANY | JSON_COMPACT);
-
-				json_object_set_new(j, ks ? ks : "?", val);
-				free(ks);
-				json_decref(k);
-			}
-		}
-		return j;
-	default:
-		return json_null();
-	}
-	j = json_string(b64);
-	free(b64);
-	return j;
-}
-
 /* The result's data as JSON, or NULL when it has none (or it is garbage). */
 json_t *
 cli_result_data_json(const struct sandq_result *r)
@@ -374,7 +292,7 @@ cli_result_data_json(const struct sandq_result *r)
 	msgpack_unpacked_init(&u);
 	if (msgpack_unpack_next(&u, (const char *)r->data, r->data_len, &off) ==
 	    MSGPACK_UNPACK_SUCCESS)
-		j = mp_to_json(&u.data);
+		j = mpjson_value(&u.data);
 	msgpack_unpacked_destroy(&u);
 	return j;
 }

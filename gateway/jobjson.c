@@ -23,6 +23,7 @@
 #include <openssl/rand.h>
 
 #include "../common/xmalloc.h"
+#include "../proto/mpjson.h"
 #include "jobjson.h"
 
 /* Printable ASCII of s (at most 64 bytes), others as \xHH: for messages. */
@@ -85,7 +86,7 @@ take_u64(json_t *v, const char *name, uint64_t *out, struct gw_fail *f)
 
 /* A base64 text as bytes (OpenSSL's decoder, padding accounted for). */
 static int
-take_b64(json_t *v, const char *name, uint8_t **out, size_t *outlen,
+take_b64(json_t *v, const char *name, size_t max, uint8_t **out, size_t *outlen,
     struct gw_fail *f)
 {
 	const char *s;
@@ -97,9 +98,9 @@ take_b64(json_t *v, const char *name, uint8_t **out, size_t *outlen,
 		return bad_type(f, name, "a base64 string");
 	s = json_string_value(v);
 	n = json_string_length(v);
-	if (n % 4 != 0 || n / 4 * 3 > JOB_STDIN_MAX + 3)
+	if (n % 4 != 0 || n / 4 * 3 > max + 3)
 		return refuse(f, 400, "invalid_job", "field '%s': not base64, or "
-		    "longer than %u bytes", name, JOB_STDIN_MAX);
+		    "longer than %zu bytes", name, max);
 	buf = xmalloc(n / 4 * 3 + 1);
 	if ((got = EVP_DecodeBlock(buf, (const unsigned char *)s, (int)n)) < 0) {
 		free(buf);
@@ -241,6 +242,9 @@ make_id(char **out, struct gw_fail *f)
 	return 0;
 }
 
+static int take_op_field(struct job *j, const char *k, json_t *v,
+    struct gw_fail *f);
+
 /* Sets one top-level field of j from v; refuses an unknown name. */
 static int
 take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
@@ -259,18 +263,16 @@ take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 
 		if (s == NULL)
 			return bad_type(f, "op", "a string");
-		if (strcmp(s, "exec") == 0)
-			j->op = OP_EXEC;
-		else if (strcmp(s, "sh") == 0)
-			j->op = OP_SH;
-		else if (strcmp(s, "python") == 0)
-			j->op = OP_PYTHON;
-		else {
-			esc(e, sizeof(e), s, json_string_length(v));
-			return refuse(f, 400, "unsupported_op", "field 'op': '%s' is not "
-			    "served by this gateway yet (exec, sh, python)", e);
-		}
-		return 0;
+		/* Every op of docs/protocol.md but image.pull (not served yet). */
+		for (int op = OP_NONE + 1; op < OP__COUNT; op++)
+			if (op != OP_IMAGE_PULL && job_op_name((enum job_op)op) != NULL &&
+			    strcmp(s, job_op_name((enum job_op)op)) == 0) {
+				j->op = (enum job_op)op;
+				return 0;
+			}
+		esc(e, sizeof(e), s, json_string_length(v));
+		return refuse(f, 400, "unsupported_op", "field 'op': '%s' is not "
+		    "served by this gateway (docs/gateway.md lists the ops)", e);
 	}
 	if (strcmp(k, "argv") == 0)
 		return take_argv(j, v, f);
@@ -283,7 +285,7 @@ take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 			return refuse(f, 400, "invalid_job", "fields 'stdin' and "
 			    "'stdin_b64': only one of them");
 		if (k[5] == '_')
-			return take_b64(v, "stdin_b64", &j->stdin_data, &j->stdin_len, f);
+			return take_b64(v, "stdin_b64", JOB_STDIN_MAX, &j->stdin_data, &j->stdin_len, f);
 		if (!json_is_string(v))
 			return bad_type(f, "stdin", "a string (stdin_b64 for any bytes)");
 		j->stdin_len = json_string_length(v);
@@ -339,6 +341,62 @@ take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 		return take_str(v, "sandbox", &j->sandbox, f);
 	if (strcmp(k, "perm_preset") == 0)
 		return take_str(v, "perm_preset", &j->perm_preset, f);
+	return take_op_field(j, k, v, f);
+}
+
+/* The operands of the fs.*, kv.* and sandbox.* ops; refuses an unknown name. */
+static int
+take_op_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
+{
+	char e[300];
+
+	if (strcmp(k, "path") == 0)
+		return take_str(v, "path", &j->path, f);
+	if (strcmp(k, "data") == 0 || strcmp(k, "data_b64") == 0) {
+		if (j->data != NULL)
+			return refuse(f, 400, "invalid_job", "fields 'data' and "
+			    "'data_b64': only one of them");
+		if (k[4] == '_')
+			return take_b64(v, "data_b64", JOB_DATA_MAX, &j->data,
+			    &j->data_len, f);
+		if (!json_is_string(v))
+			return bad_type(f, "data", "a string (data_b64 for any bytes)");
+		j->data_len = json_string_length(v);
+		j->data = xmalloc(j->data_len + 1);
+		memcpy(j->data, json_string_value(v), j->data_len);
+		return 0;
+	}
+	if (strcmp(k, "mode") == 0) {
+		uint64_t m;
+
+		if (take_u64(v, "mode", &m, f) < 0)
+			return -EINVAL;
+		if (m > 07777)
+			return bad_type(f, "mode", "0 to 4095 (07777)");
+		j->mode = (uint32_t)m;
+		return 0;
+	}
+	if (strcmp(k, "recursive") == 0) {
+		if (!json_is_boolean(v))
+			return bad_type(f, "recursive", "true or false");
+		j->recursive = json_is_true(v);
+		return 0;
+	}
+	if (strcmp(k, "key") == 0)
+		return take_str(v, "key", &j->key, f);
+	if (strcmp(k, "value") == 0)
+		return take_str(v, "value", &j->value, f);
+	if (strcmp(k, "prefix") == 0)
+		return take_str(v, "prefix", &j->prefix, f);
+	if (strcmp(k, "to") == 0)
+		return take_str(v, "to", &j->to, f);
+	if (strcmp(k, "snapshot_b64") == 0)
+		return take_b64(v, "snapshot_b64", JOB_SNAPSHOT_MAX, &j->snapshot,
+		    &j->snapshot_len, f);
+	if (strcmp(k, "workdir") == 0)
+		return take_str(v, "workdir", &j->workdir, f);
+	if (strcmp(k, "from_image_dir") == 0)
+		return take_str(v, "from_image_dir", &j->from_image_dir, f);
 	esc(e, sizeof(e), k, strlen(k));
 	return refuse(f, 400, "unknown_field", "field '%s': unknown (docs/gateway.md "
 	    "lists the fields this gateway takes)", e);
@@ -379,9 +437,12 @@ jobjson_job(const char *body, size_t len, struct job **out, struct gw_fail *f)
 		refuse(f, 400, "invalid_job", "field 'op': required");
 		goto out_job;
 	}
-	/* docs/protocol.md: persist defaults to true when a sandbox is named. */
-	if (!persist_given && j->sandbox != NULL)
+	/* docs/protocol.md: a run's persist defaults to true on a sandbox. */
+	if (!persist_given && j->sandbox != NULL && JOB_OP_RUNS(j->op))
 		j->persist = true;
+	/* ... and fs.write's mode to 0644 (the encoder writes it always). */
+	if (j->op == OP_FS_WRITE && json_object_get(root, "mode") == NULL)
+		j->mode = 0644;
 	if (j->id == NULL && make_id(&j->id, f) < 0)
 		goto out_job;
 	if (payload_job_encode(j, &buf, &buflen) < 0) {
@@ -425,6 +486,35 @@ set_bytes(json_t *obj, const char *name, const uint8_t *p, size_t n)
 	free(b64);
 }
 
+/*
+ * The op's answer (docs/protocol.md "Results of the sandbox ops") as
+ * "data": JSON as proto/mpjson.c renders it for the CLI; a top-level bin
+ * (fs.read, sandbox.export) as "data_b64" instead, so bytes are never
+ * mistaken for text. Absent when the result has none.
+ */
+static void
+set_data(json_t *o, const struct result *r)
+{
+	msgpack_unpacked u;
+	size_t off = 0;
+
+	if (r->data == NULL || r->data_len == 0)
+		return;
+	msgpack_unpacked_init(&u);
+	if (msgpack_unpack_next(&u, (const char *)r->data, r->data_len, &off) ==
+	    MSGPACK_UNPACK_SUCCESS) {
+		if (u.data.type == MSGPACK_OBJECT_BIN) {
+			char *b64 = mpjson_base64((const uint8_t *)u.data.via.bin.ptr,
+			    u.data.via.bin.size);
+
+			json_object_set_new(o, "data_b64", json_string(b64));
+			free(b64);
+		} else
+			json_object_set_new(o, "data", mpjson_value(&u.data));
+	}
+	msgpack_unpacked_destroy(&u);
+}
+
 static json_t *
 str_or_null(const char *s)
 {
@@ -465,6 +555,7 @@ jobjson_result(const struct result *r)
 		json_object_set_new(refused, r->refused[i].name,
 		    json_integer((json_int_t)r->refused[i].count));
 	json_object_set_new(o, "refused", refused);
+	set_data(o, r);
 	if (r->image) {
 		json_object_set_new(o, "image", json_string(r->image));
 		json_object_set_new(o, "image_digest", str_or_null(r->image_digest));

@@ -357,7 +357,7 @@ Test(gateway, refusals_enqueue_nothing)
 	refused(tok, "{\"op\":\"exec\",\"argv\":[]}", 400, "invalid_job", "argv");
 	refused(tok, "{\"op\":\"sh\",\"script\":\"true\",\"id\":\"a b\"}", 400,
 	    "invalid_job", "id");
-	refused(tok, "{\"op\":\"fs.read\",\"sandbox\":\"s\",\"path\":\"/x\"}", 400,
+	refused(tok, "{\"op\":\"image.pull\",\"image\":\"host\"}", 400,
 	    "unsupported_op", NULL);
 	refused(admin, "{\"op\":\"sh\",\"script\":\"true\"}", 403, "admin_token", NULL);
 	big = malloc(8192);

@@ -1,0 +1,348 @@
+/*
+ * gateway_sandbox_test.c - sandboxes, files and kv over sandq-gateway
+ * (issue 17) against a real redis-server, sandqd and gateway: the fs.*,
+ * kv.* and sandbox.* ops through POST /v1/jobs, their "data" (bytes as
+ * data_b64, exact, non-UTF-8 included), a run on the sandbox that reads
+ * a file written over HTTP, the errors (an unknown sandbox, another
+ * tenant's sandbox, an unknown field), and the REST routes over the same
+ * ops. Setup as tests/gateway_test.c: tenants default, a and b, tokens
+ * written with queue/token.c, requests through libcurl. Needs root.
+ */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/err.h"
+#include "../queue/token.h"
+#include "harness.h"
+
+static struct harness H;
+static pid_t gw_pid = -1;
+static char gw_base[64];
+
+/* A GET, or a POST when body is set; returns the body, *status the code. */
+static char *
+http(const char *method, const char *path, const char *token, const char *body,
+    long *status)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hs = NULL;
+	char url[512], auth[128], *out = NULL;
+	size_t outlen = 0;
+	FILE *f = open_memstream(&out, &outlen);
+
+	cr_assert(c != NULL && f != NULL);
+	snprintf(url, sizeof(url), "%s%s", gw_base, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 90L);
+	if (token) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+		hs = curl_slist_append(hs, auth);
+	}
+	if (body) {
+		hs = curl_slist_append(hs, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+	cr_assert_eq(curl_easy_perform(c), CURLE_OK, "%s %s", method, path);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	curl_slist_free_all(hs);
+	curl_easy_cleanup(c);
+	fclose(f);
+	return out;
+}
+
+/* The response's error code, "" when it has none. */
+static char *
+error_code(const char *text)
+{
+	json_t *o = json_loads(text, 0, NULL);
+	const char *s = NULL;
+	char *r;
+
+	cr_assert(o != NULL, "not JSON: %s", text);
+	json_unpack(o, "{s:{s:s}}", "error", "code", &s);
+	r = strdup(s ? s : "");
+	json_decref(o);
+	return r;
+}
+
+/* Starts the gateway on a free port against redis_url; waits for /healthz. */
+static pid_t
+gateway_start(const char *redis_url, const char *const *extra)
+{
+	char gwbin[512], listen[64], log[400];
+	const char *argv[16];
+	int port = 0, lfd = harness_listen(&port), n = 0;
+	pid_t parent = getpid(), pid;
+
+	close(lfd);	/* the port is free; the gateway binds it at once */
+	snprintf(gwbin, sizeof(gwbin), "%s/sandq-gateway", harness_build_dir());
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(gw_base, sizeof(gw_base), "http://127.0.0.1:%d", port);
+	snprintf(log, sizeof(log), "%s/gateway.log", H.dir);
+	argv[n++] = gwbin;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--redis";
+	argv[n++] = redis_url;
+	while (extra && *extra)
+		argv[n++] = *extra++;
+	argv[n] = NULL;
+	if ((pid = fork()) == 0) {
+		FILE *lf = fopen(log, "a");
+
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(1);
+		if (lf)
+			dup2(fileno(lf), 2);
+		execv(argv[0], (char *const *)(uintptr_t)argv);
+		_exit(127);
+	}
+	cr_assert(pid > 0);
+	for (int i = 0; i < 100; i++) {
+		CURL *c = curl_easy_init();
+		CURLcode rc;
+		char url[128];
+		FILE *null = fopen("/dev/null", "w");
+
+		snprintf(url, sizeof(url), "%s/healthz", gw_base);
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, null);
+		rc = curl_easy_perform(c);
+		curl_easy_cleanup(c);
+		fclose(null);
+		if (rc == CURLE_OK)
+			return pid;
+		usleep(50 * 1000);
+	}
+	cr_assert_fail("the gateway did not answer /healthz (log %s)", log);
+	return -1;
+}
+
+static void
+gateway_stop(pid_t pid)
+{
+	int st;
+
+	if (pid <= 0)
+		return;
+	kill(pid, SIGTERM);
+	waitpid(pid, &st, 0);
+}
+
+/* A new token of tenant (admin when tenant is ""), its record in Redis. */
+static void
+token_make(const char *tenant, char tok[TOKEN_LEN + 1])
+{
+	struct token_record r = { .admin = tenant[0] == '\0', .created_at = 1 };
+	char hash[TOKEN_HASH_HEX + 1], *json = NULL;
+	struct err e = { 0 };
+	redisContext *rc = redisConnect("127.0.0.1", H.port);
+	redisReply *reply;
+
+	snprintf(r.tenant, sizeof(r.tenant), "%s", tenant);
+	snprintf(r.name, sizeof(r.name), "test");
+	cr_assert_eq(token_new(tok), 0);
+	token_hash_hex(tok, TOKEN_LEN, hash);
+	cr_assert_eq(token_record_encode(&r, &json, &e), 0, "%s", e.msg);
+	cr_assert(rc != NULL && rc->err == 0);
+	reply = redisCommand(rc, "HSET sandq:tokens %s %s", hash, json);
+	cr_assert(reply != NULL && reply->type == REDIS_REPLY_INTEGER);
+	freeReplyObject(reply);
+	redisFree(rc);
+	free(json);
+}
+
+static long long
+xlen(const char *tenant)
+{
+	redisContext *rc = redisConnect("127.0.0.1", H.port);
+	redisReply *reply = redisCommand(rc, "XLEN sandq:{%s}:jobs", tenant);
+	long long n;
+
+	cr_assert(reply != NULL && reply->type == REDIS_REPLY_INTEGER);
+	n = reply->integer;
+	freeReplyObject(reply);
+	redisFree(rc);
+	return n;
+}
+
+static void
+setup(void)
+{
+	static const char *const extra[] = { "--set", "tenants=default,a,b", NULL };
+
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
+		    (int)geteuid());
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	harness_start(&H, 2, extra);
+}
+
+static void
+teardown(void)
+{
+	gateway_stop(gw_pid);
+	gw_pid = -1;
+	harness_stop(&H);
+}
+
+TestSuite(gateway_sandbox, .init = setup, .fini = teardown, .timeout = 240);
+
+/* Submits body as tok, waits for the result; returns it parsed (owned). */
+static json_t *
+op(const char *tok, const char *body)
+{
+	char path[256], *b;
+	const char *id = NULL;
+	json_t *o, *r;
+	long st;
+
+	b = http("POST", "/v1/jobs", tok, body, &st);
+	cr_assert_eq(st, 202, "%s: %s", body, b);
+	o = json_loads(b, 0, NULL);
+	cr_assert(o && json_unpack(o, "{s:s}", "id", &id) == 0, "%s", b);
+	snprintf(path, sizeof(path), "/v1/jobs/%s?wait=60", id);
+	free(b);
+	json_decref(o);
+	b = http("GET", path, tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s: %s", body, b);
+	r = json_loads(b, 0, NULL);
+	cr_assert(r != NULL, "%s", b);
+	free(b);
+	return r;
+}
+
+static const char *
+jstr(const json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : "";
+}
+
+/* The result's error.code, "" when none. */
+static const char *
+rcode(const json_t *r)
+{
+	return jstr(json_object_get(r, "error"), "code");
+}
+
+Test(gateway_sandbox, the_sandbox_ops_through_post_v1_jobs)
+{
+	char tok[TOKEN_LEN + 1], tokb[TOKEN_LEN + 1], *b, *code;
+	json_t *r, *d;
+	long st;
+	long long n;
+
+	gw_pid = gateway_start(H.url, NULL);
+	token_make("a", tok);
+	token_make("b", tokb);
+
+	r = op(tok, "{\"op\":\"sandbox.create\",\"sandbox\":\"sb1\","
+	    "\"labels\":{\"team\":\"x\"}}");
+	cr_assert_str_eq(jstr(r, "status"), "ok", "%s", json_dumps(r, 0));
+	d = json_object_get(r, "data");
+	cr_assert_str_eq(jstr(d, "sandbox"), "sb1");
+	cr_assert_str_eq(jstr(json_object_get(d, "labels"), "team"), "x");
+	json_decref(r);
+
+	/* Bytes that are not UTF-8 go in as data_b64 and come back exact. */
+	r = op(tok, "{\"op\":\"fs.write\",\"sandbox\":\"sb1\",\"path\":\"/bin.dat\","
+	    "\"data_b64\":\"/wABgv8=\"}");
+	cr_assert_str_eq(jstr(r, "status"), "ok", "%s", json_dumps(r, 0));
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(r, "data"),
+	    "size")), 5);
+	json_decref(r);
+	r = op(tok, "{\"op\":\"fs.read\",\"sandbox\":\"sb1\",\"path\":\"bin.dat\"}");
+	cr_assert_str_eq(jstr(r, "data_b64"), "/wABgv8=", "%s", json_dumps(r, 0));
+	cr_assert_null(json_object_get(r, "data"));
+	json_decref(r);
+
+	/* A text file as "data"; a run on the sandbox reads it. */
+	r = op(tok, "{\"op\":\"fs.write\",\"sandbox\":\"sb1\",\"path\":\"/hi.txt\","
+	    "\"data\":\"hello from http\\n\"}");
+	cr_assert_str_eq(jstr(r, "status"), "ok", "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tok, "{\"op\":\"sh\",\"sandbox\":\"sb1\",\"script\":\"cat hi.txt; "
+	    "echo made > out.txt\"}");
+	cr_assert_str_eq(jstr(r, "status"), "ok", "%s", json_dumps(r, 0));
+	cr_assert_str_eq(jstr(r, "stdout"), "hello from http\n");
+	json_decref(r);
+	r = op(tok, "{\"op\":\"fs.stat\",\"sandbox\":\"sb1\",\"path\":\"/out.txt\"}");
+	cr_assert_str_eq(jstr(json_object_get(r, "data"), "type"), "file",
+	    "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tok, "{\"op\":\"fs.list\",\"sandbox\":\"sb1\"}");
+	cr_assert(json_is_array(json_object_get(r, "data")), "%s", json_dumps(r, 0));
+	cr_assert_eq(json_array_size(json_object_get(r, "data")), 3);
+	json_decref(r);
+
+	/* kv: value is JSON text. */
+	r = op(tok, "{\"op\":\"kv.set\",\"sandbox\":\"sb1\",\"key\":\"k1\","
+	    "\"value\":\"{\\\"n\\\":1}\"}");
+	cr_assert_str_eq(jstr(r, "status"), "ok", "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tok, "{\"op\":\"kv.get\",\"sandbox\":\"sb1\",\"key\":\"k1\"}");
+	cr_assert_str_eq(jstr(r, "data"), "{\"n\":1}", "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tok, "{\"op\":\"kv.keys\",\"sandbox\":\"sb1\",\"prefix\":\"k\"}");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(r, "data"),
+	    0)), "k1", "%s", json_dumps(r, 0));
+	json_decref(r);
+
+	/* fork, history, list, info, delete. */
+	r = op(tok, "{\"op\":\"sandbox.fork\",\"sandbox\":\"sb1\",\"to\":\"sb2\"}");
+	cr_assert_str_eq(jstr(json_object_get(r, "data"), "sandbox"), "sb2",
+	    "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tok, "{\"op\":\"sandbox.history\",\"sandbox\":\"sb1\"}");
+	cr_assert_geq(json_array_size(json_object_get(json_object_get(r, "data"),
+	    "versions")), 3, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tok, "{\"op\":\"sandbox.list\"}");
+	cr_assert_eq(json_array_size(json_object_get(r, "data")), 2,
+	    "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tok, "{\"op\":\"sandbox.delete\",\"sandbox\":\"sb2\"}");
+	cr_assert_str_eq(jstr(r, "status"), "ok", "%s", json_dumps(r, 0));
+	json_decref(r);
+
+	/* Errors: an unknown sandbox; tenant b cannot see a's; unknown fields. */
+	r = op(tok, "{\"op\":\"sandbox.info\",\"sandbox\":\"sb2\"}");
+	cr_assert_str_eq(rcode(r), "sandbox_not_found", "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = op(tokb, "{\"op\":\"fs.read\",\"sandbox\":\"sb1\",\"path\":\"/hi.txt\"}");
+	cr_assert_str_eq(rcode(r), "sandbox_not_found", "%s", json_dumps(r, 0));
+	json_decref(r);
+	n = xlen("a");
+	b = http("POST", "/v1/jobs", tok, "{\"op\":\"fs.read\",\"sandbox\":\"sb1\","
+	    "\"path\":\"/x\",\"bogus\":1}", &st);
+	code = error_code(b);
+	cr_assert_eq(st, 400, "%s", b);
+	cr_assert_str_eq(code, "unknown_field");
+	cr_assert(strstr(b, "bogus") != NULL, "%s", b);
+	free(b), free(code);
+	/* A field the op does not use: proto/job.c's refusal, named. */
+	b = http("POST", "/v1/jobs", tok, "{\"op\":\"kv.get\",\"sandbox\":\"sb1\","
+	    "\"key\":\"k\",\"path\":\"/x\"}", &st);
+	code = error_code(b);
+	cr_assert_eq(st, 400, "%s", b);
+	cr_assert_str_eq(code, "invalid_job");
+	cr_assert(strstr(b, "path") != NULL, "%s", b);
+	free(b), free(code);
+	cr_assert_eq(xlen("a"), n, "nothing refused is enqueued");
+}
