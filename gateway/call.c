@@ -26,13 +26,18 @@ reason_of(int status)
 {
 	switch (status) {
 	case 200: return "OK";
+	case 201: return "Created";
 	case 202: return "Accepted";
+	case 204: return "No Content";
 	case 400: return "Bad Request";
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
 	case 413: return "Payload Too Large";
+	case 429: return "Too Many Requests";
+	case 504: return "Gateway Timeout";
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
 	default: return "Internal Server Error";
@@ -73,7 +78,10 @@ send_error(h2o_req_t *req, int status, const char *code, const char *msg)
 static void
 call_free_cb(uv_handle_t *h)
 {
-	free(h->data);
+	struct call *c = h->data;
+
+	free(c->jobbuf);
+	free(c);
 }
 
 void
@@ -124,6 +132,22 @@ call_json(struct call *c, int status, json_t *o)
 	}
 	c->answered = true;
 	send_json(c->req, status, o);
+}
+
+void
+call_bytes(struct call *c, int status, const char *ctype, const void *p, size_t n)
+{
+	h2o_req_t *req = c->req;
+
+	if (req == NULL || c->answered)
+		return;
+	c->answered = true;
+	req->res.status = status;
+	req->res.reason = reason_of(status);
+	req->res.content_length = n;
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+	    ctype, strlen(ctype));
+	h2o_send_inline(req, p, n);	/* copies the bytes into the pool */
 }
 
 void

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "../proto/job.h"
+#include "../proto/result.h"
 #include "../proto/url.h"
 
 #define STREAM_ID_MAX 41	/* "MS-SEQ": two 20-digit numbers and '-' */
@@ -38,6 +39,15 @@ enum route {
 	R_GET,
 	R_EVENTS,	/* GET /v1/jobs/ID/events (stream.c) */
 	R_CANCEL,	/* POST /v1/jobs/ID/cancel (stream.c) */
+	R_SBX,		/* /v1/sandboxes...: an op submitted and waited for (sandbox.c) */
+};
+
+/* What a /v1/sandboxes route answers with an ok result (sandbox.c). */
+enum sbx_answer {
+	SBX_JSON,	/* 200 and the result's data as JSON (nil: 204) */
+	SBX_CREATED,	/* 201 and the data */
+	SBX_BYTES,	/* 200 application/octet-stream: the data's bytes */
+	SBX_TEXT,	/* 200 application/json: the data's string (kv.get) */
 };
 
 /* One request, possibly outliving its h2o_req_t (see DESIGN). */
@@ -53,6 +63,9 @@ struct call {
 	uint64_t deadline;	/* loop ms: when a long poll answers 404 */
 	uint64_t delay;		/* ms before the next poll */
 	char from[STREAM_ID_MAX + 1];	/* events: resume after this entry id */
+	char *jobbuf;		/* R_SBX: the encoded job, XADDed once authenticated */
+	size_t joblen;
+	enum sbx_answer answer;	/* R_SBX: how an ok result is answered */
 };
 
 extern struct gw gw;
@@ -67,9 +80,21 @@ void call_unref(struct call *c);
 /* Answers the call once with o (taken), if its client is still there. */
 void call_json(struct call *c, int status, json_t *o);
 void call_error(struct call *c, int status, const char *code, const char *msg);
+/* Answers the call once with n bytes of ctype, if its client is still there. */
+void call_bytes(struct call *c, int status, const char *ctype, const void *p,
+    size_t n);
 /* Sends argv on the shared connection; cb gets c (a reference taken). */
 bool call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
     const size_t *lens);
+
+/* server.c: looks the call's token up, then runs its route. */
+void gw_authenticate(struct call *c);
+/* server.c: XADDs c->jobbuf as the tenant's job c->id; then waits for it. */
+void gw_submit_wait(struct call *c);
+
+/* sandbox.c: /v1/sandboxes and below; the answer of its op's result. */
+int sandbox_route(h2o_req_t *req);
+void sandbox_answer(struct call *c, const struct result *res);
 
 /* stream.c: the routes after authentication, and the reader's start. */
 void stream_events(struct call *c);

@@ -406,14 +406,8 @@ int
 jobjson_job(const char *body, size_t len, struct job **out, struct gw_fail *f)
 {
 	json_error_t je;
-	json_t *root, *v;
-	struct job *j = NULL, *check = NULL;
-	const char *k;
-	char *buf = NULL;
-	size_t buflen = 0;
-	struct err e = { 0 };
-	bool persist_given;
-	int rc = -EINVAL;
+	json_t *root;
+	int rc;
 
 	*out = NULL;
 	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -424,10 +418,26 @@ jobjson_job(const char *body, size_t len, struct job **out, struct gw_fail *f)
 		return refuse(f, 400, "bad_json", "the body is not JSON: %s (at byte %d)",
 		    m, je.position);
 	}
-	if (!json_is_object(root)) {
-		refuse(f, 400, "bad_json", "the body is not one JSON object");
-		goto out_root;
-	}
+	rc = jobjson_job_json(root, out, f);
+	json_decref(root);
+	return rc;
+}
+
+int
+jobjson_job_json(json_t *root, struct job **out, struct gw_fail *f)
+{
+	struct job *j = NULL, *check = NULL;
+	json_t *v;
+	const char *k;
+	char *buf = NULL;
+	size_t buflen = 0;
+	struct err e = { 0 };
+	bool persist_given;
+	int rc = -EINVAL;
+
+	*out = NULL;
+	if (!json_is_object(root))
+		return refuse(f, 400, "bad_json", "the body is not one JSON object");
 	j = job_new();
 	persist_given = json_object_get(root, "persist") != NULL;
 	json_object_foreach(root, k, v)
@@ -462,8 +472,6 @@ out_buf:
 	free(buf);
 out_job:
 	job_free(j);
-out_root:
-	json_decref(root);
 	return rc;
 }
 

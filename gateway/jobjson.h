@@ -34,6 +34,8 @@ struct gw_fail {
  * caller frees it with job_free), or -EINVAL with f filled.
  */
 int jobjson_job(const char *body, size_t len, struct job **out, struct gw_fail *f);
+/* The same from a parsed JSON value (not taken). */
+int jobjson_job_json(json_t *root, struct job **out, struct gw_fail *f);
 /* r as the CLI's --json object (cli/cli_common.c cli_result_json); owned. */
 json_t *jobjson_result(const struct result *r);
 /* {"error":{"code":CODE,"message":MSG}}, owned. */

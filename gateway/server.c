@@ -182,6 +182,8 @@ token_cb(redisAsyncContext *ac, void *r, void *priv)
 		stream_events(c);
 	else if (c->route == R_CANCEL)
 		stream_cancel(c);
+	else if (c->route == R_SBX)
+		gw_submit_wait(c);
 	else
 		poll_result(c);
 out:
@@ -193,8 +195,8 @@ out:
  * Checks the Authorization header's shape and looks the token up; the
  * route continues in token_cb(). The token's hash is what travels.
  */
-static void
-authenticate(struct call *c)
+void
+gw_authenticate(struct call *c)
 {
 	h2o_req_t *req = c->req;
 	ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
@@ -235,7 +237,11 @@ xadd_cb(redisAsyncContext *ac, void *r, void *priv)
 	redisReply *reply = r;
 
 	(void)ac;
-	if (reply && reply->type == REDIS_REPLY_STRING)
+	if (reply && reply->type == REDIS_REPLY_STRING && c->route == R_SBX) {
+		c->deadline = uv_now(gw.loop) + (uint64_t)GW_WAIT_MAX_S * 1000;
+		c->delay = 20;
+		poll_result(c);
+	} else if (reply && reply->type == REDIS_REPLY_STRING)
 		call_json(c, 202, json_pack("{s:s}", "id", c->id));
 	else
 		call_error(c, 503, "unavailable", reply && reply->type ==
@@ -289,6 +295,30 @@ out:
 	job_free(j);
 }
 
+void
+gw_submit_wait(struct call *c)
+{
+	char key[KEY_MAX];
+	const char *argv[5];
+	size_t lens[5];
+
+	if (key_jobs(key, gw.prefix, c->tenant) < 0) {
+		call_error(c, 500, "internal", "the prefix is too long");
+		return;
+	}
+	argv[0] = "XADD";
+	argv[1] = key;
+	argv[2] = "*";
+	argv[3] = "job";
+	argv[4] = c->jobbuf;
+	lens[0] = 4;
+	lens[1] = strlen(key);
+	lens[2] = 1;
+	lens[3] = 3;
+	lens[4] = c->joblen;
+	call_redis(c, xadd_cb, 5, argv, lens);
+}
+
 static void
 poll_timer_cb(uv_timer_t *t)
 {
@@ -319,8 +349,17 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 			call_error(c, 502, "bad_result", "the job's result does not decode");
 			goto out;
 		}
-		call_json(c, 200, jobjson_result(res));
+		if (c->route == R_SBX)
+			sandbox_answer(c, res);
+		else
+			call_json(c, 200, jobjson_result(res));
 		result_free(res);
+		goto out;
+	}
+	if (uv_now(gw.loop) >= c->deadline && c->route == R_SBX) {
+		call_json(c, 504, json_pack("{s:s, s:{s:s, s:s}}", "id", c->id, "error",
+		    "code", "timeout", "message", "no result yet: GET /v1/jobs/ID "
+		    "has it when it comes"));
 		goto out;
 	}
 	if (uv_now(gw.loop) >= c->deadline) {
@@ -433,7 +472,7 @@ on_job_action(h2o_req_t *req, const char *id, size_t idlen, const char *act,
 		    "(MS-SEQ), and Last-Event-ID must be one");
 		return 0;
 	}
-	authenticate(c);
+	gw_authenticate(c);
 	return 0;
 }
 
@@ -465,6 +504,9 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		call_redis(c, ready_cb, 1, argv, lens);
 		return 0;
 	}
+	if (p.len >= 13 && memcmp(p.base, "/v1/sandboxes", 13) == 0 &&
+	    (p.len == 13 || p.base[13] == '/'))
+		return sandbox_route(req);
 	if (path_is(req, "/v1/jobs")) {
 		if (!method_is(req, "POST")) {
 			send_error(req, 405, "method_not_allowed", "POST /v1/jobs");
@@ -472,7 +514,7 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		}
 		c = call_new(req);
 		c->route = R_SUBMIT;
-		authenticate(c);
+		gw_authenticate(c);
 		return 0;
 	}
 	if (p.len > sizeof(jobs) - 1 && memcmp(p.base, jobs, sizeof(jobs) - 1) == 0) {
@@ -502,7 +544,7 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		c->id[idlen] = '\0';
 		c->deadline = uv_now(gw.loop) + (uint64_t)wait * 1000;
 		c->delay = 20;
-		authenticate(c);
+		gw_authenticate(c);
 		return 0;
 	}
 	send_error(req, 404, "not_found", "no such route");

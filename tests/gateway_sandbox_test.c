@@ -64,6 +64,38 @@ http(const char *method, const char *path, const char *token, const char *body,
 	return out;
 }
 
+/* method path with n raw bytes of body (NULL: none); *outlen the answer's. */
+static char *
+http_raw(const char *method, const char *path, const char *token,
+    const void *body, size_t n, long *status, size_t *outlen)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hs = NULL;
+	char url[512], auth[128], *out = NULL;
+	FILE *f = open_memstream(&out, outlen);
+
+	cr_assert(c != NULL && f != NULL);
+	snprintf(url, sizeof(url), "%s%s", gw_base, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 90L);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+	hs = curl_slist_append(hs, auth);
+	hs = curl_slist_append(hs, "Content-Type: application/octet-stream");
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)n);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+	cr_assert_eq(curl_easy_perform(c), CURLE_OK, "%s %s", method, path);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	curl_slist_free_all(hs);
+	curl_easy_cleanup(c);
+	fclose(f);
+	return out;
+}
+
 /* The response's error code, "" when it has none. */
 static char *
 error_code(const char *text)
@@ -345,4 +377,126 @@ Test(gateway_sandbox, the_sandbox_ops_through_post_v1_jobs)
 	cr_assert(strstr(b, "path") != NULL, "%s", b);
 	free(b), free(code);
 	cr_assert_eq(xlen("a"), n, "nothing refused is enqueued");
+}
+
+/* The REST routes: the same ops, bytes as they are, statuses that fit. */
+Test(gateway_sandbox, the_rest_routes)
+{
+	static const unsigned char bin[] = { 0xff, 0x00, 0x01, 0x82, 0xfe, '\n' };
+	char tok[TOKEN_LEN + 1], tokb[TOKEN_LEN + 1], *b, *code;
+	json_t *o, *r;
+	size_t n;
+	long st;
+
+	gw_pid = gateway_start(H.url, NULL);
+	token_make("a", tok);
+	token_make("b", tokb);
+
+	b = http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r1\",\"labels\":"
+	    "{\"k\":\"v\"}}", &st);
+	cr_assert_eq(st, 201, "%s", b);
+	o = json_loads(b, 0, NULL);
+	cr_assert_str_eq(jstr(o, "sandbox"), "r1", "%s", b);
+	json_decref(o);
+	free(b);
+	b = http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r1\"}", &st);
+	code = error_code(b);
+	cr_assert_eq(st, 409, "%s", b);
+	cr_assert_str_eq(code, "sandbox_exists");
+	free(b), free(code);
+
+	/* A file PUT as raw bytes, read by a run, and GET back exact. */
+	b = http_raw("PUT", "/v1/sandboxes/r1/files/d.bin", tok, bin, sizeof(bin),
+	    &st, &n);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(strstr(b, "\"size\":6") != NULL, "%s", b);
+	free(b);
+	r = op(tok, "{\"op\":\"sh\",\"sandbox\":\"r1\",\"script\":\"od -An -tx1 d.bin\"}");
+	cr_assert_str_eq(jstr(r, "stdout"), " ff 00 01 82 fe 0a\n", "%s",
+	    json_dumps(r, 0));
+	json_decref(r);
+	b = http_raw("GET", "/v1/sandboxes/r1/files/d.bin", tok, NULL, 0, &st, &n);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert_eq(n, sizeof(bin));
+	cr_assert(memcmp(b, bin, n) == 0);
+	free(b);
+	b = http("GET", "/v1/sandboxes/r1/files/nope", tok, NULL, &st);
+	code = error_code(b);
+	cr_assert_eq(st, 404, "%s", b);
+	cr_assert_str_eq(code, "not_found");
+	free(b), free(code);
+	b = http("GET", "/v1/sandboxes/r1/files", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(strstr(b, "\"/d.bin\"") != NULL, "%s", b);
+	free(b);
+
+	/* kv: PUT JSON text, GET it back as it is, list, delete. */
+	b = http_raw("PUT", "/v1/sandboxes/r1/kv/cfg", tok, "[1,2]", 5, &st, &n);
+	cr_assert_eq(st, 204, "%s", b);
+	free(b);
+	b = http_raw("GET", "/v1/sandboxes/r1/kv/cfg", tok, NULL, 0, &st, &n);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(n == 5 && memcmp(b, "[1,2]", 5) == 0);
+	free(b);
+	b = http("GET", "/v1/sandboxes/r1/kv", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert_str_eq(b, "[\"cfg\"]");
+	free(b);
+	b = http("DELETE", "/v1/sandboxes/r1/kv/cfg", tok, NULL, &st);
+	cr_assert_eq(st, 204, "%s", b);
+	free(b);
+
+	/* fork, history, list, info, delete. */
+	b = http("POST", "/v1/sandboxes/r1/fork", tok, "{\"to\":\"r2\"}", &st);
+	cr_assert_eq(st, 201, "%s", b);
+	free(b);
+	b = http("GET", "/v1/sandboxes/r1/history", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(strstr(b, "\"versions\"") != NULL, "%s", b);
+	free(b);
+	b = http("GET", "/v1/sandboxes", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	o = json_loads(b, 0, NULL);
+	cr_assert_eq(json_array_size(o), 2, "%s", b);
+	json_decref(o);
+	free(b);
+	b = http("DELETE", "/v1/sandboxes/r2", tok, NULL, &st);
+	cr_assert_eq(st, 204, "%s", b);
+	free(b);
+	b = http("GET", "/v1/sandboxes/r2", tok, NULL, &st);
+	code = error_code(b);
+	cr_assert_eq(st, 404, "%s", b);
+	cr_assert_str_eq(code, "sandbox_not_found");
+	free(b), free(code);
+	b = http("GET", "/v1/sandboxes/r1", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	free(b);
+
+	/* Tenant b sees none of a's; unknown fields and methods are refused. */
+	b = http("GET", "/v1/sandboxes/r1/files/d.bin", tokb, NULL, &st);
+	code = error_code(b);
+	cr_assert_eq(st, 404, "%s", b);
+	cr_assert_str_eq(code, "sandbox_not_found");
+	free(b), free(code);
+	b = http("GET", "/v1/sandboxes", tokb, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert_str_eq(b, "[]");
+	free(b);
+	b = http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r3\",\"bogus\":1}", &st);
+	code = error_code(b);
+	cr_assert_eq(st, 400, "%s", b);
+	cr_assert_str_eq(code, "unknown_field");
+	free(b), free(code);
+	b = http("POST", "/v1/sandboxes/r1/fork", tok, "{\"to\":\"r4\",\"sandbox\":"
+	    "\"x\"}", &st);
+	code = error_code(b);
+	cr_assert_eq(st, 400, "%s", b);
+	cr_assert_str_eq(code, "unknown_field");
+	free(b), free(code);
+	b = http("PATCH", "/v1/sandboxes/r1", tok, NULL, &st);
+	cr_assert_eq(st, 405, "%s", b);
+	free(b);
+	b = http("GET", "/v1/sandboxes", NULL, NULL, &st);
+	cr_assert_eq(st, 401, "%s", b);
+	free(b);
 }
