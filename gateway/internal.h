@@ -87,13 +87,12 @@ void call_bytes(struct call *c, int status, const char *ctype, const void *p,
 bool call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
     const size_t *lens);
 
-/* server.c: looks the call's token up, then runs its route. */
-void gw_authenticate(struct call *c);
-/* server.c: XADDs c->jobbuf as the tenant's job c->id; then waits for it. */
-void gw_submit_wait(struct call *c);
-
-/* sandbox.c: /v1/sandboxes and below; the answer of its op's result. */
-int sandbox_route(h2o_req_t *req);
+/*
+ * sandbox.c: /v1/sandboxes and below: the call whose encoded job server.c
+ * authenticates and XADDs (c->jobbuf), or NULL having answered; and the
+ * answer of its op's result.
+ */
+struct call *sandbox_route(h2o_req_t *req);
 void sandbox_answer(struct call *c, const struct result *res);
 
 /* stream.c: the routes after authentication, and the reader's start. */

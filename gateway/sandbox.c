@@ -5,7 +5,7 @@
  * "Sandboxes": it builds the same JSON object a client could POST to
  * /v1/jobs (the id from the path, the body's fields), so jobjson.c checks
  * it the same way and refuses the same unknown fields by name; the job is
- * encoded before the token is looked up, XADDed as the token's tenant,
+ * encoded before server.c looks the token up, XADDed as the token's tenant,
  * and the request waits for its result as a long poll does (at most 60 s:
  * then 504 with the job's id, whose result GET /v1/jobs/ID has later). An
  * ok result is answered as the route says (enum sbx_answer): its data as
@@ -147,8 +147,8 @@ is(h2o_req_t *req, const char *m)
 	return h2o_memis(req->method.base, req->method.len, m, strlen(m));
 }
 
-/* Builds o (taken) into a job, encodes it, and authenticates the call. */
-static int
+/* Builds o (taken) into a job and encodes it: the call, NULL having answered. */
+static struct call *
 start(h2o_req_t *req, json_t *o, enum sbx_answer answer)
 {
 	struct gw_fail f = { 0 };
@@ -159,29 +159,29 @@ start(h2o_req_t *req, json_t *o, enum sbx_answer answer)
 	json_decref(o);
 	if (rc < 0) {
 		send_error(req, f.status, f.code, f.msg);
-		return 0;
+		return NULL;
 	}
 	c = call_new(req);
 	c->route = R_SBX;
 	c->answer = answer;
 	snprintf(c->id, sizeof(c->id), "%s", j->id);
-	if (payload_job_encode(j, &c->jobbuf, &c->joblen) < 0)
+	if (payload_job_encode(j, &c->jobbuf, &c->joblen) < 0) {
 		call_error(c, 500, "internal", "cannot encode the job");
-	else
-		gw_authenticate(c);
+		c = NULL;	/* the request holds it; h2o frees both */
+	}
 	job_free(j);
-	return 0;
+	return c;
 }
 
-static int
+static struct call *
 wrong_method(h2o_req_t *req, const char *allowed)
 {
 	send_error(req, 405, "method_not_allowed", allowed);
-	return 0;
+	return NULL;
 }
 
 /* /v1/sandboxes/ID/files[/PATH] */
-static int
+static struct call *
 files_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 {
 	int rec = query_recursive(req);
@@ -190,7 +190,7 @@ files_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 	if (rec < 0) {
 		json_decref(o);
 		send_error(req, 400, "bad_query", "the query takes only recursive=true");
-		return 0;
+		return NULL;
 	}
 	if (n <= 1) {	/* the files themselves: a listing of / */
 		if (!is(req, "GET")) {
@@ -206,7 +206,7 @@ files_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 	if (json_object_get(o, "path") == NULL) {
 		json_decref(o);
 		send_error(req, 400, "invalid_job", "field 'path': not UTF-8");
-		return 0;
+		return NULL;
 	}
 	if (is(req, "GET")) {
 		json_object_set_new(o, "op", json_string("fs.read"));
@@ -225,7 +225,7 @@ files_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 	if (req->entity.len > gw.max_body) {
 		json_decref(o);
 		send_error(req, 413, "body_too_large", "the body is larger than --max-body");
-		return 0;
+		return NULL;
 	}
 	json_object_set_new(o, "op", json_string("fs.write"));
 	b64 = mpjson_base64((const uint8_t *)(req->entity.base ? req->entity.base : ""),
@@ -236,7 +236,7 @@ files_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 }
 
 /* /v1/sandboxes/ID/kv[/KEY] */
-static int
+static struct call *
 kv_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 {
 	json_t *v;
@@ -253,7 +253,7 @@ kv_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 	if (json_object_get(o, "key") == NULL) {
 		json_decref(o);
 		send_error(req, 400, "invalid_job", "field 'key': not UTF-8");
-		return 0;
+		return NULL;
 	}
 	if (is(req, "GET")) {
 		json_object_set_new(o, "op", json_string("kv.get"));
@@ -270,21 +270,21 @@ kv_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 	if (req->entity.len > gw.max_body) {
 		json_decref(o);
 		send_error(req, 413, "body_too_large", "the body is larger than --max-body");
-		return 0;
+		return NULL;
 	}
 	v = json_stringn(req->entity.base ? req->entity.base : "", req->entity.len);
 	if (v == NULL) {
 		json_decref(o);
 		send_error(req, 400, "invalid_job", "field 'value': the body is not "
 		    "UTF-8 JSON text");
-		return 0;
+		return NULL;
 	}
 	json_object_set_new(o, "op", json_string("kv.set"));
 	json_object_set_new(o, "value", v);
 	return start(req, o, SBX_JSON);
 }
 
-int
+struct call *
 sandbox_route(h2o_req_t *req)
 {
 	h2o_iovec_t p = req->path_normalized;
@@ -301,7 +301,7 @@ sandbox_route(h2o_req_t *req)
 		if (req->entity.base == NULL || req->entity.len == 0) {
 			send_error(req, 400, "bad_json", "the body is empty: "
 			    "{\"sandbox\":\"ID\",...}");
-			return 0;
+			return NULL;
 		}
 		{
 			json_error_t je;
@@ -312,13 +312,13 @@ sandbox_route(h2o_req_t *req)
 		if (!json_is_object(o)) {
 			json_decref(o);
 			send_error(req, 400, "bad_json", "the body is not one JSON object");
-			return 0;
+			return NULL;
 		}
 		if (json_object_get(o, "op")) {
 			json_decref(o);
 			send_error(req, 400, "unknown_field", "field 'op': the route "
 			    "names the op");
-			return 0;
+			return NULL;
 		}
 		json_object_set_new(o, "op", json_string("sandbox.create"));
 		return start(req, o, SBX_CREATED);
@@ -330,7 +330,7 @@ sandbox_route(h2o_req_t *req)
 	n = (size_t)(end - rest);
 	if (!payload_id_valid(id, idlen)) {
 		send_error(req, 404, "not_found", "not a sandbox id");
-		return 0;
+		return NULL;
 	}
 	if (n == 0 || (n == 1 && *rest == '/')) {
 		o = json_pack("{s:s%}", "sandbox", id, idlen);
@@ -361,7 +361,7 @@ sandbox_route(h2o_req_t *req)
 		if (!is(req, "POST"))
 			return wrong_method(req, "POST /v1/sandboxes/ID/fork");
 		if ((o = body_object(req)) == NULL)
-			return 0;
+			return NULL;
 		json_object_set_new(o, "sandbox", json_stringn(id, idlen));
 		json_object_set_new(o, "op", json_string("sandbox.fork"));
 		return start(req, o, SBX_CREATED);
@@ -374,5 +374,5 @@ sandbox_route(h2o_req_t *req)
 	}
 #undef SEG
 	send_error(req, 404, "not_found", "no such route");
-	return 0;
+	return NULL;
 }

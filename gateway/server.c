@@ -128,6 +128,8 @@ redis_connect(void)
 /*** Routes ***/
 
 static void route_submit(struct call *c);
+static void submit_wait(struct call *c);
+static void authenticate(struct call *c);
 static void poll_result(struct call *c);
 
 /* GET /readyz: PING answered. */
@@ -183,7 +185,7 @@ token_cb(redisAsyncContext *ac, void *r, void *priv)
 	else if (c->route == R_CANCEL)
 		stream_cancel(c);
 	else if (c->route == R_SBX)
-		gw_submit_wait(c);
+		submit_wait(c);
 	else
 		poll_result(c);
 out:
@@ -195,8 +197,8 @@ out:
  * Checks the Authorization header's shape and looks the token up; the
  * route continues in token_cb(). The token's hash is what travels.
  */
-void
-gw_authenticate(struct call *c)
+static void
+authenticate(struct call *c)
 {
 	h2o_req_t *req = c->req;
 	ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
@@ -295,8 +297,9 @@ out:
 	job_free(j);
 }
 
-void
-gw_submit_wait(struct call *c)
+/* XADDs c->jobbuf (R_SBX) as the tenant's job c->id; xadd_cb() then waits. */
+static void
+submit_wait(struct call *c)
 {
 	char key[KEY_MAX];
 	const char *argv[5];
@@ -472,7 +475,7 @@ on_job_action(h2o_req_t *req, const char *id, size_t idlen, const char *act,
 		    "(MS-SEQ), and Last-Event-ID must be one");
 		return 0;
 	}
-	gw_authenticate(c);
+	authenticate(c);
 	return 0;
 }
 
@@ -505,8 +508,11 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		return 0;
 	}
 	if (p.len >= 13 && memcmp(p.base, "/v1/sandboxes", 13) == 0 &&
-	    (p.len == 13 || p.base[13] == '/'))
-		return sandbox_route(req);
+	    (p.len == 13 || p.base[13] == '/')) {
+		if ((c = sandbox_route(req)) != NULL)
+			authenticate(c);
+		return 0;
+	}
 	if (path_is(req, "/v1/jobs")) {
 		if (!method_is(req, "POST")) {
 			send_error(req, 405, "method_not_allowed", "POST /v1/jobs");
@@ -514,7 +520,7 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		}
 		c = call_new(req);
 		c->route = R_SUBMIT;
-		gw_authenticate(c);
+		authenticate(c);
 		return 0;
 	}
 	if (p.len > sizeof(jobs) - 1 && memcmp(p.base, jobs, sizeof(jobs) - 1) == 0) {
@@ -544,7 +550,7 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		c->id[idlen] = '\0';
 		c->deadline = uv_now(gw.loop) + (uint64_t)wait * 1000;
 		c->delay = 20;
-		gw_authenticate(c);
+		authenticate(c);
 		return 0;
 	}
 	send_error(req, 404, "not_found", "no such route");
