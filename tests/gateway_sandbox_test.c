@@ -425,9 +425,14 @@ Test(gateway_sandbox, the_rest_routes)
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "not_found");
 	free(b), free(code);
+	/* A path percent-encoded in the URL is the decoded path. */
+	b = http_raw("PUT", "/v1/sandboxes/r1/files/a%20b.txt", tok, "x", 1, &st, &n);
+	cr_assert_eq(st, 200, "%s", b);
+	free(b);
 	b = http("GET", "/v1/sandboxes/r1/files", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(strstr(b, "\"/d.bin\"") != NULL, "%s", b);
+	cr_assert(strstr(b, "\"/a b.txt\"") != NULL, "%s", b);
 	free(b);
 
 	/* kv: PUT JSON text, GET it back as it is, list, delete. */
