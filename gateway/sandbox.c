@@ -366,6 +366,44 @@ sandbox_route(h2o_req_t *req)
 		json_object_set_new(o, "op", json_string("sandbox.fork"));
 		return start(req, o, SBX_CREATED);
 	}
+	if (h2o_memis(rest, n, H2O_STRLIT("export"))) {
+		if (!is(req, "GET"))
+			return wrong_method(req, "GET /v1/sandboxes/ID/export");
+		return start(req, json_pack("{s:s, s:s%}", "op", "sandbox.export",
+		    "sandbox", id, idlen), SBX_BYTES);
+	}
+	if (h2o_memis(rest, n, H2O_STRLIT("import"))) {
+		char *b64;
+
+		if (!is(req, "PUT"))
+			return wrong_method(req, "PUT /v1/sandboxes/ID/import");
+		if (req->entity.len > gw.max_body) {
+			send_error(req, 413, "body_too_large", "the body is larger than "
+			    "--max-body");
+			return NULL;
+		}
+		b64 = mpjson_base64((const uint8_t *)(req->entity.base ?
+		    req->entity.base : ""), req->entity.len);
+		o = json_pack("{s:s, s:s%, s:s}", "op", "sandbox.import", "sandbox", id,
+		    idlen, "snapshot_b64", b64);
+		free(b64);
+		return start(req, o, SBX_JSON);
+	}
+	if (SEG("stat")) {
+		if (!is(req, "GET"))
+			return wrong_method(req, "GET /v1/sandboxes/ID/stat/PATH");
+		if (n <= 5) {
+			send_error(req, 404, "not_found", "GET /v1/sandboxes/ID/stat/PATH");
+			return NULL;
+		}
+		o = json_pack("{s:s, s:s%, s:s%}", "op", "fs.stat", "sandbox", id, idlen,
+		    "path", rest + 4, n - 4);
+		if (o == NULL) {
+			send_error(req, 400, "invalid_job", "field 'path': not UTF-8");
+			return NULL;
+		}
+		return start(req, o, SBX_JSON);
+	}
 	if (h2o_memis(rest, n, H2O_STRLIT("history"))) {
 		if (!is(req, "GET"))
 			return wrong_method(req, "GET /v1/sandboxes/ID/history");

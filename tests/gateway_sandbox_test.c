@@ -383,12 +383,13 @@ Test(gateway_sandbox, the_sandbox_ops_through_post_v1_jobs)
 Test(gateway_sandbox, the_rest_routes)
 {
 	static const unsigned char bin[] = { 0xff, 0x00, 0x01, 0x82, 0xfe, '\n' };
+	static const char *const big_body[] = { "--max-body", "16777216", NULL };
 	char tok[TOKEN_LEN + 1], tokb[TOKEN_LEN + 1], *b, *code;
 	json_t *o, *r;
 	size_t n;
 	long st;
 
-	gw_pid = gateway_start(H.url, NULL);
+	gw_pid = gateway_start(H.url, big_body);
 	token_make("a", tok);
 	token_make("b", tokb);
 
@@ -464,6 +465,30 @@ Test(gateway_sandbox, the_rest_routes)
 	o = json_loads(b, 0, NULL);
 	cr_assert_eq(json_array_size(o), 2, "%s", b);
 	json_decref(o);
+	free(b);
+	/* export the bytes, import them as a new sandbox; stat a file. */
+	{
+		char *snap;
+		size_t slen;
+
+		snap = http_raw("GET", "/v1/sandboxes/r1/export", tok, NULL, 0, &st, &slen);
+		cr_assert_eq(st, 200, "%s", snap);
+		cr_assert(slen > 16 && memcmp(snap, "SQLite format 3", 15) == 0);
+		b = http_raw("PUT", "/v1/sandboxes/r5/import", tok, snap, slen, &st, &n);
+		cr_assert_eq(st, 200, "%s", b);
+		cr_assert(strstr(b, "\"sandbox\":\"r5\"") != NULL, "%s", b);
+		free(b);
+		free(snap);
+	}
+	b = http("GET", "/v1/sandboxes/r5/stat/d.bin", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(strstr(b, "\"size\":6") != NULL, "%s", b);
+	free(b);
+	b = http_raw("GET", "/v1/sandboxes/r5/files/d.bin", tok, NULL, 0, &st, &n);
+	cr_assert(st == 200 && n == sizeof(bin) && memcmp(b, bin, n) == 0);
+	free(b);
+	b = http("DELETE", "/v1/sandboxes/r5", tok, NULL, &st);
+	cr_assert_eq(st, 204, "%s", b);
 	free(b);
 	b = http("DELETE", "/v1/sandboxes/r2", tok, NULL, &st);
 	cr_assert_eq(st, 204, "%s", b);
