@@ -8,8 +8,10 @@
  * never the body's. Each field is checked for its JSON type here; its
  * bounds are proto/job.c's: the built job is encoded and decoded once
  * more, and what payload_job_decode() refuses is answered 400 invalid_job
- * with its message naming the field. Bytes (stdin) travel as a JSON string
- * (its UTF-8 bytes) or, for any bytes, as base64 in "stdin_b64".
+ * with its message naming the field. Bytes (stdin, an fs.write's data)
+ * travel as a JSON string (its UTF-8 bytes) or, for any bytes, as base64
+ * in "stdin_b64" / "data_b64"; a snapshot only as "snapshot_b64". A
+ * result's data is rendered by proto/mpjson.c, as the CLI renders it.
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -7,7 +7,7 @@
  * Every refusal carries an HTTP status and a stable code (docs/gateway.md
  * "Errors"), so the caller answers it as it is and enqueues nothing.
  * jobjson_result() is the other way: a decoded result as the JSON the CLI
- * prints with --json.
+ * prints with --json, and an op's answer as "data" (bytes: "data_b64").
  */
 #ifndef SANDQ_GATEWAY_JOBJSON_H
 #define SANDQ_GATEWAY_JOBJSON_H
@@ -27,7 +27,8 @@ struct gw_fail {
 
 /*
  * Reads body (len bytes, untrusted, already bounded by --max-body) as a
- * job. Ops of this slice: exec, sh, python. id may be absent: then a
+ * job: the runs and the fs.*, kv.* and sandbox.* ops (not image.pull).
+ * id may be absent: then a
  * random "gw-" id is made. The job is encoded and decoded once more, so
  * that whatever sandqd's intake would refuse as malformed is refused here
  * (400 invalid_job) instead of being enqueued. Returns 0 and *out (the

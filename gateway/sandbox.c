@@ -297,7 +297,7 @@ sandbox_route(h2o_req_t *req)
 			return start(req, json_pack("{s:s}", "op", "sandbox.list"), SBX_JSON);
 		if (!is(req, "POST"))
 			return wrong_method(req, "GET or POST /v1/sandboxes");
-		/* create: the body's fields; its id is "id" in the body's "sandbox" */
+		/* create: the body's fields, the new sandbox's id in "sandbox" */
 		if (req->entity.base == NULL || req->entity.len == 0) {
 			send_error(req, 400, "bad_json", "the body is empty: "
 			    "{\"sandbox\":\"ID\",...}");
