@@ -118,6 +118,8 @@ CLI_SRCS := cli/cli.c cli/cli_common.c cli/cli_esc.c cli/cli_man.c cli/cli_sandb
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
+# sandq mcp: a Model Context Protocol server over stdio (issue 17).
+CLI_SRCS += cli/cli_mcp.c
 # sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
 CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
 # `sandq image pull` and `sandq image ls` (issue 16).
@@ -198,6 +200,9 @@ TEST_BINS += $(B)/tests/python_test
 # a private redis-server, sandqd and sandq-gateway, and npm pack), behind a
 # wrapper like python_test's.
 TEST_BINS += $(B)/tests/typescript_test
+# sandq mcp driven by the official MCP TypeScript SDK's client (tests/mcp:
+# node --test against a private redis-server and sandqd), a wrapper likewise.
+TEST_BINS += $(B)/tests/mcp_test
 # The folder rules of docs/architecture.md (tests/layout_check.py).
 TEST_BINS += $(B)/tests/layout_test
 
@@ -378,6 +383,16 @@ $(B)/tests/typescript_test: Makefile $(TS_DIR)/dist/index.js
 	@printf '%s\n' '#!/bin/sh' \
 	  '# Made by the Makefile: the TypeScript client tests (clients/typescript/test).' \
 	  'exec node --test clients/typescript/test/*.test.mjs' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
+# The MCP SDK comes from tests/mcp's lockfile (deploy/install-node-deps.sh).
+$(B)/tests/mcp_test: Makefile tests/mcp/package.json tests/mcp/package-lock.json
+	@sh deploy/install-node-deps.sh
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: sandq mcp against the MCP SDK client (tests/mcp).' \
+	  'exec node --test tests/mcp/*.test.mjs' \
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
