@@ -196,7 +196,8 @@ struct mcp_tool {
 
 /*
  * Checks args against the names and kinds a tool takes: spec is
- * "name:kind[?]" items, kind s (string), n (number > 0) or a (any). Returns
+ * "name:kind[?]" items, kind s (a string without NUL), t (any string),
+ * n (number > 0) or a (any). Returns
  * NULL, or an isError result naming the first bad argument.
  */
 static json_t *
@@ -232,8 +233,11 @@ mcp_args_check(json_t *args, const char *const *spec, size_t n)
 				return mcp_tool_error("argument '%s' is required", name);
 			continue;
 		}
-		if (colon[1] == 's' && !json_is_string(v))
+		if ((colon[1] == 's' || colon[1] == 't') && !json_is_string(v))
 			return mcp_tool_error("argument '%s' must be a string", name);
+		/* A NUL would cut a C string short: only content may hold one. */
+		if (colon[1] == 's' && strlen(json_string_value(v)) != json_string_length(v))
+			return mcp_tool_error("argument '%s' must not contain NUL", name);
 		if (colon[1] == 'n' && (!json_is_number(v) || json_number_value(v) <= 0 ||
 		    json_number_value(v) > MCP_TIMEOUT_MAX_S))
 			return mcp_tool_error("argument '%s' must be a number of seconds "
@@ -407,7 +411,7 @@ mcp_read_file(struct mcp *m, json_t *args)
 static json_t *
 mcp_write_file(struct mcp *m, json_t *args)
 {
-	static const char *const spec[] = { "path:s", "content:s" };
+	static const char *const spec[] = { "path:s", "content:t" };
 	struct sandq_op_args a = { 0 };
 	struct sandq_result *r;
 	json_t *bad, *c, *out;

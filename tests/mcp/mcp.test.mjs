@@ -173,3 +173,22 @@ test("raw stdio: parse errors, unknown methods, oversized lines, unbound tools, 
   });
   assert.equal(code, 0, stderr);
 });
+
+test("a second server bound to the same sandbox finds its files", async () => {
+  const c2 = new Client({ name: "sandq-mcp-test-2", version: "1.0.0" });
+  await c2.connect(new StdioClientTransport({
+    command: join(BUILD, "sandq"),
+    args: ["--redis", h.redisUrl, "--sandbox", "s1", "mcp"],
+    stderr: "inherit",
+  }));
+  try {
+    const r = await c2.callTool({ name: "run_shell", arguments: { command: "cat hello.txt" } });
+    assert.equal(r.isError, false, text(r));
+    assert.equal(r.structuredContent.stdout, "héllo\nmore\n");
+    const n = await c2.callTool({ name: "read_file", arguments: { path: "a\u0000b" } });
+    assert.equal(n.isError, true);
+    assert.match(text(n), /'path' must not contain NUL/);
+  } finally {
+    await c2.close();
+  }
+});
