@@ -910,8 +910,9 @@ cli_main(struct cli *cl, int argc, char **argv)
 
 			while ((extra & BIT(o)) == 0)
 				o++;
-			return usage_error(cl, "option '--%s' does not apply to 'sandq mcp'",
-			    opt_name(o));
+			cli_warn("option '--%s' does not apply to 'sandq mcp'", opt_name(o));
+			fputs("Try 'sandq help mcp'.\n", stderr);
+			return 2;
 		}
 		return cli_mcp_main(&(struct cli_conn){ .redis = cl->redis,
 		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
