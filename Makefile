@@ -421,6 +421,9 @@ python-test: all $(B)/tests/python_test
 typescript-test: all $(B)/tests/typescript_test
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/typescript_test
 
+mcp-test: all $(B)/tests/mcp_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/mcp_test
+
 check: test
 asan:
 	$(MAKE) SANITIZER=address test
@@ -487,6 +490,6 @@ lint:
 clean:
 	rm -rf $(B) $(TS_DIR)/dist
 
-.PHONY: all deps test test-run python-test typescript-test check asan ubsan demo bench bench-hosts install lint clean
+.PHONY: all deps test test-run python-test typescript-test mcp-test check asan ubsan demo bench bench-hosts install lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
