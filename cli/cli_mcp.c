@@ -303,7 +303,10 @@ mcp_run(struct mcp *m, json_t *args, bool python)
 		return bad;
 	text = json_string_value(json_object_get(args, python ? "code" : "command"));
 	if ((v = json_object_get(args, "timeout_s")) != NULL) {
-		o.limits.wall_ms = (uint64_t)(json_number_value(v) * 1000.0 + 0.5);
+		/* Rounded up: 0 would mean the preset's limit, not none. */
+		o.limits.wall_ms = (uint64_t)(json_number_value(v) * 1000.0 + 0.999);
+		if (o.limits.wall_ms == 0)
+			o.limits.wall_ms = 1;
 		wait_ms = (int64_t)o.limits.wall_ms + MCP_WAIT_SLACK_MS;
 	}
 	o.sandbox = m->sandbox;
@@ -654,8 +657,8 @@ mcp_handle(struct mcp *m, json_t *msg)
 	if (strcmp(cli_jstr(msg, "jsonrpc", ""), "2.0") != 0)
 		return mcp_send_error(id, -32600, "jsonrpc: expected \"2.0\"");
 	if (method == NULL) {
-		if (id == NULL)
-			return mcp_send_error(NULL, -32600, "method: expected a string");
+		if (id == NULL || json_object_get(msg, "method") != NULL)
+			return mcp_send_error(id, -32600, "method: expected a string");
 		return 0;	/* a response to a request we never send */
 	}
 	if (id == NULL)
@@ -718,11 +721,11 @@ mcp_bind(struct mcp *m, const char *sandbox)
 
 	if (sandq_call(m->c, "sandbox.create", &a, NULL, MCP_OP_WAIT_MS, &r) != 0)
 		return cli_fail("mcp: creating sandbox %s: %s", sandbox,
-		    sandq_last_error(m->c));
+		    cli_esc(sandq_last_error(m->c)));
 	if (strcmp(r->status, "ok") != 0 && (r->error_code == NULL ||
 	    strcmp(r->error_code, "sandbox_exists") != 0))
 		status = cli_fail("mcp: creating sandbox %s: %s %s", sandbox,
-		    r->status, cli_esc(r->error_message ? r->error_message : ""));
+		    cli_esc(r->status), cli_esc(r->error_message));
 	sandq_result_free(r);
 	m->sandbox = sandbox;
 	return status;
@@ -780,7 +783,7 @@ cli_mcp_main(const struct cli_conn *conn, const char *sandbox, int argc,
 	signal(SIGPIPE, SIG_IGN);
 	if ((m.c = sandq_connect(conn->redis, cli_tenant_or_default(conn->tenant),
 	    err, sizeof(err))) == NULL)
-		return cli_fail("mcp: %s", err);
+		return cli_fail("mcp: %s", cli_esc(err));
 	if (sandbox != NULL && (status = mcp_bind(&m, sandbox)) != 0)
 		goto out_close;
 	while ((n = mcp_read_line(&buf, &cap)) != -1) {

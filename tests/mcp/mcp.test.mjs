@@ -151,6 +151,11 @@ test("raw stdio: parse errors, unknown methods, oversized lines, unbound tools, 
   assert.equal(m.id, "x");
   m = await ask('[{"jsonrpc":"2.0","id":3,"method":"ping"}]');
   assert.equal(m.error.code, -32600);
+  m = await ask('{"jsonrpc":"2.0","id":9,"method":5}');
+  assert.equal(m.error.code, -32600);
+  assert.equal(m.id, 9);
+  m = await ask('{"jsonrpc":"1.0","id":10,"method":"ping"}');
+  assert.equal(m.error.code, -32600);
   m = await ask('{"jsonrpc":"2.0","id":4,"method":"ping"}');
   assert.deepEqual(m, { jsonrpc: "2.0", id: 4, result: {} });
   m = await ask('{"jsonrpc":"2.0","id":5,"method":"x","pad":"' + "a".repeat(9 << 20) + '"}');
