@@ -327,12 +327,14 @@ mcp_run(struct mcp *m, json_t *args, bool python)
 	return out;
 }
 
+/* run_shell {command, timeout_s?}: bash -c COMMAND. */
 static json_t *
 mcp_run_shell(struct mcp *m, json_t *args)
 {
 	return mcp_run(m, args, false);
 }
 
+/* run_python {code, timeout_s?}: python3 -c CODE. */
 static json_t *
 mcp_run_python(struct mcp *m, json_t *args)
 {
@@ -522,6 +524,7 @@ mcp_kv_set(struct mcp *m, json_t *args)
 	return out;
 }
 
+/* The tools in the order tools/list gives them; schemas as JSON text. */
 #define TIMEOUT_PROP "\"timeout_s\": {\"type\": \"number\", \"exclusiveMinimum\": 0, " \
 	"\"maximum\": 3600, \"description\": \"wall-clock limit in seconds " \
 	"(default: the server's preset)\"}"
@@ -731,6 +734,11 @@ mcp_bind(struct mcp *m, const char *sandbox)
 	return status;
 }
 
+/*
+ * The verb (contract in cli_mcp.h): its options, the connection, the bound
+ * sandbox, then one answer per line read until EOF. Only the answers go to
+ * stdout; every failure of the server itself goes to stderr.
+ */
 int
 cli_mcp_main(const struct cli_conn *conn, const char *sandbox, int argc,
     char **argv)

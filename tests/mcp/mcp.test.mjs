@@ -197,3 +197,33 @@ test("a second server bound to the same sandbox finds its files", async () => {
     await c2.close();
   }
 });
+
+// The tenant's own confined credentials (`tenant add` prints its URL): the
+// server acts as that tenant, whose sandbox "s1" is its own, not default's.
+test("a tenant's credentials reach only its own sandboxes", async () => {
+  const url = h.sandq("tenant", "add", "acme").trim().split("\n").pop();
+  const c3 = new Client({ name: "sandq-mcp-test-acme", version: "1.0.0" });
+  await c3.connect(new StdioClientTransport({
+    command: join(BUILD, "sandq"),
+    args: ["--redis", url, "--tenant", "acme", "mcp", "--sandbox", "s1"],
+    stderr: "inherit",
+  }));
+  try {
+    let r = await c3.callTool({ name: "run_shell", arguments: { command: "echo acme > mine.txt; ls" } });
+    assert.equal(r.isError, false, text(r));
+    assert.equal(r.structuredContent.stdout, "mine.txt\n");
+    r = await c3.callTool({ name: "read_file", arguments: { path: "hello.txt" } });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /not_found/);
+  } finally {
+    await c3.close();
+  }
+  // And its URL cannot act as another tenant: the server refuses to start.
+  const p = spawn(join(BUILD, "sandq"), ["--redis", url, "--tenant", "default", "mcp", "--sandbox", "s1"],
+    { stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  p.stdout.on("data", (d) => (out += d));
+  const code = await new Promise((ok) => p.once("exit", ok));
+  assert.equal(code, 125);
+  assert.equal(out, "");
+});
