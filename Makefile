@@ -118,6 +118,8 @@ CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.
 	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
+# sandq mcp: a Model Context Protocol server over stdio (issue 17).
+CLI_SRCS += cli/cli_mcp.c
 # sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
 CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
 # `sandq image pull` and `sandq image ls` (issue 16).
@@ -200,6 +202,9 @@ TEST_BINS += $(B)/tests/python_test
 # a private redis-server, sandqd and sandq-gateway, and npm pack), behind a
 # wrapper like python_test's.
 TEST_BINS += $(B)/tests/typescript_test
+# sandq mcp driven by the official MCP TypeScript SDK's client (tests/mcp:
+# node --test against a private redis-server and sandqd), a wrapper likewise.
+TEST_BINS += $(B)/tests/mcp_test
 # The folder rules of docs/architecture.md (tests/layout_check.py).
 TEST_BINS += $(B)/tests/layout_test
 
@@ -386,6 +391,16 @@ $(B)/tests/typescript_test: Makefile $(TS_DIR)/dist/index.js
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
+# The MCP SDK comes from tests/mcp's lockfile (deploy/install-node-deps.sh).
+$(B)/tests/mcp_test: Makefile tests/mcp/package.json tests/mcp/package-lock.json
+	@sh deploy/install-node-deps.sh
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: sandq mcp against the MCP SDK client (tests/mcp).' \
+	  'exec node --test tests/mcp/*.test.mjs' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 $(B)/tests/layout_test: Makefile
 	@mkdir -p $(dir $@)
 	@printf '%s\n' '#!/bin/sh' \
@@ -410,6 +425,9 @@ python-test: all $(B)/tests/python_test
 
 typescript-test: all $(B)/tests/typescript_test
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/typescript_test
+
+mcp-test: all $(B)/tests/mcp_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/mcp_test
 
 check: test
 asan:
@@ -477,6 +495,6 @@ lint:
 clean:
 	rm -rf $(B) $(TS_DIR)/dist
 
-.PHONY: all deps test test-run python-test typescript-test check asan ubsan demo bench bench-hosts install lint clean
+.PHONY: all deps test test-run python-test typescript-test mcp-test check asan ubsan demo bench bench-hosts install lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -37,6 +37,7 @@
 #include "cli_image_build.h"
 #include "cli_image.h"
 #include "cli_man.h"
+#include "cli_mcp.h"
 #include "cli_sandbox.h"
 #include "cli_status.h"
 #include "cli_image_tag.h"
@@ -896,6 +897,27 @@ cli_main(struct cli *cl, int argc, char **argv)
 		return cli_image_tag_main(&(struct cli_conn){ .redis = cl->redis,
 		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
 		    argc - next, argv + next);
+	/*
+	 * `sandq mcp [--sandbox ID]`: an MCP server over stdio (cli_mcp.c). Of
+	 * the job options only --sandbox applies (before or after the verb).
+	 */
+	if (next < argc && strcmp(argv[next], "mcp") == 0) {
+		unsigned extra = cl->given & ~(OPTS_FETCH | BIT(O_SANDBOX));
+
+		cl->verb_name = argv[next];
+		if (extra != 0) {
+			int o = O_BASE;
+
+			while ((extra & BIT(o)) == 0)
+				o++;
+			cli_warn("option '--%s' does not apply to 'sandq mcp'", opt_name(o));
+			fputs("Try 'sandq help mcp'.\n", stderr);
+			return 2;
+		}
+		return cli_mcp_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    cl->sandbox, argc - next, argv + next);
+	}
 	/* `sandq tenant ...`: the admin verbs of cli_tenant.c. */
 	if (next < argc && strcmp(argv[next], "tenant") == 0)
 		return cli_tenant_main(&(struct cli_conn){ .redis = cl->redis,
@@ -951,7 +973,7 @@ cli_main(struct cli *cl, int argc, char **argv)
 			return 0;
 		}
 		return usage_error(cl, "missing command (run, sh, python, wait, result, "
-		    "sandbox, fs, kv, image, audit, tenant, status, dead, cancel, batch, doctor or help)");
+		    "sandbox, fs, kv, image, audit, tenant, status, dead, cancel, batch, mcp, doctor or help)");
 	}
 	cl->verb_name = argv[next];
 	if ((cl->verb = verb_parse(argv[next])) == V_NONE)

@@ -262,6 +262,7 @@ static const char man_main[] =
 "       sandq batch run CASES.jsonl [--base SANDBOX] [--concurrency N]\n"
 "             [--out RESULTS.jsonl] [--id BATCH] [--json]\n"
 "       sandq batch status BATCH [--json]\n"
+"       sandq mcp [--sandbox ID]\n"
 "       sandq doctor [--json]\n"
 "       sandq help [COMMAND]\n"
 "       sandq --help | --version\n"
@@ -307,6 +308,9 @@ static const char man_main[] =
 "                concurrency, checks each one's output against what it\n"
 "                expects, and resumes after an interruption (sandq help\n"
 "                batch).\n"
+"       mcp      An MCP server over stdio: tools that run commands and use\n"
+"                a sandbox's files and kv, for an agent's MCP client (sandq\n"
+"                help mcp).\n"
 "       doctor   Prints which isolation mechanisms this machine gives and\n"
 "                which limits sandqd can therefore enforce here.\n"
 "       help     Shows the manual of a command.\n"
@@ -1369,6 +1373,55 @@ static const char man_image_build[] =
 "              Pushes a docker save tarball, an OCI archive or a root\n"
 "              filesystem tarball as app:latest.\n";
 
+/*** mcp ***/
+
+static const char man_mcp[] =
+"SANDQ-MCP(1)                    User Commands                   SANDQ-MCP(1)\n"
+"\n"
+"NAME\n"
+"       sandq mcp - a Model Context Protocol server over stdio\n"
+"\n"
+"SYNOPSIS\n"
+"       sandq [--redis URL] [--tenant T] mcp [--sandbox ID]\n"
+"\n"
+"DESCRIPTION\n"
+"       Speaks MCP (JSON-RPC 2.0, one message a line) on standard input and\n"
+"       output, for an MCP client that starts it as a subprocess; logs go to\n"
+"       standard error. It acts as tenant T with the Redis credentials of\n"
+"       URL, and ends (status 0) when its input ends. Protocol versions\n"
+"       2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05. A message is at\n"
+"       most 8 MiB.\n"
+"\n"
+"       Tools:\n"
+"       run_shell {command, timeout_s?}   bash -c COMMAND in /workspace\n"
+"       run_python {code, timeout_s?}     python3 -c CODE in /workspace\n"
+"       read_file {path}                  a file (text, or base64)\n"
+"       write_file {path, content}        writes a text file\n"
+"       list_files {path?}                a folder: TYPE SIZE PATH lines\n"
+"       kv_get {key}                      a kv value (JSON text)\n"
+"       kv_set {key, value}               stores a JSON value\n"
+"\n"
+"       A run's result is its status, exit code, stdout and stderr, and\n"
+"       isError unless it exited 0. A refused op or a bad argument is an\n"
+"       isError result naming why.\n"
+"\n"
+"OPTIONS\n"
+"       --sandbox ID\n"
+"              Binds the server to sandbox ID, created if missing: runs\n"
+"              commit their changes to it, and the file and kv tools use\n"
+"              it. Without it each run gets a fresh throw-away sandbox and\n"
+"              the file and kv tools are not offered.\n"
+"\n"
+"EXIT STATUS\n"
+"       0 at the end of input; 2 usage; 125 Redis unreachable, the sandbox\n"
+"       could not be created, or standard output failed.\n"
+"\n"
+"EXAMPLES\n"
+"       An MCP client's server entry:\n"
+"              {\"command\": \"sandq\", \"args\": [\"--redis\",\n"
+"               \"redis://agent:PASS@10.0.0.5:6379\", \"--tenant\", \"agent\",\n"
+"               \"mcp\", \"--sandbox\", \"work\"]}\n";
+
 /*** Finding a page ***/
 
 /* The one-part pages, by command name. */
@@ -1383,6 +1436,7 @@ static const struct {
 	{ "dead", man_dead },
 	{ "cancel", man_cancel },
 	{ "batch", man_batch },
+	{ "mcp", man_mcp },
 	{ "doctor", man_doctor },
 	{ "image build", man_image_build },
 	{ "image import", man_image_build },

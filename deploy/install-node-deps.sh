@@ -3,6 +3,8 @@
 # versions (integrity-checked), into its own node_modules:
 #
 #   tests/interop       agentfs-sdk, for tests/interop_test.c
+#   tests/mcp           @modelcontextprotocol/sdk (a devDependency: the
+#                       official MCP client), for tests/mcp/mcp.test.mjs
 #   clients/typescript  typescript (the compiler, a devDependency of the
 #                       TypeScript client; the client itself has no
 #                       runtime dependency)
@@ -57,3 +59,4 @@ install() {
 
 install tests/interop agentfs-sdk
 install clients/typescript typescript
+install tests/mcp @modelcontextprotocol/sdk
