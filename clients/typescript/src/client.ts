@@ -17,7 +17,7 @@
 import { SandqError } from "./errors.js";
 import { Job, JobBody, JobOptions, jobBody } from "./job.js";
 import { RawResult, Result } from "./result.js";
-import { JobStream, StreamEvent, StreamOptions } from "./stream.js";
+import { AbortSignalLike, JobStream, StreamEvent, StreamOptions } from "./stream.js";
 
 /** What a Client is made with. */
 export interface ClientOptions {
@@ -51,7 +51,7 @@ export interface RunStreamingOptions extends WaitOptions {
   /** Called with each piece of output (and progress record) as it comes. */
   onEvent?: (ev: StreamEvent) => void;
   /** Aborts the stream (the job goes on; cancel() stops it). */
-  signal?: AbortSignal;
+  signal?: AbortSignalLike;
 }
 
 /** The longest long poll the gateway takes (docs/gateway.md, wait=0..60). */

@@ -7,7 +7,7 @@
 export { Client } from "./client.js";
 export type { ClientOptions, RunOptions, RunStreamingOptions, SubmitOptions, WaitOptions } from "./client.js";
 export { JobStream } from "./stream.js";
-export type { OutputEvent, ProgressEvent, StreamEvent, StreamOptions } from "./stream.js";
+export type { AbortSignalLike, OutputEvent, ProgressEvent, StreamEvent, StreamOptions } from "./stream.js";
 export { Result } from "./result.js";
 export type { RawResult } from "./result.js";
 export { SandqError } from "./errors.js";

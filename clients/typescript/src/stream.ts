@@ -48,6 +48,18 @@ export interface ProgressEvent {
 /** What iterating a JobStream yields. */
 export type StreamEvent = OutputEvent | ProgressEvent;
 
+/**
+ * An AbortSignal as far as a stream uses it. Declared here, not taken
+ * from the DOM library, so the package's types compile in a project
+ * without "DOM" in lib (an AbortSignal fits it).
+ */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason: any;   // eslint-disable-line @typescript-eslint/no-explicit-any
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
 /** The options of Client.stream(). */
 export interface StreamOptions {
   /** Start after this event id (an earlier event's id), not at the start. */
@@ -57,7 +69,7 @@ export interface StreamOptions {
   /** A connection silent this long (ms) counts as dropped (default 45000; keepalives come every 15 s). */
   idleMs?: number;
   /** Aborts the stream (the iteration throws the signal's reason). */
-  signal?: AbortSignal;
+  signal?: AbortSignalLike;
 }
 
 /** The largest line or event data taken from the gateway (bytes of text). */
@@ -139,7 +151,10 @@ export class SseParser {
   }
 }
 
-/** How a stream connects: the Client passes a function making one request. */
+/**
+ * How a stream connects: the Client passes a function making one request.
+ * @internal
+ */
 export type Connect = (lastEventId: string | undefined, signal: AbortSignal) => Promise<Response>;
 
 /** A connection ended without the end event (to be resumed). */
@@ -176,10 +191,14 @@ export class JobStream implements AsyncIterable<StreamEvent> {
   readonly #connect: Connect;
   readonly #reconnects: number;
   readonly #idleMs: number;
-  readonly #signal: AbortSignal | undefined;
+  readonly #signal: AbortSignalLike | undefined;
   #started = false;
 
-  /** A stream of job id over connect (no request is made until iterated). */
+  /**
+   * A stream of job id over connect (no request is made until iterated;
+   * Client.stream() makes one).
+   * @internal
+   */
   constructor(id: string, connect: Connect, opts: StreamOptions = {}) {
     this.id = id;
     this.#connect = connect;
