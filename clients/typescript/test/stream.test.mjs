@@ -5,12 +5,15 @@
 // after it; runStreaming hands the events over and returns the Result;
 // cancel of a running `sleep 30` ends its stream cancelled (and a second
 // cancel is finished, 409); stream of a job submitted without stream is
-// SandqError no_stream (404), of an id nobody has not_found; the SSE parser
-// takes CRLF, CR, comments and multi-line data split anywhere.
+// SandqError no_stream (404), of an id nobody has not_found; a connection
+// cut after the first event (by a proxy in the test) is resumed with
+// Last-Event-ID and yields every piece once; the SSE parser takes CRLF,
+// CR, comments and multi-line data split anywhere.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Client, SandqError } from "../dist/index.js";
 import { SseParser } from "../dist/stream.js";
+import { createServer, connect } from "node:net";
 import { Harness } from "./harness.mjs";
 
 const H = new Harness();
@@ -100,6 +103,52 @@ test("stream of a job without stream is no_stream; of an unknown id, not_found",
   await rejectsWith(c.cancel("nobody-has-this-id"), "not_found", 404);
   const bad = new Client({ url: H.url, token: "sqt_" + "A".repeat(43) });
   await rejectsWith(collect(bad.stream(id)), "unauthorized", 401);
+});
+
+test("a dropped connection is resumed with Last-Event-ID, every piece once", async () => {
+  // a TCP proxy to the gateway that ends its first connection right after
+  // the first stdout event, and notes each request's Last-Event-ID
+  const gw = new URL(H.url);
+  const seen = [];
+  let conns = 0;
+  const proxy = createServer((down) => {
+    const first = conns++ === 0;
+    const up = connect(Number(gw.port), gw.hostname);
+    let req = "";
+    down.on("data", (b) => {
+      req += b.toString("latin1");
+      const m = /\r\nlast-event-id: *([^\r]*)\r\n/i.exec(req);
+      if (req.includes("\r\n\r\n")) seen.push(m ? m[1] : null);
+      up.write(b);
+    });
+    let got = "";
+    up.on("data", (b) => {
+      got += b.toString("latin1");
+      if (first && /event: stdout\ndata: [^\n]*\n\n/.test(got)) {
+        down.end(b);
+        up.destroy();
+      } else {
+        down.write(b);
+      }
+    });
+    up.on("end", () => down.end());
+    up.on("error", () => down.destroy());
+    down.on("error", () => up.destroy());
+  });
+  await new Promise((r) => proxy.listen(0, "127.0.0.1", r));
+  try {
+    const pc = new Client({ url: `http://127.0.0.1:${proxy.address().port}`, token: H.token });
+    const id = await c.submit({ op: "sh", script: "echo one; sleep 0.4; echo two; sleep 0.4; echo three" },
+      { stream: true });
+    const s = pc.stream(id);
+    const evs = await collect(s);
+    assert.deepEqual(evs.map((e) => e.text), ["one\n", "two\n", "three\n"]);
+    assert.equal(s.status, "ok");
+    assert.ok(conns >= 2, "the connection was never cut");
+    assert.deepEqual(seen.slice(0, 2), [null, evs[0].id]);
+  } finally {
+    proxy.close();
+  }
 });
 
 test("the SSE parser takes CRLF, CR, comments and data split anywhere", () => {
