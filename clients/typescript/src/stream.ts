@@ -17,8 +17,9 @@
  *
  * Resume: every event's id is kept; when the connection drops (a network
  * error, or the body ending before "end", or nothing at all, not even the
- * gateway's 15 s keepalive, for idleMs) the stream reconnects with
- * Last-Event-ID and goes on after the last event it yielded, at most
+ * gateway's 15 s keepalive, for idleMs while the stream reads) the stream
+ * reconnects with Last-Event-ID and goes on after the last event it
+ * yielded, at most
  * `reconnects` times in a row (a connection that yields an event resets
  * the count). An HTTP error answer is not retried: it throws its
  * SandqError (no_stream, not_found, unauthorized, ...).
@@ -294,7 +295,10 @@ export class JobStream implements AsyncIterable<StreamEvent> {
           for (const ev of parser.feed(dec.decode(chunk.value, { stream: true }))) {
             const out = this.#event(ev);
             if (out === "end") return;
-            if (out !== undefined) yield out;
+            if (out === undefined) continue;
+            clearTimeout(timer);   // the caller's time with an event is not silence
+            yield out;
+            arm();
           }
         }
       } finally {
