@@ -19,9 +19,8 @@
  * error, or the body ending before "end", or nothing at all, not even the
  * gateway's 15 s keepalive, for idleMs while the stream reads) the stream
  * reconnects with Last-Event-ID and goes on after the last event it
- * yielded, at most
- * `reconnects` times in a row (a connection that yields an event resets
- * the count). An HTTP error answer is not retried: it throws its
+ * yielded, at most `reconnects` times in a row (a connection that
+ * yields an event resets the count). An HTTP error answer is not retried: it throws its
  * SandqError (no_stream, not_found, unauthorized, ...).
  */
 import { SandqError } from "./errors.js";
