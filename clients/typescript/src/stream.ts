@@ -20,8 +20,9 @@
  * gateway's 15 s keepalive, for idleMs while the stream reads) the stream
  * reconnects with Last-Event-ID and goes on after the last event it
  * yielded, at most `reconnects` times in a row (a connection that
- * yields an event resets the count). An HTTP error answer is not retried: it throws its
- * SandqError (no_stream, not_found, unauthorized, ...).
+ * yields an event resets the count). An HTTP error answer is not
+ * retried: it throws its SandqError (no_stream, not_found,
+ * unauthorized, ...).
  */
 import { SandqError } from "./errors.js";
 import { fromBase64 } from "./result.js";
