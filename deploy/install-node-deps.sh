@@ -5,9 +5,10 @@
 #   tests/interop       agentfs-sdk, for tests/interop_test.c
 #   tests/mcp           @modelcontextprotocol/sdk (a devDependency: the
 #                       official MCP client), for tests/mcp/mcp.test.mjs
-#   clients/typescript  typescript (the compiler, a devDependency of the
-#                       TypeScript client; the client itself has no
-#                       runtime dependency)
+#   clients/typescript  typescript (the compiler) and yaml (the parser of
+#                       docs/openapi.yaml in test/openapi.test.mjs),
+#                       devDependencies of the TypeScript client; the
+#                       client itself has no runtime dependency
 #
 # agentfs-sdk's SQLite engine comes as a prebuilt binary in a registry
 # package (@tursodatabase/database-linux-x64-gnu): nothing is compiled and
@@ -21,7 +22,7 @@
 # (~/.npm) serves a package it already holds.
 #
 # Idempotent: nothing happens for a folder whose node_modules is newer than
-# its lockfile and holds the package. Needs node and npm
+# its lockfile and holds the packages. Needs node and npm
 # (deploy/install-deps.sh installs them) and the npm registry; no root
 # needed, it writes only inside the repository. SANDQ_NO_INSTALL=1 only
 # checks.
@@ -29,11 +30,22 @@ set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-# install DIR PACKAGE: npm install in DIR unless DIR/node_modules/PACKAGE is current.
+# all_there MODS PACKAGE...: whether MODS holds every PACKAGE.
+all_there() {
+	m=$1
+	shift
+	for p in "$@"; do
+		[ -f "$m/$p/package.json" ] || return 1
+	done
+}
+
+# install DIR PACKAGE...: npm install in DIR unless DIR/node_modules holds
+# every PACKAGE and is current.
 install() {
 	dir="$root/$1"
 	mods="$dir/node_modules"
-	if [ -f "$mods/$2/package.json" ] &&
+	shift
+	if all_there "$mods" "$@" &&
 	    [ -f "$mods/.package-lock.json" ] &&
 	    [ ! "$dir/package-lock.json" -nt "$mods/.package-lock.json" ] &&
 	    [ ! "$dir/package.json" -nt "$mods/.package-lock.json" ]; then
@@ -52,11 +64,11 @@ install() {
 		exit 1
 	fi
 
-	echo "install-node-deps: npm install in $1" >&2
+	echo "install-node-deps: npm install in ${dir#"$root"/}" >&2
 	(cd "$dir" && npm install --no-save --ignore-scripts --no-audit --no-fund \
 	    --loglevel=error >/dev/null)
 }
 
 install tests/interop agentfs-sdk
-install clients/typescript typescript
+install clients/typescript typescript yaml
 install tests/mcp @modelcontextprotocol/sdk

@@ -17,6 +17,7 @@
 import { SandqError } from "./errors.js";
 import { Job, JobBody, JobOptions, jobBody } from "./job.js";
 import { RawResult, Result } from "./result.js";
+import { AbortSignalLike, JobStream, StreamEvent, StreamOptions } from "./stream.js";
 
 /** What a Client is made with. */
 export interface ClientOptions {
@@ -38,6 +39,20 @@ export interface WaitOptions {
 
 /** The options of run(), sh() and python(): the job's and the wait's. */
 export interface RunOptions extends JobOptions, WaitOptions {}
+
+/** The options of submit(). */
+export interface SubmitOptions {
+  /** Publish the job's output live, for stream() (the job field "stream"). */
+  stream?: boolean;
+}
+
+/** The options of runStreaming(): the job's, the wait's and the stream's. */
+export interface RunStreamingOptions extends WaitOptions {
+  /** Called with each piece of output (and progress record) as it comes. */
+  onEvent?: (ev: StreamEvent) => void;
+  /** Aborts the stream (the job goes on; cancel() stops it). */
+  signal?: AbortSignalLike;
+}
 
 /** The longest long poll the gateway takes (docs/gateway.md, wait=0..60). */
 const POLL_MAX_S = 60;
@@ -132,9 +147,62 @@ export class Client {
     }
   }
 
-  /** Submits job; resolves to its id once it is in the tenant's stream. */
-  async submit(job: Job): Promise<string> {
-    return this.submitBody(jobBody(job));
+  /**
+   * Submits job; resolves to its id once it is in the tenant's stream.
+   * With { stream: true } its output is published live for stream().
+   */
+  async submit(job: Job, opts: SubmitOptions = {}): Promise<string> {
+    const body = jobBody(job);
+    if (opts.stream !== undefined) {
+      if (typeof opts.stream !== "boolean")
+        throw new SandqError("invalid_job", "option 'stream': must be true or false");
+      body["stream"] = opts.stream;
+    }
+    return this.submitBody(body);
+  }
+
+  /**
+   * Asks for job id's cancellation (POST /v1/jobs/ID/cancel): "requested"
+   * when a host runs it (its result says cancelled within about a second),
+   * "cancelled" when no host had read it. A job with a result already is
+   * SandqError finished (409); an id no job of the tenant has, not_found.
+   */
+  async cancel(id: string): Promise<"requested" | "cancelled"> {
+    const [, o] = await this.#request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`, undefined,
+      this.requestTimeoutMs);
+    if (o["cancel"] !== "requested" && o["cancel"] !== "cancelled")
+      throw new SandqError("bad_response", `cancel of job '${id}': the answer has no cancel state`, 202);
+    return o["cancel"];
+  }
+
+  /**
+   * Job id's live output (GET /v1/jobs/ID/events) as an async iterator of
+   * stdout/stderr/progress events; the iteration ends with the job, and
+   * the stream's .status then holds its status. The job must have been
+   * submitted with { stream: true } (else SandqError no_stream, 404).
+   * A dropped connection is resumed after the last event (stream.ts).
+   */
+  stream(id: string, opts: StreamOptions = {}): JobStream {
+    const url = `${this.url}/v1/jobs/${encodeURIComponent(id)}/events`;
+    const token = this.#token;
+    return new JobStream(id, (last, signal) => {
+      const headers: Record<string, string> = { accept: "text/event-stream" };
+      if (token !== undefined) headers["authorization"] = `Bearer ${token}`;
+      if (last !== undefined) headers["last-event-id"] = last;
+      return fetch(url, { headers, signal });
+    }, opts);
+  }
+
+  /**
+   * Submits job with stream: true, hands each event to onEvent as it
+   * comes, and resolves to the job's whole Result once it ends.
+   */
+  async runStreaming(job: Job, opts: RunStreamingOptions = {}): Promise<Result> {
+    const id = await this.submit(job, { stream: true });
+    const so: StreamOptions = {};
+    if (opts.signal !== undefined) so.signal = opts.signal;
+    for await (const ev of this.stream(id, so)) opts.onEvent?.(ev);
+    return this.wait(id, opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs });
   }
 
   /**

@@ -1,11 +1,13 @@
 /*
  * index.ts - the sandq package: a client of sandq's HTTP gateway.
  *
- * Design: one entry point re-exporting the public surface (Client, Result,
- * SandqError and the option types); nothing runs on import.
+ * Design: one entry point re-exporting the public surface (Client,
+ * JobStream, Result, SandqError and the option types); nothing runs on import.
  */
 export { Client } from "./client.js";
-export type { ClientOptions, RunOptions, WaitOptions } from "./client.js";
+export type { ClientOptions, RunOptions, RunStreamingOptions, SubmitOptions, WaitOptions } from "./client.js";
+export { JobStream } from "./stream.js";
+export type { AbortSignalLike, OutputEvent, ProgressEvent, StreamEvent, StreamOptions } from "./stream.js";
 export { Result } from "./result.js";
 export type { RawResult } from "./result.js";
 export { SandqError } from "./errors.js";
