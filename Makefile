@@ -276,13 +276,13 @@ $(B)/tests/imgref_test: $(B)/tests/imgref_test.o $(call obj,$(IMAGES_REF_SRCS) $
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
 # gateway_test: build/sandq-gateway against the harness, through libcurl;
 # tokens are written into Redis with queue/token.c.
-$(B)/tests/gateway_test: $(B)/tests/gateway_test.o $(B)/tests/harness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+$(B)/tests/gateway_test: $(B)/tests/gateway_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # gateway_stream_test: the gateway's events and cancel routes, like gateway_test.
-$(B)/tests/gateway_stream_test: $(B)/tests/gateway_stream_test.o $(B)/tests/harness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+$(B)/tests/gateway_stream_test: $(B)/tests/gateway_stream_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # gateway_sandbox_test: the gateway's sandbox ops and routes, like gateway_test.
-$(B)/tests/gateway_sandbox_test: $(B)/tests/gateway_sandbox_test.o $(B)/tests/harness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+$(B)/tests/gateway_sandbox_test: $(B)/tests/gateway_sandbox_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))

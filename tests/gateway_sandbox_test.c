@@ -23,194 +23,18 @@
 
 #include "../common/err.h"
 #include "../queue/token.h"
+#include "gwharness.h"
 #include "harness.h"
 
 static struct harness H;
 static pid_t gw_pid = -1;
-static char gw_base[64];
 
-/* A GET, or a POST when body is set; returns the body, *status the code. */
-static char *
-http(const char *method, const char *path, const char *token, const char *body,
-    long *status)
-{
-	CURL *c = curl_easy_init();
-	struct curl_slist *hs = NULL;
-	char url[512], auth[128], *out = NULL;
-	size_t outlen = 0;
-	FILE *f = open_memstream(&out, &outlen);
 
-	cr_assert(c != NULL && f != NULL);
-	snprintf(url, sizeof(url), "%s%s", gw_base, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 90L);
-	if (token) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-		hs = curl_slist_append(hs, auth);
-	}
-	if (body) {
-		hs = curl_slist_append(hs, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	}
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
-	cr_assert_eq(curl_easy_perform(c), CURLE_OK, "%s %s", method, path);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-	curl_slist_free_all(hs);
-	curl_easy_cleanup(c);
-	fclose(f);
-	return out;
-}
 
-/* method path with n raw bytes of body (NULL: none); *outlen the answer's. */
-static char *
-http_raw(const char *method, const char *path, const char *token,
-    const void *body, size_t n, long *status, size_t *outlen)
-{
-	CURL *c = curl_easy_init();
-	struct curl_slist *hs = NULL;
-	char url[512], auth[128], *out = NULL;
-	FILE *f = open_memstream(&out, outlen);
 
-	cr_assert(c != NULL && f != NULL);
-	snprintf(url, sizeof(url), "%s%s", gw_base, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 90L);
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-	hs = curl_slist_append(hs, auth);
-	hs = curl_slist_append(hs, "Content-Type: application/octet-stream");
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)n);
-	}
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
-	cr_assert_eq(curl_easy_perform(c), CURLE_OK, "%s %s", method, path);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-	curl_slist_free_all(hs);
-	curl_easy_cleanup(c);
-	fclose(f);
-	return out;
-}
 
-/* The response's error code, "" when it has none. */
-static char *
-error_code(const char *text)
-{
-	json_t *o = json_loads(text, 0, NULL);
-	const char *s = NULL;
-	char *r;
 
-	cr_assert(o != NULL, "not JSON: %s", text);
-	json_unpack(o, "{s:{s:s}}", "error", "code", &s);
-	r = strdup(s ? s : "");
-	json_decref(o);
-	return r;
-}
 
-/* Starts the gateway on a free port against redis_url; waits for /healthz. */
-static pid_t
-gateway_start(const char *redis_url, const char *const *extra)
-{
-	char gwbin[512], listen[64], log[400];
-	const char *argv[16];
-	int port = 0, lfd = harness_listen(&port), n = 0;
-	pid_t parent = getpid(), pid;
-
-	close(lfd);	/* the port is free; the gateway binds it at once */
-	snprintf(gwbin, sizeof(gwbin), "%s/sandq-gateway", harness_build_dir());
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-	snprintf(gw_base, sizeof(gw_base), "http://127.0.0.1:%d", port);
-	snprintf(log, sizeof(log), "%s/gateway.log", H.dir);
-	argv[n++] = gwbin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--redis";
-	argv[n++] = redis_url;
-	while (extra && *extra)
-		argv[n++] = *extra++;
-	argv[n] = NULL;
-	if ((pid = fork()) == 0) {
-		FILE *lf = fopen(log, "a");
-
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(1);
-		if (lf)
-			dup2(fileno(lf), 2);
-		execv(argv[0], (char *const *)(uintptr_t)argv);
-		_exit(127);
-	}
-	cr_assert(pid > 0);
-	for (int i = 0; i < 100; i++) {
-		CURL *c = curl_easy_init();
-		CURLcode rc;
-		char url[128];
-		FILE *null = fopen("/dev/null", "w");
-
-		snprintf(url, sizeof(url), "%s/healthz", gw_base);
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, null);
-		rc = curl_easy_perform(c);
-		curl_easy_cleanup(c);
-		fclose(null);
-		if (rc == CURLE_OK)
-			return pid;
-		usleep(50 * 1000);
-	}
-	cr_assert_fail("the gateway did not answer /healthz (log %s)", log);
-	return -1;
-}
-
-static void
-gateway_stop(pid_t pid)
-{
-	int st;
-
-	if (pid <= 0)
-		return;
-	kill(pid, SIGTERM);
-	waitpid(pid, &st, 0);
-}
-
-/* A new token of tenant (admin when tenant is ""), its record in Redis. */
-static void
-token_make(const char *tenant, char tok[TOKEN_LEN + 1])
-{
-	struct token_record r = { .admin = tenant[0] == '\0', .created_at = 1 };
-	char hash[TOKEN_HASH_HEX + 1], *json = NULL;
-	struct err e = { 0 };
-	redisContext *rc = redisConnect("127.0.0.1", H.port);
-	redisReply *reply;
-
-	snprintf(r.tenant, sizeof(r.tenant), "%s", tenant);
-	snprintf(r.name, sizeof(r.name), "test");
-	cr_assert_eq(token_new(tok), 0);
-	token_hash_hex(tok, TOKEN_LEN, hash);
-	cr_assert_eq(token_record_encode(&r, &json, &e), 0, "%s", e.msg);
-	cr_assert(rc != NULL && rc->err == 0);
-	reply = redisCommand(rc, "HSET sandq:tokens %s %s", hash, json);
-	cr_assert(reply != NULL && reply->type == REDIS_REPLY_INTEGER);
-	freeReplyObject(reply);
-	redisFree(rc);
-	free(json);
-}
-
-static long long
-xlen(const char *tenant)
-{
-	redisContext *rc = redisConnect("127.0.0.1", H.port);
-	redisReply *reply = redisCommand(rc, "XLEN sandq:{%s}:jobs", tenant);
-	long long n;
-
-	cr_assert(reply != NULL && reply->type == REDIS_REPLY_INTEGER);
-	n = reply->integer;
-	freeReplyObject(reply);
-	redisFree(rc);
-	return n;
-}
 
 static void
 setup(void)
@@ -227,7 +51,7 @@ setup(void)
 static void
 teardown(void)
 {
-	gateway_stop(gw_pid);
+	gwh_stop(gw_pid);
 	gw_pid = -1;
 	harness_stop(&H);
 }
@@ -243,14 +67,14 @@ op(const char *tok, const char *body)
 	json_t *o, *r;
 	long st;
 
-	b = http("POST", "/v1/jobs", tok, body, &st);
+	b = gwh_http("POST", "/v1/jobs", tok, body, &st);
 	cr_assert_eq(st, 202, "%s: %s", body, b);
 	o = json_loads(b, 0, NULL);
 	cr_assert(o && json_unpack(o, "{s:s}", "id", &id) == 0, "%s", b);
 	snprintf(path, sizeof(path), "/v1/jobs/%s?wait=60", id);
 	free(b);
 	json_decref(o);
-	b = http("GET", path, tok, NULL, &st);
+	b = gwh_http("GET", path, tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s: %s", body, b);
 	r = json_loads(b, 0, NULL);
 	cr_assert(r != NULL, "%s", b);
@@ -280,9 +104,9 @@ Test(gateway_sandbox, the_sandbox_ops_through_post_v1_jobs)
 	long st;
 	long long n;
 
-	gw_pid = gateway_start(H.url, NULL);
-	token_make("a", tok);
-	token_make("b", tokb);
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", tok);
+	gwh_token_make(&H, "b", tokb);
 
 	r = op(tok, "{\"op\":\"sandbox.create\",\"sandbox\":\"sb1\","
 	    "\"labels\":{\"team\":\"x\"}}");
@@ -360,23 +184,23 @@ Test(gateway_sandbox, the_sandbox_ops_through_post_v1_jobs)
 	r = op(tokb, "{\"op\":\"fs.read\",\"sandbox\":\"sb1\",\"path\":\"/hi.txt\"}");
 	cr_assert_str_eq(rcode(r), "sandbox_not_found", "%s", json_dumps(r, 0));
 	json_decref(r);
-	n = xlen("a");
-	b = http("POST", "/v1/jobs", tok, "{\"op\":\"fs.read\",\"sandbox\":\"sb1\","
+	n = gwh_xlen(&H, "a");
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"fs.read\",\"sandbox\":\"sb1\","
 	    "\"path\":\"/x\",\"bogus\":1}", &st);
-	code = error_code(b);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 400, "%s", b);
 	cr_assert_str_eq(code, "unknown_field");
 	cr_assert(strstr(b, "bogus") != NULL, "%s", b);
 	free(b), free(code);
 	/* A field the op does not use: proto/job.c's refusal, named. */
-	b = http("POST", "/v1/jobs", tok, "{\"op\":\"kv.get\",\"sandbox\":\"sb1\","
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"kv.get\",\"sandbox\":\"sb1\","
 	    "\"key\":\"k\",\"path\":\"/x\"}", &st);
-	code = error_code(b);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 400, "%s", b);
 	cr_assert_str_eq(code, "invalid_job");
 	cr_assert(strstr(b, "path") != NULL, "%s", b);
 	free(b), free(code);
-	cr_assert_eq(xlen("a"), n, "nothing refused is enqueued");
+	cr_assert_eq(gwh_xlen(&H, "a"), n, "nothing refused is enqueued");
 }
 
 /* The REST routes: the same ops, bytes as they are, statuses that fit. */
@@ -389,25 +213,25 @@ Test(gateway_sandbox, the_rest_routes)
 	size_t n;
 	long st;
 
-	gw_pid = gateway_start(H.url, big_body);
-	token_make("a", tok);
-	token_make("b", tokb);
+	gw_pid = gwh_start(&H, H.url, big_body);
+	gwh_token_make(&H, "a", tok);
+	gwh_token_make(&H, "b", tokb);
 
-	b = http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r1\",\"labels\":"
+	b = gwh_http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r1\",\"labels\":"
 	    "{\"k\":\"v\"}}", &st);
 	cr_assert_eq(st, 201, "%s", b);
 	o = json_loads(b, 0, NULL);
 	cr_assert_str_eq(jstr(o, "sandbox"), "r1", "%s", b);
 	json_decref(o);
 	free(b);
-	b = http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r1\"}", &st);
-	code = error_code(b);
+	b = gwh_http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r1\"}", &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 409, "%s", b);
 	cr_assert_str_eq(code, "sandbox_exists");
 	free(b), free(code);
 
 	/* A file PUT as raw bytes, read by a run, and GET back exact. */
-	b = http_raw("PUT", "/v1/sandboxes/r1/files/d.bin", tok, bin, sizeof(bin),
+	b = gwh_http_raw("PUT", "/v1/sandboxes/r1/files/d.bin", tok, bin, sizeof(bin),
 	    &st, &n);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(strstr(b, "\"size\":6") != NULL, "%s", b);
@@ -416,51 +240,51 @@ Test(gateway_sandbox, the_rest_routes)
 	cr_assert_str_eq(jstr(r, "stdout"), " ff 00 01 82 fe 0a\n", "%s",
 	    json_dumps(r, 0));
 	json_decref(r);
-	b = http_raw("GET", "/v1/sandboxes/r1/files/d.bin", tok, NULL, 0, &st, &n);
+	b = gwh_http_raw("GET", "/v1/sandboxes/r1/files/d.bin", tok, NULL, 0, &st, &n);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert_eq(n, sizeof(bin));
 	cr_assert(memcmp(b, bin, n) == 0);
 	free(b);
-	b = http("GET", "/v1/sandboxes/r1/files/nope", tok, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/sandboxes/r1/files/nope", tok, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "not_found");
 	free(b), free(code);
 	/* A path percent-encoded in the URL is the decoded path. */
-	b = http_raw("PUT", "/v1/sandboxes/r1/files/a%20b.txt", tok, "x", 1, &st, &n);
+	b = gwh_http_raw("PUT", "/v1/sandboxes/r1/files/a%20b.txt", tok, "x", 1, &st, &n);
 	cr_assert_eq(st, 200, "%s", b);
 	free(b);
-	b = http("GET", "/v1/sandboxes/r1/files", tok, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes/r1/files", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(strstr(b, "\"/d.bin\"") != NULL, "%s", b);
 	cr_assert(strstr(b, "\"/a b.txt\"") != NULL, "%s", b);
 	free(b);
 
 	/* kv: PUT JSON text, GET it back as it is, list, delete. */
-	b = http_raw("PUT", "/v1/sandboxes/r1/kv/cfg", tok, "[1,2]", 5, &st, &n);
+	b = gwh_http_raw("PUT", "/v1/sandboxes/r1/kv/cfg", tok, "[1,2]", 5, &st, &n);
 	cr_assert_eq(st, 204, "%s", b);
 	free(b);
-	b = http_raw("GET", "/v1/sandboxes/r1/kv/cfg", tok, NULL, 0, &st, &n);
+	b = gwh_http_raw("GET", "/v1/sandboxes/r1/kv/cfg", tok, NULL, 0, &st, &n);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(n == 5 && memcmp(b, "[1,2]", 5) == 0);
 	free(b);
-	b = http("GET", "/v1/sandboxes/r1/kv", tok, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes/r1/kv", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert_str_eq(b, "[\"cfg\"]");
 	free(b);
-	b = http("DELETE", "/v1/sandboxes/r1/kv/cfg", tok, NULL, &st);
+	b = gwh_http("DELETE", "/v1/sandboxes/r1/kv/cfg", tok, NULL, &st);
 	cr_assert_eq(st, 204, "%s", b);
 	free(b);
 
 	/* fork, history, list, info, delete. */
-	b = http("POST", "/v1/sandboxes/r1/fork", tok, "{\"to\":\"r2\"}", &st);
+	b = gwh_http("POST", "/v1/sandboxes/r1/fork", tok, "{\"to\":\"r2\"}", &st);
 	cr_assert_eq(st, 201, "%s", b);
 	free(b);
-	b = http("GET", "/v1/sandboxes/r1/history", tok, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes/r1/history", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(strstr(b, "\"versions\"") != NULL, "%s", b);
 	free(b);
-	b = http("GET", "/v1/sandboxes", tok, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	o = json_loads(b, 0, NULL);
 	cr_assert_eq(json_array_size(o), 2, "%s", b);
@@ -471,62 +295,62 @@ Test(gateway_sandbox, the_rest_routes)
 		char *snap;
 		size_t slen;
 
-		snap = http_raw("GET", "/v1/sandboxes/r1/export", tok, NULL, 0, &st, &slen);
+		snap = gwh_http_raw("GET", "/v1/sandboxes/r1/export", tok, NULL, 0, &st, &slen);
 		cr_assert_eq(st, 200, "%s", snap);
 		cr_assert(slen > 16 && memcmp(snap, "SQLite format 3", 15) == 0);
-		b = http_raw("PUT", "/v1/sandboxes/r5/import", tok, snap, slen, &st, &n);
+		b = gwh_http_raw("PUT", "/v1/sandboxes/r5/import", tok, snap, slen, &st, &n);
 		cr_assert_eq(st, 200, "%s", b);
 		cr_assert(strstr(b, "\"sandbox\":\"r5\"") != NULL, "%s", b);
 		free(b);
 		free(snap);
 	}
-	b = http("GET", "/v1/sandboxes/r5/stat/d.bin", tok, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes/r5/stat/d.bin", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(strstr(b, "\"size\":6") != NULL, "%s", b);
 	free(b);
-	b = http_raw("GET", "/v1/sandboxes/r5/files/d.bin", tok, NULL, 0, &st, &n);
+	b = gwh_http_raw("GET", "/v1/sandboxes/r5/files/d.bin", tok, NULL, 0, &st, &n);
 	cr_assert(st == 200 && n == sizeof(bin) && memcmp(b, bin, n) == 0);
 	free(b);
-	b = http("DELETE", "/v1/sandboxes/r5", tok, NULL, &st);
+	b = gwh_http("DELETE", "/v1/sandboxes/r5", tok, NULL, &st);
 	cr_assert_eq(st, 204, "%s", b);
 	free(b);
-	b = http("DELETE", "/v1/sandboxes/r2", tok, NULL, &st);
+	b = gwh_http("DELETE", "/v1/sandboxes/r2", tok, NULL, &st);
 	cr_assert_eq(st, 204, "%s", b);
 	free(b);
-	b = http("GET", "/v1/sandboxes/r2", tok, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/sandboxes/r2", tok, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "sandbox_not_found");
 	free(b), free(code);
-	b = http("GET", "/v1/sandboxes/r1", tok, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes/r1", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	free(b);
 
 	/* Tenant b sees none of a's; unknown fields and methods are refused. */
-	b = http("GET", "/v1/sandboxes/r1/files/d.bin", tokb, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/sandboxes/r1/files/d.bin", tokb, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "sandbox_not_found");
 	free(b), free(code);
-	b = http("GET", "/v1/sandboxes", tokb, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes", tokb, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert_str_eq(b, "[]");
 	free(b);
-	b = http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r3\",\"bogus\":1}", &st);
-	code = error_code(b);
+	b = gwh_http("POST", "/v1/sandboxes", tok, "{\"sandbox\":\"r3\",\"bogus\":1}", &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 400, "%s", b);
 	cr_assert_str_eq(code, "unknown_field");
 	free(b), free(code);
-	b = http("POST", "/v1/sandboxes/r1/fork", tok, "{\"to\":\"r4\",\"sandbox\":"
+	b = gwh_http("POST", "/v1/sandboxes/r1/fork", tok, "{\"to\":\"r4\",\"sandbox\":"
 	    "\"x\"}", &st);
-	code = error_code(b);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 400, "%s", b);
 	cr_assert_str_eq(code, "unknown_field");
 	free(b), free(code);
-	b = http("PATCH", "/v1/sandboxes/r1", tok, NULL, &st);
+	b = gwh_http("PATCH", "/v1/sandboxes/r1", tok, NULL, &st);
 	cr_assert_eq(st, 405, "%s", b);
 	free(b);
-	b = http("GET", "/v1/sandboxes", NULL, NULL, &st);
+	b = gwh_http("GET", "/v1/sandboxes", NULL, NULL, &st);
 	cr_assert_eq(st, 401, "%s", b);
 	free(b);
 }

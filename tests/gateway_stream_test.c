@@ -28,148 +28,16 @@
 
 #include "../common/err.h"
 #include "../queue/token.h"
+#include "gwharness.h"
 #include "harness.h"
 
 static struct harness H;
 static pid_t gw_pid = -1;
-static char gw_base[64];
 
-/* A GET, or a POST when body is set; returns the body, *status the code. */
-static char *
-http(const char *method, const char *path, const char *token, const char *body,
-    long *status)
-{
-	CURL *c = curl_easy_init();
-	struct curl_slist *hs = NULL;
-	char url[512], auth[128], *out = NULL;
-	size_t outlen = 0;
-	FILE *f = open_memstream(&out, &outlen);
 
-	cr_assert(c != NULL && f != NULL);
-	snprintf(url, sizeof(url), "%s%s", gw_base, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 90L);
-	if (token) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-		hs = curl_slist_append(hs, auth);
-	}
-	if (body) {
-		hs = curl_slist_append(hs, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	}
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
-	cr_assert_eq(curl_easy_perform(c), CURLE_OK, "%s %s", method, path);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-	curl_slist_free_all(hs);
-	curl_easy_cleanup(c);
-	fclose(f);
-	return out;
-}
 
-/* The response's error code, "" when it has none. */
-static char *
-error_code(const char *text)
-{
-	json_t *o = json_loads(text, 0, NULL);
-	const char *s = NULL;
-	char *r;
 
-	cr_assert(o != NULL, "not JSON: %s", text);
-	json_unpack(o, "{s:{s:s}}", "error", "code", &s);
-	r = strdup(s ? s : "");
-	json_decref(o);
-	return r;
-}
 
-/* Starts the gateway on a free port against redis_url; waits for /healthz. */
-static pid_t
-gateway_start(const char *redis_url, const char *const *extra)
-{
-	char gwbin[512], listen[64], log[400];
-	const char *argv[16];
-	int port = 0, lfd = harness_listen(&port), n = 0;
-	pid_t parent = getpid(), pid;
-
-	close(lfd);	/* the port is free; the gateway binds it at once */
-	snprintf(gwbin, sizeof(gwbin), "%s/sandq-gateway", harness_build_dir());
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-	snprintf(gw_base, sizeof(gw_base), "http://127.0.0.1:%d", port);
-	snprintf(log, sizeof(log), "%s/gateway.log", H.dir);
-	argv[n++] = gwbin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--redis";
-	argv[n++] = redis_url;
-	while (extra && *extra)
-		argv[n++] = *extra++;
-	argv[n] = NULL;
-	if ((pid = fork()) == 0) {
-		FILE *lf = fopen(log, "a");
-
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(1);
-		if (lf)
-			dup2(fileno(lf), 2);
-		execv(argv[0], (char *const *)(uintptr_t)argv);
-		_exit(127);
-	}
-	cr_assert(pid > 0);
-	for (int i = 0; i < 100; i++) {
-		CURL *c = curl_easy_init();
-		CURLcode rc;
-		char url[128];
-		FILE *null = fopen("/dev/null", "w");
-
-		snprintf(url, sizeof(url), "%s/healthz", gw_base);
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, null);
-		rc = curl_easy_perform(c);
-		curl_easy_cleanup(c);
-		fclose(null);
-		if (rc == CURLE_OK)
-			return pid;
-		usleep(50 * 1000);
-	}
-	cr_assert_fail("the gateway did not answer /healthz (log %s)", log);
-	return -1;
-}
-
-static void
-gateway_stop(pid_t pid)
-{
-	int st;
-
-	if (pid <= 0)
-		return;
-	kill(pid, SIGTERM);
-	waitpid(pid, &st, 0);
-}
-
-/* A new token of tenant (admin when tenant is ""), its record in Redis. */
-static void
-token_make(const char *tenant, char tok[TOKEN_LEN + 1])
-{
-	struct token_record r = { .admin = tenant[0] == '\0', .created_at = 1 };
-	char hash[TOKEN_HASH_HEX + 1], *json = NULL;
-	struct err e = { 0 };
-	redisContext *rc = redisConnect("127.0.0.1", H.port);
-	redisReply *reply;
-
-	snprintf(r.tenant, sizeof(r.tenant), "%s", tenant);
-	snprintf(r.name, sizeof(r.name), "test");
-	cr_assert_eq(token_new(tok), 0);
-	token_hash_hex(tok, TOKEN_LEN, hash);
-	cr_assert_eq(token_record_encode(&r, &json, &e), 0, "%s", e.msg);
-	cr_assert(rc != NULL && rc->err == 0);
-	reply = redisCommand(rc, "HSET sandq:tokens %s %s", hash, json);
-	cr_assert(reply != NULL && reply->type == REDIS_REPLY_INTEGER);
-	freeReplyObject(reply);
-	redisFree(rc);
-	free(json);
-}
 
 
 /*** SSE reading ***/
@@ -243,7 +111,7 @@ sse_init(struct sse *s, const char *path, const char *token, const char *header)
 	memset(s, 0, sizeof(*s));
 	s->c = curl_easy_init();
 	cr_assert(s->c != NULL);
-	snprintf(url, sizeof(url), "%s%s", gw_base, path);
+	snprintf(url, sizeof(url), "%s%s", gwh_base, path);
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
 	s->hs = curl_slist_append(s->hs, auth);
 	if (header)
@@ -330,7 +198,7 @@ static void
 submit(const char *token, const char *body)
 {
 	long st;
-	char *b = http("POST", "/v1/jobs", token, body, &st);
+	char *b = gwh_http("POST", "/v1/jobs", token, body, &st);
 
 	cr_assert_eq(st, 202, "%s", b);
 	free(b);
@@ -351,7 +219,7 @@ setup(void)
 static void
 teardown(void)
 {
-	gateway_stop(gw_pid);
+	gwh_stop(gw_pid);
 	gw_pid = -1;
 	harness_stop(&H);
 }
@@ -367,9 +235,9 @@ Test(gwstream, output_arrives_live_in_order_then_end_and_resumes_from_an_id)
 	double t_one, t_end;
 	long st;
 
-	gw_pid = gateway_start(H.url, NULL);
-	token_make("a", ta);
-	token_make("b", tb);
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", ta);
+	gwh_token_make(&H, "b", tb);
 	submit(ta, "{\"op\":\"sh\",\"id\":\"live-1\",\"stream\":true,\"script\":"
 	    "\"echo one; sleep 1; echo two >&2; sleep 1; echo three\"}");
 	sse_read_all(&s, "/v1/jobs/live-1/events", ta, NULL);
@@ -402,15 +270,15 @@ Test(gwstream, output_arrives_live_in_order_then_end_and_resumes_from_an_id)
 	cr_assert(strstr(r.buf, "three") != NULL, "%s", r.buf);
 	sse_free(&r);
 	sse_free(&s);
-	b = http("GET", "/v1/jobs/live-1/events?from=nope", ta, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/jobs/live-1/events?from=nope", ta, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 400, "%s", b);
 	cr_assert_str_eq(code, "bad_query");
 	free(b), free(code);
 
 	/* Tenant b cannot open tenant a's stream. */
-	b = http("GET", "/v1/jobs/live-1/events", tb, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/jobs/live-1/events", tb, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "not_found");
 	free(b), free(code);
@@ -421,23 +289,23 @@ Test(gwstream, a_job_without_stream_answers_no_stream_and_an_unknown_id_not_foun
 	char ta[TOKEN_LEN + 1], *b, *code;
 	long st;
 
-	gw_pid = gateway_start(H.url, NULL);
-	token_make("a", ta);
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", ta);
 	submit(ta, "{\"op\":\"sh\",\"id\":\"plain-1\",\"script\":\"echo hi\"}");
-	b = http("GET", "/v1/jobs/plain-1?wait=60", ta, NULL, &st);
+	b = gwh_http("GET", "/v1/jobs/plain-1?wait=60", ta, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	free(b);
-	b = http("GET", "/v1/jobs/plain-1/events", ta, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/jobs/plain-1/events", ta, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "no_stream");
 	free(b), free(code);
-	b = http("GET", "/v1/jobs/nobody-1/events", ta, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/jobs/nobody-1/events", ta, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "not_found");
 	free(b), free(code);
-	b = http("POST", "/v1/jobs/plain-1/events", ta, "{}", &st);
+	b = gwh_http("POST", "/v1/jobs/plain-1/events", ta, "{}", &st);
 	cr_assert_eq(st, 405, "%s", b);
 	free(b);
 }
@@ -450,15 +318,15 @@ Test(gwstream, the_stream_bound_refuses_a_second_and_a_gone_client_frees_its_slo
 	struct sse s, r;
 	long st;
 
-	gw_pid = gateway_start(H.url, one);
-	token_make("a", ta);
+	gw_pid = gwh_start(&H, H.url, one);
+	gwh_token_make(&H, "a", ta);
 	submit(ta, "{\"op\":\"sh\",\"id\":\"slow-1\",\"stream\":true,\"script\":"
 	    "\"echo started; sleep 4; echo done\"}");
 	sse_init(&s, "/v1/jobs/slow-1/events", ta, NULL);
 	curl_multi_add_handle(m, s.c);
 	cr_assert(pump_until(m, &s, "started", 30), "%s", s.buf ? s.buf : "");
-	b = http("GET", "/v1/jobs/slow-1/events", ta, NULL, &st);
-	code = error_code(b);
+	b = gwh_http("GET", "/v1/jobs/slow-1/events", ta, NULL, &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 503, "%s", b);
 	cr_assert_str_eq(code, "too_many_streams");
 	free(b), free(code);
@@ -490,15 +358,15 @@ Test(gwstream, cancel_ends_a_running_job_and_its_stream_and_refuses_unknown_and_
 	double t0;
 	long st;
 
-	gw_pid = gateway_start(H.url, NULL);
-	token_make("a", ta);
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", ta);
 	submit(ta, "{\"op\":\"sh\",\"id\":\"long-1\",\"stream\":true,\"script\":"
 	    "\"echo started; sleep 30\"}");
 	sse_init(&s, "/v1/jobs/long-1/events", ta, NULL);
 	curl_multi_add_handle(m, s.c);
 	cr_assert(pump_until(m, &s, "started", 30), "%s", s.buf ? s.buf : "");
 	t0 = now_s();
-	b = http("POST", "/v1/jobs/long-1/cancel", ta, "", &st);
+	b = gwh_http("POST", "/v1/jobs/long-1/cancel", ta, "", &st);
 	cr_assert_eq(st, 202, "%s", b);
 	cr_assert_str_eq(b, "{\"id\":\"long-1\",\"cancel\":\"requested\"}");
 	free(b);
@@ -509,22 +377,22 @@ Test(gwstream, cancel_ends_a_running_job_and_its_stream_and_refuses_unknown_and_
 	curl_multi_remove_handle(m, s.c);
 	sse_free(&s);
 	curl_multi_cleanup(m);
-	b = http("GET", "/v1/jobs/long-1?wait=30", ta, NULL, &st);
+	b = gwh_http("GET", "/v1/jobs/long-1?wait=30", ta, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(strstr(b, "\"status\":\"cancelled\"") != NULL, "%s", b);
 	free(b);
 
-	b = http("POST", "/v1/jobs/long-1/cancel", ta, "", &st);
-	code = error_code(b);
+	b = gwh_http("POST", "/v1/jobs/long-1/cancel", ta, "", &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 409, "%s", b);
 	cr_assert_str_eq(code, "finished");
 	free(b), free(code);
-	b = http("POST", "/v1/jobs/nobody-2/cancel", ta, "", &st);
-	code = error_code(b);
+	b = gwh_http("POST", "/v1/jobs/nobody-2/cancel", ta, "", &st);
+	code = gwh_error_code(b);
 	cr_assert_eq(st, 404, "%s", b);
 	cr_assert_str_eq(code, "not_found");
 	free(b), free(code);
-	b = http("GET", "/v1/jobs/long-1/cancel", ta, NULL, &st);
+	b = gwh_http("GET", "/v1/jobs/long-1/cancel", ta, NULL, &st);
 	cr_assert_eq(st, 405, "%s", b);
 	free(b);
 }
@@ -555,8 +423,8 @@ Test(gwstream, concurrent_streams_share_one_reader_connection_and_each_gets_its_
 	long before, during;
 	int running = 1;
 
-	gw_pid = gateway_start(H.url, NULL);
-	token_make("a", ta);
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", ta);
 	usleep(300 * 1000);	/* the reader connection is up */
 	before = redis_clients();
 	for (int i = 0; i < 3; i++) {
