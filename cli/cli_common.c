@@ -186,96 +186,67 @@ cli_base64(const uint8_t *p, size_t n)
 	return mpjson_base64(p, n);
 }
 
-/* Sets name to the bytes as a string if they are UTF-8, else name_b64. */
-static void
-json_set_bytes(json_t *obj, const char *name, const uint8_t *p, size_t n)
-{
-	json_t *s = json_stringn((const char *)p, n);
-	char key[32];
-
-	if (s != NULL) {
-		json_object_set_new(obj, name, s);
-		return;
-	}
-	snprintf(key, sizeof(key), "%s_b64", name);
-	{
-		char *b64 = cli_base64(p, n);
-		json_object_set_new(obj, key, json_string(b64));
-		free(b64);
-	}
-}
-
-static json_t *
-json_str_or_null(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
 /*
  * r as the JSON object --json prints (the fields listed in the manual's
- * --json). The caller owns it. sandq batch writes the same objects.
+ * --json). The caller owns it. sandq batch writes the same objects. r is
+ * seen as the wire's struct result (its members borrowed, nothing copied)
+ * so that proto/mpjson.c's mpjson_result() is the one writer of a result's
+ * JSON, here and in the gateway.
  */
 json_t *
 cli_result_json(const struct sandq_result *r)
 {
-	json_t *o = json_object();
+	struct result w = { 0 };
+	struct refusal *refused = NULL;
+	json_t *o;
 
-	json_object_set_new(o, "id", json_str_or_null(r->id));
-	json_object_set_new(o, "status", json_str_or_null(r->status));
-	json_object_set_new(o, "exit_code", json_integer(r->exit_code));
-	json_object_set_new(o, "signal", json_integer(r->signal));
-	json_set_bytes(o, "stdout", r->stdout_data, r->stdout_len);
-	json_object_set_new(o, "stdout_len", json_integer((json_int_t)r->stdout_len));
-	json_object_set_new(o, "stdout_truncated", json_boolean(r->stdout_truncated));
-	json_set_bytes(o, "stderr", r->stderr_data, r->stderr_len);
-	json_object_set_new(o, "stderr_len", json_integer((json_int_t)r->stderr_len));
-	json_object_set_new(o, "stderr_truncated", json_boolean(r->stderr_truncated));
-	json_object_set_new(o, "wall_ms", json_integer((json_int_t)r->wall_ms));
-	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)r->cpu_ms));
-	json_object_set_new(o, "max_rss_kb", json_integer((json_int_t)r->max_rss_kb));
-	json_object_set_new(o, "queued_at", json_integer((json_int_t)r->queued_at));
-	json_object_set_new(o, "started_at", json_integer((json_int_t)r->started_at));
-	json_object_set_new(o, "finished_at", json_integer((json_int_t)r->finished_at));
-	json_object_set_new(o, "host", json_str_or_null(r->host));
-	json_object_set_new(o, "worker", json_integer(r->worker));
-	json_object_set_new(o, "attempt", json_integer(r->attempt));
-	if (r->error_code || r->error_message)
-		json_object_set_new(o, "error", json_pack("{s:s, s:s}",
-		    "code", r->error_code ? r->error_code : "",
-		    "message", r->error_message ? r->error_message : ""));
-	else
-		json_object_set_new(o, "error", json_null());
-	{
-		json_t *refused = json_object();
-
-		for (size_t i = 0; i < r->nrefused; i++)
-			json_object_set_new(refused, r->refused[i].syscall,
-			    json_integer((json_int_t)r->refused[i].count));
-		json_object_set_new(o, "refused", refused);
+	w.id = r->id;
+	if (r->status == NULL || res_status_parse(r->status, &w.status) < 0)
+		w.status = ST_INTERNAL;	/* libsandq decoded it: cannot happen */
+	w.exit_code = r->exit_code;
+	w.signal = r->signal;
+	w.out = r->stdout_data;
+	w.out_len = r->stdout_len;
+	w.out_truncated = r->stdout_truncated;
+	w.err = r->stderr_data;
+	w.err_len = r->stderr_len;
+	w.err_truncated = r->stderr_truncated;
+	w.wall_ms = r->wall_ms;
+	w.cpu_ms = r->cpu_ms;
+	w.max_rss_kb = r->max_rss_kb;
+	w.queued_at = r->queued_at;
+	w.started_at = r->started_at;
+	w.finished_at = r->finished_at;
+	w.host = r->host;
+	w.worker = r->worker;
+	w.attempt = r->attempt;
+	w.error_code = r->error_code;
+	w.error_message = r->error_message;
+	if (r->nrefused > 0) {
+		refused = xcalloc(r->nrefused, sizeof(*refused));
+		for (size_t i = 0; i < r->nrefused; i++) {
+			refused[i].name = r->refused[i].syscall;
+			refused[i].count = r->refused[i].count;
+		}
 	}
-	if (r->image) {
-		json_object_set_new(o, "image", json_string(r->image));
-		json_object_set_new(o, "image_digest", json_str_or_null(r->image_digest));
-		json_object_set_new(o, "image_name", json_str_or_null(r->image_name));
-	}
-	if (r->sandbox) {
-		json_t *ch = json_array(), *rp = json_array();
-
-		json_object_set_new(o, "sandbox", json_string(r->sandbox));
-		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
-		json_object_set_new(o, "snapshot", json_str_or_null(r->snapshot));
-		for (size_t i = 0; i < r->nchanged; i++)
-			json_array_append_new(ch, json_str_or_null(r->changed[i]));
-		json_object_set_new(o, "changed", ch);
-		json_object_set_new(o, "changed_truncated",
-		    json_boolean(r->changed_truncated));
-		json_object_set_new(o, "changes", json_pack("{s:I, s:I, s:I}",
-		    "added", (json_int_t)r->added, "modified", (json_int_t)r->modified,
-		    "removed", (json_int_t)r->removed));
-		for (size_t i = 0; i < r->nrefused_paths; i++)
-			json_array_append_new(rp, json_str_or_null(r->refused_paths[i]));
-		json_object_set_new(o, "refused_paths", rp);
-	}
+	w.refused = refused;
+	w.nrefused = r->nrefused;
+	w.sandbox = r->sandbox;
+	w.version = r->version;
+	w.snapshot = r->snapshot;
+	w.changed = r->changed;
+	w.nchanged = r->nchanged;
+	w.changed_truncated = r->changed_truncated;
+	w.added = r->added;
+	w.modified = r->modified;
+	w.removed = r->removed;
+	w.refused_paths = r->refused_paths;
+	w.nrefused_paths = r->nrefused_paths;
+	w.image = r->image;
+	w.image_digest = r->image_digest;
+	w.image_name = r->image_name;
+	o = mpjson_result(&w);
+	free(refused);
 	return o;
 }
 

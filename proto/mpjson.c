@@ -7,6 +7,7 @@
  * (payload_scan's PAYLOAD_MAX_DEPTH on results).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <openssl/evp.h>
@@ -96,4 +97,88 @@ mpjson_value(const msgpack_object *o)
 	j = json_string(b64);
 	free(b64);
 	return j;
+}
+
+/* Sets name to the bytes as a string if they are UTF-8, else name_b64. */
+static void
+set_bytes(json_t *obj, const char *name, const uint8_t *p, size_t n)
+{
+	json_t *s = json_stringn((const char *)p, n);
+	char key[32];
+	char *b64;
+
+	if (s != NULL) {
+		json_object_set_new(obj, name, s);
+		return;
+	}
+	snprintf(key, sizeof(key), "%s_b64", name);
+	b64 = mpjson_base64(p, n);
+	json_object_set_new(obj, key, json_string(b64));
+	free(b64);
+}
+
+static json_t *
+str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *
+mpjson_result(const struct result *r)
+{
+	json_t *o = json_object(), *refused = json_object();
+
+	json_object_set_new(o, "id", str_or_null(r->id));
+	json_object_set_new(o, "status", json_string(res_status_name(r->status)));
+	json_object_set_new(o, "exit_code", json_integer(r->exit_code));
+	json_object_set_new(o, "signal", json_integer(r->signal));
+	set_bytes(o, "stdout", r->out, r->out_len);
+	json_object_set_new(o, "stdout_len", json_integer((json_int_t)r->out_len));
+	json_object_set_new(o, "stdout_truncated", json_boolean(r->out_truncated));
+	set_bytes(o, "stderr", r->err, r->err_len);
+	json_object_set_new(o, "stderr_len", json_integer((json_int_t)r->err_len));
+	json_object_set_new(o, "stderr_truncated", json_boolean(r->err_truncated));
+	json_object_set_new(o, "wall_ms", json_integer((json_int_t)r->wall_ms));
+	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)r->cpu_ms));
+	json_object_set_new(o, "max_rss_kb", json_integer((json_int_t)r->max_rss_kb));
+	json_object_set_new(o, "queued_at", json_integer((json_int_t)r->queued_at));
+	json_object_set_new(o, "started_at", json_integer((json_int_t)r->started_at));
+	json_object_set_new(o, "finished_at", json_integer((json_int_t)r->finished_at));
+	json_object_set_new(o, "host", str_or_null(r->host));
+	json_object_set_new(o, "worker", json_integer(r->worker));
+	json_object_set_new(o, "attempt", json_integer(r->attempt));
+	if (r->error_code || r->error_message)
+		json_object_set_new(o, "error", json_pack("{s:s, s:s}",
+		    "code", r->error_code ? r->error_code : "",
+		    "message", r->error_message ? r->error_message : ""));
+	else
+		json_object_set_new(o, "error", json_null());
+	for (size_t i = 0; i < r->nrefused; i++)
+		json_object_set_new(refused, r->refused[i].name,
+		    json_integer((json_int_t)r->refused[i].count));
+	json_object_set_new(o, "refused", refused);
+	if (r->image) {
+		json_object_set_new(o, "image", json_string(r->image));
+		json_object_set_new(o, "image_digest", str_or_null(r->image_digest));
+		json_object_set_new(o, "image_name", str_or_null(r->image_name));
+	}
+	if (r->sandbox) {
+		json_t *ch = json_array(), *rp = json_array();
+
+		json_object_set_new(o, "sandbox", json_string(r->sandbox));
+		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
+		json_object_set_new(o, "snapshot", str_or_null(r->snapshot));
+		for (size_t i = 0; i < r->nchanged; i++)
+			json_array_append_new(ch, str_or_null(r->changed[i]));
+		json_object_set_new(o, "changed", ch);
+		json_object_set_new(o, "changed_truncated",
+		    json_boolean(r->changed_truncated));
+		json_object_set_new(o, "changes", json_pack("{s:I, s:I, s:I}",
+		    "added", (json_int_t)r->added, "modified", (json_int_t)r->modified,
+		    "removed", (json_int_t)r->removed));
+		for (size_t i = 0; i < r->nrefused_paths; i++)
+			json_array_append_new(rp, str_or_null(r->refused_paths[i]));
+		json_object_set_new(o, "refused_paths", rp);
+	}
+	return o;
 }
