@@ -12,6 +12,7 @@
  * the job stream as a new entry and deletes the dead letter, so a retry is
  * never half done and never done twice.
  *
+ * Reading and retrying are queue/dead.c's, shared with the gateway.
  * Cancelling is one script too, shared with batch's Ctrl-C: cancel.c.
  *
  * Sections: Redis, dead, cancel.
@@ -28,6 +29,7 @@
 #include "../common/util.h"
 #include "../proto/job.h"
 #include "../proto/keys.h"
+#include "../queue/dead.h"
 #include "cancel.h"
 #include "cli_common.h"
 #include "cli_dead.h"
@@ -40,78 +42,6 @@
 #define REASON_COLS 60			/* reason text in the ls table */
 
 /*** Redis ***/
-
-/* A dead letter, as read from the stream (strings point into the reply). */
-struct dead {
-	const char *dead_id;
-	const char *entry, *id, *reason, *attempts;
-	size_t payload_len;
-	bool truncated, has_payload;
-};
-
-static const char *
-field(const redisReply *fields, const char *name, size_t *len)
-{
-	for (size_t i = 0; i + 1 < fields->elements; i += 2)
-		if (fields->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(fields->element[i]->str, name) == 0 &&
-		    fields->element[i + 1]->type == REDIS_REPLY_STRING) {
-			if (len)
-				*len = fields->element[i + 1]->len;
-			return fields->element[i + 1]->str;
-		}
-	return NULL;
-}
-
-/* Reads one XRANGE element; false if it is not [id, [fields]]. */
-static bool
-dead_parse(const redisReply *e, struct dead *d)
-{
-	const redisReply *f;
-
-	memset(d, 0, sizeof(*d));
-	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-	    e->element[0]->type != REDIS_REPLY_STRING ||
-	    e->element[1]->type != REDIS_REPLY_ARRAY)
-		return false;
-	f = e->element[1];
-	d->dead_id = e->element[0]->str;
-	d->entry = field(f, "entry", NULL);
-	d->id = field(f, "id", NULL);
-	d->reason = field(f, "reason", NULL);
-	d->attempts = field(f, "attempts", NULL);
-	d->has_payload = field(f, "payload", &d->payload_len) != NULL;
-	d->truncated = field(f, "payload_truncated", NULL) != NULL &&
-	    strcmp(field(f, "payload_truncated", NULL), "1") == 0;
-	return true;
-}
-
-static bool
-retryable(const struct dead *d)
-{
-	return d->id != NULL && d->has_payload && d->payload_len > 0 && !d->truncated;
-}
-
-static json_t *
-dead_json(const struct dead *d)
-{
-	json_t *o = json_object(), *att = NULL;
-	unsigned long long ms = 0;
-
-	sscanf(d->dead_id, "%llu-", &ms);
-	if (d->attempts != NULL)
-		att = json_loads(d->attempts, 0, NULL);
-	json_object_set_new(o, "dead_id", json_string(d->dead_id));
-	json_object_set_new(o, "at", json_integer((json_int_t)ms));
-	json_object_set_new(o, "entry", d->entry ? json_string(d->entry) : json_null());
-	json_object_set_new(o, "id", d->id ? json_string(d->id) : json_null());
-	json_object_set_new(o, "reason", d->reason ? json_string(d->reason) : json_null());
-	json_object_set_new(o, "attempts", att ? att : json_array());
-	json_object_set_new(o, "payload_bytes", json_integer((json_int_t)d->payload_len));
-	json_object_set_new(o, "payload_truncated", json_boolean(d->truncated));
-	json_object_set_new(o, "retryable", json_boolean(retryable(d)));
-	return o;
-}
 
 static void
 print_age(uint64_t ms)
@@ -158,9 +88,9 @@ dead_find(redisContext *rc, const char *key, const char *ref, redisReply **keep)
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY)
 		return NULL;
 	for (size_t i = 0; i < r->elements; i++) {
-		struct dead d;
+		struct queue_dead d;
 
-		if (dead_parse(r->element[i], &d) && d.id != NULL && strcmp(d.id, ref) == 0)
+		if (queue_dead_parse(r->element[i], &d) && d.id != NULL && strcmp(d.id, ref) == 0)
 			return r->element[i];
 	}
 	return NULL;
@@ -186,13 +116,13 @@ dead_ls(redisContext *rc, const char *key, long limit, bool json)
 		printf("%-20s %-32s %8s %7s  %s\n", "DEAD-ID", "JOB-ID", "ATTEMPTS", "AGE",
 		    "REASON");
 	for (size_t i = 0; i < r->elements; i++) {
-		struct dead d;
+		struct queue_dead d;
 		json_t *o;
 		unsigned long long ms = 0;
 
-		if (!dead_parse(r->element[i], &d))
+		if (!queue_dead_parse(r->element[i], &d))
 			continue;
-		o = dead_json(&d);
+		o = queue_dead_json(&d);
 		if (json) {
 			json_array_append_new(arr, o);
 			continue;
@@ -221,16 +151,16 @@ dead_show(redisContext *rc, const char *key, const char *ref, bool json)
 {
 	redisReply *keep = NULL;
 	const redisReply *e = dead_find(rc, key, ref, &keep);
-	struct dead d;
+	struct queue_dead d;
 	json_t *o, *a;
 	size_t i;
 
-	if (e == NULL || !dead_parse(e, &d)) {
+	if (e == NULL || !queue_dead_parse(e, &d)) {
 		cli_warn("no dead letter '%s' in %s", ref, key);
 		freeReplyObject(keep);
 		return 1;
 	}
-	o = dead_json(&d);
+	o = queue_dead_json(&d);
 	if (json) {
 		json_dumpf(o, stdout, JSON_COMPACT);
 		putchar('\n');
@@ -240,7 +170,7 @@ dead_show(redisContext *rc, const char *key, const char *ref, bool json)
 		    d.id ? cli_esc(d.id) : "(no readable id)", d.entry ? cli_esc(d.entry) : "-",
 		    d.reason ? cli_esc(d.reason) : "-", d.payload_len,
 		    d.truncated ? " (cut at 1 MiB)" : "",
-		    retryable(&d) ? "possible (sandq dead retry)" : "not possible");
+		    queue_dead_retryable(&d) ? "possible (sandq dead retry)" : "not possible");
 		json_array_foreach(json_object_get(o, "attempts"), i, a) {
 			const char *host = json_string_value(json_object_get(a, "host"));
 			const char *why = json_string_value(json_object_get(a, "reason"));
@@ -260,33 +190,15 @@ dead_show(redisContext *rc, const char *key, const char *ref, bool json)
 	return 0;
 }
 
-/*
- * KEYS: dead, jobs, res, done, attempts, cancel; ARGV: the dead letter's
- * id. Returns {1, new entry id}, {0, why}.
- */
-static const char retry_lua[] =
-"local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])\n"
-"if #e == 0 then return {0, 'gone'} end\n"
-"local f, payload, cut = e[1][2], nil, '0'\n"
-"for i = 1, #f, 2 do\n"
-"  if f[i] == 'payload' then payload = f[i + 1] end\n"
-"  if f[i] == 'payload_truncated' then cut = f[i + 1] end\n"
-"end\n"
-"if payload == nil or payload == '' or cut == '1' then return {0, 'no job to retry'} end\n"
-"redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])\n"
-"local id = redis.call('XADD', KEYS[2], '*', 'job', payload)\n"
-"redis.call('XDEL', KEYS[1], ARGV[1])\n"
-"return {1, id}\n";
-
 static int
 dead_retry_one(redisContext *rc, const char *tenant, const char *key,
-    const struct dead *d)
+    const struct queue_dead *d)
 {
 	char jobs[KEY_MAX], res[KEY_MAX], done[KEY_MAX], att[KEY_MAX], can[KEY_MAX];
 	redisReply *r;
 	int status = 0;
 
-	if (!retryable(d)) {
+	if (!queue_dead_retryable(d)) {
 		cli_warn("dead letter %s cannot be retried: %s", d->dead_id,
 		    d->id == NULL ? "its entry had no readable job id" :
 		    "its job was cut at 1 MiB when it was recorded");
@@ -299,7 +211,7 @@ dead_retry_one(redisContext *rc, const char *tenant, const char *key,
 		cli_warn("job id '%s' makes too long a key", d->id);
 		return 1;
 	}
-	r = redisCommand(rc, "EVAL %s 6 %s %s %s %s %s %s %s", retry_lua, key, jobs, res,
+	r = redisCommand(rc, "EVAL %s 6 %s %s %s %s %s %s %s", queue_dead_retry_lua, key, jobs, res,
 	    done, att, can, d->dead_id);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
 		cli_warn("retry of %s: %s", d->dead_id,
@@ -332,9 +244,9 @@ dead_retry(redisContext *rc, const char *tenant, const char *key, char **refs,
 			return 125;
 		}
 		for (size_t i = 0; i < r->elements; i++) {
-			struct dead d;
+			struct queue_dead d;
 
-			if (dead_parse(r->element[i], &d) &&
+			if (queue_dead_parse(r->element[i], &d) &&
 			    (st = dead_retry_one(rc, tenant, key, &d)) > status)
 				status = st;
 		}
@@ -346,9 +258,9 @@ dead_retry(redisContext *rc, const char *tenant, const char *key, char **refs,
 	for (int i = 0; i < nrefs; i++) {
 		redisReply *keep = NULL;
 		const redisReply *e = dead_find(rc, key, refs[i], &keep);
-		struct dead d;
+		struct queue_dead d;
 
-		if (e == NULL || !dead_parse(e, &d)) {
+		if (e == NULL || !queue_dead_parse(e, &d)) {
 			cli_warn("no dead letter '%s' in %s", refs[i], key);
 			st = 1;
 		} else {

@@ -9,7 +9,7 @@
  * PREFIX:tenants, and each tenant's job stream, whose length is its jobs
  * not yet finished (an entry leaves the stream with its result). A host
  * whose last status is older than STALE_MS is listed as gone and not
- * counted.
+ * counted. The figures are queue/status.c's, shared with the gateway.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,39 +22,48 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/keys.h"
-#include "../queue/tenant.h"
+#include "../queue/status.h"
 #include "cli_common.h"
 #include "cli_man.h"
 #include "cli_status.h"
 #include "redis_sync.h"
 
 #define PREFIX "sandq"
-#define STALE_MS 10000
-#define TENANTS_SHOWN_MAX 4096
 
-struct tfig {
-	char name[TENANT_NAME_MAX + 1];
-	long long queued, running, done, refused, backlog;
-	long long pulling;	/* of queued: waiting for their image's pull */
-};
-
-static struct tfig *
-fig_get(struct tfig *f, size_t *n, const char *name)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp(f[i].name, name) == 0)
-			return &f[i];
-	if (*n == TENANTS_SHOWN_MAX || strlen(name) > TENANT_NAME_MAX)
-		return NULL;
-	memset(&f[*n], 0, sizeof(f[*n]));
-	snprintf(f[*n].name, sizeof(f[*n].name), "%s", name);
-	return &f[(*n)++];
-}
-
+/* An integer member or 0. */
 static long long
 jint(const json_t *o, const char *k)
 {
 	return (long long)json_integer_value(json_object_get(o, k));
+}
+
+/* Prints the view as the two tables. */
+static void
+print_tables(const json_t *out)
+{
+	const json_t *hosts = json_object_get(out, "hosts");
+	const json_t *tenants = json_object_get(out, "tenants");
+	long long workers = jint(out, "workers");
+	size_t i;
+	json_t *e;
+
+	printf("%-24s %8s %6s %8s %11s\n", "HOST", "WORKERS", "BUSY", "AGE",
+	    "AUDIT LOST");
+	/* A host's name is whatever its sandqd wrote: escaped. */
+	json_array_foreach(hosts, i, e)
+		printf("%-24s %8lld %6lld %7.1fs %11lld%s\n",
+		    cli_esc_cut(json_string_value(json_object_get(e, "host")), 24),
+		    jint(e, "workers"), jint(e, "busy"),
+		    (double)jint(e, "age_ms") / 1000.0, jint(e, "audit_lost"),
+		    json_is_true(json_object_get(e, "live")) ? "" : "  (gone)");
+	printf("\n%-24s %8s %8s %8s %8s %10s %6s\n", "TENANT", "QUEUED", "PULLING",
+	    "RUNNING", "DONE/1m", "REFUSED/1m", "SHARE");
+	json_array_foreach(tenants, i, e)
+		printf("%-24s %8lld %8lld %8lld %8lld %10lld %5.0f%%\n",
+		    cli_esc(json_string_value(json_object_get(e, "name"))),
+		    jint(e, "queued"), jint(e, "pulling"), jint(e, "running"),
+		    jint(e, "done_1m"), jint(e, "refused_1m"), workers > 0 ?
+		    100.0 * (double)jint(e, "running") / (double)workers : 0.0);
 }
 
 int
@@ -65,15 +74,12 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct tfig *figs = xcalloc(TENANTS_SHOWN_MAX, sizeof(*figs));
-	json_t *out = json_object(), *hosts = json_array(), *tenants = json_array();
+	struct queue_status *qs = NULL;
+	json_t *out = NULL;
 	bool json = conn->json;
-	long long workers = 0, now = (long long)now_ms();
-	size_t nfigs = 0;
 	redisContext *rc = NULL;
 	redisReply *r = NULL;
-	char msg[512], key[KEY_MAX], **shown = NULL;
-	size_t nshown = 0;
+	char msg[512], key[KEY_MAX];
 	int c, status = 125;
 
 	optind = 1;
@@ -104,6 +110,7 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		cli_warn("%s", msg);
 		goto out;
 	}
+	qs = queue_status_new(now_ms());
 	/* The hosts, and what each says of each tenant. */
 	r = redisCommand(rc, "HGETALL %s:hosts", PREFIX);
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
@@ -111,121 +118,37 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		    r ? (r->type == REDIS_REPLY_ERROR ? r->str : "not a hash") : rc->errstr);
 		goto out;
 	}
-	for (size_t i = 0; i + 1 < r->elements; i += 2) {
-		json_t *h = json_loadb(r->element[i + 1]->str, r->element[i + 1]->len, 0, NULL);
-		json_t *ts, *e = json_object();
-		const char *name;
-		long long age;
-		bool live;
-
-		if (h == NULL || !json_is_object(h)) {
-			json_decref(h);
-			json_decref(e);
-			continue;
-		}
-		age = now - jint(h, "time");
-		live = age < STALE_MS;
-		/* A name that is not UTF-8 goes into JSON as the table shows it. */
-		shown = xreallocarray(shown, nshown + 1, sizeof(*shown));
-		shown[nshown++] = xstrdup(cli_escn_cut(r->element[i]->str,
-		    r->element[i]->len, 24));
-		if ((ts = json_stringn(r->element[i]->str, r->element[i]->len)) == NULL)
-			ts = json_string(cli_escn(r->element[i]->str, r->element[i]->len));
-		json_object_set_new(e, "host", ts);
-		json_object_set_new(e, "workers", json_integer(jint(h, "workers")));
-		json_object_set_new(e, "busy", json_integer(jint(h, "busy")));
-		json_object_set_new(e, "age_ms", json_integer(age));
-		json_object_set_new(e, "audit_lost", json_integer(jint(h, "audit_db_dropped") +
-		    jint(h, "audit_stream_lost")));
-		json_object_set_new(e, "live", json_boolean(live));
-		json_array_append_new(hosts, e);
-		if (live) {
-			workers += jint(h, "workers");
-			ts = json_object_get(h, "tenants");
-			json_object_foreach(ts, name, e) {
-				struct tfig *f = fig_get(figs, &nfigs, name);
-
-				if (f == NULL)
-					continue;
-				f->running += jint(e, "running");
-				f->pulling += jint(e, "pulling");
-				f->done += jint(e, "done_1m");
-				f->refused += jint(e, "refused_1m");
-			}
-		}
-		json_decref(h);
-	}
+	queue_status_hosts(qs, r);
 	freeReplyObject(r);
 	/* Tenants kept in Redis that no live host reports on yet. */
 	r = redisCommand(rc, "SMEMBERS %s:tenants", PREFIX);
-	if (r != NULL && r->type == REDIS_REPLY_ARRAY)
-		for (size_t i = 0; i < r->elements; i++)
-			if (r->element[i]->type == REDIS_REPLY_STRING)
-				(void)fig_get(figs, &nfigs, r->element[i]->str);
+	queue_status_tenants(qs, r);
 	freeReplyObject(r);
 	r = NULL;
 	/* A stream holds its tenant's unfinished jobs: the rest are queued. */
-	for (size_t i = 0; i < nfigs; i++) {
-		if (key_jobs(key, PREFIX, figs[i].name) < 0)
+	for (size_t i = 0; i < queue_status_count(qs); i++) {
+		if (key_jobs(key, PREFIX, queue_status_name(qs, i)) < 0)
 			continue;
 		r = redisCommand(rc, "XLEN %s", key);
 		if (r != NULL && r->type == REDIS_REPLY_INTEGER)
-			figs[i].backlog = r->integer;
+			queue_status_backlog(qs, i, r->integer);
 		freeReplyObject(r);
 		r = NULL;
-		figs[i].queued = figs[i].backlog > figs[i].running ?
-		    figs[i].backlog - figs[i].running : 0;
 	}
-	for (size_t i = 0; i < nfigs; i++) {
-		json_t *e = json_object();
-
-		json_object_set_new(e, "name", json_string(figs[i].name));
-		json_object_set_new(e, "queued", json_integer(figs[i].queued));
-		json_object_set_new(e, "pulling", json_integer(figs[i].pulling));
-		json_object_set_new(e, "running", json_integer(figs[i].running));
-		json_object_set_new(e, "done_1m", json_integer(figs[i].done));
-		json_object_set_new(e, "refused_1m", json_integer(figs[i].refused));
-		json_object_set_new(e, "share", json_real(workers > 0 ?
-		    (double)figs[i].running / (double)workers : 0.0));
-		json_array_append_new(tenants, e);
-	}
-	json_object_set_new(out, "workers", json_integer(workers));
-	json_object_set(out, "hosts", hosts);
-	json_object_set(out, "tenants", tenants);
+	out = queue_status_json(qs);
 	if (json) {
 		char *text = json_dumps(out, JSON_COMPACT);
 
 		puts(text);
 		free(text);
-	} else {
-		size_t i;
-		json_t *e;
-
-		printf("%-24s %8s %6s %8s %11s\n", "HOST", "WORKERS", "BUSY", "AGE",
-		    "AUDIT LOST");
-		json_array_foreach(hosts, i, e)
-			printf("%-24s %8lld %6lld %7.1fs %11lld%s\n", shown[i], jint(e, "workers"),
-			    jint(e, "busy"), (double)jint(e, "age_ms") / 1000.0,
-			    jint(e, "audit_lost"),
-			    json_is_true(json_object_get(e, "live")) ? "" : "  (gone)");
-		printf("\n%-24s %8s %8s %8s %8s %10s %6s\n", "TENANT", "QUEUED", "PULLING",
-		    "RUNNING", "DONE/1m", "REFUSED/1m", "SHARE");
-		for (i = 0; i < nfigs; i++)
-			printf("%-24s %8lld %8lld %8lld %8lld %10lld %5.0f%%\n",
-			    cli_esc(figs[i].name), figs[i].queued, figs[i].pulling,
-			    figs[i].running, figs[i].done, figs[i].refused,
-			    workers > 0 ? 100.0 * (double)figs[i].running / (double)workers : 0.0);
-	}
+	} else
+		print_tables(out);
 	status = 0;
 out:
 	if (rc != NULL)
 		redisFree(rc);
-	json_decref(hosts);
-	json_decref(tenants);
+	freeReplyObject(r);
 	json_decref(out);
-	free(figs);
-	for (size_t i = 0; i < nshown; i++)
-		free(shown[i]);
-	free(shown);
+	queue_status_free(qs);
 	return status;
 }

@@ -81,6 +81,8 @@ call_free_cb(uv_handle_t *h)
 	struct call *c = h->data;
 
 	free(c->jobbuf);
+	if (c->ext_free != NULL)
+		c->ext_free(c->ext);
 	free(c);
 }
 

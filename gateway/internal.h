@@ -40,6 +40,7 @@ enum route {
 	R_EVENTS,	/* GET /v1/jobs/ID/events (stream.c) */
 	R_CANCEL,	/* POST /v1/jobs/ID/cancel (stream.c) */
 	R_SBX,		/* /v1/sandboxes...: an op submitted and waited for (sandbox.c) */
+	R_ADMIN,	/* /v1/admin/...: an operator's view (admin.c) */
 };
 
 /* What a /v1/sandboxes route answers with an ok result (sandbox.c). */
@@ -66,6 +67,9 @@ struct call {
 	char *jobbuf;		/* R_SBX: the encoded job, XADDed once authenticated */
 	size_t joblen;
 	enum sbx_answer answer;	/* R_SBX: how an ok result is answered */
+	void *ext;		/* a route's own state, freed with the call */
+	void (*ext_free)(void *);
+	void (*cont)(struct call *c);	/* admin.c: what X-Sandq-Tenant continues */
 };
 
 extern struct gw gw;
@@ -94,6 +98,16 @@ bool call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv
  */
 struct call *sandbox_route(h2o_req_t *req);
 void sandbox_answer(struct call *c, const struct result *res);
+
+/*
+ * admin.c: /v1/admin and below (the call, or NULL having answered), its
+ * answer once an admin token is checked; and X-Sandq-Tenant: true if the
+ * admin's request names a tenant (then answered, or continued by cont as
+ * that tenant's once it is known), false if it names none.
+ */
+struct call *admin_route(h2o_req_t *req);
+void admin_answer(struct call *c);
+bool admin_as_tenant(struct call *c, void (*cont)(struct call *c));
 
 /* stream.c: the routes after authentication, and the reader's start. */
 void stream_events(struct call *c);

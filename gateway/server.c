@@ -131,6 +131,7 @@ static void route_submit(struct call *c);
 static void submit_wait(struct call *c);
 static void authenticate(struct call *c);
 static void poll_result(struct call *c);
+static void route_tenant(struct call *c);
 
 /* GET /readyz: PING answered. */
 static void
@@ -173,11 +174,28 @@ token_cb(redisAsyncContext *ac, void *r, void *priv)
 		goto out;
 	}
 	if (rec.admin || rec.tenant[0] == '\0') {
-		call_error(c, 403, "admin_token", "an admin token names no tenant; "
-		    "jobs are a tenant's (use a tenant token)");
+		if (c->route == R_ADMIN)
+			admin_answer(c);
+		else if (!admin_as_tenant(c, route_tenant))
+			call_error(c, 403, "admin_token", "an admin token names no "
+			    "tenant: name one with X-Sandq-Tenant, or use a tenant token");
+		goto out;
+	}
+	if (c->route == R_ADMIN) {
+		call_error(c, 403, "not_admin", "the operator's views take an admin token");
 		goto out;
 	}
 	snprintf(c->tenant, sizeof(c->tenant), "%s", rec.tenant);
+	route_tenant(c);
+out:
+	explicit_bzero(&rec, sizeof(rec));
+	call_unref(c);
+}
+
+/* Continues an authenticated call as c->tenant's. */
+static void
+route_tenant(struct call *c)
+{
 	if (c->route == R_SUBMIT)
 		route_submit(c);
 	else if (c->route == R_EVENTS)
@@ -188,9 +206,6 @@ token_cb(redisAsyncContext *ac, void *r, void *priv)
 		submit_wait(c);
 	else
 		poll_result(c);
-out:
-	explicit_bzero(&rec, sizeof(rec));
-	call_unref(c);
 }
 
 /*
@@ -510,6 +525,12 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 	if (p.len >= 13 && memcmp(p.base, "/v1/sandboxes", 13) == 0 &&
 	    (p.len == 13 || p.base[13] == '/')) {
 		if ((c = sandbox_route(req)) != NULL)
+			authenticate(c);
+		return 0;
+	}
+	if (p.len >= 9 && memcmp(p.base, "/v1/admin", 9) == 0 &&
+	    (p.len == 9 || p.base[9] == '/')) {
+		if ((c = admin_route(req)) != NULL)
 			authenticate(c);
 		return 0;
 	}

@@ -51,7 +51,7 @@ ALLOWED = {
                    'store', 'workspace', 'sandbox', 'images'},
     'cli': {'common', 'proto', 'queue', 'audit', 'agentfs', 'workspace',
             'sandbox', 'libsandq', 'images'},
-    'gateway': {'common', 'proto', 'queue', 'config'},
+    'gateway': {'common', 'proto', 'queue', 'config', 'audit'},
 }
 # The one header of a folder that another may use beyond the table.
 EXCEPTIONS = {
