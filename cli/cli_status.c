@@ -39,7 +39,7 @@ jint(const json_t *o, const char *k)
 
 /* Prints the view as the two tables. */
 static void
-print_tables(const json_t *out)
+print_tables(const struct queue_status *qs, const json_t *out)
 {
 	const json_t *hosts = json_object_get(out, "hosts");
 	const json_t *tenants = json_object_get(out, "tenants");
@@ -49,13 +49,17 @@ print_tables(const json_t *out)
 
 	printf("%-24s %8s %6s %8s %11s\n", "HOST", "WORKERS", "BUSY", "AGE",
 	    "AUDIT LOST");
-	/* A host's name is whatever its sandqd wrote: escaped. */
-	json_array_foreach(hosts, i, e)
+	/* A host's name is whatever its sandqd wrote: escaped as written. */
+	json_array_foreach(hosts, i, e) {
+		size_t len = 0;
+		const char *name = queue_status_host(qs, i, &len);
+
 		printf("%-24s %8lld %6lld %7.1fs %11lld%s\n",
-		    cli_esc_cut(json_string_value(json_object_get(e, "host")), 24),
+		    cli_escn_cut(name ? name : "", len, 24),
 		    jint(e, "workers"), jint(e, "busy"),
 		    (double)jint(e, "age_ms") / 1000.0, jint(e, "audit_lost"),
 		    json_is_true(json_object_get(e, "live")) ? "" : "  (gone)");
+	}
 	printf("\n%-24s %8s %8s %8s %8s %10s %6s\n", "TENANT", "QUEUED", "PULLING",
 	    "RUNNING", "DONE/1m", "REFUSED/1m", "SHARE");
 	json_array_foreach(tenants, i, e)
@@ -142,7 +146,7 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 		puts(text);
 		free(text);
 	} else
-		print_tables(out);
+		print_tables(qs, out);
 	status = 0;
 out:
 	if (rc != NULL)

@@ -265,9 +265,9 @@ take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 
 		if (s == NULL)
 			return bad_type(f, "op", "a string");
-		/* Every op of docs/protocol.md but image.pull (not served yet). */
+		/* Every op of docs/protocol.md. */
 		for (int op = OP_NONE + 1; op < OP__COUNT; op++)
-			if (op != OP_IMAGE_PULL && job_op_name((enum job_op)op) != NULL &&
+			if (job_op_name((enum job_op)op) != NULL &&
 			    strcmp(s, job_op_name((enum job_op)op)) == 0) {
 				j->op = (enum job_op)op;
 				return 0;

@@ -27,7 +27,7 @@ struct gw_fail {
 
 /*
  * Reads body (len bytes, untrusted, already bounded by --max-body) as a
- * job: the runs and the fs.*, kv.* and sandbox.* ops (not image.pull).
+ * job: the runs, the fs.*, kv.* and sandbox.* ops and image.pull.
  * id may be absent: then a
  * random "gw-" id is made. The job is encoded and decoded once more, so
  * that whatever sandqd's intake would refuse as malformed is refused here

@@ -29,6 +29,8 @@ struct queue_status {
 	uint64_t now;
 	long long workers;
 	json_t *hosts;
+	char **names;		/* hosts' names as written, in the order of hosts */
+	size_t *name_lens;
 	struct tfig *figs;
 	size_t nfigs;
 };
@@ -49,7 +51,11 @@ queue_status_free(struct queue_status *s)
 {
 	if (s == NULL)
 		return;
+	for (size_t i = 0; i < json_array_size(s->hosts); i++)
+		free(s->names[i]);
 	json_decref(s->hosts);
+	free(s->names);
+	free(s->name_lens);
 	free(s->figs);
 	free(s);
 }
@@ -131,6 +137,12 @@ queue_status_hosts(struct queue_status *s, const redisReply *r)
 		json_object_set_new(e, "audit_lost", json_integer(jint(h, "audit_db_dropped") +
 		    jint(h, "audit_stream_lost")));
 		json_object_set_new(e, "live", json_boolean(live));
+		s->names = xreallocarray(s->names, json_array_size(s->hosts) + 1,
+		    sizeof(*s->names));
+		s->name_lens = xreallocarray(s->name_lens, json_array_size(s->hosts) + 1,
+		    sizeof(*s->name_lens));
+		s->names[json_array_size(s->hosts)] = xmemdup0(k->str, k->len);
+		s->name_lens[json_array_size(s->hosts)] = k->len;
 		json_array_append_new(s->hosts, e);
 		if (live) {
 			s->workers += jint(h, "workers");
@@ -182,6 +194,15 @@ queue_status_backlog(struct queue_status *s, size_t i, long long xlen)
 	f = &s->figs[i];
 	f->backlog = xlen;
 	f->queued = f->backlog > f->running ? f->backlog - f->running : 0;
+}
+
+const char *
+queue_status_host(const struct queue_status *s, size_t i, size_t *len)
+{
+	if (i >= json_array_size(s->hosts))
+		return NULL;
+	*len = s->name_lens[i];
+	return s->names[i];
 }
 
 json_t *

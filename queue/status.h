@@ -40,6 +40,11 @@ size_t queue_status_count(const struct queue_status *s);
 const char *queue_status_name(const struct queue_status *s, size_t i);
 /* Tenant i's XLEN (its unfinished jobs); the rest of running are queued. */
 void queue_status_backlog(struct queue_status *s, size_t i, long long xlen);
+/*
+ * Host i's name as its sandqd wrote it (the JSON holds it escaped when it
+ * is not UTF-8), for a terminal that escapes it itself; NULL past the end.
+ */
+const char *queue_status_host(const struct queue_status *s, size_t i, size_t *len);
 /* The view as JSON (owned): {"workers", "hosts", "tenants"}. */
 json_t *queue_status_json(const struct queue_status *s);
 

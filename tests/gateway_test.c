@@ -212,7 +212,7 @@ Test(gateway, refusals_enqueue_nothing)
 	refused(tok, "{\"op\":\"exec\",\"argv\":[]}", 400, "invalid_job", "argv");
 	refused(tok, "{\"op\":\"sh\",\"script\":\"true\",\"id\":\"a b\"}", 400,
 	    "invalid_job", "id");
-	refused(tok, "{\"op\":\"image.pull\",\"image\":\"host\"}", 400,
+	refused(tok, "{\"op\":\"image.push\",\"image\":\"host\"}", 400,
 	    "unsupported_op", NULL);
 	refused(admin, "{\"op\":\"sh\",\"script\":\"true\"}", 403, "admin_token", NULL);
 	big = malloc(8192);
@@ -220,6 +220,35 @@ Test(gateway, refusals_enqueue_nothing)
 	refused(tok, big, 413, "body_too_large", NULL);
 	free(big);
 	cr_assert_eq(gwh_xlen(&H, "a"), 0);
+}
+
+/*
+ * image.pull goes through as any op: sandqd checks the image as for a run
+ * (`host` is "nothing to pull": rejected, code image; a registry's pulls
+ * are tests/images_*_test.c's), and the result says so.
+ */
+Test(gateway, an_image_pull_is_submitted_and_answered_by_sandqd)
+{
+	char tok[TOKEN_LEN + 1], *b;
+	const char *status = NULL, *code = NULL;
+	json_t *o;
+	long st;
+
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", tok);
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"image.pull\",\"id\":\"pull-1\","
+	    "\"image\":\"host\"}", &st);
+	cr_assert_eq(st, 202, "%s", b);
+	free(b);
+	b = gwh_http("GET", "/v1/jobs/pull-1?wait=60", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	o = json_loads(b, 0, NULL);
+	cr_assert(o && json_unpack(o, "{s:s, s:{s:s}}", "status", &status, "error",
+	    "code", &code) == 0, "%s", b);
+	cr_assert_str_eq(status, "rejected");
+	cr_assert_str_eq(code, "image");
+	json_decref(o);
+	free(b);
 }
 
 Test(gateway, a_tenants_token_reaches_only_its_tenant)

@@ -201,7 +201,7 @@ test("every documented operation answers as documented", async () => {
   await bad("[1]", "bad_json");
   await bad(json({ op: "sh", script: "x", tenant: "other" }), "unknown_field");
   await bad(json({ op: "sh", script: 5 }), "invalid_job");
-  await bad(json({ op: "image.pull", image: "host" }), "unsupported_op");
+  await bad(json({ op: "image.push", image: "host" }), "unsupported_op");
   assert.equal((await call(U, "POST", jobs, jobs, { body: json({ op: "sh", script: "x" }) })).status, 401);
   assert.equal((await call(U, "POST", jobs, jobs, { token: "sqt_" + "A".repeat(43), body: "{}" })).status, 401);
   assert.equal((await call(U, "POST", jobs, jobs, { token: admin, body: json({ op: "sh", script: "x" }) })).status, 403);
