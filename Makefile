@@ -119,7 +119,7 @@ CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
 # sandq mcp: a Model Context Protocol server over stdio (issue 17).
-CLI_SRCS += cli/cli_mcp.c
+CLI_SRCS += cli/cli_mcp.c proto/mcp.c
 # sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
 CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
 # `sandq image pull` and `sandq image ls` (issue 16).
