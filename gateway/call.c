@@ -81,6 +81,7 @@ call_free_cb(uv_handle_t *h)
 	struct call *c = h->data;
 
 	free(c->jobbuf);
+	json_decref(c->mcp_id);
 	free(c);
 }
 
