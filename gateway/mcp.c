@@ -16,7 +16,10 @@
  * we speak, else 400; absent is 2025-03-26 as the spec says) and the query
  * (only sandbox=ID, the bound sandbox; absent: runs in a fresh throw-away
  * sandbox per call and no fs or kv tools). The Bearer token is the tenant,
- * as on every /v1 route (admin tokens refused in server.c).
+ * as on every /v1 route (admin tokens refused in server.c). Every 4xx is
+ * the gateway's {"error":{"code","message"}} (the spec lets the body be
+ * anything; a JSON-RPC error needs an id, and these name no request); a
+ * 200 is always one JSON-RPC response.
  *
  * tools/call builds the same JSON object a client could POST to /v1/jobs
  * and checks it with jobjson.c; mcp_start() hands it back encoded, and
@@ -109,9 +112,9 @@ mcp_route(h2o_req_t *req)
 	}
 	if ((v = header(req, "mcp-protocol-version", &n)) != NULL &&
 	    !mcp_version_known(v, n)) {
-		send_json(req, 400, mcp_error(NULL, -32600, "MCP-Protocol-Version: "
+		send_error(req, 400, "bad_protocol_version", "MCP-Protocol-Version: "
 		    "not a version this server speaks (" MCP_LATEST ", 2025-06-18, "
-		    "2025-03-26, 2024-11-05)"));
+		    "2025-03-26, 2024-11-05)");
 		return NULL;
 	}
 	if (!query_sandbox(req, sandbox, sizeof(sandbox))) {
@@ -199,7 +202,8 @@ mcp_start(struct call *c)
 	}
 	if (req->entity.base == NULL || (msg = json_loadb(req->entity.base,
 	    req->entity.len, JSON_REJECT_DUPLICATES, &je)) == NULL) {
-		call_json(c, 400, mcp_error(NULL, -32700, "parse error"));
+		call_error(c, 400, "bad_json", "the body is not JSON (JSON-RPC "
+		    "parse error)");
 		return false;
 	}
 	mcp_handle(&srv, msg, &s);
@@ -210,11 +214,15 @@ mcp_start(struct call *c)
 		call_bytes(c, 202, "application/json", "", 0);
 	else {
 		/* An error that names no request answers no request: 400. */
-		bool bad = json_object_get(s.answer, "error") != NULL &&
-		    json_is_null(json_object_get(s.answer, "id"));
+		json_t *e = json_object_get(s.answer, "error");
 
-		call_json(c, bad ? 400 : 200, s.answer);
-		s.answer = NULL;
+		if (e != NULL && json_is_null(json_object_get(s.answer, "id")))
+			call_error(c, 400, "bad_json", json_string_value(json_object_get(e,
+			    "message")));
+		else {
+			call_json(c, 200, s.answer);
+			s.answer = NULL;
+		}
 	}
 	mcp_step_free(&s);
 	return submit;

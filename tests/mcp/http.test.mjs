@@ -131,7 +131,7 @@ test("the transport's edges: GET 405, Origin 403, bad version 400, notification 
   await r.text();
   r = await fetch(`${h.url}/v1/mcp`, { method: "POST", headers: { ...auth, "mcp-protocol-version": "1900-01-01" }, body: ping });
   assert.equal(r.status, 400);
-  await r.text();
+  assert.equal((await r.json()).error.code, "bad_protocol_version");
   r = await fetch(`${h.url}/v1/mcp`, { method: "POST", headers: { ...auth, "mcp-protocol-version": "2025-06-18" }, body: ping });
   assert.equal(r.status, 200);
   assert.match(r.headers.get("content-type"), /application\/json/);
@@ -142,7 +142,10 @@ test("the transport's edges: GET 405, Origin 403, bad version 400, notification 
   assert.equal(await r.text(), "");
   r = await fetch(`${h.url}/v1/mcp`, { method: "POST", headers: auth, body: "{not json" });
   assert.equal(r.status, 400);
-  assert.equal((await r.json()).error.code, -32700);
+  assert.equal((await r.json()).error.code, "bad_json");
+  r = await fetch(`${h.url}/v1/mcp`, { method: "POST", headers: auth, body: "[1]" });
+  assert.equal(r.status, 400);
+  assert.equal((await r.json()).error.code, "bad_json");
   r = await fetch(`${h.url}/v1/mcp?sandbox=..`, { method: "POST", headers: auth, body: ping });
   assert.equal(r.status, 400);
   await r.text();
