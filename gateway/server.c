@@ -6,7 +6,8 @@
  * request, its body buffered and bounded by --max-body, and calls
  * on_req(). A request becomes a reference-counted struct call (call.c)
  * that outlives it when the client goes away. GET /v1/jobs/ID/events and
- * POST /v1/jobs/ID/cancel continue in stream.c once authenticated. Every
+ * POST /v1/jobs/ID/cancel continue in stream.c once authenticated, POST
+ * /v1/mcp in mcp.c (its tool's job XADDed and polled here). Every
  * /v1 route first looks up the token (HGET PREFIX:tokens SHA256), and
  * only then reads the body, so an unauthenticated client learns nothing
  * but 401.
