@@ -119,7 +119,7 @@ CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
 # sandq mcp: a Model Context Protocol server over stdio (issue 17).
-CLI_SRCS += cli/cli_mcp.c
+CLI_SRCS += cli/cli_mcp.c proto/mcp.c
 # sandq image tag|untag|tags: a tenant's image names, a registry's tag pinned by skopeo.
 CLI_SRCS += cli/cli_image_tag.c images/pin.c images/skopeo.c images/oci.c
 # `sandq image pull` and `sandq image ls` (issue 16).
@@ -141,7 +141,7 @@ LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/jobjson.c proto/mpjson.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
@@ -204,8 +204,10 @@ TEST_BINS += $(B)/tests/python_test
 # a private redis-server, sandqd and sandq-gateway, and npm pack), behind a
 # wrapper like python_test's.
 TEST_BINS += $(B)/tests/typescript_test
-# sandq mcp driven by the official MCP TypeScript SDK's client (tests/mcp:
-# node --test against a private redis-server and sandqd), a wrapper likewise.
+# sandq mcp (stdio, mcp.test.mjs) and sandq-gateway's POST /v1/mcp (streamable
+# HTTP, http.test.mjs) driven by the official MCP TypeScript SDK's client
+# (tests/mcp: node --test against a private redis-server, sandqd and
+# sandq-gateway), a wrapper likewise.
 TEST_BINS += $(B)/tests/mcp_test
 # The folder rules of docs/architecture.md (tests/layout_check.py).
 TEST_BINS += $(B)/tests/layout_test
@@ -402,7 +404,7 @@ $(B)/tests/mcp_test: Makefile tests/mcp/package.json tests/mcp/package-lock.json
 	@sh deploy/install-node-deps.sh
 	@mkdir -p $(dir $@)
 	@printf '%s\n' '#!/bin/sh' \
-	  '# Made by the Makefile: sandq mcp against the MCP SDK client (tests/mcp).' \
+	  '# Made by the Makefile: sandq mcp and /v1/mcp against the MCP SDK client (tests/mcp).' \
 	  'exec node --test tests/mcp/*.test.mjs' \
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@

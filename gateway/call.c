@@ -83,6 +83,7 @@ call_free_cb(uv_handle_t *h)
 	free(c->jobbuf);
 	if (c->ext_free != NULL)
 		c->ext_free(c->ext);
+	json_decref(c->mcp_id);
 	free(c);
 }
 

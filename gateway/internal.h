@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "../proto/job.h"
+#include "../proto/mcp.h"
 #include "../proto/result.h"
 #include "../proto/url.h"
 
@@ -32,6 +33,7 @@ struct gw {
 	uv_tcp_t listener;
 	size_t max_body;
 	size_t max_streams;		/* open SSE streams at most */
+	const char *mcp_origins;	/* --mcp-origin: "A,B", or NULL */
 };
 
 enum route {
@@ -41,6 +43,7 @@ enum route {
 	R_CANCEL,	/* POST /v1/jobs/ID/cancel (stream.c) */
 	R_SBX,		/* /v1/sandboxes...: an op submitted and waited for (sandbox.c) */
 	R_ADMIN,	/* /v1/admin/...: an operator's view (admin.c) */
+	R_MCP,		/* POST /v1/mcp: a JSON-RPC message, a tool's job waited for (mcp.c) */
 };
 
 /* What a /v1/sandboxes route answers with an ok result (sandbox.c). */
@@ -70,6 +73,10 @@ struct call {
 	void *ext;		/* a route's own state, freed with the call */
 	void (*ext_free)(void *);
 	void (*cont)(struct call *c);	/* admin.c: what X-Sandq-Tenant continues */
+	char sandbox[JOB_ID_MAX + 1];	/* R_MCP: ?sandbox=ID, "" unbound */
+	json_t *mcp_id;		/* R_MCP: the tools/call's id, while its job runs */
+	struct mcp_req mcp;	/* R_MCP: the call (its borrowed strings NULL) */
+	uint64_t wait_ms;	/* R_MCP: how long the job's result is waited for */
 };
 
 extern struct gw gw;
@@ -108,6 +115,18 @@ void sandbox_answer(struct call *c, const struct result *res);
 struct call *admin_route(h2o_req_t *req);
 void admin_answer(struct call *c);
 bool admin_as_tenant(struct call *c, void (*cont)(struct call *c));
+
+/*
+ * mcp.c: POST /v1/mcp: the call to authenticate, or NULL having answered
+ * (method, Origin, MCP-Protocol-Version, query); once authenticated, the
+ * message answered (false) or its tool's job encoded in c->jobbuf for
+ * server.c to XADD and wait for (true); then the job's result or the end
+ * of the wait answered as the tool's result.
+ */
+struct call *mcp_route(h2o_req_t *req);
+bool mcp_start(struct call *c);
+void mcp_answer(struct call *c, const struct result *res);
+void mcp_timeout(struct call *c);
 
 /* stream.c: the routes after authentication, and the reader's start. */
 void stream_events(struct call *c);

@@ -2,7 +2,7 @@
  * main.c - sandq-gateway's start-up: options, then gw_run() (server.c).
  *
  *   sandq-gateway [--listen ADDR:PORT] [--redis URL] [--prefix P]
- *                 [--max-body BYTES] [--max-streams N]
+ *                 [--max-body BYTES] [--max-streams N] [--mcp-origin LIST]
  *
  * The Redis URL carries the operator's (admin) credentials: the gateway
  * reads the token hash and writes every tenant's stream, and acts for one
@@ -26,12 +26,15 @@ usage(FILE *f)
 {
 	fprintf(f, "usage: sandq-gateway [--listen ADDR:PORT] [--redis URL] "
 	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N]\n"
+	    "                     [--mcp-origin ORIGIN[,ORIGIN...]]\n"
 	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
 	    "  --redis     Redis URL with the operator's credentials "
 	    "(default redis://127.0.0.1:6379)\n"
 	    "  --prefix    key prefix (default sandq)\n"
 	    "  --max-body  bytes of a request body (default 1048576)\n"
-	    "  --max-streams  open event streams at most (default 1000)\n");
+	    "  --max-streams  open event streams at most (default 1000)\n"
+	    "  --mcp-origin   browser origins POST /v1/mcp accepts besides its own "
+	    "(default none)\n");
 }
 
 int
@@ -43,6 +46,7 @@ main(int argc, char **argv)
 		{ "prefix", required_argument, NULL, 'p' },
 		{ "max-body", required_argument, NULL, 'm' },
 		{ "max-streams", required_argument, NULL, 's' },
+		{ "mcp-origin", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -88,6 +92,9 @@ main(int argc, char **argv)
 				    GW_MAX_STREAMS_LIMIT);
 				return 2;
 			}
+			break;
+		case 'o':
+			o.mcp_origins = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -6,7 +6,8 @@
  * request, its body buffered and bounded by --max-body, and calls
  * on_req(). A request becomes a reference-counted struct call (call.c)
  * that outlives it when the client goes away. GET /v1/jobs/ID/events and
- * POST /v1/jobs/ID/cancel continue in stream.c once authenticated. Every
+ * POST /v1/jobs/ID/cancel continue in stream.c once authenticated, POST
+ * /v1/mcp in mcp.c (its tool's job XADDed and polled here). Every
  * /v1 route first looks up the token (HGET PREFIX:tokens SHA256), and
  * only then reads the body, so an unauthenticated client learns nothing
  * but 401.
@@ -204,7 +205,10 @@ route_tenant(struct call *c)
 		stream_cancel(c);
 	else if (c->route == R_SBX)
 		submit_wait(c);
-	else
+	else if (c->route == R_MCP) {
+		if (mcp_start(c))	/* false: answered already */
+			submit_wait(c);
+	} else
 		poll_result(c);
 }
 
@@ -254,8 +258,10 @@ xadd_cb(redisAsyncContext *ac, void *r, void *priv)
 	redisReply *reply = r;
 
 	(void)ac;
-	if (reply && reply->type == REDIS_REPLY_STRING && c->route == R_SBX) {
-		c->deadline = uv_now(gw.loop) + (uint64_t)GW_WAIT_MAX_S * 1000;
+	if (reply && reply->type == REDIS_REPLY_STRING &&
+	    (c->route == R_SBX || c->route == R_MCP)) {
+		c->deadline = uv_now(gw.loop) + (c->route == R_MCP ? c->wait_ms :
+		    (uint64_t)GW_WAIT_MAX_S * 1000);
 		c->delay = 20;
 		poll_result(c);
 	} else if (reply && reply->type == REDIS_REPLY_STRING)
@@ -312,7 +318,7 @@ out:
 	job_free(j);
 }
 
-/* XADDs c->jobbuf (R_SBX) as the tenant's job c->id; xadd_cb() then waits. */
+/* XADDs c->jobbuf (R_SBX, R_MCP) as the tenant's job c->id; xadd_cb() then waits. */
 static void
 submit_wait(struct call *c)
 {
@@ -369,9 +375,15 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 		}
 		if (c->route == R_SBX)
 			sandbox_answer(c, res);
+		else if (c->route == R_MCP)
+			mcp_answer(c, res);
 		else
 			call_json(c, 200, jobjson_result(res));
 		result_free(res);
+		goto out;
+	}
+	if (uv_now(gw.loop) >= c->deadline && c->route == R_MCP) {
+		mcp_timeout(c);
 		goto out;
 	}
 	if (uv_now(gw.loop) >= c->deadline && c->route == R_SBX) {
@@ -534,6 +546,11 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 			authenticate(c);
 		return 0;
 	}
+	if (path_is(req, "/v1/mcp")) {
+		if ((c = mcp_route(req)) != NULL)
+			authenticate(c);
+		return 0;
+	}
 	if (path_is(req, "/v1/jobs")) {
 		if (!method_is(req, "POST")) {
 			send_error(req, 405, "method_not_allowed", "POST /v1/jobs");
@@ -649,6 +666,7 @@ gw_run(const struct gw_opts *o, struct err *e)
 	snprintf(gw.prefix, sizeof(gw.prefix), "%s", o->prefix);
 	gw.max_body = o->max_body;
 	gw.max_streams = o->max_streams;
+	gw.mcp_origins = o->mcp_origins;
 	gw.loop = uv_default_loop();
 	uv_timer_init(gw.loop, &gw.reconnect);
 

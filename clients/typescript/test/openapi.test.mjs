@@ -265,6 +265,31 @@ test("every documented operation answers as documented", async () => {
   assert.equal((await call(U, "POST", cn, `${jobs}/nobody-has-it/cancel`, { token: T })).status, 404);
   assert.equal((await call(U, "GET", cn, `${jobs}/${id}/cancel`, { token: T })).status, 405);
   assert.equal((await call(U, "POST", cn, `${jobs}/${id}/cancel`, { token: admin })).status, 403);
+
+  // POST /v1/mcp (tests/mcp/http.test.mjs drives it with the MCP SDK)
+  const mcp = "/v1/mcp";
+  const ping = json({ jsonrpc: "2.0", id: 1, method: "ping" });
+  const pong = await call(U, "POST", mcp, mcp, { token: T, body: ping });
+  assert.deepEqual(pong.body, { jsonrpc: "2.0", id: 1, result: {} });
+  const run = await call(U, "POST", mcp, mcp, { token: T, body: json({ jsonrpc: "2.0", id: 2,
+    method: "tools/call", params: { name: "run_shell", arguments: { command: "echo mcp" } } }) });
+  assert.equal(run.body.result.structuredContent.stdout, "mcp\n");
+  const note = await fetch(U + mcp, { method: "POST", headers: { authorization: `Bearer ${T}` },
+    body: json({ jsonrpc: "2.0", method: "notifications/initialized" }) });
+  assert.equal(note.status, 202);   // no body: call() would parse one
+  assert.equal(await note.text(), "");
+  assert.ok(SPEC.paths[mcp].post.responses["202"]);
+  assert.equal((await call(U, "POST", mcp, mcp, { token: T, body: "{" })).body.error.code, "bad_json");
+  assert.equal((await call(U, "POST", mcp, mcp, { token: T, body: ping,
+    headers: { "mcp-protocol-version": "1900-01-01" } })).body.error.code, "bad_protocol_version");
+  assert.equal((await call(U, "POST", mcp, `${mcp}?sandbox=..`, { token: T, body: ping })).body.error.code, "bad_query");
+  assert.equal((await call(U, "POST", mcp, mcp, { token: T, body: ping,
+    headers: { origin: "http://evil.example" } })).body.error.code, "forbidden_origin");
+  assert.equal((await call(U, "POST", mcp, mcp, { token: admin, body: ping })).status, 403);
+  assert.equal((await call(U, "POST", mcp, mcp, { body: ping })).status, 401);
+  assert.equal((await call(U, "GET", mcp, mcp, { token: T })).status, 405);
+  assert.equal((await call(U, "POST", mcp, mcp, { token: T, body: "x".repeat(1536 * 1024) })).status, 413);
+  assert.equal((await call(G3, "POST", mcp, mcp, { token: T, body: ping })).status, 503);
 });
 
 test("every documented operation was called and every error code produced", () => {
