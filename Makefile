@@ -441,7 +441,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench $(B)/sandbox-bench \
-		$(B)/image-bench
+		$(B)/image-bench $(B)/gateway-bench
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
@@ -473,6 +473,11 @@ $(B)/image-bench: bench/images.c bench/timing.h $(B)/imgbench/harness.o $(B)/img
 		$(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) -ljansson -lcrypto -larchive \
 		$(LIBS_CLIENT) -lm
+
+# gateway-bench: sandq-gateway beside the Redis path (bench/run.sh runs it
+# on its stack; it starts its own gateways and writes its token with queue/token.c).
+$(B)/gateway-bench: bench/gateway.c bench/timing.h $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) $(LIBS_CLIENT) -lcurl -ljansson -lcrypto -lm
 
 $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm
