@@ -32,6 +32,9 @@ struct gw {
 	uv_tcp_t listener;
 	size_t max_body;
 	size_t max_streams;		/* open SSE streams at most */
+	size_t max_conns;		/* open client connections at most */
+	size_t nconns;			/* open client connections */
+	size_t refused;			/* closed at accept in this burst */
 };
 
 enum route {

@@ -563,6 +563,21 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 
 /*** Start-up ***/
 
+/* h2o closed a client connection: one fewer open. */
+static void
+on_conn_close(uv_handle_t *h)
+{
+	gw.nconns--;
+	free(h);
+}
+
+/*
+ * A new client connection, or, with --max-connections open already, one
+ * closed at once: accepting it (rather than leaving it in the backlog)
+ * frees the kernel's queue, and the client sees a reset, not a hang. One
+ * warning per burst: when the first is refused, and when one is served
+ * again, with the count.
+ */
 static void
 on_accept(uv_stream_t *listener, int status)
 {
@@ -577,7 +592,20 @@ on_accept(uv_stream_t *listener, int status)
 		uv_close((uv_handle_t *)conn, (uv_close_cb)free);
 		return;
 	}
-	sock = h2o_uv_socket_create((uv_stream_t *)conn, (uv_close_cb)free);
+	if (gw.nconns >= gw.max_conns) {
+		if (gw.refused++ == 0)
+			log_warnx("%zu connections open (--max-connections): closing new "
+			    "ones at accept", gw.nconns);
+		uv_close((uv_handle_t *)conn, (uv_close_cb)free);
+		return;
+	}
+	if (gw.refused > 0) {
+		log_warnx("serving new connections again; %zu were closed at accept",
+		    gw.refused);
+		gw.refused = 0;
+	}
+	gw.nconns++;
+	sock = h2o_uv_socket_create((uv_stream_t *)conn, on_conn_close);
 	h2o_accept(&gw.accept, sock);
 }
 
@@ -632,6 +660,7 @@ gw_run(const struct gw_opts *o, struct err *e)
 	snprintf(gw.prefix, sizeof(gw.prefix), "%s", o->prefix);
 	gw.max_body = o->max_body;
 	gw.max_streams = o->max_streams;
+	gw.max_conns = o->max_connections;
 	gw.loop = uv_default_loop();
 	uv_timer_init(gw.loop, &gw.reconnect);
 
