@@ -142,7 +142,9 @@ CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
 GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
-LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto
+# --config: sandqd's parser and option table (its [gateway] section).
+GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
+LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a
@@ -196,6 +198,8 @@ INTEG_TESTS += gateway_stream
 INTEG_TESTS += gateway_sandbox
 # an admin token's views (status, dead letters, audit) and X-Sandq-Tenant (issue 17).
 INTEG_TESTS += gateway_admin
+# sandq-gateway --config ([gateway] of sandq.conf) and max_connections (issue 17).
+INTEG_TESTS += gateway_conf
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -292,6 +296,10 @@ $(B)/tests/gateway_sandbox_test: $(B)/tests/gateway_sandbox_test.o $(B)/tests/ha
 # gateway_test; dead letters' payloads encoded with gateway/jobjson.c.
 $(B)/tests/gateway_admin_test: $(B)/tests/gateway_admin_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c gateway/jobjson.c proto/mpjson.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
+# gateway_conf_test: the gateway's --config, against redis-server alone.
+$(B)/tests/gateway_conf_test: $(B)/tests/gateway_conf_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
+
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto
@@ -449,7 +457,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench $(B)/sandbox-bench \
-		$(B)/image-bench
+		$(B)/image-bench $(B)/gateway-bench
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
@@ -481,6 +489,11 @@ $(B)/image-bench: bench/images.c bench/timing.h $(B)/imgbench/harness.o $(B)/img
 		$(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) -ljansson -lcrypto -larchive \
 		$(LIBS_CLIENT) -lm
+
+# gateway-bench: sandq-gateway beside the Redis path (bench/run.sh runs it
+# on its stack; it starts its own gateways and writes its token with queue/token.c).
+$(B)/gateway-bench: bench/gateway.c bench/timing.h $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter-out %.h,$^) $(LDFLAGS_ALL) $(LIBS_CLIENT) -lcurl -ljansson -lcrypto -lm
 
 $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm

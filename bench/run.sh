@@ -2,7 +2,9 @@
 # make bench: a private redis-server and sandqd (one worker per CPU) on a
 # free loopback port in a temporary folder, the benchmark against them, then
 # everything stopped and removed. Extra arguments go to the bench binary;
-# sandbox-bench (persistent sandboxes) runs after it on the same stack;
+# sandbox-bench (persistent sandboxes) and gateway-bench (sandq-gateway
+# beside the Redis path; it starts its own gateways) run after it on the
+# same stack;
 # then, the stack stopped, image-bench (jobs on OCI images), which starts
 # its own docker-registry, redis-server and sandqd.
 set -u
@@ -13,6 +15,8 @@ echo "sandq bench on $(nproc) CPUs, $(uname -r)"
 rc=$?
 echo
 "$B/sandbox-bench" "$url" || rc=1
+echo
+SANDQ_BUILD="$B" "$B/gateway-bench" "$url" || rc=1
 [ $rc -ne 0 ] && cat "$dir/sandqd.log"
 stack_stop
 redis_pid="" sandqd_pid=""

@@ -191,12 +191,21 @@ struct option {
 	.type = t, .def = d, .min = (int64_t)(lo), .max = (int64_t)(hi), \
 	.reloadable = true, .u64 = true, \
 	.off = FIELD(ceiling.n, uint64_t), .help = h }
+#define GWSTR(n, d, chk, h) { .name = #n, .section = "gateway", \
+	.type = OPT_STRING, .def = d, .off = FIELD(gateway.n, char *), \
+	.check = chk, .help = h }
+#define GWNUM(n, t, d, lo, hi, h) { .name = #n, .section = "gateway", \
+	.type = t, .def = d, .min = lo, .max = hi, \
+	.off = FIELD(gateway.n, int64_t), .help = h }
 
 static const char *check_redis(const char *s, char *why, size_t whylen);
 static const char *check_abs_path(const char *s, char *why, size_t whylen);
 static const char *check_abs_path_or_empty(const char *s, char *why,
     size_t whylen);
 static const char *check_prefix(const char *s, char *why, size_t whylen);
+static const char *check_redis_or_empty(const char *s, char *why, size_t whylen);
+static const char *check_prefix_or_empty(const char *s, char *why, size_t whylen);
+static const char *check_listen(const char *s, char *why, size_t whylen);
 static const char *check_host(const char *s, char *why, size_t whylen);
 static const char *check_image(const char *s, char *why, size_t whylen);
 static const char *tenants_check(char *const *names, size_t n, char *why,
@@ -353,6 +362,22 @@ static const struct option options[] = {
 	    "Ceiling of a job's /workspace and /tmp size and of any file it writes."),
 	LIMIT(files, OPT_INT, "65536", 16, 1048576,
 	    "Ceiling of the inodes in each of a job's /workspace, /tmp and /dev/shm."),
+
+	/* Bounds as sandq-gateway's options (gateway/main.c). */
+	GWSTR(listen, "127.0.0.1:8080", check_listen,
+	    "Where sandq-gateway serves plain HTTP: ADDR:PORT or [ADDR6]:PORT."),
+	GWSTR(redis, "", check_redis_or_empty,
+	    "Redis URL of sandq-gateway, with the operator's credentials; "
+	    "empty = [sandqd] redis."),
+	GWSTR(prefix, "", check_prefix_or_empty,
+	    "Key prefix of sandq-gateway; empty = [sandqd] prefix."),
+	GWNUM(max_body, OPT_SIZE, "1M", 1, 64 * MIB,
+	    "Bytes of a request body sandq-gateway takes (1 to 64M)."),
+	GWNUM(max_streams, OPT_INT, "1000", 1, 100000,
+	    "Event streams (GET /v1/jobs/ID/events) sandq-gateway holds open at once."),
+	GWNUM(max_connections, OPT_INT, "10000", 1, 1000000,
+	    "Client connections sandq-gateway holds open at once; past it a new "
+	    "one is closed at accept. Keep it under the process's open-file limit."),
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
@@ -420,6 +445,40 @@ check_redis(const char *s, char *why, size_t whylen)
 	if (strncmp(s, "unix://", 7) == 0 && s[7] != '\0')
 		return NULL;
 	return "expected redis://HOST[:PORT] or unix:///PATH";
+}
+
+/* [gateway] redis: a URL, or "" for [sandqd]'s. */
+static const char *
+check_redis_or_empty(const char *s, char *why, size_t whylen)
+{
+	return s[0] == '\0' ? NULL : check_redis(s, why, whylen);
+}
+
+/* [gateway] prefix: a prefix, or "" for [sandqd]'s. */
+static const char *
+check_prefix_or_empty(const char *s, char *why, size_t whylen)
+{
+	return s[0] == '\0' ? NULL : check_prefix(s, why, whylen);
+}
+
+/* ADDR:PORT or [ADDR6]:PORT, the port 1..65535; the gateway parses the
+ * address itself when it binds. */
+static const char *
+check_listen(const char *s, char *why, size_t whylen)
+{
+	const char *colon = strrchr(s, ':');
+	char *end;
+	long port;
+
+	(void)why;
+	(void)whylen;
+	if (colon == NULL || colon == s)
+		return "expected ADDR:PORT or [ADDR6]:PORT";
+	errno = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || port < 1 || port > 65535)
+		return "the port must be 1..65535";
+	return NULL;
 }
 
 /* A relative path would depend on the folder sandqd was started from. */

@@ -89,6 +89,15 @@ struct config {
 	int64_t image_max_layer_ratio;	/* uncompressed / compressed bytes */
 	/* [limits]: ceilings a job may ask for. */
 	struct job_limits ceiling;
+	/* [gateway]: sandq-gateway's own (sandqd reads and ignores them). */
+	struct {
+		char *listen;		/* ADDR:PORT or [ADDR6]:PORT */
+		char *redis;		/* "" = [sandqd] redis */
+		char *prefix;		/* "" = [sandqd] prefix */
+		int64_t max_body;	/* bytes of a request body */
+		int64_t max_streams;	/* open event streams at most */
+		int64_t max_connections;	/* open connections at most */
+	} gateway;
 	/* [tenant.NAME] sections, in the order they were first given. */
 	struct tenant_config *tenant_cfg;
 	size_t ntenant_cfg;

@@ -26,6 +26,7 @@ struct gw_opts {
 	size_t max_body;	/* bytes of a request body */
 	size_t max_streams;	/* open GET /v1/jobs/ID/events at most */
 	const char *mcp_origins;	/* Origins /v1/mcp takes besides its own: "A,B" */
+	size_t max_connections;	/* open client connections at most */
 };
 
 /*

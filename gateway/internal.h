@@ -34,6 +34,9 @@ struct gw {
 	size_t max_body;
 	size_t max_streams;		/* open SSE streams at most */
 	const char *mcp_origins;	/* --mcp-origin: "A,B", or NULL */
+	size_t max_conns;		/* open client connections at most */
+	size_t nconns;			/* open client connections */
+	size_t refused;			/* closed at accept in this burst */
 };
 
 enum route {

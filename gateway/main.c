@@ -1,8 +1,14 @@
 /*
  * main.c - sandq-gateway's start-up: options, then gw_run() (server.c).
  *
- *   sandq-gateway [--listen ADDR:PORT] [--redis URL] [--prefix P]
- *                 [--max-body BYTES] [--max-streams N] [--mcp-origin LIST]
+ *   sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL]
+ *                 [--prefix P] [--max-body BYTES] [--max-streams N]
+ *                 [--max-connections N] [--mcp-origin LIST]
+ *
+ * --config reads the [gateway] section of a sandq.conf (config/config.c,
+ * the parser and option table sandqd uses, so one file serves both and
+ * is checked whole); its empty redis and prefix take [sandqd]'s. The
+ * command line overrides the file, wherever --config appears.
  *
  * The Redis URL carries the operator's (admin) credentials: the gateway
  * reads the token hash and writes every tenant's stream, and acts for one
@@ -16,17 +22,20 @@
 
 #include "../common/err.h"
 #include "../common/log.h"
+#include "../config/config.h"
 #include "gateway.h"
 
 #define GW_MAX_BODY_LIMIT (64u * 1024u * 1024u)	/* bound of --max-body */
 #define GW_MAX_STREAMS_LIMIT 100000u		/* bound of --max-streams */
+#define GW_MAX_CONNS_LIMIT 1000000u		/* bound of --max-connections */
 
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: sandq-gateway [--listen ADDR:PORT] [--redis URL] "
-	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N]\n"
+	fprintf(f, "usage: sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL] "
+	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N] [--max-connections N]\n"
 	    "                     [--mcp-origin ORIGIN[,ORIGIN...]]\n"
+	    "  --config    a sandq.conf: its [gateway] section (options override it)\n"
 	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
 	    "  --redis     Redis URL with the operator's credentials "
 	    "(default redis://127.0.0.1:6379)\n"
@@ -34,7 +43,39 @@ usage(FILE *f)
 	    "  --max-body  bytes of a request body (default 1048576)\n"
 	    "  --max-streams  open event streams at most (default 1000)\n"
 	    "  --mcp-origin   browser origins POST /v1/mcp accepts besides its own "
-	    "(default none)\n");
+	    "(default none)\n"
+	    "  --max-connections  open client connections at most (default 10000)\n");
+}
+
+/*
+ * The [gateway] section of the file named by the first --config in argv
+ * (config_load_file() checks the whole file, as sandqd does) into o; its
+ * strings stay in c. Returns 0, or -errno with e naming the file and line.
+ */
+static int
+load_config(int argc, char **argv, struct config *c, struct gw_opts *o, struct err *e)
+{
+	const char *file = NULL;
+	int rc;
+
+	for (int i = 1; i < argc && file == NULL; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			file = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			file = argv[i] + 9;
+	}
+	if (file == NULL)
+		return 0;
+	config_defaults(c);
+	if ((rc = config_load_file(c, file, e)) < 0)
+		return rc;
+	o->listen = c->gateway.listen;
+	o->redis = c->gateway.redis[0] ? c->gateway.redis : c->redis;
+	o->prefix = c->gateway.prefix[0] ? c->gateway.prefix : c->prefix;
+	o->max_body = (size_t)c->gateway.max_body;
+	o->max_streams = (size_t)c->gateway.max_streams;
+	o->max_connections = (size_t)c->gateway.max_connections;
+	return 0;
 }
 
 int
@@ -47,6 +88,8 @@ main(int argc, char **argv)
 		{ "max-body", required_argument, NULL, 'm' },
 		{ "max-streams", required_argument, NULL, 's' },
 		{ "mcp-origin", required_argument, NULL, 'o' },
+		{ "max-connections", required_argument, NULL, 'n' },
+		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -56,12 +99,18 @@ main(int argc, char **argv)
 		.prefix = "sandq",
 		.max_body = 1024 * 1024,
 		.max_streams = 1000,
+		.max_connections = 10000,
 	};
+	struct config cfg = { 0 };
 	struct err e = { 0 };
 	char *end;
 	int c;
 
 	log_procinit("gateway");
+	if (load_config(argc, argv, &cfg, &o, &e) < 0) {
+		fprintf(stderr, "sandq-gateway: --config: %s\n", e.msg);
+		return 2;
+	}
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
@@ -96,6 +145,18 @@ main(int argc, char **argv)
 		case 'o':
 			o.mcp_origins = optarg;
 			break;
+		case 'n':
+			errno = 0;
+			o.max_connections = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || o.max_connections == 0 ||
+			    o.max_connections > GW_MAX_CONNS_LIMIT) {
+				fprintf(stderr, "sandq-gateway: --max-connections: 1 to %u\n",
+				    GW_MAX_CONNS_LIMIT);
+				return 2;
+			}
+			break;
+		case 'c':
+			break;	/* read by load_config() */
 		case 'h':
 			usage(stdout);
 			return 0;

@@ -104,28 +104,16 @@ gwh_error_code(const char *text)
 	json_decref(o);
 	return r;
 }
-/* Starts the gateway on a free port against redis_url; waits for /healthz. */
-pid_t
-gwh_start(const struct harness *h, const char *redis_url, const char *const *extra)
+/* Runs argv (argv[0] the gateway) logging to h's folder; waits until
+ * /healthz answers on 127.0.0.1:port, which gwh_base names. */
+static pid_t
+gwh_spawn(const struct harness *h, const char *const *argv, int port)
 {
-	char gwbin[512], listen[64], log[400];
-	const char *argv[16];
-	int port = 0, lfd = harness_listen(&port), n = 0;
+	char log[400];
 	pid_t parent = getpid(), pid;
 
-	close(lfd);	/* the port is free; the gateway binds it at once */
-	snprintf(gwbin, sizeof(gwbin), "%s/sandq-gateway", harness_build_dir());
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	snprintf(gwh_base, sizeof(gwh_base), "http://127.0.0.1:%d", port);
 	snprintf(log, sizeof(log), "%s/gateway.log", h->dir);
-	argv[n++] = gwbin;
-	argv[n++] = "--listen";
-	argv[n++] = listen;
-	argv[n++] = "--redis";
-	argv[n++] = redis_url;
-	while (extra && *extra)
-		argv[n++] = *extra++;
-	argv[n] = NULL;
 	if ((pid = fork()) == 0) {
 		FILE *lf = fopen(log, "a");
 
@@ -155,6 +143,37 @@ gwh_start(const struct harness *h, const char *redis_url, const char *const *ext
 	}
 	cr_assert_fail("the gateway did not answer /healthz (log %s)", log);
 	return -1;
+}
+/* Starts the gateway on a free port against redis_url; waits for /healthz. */
+pid_t
+gwh_start(const struct harness *h, const char *redis_url, const char *const *extra)
+{
+	char gwbin[512], listen[64];
+	const char *argv[16];
+	int port = 0, lfd = harness_listen(&port), n = 0;
+
+	close(lfd);	/* the port is free; the gateway binds it at once */
+	snprintf(gwbin, sizeof(gwbin), "%s/sandq-gateway", harness_build_dir());
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	argv[n++] = gwbin;
+	argv[n++] = "--listen";
+	argv[n++] = listen;
+	argv[n++] = "--redis";
+	argv[n++] = redis_url;
+	while (extra && *extra)
+		argv[n++] = *extra++;
+	argv[n] = NULL;
+	return gwh_spawn(h, argv, port);
+}
+/* The gateway with only --config conf; it listens where the file says. */
+pid_t
+gwh_start_conf(const struct harness *h, const char *conf, int port)
+{
+	char gwbin[512];
+	const char *argv[] = { gwbin, "--config", conf, NULL };
+
+	snprintf(gwbin, sizeof(gwbin), "%s/sandq-gateway", harness_build_dir());
+	return gwh_spawn(h, argv, port);
 }
 void
 gwh_stop(pid_t pid)

@@ -26,6 +26,9 @@ char *gwh_error_code(const char *text);
 /* Starts sandq-gateway against redis_url (extra: more arguments, or NULL)
  * on a free port, logging to h's folder; returns once /healthz answers. */
 pid_t gwh_start(const struct harness *h, const char *redis_url, const char *const *extra);
+/* Starts sandq-gateway with only `--config conf` (which must make it listen
+ * on 127.0.0.1:port); returns once /healthz answers there. */
+pid_t gwh_start_conf(const struct harness *h, const char *conf, int port);
 /* SIGTERM and reap; pid <= 0 is a no-op. */
 void gwh_stop(pid_t pid);
 /* A new token of tenant (an admin one when tenant is ""), its record in h's Redis. */
