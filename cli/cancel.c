@@ -35,7 +35,7 @@ cli_cancel_job(redisContext *rc, const char *tenant, const char *id,
 		cli_warn("cancel %s: %s", id, e.msg);
 		return CLI_CANCEL_FAILED;
 	}
-	rep = redisCommandArgv(rc, 12, a.argv, a.lens);
+	rep = redisCommandArgv(rc, QUEUE_CANCEL_ARGC, a.argv, a.lens);
 	queue_cancel_args_free(&a);
 	got = queue_cancel_outcome(rep, queued_only, host, hlen);
 	if (got == QCANCEL_FAILED)

@@ -131,6 +131,18 @@ bool mcp_start(struct call *c);
 void mcp_answer(struct call *c, const struct result *res);
 void mcp_timeout(struct call *c);
 
+/*
+ * wake.c: a long poll woken when its job's id is published on its
+ * tenant's results channel. wake_watch() registers c (taking a reference)
+ * to run poll(c) at once in place of its pending poll timer;
+ * wake_forget() drops it; wake_init() opens the subscriber connection.
+ */
+void wake_watch(struct call *c, void (*poll)(struct call *c));
+void wake_forget(struct call *c);
+void wake_init(void);
+/* True while the subscriber listens: polls may then start slower. */
+bool wake_ready(void);
+
 /* stream.c: the routes after authentication, and the reader's start. */
 void stream_events(struct call *c);
 void stream_cancel(struct call *c);

@@ -48,6 +48,7 @@
 #include "jobjson.h"
 
 #define GW_POLL_FIRST_MS 1	/* a long poll's first wait; it doubles to 250 ms */
+#define GW_POLL_WOKEN_MS 50	/* the same while results wake it (wake.c) */
 
 
 
@@ -266,7 +267,7 @@ xadd_cb(redisAsyncContext *ac, void *r, void *priv)
 	    (c->route == R_SBX || c->route == R_MCP)) {
 		c->deadline = uv_now(gw.loop) + (c->route == R_MCP ? c->wait_ms :
 		    (uint64_t)GW_WAIT_MAX_S * 1000);
-		c->delay = GW_POLL_FIRST_MS;
+		c->delay = wake_ready() ? GW_POLL_WOKEN_MS : GW_POLL_FIRST_MS;
 		poll_result(c);
 	} else if (reply && reply->type == REDIS_REPLY_STRING)
 		call_json(c, 202, json_pack("{s:s}", "id", c->id));
@@ -365,6 +366,7 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 	struct err e = { 0 };
 
 	(void)ac;
+	wake_forget(c);		/* again below while it waits */
 	if (c->req == NULL)
 		goto out;
 	if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
@@ -401,6 +403,8 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 		    "not_found", "message", "no result for this job id (yet)"));
 		goto out;
 	}
+	/* Woken when its result is published (wake.c); the timer is the fallback. */
+	wake_watch(c, poll_result);
 	uv_timer_start(&c->timer, poll_timer_cb, c->delay, 0);
 	c->refs++;
 	c->delay = c->delay * 2 > 250 ? 250 : c->delay * 2;
@@ -591,7 +595,7 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		memcpy(c->id, id, idlen);
 		c->id[idlen] = '\0';
 		c->deadline = uv_now(gw.loop) + (uint64_t)wait * 1000;
-		c->delay = GW_POLL_FIRST_MS;
+		c->delay = wake_ready() ? GW_POLL_WOKEN_MS : GW_POLL_FIRST_MS;
 		authenticate(c);
 		return 0;
 	}
@@ -725,6 +729,7 @@ gw_run(const struct gw_opts *o, struct err *e)
 		return err_set(e, rc, "--listen %.64s: %s", o->listen, uv_strerror(rc));
 	redis_connect();
 	stream_init();
+	wake_init();
 	log_info("listening on %s", o->listen);
 	uv_run(gw.loop, UV_RUN_DEFAULT);
 	return err_set(e, -EIO, "the loop stopped");

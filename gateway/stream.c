@@ -835,6 +835,6 @@ stream_cancel(struct call *c)
 		call_error(c, 500, "internal", e.msg);
 		return;
 	}
-	call_redis(c, cancel_cb, 12, a.argv, a.lens);	/* hiredis copies */
+	call_redis(c, cancel_cb, QUEUE_CANCEL_ARGC, a.argv, a.lens);	/* hiredis copies */
 	queue_cancel_args_free(&a);
 }

@@ -74,6 +74,12 @@ key_batch(char *buf, const char *prefix, const char *tenant, const char *id)
 }
 
 int
+key_results(char *buf, const char *prefix, const char *tenant)
+{
+	return key_fmt(buf, prefix, tenant, "results", NULL);
+}
+
+int
 key_images(char *buf, const char *prefix, const char *tenant)
 {
 	return key_fmt(buf, prefix, tenant, "images", NULL);

@@ -26,6 +26,12 @@ int key_out(char *buf, const char *prefix, const char *tenant, const char *id);
 int key_cancel(char *buf, const char *prefix, const char *tenant, const char *id);
 /* The progress of a `sandq batch` run (a hash, with a TTL). */
 int key_batch(char *buf, const char *prefix, const char *tenant, const char *id);
+/*
+ * The pub/sub channel a job's id is published on when its result is
+ * stored (sandqd's publish, the cancel script): "PREFIX:{T}:results". A
+ * waiter that polls may listen to it to look again at once.
+ */
+int key_results(char *buf, const char *prefix, const char *tenant);
 /* A tenant's image names (sandq image tag): a hash, NAME:TAG -> JSON. */
 int key_images(char *buf, const char *prefix, const char *tenant);
 /*

@@ -20,9 +20,10 @@
 
 /*
  * KEYS: jobs, res, done, cancel; ARGV: job id, the `cancelled` result,
- * TTL ms, group, "1" to leave a held job alone. {0, "finished"} if the job
- * has a result; {1, entry} if it was waiting unread (now deleted and
- * answered); {2, consumer} if a host holds it (the cancellation key is set
+ * TTL ms, group, "1" to leave a held job alone, the tenant's results
+ * channel. {0, "finished"} if the job has a result; {1, entry} if it was
+ * waiting unread (now deleted, answered, and its id published on the
+ * channel); {2, consumer} if a host holds it (the cancellation key is set
  * for it, unless ARGV[5] is "1"); {0, "unknown"} if no entry carries the
  * id. The id is matched as text first, then confirmed
  * by decoding the entry (cmsgpack), so a job whose script merely mentions
@@ -58,6 +59,7 @@ const char queue_cancel_lua[] =
 "redis.call('DEL', KEYS[3])\n"
 "redis.call('RPUSH', KEYS[3], ARGV[2])\n"
 "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+"redis.call('PUBLISH', ARGV[6], ARGV[1])\n"
 "return {1, found}\n";
 
 int
@@ -70,7 +72,8 @@ queue_cancel_args(struct queue_cancel_args *a, const char *prefix,
 	memset(a, 0, sizeof(*a));
 	if (key_jobs(a->jobs, prefix, tenant) < 0 || key_res(a->res, prefix, tenant, id) < 0 ||
 	    key_done(a->done, prefix, tenant, id) < 0 ||
-	    key_cancel(a->can, prefix, tenant, id) < 0)
+	    key_cancel(a->can, prefix, tenant, id) < 0 ||
+	    key_results(a->chan, prefix, tenant) < 0)
 		return err_set(e, -EINVAL, "cancel: a key of tenant '%.64s' is too long",
 		    tenant);
 	if ((r = result_new(id)) == NULL)
@@ -96,7 +99,8 @@ queue_cancel_args(struct queue_cancel_args *a, const char *prefix,
 	a->argv[9] = a->ttl;
 	a->argv[10] = KEY_GROUP;
 	a->argv[11] = queued_only ? "1" : "0";
-	for (int i = 0; i < 12; i++)
+	a->argv[12] = a->chan;
+	for (int i = 0; i < QUEUE_CANCEL_ARGC; i++)
 		a->lens[i] = i == 8 ? a->result_len : strlen(a->argv[i]);
 	return 0;
 }

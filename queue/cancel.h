@@ -4,7 +4,8 @@
  * the gateway's POST /v1/jobs/ID/cancel (gateway/stream.c, async hiredis).
  *
  * The caller builds the keys and arguments with queue_cancel_args(), sends
- * `EVAL queue_cancel_lua 4 KEYS... ARGV...` on its own connection, and
+ * `EVAL queue_cancel_lua 4 KEYS... ARGV...` (QUEUE_CANCEL_ARGC strings)
+ * on its own connection, and
  * reads the reply with queue_cancel_outcome().
  */
 #ifndef SANDQ_QUEUE_CANCEL_H
@@ -18,6 +19,7 @@
 
 struct redisReply;
 
+#define QUEUE_CANCEL_ARGC 13		/* the EVAL's argv: "EVAL", script, "4", ... */
 #define QUEUE_CANCEL_TTL_MS 86400000	/* a cancellation waits this long for its host */
 
 /* What the script did. */
@@ -33,14 +35,16 @@ enum queue_cancel {
 /* The script (see cancel.c for its KEYS, ARGV and reply). */
 extern const char queue_cancel_lua[];
 
-/* The EVAL's 11 arguments after the script, owned by the struct. */
+/* The EVAL's 12 arguments after the script, owned by the struct. */
 struct queue_cancel_args {
 	char jobs[KEY_MAX], res[KEY_MAX], done[KEY_MAX], can[KEY_MAX];
+	char chan[KEY_MAX];	/* the tenant's results channel (key_results) */
 	char ttl[24];
 	char *result;		/* the `cancelled` result, msgpack; free() it */
 	size_t result_len;
-	const char *argv[12];	/* "EVAL", script, "4", keys, id, result, ttl, group, flag */
-	size_t lens[12];
+	/* "EVAL", script, "4", keys, id, result, ttl, group, flag, channel */
+	const char *argv[QUEUE_CANCEL_ARGC];
+	size_t lens[QUEUE_CANCEL_ARGC];
 };
 
 /*

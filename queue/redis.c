@@ -676,9 +676,11 @@ exec_with(struct rq *q, rq_done_cb *cb, void *arg)
 
 /*
  * KEYS: res, done, jobs stream, attempts, cancel; ARGV: result, ttl ms, entry id,
- * group. The first result of a job wins: a job run twice (taken over from
- * a host that was only cut off, or answered and then redelivered) keeps
- * the result its waiters may have seen, and its done list one element.
+ * group, the results channel, the job id. The first result of a job wins:
+ * a job run twice (taken over from a host that was only cut off, or
+ * answered and then redelivered) keeps the result its waiters may have
+ * seen, and its done list one element. A stored result's id is published
+ * on the tenant's results channel (key_results) for waiters that poll.
  * Either way the entry is acknowledged and deleted, and the attempts
  * record goes. Returns 1 when this result was stored, 0 when one was.
  */
@@ -688,6 +690,7 @@ static const char publish_lua[] =
 "  redis.call('DEL', KEYS[2])\n"
 "  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
 "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+"  redis.call('PUBLISH', ARGV[5], ARGV[6])\n"
 "  won = 1\n"
 "end\n"
 "redis.call('XACK', KEYS[3], ARGV[4], ARGV[3])\n"
@@ -702,7 +705,7 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
     rq_done_cb *cb, void *arg)
 {
 	char reskey[KEY_MAX], donekey[KEY_MAX], attkey[KEY_MAX], deadkey[KEY_MAX];
-	char cankey[KEY_MAX], outkey[KEY_MAX], ttl[24];
+	char cankey[KEY_MAX], outkey[KEY_MAX], chan[KEY_MAX], ttl[24];
 	const char *t = q->tenants[tenant];
 	int rc = 0;
 
@@ -710,20 +713,22 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 		return -ENOTCONN;
 	if (key_res(reskey, q->prefix, t, id) < 0 || key_done(donekey, q->prefix, t, id) < 0 ||
 	    key_attempts(attkey, q->prefix, t, id) < 0 || key_dead(deadkey, q->prefix, t) < 0 ||
-	    key_cancel(cankey, q->prefix, t, id) < 0 || key_out(outkey, q->prefix, t, id) < 0)
+	    key_cancel(cankey, q->prefix, t, id) < 0 || key_out(outkey, q->prefix, t, id) < 0 ||
+	    key_results(chan, q->prefix, t) < 0)
 		return -ENAMETOOLONG;
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	{
 		const char *multi[] = { "MULTI" };
 		const char *eval[] = { "EVAL", publish_lua, "5", reskey, donekey,
-		    q->jobs_keys[tenant], attkey, cankey, res, ttl, entry_id, KEY_GROUP };
+		    q->jobs_keys[tenant], attkey, cankey, res, ttl, entry_id, KEY_GROUP,
+		    chan, id };
 		size_t l_multi[] = { 5 };
 		size_t l_eval[] = { 4, strlen(publish_lua), 1, strlen(reskey), strlen(donekey),
 		    strlen(q->jobs_keys[tenant]), strlen(attkey), strlen(cankey), reslen,
-		    strlen(ttl), strlen(entry_id), strlen(KEY_GROUP) };
+		    strlen(ttl), strlen(entry_id), strlen(KEY_GROUP), strlen(chan), strlen(id) };
 
 		rc |= cmd(q, 1, multi, l_multi);
-		rc |= cmd(q, 12, eval, l_eval);
+		rc |= cmd(q, 14, eval, l_eval);
 	}
 	if (dead != NULL) {
 		size_t plen = dead->payload_len > RQ_DEAD_PAYLOAD_MAX ? RQ_DEAD_PAYLOAD_MAX :
