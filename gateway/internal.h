@@ -32,6 +32,7 @@ struct gw {
 	uv_tcp_t listener;
 	size_t max_body;
 	size_t max_streams;		/* open SSE streams at most */
+	size_t max_batch_body;		/* bytes of a POST /v1/batches body */
 };
 
 enum route {
@@ -40,6 +41,7 @@ enum route {
 	R_EVENTS,	/* GET /v1/jobs/ID/events (stream.c) */
 	R_CANCEL,	/* POST /v1/jobs/ID/cancel (stream.c) */
 	R_SBX,		/* /v1/sandboxes...: an op submitted and waited for (sandbox.c) */
+	R_BATCH,	/* /v1/batches...: batch.c, its state in c->ext */
 };
 
 /* What a /v1/sandboxes route answers with an ok result (sandbox.c). */
@@ -66,6 +68,8 @@ struct call {
 	char *jobbuf;		/* R_SBX: the encoded job, XADDed once authenticated */
 	size_t joblen;
 	enum sbx_answer answer;	/* R_SBX: how an ok result is answered */
+	void *ext;		/* a route's own state, freed with ext_free */
+	void (*ext_free)(void *);
 };
 
 extern struct gw gw;
@@ -94,6 +98,13 @@ bool call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv
  */
 struct call *sandbox_route(h2o_req_t *req);
 void sandbox_answer(struct call *c, const struct result *res);
+
+/*
+ * batch.c: /v1/batches and below: the call to authenticate, or NULL
+ * having answered; and the route once the call acts as its tenant.
+ */
+struct call *batch_request(h2o_req_t *req);
+void batch_authed(struct call *c);
 
 /* stream.c: the routes after authentication, and the reader's start. */
 void stream_events(struct call *c);

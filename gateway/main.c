@@ -3,6 +3,7 @@
  *
  *   sandq-gateway [--listen ADDR:PORT] [--redis URL] [--prefix P]
  *                 [--max-body BYTES] [--max-streams N]
+ *                 [--max-batch-body BYTES]
  *
  * The Redis URL carries the operator's (admin) credentials: the gateway
  * reads the token hash and writes every tenant's stream, and acts for one
@@ -20,18 +21,22 @@
 
 #define GW_MAX_BODY_LIMIT (64u * 1024u * 1024u)	/* bound of --max-body */
 #define GW_MAX_STREAMS_LIMIT 100000u		/* bound of --max-streams */
+#define GW_MAX_BATCH_BODY_LIMIT (256u * 1024u * 1024u)	/* bound of --max-batch-body */
 
 static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: sandq-gateway [--listen ADDR:PORT] [--redis URL] "
 	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N]\n"
+	    "                     [--max-batch-body BYTES]\n"
 	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
 	    "  --redis     Redis URL with the operator's credentials "
 	    "(default redis://127.0.0.1:6379)\n"
 	    "  --prefix    key prefix (default sandq)\n"
 	    "  --max-body  bytes of a request body (default 1048576)\n"
-	    "  --max-streams  open event streams at most (default 1000)\n");
+	    "  --max-streams  open event streams at most (default 1000)\n"
+	    "  --max-batch-body  bytes of a POST /v1/batches body "
+	    "(default 16777216)\n");
 }
 
 int
@@ -43,6 +48,7 @@ main(int argc, char **argv)
 		{ "prefix", required_argument, NULL, 'p' },
 		{ "max-body", required_argument, NULL, 'm' },
 		{ "max-streams", required_argument, NULL, 's' },
+		{ "max-batch-body", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -52,6 +58,7 @@ main(int argc, char **argv)
 		.prefix = "sandq",
 		.max_body = 1024 * 1024,
 		.max_streams = 1000,
+		.max_batch_body = 16 * 1024 * 1024,
 	};
 	struct err e = { 0 };
 	char *end;
@@ -86,6 +93,16 @@ main(int argc, char **argv)
 			    o.max_streams > GW_MAX_STREAMS_LIMIT) {
 				fprintf(stderr, "sandq-gateway: --max-streams: 1 to %u\n",
 				    GW_MAX_STREAMS_LIMIT);
+				return 2;
+			}
+			break;
+		case 'B':
+			errno = 0;
+			o.max_batch_body = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || o.max_batch_body == 0 ||
+			    o.max_batch_body > GW_MAX_BATCH_BODY_LIMIT) {
+				fprintf(stderr, "sandq-gateway: --max-batch-body: 1 to %u "
+				    "bytes\n", GW_MAX_BATCH_BODY_LIMIT);
 				return 2;
 			}
 			break;

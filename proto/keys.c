@@ -74,6 +74,12 @@ key_batch(char *buf, const char *prefix, const char *tenant, const char *id)
 }
 
 int
+key_bcases(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "bcases", id);
+}
+
+int
 key_images(char *buf, const char *prefix, const char *tenant)
 {
 	return key_fmt(buf, prefix, tenant, "images", NULL);

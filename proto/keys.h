@@ -26,6 +26,8 @@ int key_out(char *buf, const char *prefix, const char *tenant, const char *id);
 int key_cancel(char *buf, const char *prefix, const char *tenant, const char *id);
 /* The progress of a `sandq batch` run (a hash, with a TTL). */
 int key_batch(char *buf, const char *prefix, const char *tenant, const char *id);
+/* A gateway batch's cases: a hash, LINE -> what the case expects (JSON). */
+int key_bcases(char *buf, const char *prefix, const char *tenant, const char *id);
 /* A tenant's image names (sandq image tag): a hash, NAME:TAG -> JSON. */
 int key_images(char *buf, const char *prefix, const char *tenant);
 /*
