@@ -443,6 +443,8 @@ submit_line(struct bstate *b, uint32_t line, const char *p, size_t n)
 	if (m != NULL)
 		json_object_set(job, "expect_mode", m);
 	bc->expect = json_dumps(job, JSON_COMPACT);
+	if (bc->expect == NULL)
+		bc->expect = xstrdup("{}");	/* no memory: judged as no expect */
 	json_decref(job);
 	json_decref(o);
 }
