@@ -115,7 +115,7 @@ AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c queue/status.c cli/cli_dead.c queue/dead.c cli/cancel.c queue/cancel.c \
-	cli/cli_batch.c cli/cli_batch_case.c cli/cli_batch_status.c
+	cli/cli_batch.c proto/batchcase.c cli/cli_batch_status.c
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
 # sandq mcp: a Model Context Protocol server over stdio (issue 17).
@@ -141,7 +141,7 @@ LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
 LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih
@@ -200,6 +200,8 @@ INTEG_TESTS += gateway_sandbox
 INTEG_TESTS += gateway_admin
 # sandq-gateway --config ([gateway] of sandq.conf) and max_connections (issue 17).
 INTEG_TESTS += gateway_conf
+# batches over sandq-gateway: submit, progress, results, cancel (issue 17).
+INTEG_TESTS += gateway_batch
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -300,6 +302,9 @@ $(B)/tests/gateway_admin_test: $(B)/tests/gateway_admin_test.o $(B)/tests/harnes
 $(B)/tests/gateway_conf_test: $(B)/tests/gateway_conf_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 
+# gateway_batch_test: the gateway's /v1/batches routes, like gateway_test.
+$(B)/tests/gateway_batch_test: $(B)/tests/gateway_batch_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto

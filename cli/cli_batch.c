@@ -20,7 +20,7 @@
  * and a run skips those. Fork and delete jobs get fresh random ids: theirs
  * would otherwise collide with an earlier run's, whose results are kept.
  *
- * cli_batch_case.c turns a line into its job and judges its output;
+ * proto/batchcase.c turns a line into its job and judges its output;
  * cli_batch_status.c reads the progress record and words summaries.
  *
  * Sections: cases, results file, Redis, progress and summary,
@@ -273,7 +273,7 @@ case_id(const struct batch *b, const struct bcase *c, char *buf)
 	snprintf(buf, CASE_ID_MAX + 1, "batch:%s:%" PRIu32, b->id, c->line);
 }
 
-/* case c's line as its job and expect (cli_batch__case_parse). */
+/* case c's line as its job and expect (batchcase_parse). */
 static int
 case_parse(const struct batch *b, const struct bcase *c, json_t **job,
     struct batch_expect *ex, char *why, size_t whylen)
@@ -281,7 +281,7 @@ case_parse(const struct batch *b, const struct bcase *c, json_t **job,
 	char id[CASE_ID_MAX + 1];
 
 	case_id(b, c, id);
-	return cli_batch__case_parse((const char *)b->file + c->off, c->len, id,
+	return batchcase_parse((const char *)b->file + c->off, c->len, id,
 	    b->base ? id : NULL, job, ex, why, whylen);
 }
 
@@ -361,7 +361,7 @@ record_result(struct batch *b, struct bcase *c, const struct sandq_result *r,
 
 	if (ex->mode != EXPECT_NONE)
 		pass = strcmp(r->status, "ok") == 0 &&
-		    cli_batch__expect_match(ex, r->stdout_data, r->stdout_len);
+		    batchcase_expect_match(ex, r->stdout_data, r->stdout_len);
 	if (d != NULL)
 		json_object_set_new(o, "data", d);
 	json_object_set_new(o, "case", json_integer(c->line));
@@ -465,7 +465,7 @@ submit(struct batch *b, json_t *job)
 	redisReply *r;
 	int rc = 0;
 
-	cli_batch__pack(job, &mp, &lens[4]);
+	batchcase_pack(job, &mp, &lens[4]);
 	argv[4] = mp;
 	for (int i = 0; i < 4; i++)
 		lens[i] = strlen(argv[i]);
@@ -688,7 +688,7 @@ redis_resume(struct batch *b)
 				else {
 					rc = record_result(b, c, res, &ex, true);
 					json_decref(job);
-					cli_batch__expect_free(&ex);
+					batchcase_expect_free(&ex);
 				}
 				sandq_result_free(res);
 			}
@@ -897,7 +897,7 @@ flight_end(struct batch *b, size_t i)
 	struct flight *f = b->fl[i];
 
 	json_decref(f->job);
-	cli_batch__expect_free(&f->ex);
+	batchcase_expect_free(&f->ex);
 	free(f);
 	b->fl[i] = b->fl[--b->nfl];
 }
@@ -1309,7 +1309,7 @@ cli_batch_main(const struct cli_conn *conn, int argc, char **argv)
 			b.out_path = optarg;
 			break;
 		case 'i':
-			if (!cli_batch__id_valid(optarg))
+			if (!batchcase_id_valid(optarg))
 				return usage("--id '%s': expected 1 to %d characters of A-Z a-z "
 				    "0-9 . _ -", optarg, BATCH_ID_MAX);
 			snprintf(b.id, sizeof(b.id), "%s", optarg);
@@ -1335,7 +1335,7 @@ cli_batch_main(const struct cli_conn *conn, int argc, char **argv)
 		if (argc != 1 || b.base || b.out_path || b.id[0] ||
 		    b.concurrency != CONCURRENCY_DEFAULT)
 			return usage("status takes one batch id, and only --json");
-		if (!cli_batch__id_valid(argv[0]))
+		if (!batchcase_id_valid(argv[0]))
 			return usage("'%s' is not a batch id", argv[0]);
 		return cli_batch__status(b.redis, b.tenant, argv[0], b.json);
 	}

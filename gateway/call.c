@@ -36,6 +36,7 @@ reason_of(int status)
 	case 405: return "Method Not Allowed";
 	case 409: return "Conflict";
 	case 413: return "Payload Too Large";
+	case 415: return "Unsupported Media Type";
 	case 429: return "Too Many Requests";
 	case 504: return "Gateway Timeout";
 	case 502: return "Bad Gateway";
@@ -80,9 +81,9 @@ call_free_cb(uv_handle_t *h)
 {
 	struct call *c = h->data;
 
-	free(c->jobbuf);
 	if (c->ext_free != NULL)
 		c->ext_free(c->ext);
+	free(c->jobbuf);
 	json_decref(c->mcp_id);
 	free(c);
 }

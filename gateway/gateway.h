@@ -27,6 +27,7 @@ struct gw_opts {
 	size_t max_streams;	/* open GET /v1/jobs/ID/events at most */
 	const char *mcp_origins;	/* Origins /v1/mcp takes besides its own: "A,B" */
 	size_t max_connections;	/* open client connections at most */
+	size_t max_batch_body;	/* bytes of a POST /v1/batches body */
 };
 
 /*

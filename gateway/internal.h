@@ -37,6 +37,7 @@ struct gw {
 	size_t max_conns;		/* open client connections at most */
 	size_t nconns;			/* open client connections */
 	size_t refused;			/* closed at accept in this burst */
+	size_t max_batch_body;		/* bytes of a POST /v1/batches body */
 };
 
 enum route {
@@ -47,6 +48,7 @@ enum route {
 	R_SBX,		/* /v1/sandboxes...: an op submitted and waited for (sandbox.c) */
 	R_ADMIN,	/* /v1/admin/...: an operator's view (admin.c) */
 	R_MCP,		/* POST /v1/mcp: a JSON-RPC message, a tool's job waited for (mcp.c) */
+	R_BATCH,	/* /v1/batches...: batch.c, its state in c->ext */
 };
 
 /* What a /v1/sandboxes route answers with an ok result (sandbox.c). */
@@ -142,6 +144,13 @@ void wake_forget(struct call *c);
 void wake_init(void);
 /* True while the subscriber listens: polls may then start slower. */
 bool wake_ready(void);
+
+/*
+ * batch.c: /v1/batches and below: the call to authenticate, or NULL
+ * having answered; and the route once the call acts as its tenant.
+ */
+struct call *batch_request(h2o_req_t *req);
+void batch_authed(struct call *c);
 
 /* stream.c: the routes after authentication, and the reader's start. */
 void stream_events(struct call *c);

@@ -4,6 +4,7 @@
  *   sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL]
  *                 [--prefix P] [--max-body BYTES] [--max-streams N]
  *                 [--max-connections N] [--mcp-origin LIST]
+ *                 [--max-batch-body BYTES]
  *
  * --config reads the [gateway] section of a sandq.conf (config/config.c,
  * the parser and option table sandqd uses, so one file serves both and
@@ -28,13 +29,14 @@
 #define GW_MAX_BODY_LIMIT (64u * 1024u * 1024u)	/* bound of --max-body */
 #define GW_MAX_STREAMS_LIMIT 100000u		/* bound of --max-streams */
 #define GW_MAX_CONNS_LIMIT 1000000u		/* bound of --max-connections */
+#define GW_MAX_BATCH_BODY_LIMIT (256u * 1024u * 1024u)	/* bound of --max-batch-body */
 
 static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL] "
 	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N] [--max-connections N]\n"
-	    "                     [--mcp-origin ORIGIN[,ORIGIN...]]\n"
+	    "                     [--mcp-origin ORIGIN[,ORIGIN...]] [--max-batch-body BYTES]\n"
 	    "  --config    a sandq.conf: its [gateway] section (options override it)\n"
 	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
 	    "  --redis     Redis URL with the operator's credentials "
@@ -44,7 +46,9 @@ usage(FILE *f)
 	    "  --max-streams  open event streams at most (default 1000)\n"
 	    "  --mcp-origin   browser origins POST /v1/mcp accepts besides its own "
 	    "(default none)\n"
-	    "  --max-connections  open client connections at most (default 10000)\n");
+	    "  --max-connections  open client connections at most (default 10000)\n"
+	    "  --max-batch-body  bytes of a POST /v1/batches body "
+	    "(default 16777216)\n");
 }
 
 /*
@@ -90,6 +94,7 @@ main(int argc, char **argv)
 		{ "mcp-origin", required_argument, NULL, 'o' },
 		{ "max-connections", required_argument, NULL, 'n' },
 		{ "config", required_argument, NULL, 'c' },
+		{ "max-batch-body", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -100,6 +105,7 @@ main(int argc, char **argv)
 		.max_body = 1024 * 1024,
 		.max_streams = 1000,
 		.max_connections = 10000,
+		.max_batch_body = 16 * 1024 * 1024,
 	};
 	struct config cfg = { 0 };
 	struct err e = { 0 };
@@ -157,6 +163,16 @@ main(int argc, char **argv)
 			break;
 		case 'c':
 			break;	/* read by load_config() */
+		case 'B':
+			errno = 0;
+			o.max_batch_body = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || o.max_batch_body == 0 ||
+			    o.max_batch_body > GW_MAX_BATCH_BODY_LIMIT) {
+				fprintf(stderr, "sandq-gateway: --max-batch-body: 1 to %u "
+				    "bytes\n", GW_MAX_BATCH_BODY_LIMIT);
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;

@@ -213,7 +213,9 @@ route_tenant(struct call *c)
 	else if (c->route == R_MCP) {
 		if (mcp_start(c))	/* false: answered already */
 			submit_wait(c);
-	} else
+	} else if (c->route == R_BATCH)
+		batch_authed(c);
+	else
 		poll_result(c);
 }
 
@@ -559,6 +561,12 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 			authenticate(c);
 		return 0;
 	}
+	if (p.len >= 11 && memcmp(p.base, "/v1/batches", 11) == 0 &&
+	    (p.len == 11 || p.base[11] == '/')) {
+		if ((c = batch_request(req)) != NULL)
+			authenticate(c);
+		return 0;
+	}
 	if (path_is(req, "/v1/jobs")) {
 		if (!method_is(req, "POST")) {
 			send_error(req, 405, "method_not_allowed", "POST /v1/jobs");
@@ -704,6 +712,7 @@ gw_run(const struct gw_opts *o, struct err *e)
 	gw.max_streams = o->max_streams;
 	gw.mcp_origins = o->mcp_origins;
 	gw.max_conns = o->max_connections;
+	gw.max_batch_body = o->max_batch_body;
 	gw.loop = uv_default_loop();
 	uv_timer_init(gw.loop, &gw.reconnect);
 
@@ -714,6 +723,9 @@ gw_run(const struct gw_opts *o, struct err *e)
 	 * h2o's limit is set well past the gateway's.
 	 */
 	gw.config.max_request_entity_size = o->max_body * 2 + 65536;
+	/* POST /v1/batches checks its own, larger bound the same way. */
+	if (o->max_batch_body + 65536 > gw.config.max_request_entity_size)
+		gw.config.max_request_entity_size = o->max_batch_body + 65536;
 	host = h2o_config_register_host(&gw.config, h2o_iovec_init(H2O_STRLIT("default")),
 	    65535);
 	path = h2o_config_register_path(host, "/", 0);

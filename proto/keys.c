@@ -80,6 +80,12 @@ key_results(char *buf, const char *prefix, const char *tenant)
 }
 
 int
+key_bcases(char *buf, const char *prefix, const char *tenant, const char *id)
+{
+	return key_fmt(buf, prefix, tenant, "bcases", id);
+}
+
+int
 key_images(char *buf, const char *prefix, const char *tenant)
 {
 	return key_fmt(buf, prefix, tenant, "images", NULL);

@@ -32,6 +32,8 @@ int key_batch(char *buf, const char *prefix, const char *tenant, const char *id)
  * waiter that polls may listen to it to look again at once.
  */
 int key_results(char *buf, const char *prefix, const char *tenant);
+/* A gateway batch's cases: a hash, LINE -> what the case expects (JSON). */
+int key_bcases(char *buf, const char *prefix, const char *tenant, const char *id);
 /* A tenant's image names (sandq image tag): a hash, NAME:TAG -> JSON. */
 int key_images(char *buf, const char *prefix, const char *tenant);
 /*

@@ -14,6 +14,7 @@
  * timer: the long poll's S plus requestTimeoutMs, any other request
  * requestTimeoutMs alone.
  */
+import { Batch, BatchCase, BatchOptions, batchBody } from "./batch.js";
 import { SandqError } from "./errors.js";
 import { Job, JobBody, JobOptions, jobBody } from "./job.js";
 import { RawResult, Result } from "./result.js";
@@ -89,13 +90,17 @@ export class Client {
    * One request; resolves to [HTTP status, parsed JSON body]. A non-2xx
    * answer throws its SandqError (but a 404 when notFoundOk); a network
    * failure or an answer that is not JSON throws connection / bad_response.
+   * With rawType, body is a string sent as it is, of that media type.
    */
   async #request(method: string, path: string, body: unknown, timeoutMs: number,
-    notFoundOk = false): Promise<[number, Record<string, unknown>]> {
+    notFoundOk = false, rawType?: string): Promise<[number, Record<string, unknown>]> {
     const headers: Record<string, string> = { accept: "application/json" };
     if (this.#token !== undefined) headers["authorization"] = `Bearer ${this.#token}`;
     const init: RequestInit = { method, headers, signal: AbortSignal.timeout(timeoutMs) };
-    if (body !== undefined) {
+    if (body !== undefined && rawType !== undefined) {
+      headers["content-type"] = rawType;
+      init.body = body as string;
+    } else if (body !== undefined) {
       headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
     }
@@ -173,6 +178,32 @@ export class Client {
     if (o["cancel"] !== "requested" && o["cancel"] !== "cancelled")
       throw new SandqError("bad_response", `cancel of job '${id}': the answer has no cancel state`, 202);
     return o["cancel"];
+  }
+
+  /**
+   * Submits cases (jobs as the protocol writes them, with expect and
+   * expect_mode; or JSON lines as `sandq batch run` reads) as one batch
+   * (POST /v1/batches); resolves to its handle once every well-formed case
+   * is queued. The same id again resumes: only cases never submitted and
+   * without a result are added.
+   */
+  async batch(cases: BatchCase[] | string, opts: BatchOptions = {}): Promise<Batch> {
+    const q = opts.id === undefined ? "" : `?id=${encodeURIComponent(opts.id)}`;
+    const [, o] = await this.#request("POST", `/v1/batches${q}`, batchBody(cases), this.requestTimeoutMs,
+      false, "application/x-ndjson");
+    if (typeof o["id"] !== "string")
+      throw new SandqError("bad_response", "POST /v1/batches: the answer has no id", 202);
+    return new Batch(this.#batchRequest(), o["id"], o);
+  }
+
+  /** The handle of a batch submitted earlier (by any client of the tenant). */
+  batchOf(id: string): Batch {
+    return new Batch(this.#batchRequest(), id);
+  }
+
+  /** What a Batch asks the gateway through: this client's requests. */
+  #batchRequest(): (method: string, path: string) => Promise<Record<string, unknown>> {
+    return async (method, path) => (await this.#request(method, path, undefined, this.requestTimeoutMs))[1];
   }
 
   /**

@@ -2,9 +2,12 @@
  * index.ts - the sandq package: a client of sandq's HTTP gateway.
  *
  * Design: one entry point re-exporting the public surface (Client,
- * JobStream, Result, SandqError and the option types); nothing runs on import.
+ * Batch, JobStream, Result, SandqError and the option types); nothing runs on import.
  */
 export { Client } from "./client.js";
+export { Batch } from "./batch.js";
+export type { BatchCase, BatchCaseResult, BatchOptions, BatchProgress, BatchResultsOptions, BatchWaitOptions,
+  MalformedLine } from "./batch.js";
 export type { ClientOptions, RunOptions, RunStreamingOptions, SubmitOptions, WaitOptions } from "./client.js";
 export { JobStream } from "./stream.js";
 export type { AbortSignalLike, OutputEvent, ProgressEvent, StreamEvent, StreamOptions } from "./stream.js";

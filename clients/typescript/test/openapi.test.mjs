@@ -292,6 +292,62 @@ test("every documented operation answers as documented", async () => {
   assert.equal((await call(G3, "POST", mcp, mcp, { token: T, body: ping })).status, 503);
 });
 
+test("the batch routes answer as documented", async () => {
+  const U = H.url;
+  const T = H.token;
+  const B = "/v1/batches";
+  const nd = { "content-type": "application/x-ndjson" };
+  const lines = [json({ op: "sh", script: "echo hi", expect: "hi\n" }), "not json"].join("\n");
+  const sub = await call(U, "POST", B, `${B}?id=oa1`, { token: T, body: lines, headers: nd });
+  assert.equal(sub.status, 202);
+  assert.equal(sub.body.submitted, 1);
+  assert.equal(sub.body.malformed[0].line, 2);
+  const post = (path, body, headers = nd, token = T) => call(U, "POST", B, path, { token, body, headers });
+  assert.equal((await post(B, "\n")).body.error.code, "bad_request");
+  assert.equal((await post(`${B}?nope=1`, lines)).body.error.code, "bad_query");
+  assert.equal((await post(B, lines, { "content-type": "text/plain" })).body.error.code,
+    "unsupported_media_type");
+  assert.equal((await post(B, "{}\n".repeat(10001))).body.error.code, "too_many_cases");
+  assert.equal((await post(B, lines, nd, null)).status, 401);
+  assert.equal((await post(B, lines, nd, admin)).status, 403);
+  execFileSync("redis-cli", ["-p", String(H.redisPort), "HSET", "sandq:{default}:batch:cli1", "state", "finished"],
+    { stdio: "ignore" });
+  assert.equal((await post(`${B}?id=cli1`, lines)).body.error.code, "batch_exists");
+  assert.equal((await call(U, "GET", B, B, { token: T })).status, 405);
+
+  const one = "/v1/batches/{batch}";
+  let p;
+  for (let i = 0; i < 300; i++) {
+    p = await call(U, "GET", one, `${B}/oa1`, { token: T });
+    assert.equal(p.status, 200);
+    if (p.body.done === p.body.total) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(p.body.state, "finished");
+  assert.equal(p.body.passed, 1);
+  assert.equal(p.body.malformed, 1);
+  assert.equal((await call(U, "GET", one, `${B}/cli1`, { token: T })).status, 404);
+  assert.equal((await call(U, "GET", one, `${B}/oa1`, { token: admin })).status, 403);
+  assert.equal((await call(U, "DELETE", one, `${B}/oa1`, { token: T })).status, 405);
+
+  const rs = "/v1/batches/{batch}/results";
+  const r = await call(U, "GET", rs, `${B}/oa1/results?from=1&limit=10`, { token: T });
+  assert.equal(r.status, 200);
+  assert.equal(r.body.results[0].case, 1);
+  assert.equal(r.body.results[0].pass, true);
+  assert.equal(r.body.next, null);
+  assert.equal((await call(U, "GET", rs, `${B}/oa1/results?limit=0`, { token: T })).status, 400);
+  assert.equal((await call(U, "GET", rs, `${B}/none/results`, { token: T })).status, 404);
+  assert.equal((await call(U, "POST", rs, `${B}/oa1/results`, { token: T })).status, 405);
+
+  const cn = "/v1/batches/{batch}/cancel";
+  const c = await call(U, "POST", cn, `${B}/oa1/cancel`, { token: T });
+  assert.equal(c.status, 202);
+  assert.equal(c.body.finished, 1);
+  assert.equal((await call(U, "POST", cn, `${B}/none/cancel`, { token: T })).status, 404);
+  assert.equal((await call(U, "GET", cn, `${B}/oa1/cancel`, { token: T })).status, 405);
+});
+
 test("every documented operation was called and every error code produced", () => {
   for (const [tmpl, item] of Object.entries(SPEC.paths))
     for (const m of ["get", "post", "put", "delete", "patch"])

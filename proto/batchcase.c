@@ -1,7 +1,9 @@
 /*
- * cli_batch_case.c - a line of a batch's CASES file as the job to submit,
- * and what the line expects of the job's standard output. Pure: text in,
- * a JSON job or a verdict out; cli_batch.c does the I/O.
+ * batchcase.c - a line of a batch's CASES file as the job to submit, and
+ * what the line expects of the job's standard output. Pure: text in, a
+ * JSON job or a verdict out. Shared by `sandq batch` (cli/cli_batch.c does
+ * the I/O) and the gateway's /v1/batches (gateway/batch.c), so that a case
+ * passes or fails the same way whichever ran it.
  *
  * A line is the job itself, as JSON: it is converted to msgpack as it is,
  * without the batch's own fields (expect, expect_mode), and sandqd checks
@@ -19,10 +21,10 @@
 #include <string.h>
 
 #include "../common/xmalloc.h"
-#include "cli_batch_int.h"
+#include "batchcase.h"
 
 bool
-cli_batch__id_valid(const char *s)
+batchcase_id_valid(const char *s)
 {
 	size_t n = strlen(s);
 
@@ -93,7 +95,7 @@ regex_compile(struct batch_expect *ex, const char *pat, char *why, size_t whylen
 }
 
 void
-cli_batch__expect_free(struct batch_expect *ex)
+batchcase_expect_free(struct batch_expect *ex)
 {
 	if (ex->mode == EXPECT_REGEX)
 		regfree(&ex->re);
@@ -102,7 +104,7 @@ cli_batch__expect_free(struct batch_expect *ex)
 }
 
 bool
-cli_batch__expect_match(const struct batch_expect *ex, const uint8_t *out, size_t len)
+batchcase_expect_match(const struct batch_expect *ex, const uint8_t *out, size_t len)
 {
 	regmatch_t m[1];
 	char *t;
@@ -135,7 +137,7 @@ cli_batch__expect_match(const struct batch_expect *ex, const uint8_t *out, size_
  * --base, expect and expect_mode.
  */
 int
-cli_batch__case_parse(const char *text, size_t len, const char *id,
+batchcase_parse(const char *text, size_t len, const char *id,
     const char *fork, json_t **job, struct batch_expect *ex, char *why,
     size_t whylen)
 {
@@ -214,7 +216,7 @@ cli_batch__case_parse(const char *text, size_t len, const char *id,
 	return 0;
 
 out_bad:
-	cli_batch__expect_free(ex);
+	batchcase_expect_free(ex);
 	json_decref(o);
 	return -1;
 }
@@ -268,7 +270,7 @@ mp_pack_json(msgpack_packer *pk, json_t *j)
 }
 
 void
-cli_batch__pack(json_t *j, char **out, size_t *outlen)
+batchcase_pack(json_t *j, char **out, size_t *outlen)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
