@@ -75,6 +75,7 @@ struct call {
 	char *jobbuf;		/* R_SBX: the encoded job, XADDed once authenticated */
 	size_t joblen;
 	enum sbx_answer answer;	/* R_SBX: how an ok result is answered */
+	bool woken;		/* wake.c: its result was published during a GET */
 	void *ext;		/* a route's own state, freed with the call */
 	void (*ext_free)(void *);
 	void (*cont)(struct call *c);	/* admin.c: what X-Sandq-Tenant continues */
@@ -135,9 +136,10 @@ void mcp_timeout(struct call *c);
 
 /*
  * wake.c: a long poll woken when its job's id is published on its
- * tenant's results channel. wake_watch() registers c (taking a reference)
- * to run poll(c) at once in place of its pending poll timer;
- * wake_forget() drops it; wake_init() opens the subscriber connection.
+ * tenant's results channel. wake_watch() registers c (once; taking a
+ * reference) to run poll(c) at once in place of its pending poll timer,
+ * or to set c->woken while its GET is in flight; wake_forget() drops it
+ * once answered; wake_init() opens the subscriber connection.
  */
 void wake_watch(struct call *c, void (*poll)(struct call *c));
 void wake_forget(struct call *c);

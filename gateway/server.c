@@ -368,18 +368,17 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 	struct err e = { 0 };
 
 	(void)ac;
-	wake_forget(c);		/* again below while it waits */
 	if (c->req == NULL)
-		goto out;
+		goto done;
 	if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
 		call_error(c, 503, "unavailable", "Redis did not answer");
-		goto out;
+		goto done;
 	}
 	if (reply->type == REDIS_REPLY_STRING) {
 		if (payload_result_decode(reply->str, reply->len, &res, &e) < 0) {
 			log_warnx("job '%s': its result does not decode: %s", c->id, e.msg);
 			call_error(c, 502, "bad_result", "the job's result does not decode");
-			goto out;
+			goto done;
 		}
 		if (c->route == R_SBX)
 			sandbox_answer(c, res);
@@ -388,28 +387,36 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 		else
 			call_json(c, 200, jobjson_result(res));
 		result_free(res);
-		goto out;
+		goto done;
 	}
 	if (uv_now(gw.loop) >= c->deadline && c->route == R_MCP) {
 		mcp_timeout(c);
-		goto out;
+		goto done;
 	}
 	if (uv_now(gw.loop) >= c->deadline && c->route == R_SBX) {
 		call_json(c, 504, json_pack("{s:s, s:{s:s, s:s}}", "id", c->id, "error",
 		    "code", "timeout", "message", "no result yet: GET /v1/jobs/ID "
 		    "has it when it comes"));
-		goto out;
+		goto done;
 	}
 	if (uv_now(gw.loop) >= c->deadline) {
 		call_json(c, 404, json_pack("{s:{s:s, s:s}}", "error", "code",
 		    "not_found", "message", "no result for this job id (yet)"));
+		goto done;
+	}
+	if (c->woken) {
+		/* Published while this GET was in flight: look again now. */
+		c->woken = false;
+		poll_result(c);
 		goto out;
 	}
-	/* Woken when its result is published (wake.c); the timer is the fallback. */
-	wake_watch(c, poll_result);
+	/* The timer is the fallback: a publish wakes it first (wake.c). */
 	uv_timer_start(&c->timer, poll_timer_cb, c->delay, 0);
 	c->refs++;
 	c->delay = c->delay * 2 > 250 ? 250 : c->delay * 2;
+	goto out;
+done:
+	wake_forget(c);		/* answered, or its client gone */
 out:
 	call_unref(c);
 }
@@ -428,6 +435,9 @@ poll_result(struct call *c)
 		call_error(c, 500, "internal", "the prefix is too long");
 		return;
 	}
+	/* A long poll listens for its result's publish from its first GET on. */
+	if (uv_now(gw.loop) < c->deadline)
+		wake_watch(c, poll_result);
 	argv[0] = "GET";
 	argv[1] = key;
 	lens[0] = 3;

@@ -6,20 +6,21 @@
  * on its tenant's channel PREFIX:{T}:results as they store its result
  * (docs/protocol.md "Keys"). One subscriber connection of the gateway's
  * own (a connection in subscribe mode can send nothing else) listens to
- * PSUBSCRIBE PREFIX:{*}:results. A call whose GET found no result yet
- * registers here under (tenant, id) and keeps its fallback poll timer; a
- * message for its (tenant, id) stops that timer and polls at once. So a
- * result reaches its waiter one round trip after it is stored, and
- * polling (from 1 ms up to every 250 ms) is only the fallback: for a
- * sandqd that does not publish, for a message lost while the subscriber
- * reconnects, or for a result stored between the GET and the
- * registration.
+ * PSUBSCRIBE PREFIX:{*}:results. A long poll registers here under
+ * (tenant, id) before its first GET and stays until it is answered; a
+ * message for its (tenant, id) stops its poll timer and polls at once, or,
+ * while a GET is in flight (the message may overtake its reply, on another
+ * connection), marks it to poll again as soon as that GET answers
+ * nothing. So a result reaches its waiter one round trip after it is
+ * stored, and the timer (from 50 ms up to every 250 ms) is only the
+ * fallback: for a sandqd that does not publish, or a message lost while
+ * the subscriber reconnects.
  *
  * The registry is a chained hash table of WAKE_BUCKETS buckets; each
  * entry holds a reference to its call. An entry goes when its call is
- * answered (wake_forget from server.c), when a message wakes it, or at
- * the next sweep (every second) once its client has gone, so a client
- * that leaves a wait for a job that never ends costs nothing for long.
+ * answered (wake_forget from server.c), or at the next sweep (every
+ * second) once its client has gone, so a client that leaves a wait for a
+ * job that never ends costs nothing for long.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -113,34 +114,29 @@ wake_forget(struct call *c)
 		}
 }
 
-/* The result of (tenant, id) is stored: every call waiting on it polls now. */
+/*
+ * The result of (tenant, id) is stored: every call waiting on it polls
+ * now, or, with its GET in flight (which may have missed the result), is
+ * marked to poll again at once when that GET answers nothing.
+ */
 static void
 wake(const char *tenant, size_t tlen, const char *id, size_t idlen)
 {
 	uint32_t h = wake_hash(tenant, tlen, id, idlen);
-	struct waiter **pw = &wk.bucket[h % WAKE_BUCKETS];
 
-	while (*pw != NULL) {
-		struct waiter *w = *pw;
+	for (struct waiter *w = wk.bucket[h % WAKE_BUCKETS]; w != NULL; w = w->next) {
 		struct call *c = w->c;
 
 		if (w->hash != h || strlen(c->tenant) != tlen ||
 		    memcmp(c->tenant, tenant, tlen) != 0 || strlen(c->id) != idlen ||
-		    memcmp(c->id, id, idlen) != 0) {
-			pw = &w->next;
+		    memcmp(c->id, id, idlen) != 0 || c->req == NULL || c->answered)
 			continue;
-		}
-		*pw = w->next;
-		wk.n--;
-		if (c->req != NULL && !c->answered &&
-		    uv_is_active((uv_handle_t *)&c->timer)) {
-			/* Its poll is waiting on the timer (not a GET in flight). */
+		if (uv_is_active((uv_handle_t *)&c->timer)) {
 			uv_timer_stop(&c->timer);
-			w->poll(c);
+			w->poll(c);	/* a GET, with its own reference */
 			call_unref(c);	/* the timer's */
-		}
-		call_unref(c);	/* the registry's */
-		free(w);
+		} else
+			c->woken = true;
 	}
 }
 
