@@ -141,8 +141,8 @@ LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/stream.c gateway/sandbox.c gateway/jobjson.c proto/mpjson.c queue/token.c queue/cancel.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
-LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/jobjson.c proto/mpjson.c queue/token.c queue/cancel.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto -larchive
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a
@@ -194,6 +194,8 @@ INTEG_TESTS += gateway
 INTEG_TESTS += gateway_stream
 # sandboxes, files and kv over sandq-gateway (issue 17).
 INTEG_TESTS += gateway_sandbox
+# a sandbox's folder as a tar over sandq-gateway (issue 17), archives built with libarchive.
+INTEG_TESTS += gateway_tar
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -284,6 +286,9 @@ $(B)/tests/gateway_stream_test: $(B)/tests/gateway_stream_test.o $(B)/tests/harn
 # gateway_sandbox_test: the gateway's sandbox ops and routes, like gateway_test.
 $(B)/tests/gateway_sandbox_test: $(B)/tests/gateway_sandbox_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
+# gateway_tar_test: the gateway's tar routes, like gateway_test; archives by libarchive.
+$(B)/tests/gateway_tar_test: $(B)/tests/gateway_tar_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson -larchive $(LIBS_CLIENT) -lcrypto -lpthread
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto

@@ -58,6 +58,8 @@ sandbox_answer(struct call *c, const struct result *res)
 	size_t off = 0;
 	json_t *d = NULL;
 
+	if ((c->answer == SBX_TAR_GET || c->answer == SBX_TAR_PUT) && tar_answer(c, res))
+		return;
 	if (res->status != ST_OK) {
 		call_json(c, status_of(res), json_pack("{s:s, s:s, s:{s:s, s:s}}",
 		    "id", c->id, "status", res_status_name(res->status), "error",
@@ -404,6 +406,8 @@ sandbox_route(h2o_req_t *req)
 		}
 		return start(req, o, SBX_JSON);
 	}
+	if (SEG("tar"))
+		return tar_route(req, id, idlen, rest + 3, n - 3);
 	if (h2o_memis(rest, n, H2O_STRLIT("history"))) {
 		if (!is(req, "GET"))
 			return wrong_method(req, "GET /v1/sandboxes/ID/history");
