@@ -2,13 +2,16 @@
  * index.ts - the sandq package: a client of sandq's HTTP gateway.
  *
  * Design: one entry point re-exporting the public surface (Client,
- * JobStream, Result, SandqError and the option types); nothing runs on import.
+ * JobStream, Result, Sandbox, SandqError and the option types); nothing
+ * runs on import.
  */
 export { Client } from "./client.js";
 export type { ClientOptions, RunOptions, RunStreamingOptions, SubmitOptions, WaitOptions } from "./client.js";
 export { JobStream } from "./stream.js";
 export type { AbortSignalLike, OutputEvent, ProgressEvent, StreamEvent, StreamOptions } from "./stream.js";
 export { Result } from "./result.js";
+export { HistoryEntry, KV, Sandbox } from "./sandbox.js";
+export type { Entry, SandboxOptions, SandboxRunOptions } from "./sandbox.js";
 export type { RawResult } from "./result.js";
 export { SandqError } from "./errors.js";
 export type { Job, JobBody, JobOptions, Limits } from "./job.js";
