@@ -307,7 +307,7 @@ export class Sandbox {
   async entries(path = "/", opts: { recursive?: boolean } = {}): Promise<Entry[]> {
     const q = opts.recursive ? "?recursive=true" : "";
     const p = urlPath(path);
-    return (json(await this._http("GET", `/list${p ? "/" + p : ""}${q}`)) ?? []) as Entry[];
+    return (json(await this._http("GET", `${p ? "/list/" + p : "/files"}${q}`)) ?? []) as Entry[];
   }
 
   /** The entry of path. */
