@@ -141,10 +141,10 @@ LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
-LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih
+LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a
@@ -202,6 +202,8 @@ INTEG_TESTS += gateway_admin
 INTEG_TESTS += gateway_conf
 # batches over sandq-gateway: submit, progress, results, cancel (issue 17).
 INTEG_TESTS += gateway_batch
+# a sandbox's folder as a tar over sandq-gateway (issue 17), archives built with libarchive.
+INTEG_TESTS += gateway_tar
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -305,6 +307,9 @@ $(B)/tests/gateway_conf_test: $(B)/tests/gateway_conf_test.o $(B)/tests/harness.
 # gateway_batch_test: the gateway's /v1/batches routes, like gateway_test.
 $(B)/tests/gateway_batch_test: $(B)/tests/gateway_batch_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto -lpthread
+# gateway_tar_test: the gateway's tar routes, like gateway_test; archives by libarchive.
+$(B)/tests/gateway_tar_test: $(B)/tests/gateway_tar_test.o $(B)/tests/harness.o $(B)/tests/gwharness.o $(call obj,queue/token.c) $(B)/libsandq.a | $(B)/sandq-gateway
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson -larchive $(LIBS_CLIENT) -lcrypto -lpthread
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto

@@ -57,6 +57,8 @@ enum sbx_answer {
 	SBX_CREATED,	/* 201 and the data */
 	SBX_BYTES,	/* 200 application/octet-stream: the data's bytes */
 	SBX_TEXT,	/* 200 application/json: the data's string (kv.get) */
+	SBX_TAR_GET,	/* a run's stdout as application/x-tar (tar.c) */
+	SBX_TAR_PUT,	/* a run that wrote a tar's files (tar.c) */
 };
 
 /* One request, possibly outliving its h2o_req_t (see DESIGN). */
@@ -83,6 +85,8 @@ struct call {
 	json_t *mcp_id;		/* R_MCP: the tools/call's id, while its job runs */
 	struct mcp_req mcp;	/* R_MCP: the call (its borrowed strings NULL) */
 	uint64_t wait_ms;	/* R_MCP: how long the job's result is waited for */
+	size_t tar_files;	/* SBX_TAR_PUT: the tar's files and folders */
+	size_t tar_folders;
 };
 
 extern struct gw gw;
@@ -153,6 +157,16 @@ bool wake_ready(void);
  */
 struct call *batch_request(h2o_req_t *req);
 void batch_authed(struct call *c);
+
+/*
+ * tar.c: GET and PUT /v1/sandboxes/ID/tar[/PATH] (rest: "" or "/PATH",
+ * n bytes): the call, its run encoded, or NULL having answered; and the
+ * answer of the run's result: false when it is a failure the other
+ * routes answer alike (sandbox_answer() then answers it).
+ */
+struct call *tar_route(h2o_req_t *req, const char *id, size_t idlen, const char *rest,
+    size_t n);
+bool tar_answer(struct call *c, const struct result *res);
 
 /* stream.c: the routes after authentication, and the reader's start. */
 void stream_events(struct call *c);

@@ -58,6 +58,8 @@ sandbox_answer(struct call *c, const struct result *res)
 	size_t off = 0;
 	json_t *d = NULL;
 
+	if ((c->answer == SBX_TAR_GET || c->answer == SBX_TAR_PUT) && tar_answer(c, res))
+		return;
 	if (res->status != ST_OK) {
 		call_json(c, status_of(res), json_pack("{s:s, s:s, s:{s:s, s:s}}",
 		    "id", c->id, "status", res_status_name(res->status), "error",
@@ -404,6 +406,26 @@ sandbox_route(h2o_req_t *req)
 		}
 		return start(req, o, SBX_JSON);
 	}
+	if (SEG("list")) {	/* fs.list of PATH (files lists only the root) */
+		int rec = query_recursive(req);
+
+		if (!is(req, "GET"))
+			return wrong_method(req, "GET /v1/sandboxes/ID/list[/PATH]");
+		if (rec < 0) {
+			send_error(req, 400, "bad_query", "the query takes only recursive=true");
+			return NULL;
+		}
+		o = json_pack("{s:s, s:s%, s:s%, s:b}", "op", "fs.list", "sandbox", id,
+		    idlen, "path", n > 5 ? rest + 4 : "/", n > 5 ? n - 4 : (size_t)1,
+		    "recursive", rec);
+		if (o == NULL) {
+			send_error(req, 400, "invalid_job", "field 'path': not UTF-8");
+			return NULL;
+		}
+		return start(req, o, SBX_JSON);
+	}
+	if (SEG("tar"))
+		return tar_route(req, id, idlen, rest + 3, n - 3);
 	if (h2o_memis(rest, n, H2O_STRLIT("history"))) {
 		if (!is(req, "GET"))
 			return wrong_method(req, "GET /v1/sandboxes/ID/history");

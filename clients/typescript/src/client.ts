@@ -19,6 +19,14 @@ import { SandqError } from "./errors.js";
 import { Job, JobBody, JobOptions, jobBody } from "./job.js";
 import { RawResult, Result } from "./result.js";
 import { AbortSignalLike, JobStream, StreamEvent, StreamOptions } from "./stream.js";
+import { Sandbox, SandboxOptions } from "./sandbox.js";
+
+/** @internal An answer of a sandbox route: its status, content type and bytes. */
+export interface HttpAnswer {
+  status: number;
+  contentType: string;
+  bytes: Uint8Array;
+}
 
 /** What a Client is made with. */
 export interface ClientOptions {
@@ -133,6 +141,74 @@ export class Client {
       : `${method} ${path}: HTTP ${res.status}: ${text.slice(0, 200)}`;
     if (notFoundOk && res.status === 404 && code === "not_found") return [404, obj ?? {}];
     throw new SandqError(code, message, res.status);
+  }
+
+  /**
+   * @internal One request of the sandbox routes (sandbox.ts): body as
+   * bytes, text or a JSON value (then content-type application/json
+   * unless contentType says otherwise). The gateway waits up to 60 s for
+   * the op, so the request may take that plus requestTimeoutMs. A non-2xx
+   * answer throws its SandqError (code and HTTP status as answered).
+   */
+  async _http(method: string, path: string, body?: unknown, contentType?: string): Promise<HttpAnswer> {
+    const headers: Record<string, string> = {};
+    if (this.#token !== undefined) headers["authorization"] = `Bearer ${this.#token}`;
+    const init: RequestInit = {
+      method, headers, signal: AbortSignal.timeout(POLL_MAX_S * 1000 + this.requestTimeoutMs),
+    };
+    if (body instanceof Uint8Array) {
+      headers["content-type"] = contentType ?? "application/octet-stream";
+      init.body = body as unknown as BodyInit;
+    } else if (typeof body === "string") {
+      headers["content-type"] = contentType ?? "text/plain; charset=utf-8";
+      init.body = body;
+    } else if (body !== undefined) {
+      headers["content-type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let res: Response;
+    let bytes: Uint8Array;
+    try {
+      res = await fetch(this.url + path, init);
+      bytes = new Uint8Array(await res.arrayBuffer());
+    } catch (e) {
+      const why = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
+      throw new SandqError("connection", `${method} ${this.url}${path}: ${why}`, 0, { cause: e });
+    }
+    const ctype = res.headers.get("content-type") ?? "";
+    if (res.status >= 200 && res.status < 300) return { status: res.status, contentType: ctype, bytes };
+    const text = new TextDecoder().decode(bytes);
+    let err: Record<string, unknown> | undefined;
+    try {
+      const o = JSON.parse(text) as Record<string, unknown>;
+      const e = o?.["error"];
+      if (e !== null && typeof e === "object") err = e as Record<string, unknown>;
+    } catch {
+      err = undefined;
+    }
+    const code = typeof err?.["code"] === "string" ? (err["code"] as string) : `http_${res.status}`;
+    const message = typeof err?.["message"] === "string" && err["message"] !== "" ? (err["message"] as string)
+      : `${method} ${path}: HTTP ${res.status}: ${text.slice(0, 200)}`;
+    throw new SandqError(code, message, res.status);
+  }
+
+  /**
+   * A persistent sandbox (Sandbox): with no id a new one is created at
+   * once ("sbx-..."); with an id, that one is opened (SandqError
+   * sandbox_not_found, 404, if there is none), or created under it with
+   * { create: true } (or any of snapshot, labels, image, workdir,
+   * fromImageDir). Disposing of it (await using) deletes a sandbox this
+   * call created, unless keep is true, and keeps one it opened, unless
+   * keep is false.
+   */
+  async sandbox(id?: string, opts: SandboxOptions = {}): Promise<Sandbox> {
+    return Sandbox.create(this, id, opts);
+  }
+
+  /** The info maps of every sandbox of the tenant (GET /v1/sandboxes). */
+  async sandboxes(): Promise<Record<string, unknown>[]> {
+    const a = await this._http("GET", "/v1/sandboxes");
+    return a.status === 204 ? [] : JSON.parse(new TextDecoder().decode(a.bytes)) as Record<string, unknown>[];
   }
 
   /** Whether the gateway process answers (GET /healthz). */

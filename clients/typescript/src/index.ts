@@ -2,7 +2,8 @@
  * index.ts - the sandq package: a client of sandq's HTTP gateway.
  *
  * Design: one entry point re-exporting the public surface (Client,
- * Batch, JobStream, Result, SandqError and the option types); nothing runs on import.
+ * Batch, JobStream, Result, Sandbox, SandqError and the option types);
+ * nothing runs on import.
  */
 export { Client } from "./client.js";
 export { Batch } from "./batch.js";
@@ -12,6 +13,8 @@ export type { ClientOptions, RunOptions, RunStreamingOptions, SubmitOptions, Wai
 export { JobStream } from "./stream.js";
 export type { AbortSignalLike, OutputEvent, ProgressEvent, StreamEvent, StreamOptions } from "./stream.js";
 export { Result } from "./result.js";
+export { HistoryEntry, KV, Sandbox } from "./sandbox.js";
+export type { Entry, SandboxOptions, SandboxRunOptions } from "./sandbox.js";
 export type { RawResult } from "./result.js";
 export { SandqError } from "./errors.js";
 export type { Job, JobBody, JobOptions, Limits } from "./job.js";

@@ -156,6 +156,11 @@ async function call(base, method, tmpl, path, { token, body, headers = {}, keepO
   const doc = deref(responses[String(res.status)]);
   assert.ok(doc, `${method} ${path}: HTTP ${res.status} is not documented for ${method} ${tmpl}`);
   const type = (res.headers.get("content-type") ?? "").split(";")[0].trim();
+  if (res.status === 204) {
+    assert.ok(!doc.content, `${method} ${path}: 204 documented with content`);
+    assert.equal(await res.text(), "", `${method} ${path}: 204 with a body`);
+    return { status: 204 };
+  }
   const media = doc.content?.[type];
   assert.ok(media, `${method} ${path}: HTTP ${res.status} as '${type}', documented: ${Object.keys(doc.content ?? {})}`);
   if (type === "text/event-stream") {
@@ -163,7 +168,13 @@ async function call(base, method, tmpl, path, { token, body, headers = {}, keepO
     const text = await res.text();
     return { status: res.status, text };
   }
+  if (type === "application/octet-stream" || type === "application/x-tar")
+    return { status: res.status, bytes: new Uint8Array(await res.arrayBuffer()) };
   const text = await res.text();
+  if (res.status === 204) {
+    assert.equal(text, "", `${method} ${path}: 204 with a body`);
+    return { status: res.status };
+  }
   const json = JSON.parse(text);
   check(media.schema, json, `${method} ${path} ${res.status}`);
   if (res.status >= 400) {
@@ -346,6 +357,176 @@ test("the batch routes answer as documented", async () => {
   assert.equal(c.body.finished, 1);
   assert.equal((await call(U, "POST", cn, `${B}/none/cancel`, { token: T })).status, 404);
   assert.equal((await call(U, "GET", cn, `${B}/oa1/cancel`, { token: T })).status, 405);
+});
+
+/** A ustar archive of entries [name, type ("0" file, "5" folder), data?]. */
+function ustar(entries) {
+  const parts = [];
+  for (const [name, type, data = new Uint8Array(0)] of entries) {
+    const h = new Uint8Array(512);
+    const put = (off, s) => h.set(new TextEncoder().encode(s), off);
+    put(0, name);
+    put(100, type === "5" ? "0000755\0" : "0000644\0");
+    put(108, "0000000\0");
+    put(116, "0000000\0");
+    put(124, data.length.toString(8).padStart(11, "0") + "\0");
+    put(136, "00000000000\0");
+    put(148, "        ");
+    put(156, type);
+    put(257, "ustar\0");
+    put(263, "00");
+    let sum = 0;
+    for (const b of h) sum += b;
+    put(148, sum.toString(8).padStart(6, "0") + "\0 ");
+    parts.push(h);
+    const body = new Uint8Array(Math.ceil(data.length / 512) * 512);
+    body.set(data);
+    parts.push(body);
+  }
+  parts.push(new Uint8Array(1024));
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}
+
+/** A new tenant with settings (sandq tenant add), and a token of it. */
+function tenantToken(name, ...settings) {
+  H.sandq("tenant", "add", name, ...settings);
+  return H.sandq("tenant", "token", "add", name, "--name", "t").trim().split("\n").pop();
+}
+
+test("every documented sandbox route answers as documented", { timeout: 300000 }, async () => {
+  const U = H.url;
+  const T = H.token;
+  const S = "/v1/sandboxes";
+  const one = "/v1/sandboxes/{sandbox}";
+  const req = (m, tmpl, path, o = {}) => call(U, m, tmpl, path, { token: T, ...o });
+  const is = async (p, status, code) => {
+    const r = await p;
+    assert.equal(r.status, status, JSON.stringify(r.body));
+    if (code !== undefined) assert.equal(r.body.error.code, code, r.body.error.message);
+    return r;
+  };
+
+  // A sandbox busy for 65 s: an op behind it has no answer within 60 s (awaited last).
+  await is(req("POST", S, S, { body: json({ sandbox: "busy" }) }), 201);
+  await is(call(U, "POST", "/v1/jobs", "/v1/jobs", { token: T,
+    body: json({ op: "sh", sandbox: "busy", script: "sleep 65", limits: { wall_ms: 90000 } }) }), 202);
+  await new Promise((r) => setTimeout(r, 500));
+  const late = req("GET", one, `${S}/busy`);
+
+  // /v1/sandboxes and /v1/sandboxes/{sandbox}
+  await is(req("POST", S, S, { body: json({ sandbox: "s1", labels: { k: "v" } }) }), 201);
+  await is(req("POST", S, S, { body: json({ sandbox: "s1" }) }), 409, "sandbox_exists");
+  await is(req("POST", S, S, { body: "" }), 400, "bad_json");
+  await is(req("POST", S, S, { body: json({ sandbox: "s9", bogus: 1 }) }), 400, "unknown_field");
+  await is(req("POST", S, S, { body: json({ sandbox: 5 }) }), 400, "invalid_job");
+  await is(req("POST", S, S, { body: json({ sandbox: "s9", snapshot_b64: "AAAAAAAA" }) }), 400, "bad_snapshot");
+  await is(req("POST", S, S, { body: json({ sandbox: "s9", image: "docker://nowhere.invalid/x:1" }) }), 400, "image");
+  await is(req("GET", S, S), 200);
+  await is(req("PATCH", S, S), 405, "method_not_allowed");
+  await is(call(U, "GET", S, S, {}), 401, "unauthorized");
+  await is(call(U, "GET", S, S, { token: admin }), 403, "admin_token");
+  await is(req("GET", one, `${S}/s1`), 200);
+  await is(req("GET", one, `${S}/nope`), 404, "sandbox_not_found");
+  await is(req("GET", one, `${S}/a%20b`), 404, "not_found");
+  await is(req("PUT", one, `${S}/s1`), 405);
+
+  // files, stat, list
+  const F = `${one}/files/{path}`;
+  const sh = async (script) => {
+    const id = (await call(U, "POST", "/v1/jobs", "/v1/jobs", { token: T,
+      body: json({ op: "sh", sandbox: "s1", script }) })).body.id;
+    assert.equal((await call(U, "GET", "/v1/jobs/{id}", `/v1/jobs/${id}?wait=60`, { token: T })).body.status, "ok");
+  };
+  await sh("mkdir -p dir/sub locked && echo f > dir/f && echo s > locked/secret && chmod 000 locked/secret");
+  await is(req("PUT", F, `${S}/s1/files/x.bin`, { body: new Uint8Array([0xff, 0]) }), 200);
+  const got = await is(req("GET", F, `${S}/s1/files/x.bin`), 200);
+  assert.deepEqual([...got.bytes], [0xff, 0]);
+  await is(req("GET", F, `${S}/s1/files/dir`), 400, "is_dir");
+  await is(req("PUT", F, `${S}/s1/files/dir`, { body: "x" }), 400, "is_dir");
+  await is(req("GET", F, `${S}/s1/files/nope`), 404, "not_found");
+  await is(req("DELETE", F, `${S}/s1/files/dir`), 409, "not_empty");
+  await is(req("DELETE", F, `${S}/s1/files/x.bin`), 200);
+  await is(req("PUT", F, `${S}/s1/files/big`, { body: new Uint8Array(1536 * 1024) }), 413, "body_too_large");
+  await is(req("POST", F, `${S}/s1/files/x`), 405);
+  await is(req("GET", `${one}/files`, `${S}/s1/files?recursive=true`), 200);
+  await is(req("GET", `${one}/files`, `${S}/s1/files?x=1`), 400, "bad_query");
+  await is(req("PUT", `${one}/files`, `${S}/s1/files`), 405);
+  await is(req("GET", `${one}/stat/{path}`, `${S}/s1/stat/dir/f`), 200);
+  await is(req("GET", `${one}/stat/{path}`, `${S}/s1/stat/nope`), 404, "not_found");
+  await is(req("PUT", `${one}/stat/{path}`, `${S}/s1/stat/dir`), 405);
+  await is(req("GET", `${one}/list/{path}`, `${S}/s1/list/dir`), 200);
+  await is(req("GET", `${one}/list/{path}`, `${S}/s1/list/dir/f`), 400, "not_dir");
+  await is(req("DELETE", `${one}/list/{path}`, `${S}/s1/list/dir`), 405);
+
+  // kv
+  const K = `${one}/kv/{key}`;
+  await is(req("PUT", K, `${S}/s1/kv/k`, { body: '{"a":1}' }), 204);
+  assert.deepEqual((await is(req("GET", K, `${S}/s1/kv/k`), 200)).body, { a: 1 });
+  await is(req("GET", `${one}/kv`, `${S}/s1/kv`), 200);
+  await is(req("DELETE", `${one}/kv`, `${S}/s1/kv`), 405);
+  await is(req("DELETE", K, `${S}/s1/kv/k`), 204);
+  await is(req("GET", K, `${S}/s1/kv/k`), 404, "not_found");
+  await is(req("POST", K, `${S}/s1/kv/k`), 405);
+
+  // history, export, import, fork, delete
+  await is(req("GET", `${one}/history`, `${S}/s1/history`), 200);
+  await is(req("POST", `${one}/history`, `${S}/s1/history`), 405);
+  const snap = (await is(req("GET", `${one}/export`, `${S}/s1/export`), 200)).bytes;
+  await is(req("PUT", `${one}/export`, `${S}/s1/export`), 405);
+  await is(req("PUT", `${one}/import`, `${S}/s2/import`, { body: snap }), 200);
+  await is(req("PUT", `${one}/import`, `${S}/s2/import`, { body: new Uint8Array(100) }), 400, "bad_snapshot");
+  await is(req("GET", `${one}/import`, `${S}/s2/import`), 405);
+  await is(req("POST", `${one}/fork`, `${S}/s1/fork`, { body: json({ to: "f1" }) }), 201);
+  await is(req("POST", `${one}/fork`, `${S}/s1/fork`, { body: json({ to: "f1" }) }), 409, "sandbox_exists");
+  await is(req("POST", `${one}/fork`, `${S}/s1/fork`, { body: json({ to: "f2", deadline_ms: 1 }) }), 504, "deadline");
+  await is(req("GET", `${one}/fork`, `${S}/s1/fork`), 405);
+  await is(req("DELETE", one, `${S}/f1`), 204);
+
+  // tar
+  const TP = `${one}/tar/{path}`;
+  const tar = (await is(req("GET", TP, `${S}/s1/tar/dir`), 200)).bytes;
+  await is(req("GET", `${one}/tar`, `${S}/s1/tar`), 400, "tar_failed");   // locked/secret: mode 000
+  await is(req("GET", TP, `${S}/s1/tar/nope`), 404, "not_found");
+  await is(req("DELETE", TP, `${S}/s1/tar/dir`), 405);
+  await is(req("PUT", TP, `${S}/s2/tar/in`, { body: tar }), 200);
+  await is(req("PUT", `${one}/tar`, `${S}/s2/tar`, { body: ustar([["a", "0", new Uint8Array(1)]]) }), 200);
+  await is(req("PUT", TP, `${S}/s2/tar/in`, { body: ustar([["../x", "0"]]) }), 400, "bad_tar");
+  await is(req("PUT", TP, `${S}/s2/tar/in`, { body: ustar([["f/", "5"]]) }), 409, "conflict");
+  const many = ustar(Array.from({ length: 1025 }, (_, i) => [`f${i}`, "0"]));
+  await is(req("PUT", TP, `${S}/s2/tar/in`, { body: many }), 413, "too_large");
+  await is(req("DELETE", `${one}/tar`, `${S}/s2/tar`), 405);
+  await sh("chmod 644 locked/secret");
+  await is(req("GET", `${one}/tar`, `${S}/s1/tar`), 200);
+
+  // The tenant's settings: ceilings, deny list, storage quota, rate, queue.
+  const lim = tenantToken("lim", "--ceiling", "output_bytes=1M");
+  await is(call(U, "POST", S, S, { token: lim, body: json({ sandbox: "l1" }) }), 201);
+  await is(call(U, "GET", `${one}/tar`, `${S}/l1/tar`, { token: lim }), 400, "limit");
+  const pol = tenantToken("pol", "--deny", "*tar -c*");
+  await is(call(U, "POST", S, S, { token: pol, body: json({ sandbox: "p1" }) }), 201);
+  await is(call(U, "GET", `${one}/tar`, `${S}/p1/tar`, { token: pol }), 403, "policy");
+  const quota = tenantToken("quota", "--storage-quota", "1");
+  const q = await call(U, "POST", S, S, { token: quota, body: json({ sandbox: "q1" }) });
+  if (q.status === 201)
+    await is(call(U, "PUT", F, `${S}/q1/files/x`, { token: quota, body: "x" }), 413, "storage_quota");
+  else
+    await is(q, 413, "storage_quota");
+  const slow = tenantToken("slow", "--rate", "0.01", "--burst", "1");
+  await is(call(U, "GET", S, S, { token: slow }), 200);
+  await is(call(U, "GET", S, S, { token: slow }), 429, "rate_limited");
+  const full = tenantToken("full", "--max-queued", "1");
+  await is(call(U, "POST", "/v1/jobs", "/v1/jobs", { token: full, body: json({ op: "sh", script: "sleep 3" }) }), 202);
+  await is(call(U, "GET", S, S, { token: full }), 429, "queue_full");
+
+  // The busy sandbox's op: no result within 60 s.
+  await is(late, 504, "timeout");
+  await is(req("DELETE", one, `${S}/s2`), 204);
 });
 
 test("every documented operation was called and every error code produced", () => {
