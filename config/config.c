@@ -378,6 +378,9 @@ static const struct option options[] = {
 	GWNUM(max_connections, OPT_INT, "10000", 1, 1000000,
 	    "Client connections sandq-gateway holds open at once; past it a new "
 	    "one is closed at accept. Keep it under the process's open-file limit."),
+	GWNUM(poll_ms, OPT_INT, "250", 10, 60000,
+	    "Milliseconds between a long poll's GETs of its result when no "
+	    "publish wakes it (the fallback; published results wake it at once)."),
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))

@@ -97,6 +97,7 @@ struct config {
 		int64_t max_body;	/* bytes of a request body */
 		int64_t max_streams;	/* open event streams at most */
 		int64_t max_connections;	/* open connections at most */
+		int64_t poll_ms;	/* a long poll's fallback GET period */
 	} gateway;
 	/* [tenant.NAME] sections, in the order they were first given. */
 	struct tenant_config *tenant_cfg;

@@ -25,6 +25,7 @@ struct gw_opts {
 	const char *prefix;	/* key prefix, "sandq" by default */
 	size_t max_body;	/* bytes of a request body */
 	size_t max_streams;	/* open GET /v1/jobs/ID/events at most */
+	uint64_t poll_ms;	/* a long poll's GET period when no publish wakes it */
 	const char *mcp_origins;	/* Origins /v1/mcp takes besides its own: "A,B" */
 	size_t max_connections;	/* open client connections at most */
 	size_t max_batch_body;	/* bytes of a POST /v1/batches body */

@@ -33,6 +33,7 @@ struct gw {
 	uv_tcp_t listener;
 	size_t max_body;
 	size_t max_streams;		/* open SSE streams at most */
+	uint64_t poll_ms;		/* --poll-ms: a long poll's fallback period */
 	const char *mcp_origins;	/* --mcp-origin: "A,B", or NULL */
 	size_t max_conns;		/* open client connections at most */
 	size_t nconns;			/* open client connections */
@@ -84,7 +85,7 @@ struct call {
 	char sandbox[JOB_ID_MAX + 1];	/* R_MCP: ?sandbox=ID, "" unbound */
 	json_t *mcp_id;		/* R_MCP: the tools/call's id, while its job runs */
 	struct mcp_req mcp;	/* R_MCP: the call (its borrowed strings NULL) */
-	uint64_t wait_ms;	/* R_MCP: how long the job's result is waited for */
+	uint64_t wait_ms;	/* R_MCP, R_SUBMIT ?wait=: how long its result is waited for */
 	size_t tar_files;	/* SBX_TAR_PUT: the tar's files and folders */
 	size_t tar_folders;
 };

@@ -4,7 +4,7 @@
  *   sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL]
  *                 [--prefix P] [--max-body BYTES] [--max-streams N]
  *                 [--max-connections N] [--mcp-origin LIST]
- *                 [--max-batch-body BYTES]
+ *                 [--max-batch-body BYTES] [--poll-ms MS]
  *
  * --config reads the [gateway] section of a sandq.conf (config/config.c,
  * the parser and option table sandqd uses, so one file serves both and
@@ -29,6 +29,7 @@
 #define GW_MAX_BODY_LIMIT (64u * 1024u * 1024u)	/* bound of --max-body */
 #define GW_MAX_STREAMS_LIMIT 100000u		/* bound of --max-streams */
 #define GW_MAX_CONNS_LIMIT 1000000u		/* bound of --max-connections */
+#define GW_POLL_MS_LIMIT 60000u			/* bound of --poll-ms */
 #define GW_MAX_BATCH_BODY_LIMIT (256u * 1024u * 1024u)	/* bound of --max-batch-body */
 
 static void
@@ -37,6 +38,7 @@ usage(FILE *f)
 	fprintf(f, "usage: sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL] "
 	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N] [--max-connections N]\n"
 	    "                     [--mcp-origin ORIGIN[,ORIGIN...]] [--max-batch-body BYTES]\n"
+	    "                     [--poll-ms MS]\n"
 	    "  --config    a sandq.conf: its [gateway] section (options override it)\n"
 	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
 	    "  --redis     Redis URL with the operator's credentials "
@@ -48,7 +50,9 @@ usage(FILE *f)
 	    "(default none)\n"
 	    "  --max-connections  open client connections at most (default 10000)\n"
 	    "  --max-batch-body  bytes of a POST /v1/batches body "
-	    "(default 16777216)\n");
+	    "(default 16777216)\n"
+	    "  --poll-ms   a long poll's GET period when no publish wakes it, "
+	    "10 to 60000 (default 250)\n");
 }
 
 /*
@@ -79,6 +83,7 @@ load_config(int argc, char **argv, struct config *c, struct gw_opts *o, struct e
 	o->max_body = (size_t)c->gateway.max_body;
 	o->max_streams = (size_t)c->gateway.max_streams;
 	o->max_connections = (size_t)c->gateway.max_connections;
+	o->poll_ms = (uint64_t)c->gateway.poll_ms;
 	return 0;
 }
 
@@ -95,6 +100,7 @@ main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'n' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "max-batch-body", required_argument, NULL, 'B' },
+		{ "poll-ms", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -105,6 +111,7 @@ main(int argc, char **argv)
 		.max_body = 1024 * 1024,
 		.max_streams = 1000,
 		.max_connections = 10000,
+		.poll_ms = 250,
 		.max_batch_body = 16 * 1024 * 1024,
 	};
 	struct config cfg = { 0 };
@@ -158,6 +165,16 @@ main(int argc, char **argv)
 			    o.max_connections > GW_MAX_CONNS_LIMIT) {
 				fprintf(stderr, "sandq-gateway: --max-connections: 1 to %u\n",
 				    GW_MAX_CONNS_LIMIT);
+				return 2;
+			}
+			break;
+		case 'P':
+			errno = 0;
+			o.poll_ms = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || o.poll_ms < 10 ||
+			    o.poll_ms > GW_POLL_MS_LIMIT) {
+				fprintf(stderr, "sandq-gateway: --poll-ms: 10 to %u\n",
+				    GW_POLL_MS_LIMIT);
 				return 2;
 			}
 			break;

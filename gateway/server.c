@@ -12,12 +12,14 @@
  * only then reads the body, so an unauthenticated client learns nothing
  * but 401.
  *
- * Long polls (GET /v1/jobs/ID?wait=S) poll the result key with GET on the
- * one shared connection, backing off from 1 ms (doubling) to 250 ms, so a
- * short job's result is seen within about its own run time (make bench:
- * starting at 20 ms cost every short job ~18 ms); a BLPOP of the
- * done list would need a Redis connection per waiter and would take the
- * list's single element from a libsandq client waiting on the same job.
+ * Long polls (GET /v1/jobs/ID?wait=S, POST /v1/jobs?wait=S and the waits
+ * of the sandbox and MCP routes) are woken when the result is published
+ * (wake.c) and GET it on the shared connection; a GET every --poll-ms
+ * (default 250) is the fallback, and while no subscriber listens the
+ * GETs back off from 1 ms (doubling) to --poll-ms, so a short job's
+ * result is still seen within about its run time. A BLPOP of the done
+ * list would need a Redis connection per waiter and would take the list's
+ * single element from a libsandq client waiting on the same job.
  *
  * Redis is reached once, through one connection; when it drops, requests
  * answer 503 "unavailable" and a timer reconnects every 500 ms.
@@ -47,8 +49,7 @@
 #include "internal.h"
 #include "jobjson.h"
 
-#define GW_POLL_FIRST_MS 1	/* a long poll's first wait; it doubles to 250 ms */
-#define GW_POLL_WOKEN_MS 50	/* the same while results wake it (wake.c) */
+#define GW_POLL_FIRST_MS 1	/* a long poll's first wait, unwoken; doubles to --poll-ms */
 
 
 
@@ -137,6 +138,7 @@ static void route_submit(struct call *c);
 static void submit_wait(struct call *c);
 static void authenticate(struct call *c);
 static void poll_result(struct call *c);
+static void poll_timer_cb(uv_timer_t *t);
 static void route_tenant(struct call *c);
 
 /* GET /readyz: PING answered. */
@@ -258,6 +260,41 @@ authenticate(struct call *c)
 	call_redis(c, token_cb, 3, argv, lens);
 }
 
+/*
+ * A long poll's waits between GETs: while published results wake it
+ * (wake.c), the fallback alone, every --poll-ms; otherwise from 1 ms
+ * doubling to --poll-ms, so that a short job is still seen soon.
+ */
+static uint64_t
+first_delay(void)
+{
+	return wake_ready() ? gw.poll_ms : GW_POLL_FIRST_MS;
+}
+
+static uint64_t
+next_delay(uint64_t d)
+{
+	if (wake_ready() || d * 2 > gw.poll_ms)
+		return gw.poll_ms;
+	return d * 2;
+}
+
+/*
+ * Starts c's poll timer (a reference taken) for its next GET: after
+ * c->delay, but not past its deadline, which it answers on time.
+ */
+static void
+arm(struct call *c)
+{
+	uint64_t now = uv_now(gw.loop), d = c->delay;
+
+	if (c->deadline > now && c->deadline - now < d)
+		d = c->deadline - now;
+	uv_timer_start(&c->timer, poll_timer_cb, d, 0);
+	c->refs++;
+	c->delay = next_delay(c->delay);
+}
+
 static void
 xadd_cb(redisAsyncContext *ac, void *r, void *priv)
 {
@@ -265,18 +302,34 @@ xadd_cb(redisAsyncContext *ac, void *r, void *priv)
 	redisReply *reply = r;
 
 	(void)ac;
-	if (reply && reply->type == REDIS_REPLY_STRING &&
-	    (c->route == R_SBX || c->route == R_MCP)) {
-		c->deadline = uv_now(gw.loop) + (c->route == R_MCP ? c->wait_ms :
-		    (uint64_t)GW_WAIT_MAX_S * 1000);
-		c->delay = wake_ready() ? GW_POLL_WOKEN_MS : GW_POLL_FIRST_MS;
-		poll_result(c);
-	} else if (reply && reply->type == REDIS_REPLY_STRING)
-		call_json(c, 202, json_pack("{s:s}", "id", c->id));
-	else
+	if (reply == NULL || reply->type != REDIS_REPLY_STRING) {
+		wake_forget(c);
 		call_error(c, 503, "unavailable", reply && reply->type ==
 		    REDIS_REPLY_ERROR ? "Redis refused the job" : "Redis did not answer");
+	} else if (c->deadline == 0)
+		call_json(c, 202, json_pack("{s:s}", "id", c->id));
+	else if (c->woken) {
+		/* Its result was published before this reply came: look now. */
+		c->woken = false;
+		poll_result(c);
+	} else if (c->req != NULL) {
+		/* Just queued: no result to GET yet; its publish wakes it. */
+		c->delay = first_delay();
+		arm(c);
+	}
 	call_unref(c);
+}
+
+/*
+ * A waited submit (R_SBX, R_MCP, POST /v1/jobs?wait=S): its deadline set
+ * and its wake registered before the XADD, so that no publish of its
+ * result can come before it listens.
+ */
+static void
+wait_before_xadd(struct call *c, uint64_t ms)
+{
+	c->deadline = uv_now(gw.loop) + ms;
+	wake_watch(c, poll_result);
 }
 
 /* POST /v1/jobs, authenticated: the body as a job, XADDed as libsandq does. */
@@ -319,6 +372,8 @@ route_submit(struct call *c)
 	lens[2] = 1;
 	lens[3] = 3;
 	lens[4] = len;
+	if (c->wait_ms > 0)
+		wait_before_xadd(c, c->wait_ms);
 	call_redis(c, xadd_cb, 5, argv, lens);	/* hiredis copies the bytes */
 out:
 	free(buf);
@@ -347,6 +402,8 @@ submit_wait(struct call *c)
 	lens[2] = 1;
 	lens[3] = 3;
 	lens[4] = c->joblen;
+	wait_before_xadd(c, c->route == R_MCP ? c->wait_ms :
+	    (uint64_t)GW_WAIT_MAX_S * 1000);
 	call_redis(c, xadd_cb, 5, argv, lens);
 }
 
@@ -399,6 +456,11 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 		    "has it when it comes"));
 		goto done;
 	}
+	if (uv_now(gw.loop) >= c->deadline && c->route == R_SUBMIT) {
+		/* POST /v1/jobs?wait=S: queued, not done within S. */
+		call_json(c, 202, json_pack("{s:s}", "id", c->id));
+		goto done;
+	}
 	if (uv_now(gw.loop) >= c->deadline) {
 		call_json(c, 404, json_pack("{s:{s:s, s:s}}", "error", "code",
 		    "not_found", "message", "no result for this job id (yet)"));
@@ -411,9 +473,7 @@ result_cb(redisAsyncContext *ac, void *r, void *priv)
 		goto out;
 	}
 	/* The timer is the fallback: a publish wakes it first (wake.c). */
-	uv_timer_start(&c->timer, poll_timer_cb, c->delay, 0);
-	c->refs++;
-	c->delay = c->delay * 2 > 250 ? 250 : c->delay * 2;
+	arm(c);
 	goto out;
 done:
 	wake_forget(c);		/* answered, or its client gone */
@@ -582,8 +642,14 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 			send_error(req, 405, "method_not_allowed", "POST /v1/jobs");
 			return 0;
 		}
+		if ((wait = query_wait(req)) < 0) {
+			send_error(req, 400, "bad_query", "the query takes only wait=SECONDS "
+			    "(0 to 60)");
+			return 0;
+		}
 		c = call_new(req);
 		c->route = R_SUBMIT;
+		c->wait_ms = (uint64_t)wait * 1000;
 		authenticate(c);
 		return 0;
 	}
@@ -613,7 +679,7 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 		memcpy(c->id, id, idlen);
 		c->id[idlen] = '\0';
 		c->deadline = uv_now(gw.loop) + (uint64_t)wait * 1000;
-		c->delay = wake_ready() ? GW_POLL_WOKEN_MS : GW_POLL_FIRST_MS;
+		c->delay = first_delay();
 		authenticate(c);
 		return 0;
 	}
@@ -720,6 +786,7 @@ gw_run(const struct gw_opts *o, struct err *e)
 	snprintf(gw.prefix, sizeof(gw.prefix), "%s", o->prefix);
 	gw.max_body = o->max_body;
 	gw.max_streams = o->max_streams;
+	gw.poll_ms = o->poll_ms;
 	gw.mcp_origins = o->mcp_origins;
 	gw.max_conns = o->max_connections;
 	gw.max_batch_body = o->max_batch_body;

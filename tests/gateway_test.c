@@ -251,6 +251,86 @@ Test(gateway, an_image_pull_is_submitted_and_answered_by_sandqd)
 	free(b);
 }
 
+/* Milliseconds of CLOCK_MONOTONIC. */
+static long long
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until the gateway's subscriber listens (PUBSUB NUMPAT). */
+static void
+wait_subscribed(void)
+{
+	redisContext *rc = redisConnect("127.0.0.1", H.port);
+	long long n = 0;
+
+	cr_assert(rc != NULL && rc->err == 0);
+	for (int i = 0; i < 200 && n < 1; i++) {
+		redisReply *r = redisCommand(rc, "PUBSUB NUMPAT");
+
+		n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+		freeReplyObject(r);
+		if (n < 1)
+			usleep(50 * 1000);
+	}
+	redisFree(rc);
+	cr_assert_geq(n, 1, "the gateway never subscribed to the results channels");
+}
+
+/*
+ * POST /v1/jobs?wait=S answers the result, or 202 and the id when the job
+ * is not done within S; and a waiter is woken by the result's publish,
+ * not by a poll: with --poll-ms 60000, a GET would come only at the
+ * deadline (20 s), so an answer within half of it came from the wake-up.
+ */
+Test(gateway, a_waited_submit_answers_its_result_as_soon_as_it_is_published)
+{
+	static const char *const slow[] = { "--poll-ms", "60000", NULL };
+	char tok[TOKEN_LEN + 1], *b;
+	long long t0;
+	long st;
+
+	gw_pid = gwh_start(&H, H.url, slow);
+	gwh_token_make(&H, "a", tok);
+	wait_subscribed();
+
+	t0 = mono_ms();
+	b = gwh_http("POST", "/v1/jobs?wait=20", tok, "{\"op\":\"sh\",\"id\":\"w-1\","
+	    "\"script\":\"echo woke\"}", &st);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(strstr(b, "\"stdout\":\"woke\\n\"") != NULL, "%s", b);
+	cr_assert_lt(mono_ms() - t0, 10000, "answered by the fallback poll, not the publish");
+	free(b);
+
+	/* Not done within the wait: 202 and the id; a long poll then has it. */
+	b = gwh_http("POST", "/v1/jobs?wait=1", tok, "{\"op\":\"sh\",\"id\":\"w-2\","
+	    "\"script\":\"sleep 3; echo late\"}", &st);
+	cr_assert_eq(st, 202, "%s", b);
+	cr_assert_str_eq(b, "{\"id\":\"w-2\"}");
+	free(b);
+	t0 = mono_ms();
+	b = gwh_http("GET", "/v1/jobs/w-2?wait=20", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(strstr(b, "\"stdout\":\"late\\n\"") != NULL, "%s", b);
+	cr_assert_lt(mono_ms() - t0, 10000, "a GET long poll not woken by the publish");
+	free(b);
+
+	/* A bad wait enqueues nothing. */
+	b = gwh_http("POST", "/v1/jobs?wait=61", tok, "{\"op\":\"sh\",\"script\":\"true\"}",
+	    &st);
+	cr_assert_eq(st, 400, "%s", b);
+	free(b);
+	b = gwh_http("POST", "/v1/jobs?colour=red", tok, "{\"op\":\"sh\",\"script\":\"true\"}",
+	    &st);
+	cr_assert_eq(st, 400, "%s", b);
+	free(b);
+	cr_assert_eq(gwh_xlen(&H, "a"), 0);
+}
+
 Test(gateway, a_tenants_token_reaches_only_its_tenant)
 {
 	char ta[TOKEN_LEN + 1], tb[TOKEN_LEN + 1], *b, *code;
