@@ -142,7 +142,7 @@ CLI_OBJS := $(call obj,$(CLI_SRCS))
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
 GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/stream.c gateway/sandbox.c gateway/jobjson.c proto/mpjson.c queue/token.c queue/cancel.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
-LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto
+LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a
