@@ -383,11 +383,15 @@ $(TS_DIR)/dist/index.js: $(wildcard $(TS_DIR)/src/*.ts) $(TS_DIR)/tsconfig.json 
 	$(TS_DIR)/node_modules/.bin/tsc -p $(TS_DIR)
 
 # tests/run.sh's --jobs=N --short-filename are dropped, as python_test's.
+# websocket.test.mjs needs globalThis.WebSocket: Node 20 has it only with
+# --experimental-websocket (22 and later by default).
 $(B)/tests/typescript_test: Makefile $(TS_DIR)/dist/index.js
 	@mkdir -p $(dir $@)
 	@printf '%s\n' '#!/bin/sh' \
 	  '# Made by the Makefile: the TypeScript client tests (clients/typescript/test).' \
-	  'exec node --test clients/typescript/test/*.test.mjs' \
+	  'ws=' \
+	  'node -e "typeof WebSocket === \"function\" || process.exit(1)" || ws=--experimental-websocket' \
+	  'exec node $$ws --test clients/typescript/test/*.test.mjs' \
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 

@@ -103,6 +103,7 @@ struct sse {
 	struct sse *ws_next, *ws_prev;	/* every open WebSocket, ended or not */
 	bool paused;		/* left out of the XREAD: too much queued */
 	uint64_t close_at;	/* loop ms our close was queued, else 0 */
+	bool close_due;		/* close 1000 once the messages are written */
 };
 
 static struct {
@@ -124,6 +125,7 @@ static struct {
 static void reader_issue(void);
 static void reader_kick(void);
 static void sse_flush(struct sse *s);
+static void ws_tick_cb(uv_timer_t *t);
 
 /*** Stream entry ids ***/
 
@@ -295,11 +297,8 @@ sse_end(struct sse *s, const char *id, const char *status)
 	s->ending = true;
 	sse_unwatch(s);
 	if (s->ws != NULL) {
-		static const char bye[] = "end of the job's output";
-
-		wslay_event_queue_close(s->ws->ws_ctx, WSLAY_CODE_NORMAL_CLOSURE,
-		    (const uint8_t *)bye, sizeof(bye) - 1);
-		s->close_at = uv_now(gw.loop);
+		s->close_due = true;	/* sse_flush() or the tick, once written */
+		uv_timer_start(&rd.ws_tick, ws_tick_cb, 20, WS_TICK_MS);
 	}
 	sse_flush(s);		/* or on proceed, if h2o still holds a piece */
 }
@@ -313,8 +312,24 @@ sse_flush(struct sse *s)
 	size_t tc;
 
 	if (s->ws != NULL) {
-		if (s->ws->sock != NULL)	/* else h2o proceeds once upgraded */
-			h2o_websocket_proceed(s->ws);	/* may close: ws_on_msg(NULL) */
+		if (s->ws->sock == NULL)
+			return;		/* h2o proceeds once upgraded */
+		h2o_websocket_proceed(s->ws);	/* may close: ws_on_msg(NULL) */
+		/*
+		 * wslay sends a queued close before queued messages, so the
+		 * close 1000 after the end event waits until wslay has handed
+		 * every message to h2o (whose writes keep their order).
+		 */
+		if (s->ws != NULL && s->close_due && s->close_at == 0 &&
+		    wslay_event_get_queued_msg_count(s->ws->ws_ctx) == 0 &&
+		    !wslay_event_want_write(s->ws->ws_ctx)) {
+			static const char bye[] = "end of the job's output";
+
+			wslay_event_queue_close(s->ws->ws_ctx, WSLAY_CODE_NORMAL_CLOSURE,
+			    (const uint8_t *)bye, sizeof(bye) - 1);
+			s->close_at = uv_now(gw.loop);
+			h2o_websocket_proceed(s->ws);
+		}
 		return;
 	}
 	if (s->req == NULL || s->sending || s->final_sent)
@@ -497,6 +512,11 @@ ws_tick_cb(uv_timer_t *t)
 		if (s->paused && s->watching && !sse_full(s)) {
 			s->paused = false;
 			kick = true;
+		}
+		if (s->close_due && s->close_at == 0) {
+			s->refs++;
+			sse_flush(s);	/* queues the close if all is written */
+			sse_unref(s);
 		}
 	}
 	if (kick)
