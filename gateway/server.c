@@ -482,7 +482,7 @@ on_job_action(h2o_req_t *req, const char *id, size_t idlen, const char *act,
 	memcpy(c->id, id, idlen);
 	c->id[idlen] = '\0';
 	if (events && stream_ws_handshake(req) < 0) {
-		call_error(c, 400, "bad_request", "a malformed WebSocket handshake "
+		call_error(c, 400, "bad_query", "a malformed WebSocket handshake "
 		    "(Sec-WebSocket-Key is not 24 characters)");
 		return 0;
 	}
