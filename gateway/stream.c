@@ -101,7 +101,7 @@ struct sse {
 	uint64_t sent;		/* loop ms of the last bytes handed to h2o */
 	h2o_websocket_conn_t *ws;	/* a WebSocket's; NULL for SSE or once gone */
 	struct sse *ws_next, *ws_prev;	/* every open WebSocket, ended or not */
-	bool paused;		/* left out of the XREAD: too much queued */
+	bool paused;		/* left out of the last XREAD: too much queued */
 	uint64_t close_at;	/* loop ms our close was queued, else 0 */
 	bool close_due;		/* close 1000 once the messages are written */
 };
@@ -758,7 +758,7 @@ check_idle(void)
 			s->refs--;
 		}
 		if (s->checking || s->result_status[0] || now - s->active < SSE_IDLE_CHECK_MS ||
-		    gw.rc == NULL)
+		    s->paused || gw.rc == NULL)	/* paused: not idle, just behind */
 			continue;
 		if (redisAsyncCommandArgv(gw.rc, result_status_cb, s, 2, argv, lens) == REDIS_OK) {
 			s->checking = true;
@@ -815,12 +815,13 @@ xread_cb(redisAsyncContext *ac, void *r, void *priv)
 	}
 	/*
 	 * A watcher whose result was seen before this XREAD was issued, and
-	 * which it brought nothing for, has had all its output: it ends.
+	 * which it brought nothing for, has had all its output: it ends. Not
+	 * one left out of this XREAD (paused): it was not asked.
 	 */
 	for (s = rd.head; s; s = next) {
 		next = s->next;
 		s->refs++;
-		if (s->result_status[0] && s->result_gen < gen)
+		if (s->result_status[0] && s->result_gen < gen && !s->paused)
 			sse_end(s, NULL, s->result_status);
 		else
 			sse_flush(s);
@@ -859,10 +860,9 @@ reader_issue(void)
 		const char *from = s->last;
 		bool dup = false;
 
-		if (sse_full(s)) {
-			s->paused = true;	/* until its client reads */
-			continue;
-		}
+		s->paused = sse_full(s);
+		if (s->paused)
+			continue;	/* until its client reads */
 		for (t = rd.head; t != s; t = t->next)
 			if (!sse_full(t) && strcmp(t->key, s->key) == 0)
 				dup = true;

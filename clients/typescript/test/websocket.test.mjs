@@ -10,19 +10,22 @@
 // token is refused (401 before the upgrade; websocket_refused in the
 // client); a message from the client closes with 1003; open WebSockets
 // count in --max-streams beside SSE streams (a second gateway with
-// --max-streams 1); without globalThis.WebSocket the client throws
+// --max-streams 1); a raw client that stops reading while a job writes
+// 40 MiB leaves the gateway's memory within 16 MiB of where it was, and
+// gets everything and the close once it reads again; without globalThis.WebSocket the client throws
 // unsupported.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client, SandqError } from "../dist/index.js";
 import { BUILD, Harness, freePort } from "./harness.mjs";
 
 const H = new Harness();
 let c;
-let small = null;   // the second gateway, --max-streams 1
+const mine = [];    // gateways the tests started: ChildProcess
 
 before(async () => {
   await H.start();
@@ -30,7 +33,7 @@ before(async () => {
 }, { timeout: 120000 });
 
 after(async () => {
-  if (small && small.exitCode === null) small.kill("SIGKILL");
+  for (const p of mine) if (p.exitCode === null) p.kill("SIGKILL");
   await H.stop();
 });
 
@@ -161,18 +164,25 @@ test("a message from the client closes the stream with 1003", async () => {
   await c.cancel(id);
 });
 
-test("open WebSockets count in --max-streams like SSE streams", async () => {
+/** Starts a gateway of our own on H's Redis with args; its URL once /healthz answers. */
+async function startGateway(args) {
   const port = await freePort();
-  small = spawn(join(BUILD, "sandq-gateway"), ["--listen", `127.0.0.1:${port}`, "--redis", H.redisUrl,
-    "--max-streams", "1"], { stdio: "ignore" });
+  const p = spawn(join(BUILD, "sandq-gateway"), ["--listen", `127.0.0.1:${port}`, "--redis", H.redisUrl,
+    ...args], { stdio: "ignore" });
+  mine.push(p);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     try {
       if ((await fetch(`${url}/healthz`)).status === 200) break;
     } catch { /* not yet */ }
-    if (i > 200) throw new Error("the second gateway did not start");
+    if (i > 200) throw new Error("a gateway of the test did not start");
     await new Promise((r) => setTimeout(r, 50));
   }
+  return { url, pid: p.pid };
+}
+
+test("open WebSockets count in --max-streams like SSE streams", async () => {
+  const { url } = await startGateway(["--max-streams", "1"]);
   const id = await c.submit({ op: "sh", script: "echo started; sleep 30" }, { stream: true });
   const w = rawWs(url, id, ["sandq.v1", `bearer.${H.token}`]);
   await w.open;
@@ -194,7 +204,49 @@ test("open WebSockets count in --max-streams like SSE streams", async () => {
   }
   assert.equal(status, 200);
   await c.cancel(id);
-  small.kill("SIGTERM");
+});
+
+/** The gateway's resident memory in bytes (/proc). */
+function rss(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(m[1]) * 1024;
+}
+
+test("a client that stops reading does not grow the gateway's memory, and gets all once it reads", async () => {
+  const MB = 1 << 20;
+  const id = await c.submit({ op: "sh", script: "head -c 41943040 /dev/zero | tr '\\0' a",
+    limits: { outputBytes: 48 * MB } }, { stream: true });
+  // A gateway of its own, so that only the paused client is measured (the
+  // 40 MiB result is fetched through H's).
+  const g = await startGateway([]);
+  const u = new URL(g.url);
+  const s = connect(Number(u.port), u.hostname);
+  let got = 0;
+  let tail = Buffer.alloc(0);
+  s.on("data", (b) => {
+    got += b.length;
+    tail = Buffer.concat([tail, b]).subarray(-256);
+  });
+  s.write(`GET /v1/jobs/${id}/events HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\n` +
+    "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+    `Authorization: Bearer ${H.token}\r\n\r\n`);
+  const pid = g.pid;
+  const before = rss(pid);
+  await new Promise((r) => setTimeout(r, 300));
+  s.pause();   // reads nothing more: the kernel's buffers fill, then the gateway's
+  const r = await c.wait(id, { timeoutMs: 120000 });
+  assert.equal(r.status, "ok");
+  await new Promise((res) => setTimeout(res, 2000));   // the reader's XREADs go on
+  const grown = rss(pid) - before;
+  assert.ok(grown < 16 * MB, `the gateway grew by ${grown} bytes for 40 MiB nobody read`);
+  assert.ok(got < 40 * MB, "the client read everything before it paused: the test proves nothing");
+  s.resume();   // drains: the tick puts the stream back, and it ends
+  const t0 = Date.now();
+  while (!tail.includes("end of the job's output") && Date.now() - t0 < 120000)
+    await new Promise((res) => setTimeout(res, 100));
+  s.destroy();
+  assert.ok(tail.includes("end of the job's output"), `no close after ${got} bytes`);
+  assert.ok(got > 40 * MB, `only ${got} bytes`);
 });
 
 test("without globalThis.WebSocket the transport is SandqError unsupported", () => {
