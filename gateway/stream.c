@@ -1,5 +1,5 @@
 /*
- * stream.c - a job's live output as Server-Sent Events
+ * stream.c - a job's live output as Server-Sent Events or a WebSocket
  * (GET /v1/jobs/ID/events) and its cancellation (POST /v1/jobs/ID/cancel),
  * both after server.c has authenticated the request as one tenant.
  *
