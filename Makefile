@@ -144,7 +144,7 @@ CLI_OBJS := $(call obj,$(CLI_SRCS))
 GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
-LIBS_GATEWAY := -lh2o -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
+LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a
@@ -409,11 +409,15 @@ $(TS_DIR)/dist/index.js: $(wildcard $(TS_DIR)/src/*.ts) $(TS_DIR)/tsconfig.json 
 	$(TS_DIR)/node_modules/.bin/tsc -p $(TS_DIR)
 
 # tests/run.sh's --jobs=N --short-filename are dropped, as python_test's.
+# websocket.test.mjs needs globalThis.WebSocket: Node 20 has it only with
+# --experimental-websocket (22 and later by default).
 $(B)/tests/typescript_test: Makefile $(TS_DIR)/dist/index.js
 	@mkdir -p $(dir $@)
 	@printf '%s\n' '#!/bin/sh' \
 	  '# Made by the Makefile: the TypeScript client tests (clients/typescript/test).' \
-	  'exec node --test clients/typescript/test/*.test.mjs' \
+	  'ws=' \
+	  'node -e "typeof WebSocket === \"function\" || process.exit(1)" || ws=--experimental-websocket' \
+	  'exec node $$ws --test clients/typescript/test/*.test.mjs' \
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 

@@ -19,6 +19,7 @@ libssl-dev
 libinih-dev
 libjansson-dev
 libh2o-dev
+libwslay-dev
 libcurl4-openssl-dev
 libcriterion-dev
 redis-server

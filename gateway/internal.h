@@ -32,7 +32,7 @@ struct gw {
 	h2o_accept_ctx_t accept;
 	uv_tcp_t listener;
 	size_t max_body;
-	size_t max_streams;		/* open SSE streams at most */
+	size_t max_streams;		/* open SSE streams and WebSockets at most */
 	uint64_t poll_ms;		/* --poll-ms: a long poll's fallback period */
 	const char *mcp_origins;	/* --mcp-origin: "A,B", or NULL */
 	size_t max_conns;		/* open client connections at most */
@@ -175,5 +175,15 @@ void stream_cancel(struct call *c);
 void stream_init(void);
 /* stream.c: "from" of ?from=ID or Last-Event-ID, checked; false if bad. */
 bool stream_from(h2o_req_t *req, char *out, size_t outlen);
+/*
+ * stream.c: 1 if req asks for a WebSocket (HTTP/1.1 GET with Upgrade:
+ * websocket and a key), 0 if not, -1 if its handshake is malformed.
+ */
+int stream_ws_handshake(h2o_req_t *req);
+/*
+ * stream.c: the token of a "bearer.TOKEN" subprotocol the client offered
+ * (browsers cannot set Authorization on a WebSocket); points into req.
+ */
+bool stream_ws_bearer(h2o_req_t *req, h2o_iovec_t *token);
 
 #endif

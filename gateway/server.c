@@ -235,18 +235,28 @@ authenticate(struct call *c)
 	size_t lens[3];
 	h2o_iovec_t v;
 
-	if (i < 0) {
+	if (i < 0 && c->route == R_EVENTS && stream_ws_handshake(req) == 1 &&
+	    stream_ws_bearer(req, &v)) {
+		/* a browser's WebSocket: the token as a subprotocol (stream.c) */
+		if (!token_shape_ok(v.base, v.len)) {
+			call_error(c, 401, "unauthorized", "the bearer.TOKEN subprotocol "
+			    "is not 'bearer.sqt_...'");
+			return;
+		}
+	} else if (i < 0) {
 		call_error(c, 401, "unauthorized", "no Authorization: Bearer header");
 		return;
+	} else {
+		v = req->headers.entries[i].value;
+		if (v.len < 7 || strncasecmp(v.base, "Bearer ", 7) != 0 ||
+		    !token_shape_ok(v.base + 7, v.len - 7)) {
+			call_error(c, 401, "unauthorized", "the Authorization header "
+			    "is not 'Bearer sqt_...'");
+			return;
+		}
+		v = h2o_iovec_init(v.base + 7, v.len - 7);
 	}
-	v = req->headers.entries[i].value;
-	if (v.len < 7 || strncasecmp(v.base, "Bearer ", 7) != 0 ||
-	    !token_shape_ok(v.base + 7, v.len - 7)) {
-		call_error(c, 401, "unauthorized", "the Authorization header is not "
-		    "'Bearer sqt_...'");
-		return;
-	}
-	token_hash_hex(v.base + 7, v.len - 7, hash);
+	token_hash_hex(v.base, v.len, hash);
 	if (token_key(key, sizeof(key), gw.prefix) < 0) {
 		call_error(c, 500, "internal", "the prefix is too long");
 		return;
@@ -551,7 +561,8 @@ method_is(h2o_req_t *req, const char *m)
 
 /*
  * /v1/jobs/ID/ACTION: GET events (Server-Sent Events of the job's live
- * output) and POST cancel, both in stream.c once authenticated.
+ * output, or a WebSocket when asked) and POST cancel, both in stream.c
+ * once authenticated.
  */
 static int
 on_job_action(h2o_req_t *req, const char *id, size_t idlen, const char *act,
@@ -577,6 +588,11 @@ on_job_action(h2o_req_t *req, const char *id, size_t idlen, const char *act,
 	c->route = events ? R_EVENTS : R_CANCEL;
 	memcpy(c->id, id, idlen);
 	c->id[idlen] = '\0';
+	if (events && stream_ws_handshake(req) < 0) {
+		call_error(c, 400, "bad_query", "a malformed WebSocket handshake "
+		    "(Sec-WebSocket-Key is not 24 characters)");
+		return 0;
+	}
 	if (events && !stream_from(req, c->from, sizeof(c->from))) {
 		call_error(c, 400, "bad_query", "the query takes only from=ENTRY_ID "
 		    "(MS-SEQ), and Last-Event-ID must be one");

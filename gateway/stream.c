@@ -1,5 +1,5 @@
 /*
- * stream.c - a job's live output as Server-Sent Events
+ * stream.c - a job's live output as Server-Sent Events or a WebSocket
  * (GET /v1/jobs/ID/events) and its cancellation (POST /v1/jobs/ID/cancel),
  * both after server.c has authenticated the request as one tenant.
  *
@@ -37,6 +37,19 @@
  * watcher's HTTP side when the client goes; the watcher is
  * reference-counted against replies of the shared connection still in
  * flight.
+ *
+ * The same route upgraded to a WebSocket (h2o/websocket.h, on Debian's
+ * libwslay) is the same watcher with `ws` set instead of `req`: each
+ * event is one text message (the SSE data object with "event" and "id"
+ * added), the end event is followed by a close 1000, keepalives are
+ * pings. wslay copies queued messages; a watcher with over SSE_BUF_MAX
+ * bytes queued is left out of the XREAD like a slow SSE client, and a
+ * 500 ms tick (only while WebSockets are open) puts it back once drained,
+ * since h2o tells its WebSocket user nothing when a write completes. The
+ * tick also drops a socket whose client has not answered our close in
+ * WS_CLOSE_WAIT_MS. The stream takes no messages: a text or binary
+ * message is answered with close 1003, and wslay refuses (1009) any over
+ * WS_RECV_MAX bytes before buffering it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -44,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <h2o/websocket.h>
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>
 
@@ -61,6 +75,10 @@
 #define SSE_COUNT "16"			/* entries per stream per XREAD (<= 1 MiB) */
 #define SSE_IDLE_CHECK_MS 2000		/* idle this long: is there a result? */
 #define SSE_KEEPALIVE_MS 15000		/* nothing sent this long: a comment */
+#define WS_TICK_MS 500			/* WebSockets: drained? closed? */
+#define WS_CLOSE_WAIT_MS 5000		/* our close unanswered this long: drop */
+#define WS_RECV_MAX 4096		/* a client's message, at most */
+#define WS_PROTO "sandq.v1"		/* the subprotocol answered when offered */
 
 struct sse {
 	h2o_generator_t gen;	/* first: h2o hands it back to proceed/stop */
@@ -81,6 +99,11 @@ struct sse {
 	uint64_t result_gen;	/* reader generation when the result was seen */
 	uint64_t active;	/* loop ms of the last entry or check */
 	uint64_t sent;		/* loop ms of the last bytes handed to h2o */
+	h2o_websocket_conn_t *ws;	/* a WebSocket's; NULL for SSE or once gone */
+	struct sse *ws_next, *ws_prev;	/* every open WebSocket, ended or not */
+	bool paused;		/* left out of the last XREAD: too much queued */
+	uint64_t close_at;	/* loop ms our close was queued, else 0 */
+	bool close_due;		/* close 1000 once the messages are written */
 };
 
 static struct {
@@ -94,12 +117,15 @@ static struct {
 	uv_timer_t retry;	/* after an XREAD error, the next one in 500 ms */
 	bool down_logged;
 	struct sse *head;
-	size_t open;		/* watchers whose client is there */
+	size_t open;		/* watchers whose client is there (SSE and WS) */
+	struct sse *ws_head;	/* open WebSockets */
+	uv_timer_t ws_tick;
 } rd;
 
 static void reader_issue(void);
 static void reader_kick(void);
 static void sse_flush(struct sse *s);
+static void ws_tick_cb(uv_timer_t *t);
 
 /*** Stream entry ids ***/
 
@@ -170,6 +196,29 @@ stream_from(h2o_req_t *req, char *out, size_t outlen)
 
 /*** Watchers: the HTTP side ***/
 
+/* Bytes given to the client's side and not yet sent. */
+static size_t
+sse_backlog(const struct sse *s)
+{
+	if (s->ws != NULL)
+		return wslay_event_get_queued_msg_length(s->ws->ws_ctx);
+	return s->outlen;
+}
+
+/* Too much waits for the client: the watcher is left out of the XREAD. */
+static bool
+sse_full(const struct sse *s)
+{
+	return sse_backlog(s) >= SSE_BUF_MAX;
+}
+
+/* The client went away (its request freed, or its WebSocket closed). */
+static bool
+sse_gone(const struct sse *s)
+{
+	return s->req == NULL && s->ws == NULL;
+}
+
 static void
 sse_unref(struct sse *s)
 {
@@ -195,13 +244,35 @@ sse_unwatch(struct sse *s)
 	s->watching = false;
 }
 
-/* Appends an SSE event: optional id, the event name, one data line. */
+/*
+ * Appends an SSE event: optional id, the event name, one data line. On a
+ * WebSocket, queues one text message instead: data with "event" and,
+ * when there is one, "id" added (wslay copies it).
+ */
 static void
 sse_event(struct sse *s, const char *id, const char *event, json_t *data)
 {
-	char *d = json_dumps(data, JSON_COMPACT);
+	char *d;
 	size_t need;
 
+	if (s->ws != NULL) {
+		struct wslay_event_msg m = { WSLAY_TEXT_FRAME, NULL, 0 };
+
+		json_object_set_new(data, "event", json_string(event));
+		if (id != NULL)
+			json_object_set_new(data, "id", json_string(id));
+		d = json_dumps(data, JSON_COMPACT);
+		json_decref(data);
+		if (d == NULL)
+			return;
+		m.msg = (const uint8_t *)d;
+		m.msg_length = strlen(d);
+		s->sent = uv_now(gw.loop);
+		wslay_event_queue_msg(s->ws->ws_ctx, &m);	/* fails once closing */
+		free(d);
+		return;
+	}
+	d = json_dumps(data, JSON_COMPACT);
 	json_decref(data);
 	if (d == NULL)
 		d = xstrdup("{}");
@@ -225,6 +296,10 @@ sse_end(struct sse *s, const char *id, const char *status)
 	sse_event(s, id, "end", json_pack("{s:s}", "status", status));
 	s->ending = true;
 	sse_unwatch(s);
+	if (s->ws != NULL) {
+		s->close_due = true;	/* sse_flush() or the tick, once written */
+		uv_timer_start(&rd.ws_tick, ws_tick_cb, 20, WS_TICK_MS);
+	}
 	sse_flush(s);		/* or on proceed, if h2o still holds a piece */
 }
 
@@ -236,6 +311,27 @@ sse_flush(struct sse *s)
 	char *t;
 	size_t tc;
 
+	if (s->ws != NULL) {
+		if (s->ws->sock == NULL)
+			return;		/* h2o proceeds once upgraded */
+		h2o_websocket_proceed(s->ws);	/* may close: ws_on_msg(NULL) */
+		/*
+		 * wslay sends a queued close before queued messages, so the
+		 * close 1000 after the end event waits until wslay has handed
+		 * every message to h2o (whose writes keep their order).
+		 */
+		if (s->ws != NULL && s->close_due && s->close_at == 0 &&
+		    wslay_event_get_queued_msg_count(s->ws->ws_ctx) == 0 &&
+		    !wslay_event_want_write(s->ws->ws_ctx)) {
+			static const char bye[] = "end of the job's output";
+
+			wslay_event_queue_close(s->ws->ws_ctx, WSLAY_CODE_NORMAL_CLOSURE,
+			    (const uint8_t *)bye, sizeof(bye) - 1);
+			s->close_at = uv_now(gw.loop);
+			h2o_websocket_proceed(s->ws);
+		}
+		return;
+	}
 	if (s->req == NULL || s->sending || s->final_sent)
 		return;
 	if (s->outlen == 0 && !s->ending)
@@ -330,6 +426,213 @@ sse_start(struct call *c)
 	reader_kick();
 }
 
+/*** Watchers: the WebSocket side ***/
+
+static void
+ws_unlist(struct sse *s)
+{
+	if (s->ws_prev)
+		s->ws_prev->ws_next = s->ws_next;
+	else
+		rd.ws_head = s->ws_next;
+	if (s->ws_next)
+		s->ws_next->ws_prev = s->ws_prev;
+	s->ws_next = s->ws_prev = NULL;
+	if (rd.ws_head == NULL)
+		uv_timer_stop(&rd.ws_tick);
+}
+
+/*
+ * Closes the socket and forgets the client, as sse_dispose does for SSE.
+ * Never from inside h2o_websocket_proceed() but at its end (on_close),
+ * which is where h2o calls ws_on_msg(NULL), or from the tick.
+ */
+static void
+ws_drop(struct sse *s)
+{
+	h2o_websocket_close(s->ws);
+	s->ws = NULL;
+	ws_unlist(s);
+	sse_unwatch(s);
+	rd.open--;
+	sse_unref(s);
+}
+
+/*
+ * h2o's WebSocket callback: arg NULL once the connection is closed (our
+ * close answered, the client gone, a write failed, the upgrade failed),
+ * else a message wslay received. wslay answers pings and a close itself;
+ * a data message closes with 1003 (the stream is one-way).
+ */
+static void
+ws_on_msg(h2o_websocket_conn_t *conn, const struct wslay_event_on_msg_recv_arg *arg)
+{
+	static const char why[] = "this stream takes no messages";
+	struct sse *s = conn->data;
+
+	if (arg == NULL) {
+		ws_drop(s);
+		return;
+	}
+	if (arg->opcode == WSLAY_CONNECTION_CLOSE) {
+		s->ending = true;	/* the client closes: stop reading for it */
+		sse_unwatch(s);
+		return;
+	}
+	if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
+		return;
+	s->ending = true;
+	sse_unwatch(s);
+	if (s->close_at == 0) {
+		wslay_event_queue_close(conn->ws_ctx, WSLAY_CODE_UNSUPPORTED_DATA,
+		    (const uint8_t *)why, sizeof(why) - 1);
+		s->close_at = uv_now(gw.loop);
+	}
+}
+
+/*
+ * Every WS_TICK_MS while WebSockets are open: a paused watcher whose
+ * queue drained is read again; a socket whose client left our close
+ * unanswered for WS_CLOSE_WAIT_MS is dropped.
+ */
+static void
+ws_tick_cb(uv_timer_t *t)
+{
+	uint64_t now = uv_now(gw.loop);
+	bool kick = false;
+
+	(void)t;
+	for (struct sse *s = rd.ws_head, *next; s; s = next) {
+		next = s->ws_next;
+		if (s->close_at != 0 && now - s->close_at >= WS_CLOSE_WAIT_MS &&
+		    s->ws->sock != NULL) {	/* else h2o still upgrades it */
+			ws_drop(s);
+			continue;
+		}
+		if (s->paused && s->watching && !sse_full(s)) {
+			s->paused = false;
+			kick = true;
+		}
+		if (s->close_due && s->close_at == 0) {
+			s->refs++;
+			sse_flush(s);	/* queues the close if all is written */
+			sse_unref(s);
+		}
+	}
+	if (kick)
+		reader_kick();
+}
+
+/* The offered subprotocols (Sec-WebSocket-Protocol), one by one. */
+static bool
+ws_proto_next(h2o_req_t *req, ssize_t *h, size_t *off, h2o_iovec_t *out)
+{
+	for (;;) {
+		h2o_iovec_t v;
+		size_t i, j;
+
+		if (*h < 0 && (*h = h2o_find_header_by_str(&req->headers,
+		    H2O_STRLIT("sec-websocket-protocol"), *h)) < 0)
+			return false;
+		v = req->headers.entries[*h].value;
+		for (i = *off; i < v.len && (v.base[i] == ' ' || v.base[i] == ','); i++)
+			;
+		if (i == v.len) {
+			*off = 0;	/* this header is done: the next one */
+			*h = h2o_find_header_by_str(&req->headers,
+			    H2O_STRLIT("sec-websocket-protocol"), *h);
+			if (*h < 0)
+				return false;
+			continue;
+		}
+		for (j = i; j < v.len && v.base[j] != ',' && v.base[j] != ' '; j++)
+			;
+		*out = h2o_iovec_init(v.base + i, j - i);
+		*off = j;
+		return true;
+	}
+}
+
+/* Whether the client offered the subprotocol p. */
+static bool
+ws_offers(h2o_req_t *req, const char *p)
+{
+	ssize_t h = -1;
+	size_t off = 0;
+	h2o_iovec_t v;
+
+	while (ws_proto_next(req, &h, &off, &v))
+		if (h2o_memis(v.base, v.len, p, strlen(p)))
+			return true;
+	return false;
+}
+
+bool
+stream_ws_bearer(h2o_req_t *req, h2o_iovec_t *token)
+{
+	ssize_t h = -1;
+	size_t off = 0;
+	h2o_iovec_t v;
+
+	while (ws_proto_next(req, &h, &off, &v)) {
+		if (v.len > 7 && memcmp(v.base, "bearer.", 7) == 0) {
+			*token = h2o_iovec_init(v.base + 7, v.len - 7);
+			return true;
+		}
+	}
+	return false;
+}
+
+int
+stream_ws_handshake(h2o_req_t *req)
+{
+	const char *key = NULL;
+
+	if (req->version >= 0x200)
+		return 0;
+	if (h2o_is_websocket_handshake(req, &key) != 0)
+		return -1;
+	return key != NULL;
+}
+
+/* Upgrades c's request to a WebSocket and watches key, as sse_start(). */
+static void
+ws_start(struct call *c)
+{
+	h2o_req_t *req = c->req;
+	struct sse *s;
+	const char *key = NULL;
+
+	if (h2o_is_websocket_handshake(req, &key) != 0 || key == NULL)
+		abort();	/* checked by server.c */
+	s = xcalloc(1, sizeof(*s));
+	c->answered = true;
+	s->refs = 1;
+	if (key_out(s->key, gw.prefix, c->tenant, c->id) < 0 ||
+	    key_res(s->res, gw.prefix, c->tenant, c->id) < 0)
+		abort();	/* checked by the caller */
+	snprintf(s->last, sizeof(s->last), "%s", c->from);
+	s->active = s->sent = uv_now(gw.loop);
+	if (ws_offers(req, WS_PROTO))	/* never the bearer.* one: a secret */
+		h2o_add_header_by_str(&req->pool, &req->res.headers,
+		    H2O_STRLIT("sec-websocket-protocol"), 0, NULL, H2O_STRLIT(WS_PROTO));
+	s->ws = h2o_upgrade_to_websocket(req, key, s, ws_on_msg);
+	wslay_event_config_set_max_recv_msg_length(s->ws->ws_ctx, WS_RECV_MAX);
+	rd.open++;
+	s->ws_next = rd.ws_head;
+	if (rd.ws_head)
+		rd.ws_head->ws_prev = s;
+	else
+		uv_timer_start(&rd.ws_tick, ws_tick_cb, WS_TICK_MS, WS_TICK_MS);
+	rd.ws_head = s;
+	s->next = rd.head;
+	if (rd.head)
+		rd.head->prev = s;
+	rd.head = s;
+	s->watching = true;
+	reader_kick();
+}
+
 /*** The reader connection ***/
 
 /* One entry [id, [f, v, ...]] for s, if it is after s->last. */
@@ -396,7 +699,7 @@ result_status_cb(redisAsyncContext *ac, void *r, void *priv)
 	(void)ac;
 	s->checking = false;
 	s->active = uv_now(gw.loop);
-	if (s->req != NULL && s->watching && reply && reply->type == REDIS_REPLY_STRING) {
+	if (!sse_gone(s) && s->watching && reply && reply->type == REDIS_REPLY_STRING) {
 		if (payload_result_decode(reply->str, reply->len, &res, &e) < 0) {
 			snprintf(s->result_status, sizeof(s->result_status), "unknown");
 		} else {
@@ -427,7 +730,21 @@ check_idle(void)
 		size_t lens[2] = { 3, strlen(s->res) };
 
 		next = s->next;
-		if (now - s->sent >= SSE_KEEPALIVE_MS && !s->sending && s->outlen == 0) {
+		if (s->ws != NULL && now - s->sent >= SSE_KEEPALIVE_MS &&
+		    sse_backlog(s) == 0) {
+			struct wslay_event_msg ping = { WSLAY_PING, NULL, 0 };
+
+			wslay_event_queue_msg(s->ws->ws_ctx, &ping);
+			s->sent = now;
+			s->refs++;
+			sse_flush(s);
+			if (s->refs == 1 || sse_gone(s)) {
+				sse_unref(s);	/* its client went away on this write */
+				continue;
+			}
+			s->refs--;
+		} else if (s->ws == NULL && now - s->sent >= SSE_KEEPALIVE_MS &&
+		    !s->sending && s->outlen == 0) {
 			if (s->outcap < sizeof(ka))
 				s->out = xreallocarray(s->out, s->outcap = sizeof(ka), 1);
 			memcpy(s->out, ka, sizeof(ka) - 1);
@@ -441,7 +758,7 @@ check_idle(void)
 			s->refs--;
 		}
 		if (s->checking || s->result_status[0] || now - s->active < SSE_IDLE_CHECK_MS ||
-		    gw.rc == NULL)
+		    s->paused || gw.rc == NULL)	/* paused: not idle, just behind */
 			continue;
 		if (redisAsyncCommandArgv(gw.rc, result_status_cb, s, 2, argv, lens) == REDIS_OK) {
 			s->checking = true;
@@ -498,12 +815,13 @@ xread_cb(redisAsyncContext *ac, void *r, void *priv)
 	}
 	/*
 	 * A watcher whose result was seen before this XREAD was issued, and
-	 * which it brought nothing for, has had all its output: it ends.
+	 * which it brought nothing for, has had all its output: it ends. Not
+	 * one left out of this XREAD (paused): it was not asked.
 	 */
 	for (s = rd.head; s; s = next) {
 		next = s->next;
 		s->refs++;
-		if (s->result_status[0] && s->result_gen < gen)
+		if (s->result_status[0] && s->result_gen < gen && !s->paused)
 			sse_end(s, NULL, s->result_status);
 		else
 			sse_flush(s);
@@ -542,15 +860,16 @@ reader_issue(void)
 		const char *from = s->last;
 		bool dup = false;
 
-		if (s->outlen >= SSE_BUF_MAX)
-			continue;	/* paused until its client reads */
+		s->paused = sse_full(s);
+		if (s->paused)
+			continue;	/* until its client reads */
 		for (t = rd.head; t != s; t = t->next)
-			if (t->outlen < SSE_BUF_MAX && strcmp(t->key, s->key) == 0)
+			if (!sse_full(t) && strcmp(t->key, s->key) == 0)
 				dup = true;
 		if (dup)
 			continue;
 		for (t = s->next; t; t = t->next)
-			if (t->outlen < SSE_BUF_MAX && strcmp(t->key, s->key) == 0 &&
+			if (!sse_full(t) && strcmp(t->key, s->key) == 0 &&
 			    sid_less(t->last, from))
 				from = t->last;
 		argv[6 + keys] = s->key;
@@ -691,6 +1010,7 @@ stream_init(void)
 {
 	uv_timer_init(gw.loop, &rd.reconnect);
 	uv_timer_init(gw.loop, &rd.retry);
+	uv_timer_init(gw.loop, &rd.ws_tick);
 	reader_connect();
 }
 
@@ -747,7 +1067,10 @@ open_cb(redisAsyncContext *ac, void *r, void *priv)
 			    "--max-streams event streams open");
 			break;
 		}
-		sse_start(c);
+		if (stream_ws_handshake(c->req) == 1)
+			ws_start(c);
+		else
+			sse_start(c);
 		break;
 	case 2:
 	case 4:

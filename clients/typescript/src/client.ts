@@ -18,7 +18,7 @@ import { Batch, BatchCase, BatchOptions, batchBody } from "./batch.js";
 import { SandqError } from "./errors.js";
 import { Job, JobBody, JobOptions, jobBody } from "./job.js";
 import { RawResult, Result } from "./result.js";
-import { AbortSignalLike, JobStream, StreamEvent, StreamOptions } from "./stream.js";
+import { AbortSignalLike, JobStream, StreamEvent, StreamOptions, WebSocketLike, WsConnect } from "./stream.js";
 import { Sandbox, SandboxOptions } from "./sandbox.js";
 
 /** @internal An answer of a sandbox route: its status, content type and bytes. */
@@ -288,16 +288,33 @@ export class Client {
    * the stream's .status then holds its status. The job must have been
    * submitted with { stream: true } (else SandqError no_stream, 404).
    * A dropped connection is resumed after the last event (stream.ts).
+   * { transport: "websocket" } reads it over a WebSocket instead (needs
+   * globalThis.WebSocket, else SandqError unsupported at once).
    */
   stream(id: string, opts: StreamOptions = {}): JobStream {
     const url = `${this.url}/v1/jobs/${encodeURIComponent(id)}/events`;
     const token = this.#token;
+    let ws: WsConnect | undefined;
+    const transport = opts.transport ?? "sse";
+    if (transport !== "sse" && transport !== "websocket")
+      throw new SandqError("invalid_job", "option 'transport': must be \"sse\" or \"websocket\"");
+    if (transport === "websocket") {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const WS = (globalThis as any).WebSocket as (new (url: string, protocols: string[]) => WebSocketLike) | undefined;
+      if (typeof WS !== "function")
+        throw new SandqError("unsupported", "transport 'websocket' needs globalThis.WebSocket (a browser, " +
+          "Node 22+, or Node 20 with --experimental-websocket)");
+      const wsUrl = url.replace(/^http/, "ws");
+      // The token as a subprotocol, never in the URL (it would be logged).
+      const protocols = token !== undefined ? ["sandq.v1", `bearer.${token}`] : ["sandq.v1"];
+      ws = (last) => new WS(last !== undefined ? `${wsUrl}?from=${encodeURIComponent(last)}` : wsUrl, protocols);
+    }
     return new JobStream(id, (last, signal) => {
       const headers: Record<string, string> = { accept: "text/event-stream" };
       if (token !== undefined) headers["authorization"] = `Bearer ${token}`;
       if (last !== undefined) headers["last-event-id"] = last;
       return fetch(url, { headers, signal });
-    }, opts);
+    }, opts, ws);
   }
 
   /**

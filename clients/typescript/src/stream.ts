@@ -23,6 +23,18 @@
  * yields an event resets the count). An HTTP error answer is not
  * retried: it throws its SandqError (no_stream, not_found,
  * unauthorized, ...).
+ *
+ * transport "websocket" reads the same route as a WebSocket instead
+ * (globalThis.WebSocket: browsers, Node 22+, Node 20 with
+ * --experimental-websocket): one JSON text message per event, the SSE
+ * data object with "event" and "id" added; the token travels as the
+ * subprotocol "bearer.TOKEN" beside "sandq.v1" (a browser cannot set
+ * Authorization), and a resume asks ?from=ID. A WebSocket client never
+ * sees the HTTP answer of a refused handshake, so a refusal (unknown
+ * token, no_stream, not_found, too_many_streams) is one SandqError
+ * websocket_refused, not retried. The gateway's keepalives are pings,
+ * which the WebSocket API does not show, so idleMs does not apply; a
+ * close without the end event is a drop and is resumed as above.
  */
 import { SandqError } from "./errors.js";
 import { fromBase64 } from "./result.js";
@@ -71,7 +83,28 @@ export interface StreamOptions {
   idleMs?: number;
   /** Aborts the stream (the iteration throws the signal's reason). */
   signal?: AbortSignalLike;
+  /** "sse" (the default) or "websocket" (needs globalThis.WebSocket). */
+  transport?: "sse" | "websocket";
 }
+
+/**
+ * A WebSocket as far as a stream uses it (the WHATWG API), declared here
+ * like AbortSignalLike.
+ * @internal
+ */
+export interface WebSocketLike {
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  close(code?: number, reason?: string): void;
+}
+
+/**
+ * How a WebSocket stream connects: opens one after lastEventId.
+ * @internal
+ */
+export type WsConnect = (lastEventId: string | undefined) => WebSocketLike;
 
 /** The largest line or event data taken from the gateway (bytes of text). */
 const MAX_EVENT = 8 << 20;
@@ -193,6 +226,7 @@ export class JobStream implements AsyncIterable<StreamEvent> {
   readonly #reconnects: number;
   readonly #idleMs: number;
   readonly #signal: AbortSignalLike | undefined;
+  readonly #wsConnect: WsConnect | undefined;
   #started = false;
 
   /**
@@ -200,9 +234,10 @@ export class JobStream implements AsyncIterable<StreamEvent> {
    * Client.stream() makes one).
    * @internal
    */
-  constructor(id: string, connect: Connect, opts: StreamOptions = {}) {
+  constructor(id: string, connect: Connect, opts: StreamOptions = {}, wsConnect?: WsConnect) {
     this.id = id;
     this.#connect = connect;
+    this.#wsConnect = wsConnect;
     this.lastEventId = opts.from;
     this.#reconnects = opts.reconnects ?? 5;
     this.#idleMs = opts.idleMs ?? 45000;
@@ -217,7 +252,7 @@ export class JobStream implements AsyncIterable<StreamEvent> {
     for (;;) {
       let yielded = false;
       try {
-        for await (const ev of this.#connection()) {
+        for await (const ev of this.#wsConnect ? this.#wsConnection(this.#wsConnect) : this.#connection()) {
           yielded = true;
           yield ev;
         }
@@ -311,19 +346,79 @@ export class JobStream implements AsyncIterable<StreamEvent> {
     }
   }
 
-  /** One server event as what the iteration yields, "end", or undefined (skipped). */
-  #event(ev: RawEvent): StreamEvent | "end" | undefined {
+  /**
+   * Events until end over one WebSocket, or Dropped when it closes before
+   * the end message; a close before it opened is websocket_refused.
+   */
+  async *#wsConnection(connect: WsConnect): AsyncGenerator<StreamEvent, void, undefined> {
+    type Item = { msg: unknown } | { close: number; reason: string } | { abort: unknown };
+    if (this.#signal?.aborted) throw this.#signal.reason;
+    const queue: Item[] = [];
+    let wake: (() => void) | undefined;
+    let opened = false;
+    const push = (it: Item) => {
+      queue.push(it);
+      wake?.();
+      wake = undefined;
+    };
+    const ws = connect(this.lastEventId);
+    const onAbort = () => push({ abort: this.#signal?.reason });
+    this.#signal?.addEventListener("abort", onAbort, { once: true });
+    ws.onopen = () => { opened = true; };
+    ws.onmessage = (e) => push({ msg: e.data });
+    ws.onclose = (e) => push({ close: e.code, reason: e.reason });
+    // A refused handshake: a close event follows, but not in Node 20's
+    // WebSocket (undici), which only reports the error.
+    ws.onerror = () => {
+      if (!opened) push({ close: 1006, reason: "" });
+    };
+    try {
+      for (;;) {
+        while (queue.length === 0) await new Promise<void>((r) => { wake = r; });
+        const it = queue.shift() as Item;
+        if ("abort" in it) throw it.abort;
+        if ("close" in it) {
+          if (!opened)
+            throw new SandqError("websocket_refused", `events of job '${this.id}': the gateway refused ` +
+              "the WebSocket (an unknown token, no_stream, not_found or too_many_streams: a WebSocket " +
+              "client is not shown the HTTP answer; the SSE transport is)");
+          throw new Dropped(`the WebSocket closed (${it.close}${it.reason ? " " + it.reason : ""}) before the end event`);
+        }
+        if (typeof it.msg !== "string" || it.msg.length > MAX_EVENT)
+          throw new SandqError("bad_response", "event WebSocket: a message that is not text, or over " +
+            `${MAX_EVENT} characters`);
+        const raw: RawEvent = { id: undefined, event: "", data: it.msg };
+        const o = dataObject(raw);
+        raw.event = typeof o["event"] === "string" ? o["event"] : "message";
+        if (typeof o["id"] === "string") raw.id = o["id"];
+        const out = this.#event(raw, o);
+        if (out === "end") return;
+        if (out !== undefined) yield out;
+      }
+    } finally {
+      this.#signal?.removeEventListener("abort", onAbort);
+      ws.onmessage = ws.onclose = ws.onopen = null;
+      ws.close(1000);
+    }
+  }
+
+  /**
+   * One server event as what the iteration yields, "end", or undefined
+   * (skipped); o is its data object if already parsed.
+   */
+  #event(ev: RawEvent, o?: Record<string, unknown>): StreamEvent | "end" | undefined {
     if (ev.id !== undefined) this.lastEventId = ev.id;
     const id = ev.id ?? "";
+    const obj = () => o ?? dataObject(ev);
     switch (ev.event) {
       case "stdout":
       case "stderr": {
-        const data = outputBytes(dataObject(ev), ev.event);
+        const data = outputBytes(obj(), ev.event);
         const text = new TextDecoder("utf-8").decode(data);
         return { type: ev.event, fd: ev.event === "stdout" ? 1 : 2, data, text, id };
       }
       case "progress": {
-        const data = outputBytes(dataObject(ev), ev.event);
+        const data = outputBytes(obj(), ev.event);
         let record: unknown;
         try {
           record = JSON.parse(new TextDecoder("utf-8").decode(data));
@@ -333,8 +428,8 @@ export class JobStream implements AsyncIterable<StreamEvent> {
         return { type: "progress", record, id };
       }
       case "end": {
-        const o = dataObject(ev);
-        this.status = typeof o["status"] === "string" ? o["status"] : "unknown";
+        const e = obj();
+        this.status = typeof e["status"] === "string" ? e["status"] : "unknown";
         return "end";
       }
       default:
