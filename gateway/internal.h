@@ -17,6 +17,7 @@
 #include "../proto/mcp.h"
 #include "../proto/result.h"
 #include "../proto/url.h"
+#include "../queue/token.h"
 
 #define STREAM_ID_MAX 41	/* "MS-SEQ": two 20-digit numbers and '-' */
 
@@ -79,6 +80,7 @@ struct call {
 	size_t joblen;
 	enum sbx_answer answer;	/* R_SBX: how an ok result is answered */
 	bool woken;		/* wake.c: its result was published during a GET */
+	char tokhash[TOKEN_HASH_HEX + 1];	/* the token's hash, while looked up */
 	void *ext;		/* a route's own state, freed with the call */
 	void (*ext_free)(void *);
 	void (*cont)(struct call *c);	/* admin.c: what X-Sandq-Tenant continues */
@@ -138,6 +140,14 @@ struct call *mcp_route(h2o_req_t *req);
 bool mcp_start(struct call *c);
 void mcp_answer(struct call *c, const struct result *res);
 void mcp_timeout(struct call *c);
+
+/*
+ * tokcache.c: a token record known for TOKCACHE_TTL_MS after Redis gave it
+ * (hash: TOKEN_HASH_HEX hex digits; now: loop ms). get copies it into out.
+ */
+#define TOKCACHE_TTL_MS 1000
+bool tokcache_get(const char *hash, uint64_t now, struct token_record *out);
+void tokcache_put(const char *hash, const struct token_record *rec, uint64_t now);
 
 /*
  * wake.c: a long poll woken when its job's id is published on its

@@ -156,7 +156,27 @@ ready_cb(redisAsyncContext *ac, void *r, void *priv)
 	call_unref(c);
 }
 
-/* The token's record arrived: the call now acts as its tenant. */
+/* The token's record is known: the call acts as its tenant (or the admin). */
+static void
+token_accept(struct call *c, const struct token_record *rec)
+{
+	if (rec->admin || rec->tenant[0] == '\0') {
+		if (c->route == R_ADMIN)
+			admin_answer(c);
+		else if (!admin_as_tenant(c, route_tenant))
+			call_error(c, 403, "admin_token", "an admin token names no "
+			    "tenant: name one with X-Sandq-Tenant, or use a tenant token");
+		return;
+	}
+	if (c->route == R_ADMIN) {
+		call_error(c, 403, "not_admin", "the operator's views take an admin token");
+		return;
+	}
+	snprintf(c->tenant, sizeof(c->tenant), "%s", rec->tenant);
+	route_tenant(c);
+}
+
+/* The token's record arrived from Redis: kept a moment, then accepted. */
 static void
 token_cb(redisAsyncContext *ac, void *r, void *priv)
 {
@@ -181,22 +201,10 @@ token_cb(redisAsyncContext *ac, void *r, void *priv)
 		call_error(c, 401, "unauthorized", "unknown token");
 		goto out;
 	}
-	if (rec.admin || rec.tenant[0] == '\0') {
-		if (c->route == R_ADMIN)
-			admin_answer(c);
-		else if (!admin_as_tenant(c, route_tenant))
-			call_error(c, 403, "admin_token", "an admin token names no "
-			    "tenant: name one with X-Sandq-Tenant, or use a tenant token");
-		goto out;
-	}
-	if (c->route == R_ADMIN) {
-		call_error(c, 403, "not_admin", "the operator's views take an admin token");
-		goto out;
-	}
-	snprintf(c->tenant, sizeof(c->tenant), "%s", rec.tenant);
-	route_tenant(c);
-out:
+	tokcache_put(c->tokhash, &rec, uv_now(gw.loop));
+	token_accept(c, &rec);
 	explicit_bzero(&rec, sizeof(rec));
+out:
 	call_unref(c);
 }
 
@@ -222,8 +230,9 @@ route_tenant(struct call *c)
 }
 
 /*
- * Checks the Authorization header's shape and looks the token up; the
- * route continues in token_cb(). The token's hash is what travels.
+ * Checks the Authorization header's shape and looks the token up (in the
+ * cache of tokcache.c, else in Redis); the route continues in
+ * token_accept(). The token's hash is what travels.
  */
 static void
 authenticate(struct call *c)
@@ -231,6 +240,7 @@ authenticate(struct call *c)
 	h2o_req_t *req = c->req;
 	ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
 	char hash[TOKEN_HASH_HEX + 1], key[KEY_MAX];
+	struct token_record rec;
 	const char *argv[3];
 	size_t lens[3];
 	h2o_iovec_t v;
@@ -257,6 +267,12 @@ authenticate(struct call *c)
 		v = h2o_iovec_init(v.base + 7, v.len - 7);
 	}
 	token_hash_hex(v.base, v.len, hash);
+	if (tokcache_get(hash, uv_now(gw.loop), &rec)) {
+		token_accept(c, &rec);
+		explicit_bzero(&rec, sizeof(rec));
+		return;
+	}
+	memcpy(c->tokhash, hash, sizeof(c->tokhash));
 	if (token_key(key, sizeof(key), gw.prefix) < 0) {
 		call_error(c, 500, "internal", "the prefix is too long");
 		return;

@@ -96,6 +96,35 @@ Test(gateway, health_readiness_and_every_401)
 	free(b), free(code);
 	cr_assert_eq(gwh_xlen(&H, "default"), 0);
 
+	/*
+	 * A removed token is refused within the cache's second (gateway/
+	 * tokcache.c): known, then deleted from Redis, then 401.
+	 */
+	gwh_token_make(&H, "a", tok);
+	b = gwh_http("GET", "/v1/jobs/x1", tok, NULL, &st);
+	cr_assert_eq(st, 404, "a known token: %s", b);
+	free(b);
+	{
+		redisContext *rc = redisConnect("127.0.0.1", H.port);
+		char hash_hex[TOKEN_HASH_HEX + 1];
+		redisReply *r;
+
+		cr_assert(rc != NULL && rc->err == 0);
+		token_hash_hex(tok, strlen(tok), hash_hex);
+		r = redisCommand(rc, "HDEL sandq:tokens %s", hash_hex);
+		cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+		freeReplyObject(r);
+		redisFree(rc);
+	}
+	st = 0;
+	for (int i = 0; i < 50 && st != 401; i++) {
+		b = gwh_http("GET", "/v1/jobs/x1", tok, NULL, &st);
+		free(b);
+		if (st != 401)
+			usleep(100 * 1000);
+	}
+	cr_assert_eq(st, 401, "a removed token still served after 5 s");
+
 	/* A gateway whose Redis does not answer is alive but not ready. */
 	other = gwh_start(&H, "redis://127.0.0.1:1", badredis);
 	b = gwh_http("GET", "/healthz", NULL, NULL, &st);
