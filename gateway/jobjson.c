@@ -189,6 +189,156 @@ take_labels(struct job *j, json_t *v, struct gw_fail *f)
 	return 0;
 }
 
+/* Bytes of a JSON string (its UTF-8), copied, NUL-terminated. */
+static uint8_t *
+str_bytes(json_t *v, size_t *len)
+{
+	uint8_t *p;
+
+	*len = json_string_length(v);
+	p = xmalloc(*len + 1);
+	memcpy(p, json_string_value(v), *len);
+	p[*len] = '\0';
+	return p;
+}
+
+/*
+ * "files" (path -> text) or "files_b64" (path -> base64): the files a run
+ * or sandbox.create seeds. Both may be given; a path in both is refused.
+ * Paths are checked by the decode that follows (proto/job.c).
+ */
+static int
+take_files(struct job *j, const char *name, json_t *v, struct gw_fail *f)
+{
+	bool b64 = strcmp(name, "files_b64") == 0;
+	const char *k;
+	json_t *val;
+
+	if (!json_is_object(v))
+		return bad_type(f, name, b64 ? "an object of base64 strings" :
+		    "an object of strings (files_b64 for any bytes)");
+	if (j->nfiles + json_object_size(v) > JOB_FILES_MAX)
+		return refuse(f, 400, "invalid_job", "field '%s': more than %d files",
+		    name, JOB_FILES_MAX);
+	if (j->files == NULL)
+		j->files = xcalloc(JOB_FILES_MAX, sizeof(*j->files));
+	json_object_foreach(v, k, val) {
+		struct job_file *jf;
+
+		for (size_t i = 0; i < j->nfiles; i++)
+			if (strcmp(j->files[i].path, k) == 0) {
+				char e[96];
+
+				esc(e, sizeof(e), k, strlen(k));
+				return refuse(f, 400, "invalid_job", "fields 'files' and "
+				    "'files_b64': both name '%s'", e);
+			}
+		jf = &j->files[j->nfiles];
+		if (b64) {
+			if (take_b64(val, "files_b64", JOB_FILES_BYTES_MAX, &jf->data,
+			    &jf->len, f) < 0)
+				return -EINVAL;
+		} else {
+			if (!json_is_string(val))
+				return bad_type(f, "files", "an object of strings "
+				    "(files_b64 for any bytes)");
+			jf->data = str_bytes(val, &jf->len);
+		}
+		jf->path = xstrdup(k);
+		j->nfiles++;
+	}
+	return 0;
+}
+
+/* "cases": [{stdin | stdin_b64, expect | expect_b64, expect_mode}]. */
+static int
+take_cases(struct job *j, json_t *v, struct gw_fail *f)
+{
+	size_t i;
+	json_t *c;
+
+	if (!json_is_array(v))
+		return bad_type(f, "cases", "an array of objects");
+	if (json_array_size(v) == 0 || json_array_size(v) > JOB_CASES_MAX)
+		return refuse(f, 400, "invalid_job", "field 'cases': 1 to %d cases",
+		    JOB_CASES_MAX);
+	j->cases = xcalloc(json_array_size(v), sizeof(*j->cases));
+	json_array_foreach(v, i, c) {
+		struct job_case *jc = &j->cases[i];
+		const char *k;
+		json_t *val;
+
+		j->ncases = i + 1;
+		if (!json_is_object(c))
+			return bad_type(f, "cases", "an array of objects");
+		json_object_foreach(c, k, val) {
+			bool in = strncmp(k, "stdin", 5) == 0;
+
+			if (strcmp(k, "stdin") == 0 || strcmp(k, "expect") == 0) {
+				if (!json_is_string(val))
+					return bad_type(f, in ? "cases.stdin" : "cases.expect",
+					    "a string (the _b64 form for any bytes)");
+				if ((in ? jc->stdin_data : jc->expect) != NULL)
+					goto twice;
+				if (in)
+					jc->stdin_data = str_bytes(val, &jc->stdin_len);
+				else
+					jc->expect = str_bytes(val, &jc->expect_len);
+			} else if (strcmp(k, "stdin_b64") == 0 || strcmp(k, "expect_b64") == 0) {
+				if ((in ? jc->stdin_data : jc->expect) != NULL)
+					goto twice;
+				if (take_b64(val, in ? "cases.stdin_b64" : "cases.expect_b64",
+				    JOB_STDIN_MAX, in ? &jc->stdin_data : &jc->expect,
+				    in ? &jc->stdin_len : &jc->expect_len, f) < 0)
+					return -EINVAL;
+			} else if (strcmp(k, "expect_mode") == 0) {
+				if (take_str(val, "cases.expect_mode", &jc->expect_mode, f) < 0)
+					return -EINVAL;
+			} else {
+				char e[64];
+
+				esc(e, sizeof(e), k, strlen(k));
+				return refuse(f, 400, "unknown_field", "field 'cases.%s': "
+				    "not a field of a case (stdin, stdin_b64, expect, "
+				    "expect_b64, expect_mode)", e);
+			}
+			continue;
+twice:
+			return refuse(f, 400, "invalid_job", "case %zu: '%s' and its "
+			    "_b64 form: only one of them", i + 1, in ? "stdin" : "expect");
+		}
+	}
+	return 0;
+}
+
+/* "perms": [{pattern, level}], path rules on top of perm_preset. */
+static int
+take_perms(struct job *j, json_t *v, struct gw_fail *f)
+{
+	size_t i;
+	json_t *r;
+
+	if (!json_is_array(v))
+		return bad_type(f, "perms", "an array of {pattern, level}");
+	if (json_array_size(v) > JOB_PERMS_MAX)
+		return refuse(f, 400, "invalid_job", "field 'perms': more than %d rules",
+		    JOB_PERMS_MAX);
+	j->perms = xcalloc(json_array_size(v) + 1, sizeof(*j->perms));
+	json_array_foreach(v, i, r) {
+		json_t *pat = json_object_get(r, "pattern"), *lev = json_object_get(r, "level");
+
+		if (!json_is_object(r) || json_object_size(r) != 2 || !json_is_string(pat) ||
+		    !json_is_string(lev))
+			return bad_type(f, "perms", "an array of {pattern, level} (strings)");
+		if (perm_level_parse(json_string_value(lev), json_string_length(lev),
+		    &j->perms[i].level) < 0)
+			return bad_type(f, "perms.level", "none, view, read or write");
+		j->perms[i].pattern = xstrdup(json_string_value(pat));
+		j->nperms = i + 1;
+	}
+	return 0;
+}
+
 /* "limits": an object of the seven named integers. */
 static int
 take_limits(struct job *j, json_t *v, struct gw_fail *f)
@@ -343,6 +493,12 @@ take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 		return take_str(v, "sandbox", &j->sandbox, f);
 	if (strcmp(k, "perm_preset") == 0)
 		return take_str(v, "perm_preset", &j->perm_preset, f);
+	if (strcmp(k, "files") == 0 || strcmp(k, "files_b64") == 0)
+		return take_files(j, k, v, f);
+	if (strcmp(k, "cases") == 0)
+		return take_cases(j, v, f);
+	if (strcmp(k, "perms") == 0)
+		return take_perms(j, v, f);
 	return take_op_field(j, k, v, f);
 }
 

@@ -280,6 +280,83 @@ Test(gateway, an_image_pull_is_submitted_and_answered_by_sandqd)
 	free(b);
 }
 
+/* The result of a job submitted with ?wait=60, parsed (the caller frees it). */
+static json_t *
+run_waited(const char *tok, const char *body)
+{
+	long st;
+	char *b = gwh_http("POST", "/v1/jobs?wait=60", tok, body, &st);
+	json_t *o = json_loads(b, 0, NULL);
+
+	cr_assert_eq(st, 200, "%s -> %s", body, b);
+	cr_assert(o != NULL, "%s", b);
+	free(b);
+	return o;
+}
+
+/* files and files_b64, cases and perms: every field of a job over HTTP. */
+Test(gateway, files_cases_and_perms_reach_the_job)
+{
+	char tok[TOKEN_LEN + 1], *b;
+	json_t *o, *cs;
+	long st;
+
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", tok);
+	o = run_waited(tok, "{\"op\":\"sh\",\"script\":\"cat a.txt; wc -c < d/b.bin\","
+	    "\"files\":{\"a.txt\":\"hello\"},\"files_b64\":{\"d/b.bin\":\"AP8=\"}}");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "stdout")), "hello2\n");
+	json_decref(o);
+
+	o = run_waited(tok, "{\"op\":\"sh\",\"script\":\"read x; echo $((x*2))\","
+	    "\"cases\":[{\"stdin\":\"2\\n\",\"expect\":\"4\\n\"},"
+	    "{\"stdin_b64\":\"Mwo=\",\"expect\":\"7\",\"expect_mode\":\"trim\"}]}");
+	cs = json_object_get(json_object_get(o, "data"), "cases");
+	cr_assert_eq(json_array_size(cs), 2, "%s", json_dumps(o, 0));
+	cr_assert(json_is_true(json_object_get(json_array_get(cs, 0), "pass")),
+	    "case 1 passes");
+	cr_assert(json_is_false(json_object_get(json_array_get(cs, 1), "pass")),
+	    "case 2 (6, not 7) fails");
+	json_decref(o);
+
+	/* perms on a sandbox's file: an fs.read under a 'none' rule is refused. */
+	o = run_waited(tok, "{\"op\":\"sandbox.create\",\"sandbox\":\"pf\","
+	    "\"files\":{\"s/secret\":\"hidden\"}}");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "status")), "ok");
+	json_decref(o);
+	o = run_waited(tok, "{\"op\":\"fs.read\",\"sandbox\":\"pf\",\"path\":\"s/secret\"}");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "status")), "ok");
+	json_decref(o);
+	o = run_waited(tok, "{\"op\":\"fs.read\",\"sandbox\":\"pf\",\"path\":\"s/secret\","
+	    "\"perms\":[{\"pattern\":\"s/**\",\"level\":\"none\"}]}");
+	cr_assert(strcmp(json_string_value(json_object_get(o, "status")), "ok") != 0 &&
+	    json_object_get(o, "data_b64") == NULL,
+	    "a file under a 'none' rule was read: %s", json_dumps(o, 0));
+	json_decref(o);
+
+	/* Bad shapes: a clear 400 naming the field, nothing enqueued. */
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"sh\",\"script\":\"true\","
+	    "\"files\":{\"a\":1}}", &st);
+	cr_assert(st == 400 && strstr(b, "files") != NULL, "%s", b);
+	free(b);
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"sh\",\"script\":\"true\","
+	    "\"files\":{\"a\":\"x\"},\"files_b64\":{\"a\":\"eA==\"}}", &st);
+	cr_assert(st == 400 && strstr(b, "both name 'a'") != NULL, "%s", b);
+	free(b);
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"sh\",\"script\":\"true\","
+	    "\"files\":{\"../x\":\"x\"}}", &st);
+	cr_assert_eq(st, 400, "a path out of /workspace: %s", b);
+	free(b);
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"sh\",\"script\":\"true\","
+	    "\"cases\":[{\"colour\":\"red\"}]}", &st);
+	cr_assert(st == 400 && strstr(b, "cases.colour") != NULL, "%s", b);
+	free(b);
+	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"sh\",\"script\":\"true\","
+	    "\"perms\":[{\"pattern\":\"a\",\"level\":\"godmode\"}]}", &st);
+	cr_assert(st == 400 && strstr(b, "perms.level") != NULL, "%s", b);
+	free(b);
+}
+
 /* Milliseconds of CLOCK_MONOTONIC. */
 static long long
 mono_ms(void)
