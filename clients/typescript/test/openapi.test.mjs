@@ -529,6 +529,68 @@ test("every documented sandbox route answers as documented", { timeout: 300000 }
   await is(req("DELETE", one, `${S}/s2`), 204);
 });
 
+test("waited submits, X-Sandq-Tenant and the admin routes answer as documented", async () => {
+  const U = H.url;
+  const T = H.token;
+  const jobs = "/v1/jobs";
+
+  // POST /v1/jobs?wait=S: the result, or 202 and the id
+  const w = await call(U, "POST", jobs, `${jobs}?wait=30`, { token: T, body: json({ op: "sh", script: "echo w" }) });
+  assert.equal(w.status, 200);
+  assert.equal(w.body.stdout, "w\n");
+  const slow = await call(U, "POST", jobs, `${jobs}?wait=1`, { token: T, body: json({ op: "sh", script: "sleep 3" }) });
+  assert.equal(slow.status, 202);
+  const bq = await call(U, "POST", jobs, `${jobs}?wait=99`, { token: T, body: json({ op: "sh", script: "x" }) });
+  assert.equal(bq.body.error.code, "bad_query");
+
+  // An admin token acting as a tenant it names
+  const as = await call(U, "POST", jobs, `${jobs}?wait=30`,
+    { token: admin, headers: { "x-sandq-tenant": "default" }, body: json({ op: "sh", script: "echo adm" }) });
+  assert.equal(as.status, 200);
+  assert.equal(as.body.stdout, "adm\n");
+  const bt = await call(U, "POST", jobs, jobs,
+    { token: admin, headers: { "x-sandq-tenant": "no/pe" }, body: json({ op: "sh", script: "x" }) });
+  assert.equal(bt.body.error.code, "bad_tenant");
+  const ut = await call(U, "POST", jobs, jobs,
+    { token: admin, headers: { "x-sandq-tenant": "nobody" }, body: json({ op: "sh", script: "x" }) });
+  assert.equal(ut.body.error.code, "unknown_tenant");
+
+  // GET /v1/admin/status
+  const st = "/v1/admin/status";
+  const view = await call(U, "GET", st, st, { token: admin });
+  assert.equal(view.status, 200);
+  assert.ok(view.body.hosts.length >= 1 && view.body.tenants.some((t) => t.name === "default"));
+  const na = await call(U, "GET", st, st, { token: T });
+  assert.equal(na.body.error.code, "not_admin");
+  assert.equal((await call(U, "GET", st, `${st}?x=1`, { token: admin })).status, 400);
+  assert.equal((await call(U, "POST", st, st, { token: admin })).status, 405);
+  assert.equal((await call(U, "GET", st, st, {})).status, 401);
+
+  // GET /v1/admin/dead and POST .../retry
+  const dl = "/v1/admin/dead";
+  const cut = execFileSync("redis-cli", ["-p", String(H.redisPort), "XADD", "sandq:{default}:dead", "*",
+    "entry", "1-1", "id", "cut-1", "reason", "test", "attempts", "[]", "payload", "x",
+    "payload_truncated", "1"], { encoding: "utf8" }).trim();
+  const dead = await call(U, "GET", dl, `${dl}?tenant=default&limit=10`, { token: admin });
+  assert.equal(dead.status, 200);
+  assert.ok(dead.body.dead.some((d) => d.dead_id === cut && d.retryable === false));
+  assert.equal((await call(U, "GET", dl, dl, { token: admin })).status, 400);
+  const rt = "/v1/admin/dead/{tenant}/{dead_id}/retry";
+  const nr = await call(U, "POST", rt, `${dl}/default/${cut}/retry`, { token: admin });
+  assert.equal(nr.body.error.code, "not_retryable");
+  const gone = await call(U, "POST", rt, `${dl}/default/1-1/retry`, { token: admin });
+  assert.equal(gone.status, 404);
+  assert.equal((await call(U, "GET", rt, `${dl}/default/1-1/retry`, { token: admin })).status, 405);
+
+  // GET /v1/admin/audit
+  const au = "/v1/admin/audit";
+  const ev = await call(U, "GET", au, `${au}?tenant=default&limit=5`, { token: admin });
+  assert.equal(ev.status, 200);
+  assert.ok(ev.body.events.length >= 1);
+  assert.equal((await call(U, "GET", au, `${au}?tenant=default&category=job`, { token: admin })).status, 200);
+  assert.equal((await call(U, "GET", au, `${au}?tenant=default&before=x`, { token: admin })).status, 400);
+});
+
 test("every documented operation was called and every error code produced", () => {
   for (const [tmpl, item] of Object.entries(SPEC.paths))
     for (const m of ["get", "post", "put", "delete", "patch"])
