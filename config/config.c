@@ -378,6 +378,10 @@ static const struct option options[] = {
 	GWNUM(max_connections, OPT_INT, "10000", 1, 1000000,
 	    "Client connections sandq-gateway holds open at once; past it a new "
 	    "one is closed at accept. Keep it under the process's open-file limit."),
+	GWNUM(max_batch_body, OPT_SIZE, "16M", 1, 256 * MIB,
+	    "Bytes of a POST /v1/batches body sandq-gateway takes (1 to 256M)."),
+	GWSTR(mcp_origins, "", NULL,
+	    "Browser origins POST /v1/mcp accepts, comma-separated; empty: none."),
 	GWNUM(poll_ms, OPT_INT, "250", 10, 60000,
 	    "Milliseconds between a long poll's GETs of its result when no "
 	    "publish wakes it (the fallback; published results wake it at once)."),

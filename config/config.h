@@ -98,6 +98,8 @@ struct config {
 		int64_t max_streams;	/* open event streams at most */
 		int64_t max_connections;	/* open connections at most */
 		int64_t poll_ms;	/* a long poll's fallback GET period */
+		int64_t max_batch_body;	/* bytes of a POST /v1/batches body */
+		char *mcp_origins;	/* "A,B" or "" */
 	} gateway;
 	/* [tenant.NAME] sections, in the order they were first given. */
 	struct tenant_config *tenant_cfg;

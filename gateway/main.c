@@ -84,6 +84,8 @@ load_config(int argc, char **argv, struct config *c, struct gw_opts *o, struct e
 	o->max_streams = (size_t)c->gateway.max_streams;
 	o->max_connections = (size_t)c->gateway.max_connections;
 	o->poll_ms = (uint64_t)c->gateway.poll_ms;
+	o->max_batch_body = (size_t)c->gateway.max_batch_body;
+	o->mcp_origins = c->gateway.mcp_origins[0] ? c->gateway.mcp_origins : NULL;
 	return 0;
 }
 
