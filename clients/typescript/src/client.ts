@@ -369,21 +369,39 @@ export class Client {
     }
   }
 
+  /**
+   * Submits job and waits for its result in one request where it can
+   * (POST /v1/jobs?wait=S answers the result when it comes within S
+   * seconds, woken by its publish); a job that outlasts S is waited for
+   * with wait() for the rest of the time.
+   */
+  async #submitAndWait(job: Job, w: WaitOptions): Promise<Result> {
+    const limit = w.timeoutMs ?? this.timeoutMs;
+    const deadline = Date.now() + limit;
+    const s = Math.max(0, Math.min(POLL_MAX_S, Math.floor(limit / 1000)));
+    const [st, o] = await this.#request("POST", `/v1/jobs?wait=${s}`, jobBody(job),
+      s * 1000 + this.requestTimeoutMs);
+    if (st === 200) return new Result(o as RawResult);
+    if (typeof o["id"] !== "string")
+      throw new SandqError("bad_response", "POST /v1/jobs: the answer has no id", st);
+    return this.wait(o["id"], { timeoutMs: Math.max(0, deadline - Date.now()) });
+  }
+
   /** Runs argv (PATH searched) and waits for its result. */
   async run(argv: string[], opts: RunOptions = {}): Promise<Result> {
     const [job, w] = split(opts);
-    return this.wait(await this.submit({ ...job, op: "exec", argv }), w);
+    return this.#submitAndWait({ ...job, op: "exec", argv }, w);
   }
 
   /** Runs script with /bin/sh -c and waits for its result. */
   async sh(script: string, opts: RunOptions = {}): Promise<Result> {
     const [job, w] = split(opts);
-    return this.wait(await this.submit({ ...job, op: "sh", script }), w);
+    return this.#submitAndWait({ ...job, op: "sh", script }, w);
   }
 
   /** Runs code with python3 and waits for its result. */
   async python(code: string, opts: RunOptions = {}): Promise<Result> {
     const [job, w] = split(opts);
-    return this.wait(await this.submit({ ...job, op: "python", code }), w);
+    return this.#submitAndWait({ ...job, op: "python", code }, w);
   }
 }

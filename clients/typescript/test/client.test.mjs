@@ -99,6 +99,14 @@ test("submit then get and wait", async () => {
   assert.equal(await c.get("ts-never-submitted"), null);
 });
 
+test("run methods submit and wait in one request, and a job that outlasts it is waited for", async () => {
+  const c = new Client({ url: H.url, token: H.token });
+  const r = await c.sh("echo one-request", { timeoutMs: 30000 });
+  assert.equal(r.stdout, "one-request\n");
+  // POST ?wait=1 answers 202 (sleep 3 is not done); wait() then runs out.
+  await rejectsWith(c.sh("sleep 3", { timeoutMs: 1300 }), "wait_timeout", 0);
+});
+
 test("an id with no result waits until the deadline, then wait_timeout", async () => {
   const t0 = Date.now();
   await rejectsWith(c.wait("ts-never-submitted", { timeoutMs: 1500 }), "wait_timeout", 0);
