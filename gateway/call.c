@@ -9,11 +9,14 @@
  * already gone is dropped. Shared by server.c (routes) and stream.c
  * (events, cancel).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/log.h"
 #include "../common/xmalloc.h"
+#include "../queue/uvredis.h"
 #include "internal.h"
 #include "jobjson.h"
 
@@ -178,3 +181,49 @@ call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
 	return true;
 }
 
+/*** Connections ***/
+
+/* AUTH or SELECT answered: a refusal is logged and the connection dropped. */
+static void
+open_auth_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+	redisReply *reply = r;
+
+	if (reply && reply->type == REDIS_REPLY_ERROR) {
+		log_warnx("%s: AUTH or SELECT refused: %s", (const char *)priv, reply->str);
+		redisAsyncDisconnect(ac);
+	}
+}
+
+redisAsyncContext *
+gw_redis_open(const char *what, redisConnectCallback *on_connect,
+    redisDisconnectCallback *on_disconnect, bool select_db, const char **why)
+{
+	redisAsyncContext *ac;
+
+	if (gw.url.path[0])
+		ac = redisAsyncConnectUnix(gw.url.path);
+	else
+		ac = redisAsyncConnect(gw.url.host, gw.url.port);
+	if (ac == NULL || ac->err || uvredis_attach(ac, gw.loop) != REDIS_OK) {
+		static char msg[128];
+
+		snprintf(msg, sizeof(msg), "%s", ac ? ac->errstr : "no memory");
+		*why = msg;
+		if (ac)
+			redisAsyncFree(ac);
+		return NULL;
+	}
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	if (gw.url.pass[0] && gw.url.user[0])
+		redisAsyncCommand(ac, open_auth_cb, (void *)(uintptr_t)what, "AUTH %s %s",
+		    gw.url.user, gw.url.pass);
+	else if (gw.url.pass[0])
+		redisAsyncCommand(ac, open_auth_cb, (void *)(uintptr_t)what, "AUTH %s",
+		    gw.url.pass);
+	if (select_db && gw.url.db)
+		redisAsyncCommand(ac, open_auth_cb, (void *)(uintptr_t)what, "SELECT %d",
+		    gw.url.db);
+	return ac;
+}

@@ -107,6 +107,14 @@ void call_error(struct call *c, int status, const char *code, const char *msg);
 /* Answers the call once with n bytes of ctype, if its client is still there. */
 void call_bytes(struct call *c, int status, const char *ctype, const void *p,
     size_t n);
+/*
+ * Opens an async connection to --redis on the gateway's loop with these
+ * callbacks, its AUTH (and SELECT, when select_db) queued first; a refused
+ * AUTH or SELECT is logged under what and the connection dropped (its
+ * disconnect callback runs). NULL with *why set if it cannot start.
+ */
+redisAsyncContext *gw_redis_open(const char *what, redisConnectCallback *on_connect,
+    redisDisconnectCallback *on_disconnect, bool select_db, const char **why);
 /* Sends argv on the shared connection; cb gets c (a reference taken). */
 bool call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
     const size_t *lens);

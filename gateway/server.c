@@ -44,7 +44,6 @@
 #include "../proto/keys.h"
 #include "../proto/url.h"
 #include "../queue/token.h"
-#include "../queue/uvredis.h"
 #include "gateway.h"
 #include "internal.h"
 #include "jobjson.h"
@@ -89,46 +88,21 @@ on_disconnect(const redisAsyncContext *ac, int status)
 	uv_timer_start(&gw.reconnect, reconnect_cb, 500, 0);
 }
 
-static void
-auth_cb(redisAsyncContext *ac, void *r, void *priv)
-{
-	redisReply *reply = r;
-
-	(void)priv;
-	if (reply && reply->type == REDIS_REPLY_ERROR) {
-		log_warnx("redis: AUTH or SELECT refused: %s", reply->str);
-		redisAsyncDisconnect(ac);
-	}
-}
-
 /* Opens the connection; commands queued before it is up wait in hiredis. */
 static void
 redis_connect(void)
 {
-	redisAsyncContext *ac;
+	const char *why = NULL;
+	redisAsyncContext *ac = gw_redis_open("redis", on_connect, on_disconnect, true,
+	    &why);
 
-	if (gw.url.path[0])
-		ac = redisAsyncConnectUnix(gw.url.path);
-	else
-		ac = redisAsyncConnect(gw.url.host, gw.url.port);
-	if (ac == NULL || ac->err || uvredis_attach(ac, gw.loop) != REDIS_OK) {
+	if (ac == NULL) {
 		if (!gw.down_logged)
-			log_warnx("redis: cannot connect: %s (retrying every 500 ms)",
-			    ac ? ac->errstr : "no memory");
+			log_warnx("redis: cannot connect: %s (retrying every 500 ms)", why);
 		gw.down_logged = true;
-		if (ac)
-			redisAsyncFree(ac);
 		uv_timer_start(&gw.reconnect, reconnect_cb, 500, 0);
 		return;
 	}
-	redisAsyncSetConnectCallback(ac, on_connect);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
-	if (gw.url.pass[0] && gw.url.user[0])
-		redisAsyncCommand(ac, auth_cb, NULL, "AUTH %s %s", gw.url.user, gw.url.pass);
-	else if (gw.url.pass[0])
-		redisAsyncCommand(ac, auth_cb, NULL, "AUTH %s", gw.url.pass);
-	if (gw.url.db)
-		redisAsyncCommand(ac, auth_cb, NULL, "SELECT %d", gw.url.db);
 	gw.rc = ac;
 }
 

@@ -66,7 +66,6 @@
 #include "../proto/keys.h"
 #include "../proto/result.h"
 #include "../queue/cancel.h"
-#include "../queue/uvredis.h"
 #include "internal.h"
 #include "jobjson.h"
 
@@ -950,18 +949,6 @@ reader_on_disconnect(const redisAsyncContext *ac, int status)
 }
 
 static void
-reader_auth_cb(redisAsyncContext *ac, void *r, void *priv)
-{
-	redisReply *reply = r;
-
-	(void)priv;
-	if (reply && reply->type == REDIS_REPLY_ERROR) {
-		log_warnx("events: AUTH or SELECT refused: %s", reply->str);
-		redisAsyncDisconnect(ac);
-	}
-}
-
-static void
 reader_id_cb(redisAsyncContext *ac, void *r, void *priv)
 {
 	redisReply *reply = r;
@@ -980,27 +967,14 @@ reader_id_cb(redisAsyncContext *ac, void *r, void *priv)
 static void
 reader_connect(void)
 {
-	redisAsyncContext *ac;
+	const char *why = NULL;
+	redisAsyncContext *ac = gw_redis_open("events", reader_on_connect,
+	    reader_on_disconnect, true, &why);
 
-	if (gw.url.path[0])
-		ac = redisAsyncConnectUnix(gw.url.path);
-	else
-		ac = redisAsyncConnect(gw.url.host, gw.url.port);
-	if (ac == NULL || ac->err || uvredis_attach(ac, gw.loop) != REDIS_OK) {
-		if (ac)
-			redisAsyncFree(ac);
-		reader_down(ac ? "cannot connect" : "no memory");	/* ac: only its nullness */
+	if (ac == NULL) {
+		reader_down(why);
 		return;
 	}
-	redisAsyncSetConnectCallback(ac, reader_on_connect);
-	redisAsyncSetDisconnectCallback(ac, reader_on_disconnect);
-	if (gw.url.pass[0] && gw.url.user[0])
-		redisAsyncCommand(ac, reader_auth_cb, NULL, "AUTH %s %s", gw.url.user,
-		    gw.url.pass);
-	else if (gw.url.pass[0])
-		redisAsyncCommand(ac, reader_auth_cb, NULL, "AUTH %s", gw.url.pass);
-	if (gw.url.db)
-		redisAsyncCommand(ac, reader_auth_cb, NULL, "SELECT %d", gw.url.db);
 	redisAsyncCommand(ac, reader_id_cb, NULL, "CLIENT ID");
 	rd.rc = ac;
 }

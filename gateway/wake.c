@@ -33,7 +33,6 @@
 
 #include "../common/log.h"
 #include "../common/xmalloc.h"
-#include "../queue/uvredis.h"
 #include "internal.h"
 
 #define WAKE_BUCKETS 4096
@@ -223,43 +222,20 @@ on_disconnect(const redisAsyncContext *ac, int status)
 	down(ac->errstr);
 }
 
-static void
-auth_cb(redisAsyncContext *ac, void *r, void *priv)
-{
-	redisReply *reply = r;
-
-	(void)priv;
-	if (reply && reply->type == REDIS_REPLY_ERROR) {
-		log_warnx("results: AUTH refused: %s", reply->str);
-		redisAsyncDisconnect(ac);
-	}
-}
-
 /* Opens the subscriber connection with the shared one's credentials. */
 static void
 wake_connect(void)
 {
-	redisAsyncContext *ac;
 	char pattern[sizeof(gw.prefix) + 16];
+	const char *why = NULL;
+	/* Pub/sub ignores SELECT: channels are global to the server. */
+	redisAsyncContext *ac = gw_redis_open("results", on_connect, on_disconnect,
+	    false, &why);
 
-	if (gw.url.path[0])
-		ac = redisAsyncConnectUnix(gw.url.path);
-	else
-		ac = redisAsyncConnect(gw.url.host, gw.url.port);
-	if (ac == NULL || ac->err || uvredis_attach(ac, gw.loop) != REDIS_OK) {
-		if (ac)
-			redisAsyncFree(ac);
-		down(ac ? "cannot connect" : "no memory");	/* ac: only its nullness */
+	if (ac == NULL) {
+		down(why);
 		return;
 	}
-	redisAsyncSetConnectCallback(ac, on_connect);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
-	if (gw.url.pass[0] && gw.url.user[0])
-		redisAsyncCommand(ac, auth_cb, NULL, "AUTH %s %s", gw.url.user,
-		    gw.url.pass);
-	else if (gw.url.pass[0])
-		redisAsyncCommand(ac, auth_cb, NULL, "AUTH %s", gw.url.pass);
-	/* Pub/sub ignores SELECT: channels are global to the server. */
 	snprintf(pattern, sizeof(pattern), "%s:{*}:results", gw.prefix);
 	redisAsyncCommand(ac, message_cb, NULL, "PSUBSCRIBE %s", pattern);
 	wk.rc = ac;
