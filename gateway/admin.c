@@ -89,118 +89,74 @@ entry_id_ok(const char *s, size_t n)
 }
 
 /*
- * Reads the query of req into a: tenant, limit, before and category,
- * each at most once and only where the view takes it (want, a set of
- * letters: t l b c). Values are plain (names, numbers, entry ids): no
- * percent-encoding is needed or taken. False with msg set if bad.
+ * Reads the query of req into a: the parameters of want among tenant,
+ * limit, before and category (gw_query: each at most once, no other).
+ * Values are plain (names, numbers, entry ids). False with msg set if bad.
  */
 static bool
-admin_query(h2o_req_t *req, struct admin *a, const char *want, char *msg,
-    size_t msglen)
+admin_query(h2o_req_t *req, struct admin *a, const char *const *want, size_t n,
+    char *msg, size_t msglen)
 {
-	const char *q, *end;
-	bool seen[4] = { false, false, false, false };
+	h2o_iovec_t v[4];
+	const char *why;
 
 	a->limit = ADMIN_LIMIT_DEFAULT;
-	if (req->query_at == SIZE_MAX)
-		goto done;
-	q = req->path.base + req->query_at + 1;
-	end = req->path.base + req->path.len;
-	while (q < end) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *stop = amp ? amp : end;
-		const char *eq = memchr(q, '=', (size_t)(stop - q));
-		size_t klen, vlen;
-		const char *v;
-		int which;
+	if (!gw_query(req, want, n, v, &why)) {
+		size_t o = (size_t)snprintf(msg, msglen, "%s (this view takes %s", why,
+		    n == 0 ? "none" : "");
 
-		if (eq == NULL) {
-			snprintf(msg, msglen, "a query parameter without '='");
-			return false;
-		}
-		klen = (size_t)(eq - q);
-		v = eq + 1;
-		vlen = (size_t)(stop - v);
-		if (h2o_memis(q, klen, H2O_STRLIT("tenant")))
-			which = 0;
-		else if (h2o_memis(q, klen, H2O_STRLIT("limit")))
-			which = 1;
-		else if (h2o_memis(q, klen, H2O_STRLIT("before")))
-			which = 2;
-		else if (h2o_memis(q, klen, H2O_STRLIT("category")))
-			which = 3;
-		else
-			which = -1;
-		if (which < 0 || strchr(want, "tlbc"[which]) == NULL) {
-			snprintf(msg, msglen, "this view takes no query parameter '%.*s'",
-			    (int)(klen > 32 ? 32 : klen), q);
-			for (char *p = msg; *p; p++)	/* the client's bytes, escaped */
-				if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-					*p = '?';
-			return false;
-		}
-		if (seen[which]) {
-			snprintf(msg, msglen, "query parameter '%s' given twice",
-			    (const char *[]){ "tenant", "limit", "before", "category" }[which]);
-			return false;
-		}
-		seen[which] = true;
-		if (which == 0) {
-			if (vlen == 0 || vlen > TENANT_NAME_MAX) {
+		for (size_t i = 0; i < n && o < msglen; i++)
+			o += (size_t)snprintf(msg + o, msglen - o, "%s%s", i ? ", " : "",
+			    want[i]);
+		if (o < msglen)
+			snprintf(msg + o, msglen - o, ")");
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned long lim;
+		bool ok = true;
+
+		if (v[i].base == NULL)
+			continue;
+		if (strcmp(want[i], "tenant") == 0) {
+			ok = v[i].len > 0 && v[i].len <= TENANT_NAME_MAX;
+			if (ok) {
+				memcpy(a->tenant, v[i].base, v[i].len);
+				a->tenant[v[i].len] = '\0';
+				ok = key_tenant_valid(a->tenant);
+			}
+			if (!ok)
 				snprintf(msg, msglen, "tenant: 1 to %d characters of "
 				    "[A-Za-z0-9_-]", TENANT_NAME_MAX);
-				return false;
-			}
-			memcpy(a->tenant, v, vlen);
-			a->tenant[vlen] = '\0';
-			if (!key_tenant_valid(a->tenant)) {
-				snprintf(msg, msglen, "tenant: 1 to %d characters of "
-				    "[A-Za-z0-9_-]", TENANT_NAME_MAX);
-				return false;
-			}
-		} else if (which == 1) {
-			long n = 0;
-
-			if (vlen == 0 || vlen > 4) {
+		} else if (strcmp(want[i], "limit") == 0) {
+			ok = gw_query_uint(v[i], 1, ADMIN_LIMIT_MAX, &lim);
+			if (ok)
+				a->limit = (long)lim;
+			else
 				snprintf(msg, msglen, "limit: 1 to %d", ADMIN_LIMIT_MAX);
-				return false;
-			}
-			for (size_t i = 0; i < vlen; i++) {
-				if (v[i] < '0' || v[i] > '9') {
-					snprintf(msg, msglen, "limit: 1 to %d", ADMIN_LIMIT_MAX);
-					return false;
-				}
-				n = n * 10 + (v[i] - '0');
-			}
-			if (n < 1 || n > ADMIN_LIMIT_MAX) {
-				snprintf(msg, msglen, "limit: 1 to %d", ADMIN_LIMIT_MAX);
-				return false;
-			}
-			a->limit = n;
-		} else if (which == 2) {
-			if (!entry_id_ok(v, vlen)) {
+		} else if (strcmp(want[i], "before") == 0) {
+			ok = entry_id_ok(v[i].base, v[i].len);
+			if (ok) {
+				memcpy(a->dead_id, v[i].base, v[i].len);
+				a->dead_id[v[i].len] = '\0';
+			} else
 				snprintf(msg, msglen, "before: an entry id (MS-SEQ)");
-				return false;
-			}
-			memcpy(a->dead_id, v, vlen);
-			a->dead_id[vlen] = '\0';
 		} else {
-			bool ok = vlen > 0 && vlen < sizeof(a->category);
-
-			for (size_t i = 0; ok && i < vlen; i++)
-				ok = (v[i] >= 'a' && v[i] <= 'z') || v[i] == '_';
-			if (!ok) {
+			ok = v[i].len > 0 && v[i].len < sizeof(a->category);
+			for (size_t k = 0; ok && k < v[i].len; k++)
+				ok = (v[i].base[k] >= 'a' && v[i].base[k] <= 'z') ||
+				    v[i].base[k] == '_';
+			if (ok) {
+				memcpy(a->category, v[i].base, v[i].len);
+				a->category[v[i].len] = '\0';
+			} else
 				snprintf(msg, msglen, "category: a category name "
 				    "(docs/audit.md)");
-				return false;
-			}
-			memcpy(a->category, v, vlen);
-			a->category[vlen] = '\0';
 		}
-		q = amp ? amp + 1 : end;
+		if (!ok)
+			return false;
 	}
-done:
-	if (strchr(want, 't') != NULL && a->tenant[0] == '\0') {
+	if (n > 0 && strcmp(want[0], "tenant") == 0 && a->tenant[0] == '\0') {
 		snprintf(msg, msglen, "this view needs tenant=NAME");
 		return false;
 	}
@@ -624,7 +580,11 @@ admin_route(h2o_req_t *req)
 	static const char dead[] = "/v1/admin/dead/";
 	h2o_iovec_t p = req->path_normalized;
 	struct admin *a = xcalloc(1, sizeof(*a));
-	const char *want = "", *method = "GET", *usage = NULL;
+	static const char *const q_dead[] = { "tenant", "limit" };
+	static const char *const q_audit[] = { "tenant", "limit", "before", "category" };
+	const char *const *want = NULL;
+	size_t nwant = 0;
+	const char *method = "GET", *usage = NULL;
 	char msg[160];
 	struct call *c;
 
@@ -633,11 +593,13 @@ admin_route(h2o_req_t *req)
 		usage = "GET /v1/admin/status";
 	} else if (h2o_memis(p.base, p.len, H2O_STRLIT("/v1/admin/dead"))) {
 		a->view = AV_DEAD;
-		want = "tl";
+		want = q_dead;
+		nwant = 2;
 		usage = "GET /v1/admin/dead?tenant=T";
 	} else if (h2o_memis(p.base, p.len, H2O_STRLIT("/v1/admin/audit"))) {
 		a->view = AV_AUDIT;
-		want = "tlbc";
+		want = q_audit;
+		nwant = 4;
 		usage = "GET /v1/admin/audit?tenant=T";
 	} else if (p.len > sizeof(dead) - 1 && memcmp(p.base, dead, sizeof(dead) - 1) == 0) {
 		/* dead/TENANT/DEAD_ID/retry */
@@ -673,7 +635,7 @@ admin_route(h2o_req_t *req)
 		send_error(req, 405, "method_not_allowed", usage);
 		return NULL;
 	}
-	if (a->view != AV_RETRY && !admin_query(req, a, want, msg, sizeof(msg))) {
+	if (a->view != AV_RETRY && !admin_query(req, a, want, nwant, msg, sizeof(msg))) {
 		free(a);
 		send_error(req, 400, "bad_query", msg);
 		return NULL;

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <h2o.h>
 #include <hiredis/async.h>
@@ -35,6 +34,7 @@
 #include <openssl/evp.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "../proto/batchcase.h"
 #include "../proto/job.h"
@@ -116,75 +116,7 @@ bstate_add(struct bstate *b, uint32_t line)
 	return bc;
 }
 
-static uint64_t
-now_ms(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
-}
-
 /*** Routes ***/
-
-/* Whether name is one of the space-separated words of list. */
-static bool
-word_in(const char *list, const char *name)
-{
-	size_t n = strlen(name);
-
-	while (*list) {
-		size_t w = strcspn(list, " ");
-
-		if (w == n && memcmp(list, name, n) == 0)
-			return true;
-		list += w;
-		list += strspn(list, " ");
-	}
-	return false;
-}
-
-/*
- * The value of key in req's query into out (outlen bytes, NUL-terminated):
- * 1 found, 0 absent, -1 malformed or a key other than the allowed ones
- * (a space-separated list).
- */
-static int
-query_get(h2o_req_t *req, const char *allowed, const char *key, char *out,
-    size_t outlen)
-{
-	const char *q, *end;
-	int found = 0;
-
-	if (req->query_at == SIZE_MAX)
-		return 0;
-	q = req->path.base + req->query_at + 1;
-	end = req->path.base + req->path.len;
-	while (q < end) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *stop = amp ? amp : end;
-		const char *eq = memchr(q, '=', (size_t)(stop - q));
-		char name[16];
-		size_t nl, vl;
-
-		if (eq == NULL || (nl = (size_t)(eq - q)) == 0 || nl >= sizeof(name))
-			return -1;
-		memcpy(name, q, nl);
-		name[nl] = '\0';
-		if (!word_in(allowed, name))
-			return -1;
-		vl = (size_t)(stop - eq - 1);
-		if (strcmp(name, key) == 0) {
-			if (vl == 0 || vl >= outlen)
-				return -1;
-			memcpy(out, eq + 1, vl);
-			out[vl] = '\0';
-			found = 1;
-		}
-		q = amp ? amp + 1 : end;
-	}
-	return found;
-}
 
 /* A decimal in [lo, hi] from s; false if it is not one. */
 static bool
@@ -242,11 +174,13 @@ batch_request(h2o_req_t *req)
 	h2o_iovec_t p = req->path_normalized;
 	const char *rest = p.base + 11, *slash;
 	size_t rl = p.len - 11;
+	static const char *const q_submit[] = { "id" };
+	static const char *const q_results[] = { "from", "limit" };
+	h2o_iovec_t qv[2];
+	const char *why;
 	struct bstate *b;
 	struct call *c;
-	char v[32];
 	unsigned long n;
-	int rc;
 
 	b = xcalloc(1, sizeof(*b));
 	if (rl <= 1) {
@@ -259,8 +193,13 @@ batch_request(h2o_req_t *req)
 			    "lines: Content-Type: application/x-ndjson or application/jsonl");
 			goto out_free;
 		}
-		if ((rc = query_get(req, "id", "id", b->id, sizeof(b->id))) < 0 ||
-		    (rc == 1 && !batchcase_id_valid(b->id))) {
+		if (gw_query(req, q_submit, 1, qv, &why) && qv[0].base != NULL &&
+		    qv[0].len > 0 && qv[0].len < sizeof(b->id)) {
+			memcpy(b->id, qv[0].base, qv[0].len);
+			b->id[qv[0].len] = '\0';
+		}
+		if (!gw_query(req, q_submit, 1, qv, &why) || (qv[0].base != NULL &&
+		    !batchcase_id_valid(b->id))) {
 			send_error(req, 400, "bad_query", "the query takes only id=BATCH "
 			    "(1 to 64 of [A-Za-z0-9._-])");
 			goto out_free;
@@ -296,16 +235,18 @@ batch_request(h2o_req_t *req)
 			}
 			b->from = 1;
 			b->limit = GW_BATCH_PAGE_MAX;
-			rc = query_get(req, "from limit", "from", v, sizeof(v));
-			if (rc == 1 && parse_num(v, 1, UINT32_MAX, &n))
+			if (!gw_query(req, q_results, 2, qv, &why))
+				goto out_bad_page;
+			if (qv[0].base != NULL) {
+				if (!gw_query_uint(qv[0], 1, UINT32_MAX, &n))
+					goto out_bad_page;
 				b->from = (uint32_t)n;
-			else if (rc != 0)
-				goto out_bad_page;
-			rc = query_get(req, "from limit", "limit", v, sizeof(v));
-			if (rc == 1 && parse_num(v, 1, GW_BATCH_PAGE_MAX, &n))
+			}
+			if (qv[1].base != NULL) {
+				if (!gw_query_uint(qv[1], 1, GW_BATCH_PAGE_MAX, &n))
+					goto out_bad_page;
 				b->limit = n;
-			else if (rc != 0)
-				goto out_bad_page;
+			}
 		} else if (h2o_memis(slash + 1, rl - n - 1, H2O_STRLIT("cancel"))) {
 			b->op = B_CANCEL;
 			if (!method_is(req, "POST")) {

@@ -181,6 +181,65 @@ call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv,
 	return true;
 }
 
+/*** Queries ***/
+
+bool
+gw_query(h2o_req_t *req, const char *const *names, size_t n, h2o_iovec_t *vals,
+    const char **why)
+{
+	const char *q, *end;
+
+	for (size_t i = 0; i < n; i++)
+		vals[i] = h2o_iovec_init(NULL, 0);
+	if (req->query_at == SIZE_MAX)
+		return true;
+	q = req->path.base + req->query_at + 1;
+	end = req->path.base + req->path.len;
+	while (q < end) {
+		const char *amp = memchr(q, '&', (size_t)(end - q));
+		const char *stop = amp ? amp : end;
+		const char *eq = memchr(q, '=', (size_t)(stop - q));
+		size_t i;
+
+		if (eq == NULL) {
+			*why = "a query parameter without '='";
+			return false;
+		}
+		for (i = 0; i < n; i++)
+			if (h2o_memis(q, (size_t)(eq - q), names[i], strlen(names[i])))
+				break;
+		if (i == n) {
+			*why = "a query parameter this route does not take";
+			return false;
+		}
+		if (vals[i].base != NULL) {
+			*why = "a query parameter given twice";
+			return false;
+		}
+		vals[i] = h2o_iovec_init(eq + 1, (size_t)(stop - eq - 1));
+		q = amp ? amp + 1 : end;
+	}
+	return true;
+}
+
+bool
+gw_query_uint(h2o_iovec_t v, unsigned long lo, unsigned long hi, unsigned long *out)
+{
+	unsigned long x = 0;
+
+	if (v.len == 0 || v.len > 20)
+		return false;
+	for (size_t i = 0; i < v.len; i++) {
+		if (v.base[i] < '0' || v.base[i] > '9' || x > hi)
+			return false;
+		x = x * 10 + (unsigned long)(v.base[i] - '0');
+	}
+	if (x < lo || x > hi)
+		return false;
+	*out = x;
+	return true;
+}
+
 /*** Connections ***/
 
 /* AUTH or SELECT answered: a refusal is logged and the connection dropped. */

@@ -108,6 +108,18 @@ void call_error(struct call *c, int status, const char *code, const char *msg);
 void call_bytes(struct call *c, int status, const char *ctype, const void *p,
     size_t n);
 /*
+ * The query of req as the parameters names (n of them): vals[i] the value
+ * of names[i], as sent (no percent-decoding: every value a route takes is
+ * made of unreserved characters), base NULL when absent. False with *why
+ * (static text; the client's bytes are never quoted) for a parameter
+ * without '=', one not in names, or one given twice.
+ */
+bool gw_query(h2o_req_t *req, const char *const *names, size_t n, h2o_iovec_t *vals,
+    const char **why);
+/* v as a decimal in [lo, hi] into *out; false if it is not one. */
+bool gw_query_uint(h2o_iovec_t v, unsigned long lo, unsigned long hi, unsigned long *out);
+
+/*
  * Opens an async connection to --redis on the gateway's loop with these
  * callbacks, its AUTH (and SELECT, when select_db) queued first; a refused
  * AUTH or SELECT is logged under what and the connection dropped (its

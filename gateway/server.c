@@ -509,31 +509,15 @@ poll_result(struct call *c)
 static int
 query_wait(h2o_req_t *req)
 {
-	const char *q, *end;
-	long v = 0;
+	static const char *const names[] = { "wait" };
+	h2o_iovec_t v;
+	unsigned long w = 0;
+	const char *why;
 
-	if (req->query_at == SIZE_MAX)
-		return 0;
-	q = req->path.base + req->query_at + 1;
-	end = req->path.base + req->path.len;
-	while (q < end) {
-		const char *amp = memchr(q, '&', (size_t)(end - q));
-		const char *stop = amp ? amp : end;
-
-		if (stop - q > 5 && memcmp(q, "wait=", 5) == 0) {
-			v = 0;
-			for (const char *p = q + 5; p < stop; p++) {
-				if (*p < '0' || *p > '9' || v > GW_WAIT_MAX_S)
-					return -1;
-				v = v * 10 + (*p - '0');
-			}
-			if (v > GW_WAIT_MAX_S)
-				return -1;
-		} else
-			return -1;
-		q = amp ? amp + 1 : end;
-	}
-	return (int)v;
+	if (!gw_query(req, names, 1, &v, &why) ||
+	    (v.base != NULL && !gw_query_uint(v, 0, GW_WAIT_MAX_S, &w)))
+		return -1;
+	return (int)w;
 }
 
 static bool
