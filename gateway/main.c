@@ -89,8 +89,13 @@ load_config(int argc, char **argv, struct config *c, struct gw_opts *o, struct e
 	return 0;
 }
 
-int
-main(int argc, char **argv)
+/*
+ * The options (the file's, then the command line's) into a server that
+ * runs until it fails: 2 for a usage error, 1 when the server stops. cfg
+ * holds the file's strings; the caller frees it.
+ */
+static int
+gateway_main(int argc, char **argv, struct config *cfg)
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
@@ -116,13 +121,11 @@ main(int argc, char **argv)
 		.poll_ms = 250,
 		.max_batch_body = 16 * 1024 * 1024,
 	};
-	struct config cfg = { 0 };
 	struct err e = { 0 };
 	char *end;
 	int c;
 
-	log_procinit("gateway");
-	if (load_config(argc, argv, &cfg, &o, &e) < 0) {
+	if (load_config(argc, argv, cfg, &o, &e) < 0) {
 		fprintf(stderr, "sandq-gateway: --config: %s\n", e.msg);
 		return 2;
 	}
@@ -207,4 +210,16 @@ main(int argc, char **argv)
 	gw_run(&o, &e);
 	fprintf(stderr, "sandq-gateway: %s\n", e.msg);
 	return 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct config cfg = { 0 };
+	int rc;
+
+	log_procinit("gateway");
+	rc = gateway_main(argc, argv, &cfg);
+	config_free(&cfg);
+	return rc;
 }
