@@ -189,6 +189,38 @@ take_labels(struct job *j, json_t *v, struct gw_fail *f)
 	return 0;
 }
 
+/*
+ * A path of the sandbox's tree as the decoder keeps it (docs/protocol.md
+ * "Paths"): normalised, the "/workspace" alias taken off, "/a/b" (slash)
+ * or "a/b". Done here, before encoding, because the encoder writes a path
+ * whose first folder is "workspace" with the alias in front: given
+ * "/workspace/f" as it is, it would send the folder "workspace".
+ */
+static int
+norm_path(const char *p, size_t n, const char *name, char **out, bool slash,
+    struct gw_fail *f)
+{
+	char norm[JOB_PATH_MAX + 1];
+	struct err e = { 0 };
+
+	if (payload_sandbox_path_normalise(p, n, norm, name, &e) < 0)
+		return refuse(f, 400, "invalid_job", "%s", e.msg);
+	if (slash)
+		xasprintf(out, "/%s", norm);
+	else
+		*out = xstrdup(norm);
+	return 0;
+}
+
+/* The same of a JSON value, which must be a string. */
+static int
+take_path(json_t *v, const char *name, char **out, bool slash, struct gw_fail *f)
+{
+	if (!json_is_string(v))
+		return bad_type(f, name, "a string");
+	return norm_path(json_string_value(v), json_string_length(v), name, out, slash, f);
+}
+
 /* Bytes of a JSON string (its UTF-8), copied, NUL-terminated. */
 static uint8_t *
 str_bytes(json_t *v, size_t *len)
@@ -223,28 +255,33 @@ take_files(struct job *j, const char *name, json_t *v, struct gw_fail *f)
 	if (j->files == NULL)
 		j->files = xcalloc(JOB_FILES_MAX, sizeof(*j->files));
 	json_object_foreach(v, k, val) {
-		struct job_file *jf;
+		struct job_file *jf = &j->files[j->nfiles];
+		char *path;
 
+		if (norm_path(k, strlen(k), name, &path, false, f) < 0)
+			return -EINVAL;
 		for (size_t i = 0; i < j->nfiles; i++)
-			if (strcmp(j->files[i].path, k) == 0) {
+			if (strcmp(j->files[i].path, path) == 0) {
 				char e[96];
 
 				esc(e, sizeof(e), k, strlen(k));
-				return refuse(f, 400, "invalid_job", "fields 'files' and "
-				    "'files_b64': both name '%s'", e);
+				free(path);
+				return refuse(f, 400, "invalid_job", "field '%s': '%s' names "
+				    "a file given already (in files or files_b64)", name, e);
 			}
-		jf = &j->files[j->nfiles];
 		if (b64) {
 			if (take_b64(val, "files_b64", JOB_FILES_BYTES_MAX, &jf->data,
-			    &jf->len, f) < 0)
+			    &jf->len, f) < 0) {
+				free(path);
 				return -EINVAL;
-		} else {
-			if (!json_is_string(val))
-				return bad_type(f, "files", "an object of strings "
-				    "(files_b64 for any bytes)");
+			}
+		} else if (!json_is_string(val)) {
+			free(path);
+			return bad_type(f, "files", "an object of strings "
+			    "(files_b64 for any bytes)");
+		} else
 			jf->data = str_bytes(val, &jf->len);
-		}
-		jf->path = xstrdup(k);
+		jf->path = path;
 		j->nfiles++;
 	}
 	return 0;
@@ -333,7 +370,8 @@ take_perms(struct job *j, json_t *v, struct gw_fail *f)
 		if (perm_level_parse(json_string_value(lev), json_string_length(lev),
 		    &j->perms[i].level) < 0)
 			return bad_type(f, "perms.level", "none, view, read or write");
-		j->perms[i].pattern = xstrdup(json_string_value(pat));
+		/* Only the absolute form is the alias, as the decoder reads it. */
+		j->perms[i].pattern = xstrdup(payload_pattern_unalias(json_string_value(pat)));
 		j->nperms = i + 1;
 	}
 	return 0;
@@ -509,7 +547,7 @@ take_op_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 	char e[300];
 
 	if (strcmp(k, "path") == 0)
-		return take_str(v, "path", &j->path, f);
+		return take_path(v, "path", &j->path, true, f);
 	if (strcmp(k, "data") == 0 || strcmp(k, "data_b64") == 0) {
 		if (j->data != NULL)
 			return refuse(f, 400, "invalid_job", "fields 'data' and "

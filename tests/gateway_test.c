@@ -304,7 +304,7 @@ Test(gateway, files_cases_and_perms_reach_the_job)
 	gw_pid = gwh_start(&H, H.url, NULL);
 	gwh_token_make(&H, "a", tok);
 	o = run_waited(tok, "{\"op\":\"sh\",\"script\":\"cat a.txt; wc -c < d/b.bin\","
-	    "\"files\":{\"a.txt\":\"hello\"},\"files_b64\":{\"d/b.bin\":\"AP8=\"}}");
+	    "\"files\":{\"/workspace/a.txt\":\"hello\"},\"files_b64\":{\"d/b.bin\":\"AP8=\"}}");
 	cr_assert_str_eq(json_string_value(json_object_get(o, "stdout")), "hello2\n");
 	json_decref(o);
 
@@ -327,6 +327,13 @@ Test(gateway, files_cases_and_perms_reach_the_job)
 	o = run_waited(tok, "{\"op\":\"fs.read\",\"sandbox\":\"pf\",\"path\":\"s/secret\"}");
 	cr_assert_str_eq(json_string_value(json_object_get(o, "status")), "ok");
 	json_decref(o);
+	/* The /workspace alias names the sandbox's root (docs/protocol.md "Paths"). */
+	o = run_waited(tok, "{\"op\":\"fs.read\",\"sandbox\":\"pf\","
+	    "\"path\":\"/workspace/s/secret\"}");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "status")), "ok", "%s",
+	    json_dumps(o, 0));
+	cr_assert_str_eq(json_string_value(json_object_get(o, "data_b64")), "aGlkZGVu");
+	json_decref(o);
 	o = run_waited(tok, "{\"op\":\"fs.read\",\"sandbox\":\"pf\",\"path\":\"s/secret\","
 	    "\"perms\":[{\"pattern\":\"s/**\",\"level\":\"none\"}]}");
 	cr_assert(strcmp(json_string_value(json_object_get(o, "status")), "ok") != 0 &&
@@ -341,7 +348,7 @@ Test(gateway, files_cases_and_perms_reach_the_job)
 	free(b);
 	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"sh\",\"script\":\"true\","
 	    "\"files\":{\"a\":\"x\"},\"files_b64\":{\"a\":\"eA==\"}}", &st);
-	cr_assert(st == 400 && strstr(b, "both name 'a'") != NULL, "%s", b);
+	cr_assert(st == 400 && strstr(b, "given already") != NULL, "%s", b);
 	free(b);
 	b = gwh_http("POST", "/v1/jobs", tok, "{\"op\":\"sh\",\"script\":\"true\","
 	    "\"files\":{\"../x\":\"x\"}}", &st);
