@@ -55,6 +55,9 @@ $(shell mkdir -p $(B) && \
     rm -rf $(B)/obj $(B)/tests $(B)/imgbench; echo "$(SETTINGS_NOW)" > $(SETTINGS); fi)
 
 COMMON_SRCS := common/log.c common/xmalloc.c common/err.c common/msg.c common/util.c
+# log_format = json (jansson): in sandqd and its workers only, so that
+# libsandq and sandq-unpack keep linking without jansson.
+LOG_JSON_SRCS := common/log_json.c
 PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c proto/keys.c proto/url.c
 # Image references and the image_sources patterns (pure): the config and
 # the tenant records check patterns with it, sandqd's intake references.
@@ -135,8 +138,8 @@ LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
-WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(LOG_JSON_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS))
 
@@ -178,6 +181,8 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack aptsrc token
+# The log line formats: text, journald's priority, json (issue 18).
+UNIT_TESTS += log
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
@@ -265,6 +270,8 @@ $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
+$(B)/tests/log_test: $(B)/tests/log_test.o $(call obj,$(LOG_JSON_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson
 $(B)/tests/cli_esc_test: $(B)/tests/cli_esc_test.o $(call obj,cli/cli_esc.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 # cli_hostile_test runs build/sandq against the harness, and answers some of

@@ -218,6 +218,8 @@ static const char *registries_check(char *const *items, size_t n, char *why,
 static const char *const log_levels[] = {
 	"error", "warn", "info", "debug", NULL,
 };
+/* Must match log_setformat() in common/log_json.c. */
+static const char *const log_formats[] = { "text", "json", NULL };
 /* Must match job_net_parse() in proto/job.c (a test checks). */
 static const char *const net_choices[] = { "none", "unix", NULL };
 static const char *const overlay_choices[] = { "auto", "off", NULL };
@@ -250,6 +252,9 @@ static const struct option options[] = {
 	    "Host name written into results; empty = gethostname()."),
 	ENUM(log_level, "info", log_levels, true,
 	    "Diagnostic log level: error, warn, info or debug."),
+	ENUM(log_format, "text", log_formats, false,
+	    "Diagnostic log lines: text, or json (one object a line: time, level, "
+	    "process, message) for log shippers."),
 	NUM(drain_timeout_ms, OPT_INT, "30000", 0, 86400000, true,
 	    "On SIGTERM, milliseconds running jobs get to finish before "
 	    "they are killed."),

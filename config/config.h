@@ -48,6 +48,7 @@ struct config {
 	char *prefix;			/* key prefix, default "sandq" */
 	char *host;			/* host name in results; "" = gethostname */
 	char *log_level;		/* error|warn|info|debug */
+	char *log_format;		/* text|json (common/log.h) */
 	int64_t drain_timeout_ms;	/* SIGTERM: time running jobs get */
 	int64_t result_ttl_s;		/* TTL of res and done keys */
 	int64_t read_block_ms;		/* XREADGROUP BLOCK */

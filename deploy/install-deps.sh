@@ -22,6 +22,7 @@ libh2o-dev
 libwslay-dev
 libcurl4-openssl-dev
 libcriterion-dev
+libsystemd-dev
 redis-server
 redis-tools
 python3

@@ -380,6 +380,9 @@ main(int argc, char **argv)
 		return 0;
 	}
 	log_setlevel(d->cfg.log_level);
+	/* Before the first line of the run; workers get it on their command line. */
+	if (log_setformat(d->cfg.log_format) < 0)
+		fatalx("log_format: unknown format '%s'", d->cfg.log_format);
 
 	/* hiredis writes to sockets that may close under it. */
 	signal(SIGPIPE, SIG_IGN);

@@ -393,6 +393,7 @@ spawn(struct sandqd *d, struct wslot *w)
 		char *cache = (char *)(uintptr_t)images_root(d);
 		char *argv[] = { d->worker_path, "--index", idx, "--run-dir", rundir,
 		    "--store-dir", storedir, "--uid", uid, "--log-level", d->cfg.log_level,
+		    "--log-format", d->cfg.log_format,
 		    "--keep-versions", keep, "--socket-bytes", sock,
 		    "--sockets", nsock, "--image-cache", cache, "--image-uid", iuid,
 		    strcmp(d->cfg.workspace_overlay, "off") == 0 ? "--no-overlay" : NULL,

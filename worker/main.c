@@ -2,7 +2,7 @@
  * main.c - sandq-worker start-up. Started only by sandqd, never by hand.
  *
  *   sandq-worker --index N --run-dir DIR --store-dir DIR --uid UID
- *       [--log-level L] [--keep-versions N] [--no-overlay]
+ *       [--log-level L] [--log-format text|json] [--keep-versions N] [--no-overlay]
  *       [--image-cache DIR --image-uid UID]
  *
  * sandqd creates a SOCK_SEQPACKET socketpair, forks, puts its end on fd 3,
@@ -68,7 +68,7 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
-	    "--uid UID [--log-level LEVEL] [--keep-versions N] [--no-overlay]\n"
+	    "--uid UID [--log-level LEVEL] [--log-format F] [--keep-versions N] [--no-overlay]\n"
 	    "    [--socket-bytes N] [--sockets N] [--image-cache DIR --image-uid UID]\n"
 	    "(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
@@ -121,6 +121,7 @@ main(int argc, char **argv)
 		{ "sockets", required_argument, NULL, 'n' },
 		{ "image-cache", required_argument, NULL, 'c' },
 		{ "image-uid", required_argument, NULL, 'U' },
+		{ "log-format", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
@@ -152,6 +153,10 @@ main(int argc, char **argv)
 			break;
 		case 'l':
 			if (log_setlevel(optarg) < 0)
+				usage();
+			break;
+		case 'F':
+			if (log_setformat(optarg) < 0)
 				usage();
 			break;
 		case 'k':
