@@ -970,10 +970,14 @@ static const char man_status[] =
 "       read other tenants' figures).\n"
 "\n"
 "OPTIONS\n"
-"       --json  One JSON object: {\"workers\", \"hosts\": [...], \"tenants\": [...]}.\n"
+"       --json  One JSON object: {\"workers\", \"live_hosts\", \"hosts\": [...],\n"
+"               \"tenants\": [...]}; a stable schema (docs/operations.md\n"
+"               \"Health\"): members are added, never renamed or removed.\n"
 "\n"
 "EXIT STATUS\n"
-"       0 printed; 2 usage; 125 Redis failed.\n";
+"       0 printed, and a host reported within 10 s; 1 printed, but no live\n"
+"       host: none reported within 10 s (a health check's failure); 2\n"
+"       usage; 125 Redis failed.\n";
 
 /*** image ***/
 

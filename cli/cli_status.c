@@ -10,6 +10,10 @@
  * not yet finished (an entry leaves the stream with its result). A host
  * whose last status is older than STALE_MS is listed as gone and not
  * counted. The figures are queue/status.c's, shared with the gateway.
+ *
+ * A health check: the exit status is 1 when no host is live (none has
+ * reported within the stale time), after the figures are printed, so a
+ * monitor can run `sandq status --json` and read both.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -148,6 +152,11 @@ cli_status_main(const struct cli_conn *conn, int argc, char **argv)
 	} else
 		print_tables(qs, out);
 	status = 0;
+	if (queue_status_live_hosts(qs) == 0) {
+		cli_warn("no live host: none has reported in the last %d s",
+		    QUEUE_STATUS_STALE_MS / 1000);
+		status = 1;
+	}
 out:
 	if (rc != NULL)
 		redisFree(rc);

@@ -232,8 +232,8 @@ static const char *const preset_choices[] = {
 /*
  * Every option. Rows of one section are contiguous: config_print() writes a
  * [section] header whenever the section changes. Only [limits] is read by
- * config_job_limits(). Nothing here reloads yet; `reloadable` records which
- * options a future SIGHUP may change without restarting workers.
+ * config_job_limits(). `reloadable` options are the ones config_reload()
+ * changes in a running sandqd (on SIGHUP); the others need a restart.
  */
 static const struct option options[] = {
 	STR(redis, "redis://127.0.0.1:6379", check_redis, false,
@@ -1462,6 +1462,41 @@ print_list(char *const *list, size_t n, FILE *f)
 	}
 }
 
+/* Writes option o's value in c as a file would hold it (no newline). */
+static void
+print_value(const struct config *c, const struct option *o, FILE *f)
+{
+	const char *field = (const char *)c + o->off;
+	char num[32];
+
+	switch (o->type) {
+	case OPT_STRING:
+	case OPT_ENUM: {
+		const char *s = *(char *const *)(const void *)field;
+
+		if (s != NULL && s[0] != '\0')
+			fprintf(f, " %s", s);
+		break;
+	}
+	case OPT_LIST: {
+		size_t n = *(const size_t *)(const void *)
+		    ((const char *)c + o->count_off);
+
+		if (n > 0)
+			fputc(' ', f);
+		print_list(*(char **const *)(const void *)field, n, f);
+		break;
+	}
+	case OPT_INT:
+	case OPT_SIZE:
+		fmt_number(num, sizeof(num), o, o->u64 ?
+		    (int64_t)*(const uint64_t *)(const void *)field :
+		    *(const int64_t *)(const void *)field);
+		fprintf(f, " %s", num);
+		break;
+	}
+}
+
 void
 config_print(const struct config *c, FILE *f)
 {
@@ -1470,8 +1505,6 @@ config_print(const struct config *c, FILE *f)
 	fputs("; sandqd configuration, as written by sandqd --print-config.\n", f);
 	for (size_t i = 0; i < NOPTIONS; i++) {
 		const struct option *o = &options[i];
-		const char *field = (const char *)c + o->off;
-		char num[32];
 
 		if (section == NULL || strcmp(section, o->section) != 0) {
 			section = o->section;
@@ -1480,32 +1513,7 @@ config_print(const struct config *c, FILE *f)
 		fprintf(f, "\n; %s\n", o->help);
 		print_describe(o, f);
 		fprintf(f, "%s =", o->name);
-		switch (o->type) {
-		case OPT_STRING:
-		case OPT_ENUM: {
-			const char *s = *(char *const *)(const void *)field;
-
-			if (s != NULL && s[0] != '\0')
-				fprintf(f, " %s", s);
-			break;
-		}
-		case OPT_LIST: {
-			size_t n = *(const size_t *)(const void *)
-			    ((const char *)c + o->count_off);
-
-			if (n > 0)
-				fputc(' ', f);
-			print_list(*(char **const *)(const void *)field, n, f);
-			break;
-		}
-		case OPT_INT:
-		case OPT_SIZE:
-			fmt_number(num, sizeof(num), o, o->u64 ?
-			    (int64_t)*(const uint64_t *)(const void *)field :
-			    *(const int64_t *)(const void *)field);
-			fprintf(f, " %s", num);
-			break;
-		}
+		print_value(c, o, f);
 		fputc('\n', f);
 	}
 	for (size_t i = 0; i < c->ntenant_cfg; i++) {
@@ -1527,6 +1535,82 @@ config_print(const struct config *c, FILE *f)
 			tenant_hash_free(&h);
 		}
 	}
+}
+
+/* Option o's value in c as text (owned), to compare two configurations. */
+static char *
+value_text(const struct config *c, const struct option *o)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (f == NULL)
+		fatal("open_memstream");
+	print_value(c, o, f);
+	if (fclose(f) != 0)
+		fatal("open_memstream");
+	return buf;
+}
+
+int
+config_reload(struct config *live, struct config *fresh, config_reload_cb cb,
+    void *arg)
+{
+	int changed = 0;
+
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option *o = &options[i];
+		char *was = value_text(live, o), *now = value_text(fresh, o);
+		char *lf = (char *)live + o->off, *ff = (char *)fresh + o->off;
+		char name[64];
+
+		snprintf(name, sizeof(name), "%s%s%s", strcmp(o->section, "sandqd") ?
+		    o->section : "", strcmp(o->section, "sandqd") ? "." : "", o->name);
+		if (strcmp(was, now) == 0 || strcmp(o->section, "gateway") == 0) {
+			/* Unchanged, or sandq-gateway's: nothing to do here. */
+		} else if (!o->reloadable) {
+			cb(arg, name, was[0] == ' ' ? was + 1 : was,
+			    now[0] == ' ' ? now + 1 : now, false);
+		} else {
+			/* Swapped, so that freeing fresh frees the old value. */
+			switch (o->type) {
+			case OPT_STRING:
+			case OPT_ENUM: {
+				char *t = *(char **)(void *)lf;
+
+				*(char **)(void *)lf = *(char **)(void *)ff;
+				*(char **)(void *)ff = t;
+				break;
+			}
+			case OPT_LIST: {
+				char **t = *(char ***)(void *)lf;
+				size_t *ln = (size_t *)(void *)((char *)live + o->count_off);
+				size_t *fn = (size_t *)(void *)((char *)fresh + o->count_off);
+				size_t tn = *ln;
+
+				*(char ***)(void *)lf = *(char ***)(void *)ff;
+				*(char ***)(void *)ff = t;
+				*ln = *fn;
+				*fn = tn;
+				break;
+			}
+			case OPT_INT:
+			case OPT_SIZE:
+				if (o->u64)
+					*(uint64_t *)(void *)lf = *(uint64_t *)(void *)ff;
+				else
+					*(int64_t *)(void *)lf = *(int64_t *)(void *)ff;
+				break;
+			}
+			cb(arg, name, was[0] == ' ' ? was + 1 : was,
+			    now[0] == ' ' ? now + 1 : now, true);
+			changed++;
+		}
+		free(was);
+		free(now);
+	}
+	return changed;
 }
 
 const struct tenant_conf *

@@ -131,6 +131,24 @@ int config_set(struct config *c, const char *assignment, struct err *e);
 /* Derives defaults that depend on the machine and checks cross-field rules. */
 int config_finish(struct config *c, struct err *e);
 
+/*
+ * What config_reload() reports of each option whose value differs: its
+ * name ("log_level", "limits.wall_ms"), the value in use and the new one
+ * (as a file writes them), and whether it was applied (reloadable) or
+ * kept until a restart.
+ */
+typedef void (*config_reload_cb)(void *arg, const char *name, const char *was,
+    const char *now, bool applied);
+/*
+ * SIGHUP: moves into live each reloadable option whose value in fresh (a
+ * configuration read again and finished) differs, and calls cb for every
+ * option that differs, applied or not. [gateway] and [tenant.NAME]
+ * sections are not reloaded. fresh keeps the replaced values: the caller
+ * frees it. Returns how many options changed.
+ */
+int config_reload(struct config *live, struct config *fresh, config_reload_cb cb,
+    void *arg);
+
 /* Writes the effective configuration as a valid INI file. */
 void config_print(const struct config *c, FILE *f);
 /*

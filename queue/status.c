@@ -28,6 +28,7 @@ struct tfig {
 struct queue_status {
 	uint64_t now;
 	long long workers;
+	size_t live;		/* hosts that reported within the stale time */
 	json_t *hosts;
 	char **names;		/* hosts' names as written, in the order of hosts */
 	size_t *name_lens;
@@ -145,6 +146,7 @@ queue_status_hosts(struct queue_status *s, const redisReply *r)
 		s->name_lens[json_array_size(s->hosts)] = k->len;
 		json_array_append_new(s->hosts, e);
 		if (live) {
+			s->live++;
 			s->workers += jint(h, "workers");
 			ts = json_object_get(h, "tenants");
 			json_object_foreach(ts, name, e) {
@@ -205,6 +207,12 @@ queue_status_host(const struct queue_status *s, size_t i, size_t *len)
 	return s->names[i];
 }
 
+size_t
+queue_status_live_hosts(const struct queue_status *s)
+{
+	return s->live;
+}
+
 json_t *
 queue_status_json(const struct queue_status *s)
 {
@@ -220,6 +228,7 @@ queue_status_json(const struct queue_status *s)
 		    "share", s->workers > 0 ? (double)f->running / (double)s->workers : 0.0));
 	}
 	json_object_set_new(out, "workers", json_integer(s->workers));
+	json_object_set_new(out, "live_hosts", json_integer((json_int_t)s->live));
 	json_object_set(out, "hosts", s->hosts);
 	json_object_set_new(out, "tenants", tenants);
 	return out;

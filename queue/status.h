@@ -8,7 +8,9 @@
  * dispatcher/status.c), SMEMBERS PREFIX:tenants, then XLEN of each
  * tenant's job stream (whose length is its jobs not yet finished). The
  * figures are then one JSON object, the object `sandq status --json`
- * prints: {"workers", "hosts": [...], "tenants": [...]}.
+ * prints: {"workers", "live_hosts", "hosts": [...], "tenants": [...]}.
+ * Its schema is stable (docs/operations.md "Health"): members may be
+ * added, never renamed or removed.
  */
 #ifndef SANDQ_QUEUE_STATUS_H
 #define SANDQ_QUEUE_STATUS_H
@@ -45,7 +47,9 @@ void queue_status_backlog(struct queue_status *s, size_t i, long long xlen);
  * is not UTF-8), for a terminal that escapes it itself; NULL past the end.
  */
 const char *queue_status_host(const struct queue_status *s, size_t i, size_t *len);
-/* The view as JSON (owned): {"workers", "hosts", "tenants"}. */
+/* Hosts that reported within QUEUE_STATUS_STALE_MS (`sandq status` exits 1 at 0). */
+size_t queue_status_live_hosts(const struct queue_status *s);
+/* The view as JSON (owned): {"workers", "live_hosts", "hosts", "tenants"}. */
 json_t *queue_status_json(const struct queue_status *s);
 
 #endif

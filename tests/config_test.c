@@ -1260,3 +1260,36 @@ Test(config, preset_value_above_a_lowered_ceiling_is_clamped)
 	cr_expect_str_eq(e.msg, "field 'limits.memory_bytes': 268435456 is above "
 	    "the ceiling of 134217728");
 }
+
+/* What config_reload() reported, as "name=was>now applied|kept" lines. */
+static void
+reload_note(void *arg, const char *name, const char *was, const char *now,
+    bool applied)
+{
+	char *buf = arg;
+
+	snprintf(buf + strlen(buf), 1024 - strlen(buf), "%s=%s>%s %s\n", name, was,
+	    now, applied ? "applied" : "kept");
+}
+
+Test(config, reload_applies_reloadable_options_and_keeps_the_others)
+{
+	struct config fresh;
+	char notes[1024] = "";
+
+	config_defaults(&fresh);
+	cr_assert(config_load_string(&fresh, "[sandqd]\nlog_level = debug\n"
+	    "workers = 7\nimage_sources = host, oci:/srv/*\n"
+	    "[limits]\nwall_ms = 5000\n", "sandq.conf", &e) == 0, "%s", e.msg);
+	cr_expect_eq(config_reload(&c, &fresh, reload_note, notes), 3);
+	cr_expect_str_eq(c.log_level, "debug");
+	cr_expect_eq(c.ceiling.wall_ms, 5000);
+	cr_expect_eq(c.nimage_sources, 2);
+	cr_expect_str_eq(c.image_sources[1], "oci:/srv/*");
+	/* workers needs a restart: reported, and kept. */
+	cr_expect_eq(c.workers, 0);
+	cr_expect_str_eq(notes, "workers=0>7 kept\nlog_level=info>debug applied\n"
+	    "image_sources=>host,oci:/srv/* applied\nlimits.wall_ms=3600000>5000 applied\n");
+	/* fresh holds the old values now; freeing both leaks nothing. */
+	config_free(&fresh);
+}
