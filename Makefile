@@ -40,6 +40,15 @@ CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(HARDEN) -MMD -MP \
 	-DSANDQ_LIBEXECDIR='"$(LIBEXECDIR)"' $(if $(WERROR),-Werror) $(CFLAGS)
 LDFLAGS_ALL := $(HARDEN_LD) $(LDFLAGS)
 
+# sd_notify(3) for sandqd's Type=notify unit, with Debian's libsystemd when
+# its .pc is there (deploy/install-deps.sh installs libsystemd-dev); without
+# it sandqd builds with no-op notifications (dispatcher/notify.h).
+HAVE_LIBSYSTEMD := $(shell pkg-config --exists libsystemd 2>/dev/null && echo 1)
+ifeq ($(HAVE_LIBSYSTEMD),1)
+CFLAGS_ALL += -DHAVE_LIBSYSTEMD
+LIBS_SYSTEMD := -lsystemd
+endif
+
 ifneq ($(SANITIZER),)
 CFLAGS_ALL += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS_ALL += -fsanitize=$(SANITIZER)
@@ -130,7 +139,7 @@ CLI_SRCS += cli/cli_image.c
 # sandq image build|import (each object once: the line above has some).
 CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
-LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread
+LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread $(LIBS_SYSTEMD)
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
 LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
@@ -195,6 +204,8 @@ INTEG_TESTS += imgbuild_cli
 INTEG_TESTS += images_sandbox
 # sandq tenant token add|ls|rm against a private redis-server (issue 17).
 INTEG_TESTS += token_cli
+# sandqd's health, readiness, reload and logs for operators (issue 18).
+INTEG_TESTS += health
 # sandq-gateway over HTTP (libcurl) in front of redis-server and sandqd (issue 17).
 INTEG_TESTS += gateway
 # sandq-gateway's live output (SSE) and cancel route (issue 17).
@@ -320,6 +331,9 @@ $(B)/tests/gateway_tar_test: $(B)/tests/gateway_tar_test.o $(B)/tests/harness.o 
 # token_test: API tokens of the gateway (queue/token.c alone).
 $(B)/tests/token_test: $(B)/tests/token_test.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lcrypto
+# health_test: sandq status's exit and schema, sd_notify, SIGHUP, json logs.
+$(B)/tests/health_test: $(B)/tests/health_test.o $(B)/tests/harness.o $(call obj,$(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 # token_cli_test runs build/sandq against a private redis-server (no sandqd).
 $(B)/tests/token_cli_test: $(B)/tests/token_cli_test.o $(B)/tests/harness.o $(call obj,queue/token.c proto/keys.c $(COMMON_SRCS)) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson

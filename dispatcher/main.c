@@ -15,6 +15,16 @@
  * if Redis is unreachable even then, sandqd exits after a further grace
  * period, and the unanswered entries, still pending, are re-run by the next
  * start on this host (history read in sched.c).
+ *
+ * SIGHUP reloads: the config file is read again and the flags applied over
+ * it as at start; the options marked reloadable (config.c) take effect at
+ * once, the others are logged as needing a restart and kept. A file that
+ * no longer parses changes nothing. Workers keep the log level they were
+ * started with until they are replaced.
+ *
+ * Under systemd (Type=notify) sandqd says READY=1 once Redis answered and
+ * the workers are forked, STOPPING=1 when it drains, RELOADING=1 and
+ * READY=1 around a reload (notify.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,9 +43,16 @@
 #include "../common/util.h"
 #include "../common/xmalloc.h"
 #include "dispatcher.h"
+#include "notify.h"
 
 #define SANDQ_VERSION "0.1.0"
 #define DRAIN_GRACE_MS 5000
+
+/* The command line, kept to apply again over the file on SIGHUP. */
+static int main_argc;
+static char **main_argv;
+static const char *main_config_file;
+static uv_signal_t sig_hup;
 
 static void __attribute__((noreturn))
 usage(int code)
@@ -58,20 +75,9 @@ usage(int code)
 "  -V, --version        print the version\n"
 "\n"
 "SIGTERM or SIGINT drains: running jobs finish (up to drain_timeout_ms),\n"
-"then sandqd exits 0. See config/sandq.conf.example for every option.\n");
+"then sandqd exits 0. SIGHUP reloads the reloadable options. See\n"
+"config/sandq.conf.example for every option.\n");
 	exit(code);
-}
-
-static void
-set_or_die(struct config *c, const char *key, const char *value)
-{
-	struct err e = { 0 };
-	char *kv;
-
-	xasprintf(&kv, "%s=%s", key, value);
-	if (config_set(c, kv, &e) < 0)
-		fatalx("%s", e.msg);
-	free(kv);
 }
 
 /* The worker binary: configured, else beside sandqd, else in libexec. */
@@ -119,10 +125,19 @@ on_ready(void *arg)
 {
 	struct sandqd *d = arg;
 
+	static bool ready;
+
 	jobs_publish_pending(d);
 	sched_dispatch(d);
 	admit_watch(d);
 	status_now(d);
+	/* The workers were forked before Redis was asked (main()). */
+	if (!ready && !d->draining) {
+		ready = true;
+		notify_send("READY=1\nSTATUS=serving");
+		log_info("ready: redis answered, %zu worker%s forked", d->nslots,
+		    d->nslots == 1 ? "" : "s");
+	}
 }
 
 static void
@@ -178,6 +193,8 @@ close_all(struct sandqd *d)
 	uv_signal_stop(&d->sig_term);
 	uv_signal_stop(&d->sig_int);
 	uv_signal_stop(&d->sig_chld);
+	uv_signal_stop(&sig_hup);
+	uv_close((uv_handle_t *)&sig_hup, NULL);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 	uv_close((uv_handle_t *)&d->sig_chld, NULL);
@@ -292,6 +309,7 @@ start_drain(struct sandqd *d, const char *why)
 	log_info("%s: draining (%zu running, %zu queued)", why, sched_running(d),
 	    sched_queued(d));
 	d->draining = true;
+	notify_send("STOPPING=1\nSTATUS=draining");
 	rq_unblock(d->rq);
 	uv_timer_start(&d->drain_timer, on_drain_timeout,
 	    (uint64_t)d->cfg.drain_timeout_ms, 0);
@@ -309,10 +327,16 @@ on_signal(uv_signal_t *h, int signum)
 		start_drain(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-/*** Main ***/
+/*** Configuration and reload ***/
 
-int
-main(int argc, char **argv)
+/*
+ * Applies the flags of argv (all but --config, read first by the caller)
+ * to c. Sets *check and *print for -n and --print-config. Returns 0, or
+ * -EINVAL with e->msg; exits on --help, --version and a usage error.
+ */
+static int
+apply_flags(struct config *c, int argc, char **argv, bool *check, bool *print,
+    struct err *e)
 {
 	static const struct option opts[] = {
 		{ "redis", required_argument, NULL, 'r' },
@@ -327,49 +351,118 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct sandqd sd, *d = &sd;
-	struct rq_callbacks cb = { on_ready, on_lost, on_entry, on_watched, on_watch_done,
-	    on_read_done };
-	struct err e = { 0 };
-	const char *config_file = NULL;
-	bool check = false, print = false;
-	char *run;
-	int c;
+	static const char *const keys[] = {
+		['r'] = "redis", ['s'] = "state", ['w'] = "workers", ['l'] = "log_level",
+	};
+	char *kv;
+	int ch, rc;
 
-	memset(d, 0, sizeof(*d));
-	log_procinit("sandqd");
-	config_defaults(&d->cfg);
-
-	/* The config file first, wherever --config appears, then the flags. */
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-			config_file = argv[i + 1];
-		else if (strncmp(argv[i], "--config=", 9) == 0)
-			config_file = argv[i] + 9;
-	}
-	if (config_file != NULL && config_load_file(&d->cfg, config_file, &e) < 0)
-		fatalx("%s", e.msg);
-	while ((c = getopt_long(argc, argv, "nhV", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r': set_or_die(&d->cfg, "redis", optarg); break;
-		case 's': set_or_die(&d->cfg, "state", optarg); break;
-		case 'w': set_or_die(&d->cfg, "workers", optarg); break;
+	optind = 0;	/* GNU: start over (SIGHUP parses a second time). */
+	while ((ch = getopt_long(argc, argv, "nhV", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'r':
+		case 's':
+		case 'w':
+		case 'l':
+			xasprintf(&kv, "%s=%s", keys[ch], optarg);
+			rc = config_set(c, kv, e);
+			free(kv);
+			if (rc < 0)
+				return rc;
+			break;
 		case 'c': break;
 		case 'o':
-			if (config_set(&d->cfg, optarg, &e) < 0)
-				fatalx("%s", e.msg);
+			if ((rc = config_set(c, optarg, e)) < 0)
+				return rc;
 			break;
-		case 'l': set_or_die(&d->cfg, "log_level", optarg); break;
-		case 'n': check = true; break;
-		case 'p': print = true; break;
+		case 'n': *check = true; break;
+		case 'p': *print = true; break;
 		case 'h': usage(0);
-		case 'V': printf("sandqd %s\n", SANDQ_VERSION); return 0;
+		case 'V': printf("sandqd %s\n", SANDQ_VERSION); exit(0);
 		default: usage(2);
 		}
 	}
 	if (optind != argc)
 		usage(2);
-	if (config_finish(&d->cfg, &e) < 0)
+	return 0;
+}
+
+/* The whole configuration as at start: defaults, file, flags, finish. */
+static int
+load_config(struct config *c, bool *check, bool *print, struct err *e)
+{
+	int rc;
+
+	config_defaults(c);
+	if (main_config_file != NULL &&
+	    (rc = config_load_file(c, main_config_file, e)) < 0)
+		return rc;
+	if ((rc = apply_flags(c, main_argc, main_argv, check, print, e)) < 0)
+		return rc;
+	return config_finish(c, e);
+}
+
+/* config_reload_cb: each option a reload found changed. */
+static void
+on_reload_note(void *arg, const char *name, const char *was, const char *now,
+    bool applied)
+{
+	(void)arg;
+	if (applied)
+		log_info("SIGHUP: %s = %s (was %s)", name, now, was);
+	else
+		log_warnx("SIGHUP: %s = %s needs a restart; %s kept", name, now, was);
+}
+
+static void
+on_hup(uv_signal_t *h, int signum)
+{
+	struct sandqd *d = h->data;
+	struct config fresh;
+	struct err e = { 0 };
+	bool check = false, print = false;
+	int n;
+
+	(void)signum;
+	notify_send("RELOADING=1");
+	if (load_config(&fresh, &check, &print, &e) < 0) {
+		log_warnx("SIGHUP: %s; configuration unchanged", e.msg);
+	} else {
+		n = config_reload(&d->cfg, &fresh, on_reload_note, NULL);
+		log_setlevel(d->cfg.log_level);
+		log_info("SIGHUP: reloaded %s: %d option%s changed",
+		    main_config_file ? main_config_file : "the command line", n,
+		    n == 1 ? "" : "s");
+	}
+	config_free(&fresh);
+	notify_send(d->draining ? "STOPPING=1" : "READY=1");
+}
+
+/*** Main ***/
+
+int
+main(int argc, char **argv)
+{
+	struct sandqd sd, *d = &sd;
+	struct rq_callbacks cb = { on_ready, on_lost, on_entry, on_watched, on_watch_done,
+	    on_read_done };
+	struct err e = { 0 };
+	bool check = false, print = false;
+	char *run;
+
+	memset(d, 0, sizeof(*d));
+	log_procinit("sandqd");
+
+	/* The config file first, wherever --config appears, then the flags. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			main_config_file = argv[i + 1];
+		else if (strncmp(argv[i], "--config=", 9) == 0)
+			main_config_file = argv[i] + 9;
+	}
+	main_argc = argc;
+	main_argv = argv;
+	if (load_config(&d->cfg, &check, &print, &e) < 0)
 		fatalx("%s", e.msg);
 	if (check) {
 		printf("configuration OK\n");
@@ -416,6 +509,9 @@ main(int argc, char **argv)
 	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
 	uv_signal_start(&d->sig_int, on_signal, SIGINT);
 	uv_signal_start(&d->sig_chld, on_signal, SIGCHLD);
+	uv_signal_init(d->loop, &sig_hup);
+	sig_hup.data = d;
+	uv_signal_start(&sig_hup, on_hup, SIGHUP);
 	uv_timer_init(d->loop, &d->read_retry);
 	uv_timer_init(d->loop, &d->publish_retry);
 	uv_timer_init(d->loop, &d->drain_timer);
