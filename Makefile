@@ -178,6 +178,8 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 
 # Unit tests: pure code, no root, no network.
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack aptsrc token
+# sandqd's Prometheus registry and exposition writer (issue 18).
+UNIT_TESTS += metrics
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
@@ -276,6 +278,9 @@ $(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PRO
 # sched_test: the scheduler's pick against a fake pool (dispatcher/core/runq.c alone).
 $(B)/tests/sched_test: $(B)/tests/sched_test.o $(call obj,dispatcher/core/runq.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
+# metrics_test: the exposition text of dispatcher/metrics.c (pure).
+$(B)/tests/metrics_test: $(B)/tests/metrics_test.o $(call obj,dispatcher/metrics.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lm
 # intake_test: what a stream entry becomes (dispatcher/core/intake.c, the config and tenant rules).
 $(B)/tests/intake_test: $(B)/tests/intake_test.o $(call obj,dispatcher/core/intake.c workspace/perms.c $(CONFIG_SRCS) $(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson
