@@ -16,8 +16,8 @@
  * METRICS_SERIES_MAX series, and a value past it is not recorded (counted
  * in metrics_dropped()), so a flood of names cannot grow sandqd's memory.
  */
-#ifndef SANDQ_METRICS_H
-#define SANDQ_METRICS_H
+#ifndef SANDQ_DISPATCHER_METRICS_H
+#define SANDQ_DISPATCHER_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
