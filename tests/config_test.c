@@ -348,7 +348,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 56);
+	cr_expect_eq(nkeys, 57);
 	free(printed);
 	free(example);
 }
@@ -1259,4 +1259,21 @@ Test(config, preset_value_above_a_lowered_ceiling_is_clamped)
 	cr_expect_eq(config_job_limits(&c, &j, &out, &e), -EINVAL);
 	cr_expect_str_eq(e.msg, "field 'limits.memory_bytes': 268435456 is above "
 	    "the ceiling of 134217728");
+}
+
+/*** metrics_listen (issue 18) ***/
+
+Test(config, metrics_listen_defaults_to_loopback_and_may_be_empty)
+{
+	cr_expect_str_eq(c.metrics_listen, "127.0.0.1:9464");
+	cr_expect_eq(load("[sandqd]\nmetrics_listen =\n"), 0, "%s", e.msg);
+	cr_expect_str_eq(c.metrics_listen, "");
+	cr_expect_eq(load("[sandqd]\nmetrics_listen = [::1]:9100\n"), 0, "%s", e.msg);
+}
+
+Test(config, metrics_listen_rejects_a_bad_port)
+{
+	cr_expect_eq(load("[sandqd]\nmetrics_listen = 127.0.0.1:0\n"), -EINVAL);
+	cr_expect_not_null(strstr(e.msg, "1..65535"), "%s", e.msg);
+	cr_expect_eq(load("[sandqd]\nmetrics_listen = localhost\n"), -EINVAL);
 }
