@@ -98,6 +98,8 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISP
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c dispatcher/imgnames.c dispatcher/sbximage.c queue/redis.c queue/uvredis.c
 # image.pull's answer, pull progress and pulls on the audit trail (issue 16).
 DISPATCHER_SRCS += dispatcher/image_pull.c
+# Prometheus metrics: the registry and writer, and GET /metrics on libh2o (issue 18).
+DISPATCHER_SRCS += dispatcher/metrics.c dispatcher/exporter.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -127,7 +129,7 @@ CLI_SRCS += cli/cli_image.c
 # sandq image build|import (each object once: the line above has some).
 CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
-LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread
+LIBS_DISPATCHER := -lh2o -lwslay -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread -lm
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
 LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
@@ -200,6 +202,8 @@ INTEG_TESTS += gateway_stream
 INTEG_TESTS += gateway_sandbox
 # an admin token's views (status, dead letters, audit) and X-Sandq-Tenant (issue 17).
 INTEG_TESTS += gateway_admin
+# sandqd's GET /metrics, read plainly and scraped by Debian's prometheus (issue 18).
+INTEG_TESTS += metrics_integ
 # sandq-gateway --config ([gateway] of sandq.conf) and max_connections (issue 17).
 INTEG_TESTS += gateway_conf
 # batches over sandq-gateway: submit, progress, results, cancel (issue 17).
@@ -281,6 +285,9 @@ $(B)/tests/sched_test: $(B)/tests/sched_test.o $(call obj,dispatcher/core/runq.c
 # metrics_test: the exposition text of dispatcher/metrics.c (pure).
 $(B)/tests/metrics_test: $(B)/tests/metrics_test.o $(call obj,dispatcher/metrics.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lm
+# metrics_integ_test: sandqd's /metrics over libcurl, and a prometheus child's queries.
+$(B)/tests/metrics_integ_test: $(B)/tests/metrics_integ_test.o $(B)/tests/harness.o $(B)/libsandq.a | $(B)/sandqd $(B)/sandq-worker
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto
 # intake_test: what a stream entry becomes (dispatcher/core/intake.c, the config and tenant rules).
 $(B)/tests/intake_test: $(B)/tests/intake_test.o $(call obj,dispatcher/core/intake.c workspace/perms.c $(CONFIG_SRCS) $(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson

@@ -33,6 +33,7 @@ sqlite3
 libarchive-dev
 skopeo
 docker-registry
+prometheus
 busybox-static
 mmdebstrap
 "

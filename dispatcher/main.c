@@ -191,6 +191,7 @@ close_all(struct sandqd *d)
 	sched_stop(d);
 	cancel_stop(d);
 	image_pull_stop(d);
+	exporter_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }
@@ -430,6 +431,7 @@ main(int argc, char **argv)
 	else
 		log_info("jobs run in cgroup v%d", (int)d->cg.version);
 	daudit_start(d);
+	exporter_start(d);
 	admit_init(d);
 	images_start(d);
 	sbximage_init(d);
@@ -458,6 +460,7 @@ main(int argc, char **argv)
 	tenants_free(d);
 	images_free(d);
 	sbximage_free(d);
+	exporter_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);
 	log_info("stopped");
