@@ -110,6 +110,8 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISP
 	dispatcher/jobs.c dispatcher/audit.c dispatcher/tenants.c dispatcher/status.c dispatcher/admit.c dispatcher/lease.c dispatcher/cancel.c dispatcher/shared.c dispatcher/images.c dispatcher/imgnames.c dispatcher/sbximage.c queue/redis.c queue/uvredis.c
 # image.pull's answer, pull progress and pulls on the audit trail (issue 16).
 DISPATCHER_SRCS += dispatcher/image_pull.c
+# Prometheus metrics: the registry and writer, and GET /metrics on libh2o (issue 18).
+DISPATCHER_SRCS += dispatcher/metrics.c dispatcher/exporter.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -139,7 +141,7 @@ CLI_SRCS += cli/cli_image.c
 # sandq image build|import (each object once: the line above has some).
 CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
-LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread $(LIBS_SYSTEMD)
+LIBS_DISPATCHER := -lh2o -lwslay -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread -lm $(LIBS_SYSTEMD)
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
 LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
@@ -192,6 +194,8 @@ $(B)/sandq: $(CLI_OBJS) $(B)/libsandq.a
 UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace ops interop gitignore overlay cowimg audit tenant cli_esc sched intake unpack imgref oci imguser pack aptsrc token
 # The log line formats: text, journald's priority, json (issue 18).
 UNIT_TESTS += log
+# sandqd's Prometheus registry and exposition writer (issue 18).
+UNIT_TESTS += metrics
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
@@ -214,6 +218,8 @@ INTEG_TESTS += gateway_stream
 INTEG_TESTS += gateway_sandbox
 # an admin token's views (status, dead letters, audit) and X-Sandq-Tenant (issue 17).
 INTEG_TESTS += gateway_admin
+# sandqd's GET /metrics, read plainly and scraped by Debian's prometheus (issue 18).
+INTEG_TESTS += metrics_integ
 # sandq-gateway --config ([gateway] of sandq.conf) and max_connections (issue 17).
 INTEG_TESTS += gateway_conf
 # batches over sandq-gateway: submit, progress, results, cancel (issue 17).
@@ -294,6 +300,12 @@ $(B)/tests/tenant_test: $(B)/tests/tenant_test.o $(call obj,$(TENANT_SRCS) $(PRO
 # sched_test: the scheduler's pick against a fake pool (dispatcher/core/runq.c alone).
 $(B)/tests/sched_test: $(B)/tests/sched_test.o $(call obj,dispatcher/core/runq.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
+# metrics_test: the exposition text of dispatcher/metrics.c (pure).
+$(B)/tests/metrics_test: $(B)/tests/metrics_test.o $(call obj,dispatcher/metrics.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lm
+# metrics_integ_test: sandqd's /metrics over libcurl, and a prometheus child's queries.
+$(B)/tests/metrics_integ_test: $(B)/tests/metrics_integ_test.o $(B)/tests/harness.o $(B)/libsandq.a | $(B)/sandqd $(B)/sandq-worker
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto
 # intake_test: what a stream entry becomes (dispatcher/core/intake.c, the config and tenant rules).
 $(B)/tests/intake_test: $(B)/tests/intake_test.o $(call obj,dispatcher/core/intake.c workspace/perms.c $(CONFIG_SRCS) $(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson

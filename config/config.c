@@ -206,6 +206,7 @@ static const char *check_prefix(const char *s, char *why, size_t whylen);
 static const char *check_redis_or_empty(const char *s, char *why, size_t whylen);
 static const char *check_prefix_or_empty(const char *s, char *why, size_t whylen);
 static const char *check_listen(const char *s, char *why, size_t whylen);
+static const char *check_listen_or_empty(const char *s, char *why, size_t whylen);
 static const char *check_host(const char *s, char *why, size_t whylen);
 static const char *check_image(const char *s, char *why, size_t whylen);
 static const char *tenants_check(char *const *names, size_t n, char *why,
@@ -352,6 +353,9 @@ static const struct option options[] = {
 	NUM(image_max_layer_ratio, OPT_INT, "200", 2, 1000000, false,
 	    "How many times its compressed size a layer may decompress to (checked "
 	    "once 1 MiB is read); past it the layer is refused as a decompression bomb."),
+	STR(metrics_listen, "127.0.0.1:9464", check_listen_or_empty, false,
+	    "Where sandqd serves Prometheus metrics (GET /metrics): ADDR:PORT or "
+	    "[ADDR6]:PORT; empty = off."),
 
 	LIMIT(wall_ms, OPT_INT, "3600000", 1, 86400000,
 	    "Ceiling of a job's wall-clock time, in milliseconds."),
@@ -491,6 +495,13 @@ check_listen(const char *s, char *why, size_t whylen)
 	if (errno || *end || end == colon + 1 || port < 1 || port > 65535)
 		return "the port must be 1..65535";
 	return NULL;
+}
+
+/* [sandqd] metrics_listen: as [gateway] listen, or "" for no endpoint. */
+static const char *
+check_listen_or_empty(const char *s, char *why, size_t whylen)
+{
+	return s[0] == '\0' ? NULL : check_listen(s, why, whylen);
 }
 
 /* A relative path would depend on the folder sandqd was started from. */

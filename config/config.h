@@ -88,6 +88,7 @@ struct config {
 	int64_t image_max_layer_bytes;	/* the unpacker's bounds per layer: */
 	int64_t image_max_layer_entries;	/* files' bytes, tar entries and */
 	int64_t image_max_layer_ratio;	/* uncompressed / compressed bytes */
+	char *metrics_listen;		/* GET /metrics: ADDR:PORT, "" = off */
 	/* [limits]: ceilings a job may ask for. */
 	struct job_limits ceiling;
 	/* [gateway]: sandq-gateway's own (sandqd reads and ignores them). */

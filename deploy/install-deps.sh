@@ -34,6 +34,7 @@ sqlite3
 libarchive-dev
 skopeo
 docker-registry
+prometheus
 busybox-static
 mmdebstrap
 "

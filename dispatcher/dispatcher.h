@@ -107,6 +107,7 @@ struct sandqd {
 	struct sbximages *sbximages;	/* what sandboxes run on (sbximage.c) */
 	struct image_feed *image_feed;	/* pulls' progress to the loop (image_pull.c) */
 	struct simages *status_images;	/* the cache as the status lists it (status.c) */
+	struct exporter *exporter;	/* Prometheus metrics (exporter.c), or NULL */
 };
 
 /*** tenants.c ***/
@@ -284,6 +285,34 @@ void status_now(struct sandqd *d);
 /* The image cache changed (a pull, an eviction): its listing is made anew. */
 void status_images_changed(struct sandqd *d);
 void status_stop(struct sandqd *d);
+
+/* Bytes the image cache held at its last listing (0: no cache, not listed yet). */
+uint64_t status_image_cache_bytes(const struct sandqd *d);
+
+/*** exporter.c ***/
+
+enum exporter_event {
+	EXP_RETRY,			/* a failed attempt retried */
+	EXP_DEAD_LETTER,		/* an entry or job dead-lettered */
+	EXP_TAKEN_OVER,			/* a job taken over from a silent host */
+	EXP_RECYCLED,			/* a worker replaced as worn */
+	EXP_PULL_OK,			/* an image pull ended well */
+	EXP_PULL_FAILED,		/* an image pull failed */
+};
+
+/* The metrics' registry, and GET /metrics at metrics_listen unless it is ""
+ * (a bind that fails is a warning: sandqd runs on without the endpoint). */
+void exporter_start(struct sandqd *d);
+/* Closes the listener (close_all()). */
+void exporter_stop(struct sandqd *d);
+/* Frees the registry, once the loop has ended. */
+void exporter_free(struct sandqd *d);
+/* j answered with r: its status, refusals and times; notes when (publish). */
+void exporter_job(struct sandqd *d, struct djob *j, const struct result *r);
+/* j's result is in Redis: the publish time since exporter_job(). */
+void exporter_published(struct sandqd *d, const struct djob *j);
+/* One event of the tenant's (a tenant index; ignored for pool and images). */
+void exporter_count(struct sandqd *d, enum exporter_event ev, size_t tenant);
 
 /*** audit.c ***/
 

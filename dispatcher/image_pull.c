@@ -271,6 +271,7 @@ image_pull_end(struct sandqd *d, struct image_watch *w, int rc, const struct err
 
 	if (w == NULL)
 		return;
+	exporter_count(d, rc == 0 ? EXP_PULL_OK : EXP_PULL_FAILED, 0);
 	flush(d, w);
 	if (rc == 0 && r != NULL)
 		o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "digest", r->manifest,

@@ -110,6 +110,7 @@ answer(struct sandqd *d, struct djob *j, struct result *r)
 	if (j->stream)
 		j->eof_status = res_status_name(r->status);
 	status_count(d, j->tenant, r->status == ST_REJECTED || r->status == ST_EXPIRED);
+	exporter_job(d, j, r);
 	if (payload_result_encode(r, &j->res, &j->reslen) < 0)
 		fatalx("cannot encode a result");
 	log_debug("job %s (%s): %s", j->id, d->tenants[j->tenant].name,
@@ -137,6 +138,7 @@ dead_letter(struct sandqd *d, struct djob *j, const char *reason,
 	daudit_job(d, j, AUDIT_CAT_JOB, "dead_lettered", j->entry_id, false,
 	    AUDIT_LVL_WARNING, "%s", reason);
 	j->dead_reason = xstrdup(reason);
+	exporter_count(d, EXP_DEAD_LETTER, j->tenant);
 	if (raw != NULL) {
 		j->dead_raw = xmemdup0(raw, rawlen);
 		j->dead_rawlen = rawlen;
@@ -178,6 +180,7 @@ give_up(struct sandqd *d, struct djob *j)
 	if (j->dead_attempts == NULL)
 		fatalx("cannot encode attempts");
 	j->dead_reason = xstrdup(last_reason(j));
+	exporter_count(d, EXP_DEAD_LETTER, j->tenant);
 	log_warnx("job %s (%s): failed %zu attempt%s; dead-lettered: %s", j->id,
 	    d->tenants[j->tenant].name, n, n == 1 ? "" : "s", j->dead_reason);
 	daudit_job(d, j, AUDIT_CAT_JOB, "dead_lettered", j->id, false, AUDIT_LVL_WARNING,
@@ -233,6 +236,7 @@ jobs_retry(struct sandqd *d, struct djob *j, const char *fmt, ...)
 	}
 	log_warnx("job %s (%s): attempt %zu failed (%s); retried in %llu ms", j->id,
 	    d->tenants[j->tenant].name, n, reason, (unsigned long long)backoff_ms(d, n));
+	exporter_count(d, EXP_RETRY, j->tenant);
 	daudit_job(d, j, AUDIT_CAT_JOB, "retried", j->id, true, AUDIT_LVL_NOTICE,
 	    "attempt %zu failed: %s", n, reason);
 	sched_requeue(d, j, backoff_ms(d, n));
@@ -444,8 +448,10 @@ publish_done(void *arg, int status)
 		return;
 	}
 	TAILQ_REMOVE(&d->publish, j, link);
-	if (j->res != NULL)
+	if (j->res != NULL) {
 		d->jobs_done++;
+		exporter_published(d, j);
+	}
 	djob_free(j);
 	sandqd_check_drained(d);
 }

@@ -137,6 +137,8 @@ lease_redelivered(struct sandqd *d, size_t tenant, const char *entry_id,
 	r->rawlen = rawlen;
 	r->nfields = nfields;
 	r->history = !d->history_done;
+	if (!r->history)
+		exporter_count(d, EXP_TAKEN_OVER, tenant);
 	if (rq_redelivery_get(d->rq, tenant, id, on_stored, r) < 0) {
 		free(r->raw);
 		free(r);

@@ -208,6 +208,7 @@ close_all(struct sandqd *d)
 	sched_stop(d);
 	cancel_stop(d);
 	image_pull_stop(d);
+	exporter_stop(d);
 	pool_close_handles(d);
 	rq_close(d->rq);
 }
@@ -529,6 +530,7 @@ main(int argc, char **argv)
 	else
 		log_info("jobs run in cgroup v%d", (int)d->cg.version);
 	daudit_start(d);
+	exporter_start(d);
 	admit_init(d);
 	images_start(d);
 	sbximage_init(d);
@@ -557,6 +559,7 @@ main(int argc, char **argv)
 	tenants_free(d);
 	images_free(d);
 	sbximage_free(d);
+	exporter_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);
 	log_info("stopped");

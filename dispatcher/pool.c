@@ -237,6 +237,7 @@ h_done(struct sandqd *d, struct wslot *w, struct msg *m)
 	jobs_worker_result(d, j, w->index, m->data, m->len);
 	/* Worn: it leaves after this job and a fresh one takes its slot. */
 	if (!d->stopping && !d->draining && worn_out(d, w)) {
+		exporter_count(d, EXP_RECYCLED, 0);
 		w->retiring = true;
 		w->since_ms = mono_ms();
 		close_channel(w);
@@ -546,6 +547,7 @@ pool_send_job(struct sandqd *d, struct wslot *w, struct djob *j)
 	struct msg_job_tenant jt = { .storage_quota = d->tenants[j->tenant].has_conf ?
 	    d->tenants[j->tenant].conf.storage_quota_bytes : 0 };
 
+	j->sent_at = now_ms();		/* metrics: queue and set-up times */
 	rc = msg_send(w->fd, MSG_JOB_TENANT, j->seq, &jt, sizeof(jt), -1);
 	if (rc == 0)
 		rc = msg_send(w->fd, MSG_JOB_RUN, j->seq, j->norm, j->normlen, -1);

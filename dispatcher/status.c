@@ -106,6 +106,12 @@ last_minute(const struct tenant *t, uint64_t *done, uint64_t *refused)
 
 /*** The image cache ***/
 
+uint64_t
+status_image_cache_bytes(const struct sandqd *d)
+{
+	return d->status_images != NULL ? d->status_images->bytes : 0;
+}
+
 /* Adds each layer of r not seen yet (digests in *seen, *n of them) to *bytes. */
 static void
 layers_count(const struct img_record *r, char ***seen, size_t *n, uint64_t *bytes)

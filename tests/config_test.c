@@ -348,7 +348,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 57);
+	cr_expect_eq(nkeys, 58);
 	free(printed);
 	free(example);
 }
@@ -1292,4 +1292,21 @@ Test(config, reload_applies_reloadable_options_and_keeps_the_others)
 	    "image_sources=>host,oci:/srv/* applied\nlimits.wall_ms=3600000>5000 applied\n");
 	/* fresh holds the old values now; freeing both leaks nothing. */
 	config_free(&fresh);
+}
+
+/*** metrics_listen (issue 18) ***/
+
+Test(config, metrics_listen_defaults_to_loopback_and_may_be_empty)
+{
+	cr_expect_str_eq(c.metrics_listen, "127.0.0.1:9464");
+	cr_expect_eq(load("[sandqd]\nmetrics_listen =\n"), 0, "%s", e.msg);
+	cr_expect_str_eq(c.metrics_listen, "");
+	cr_expect_eq(load("[sandqd]\nmetrics_listen = [::1]:9100\n"), 0, "%s", e.msg);
+}
+
+Test(config, metrics_listen_rejects_a_bad_port)
+{
+	cr_expect_eq(load("[sandqd]\nmetrics_listen = 127.0.0.1:0\n"), -EINVAL);
+	cr_expect_not_null(strstr(e.msg, "1..65535"), "%s", e.msg);
+	cr_expect_eq(load("[sandqd]\nmetrics_listen = localhost\n"), -EINVAL);
 }

@@ -210,6 +210,9 @@ harness_sandqd_start(struct harness *h, int workers, const char *const *extra)
 	argv[n++] = state;
 	argv[n++] = "--workers";
 	argv[n++] = workers_s;
+	/* No metrics endpoint unless a test asks (tests run side by side). */
+	argv[n++] = "--set";
+	argv[n++] = "metrics_listen=";
 	for (size_t i = 0; extra && extra[i] && n < 62; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
@@ -384,6 +387,8 @@ harness_start_host(const struct harness *h, const char *name, int workers,
 	argv[n++] = host;
 	argv[n++] = "--set";
 	argv[n++] = uid;
+	argv[n++] = "--set";
+	argv[n++] = "metrics_listen=";
 	for (size_t i = 0; sets != NULL && sets[i] != NULL && n + 3 < 64; i++) {
 		argv[n++] = "--set";
 		argv[n++] = sets[i];

@@ -70,6 +70,8 @@ struct djob {
 	bool stream;			/* its output is published live (job stream) */
 	const char *eof_status;		/* stream: its output stream ends with this */
 	uint64_t streamed;		/* live output bytes relayed */
+	uint64_t sent_at;		/* epoch ms it went to a worker (metrics), or 0 */
+	uint64_t answered_at;		/* epoch ms its result was made (metrics), or 0 */
 	struct sandqd *d;		/* owner, for publish callbacks */
 	TAILQ_ENTRY(djob) link;		/* tenant queue or publish list */
 };

@@ -1,0 +1,408 @@
+/*
+ * exporter.c - sandqd's Prometheus metrics: the events it counts and the
+ * GET /metrics endpoint at metrics_listen (docs/operations.md, "Metrics").
+ *
+ * DESIGN: the endpoint is libh2o on sandqd's own libuv loop, as the
+ * gateway serves its API (gateway/server.c): the HTTP parsing is h2o's,
+ * and a scrape is answered in the loop's turn from what sandqd holds, so
+ * it never waits on Redis or a worker. Counters and histograms are bumped
+ * where each event happens (one exporter_* call per event in jobs.c,
+ * pool.c, lease.c, image_pull.c); gauges (queues, workers, audit losses,
+ * the image cache) are read from struct sandqd at each scrape. Queue depth
+ * is what this host has taken from a tenant's stream and not yet started:
+ * the entries still in Redis are the XLEN that a Redis exporter shows.
+ *
+ * Labels are bounded: tenant (the tenants this host serves, TENANTS_CAP),
+ * status (enum res_status), syscall (names a job's filter refused, at most
+ * RESULT_REFUSED_MAX a result, and METRICS_SERIES_MAX in all), never a job
+ * id. The endpoint has no authentication: it is on loopback by default.
+ * Each response closes its connection (a scrape a second costs one
+ * accept), so stopping sandqd never waits on a scraper's idle connection;
+ * at most EXPORTER_CONNS_MAX are open at once, and one that sends nothing
+ * is closed after h2o's request timeout.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <h2o.h>
+
+#include "../common/err.h"
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../common/xmalloc.h"
+#include "dispatcher.h"
+#include "metrics.h"
+
+#define EXPORTER_CONNS_MAX 64		/* scrape connections open at once */
+#define EXPORTER_REQ_TIMEOUT_MS 5000	/* a connection that sends no request */
+
+struct exporter {
+	struct metrics *m;
+	/* Counters and histograms, bumped as events happen. */
+	struct metric *jobs;		/* {tenant, status} */
+	struct metric *refused;		/* {syscall} */
+	struct metric *retries;		/* {tenant} */
+	struct metric *dead;		/* {tenant} */
+	struct metric *taken_over;	/* {tenant} */
+	struct metric *recycled;	/* (none) */
+	struct metric *pulls;		/* {result} */
+	struct metric *queue_s, *setup_s, *run_s, *publish_s;	/* {tenant} */
+	/* Gauges and counters read at each scrape. */
+	struct metric *queued, *oldest, *running;	/* {tenant} */
+	struct metric *workers;		/* {state} */
+	struct metric *audit_lost;	/* {sink} */
+	struct metric *img_bytes;	/* (none) */
+	struct metric *dropped;		/* (none) */
+	/* The endpoint. */
+	bool listening;
+	h2o_globalconf_t config;
+	h2o_context_t ctx;
+	h2o_accept_ctx_t accept;
+	uv_tcp_t listener;
+	size_t nconns;
+	struct sandqd *d;
+};
+
+static const char *const L_TENANT[] = { "tenant", NULL };
+static const char *const L_TENANT_STATUS[] = { "tenant", "status", NULL };
+static const char *const L_SYSCALL[] = { "syscall", NULL };
+static const char *const L_RESULT[] = { "result", NULL };
+static const char *const L_STATE[] = { "state", NULL };
+static const char *const L_SINK[] = { "sink", NULL };
+
+/* Seconds, from a few milliseconds to an hour (the default wall ceiling). */
+static const double SECONDS[] = {
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600,
+};
+#define NSECONDS (sizeof(SECONDS) / sizeof(SECONDS[0]))
+
+/*** Events ***/
+
+/* The tenant's name as a label value. */
+static const char *const *
+tenant_label(const struct sandqd *d, size_t tenant, const char **one)
+{
+	one[0] = tenant < d->ntenants ? d->tenants[tenant].name : "";
+	return one;
+}
+
+void
+exporter_job(struct sandqd *d, struct djob *j, const struct result *r)
+{
+	struct exporter *x = d->exporter;
+	const char *t[1], *ts[2];
+
+	if (x == NULL)
+		return;
+	tenant_label(d, j->tenant, t);
+	ts[0] = t[0];
+	ts[1] = res_status_name(r->status);
+	metrics_add(x->jobs, ts, 1);
+	for (size_t i = 0; i < r->nrefused; i++)
+		metrics_add(x->refused, (const char *const[]){ r->refused[i].name },
+		    (double)r->refused[i].count);
+	/* Times only for a run that started on a worker here. */
+	if (j->sent_at != 0 && r->started_at >= j->sent_at) {
+		if (j->sent_at >= j->queued_at)
+			metrics_observe(x->queue_s, t, (double)(j->sent_at - j->queued_at) / 1000);
+		metrics_observe(x->setup_s, t, (double)(r->started_at - j->sent_at) / 1000);
+		metrics_observe(x->run_s, t, (double)r->wall_ms / 1000);
+	}
+	j->answered_at = now_ms();
+}
+
+void
+exporter_published(struct sandqd *d, const struct djob *j)
+{
+	struct exporter *x = d->exporter;
+	uint64_t now = now_ms();
+	const char *t[1];
+
+	if (x == NULL || j->answered_at == 0 || now < j->answered_at)
+		return;
+	metrics_observe(x->publish_s, tenant_label(d, j->tenant, t),
+	    (double)(now - j->answered_at) / 1000);
+}
+
+void
+exporter_count(struct sandqd *d, enum exporter_event ev, size_t tenant)
+{
+	struct exporter *x = d->exporter;
+	const char *t[1];
+
+	if (x == NULL)
+		return;
+	tenant_label(d, tenant, t);
+	switch (ev) {
+	case EXP_RETRY: metrics_add(x->retries, t, 1); break;
+	case EXP_DEAD_LETTER: metrics_add(x->dead, t, 1); break;
+	case EXP_TAKEN_OVER: metrics_add(x->taken_over, t, 1); break;
+	case EXP_RECYCLED: metrics_add(x->recycled, NULL, 1); break;
+	case EXP_PULL_OK: metrics_add(x->pulls, (const char *const[]){ "ok" }, 1); break;
+	case EXP_PULL_FAILED:
+		metrics_add(x->pulls, (const char *const[]){ "failed" }, 1);
+		break;
+	}
+}
+
+/*** Scrape ***/
+
+/* The gauges, from what sandqd holds now. */
+static void
+fill_gauges(struct exporter *x, struct sandqd *d)
+{
+	static const char *const states[] = { "down", "starting", "idle", "busy", "dead" };
+	uint64_t now = now_ms(), db_queued = 0, written = 0, db_dropped = 0, failed = 0;
+
+	metrics_clear(x->queued);
+	metrics_clear(x->oldest);
+	metrics_clear(x->running);
+	for (size_t i = 0; i < d->ntenants; i++) {
+		const struct tenant *t = &d->tenants[i];
+		const struct djob *head = TAILQ_FIRST(&t->queue);
+		const char *name[1] = { t->name };
+
+		if (!t->active && t->queued == 0 && t->running == 0)
+			continue;
+		metrics_set(x->queued, name, (double)t->queued);
+		metrics_set(x->running, name, (double)t->running);
+		metrics_set(x->oldest, name, head != NULL && now > head->queued_at ?
+		    (double)(now - head->queued_at) / 1000 : 0);
+	}
+	for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++)
+		metrics_set(x->workers, (const char *const[]){ states[s] },
+		    (double)pool_count(d, (enum wstate)s));
+	if (d->audit != NULL)
+		audit_writer_stats(d->audit, &db_queued, &written, &db_dropped, &failed);
+	metrics_set(x->audit_lost, (const char *const[]){ "database" }, (double)db_dropped);
+	metrics_set(x->audit_lost, (const char *const[]){ "stream" },
+	    (double)d->audit_stream_lost);
+	metrics_set(x->img_bytes, NULL, (double)status_image_cache_bytes(d));
+	metrics_set(x->dropped, NULL, (double)metrics_dropped(x->m));
+}
+
+static int
+on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+	struct exporter *x = *(struct exporter **)(self + 1);
+	char *text;
+	size_t len;
+
+	req->http1_is_persistent = 0;
+	if (!h2o_memis(req->path_normalized.base, req->path_normalized.len,
+	    H2O_STRLIT("/metrics"))) {
+		req->res.status = 404;
+		req->res.reason = "Not Found";
+		h2o_send_inline(req, H2O_STRLIT("only /metrics is served here\n"));
+		return 0;
+	}
+	if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) &&
+	    !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"))) {
+		req->res.status = 405;
+		req->res.reason = "Method Not Allowed";
+		h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
+		    H2O_STRLIT("GET, HEAD"));
+		h2o_send_inline(req, H2O_STRLIT("GET /metrics\n"));
+		return 0;
+	}
+	fill_gauges(x, x->d);
+	text = metrics_render(x->m, &len);
+	req->res.status = 200;
+	req->res.reason = "OK";
+	req->res.content_length = len;
+	h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
+	    H2O_STRLIT("text/plain; version=0.0.4; charset=utf-8"));
+	h2o_send_inline(req, text, len);	/* copies text into the pool */
+	free(text);
+	return 0;
+}
+
+/* The one exporter of this process: h2o owns each connection's data field. */
+static struct exporter *exporter_self;
+
+static void
+on_conn_close(uv_handle_t *h)
+{
+	exporter_self->nconns--;
+	free(h);
+}
+
+/* A scraper's connection; past EXPORTER_CONNS_MAX, closed at once. */
+static void
+on_accept(uv_stream_t *listener, int status)
+{
+	struct exporter *x = listener->data;
+	uv_tcp_t *conn;
+	h2o_socket_t *sock;
+
+	if (status != 0)
+		return;
+	conn = xcalloc(1, sizeof(*conn));
+	uv_tcp_init(listener->loop, conn);
+	if (uv_accept(listener, (uv_stream_t *)conn) != 0 ||
+	    x->nconns >= EXPORTER_CONNS_MAX) {
+		uv_close((uv_handle_t *)conn, (uv_close_cb)free);
+		return;
+	}
+	x->nconns++;
+	sock = h2o_uv_socket_create((uv_stream_t *)conn, on_conn_close);
+	h2o_accept(&x->accept, sock);
+}
+
+/* "ADDR:PORT" or "[ADDR6]:PORT" (checked by the config) into sa. */
+static int
+parse_addr(const char *s, struct sockaddr_storage *sa, struct err *e)
+{
+	char host[128];
+	const char *colon = strrchr(s, ':');
+	size_t hl;
+	int port;
+
+	if (colon == NULL)
+		return err_set(e, -EINVAL, "metrics_listen '%.64s': not ADDR:PORT", s);
+	hl = (size_t)(colon - s);
+	if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
+		s++;
+		hl -= 2;
+	}
+	if (hl == 0 || hl >= sizeof(host))
+		return err_set(e, -EINVAL, "metrics_listen: no address before the port");
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	port = atoi(colon + 1);
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)sa) == 0 ||
+	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)sa) == 0)
+		return 0;
+	return err_set(e, -EINVAL, "metrics_listen: '%.64s' is not an IP address", host);
+}
+
+/* Listens at metrics_listen; on failure e says why and nothing is left open. */
+static int
+listen_at(struct exporter *x, struct sandqd *d, struct err *e)
+{
+	struct sockaddr_storage sa;
+	h2o_hostconf_t *host;
+	h2o_pathconf_t *path;
+	h2o_handler_t *h;
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	if ((rc = parse_addr(d->cfg.metrics_listen, &sa, e)) < 0)
+		return rc;
+	uv_tcp_init(d->loop, &x->listener);
+	x->listener.data = x;
+	if ((rc = uv_tcp_bind(&x->listener, (struct sockaddr *)&sa, 0)) != 0 ||
+	    (rc = uv_listen((uv_stream_t *)&x->listener, 64, on_accept)) != 0) {
+		uv_close((uv_handle_t *)&x->listener, NULL);
+		return err_set(e, rc, "metrics_listen %.64s: %s", d->cfg.metrics_listen,
+		    uv_strerror(rc));
+	}
+	h2o_config_init(&x->config);
+	x->config.max_request_entity_size = 4096;
+	x->config.http1.req_timeout = EXPORTER_REQ_TIMEOUT_MS;
+	host = h2o_config_register_host(&x->config, h2o_iovec_init(H2O_STRLIT("default")),
+	    65535);
+	path = h2o_config_register_path(host, "/", 0);
+	h = h2o_create_handler(path, sizeof(*h) + sizeof(x));
+	h->on_req = on_req;
+	*(struct exporter **)(h + 1) = x;
+	h2o_context_init(&x->ctx, d->loop, &x->config);
+	x->accept.ctx = &x->ctx;
+	x->accept.hosts = x->config.hosts;
+	x->listening = true;
+	return 0;
+}
+
+/*** Start and stop ***/
+
+void
+exporter_start(struct sandqd *d)
+{
+	struct exporter *x = xcalloc(1, sizeof(*x));
+	struct metrics *m = metrics_new();
+	struct err e = { 0 };
+
+	x->m = m;
+	x->d = d;
+	exporter_self = x;
+	x->jobs = metrics_counter(m, "sandq_jobs_total",
+	    "Jobs answered by this host, by tenant and result status.", L_TENANT_STATUS);
+	x->refused = metrics_counter(m, "sandq_seccomp_refusals_total",
+	    "System calls jobs' seccomp filters refused, by name.", L_SYSCALL);
+	x->retries = metrics_counter(m, "sandq_retries_total",
+	    "Attempts that failed under a job (worker or host lost) and were retried.",
+	    L_TENANT);
+	x->dead = metrics_counter(m, "sandq_dead_letters_total",
+	    "Entries and jobs put on the dead-letter stream.", L_TENANT);
+	x->taken_over = metrics_counter(m, "sandq_leases_taken_over_total",
+	    "Jobs this host took over from a host that stopped renewing its lease.",
+	    L_TENANT);
+	x->recycled = metrics_counter(m, "sandq_workers_recycled_total",
+	    "Workers replaced after worker_max_jobs or worker_max_memory_growth.", NULL);
+	x->pulls = metrics_counter(m, "sandq_image_pulls_total",
+	    "Image pulls this host ran, by result.", L_RESULT);
+	x->queue_s = metrics_histogram(m, "sandq_job_queue_seconds",
+	    "Seconds from a job's submission to its worker.", L_TENANT, SECONDS, NSECONDS);
+	x->setup_s = metrics_histogram(m, "sandq_job_setup_seconds",
+	    "Seconds from a job's worker to its process's start (sandbox, snapshot).",
+	    L_TENANT, SECONDS, NSECONDS);
+	x->run_s = metrics_histogram(m, "sandq_job_run_seconds",
+	    "Seconds a job's process ran (wall clock).", L_TENANT, SECONDS, NSECONDS);
+	x->publish_s = metrics_histogram(m, "sandq_job_publish_seconds",
+	    "Seconds from a job's result to its publication in Redis.", L_TENANT, SECONDS,
+	    NSECONDS);
+	x->queued = metrics_gauge(m, "sandq_queue_depth",
+	    "Jobs this host has read and not yet started, by tenant.", L_TENANT);
+	x->oldest = metrics_gauge(m, "sandq_queue_oldest_age_seconds",
+	    "Age of the oldest job this host holds queued, by tenant (0: none).", L_TENANT);
+	x->running = metrics_gauge(m, "sandq_jobs_running",
+	    "Jobs running on this host's workers, by tenant.", L_TENANT);
+	x->workers = metrics_gauge(m, "sandq_workers",
+	    "This host's worker slots by state (idle, busy, starting, down, dead).",
+	    L_STATE);
+	x->audit_lost = metrics_gauge(m, "sandq_audit_lost_events",
+	    "Audit events a sink lost since start (the host's database, the Redis "
+	    "streams).", L_SINK);
+	x->img_bytes = metrics_gauge(m, "sandq_image_cache_bytes",
+	    "Bytes the image cache holds (each layer once, unpacked and compressed).",
+	    NULL);
+	x->dropped = metrics_gauge(m, "sandq_metrics_dropped_series",
+	    "Values not recorded because a metric had METRICS_SERIES_MAX series.", NULL);
+	d->exporter = x;
+	if (d->cfg.metrics_listen[0] == '\0')
+		return;
+	if (listen_at(x, d, &e) < 0) {
+		log_warnx("%s: no metrics endpoint", e.msg);
+		return;
+	}
+	log_info("metrics on http://%s/metrics", d->cfg.metrics_listen);
+}
+
+void
+exporter_stop(struct sandqd *d)
+{
+	struct exporter *x = d->exporter;
+
+	if (x == NULL || !x->listening)
+		return;
+	/*
+	 * Connections still open end with their response (none is kept
+	 * alive); h2o's context holds no active handle once they have.
+	 */
+	uv_close((uv_handle_t *)&x->listener, NULL);
+	x->listening = false;
+}
+
+void
+exporter_free(struct sandqd *d)
+{
+	struct exporter *x = d->exporter;
+
+	if (x == NULL)
+		return;
+	metrics_free(x->m);
+	free(x);
+	d->exporter = NULL;
+}
