@@ -127,6 +127,25 @@ CLI_SRCS += cli/cli_image.c
 # sandq image build|import (each object once: the line above has some).
 CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
+# The manual pages: docs/man/*.scd is the one source. scdoc makes the roff
+# pages make install puts in MANDIR; docs/man/help2c.py renders sandq's
+# section 1 pages with mandoc into the C table sandq --help and sandq help
+# VERB print (cli/cli_man.c), so the two cannot disagree. @VERSION@ in a
+# page is CLI_VERSION.
+VERSION := $(shell sed -n 's/^\#define CLI_VERSION "\([^"]*\)".*/\1/p' cli/cli_common.h)
+MAN_SCD := $(wildcard docs/man/*.scd)
+MAN_PAGES := $(patsubst docs/man/%.scd,$(B)/man/%,$(MAN_SCD))
+HELP_PAGES := $(filter $(B)/man/sandq.1 $(B)/man/sandq-%.1,$(MAN_PAGES))
+$(B)/man/%: docs/man/%.scd cli/cli_common.h
+	@mkdir -p $(dir $@)
+	sed 's/@VERSION@/$(VERSION)/g' $< | scdoc > $@.tmp && mv $@.tmp $@
+$(B)/gen/cli_man_pages.c: $(HELP_PAGES) docs/man/help2c.py
+	@mkdir -p $(dir $@)
+	python3 docs/man/help2c.py $@ $(HELP_PAGES)
+$(B)/obj/gen/cli_man_pages.o: $(B)/gen/cli_man_pages.c cli/cli_man.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icli -c -o $@ $<
+
 LIBS_DISPATCHER := -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
@@ -138,7 +157,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
-CLI_OBJS := $(call obj,$(CLI_SRCS))
+CLI_OBJS := $(call obj,$(CLI_SRCS)) $(B)/obj/gen/cli_man_pages.o
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
 GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
@@ -147,7 +166,7 @@ GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
 LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
-all: $(BINS) $(B)/libsandq.a
+all: $(BINS) $(B)/libsandq.a $(MAN_PAGES)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -544,7 +563,6 @@ SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR ?= $(LIBDIR)/systemd/system
 COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-VERSION := $(shell sed -n 's/^\#define CLI_VERSION "\([^"]*\)".*/\1/p' cli/cli_common.h)
 UNITS := $(wildcard deploy/*.service)
 
 # libsandq's pkg-config file, for the PREFIX installed to. The library is
@@ -560,6 +578,7 @@ INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
 	$(SYSCONFDIR)/sandq/sandq.conf.example \
 	$(patsubst deploy/%,$(UNITDIR)/%,$(UNITS)) \
 	$(COMPLETIONDIR)/sandq \
+	$(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	$(INCLUDEDIR)/sandq.h $(LIBDIR)/libsandq.a $(PKGCONFIGDIR)/sandq.pc
 # Folders that are sandq's alone, removed when empty.
 INSTALLED_DIRS := $(LIBEXECDIR) $(SYSCONFDIR)/sandq
@@ -580,6 +599,10 @@ install: all $(B)/sandq.pc
 		mv $(DESTDIR)$(UNITDIR)/$${u#deploy/}.tmp $(DESTDIR)$(UNITDIR)/$${u#deploy/} || exit 1; \
 	done
 	install -m 0644 deploy/sandq.bash-completion $(DESTDIR)$(COMPLETIONDIR)/sandq
+	for m in $(MAN_PAGES); do \
+		d=$(DESTDIR)$(MANDIR)/man$${m##*.}; \
+		install -d $$d && install -m 0644 $$m $$d/ || exit 1; \
+	done
 	install -m 0644 libsandq/sandq.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 0644 $(B)/libsandq.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 $(B)/sandq.pc $(DESTDIR)$(PKGCONFIGDIR)/

@@ -35,6 +35,8 @@ skopeo
 docker-registry
 busybox-static
 mmdebstrap
+scdoc
+mandoc
 "
 
 # Packages only some targets need (make lint: cppcheck), named by the caller.

@@ -50,6 +50,20 @@ for u in deploy/*.service; do
 	mode "/usr/lib/systemd/system/${u#deploy/}" 644
 done
 
+# Every page of docs/man installed, and readable: mandoc parses it with no
+# error (scdoc's empty paragraphs are warnings, so -W error).
+for scd in docs/man/*.scd; do
+	page=$(basename "$scd" .scd)
+	f=/usr/share/man/man${page##*.}/$page
+	mode "$f" 644
+	mandoc -T lint -W error "$dest$f" >&2 || bad "mandoc finds errors in $f"
+	mandoc -T ascii "$dest$f" | sed 's/.\x08//g' | grep -q '^NAME' || bad "$f has no NAME"
+done
+# sandq --help is sandq(1) as man shows it.
+mandoc -T ascii -O width=78 "$dest/usr/share/man/man1/sandq.1" | sed 's/.\x08//g' |
+    head -n 5 | sed 's/ *$//' >"$tmp/man"
+"$dest/usr/bin/sandq" --help | head -n 5 | cmp -s - "$tmp/man" || bad "sandq --help is not sandq(1)"
+
 # sandqd starts the worker it was built to find.
 grep -q /usr/libexec/sandq/sandq-worker "$dest/usr/sbin/sandqd" ||
 	bad "sandqd does not name /usr/libexec/sandq/sandq-worker"
