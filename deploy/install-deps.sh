@@ -27,6 +27,8 @@ redis-tools
 python3
 python3-msgpack
 python3-redis
+python3-pip
+python3-setuptools
 bubblewrap
 iproute2
 sqlite3

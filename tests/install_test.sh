@@ -8,7 +8,8 @@
 # own. It checks that every file expected is there with its mode, that the
 # installed sandqd names the installed worker, the man pages render with
 # mandoc without a warning, the pkg-config file's prefix, the systemd units'
-# paths, the bash completion sourced without error, and that uninstall
+# paths, the bash completion sourced without error, the Python client
+# installed by pip from clients/python offline, and that uninstall
 # leaves no file behind.
 set -eu
 unset MAKEFLAGS MAKELEVEL MFLAGS
@@ -91,6 +92,12 @@ out=$(bash -c '. "$1" && COMP_WORDS=(sandq sandb) COMP_CWORD=1 && _sandq &&
     echo "${COMPREPLY[*]}"' sh "$dest/usr/share/bash-completion/completions/sandq" 2>&1) ||
 	bad "the completion does not load: $out"
 [ "$out" = sandbox ] || bad "the completion gave '$out' for sandb"
+
+# The Python client installs from the tree, offline (Debian's pip and setuptools).
+/usr/bin/python3 -m pip install -q --no-build-isolation --no-deps --no-index \
+    --target "$tmp/py" clients/python >"$tmp/pip" 2>&1 || { cat "$tmp/pip" >&2; bad "pip install clients/python failed"; }
+[ -f "$tmp/py/sandq/__init__.py" ] || bad "pip installed no sandq package"
+rm -rf clients/python/build clients/python/sandq.egg-info
 
 make -s B="$tmp/build" DESTDIR="$dest" PREFIX=/usr uninstall >"$tmp/log" 2>&1 ||
 	{ cat "$tmp/log" >&2; bad "make uninstall failed"; }
