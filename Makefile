@@ -9,7 +9,7 @@
 #                        images, against a private docker-registry)
 #   make SANITIZER=address test    (or undefined) build and test with a sanitizer
 #   make asan / ubsan    shorthands for the two above
-#   make install [PREFIX=/usr/local] [DESTDIR=]
+#   make install [PREFIX=/usr/local] [DESTDIR=]   (and make uninstall)
 #   make python-test     only the Python client's tests (clients/python)
 #   make typescript-test only the TypeScript client's tests (clients/typescript)
 #   make lint            cppcheck over every folder, and the folder rules
@@ -141,6 +141,25 @@ CLI_SRCS += cli/cli_image.c
 # sandq image build|import (each object once: the line above has some).
 CLI_SRCS += cli/cli_image_build.c $(filter-out $(CLI_SRCS),$(IMAGES_BUILD_SRCS))
 
+# The manual pages: docs/man/*.scd is the one source. scdoc makes the roff
+# pages make install puts in MANDIR; docs/man/help2c.py renders sandq's
+# section 1 pages with mandoc into the C table sandq --help and sandq help
+# VERB print (cli/cli_man.c), so the two cannot disagree. @VERSION@ in a
+# page is CLI_VERSION.
+VERSION := $(shell sed -n 's/^\#define CLI_VERSION "\([^"]*\)".*/\1/p' cli/cli_common.h)
+MAN_SCD := $(wildcard docs/man/*.scd)
+MAN_PAGES := $(patsubst docs/man/%.scd,$(B)/man/%,$(MAN_SCD))
+HELP_PAGES := $(filter $(B)/man/sandq.1 $(B)/man/sandq-%.1,$(MAN_PAGES))
+$(B)/man/%: docs/man/%.scd cli/cli_common.h
+	@mkdir -p $(dir $@)
+	sed 's/@VERSION@/$(VERSION)/g' $< | scdoc > $@.tmp && mv $@.tmp $@
+$(B)/gen/cli_man_pages.c: $(HELP_PAGES) docs/man/help2c.py
+	@mkdir -p $(dir $@)
+	python3 docs/man/help2c.py $@ $(HELP_PAGES)
+$(B)/obj/gen/cli_man_pages.o: $(B)/gen/cli_man_pages.c cli/cli_man.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icli -c -o $@ $<
+
 LIBS_DISPATCHER := -lh2o -lwslay -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread -lm $(LIBS_SYSTEMD)
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
 LIBS_CLIENT := -lhiredis -lmsgpackc
@@ -152,7 +171,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(LOG_JSON_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
-CLI_OBJS := $(call obj,$(CLI_SRCS))
+CLI_OBJS := $(call obj,$(CLI_SRCS)) $(B)/obj/gen/cli_man_pages.o
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
 GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
@@ -161,7 +180,7 @@ GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
 LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
-all: $(BINS) $(B)/libsandq.a
+all: $(BINS) $(B)/libsandq.a $(MAN_PAGES)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -241,6 +260,8 @@ TEST_BINS += $(B)/tests/typescript_test
 TEST_BINS += $(B)/tests/mcp_test
 # The folder rules of docs/architecture.md (tests/layout_check.py).
 TEST_BINS += $(B)/tests/layout_test
+# make install and make uninstall into a scratch DESTDIR (tests/install_test.sh).
+TEST_BINS += $(B)/tests/install_test
 
 $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
@@ -472,6 +493,15 @@ $(B)/tests/layout_test: Makefile
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
+# tests/run.sh's --jobs=N --short-filename are dropped, as python_test's.
+$(B)/tests/install_test: Makefile
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: make install and uninstall, checked (tests/install_test.sh).' \
+	  'exec sh tests/install_test.sh' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 deps:
 	@sh deploy/install-deps.sh
 
@@ -545,10 +575,74 @@ $(B)/gateway-bench: bench/gateway.c bench/timing.h $(call obj,queue/token.c) $(B
 $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm
 
-install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
-	install -m 0755 $(B)/sandqd $(B)/sandq $(B)/sandq-gateway $(DESTDIR)$(BINDIR)/
+### Installing ##############################################################
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: what a user runs in bin, the
+# daemons in sbin, the worker and the unpacker in libexec (sandqd starts
+# SANDQ_LIBEXECDIR/sandq-worker, compiled in from LIBEXECDIR above, so
+# PREFIX must be the same at build and install: `make install` rebuilds
+# when it changes, through .make-settings), the config example, the systemd
+# units of deploy/ (every deploy/*.service, /usr/local/bin in them made
+# BINDIR/SBINDIR), the man pages, bash completion, and libsandq with its
+# header and pkg-config file. With PREFIX=/usr the config goes to /etc
+# (the FHS); otherwise under PREFIX. `make uninstall` removes exactly the
+# files INSTALLED_FILES lists and the folders of sandq's own.
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR ?= $(LIBDIR)/systemd/system
+COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+UNITS := $(wildcard deploy/*.service)
+
+# libsandq's pkg-config file, for the PREFIX installed to. The library is
+# static, so its own libraries are in Libs.
+$(B)/sandq.pc: Makefile cli/cli_common.h
+	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$(INCLUDEDIR)' 'libdir=$(LIBDIR)' '' \
+	  'Name: sandq' 'Description: client library of sandq: jobs and sandboxes over Redis' \
+	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
+	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc' > $@.tmp && mv $@.tmp $@
+
+INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
+	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack \
+	$(SYSCONFDIR)/sandq/sandq.conf.example \
+	$(patsubst deploy/%,$(UNITDIR)/%,$(UNITS)) \
+	$(COMPLETIONDIR)/sandq \
+	$(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(INCLUDEDIR)/sandq.h $(LIBDIR)/libsandq.a $(PKGCONFIGDIR)/sandq.pc
+# Folders that are sandq's alone, removed when empty.
+INSTALLED_DIRS := $(LIBEXECDIR) $(SYSCONFDIR)/sandq
+
+install: all $(B)/sandq.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBEXECDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/sandq $(DESTDIR)$(UNITDIR) $(DESTDIR)$(COMPLETIONDIR) \
+		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 0755 $(B)/sandq $(B)/sandq-gateway $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/sandqd $(DESTDIR)$(SBINDIR)/
 	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(DESTDIR)$(LIBEXECDIR)/
+	install -m 0644 config/sandq.conf.example $(DESTDIR)$(SYSCONFDIR)/sandq/
+	for u in $(UNITS); do \
+		sed -e 's,/usr/local/bin/sandqd,$(SBINDIR)/sandqd,g' -e 's,/usr/local/sbin,$(SBINDIR),g' -e 's,/usr/local/bin,$(BINDIR),g' \
+		    -e 's,/usr/local/share,$(DATADIR),g' -e 's,/etc/sandq,$(SYSCONFDIR)/sandq,g' \
+		    "$$u" > $(DESTDIR)$(UNITDIR)/$${u#deploy/}.tmp && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$${u#deploy/}.tmp && \
+		mv $(DESTDIR)$(UNITDIR)/$${u#deploy/}.tmp $(DESTDIR)$(UNITDIR)/$${u#deploy/} || exit 1; \
+	done
+	install -m 0644 deploy/sandq.bash-completion $(DESTDIR)$(COMPLETIONDIR)/sandq
+	for m in $(MAN_PAGES); do \
+		d=$(DESTDIR)$(MANDIR)/man$${m##*.}; \
+		install -d $$d && install -m 0644 $$m $$d/ || exit 1; \
+	done
+	install -m 0644 libsandq/sandq.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 $(B)/libsandq.a $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(B)/sandq.pc $(DESTDIR)$(PKGCONFIGDIR)/
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	-rmdir $(addprefix $(DESTDIR),$(INSTALLED_DIRS)) 2>/dev/null
 
 # Every source folder, and the folder rules of docs/architecture.md.
 # cppcheck reads sandq's code only (no system headers): tests/cppcheck.h
@@ -563,6 +657,6 @@ lint:
 clean:
 	rm -rf $(B) $(TS_DIR)/dist
 
-.PHONY: all deps test test-run python-test typescript-test mcp-test check asan ubsan demo bench bench-hosts install lint clean
+.PHONY: all deps test test-run python-test typescript-test mcp-test check asan ubsan demo bench bench-hosts install uninstall lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -28,6 +28,8 @@ redis-tools
 python3
 python3-msgpack
 python3-redis
+python3-pip
+python3-setuptools
 bubblewrap
 iproute2
 sqlite3
@@ -37,6 +39,8 @@ docker-registry
 prometheus
 busybox-static
 mmdebstrap
+scdoc
+mandoc
 "
 
 # Packages only some targets need (make lint: cppcheck), named by the caller.
