@@ -12,6 +12,7 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]
 #   make python-test     only the Python client's tests (clients/python)
 #   make typescript-test only the TypeScript client's tests (clients/typescript)
+#   make dashboard-test  only the web dashboard's tests (tests/dashboard, headless Chromium)
 #   make lint            cppcheck over every folder, and the folder rules
 #                        of docs/architecture.md (tests/layout_check.py)
 #
@@ -217,6 +218,10 @@ TEST_BINS += $(B)/tests/typescript_test
 # (tests/mcp: node --test against a private redis-server, sandqd and
 # sandq-gateway), a wrapper likewise.
 TEST_BINS += $(B)/tests/mcp_test
+# The web dashboard (gateway/dashboard) in Debian's headless Chromium driven
+# by puppeteer-core (tests/dashboard: node --test against a private
+# redis-server, sandqd and sandq-gateway), a wrapper likewise.
+TEST_BINS += $(B)/tests/dashboard_test
 # The folder rules of docs/architecture.md (tests/layout_check.py).
 TEST_BINS += $(B)/tests/layout_test
 
@@ -431,6 +436,17 @@ $(B)/tests/mcp_test: Makefile tests/mcp/package.json tests/mcp/package-lock.json
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
+# puppeteer-core comes from tests/dashboard's lockfile; the browser is
+# Debian's chromium (deploy/install-deps.sh).
+$(B)/tests/dashboard_test: Makefile tests/dashboard/package.json tests/dashboard/package-lock.json
+	@sh deploy/install-node-deps.sh
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: the web dashboard in headless Chromium (tests/dashboard).' \
+	  'exec node --test tests/dashboard/*.test.mjs' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 $(B)/tests/layout_test: Makefile
 	@mkdir -p $(dir $@)
 	@printf '%s\n' '#!/bin/sh' \
@@ -458,6 +474,9 @@ typescript-test: all $(B)/tests/typescript_test
 
 mcp-test: all $(B)/tests/mcp_test
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/mcp_test
+
+dashboard-test: all $(B)/tests/dashboard_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/dashboard_test
 
 check: test
 asan:
@@ -530,6 +549,6 @@ lint:
 clean:
 	rm -rf $(B) $(TS_DIR)/dist
 
-.PHONY: all deps test test-run python-test typescript-test mcp-test check asan ubsan demo bench bench-hosts install lint clean
+.PHONY: all deps test test-run python-test typescript-test mcp-test dashboard-test check asan ubsan demo bench bench-hosts install lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -35,6 +35,7 @@ skopeo
 docker-registry
 busybox-static
 mmdebstrap
+chromium
 "
 
 # Packages only some targets need (make lint: cppcheck), named by the caller.
