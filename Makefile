@@ -12,6 +12,7 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]   (and make uninstall)
 #   make python-test     only the Python client's tests (clients/python)
 #   make typescript-test only the TypeScript client's tests (clients/typescript)
+#   make dashboard-test  only the web dashboard's tests (tests/dashboard, headless Chromium)
 #   make lint            cppcheck over every folder, and the folder rules
 #                        of docs/architecture.md (tests/layout_check.py)
 #
@@ -174,7 +175,7 @@ LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS)) $(B)/obj/gen/cli_man_pages.o
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/dashboard.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
 LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
@@ -258,6 +259,10 @@ TEST_BINS += $(B)/tests/typescript_test
 # (tests/mcp: node --test against a private redis-server, sandqd and
 # sandq-gateway), a wrapper likewise.
 TEST_BINS += $(B)/tests/mcp_test
+# The web dashboard (gateway/dashboard) in Debian's headless Chromium driven
+# by puppeteer-core (tests/dashboard: node --test against a private
+# redis-server, sandqd and sandq-gateway), a wrapper likewise.
+TEST_BINS += $(B)/tests/dashboard_test
 # The folder rules of docs/architecture.md (tests/layout_check.py).
 TEST_BINS += $(B)/tests/layout_test
 # make install and make uninstall into a scratch DESTDIR (tests/install_test.sh).
@@ -485,6 +490,17 @@ $(B)/tests/mcp_test: Makefile tests/mcp/package.json tests/mcp/package-lock.json
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
+# puppeteer-core comes from tests/dashboard's lockfile; the browser is
+# Debian's chromium (deploy/install-deps.sh).
+$(B)/tests/dashboard_test: Makefile tests/dashboard/package.json tests/dashboard/package-lock.json
+	@sh deploy/install-node-deps.sh
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: the web dashboard in headless Chromium (tests/dashboard).' \
+	  'exec node --test tests/dashboard/*.test.mjs' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 $(B)/tests/layout_test: Makefile
 	@mkdir -p $(dir $@)
 	@printf '%s\n' '#!/bin/sh' \
@@ -521,6 +537,9 @@ typescript-test: all $(B)/tests/typescript_test
 
 mcp-test: all $(B)/tests/mcp_test
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/mcp_test
+
+dashboard-test: all $(B)/tests/dashboard_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/dashboard_test
 
 check: test
 asan:
@@ -584,7 +603,8 @@ $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 # when it changes, through .make-settings), the config example, the systemd
 # units of deploy/ (every deploy/*.service, /usr/local/bin in them made
 # BINDIR/SBINDIR), the man pages, bash completion, and libsandq with its
-# header and pkg-config file. With PREFIX=/usr the config goes to /etc
+# header and pkg-config file, the tmpfiles.d entry, and the gateway's web
+# dashboard in DATADIR/sandq/dashboard. With PREFIX=/usr the config goes to /etc
 # (the FHS); otherwise under PREFIX. `make uninstall` removes exactly the
 # files INSTALLED_FILES lists and the folders of sandq's own.
 SBINDIR ?= $(PREFIX)/sbin
@@ -597,6 +617,8 @@ UNITDIR ?= $(LIBDIR)/systemd/system
 COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 UNITS := $(wildcard deploy/*.service)
+TMPFILESDIR ?= $(LIBDIR)/tmpfiles.d
+DASHBOARD_FILES := $(wildcard gateway/dashboard/*.html gateway/dashboard/*.css gateway/dashboard/*.js)
 
 # libsandq's pkg-config file, for the PREFIX installed to. The library is
 # static, so its own libraries are in Libs.
@@ -612,9 +634,11 @@ INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
 	$(patsubst deploy/%,$(UNITDIR)/%,$(UNITS)) \
 	$(COMPLETIONDIR)/sandq \
 	$(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
-	$(INCLUDEDIR)/sandq.h $(LIBDIR)/libsandq.a $(PKGCONFIGDIR)/sandq.pc
-# Folders that are sandq's alone, removed when empty.
-INSTALLED_DIRS := $(LIBEXECDIR) $(SYSCONFDIR)/sandq
+	$(INCLUDEDIR)/sandq.h $(LIBDIR)/libsandq.a $(PKGCONFIGDIR)/sandq.pc \
+	$(TMPFILESDIR)/sandq.conf \
+	$(patsubst gateway/dashboard/%,$(DATADIR)/sandq/dashboard/%,$(DASHBOARD_FILES))
+# Folders that are sandq's alone, removed when empty (deepest first).
+INSTALLED_DIRS := $(LIBEXECDIR) $(SYSCONFDIR)/sandq $(DATADIR)/sandq/dashboard $(DATADIR)/sandq
 
 install: all $(B)/sandq.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBEXECDIR) \
@@ -639,6 +663,9 @@ install: all $(B)/sandq.pc
 	install -m 0644 libsandq/sandq.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 0644 $(B)/libsandq.a $(DESTDIR)$(LIBDIR)/
 	install -m 0644 $(B)/sandq.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -d $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(DATADIR)/sandq/dashboard
+	install -m 0644 deploy/sandq.tmpfiles $(DESTDIR)$(TMPFILESDIR)/sandq.conf
+	install -m 0644 $(DASHBOARD_FILES) $(DESTDIR)$(DATADIR)/sandq/dashboard/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
@@ -657,6 +684,6 @@ lint:
 clean:
 	rm -rf $(B) $(TS_DIR)/dist
 
-.PHONY: all deps test test-run python-test typescript-test mcp-test check asan ubsan demo bench bench-hosts install uninstall lint clean
+.PHONY: all deps test test-run python-test typescript-test mcp-test dashboard-test check asan ubsan demo bench bench-hosts install uninstall lint clean
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -391,6 +391,10 @@ static const struct option options[] = {
 	    "Bytes of a POST /v1/batches body sandq-gateway takes (1 to 256M)."),
 	GWSTR(mcp_origins, "", NULL,
 	    "Browser origins POST /v1/mcp accepts, comma-separated; empty: none."),
+	GWSTR(dashboard, "", NULL,
+	    "Folder of the web dashboard sandq-gateway serves at /dashboard/; "
+	    "empty: share/sandq/dashboard (installed) or gateway/dashboard (a "
+	    "checkout) beside the binary."),
 	GWNUM(poll_ms, OPT_INT, "250", 10, 60000,
 	    "Milliseconds between a long poll's GETs of its result when no "
 	    "publish wakes it (the fallback; published results wake it at once)."),

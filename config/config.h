@@ -102,6 +102,7 @@ struct config {
 		int64_t poll_ms;	/* a long poll's fallback GET period */
 		int64_t max_batch_body;	/* bytes of a POST /v1/batches body */
 		char *mcp_origins;	/* "A,B" or "" */
+		char *dashboard;	/* the dashboard's folder; "" = beside the binary */
 	} gateway;
 	/* [tenant.NAME] sections, in the order they were first given. */
 	struct tenant_config *tenant_cfg;

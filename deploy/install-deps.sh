@@ -41,6 +41,7 @@ busybox-static
 mmdebstrap
 scdoc
 mandoc
+chromium
 "
 
 # Packages only some targets need (make lint: cppcheck), named by the caller.

@@ -9,6 +9,8 @@
 #                       docs/openapi.yaml in test/openapi.test.mjs),
 #                       devDependencies of the TypeScript client; the
 #                       client itself has no runtime dependency
+#   tests/dashboard     puppeteer-core, for tests/dashboard/dashboard.test.mjs
+#                       (drives Debian's chromium; it downloads no browser)
 #
 # agentfs-sdk's SQLite engine comes as a prebuilt binary in a registry
 # package (@tursodatabase/database-linux-x64-gnu): nothing is compiled and
@@ -72,3 +74,4 @@ install() {
 install tests/interop agentfs-sdk
 install clients/typescript typescript yaml
 install tests/mcp @modelcontextprotocol/sdk
+install tests/dashboard puppeteer-core

@@ -29,6 +29,7 @@ struct gw_opts {
 	const char *mcp_origins;	/* Origins /v1/mcp takes besides its own: "A,B" */
 	size_t max_connections;	/* open client connections at most */
 	size_t max_batch_body;	/* bytes of a POST /v1/batches body */
+	const char *dashboard;	/* the dashboard's folder; NULL or "": the default */
 };
 
 /*

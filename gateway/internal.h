@@ -136,6 +136,13 @@ bool call_redis(struct call *c, redisCallbackFn *cb, int argc, const char **argv
  * authenticates and XADDs (c->jobbuf), or NULL having answered; and the
  * answer of its op's result.
  */
+/*
+ * dashboard.c: registers /dashboard on host as the static files of dir
+ * (NULL or "": the folder beside the binary, if any). Returns 0, or
+ * -ENOENT with e naming a given folder without index.html.
+ */
+int dashboard_register(h2o_hostconf_t *host, const char *dir, struct err *e);
+
 struct call *sandbox_route(h2o_req_t *req);
 void sandbox_answer(struct call *c, const struct result *res);
 

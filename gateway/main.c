@@ -5,6 +5,7 @@
  *                 [--prefix P] [--max-body BYTES] [--max-streams N]
  *                 [--max-connections N] [--mcp-origin LIST]
  *                 [--max-batch-body BYTES] [--poll-ms MS]
+ *                 [--dashboard DIR]
  *
  * --config reads the [gateway] section of a sandq.conf (config/config.c,
  * the parser and option table sandqd uses, so one file serves both and
@@ -38,7 +39,7 @@ usage(FILE *f)
 	fprintf(f, "usage: sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL] "
 	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N] [--max-connections N]\n"
 	    "                     [--mcp-origin ORIGIN[,ORIGIN...]] [--max-batch-body BYTES]\n"
-	    "                     [--poll-ms MS]\n"
+	    "                     [--poll-ms MS] [--dashboard DIR]\n"
 	    "  --config    a sandq.conf: its [gateway] section (options override it)\n"
 	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
 	    "  --redis     Redis URL with the operator's credentials "
@@ -52,7 +53,10 @@ usage(FILE *f)
 	    "  --max-batch-body  bytes of a POST /v1/batches body "
 	    "(default 16777216)\n"
 	    "  --poll-ms   a long poll's GET period when no publish wakes it, "
-	    "10 to 60000 (default 250)\n");
+	    "10 to 60000 (default 250)\n"
+	    "  --dashboard the web dashboard's folder, served at /dashboard/ "
+	    "(default: ../share/sandq/dashboard or ../gateway/dashboard beside "
+	    "the binary)\n");
 }
 
 /*
@@ -86,6 +90,7 @@ load_config(int argc, char **argv, struct config *c, struct gw_opts *o, struct e
 	o->poll_ms = (uint64_t)c->gateway.poll_ms;
 	o->max_batch_body = (size_t)c->gateway.max_batch_body;
 	o->mcp_origins = c->gateway.mcp_origins[0] ? c->gateway.mcp_origins : NULL;
+	o->dashboard = c->gateway.dashboard;
 	return 0;
 }
 
@@ -108,6 +113,7 @@ gateway_main(int argc, char **argv, struct config *cfg)
 		{ "config", required_argument, NULL, 'c' },
 		{ "max-batch-body", required_argument, NULL, 'B' },
 		{ "poll-ms", required_argument, NULL, 'P' },
+		{ "dashboard", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -185,6 +191,9 @@ gateway_main(int argc, char **argv, struct config *cfg)
 			break;
 		case 'c':
 			break;	/* read by load_config() */
+		case 'D':
+			o.dashboard = optarg;
+			break;
 		case 'B':
 			errno = 0;
 			o.max_batch_body = strtoull(optarg, &end, 10);

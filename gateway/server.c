@@ -795,6 +795,8 @@ gw_run(const struct gw_opts *o, struct err *e)
 		gw.config.max_request_entity_size = o->max_batch_body + 65536;
 	host = h2o_config_register_host(&gw.config, h2o_iovec_init(H2O_STRLIT("default")),
 	    65535);
+	if ((rc = dashboard_register(host, o->dashboard, e)) < 0)
+		return rc;
 	path = h2o_config_register_path(host, "/", 0);
 	h = h2o_create_handler(path, sizeof(*h));
 	h->on_req = on_req;

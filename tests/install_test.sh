@@ -44,7 +44,8 @@ for f in /usr/bin/sandq /usr/bin/sandq-gateway /usr/sbin/sandqd \
 done
 for f in /etc/sandq/sandq.conf.example /usr/include/sandq.h \
     /usr/lib/libsandq.a /usr/lib/pkgconfig/sandq.pc \
-    /usr/share/bash-completion/completions/sandq; do
+    /usr/share/bash-completion/completions/sandq /usr/lib/tmpfiles.d/sandq.conf \
+    /usr/share/sandq/dashboard/index.html /usr/share/sandq/dashboard/app.js; do
 	mode "$f" 644
 done
 for u in deploy/*.service; do
