@@ -160,6 +160,17 @@ $(B)/gen/cli_man_pages.c: $(HELP_PAGES) docs/man/help2c.py
 $(B)/obj/gen/cli_man_pages.o: $(B)/gen/cli_man_pages.c cli/cli_man.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Icli -c -o $@ $<
+# The daemons' --help: sandqd(8) and sandq-gateway(8), rendered the same
+# way, each one C string (sandqd_man, gateway_man) their main.c prints.
+$(B)/gen/sandqd_man.c: $(B)/man/sandqd.8 docs/man/help2c.py
+	@mkdir -p $(dir $@)
+	python3 docs/man/help2c.py --symbol sandqd_man $@ $<
+$(B)/gen/gateway_man.c: $(B)/man/sandq-gateway.8 docs/man/help2c.py
+	@mkdir -p $(dir $@)
+	python3 docs/man/help2c.py --symbol gateway_man $@ $<
+$(B)/obj/gen/%_man.o: $(B)/gen/%_man.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
 LIBS_DISPATCHER := -lh2o -lwslay -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread -lm $(LIBS_SYSTEMD)
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
@@ -170,6 +181,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
 SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS += $(B)/obj/gen/sandqd_man.o
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(LOG_JSON_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS)) $(B)/obj/gen/cli_man_pages.o
@@ -198,7 +210,7 @@ $(B)/sandq-worker: $(WORKER_OBJS)
 $(B)/sandq-unpack: $(call obj,images/unpack_main.c images/unpack_child.c images/unpack_tar.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -larchive
 
-$(B)/sandq-gateway: $(call obj,$(GATEWAY_SRCS))
+$(B)/sandq-gateway: $(call obj,$(GATEWAY_SRCS)) $(B)/obj/gen/gateway_man.o
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_GATEWAY)
 
 $(B)/libsandq.a: $(LIBSANDQ_OBJS)

@@ -25,6 +25,9 @@
  * Under systemd (Type=notify) sandqd says READY=1 once Redis answered and
  * the workers are forked, STOPPING=1 when it drains, RELOADING=1 and
  * READY=1 around a reload (notify.h).
+ *
+ * --help prints sandqd(8), the page man shows (docs/man/sandqd.8.scd), so
+ * the two cannot disagree: a new option goes into the page too.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -54,29 +57,22 @@ static char **main_argv;
 static const char *main_config_file;
 static uv_signal_t sig_hup;
 
+/* sandqd(8) as mandoc renders it: docs/man/sandqd.8.scd, made into C at
+ * build time by docs/man/help2c.py (build/gen/sandqd_man.c). */
+extern const char sandqd_man[];
+
+/*
+ * Exits with CODE: 0 after printing sandqd(8) (--help), else after a
+ * one-line usage on stderr.
+ */
 static void __attribute__((noreturn))
 usage(int code)
 {
-	fprintf(code ? stderr : stdout,
-"usage: sandqd --redis URL --state DIR [options]\n"
-"\n"
-"Serves sandq jobs from Redis: pulls them from every tenant's stream, runs\n"
-"each in a fresh sandbox on a pre-forked worker, publishes the results.\n"
-"\n"
-"  --redis URL          redis://HOST:PORT or unix:///PATH (config: redis)\n"
-"  --state DIR          state folder, created if missing (config: state)\n"
-"  --workers N          worker processes; 0 = one per CPU (config: workers)\n"
-"  --config FILE        read options from an INI file first\n"
-"  --set KEY=VALUE      set any option, e.g. --set limits.wall_ms=60000\n"
-"  --log-level LEVEL    error, warn, info or debug\n"
-"  -n, --check          check the configuration, print \"configuration OK\", exit\n"
-"  --print-config       print the effective configuration as INI and exit\n"
-"  -h, --help           this text\n"
-"  -V, --version        print the version\n"
-"\n"
-"SIGTERM or SIGINT drains: running jobs finish (up to drain_timeout_ms),\n"
-"then sandqd exits 0. SIGHUP reloads the reloadable options. See\n"
-"config/sandq.conf.example for every option.\n");
+	if (code == 0)
+		fputs(sandqd_man, stdout);
+	else
+		fprintf(stderr, "usage: sandqd [--config FILE] [--redis URL] [--state DIR] "
+		    "[options] (see --help)\n");
 	exit(code);
 }
 

@@ -15,6 +15,9 @@
  * The Redis URL carries the operator's (admin) credentials: the gateway
  * reads the token hash and writes every tenant's stream, and acts for one
  * tenant per request, the one its token names. docs/gateway.md.
+ *
+ * --help prints sandq-gateway(8), the page man shows
+ * (docs/man/sandq-gateway.8.scd): a new option goes into the page too.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,30 +36,16 @@
 #define GW_POLL_MS_LIMIT 60000u			/* bound of --poll-ms */
 #define GW_MAX_BATCH_BODY_LIMIT (256u * 1024u * 1024u)	/* bound of --max-batch-body */
 
+/* sandq-gateway(8) as mandoc renders it: docs/man/sandq-gateway.8.scd,
+ * made into C at build time by docs/man/help2c.py (build/gen/gateway_man.c). */
+extern const char gateway_man[];
+
+/* The one-line usage of a usage error, on stderr. */
 static void
-usage(FILE *f)
+usage(void)
 {
-	fprintf(f, "usage: sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL] "
-	    "[--prefix PREFIX] [--max-body BYTES] [--max-streams N] [--max-connections N]\n"
-	    "                     [--mcp-origin ORIGIN[,ORIGIN...]] [--max-batch-body BYTES]\n"
-	    "                     [--poll-ms MS] [--dashboard DIR]\n"
-	    "  --config    a sandq.conf: its [gateway] section (options override it)\n"
-	    "  --listen    address to serve HTTP on (default 127.0.0.1:8080)\n"
-	    "  --redis     Redis URL with the operator's credentials "
-	    "(default redis://127.0.0.1:6379)\n"
-	    "  --prefix    key prefix (default sandq)\n"
-	    "  --max-body  bytes of a request body (default 1048576)\n"
-	    "  --max-streams  open event streams at most (default 1000)\n"
-	    "  --mcp-origin   browser origins POST /v1/mcp accepts besides its own "
-	    "(default none)\n"
-	    "  --max-connections  open client connections at most (default 10000)\n"
-	    "  --max-batch-body  bytes of a POST /v1/batches body "
-	    "(default 16777216)\n"
-	    "  --poll-ms   a long poll's GET period when no publish wakes it, "
-	    "10 to 60000 (default 250)\n"
-	    "  --dashboard the web dashboard's folder, served at /dashboard/ "
-	    "(default: ../share/sandq/dashboard or ../gateway/dashboard beside "
-	    "the binary)\n");
+	fputs("usage: sandq-gateway [--config FILE] [--listen ADDR:PORT] [--redis URL] "
+	    "[options] (see --help)\n", stderr);
 }
 
 /*
@@ -205,15 +194,15 @@ gateway_main(int argc, char **argv, struct config *cfg)
 			}
 			break;
 		case 'h':
-			usage(stdout);
+			fputs(gateway_man, stdout);
 			return 0;
 		default:
-			usage(stderr);
+			usage();
 			return 2;
 		}
 	}
 	if (optind != argc) {
-		usage(stderr);
+		usage();
 		return 2;
 	}
 	gw_run(&o, &e);

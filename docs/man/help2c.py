@@ -4,12 +4,17 @@ from the same roff pages `man` shows (docs/man/*.scd through scdoc), so
 the two never disagree (issue 18, item 4).
 
   python3 docs/man/help2c.py OUT.c PAGE.1...
+  python3 docs/man/help2c.py --symbol NAME OUT.c PAGE
 
 Each page is rendered by mandoc -T ascii (width 78, as man prints on an
 80-column terminal), its overstrikes and tabs made plain and its footer
 (the date) dropped, and written as one C string in the table cli_man.h
 declares. A page's name is its file's minus "sandq-", dashes made spaces
 (sandq-image-build.1 is "image build"; sandq.1 is "").
+
+With --symbol, the one PAGE is written as `const char NAME[]`, for a
+daemon's --help (sandqd(8) in sandqd, sandq-gateway(8) in the gateway),
+which declares it extern where it prints it.
 """
 import os
 import re
@@ -40,7 +45,20 @@ def cstr(text):
     return '\n'.join(out)
 
 
+def write(dest, body):
+    """BODY into DEST, whole or not at all."""
+    with open(dest + '.tmp', 'w') as f:
+        f.write(body)
+    os.replace(dest + '.tmp', dest)
+
+
 def main():
+    if sys.argv[1] == '--symbol':
+        symbol, dest, page = sys.argv[2:5]
+        write(dest, '/* Made by docs/man/help2c.py from %s: do not edit. */\n'
+              'extern const char %s[];\nconst char %s[] =\n%s;\n'
+              % (os.path.basename(page), symbol, symbol, cstr(render(page))))
+        return
     dest, pages = sys.argv[1], sys.argv[2:]
     rows = []
     for p in sorted(pages):
@@ -52,9 +70,7 @@ def main():
             'const struct cli_man_page cli_man_pages[] = {\n%s\n};\n'
             'const size_t cli_man_npages = sizeof(cli_man_pages) / sizeof(cli_man_pages[0]);\n'
             % '\n'.join(rows))
-    with open(dest + '.tmp', 'w') as f:
-        f.write(body)
-    os.replace(dest + '.tmp', dest)
+    write(dest, body)
 
 
 main()
