@@ -160,6 +160,15 @@ $(B)/gen/cli_man_pages.c: $(HELP_PAGES) docs/man/help2c.py
 $(B)/obj/gen/cli_man_pages.o: $(B)/gen/cli_man_pages.c cli/cli_man.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Icli -c -o $@ $<
+# sandq.conf(5): made from config/sandq.conf.example, the one documented
+# source of every option, by docs/man/conf2scd.py; installed as the others.
+MAN_PAGES += $(B)/man/sandq.conf.5
+$(B)/gen/sandq.conf.5.scd: config/sandq.conf.example docs/man/conf2scd.py
+	@mkdir -p $(dir $@)
+	python3 docs/man/conf2scd.py $< $@
+$(B)/man/sandq.conf.5: $(B)/gen/sandq.conf.5.scd cli/cli_common.h
+	@mkdir -p $(dir $@)
+	sed 's/@VERSION@/$(VERSION)/g' $< | scdoc > $@.tmp && mv $@.tmp $@
 # The daemons' --help: sandqd(8) and sandq-gateway(8), rendered the same
 # way, each one C string (sandqd_man, gateway_man) their main.c prints.
 $(B)/gen/sandqd_man.c: $(B)/man/sandqd.8 docs/man/help2c.py
