@@ -7,7 +7,9 @@
 # worker's path is compiled into sandqd and the main build/ must keep its
 # own. It checks that every file expected is there with its mode, that the
 # installed sandqd names the installed worker, the man pages render with
-# mandoc without a warning, the pkg-config file's prefix, the systemd units'
+# mandoc without a warning (sandqd(8), sandq-gateway(8) and sandq.conf(5)
+# among them, each naming every option), --help prints sandq(1), sandqd(8)
+# and sandq-gateway(8), the pkg-config file's prefix, the systemd units'
 # paths, the bash completion sourced without error, the Python client
 # installed by pip from clients/python offline, and that uninstall
 # leaves no file behind.
@@ -54,8 +56,8 @@ done
 
 # Every page of docs/man installed, and readable: mandoc parses it with no
 # error (scdoc's empty paragraphs are warnings, so -W error).
-for scd in docs/man/*.scd; do
-	page=$(basename "$scd" .scd)
+# sandq.conf(5) is made from config/sandq.conf.example (docs/man/conf2scd.py).
+for page in $(cd docs/man && ls -- *.scd | sed 's/\.scd$//') sandq.conf.5; do
 	f=/usr/share/man/man${page##*.}/$page
 	mode "$f" 644
 	mandoc -T lint -W error "$dest$f" >&2 || bad "mandoc finds errors in $f"
@@ -65,6 +67,25 @@ done
 mandoc -T ascii -O width=78 "$dest/usr/share/man/man1/sandq.1" | sed 's/.\x08//g' |
     head -n 5 | sed 's/ *$//' >"$tmp/man"
 "$dest/usr/bin/sandq" --help | head -n 5 | cmp -s - "$tmp/man" || bad "sandq --help is not sandq(1)"
+# The daemons' --help is their whole page as man shows it, footer aside.
+for d in sbin/sandqd:man8/sandqd.8 bin/sandq-gateway:man8/sandq-gateway.8; do
+	mandoc -T ascii -O width=78 "$dest/usr/share/man/${d#*:}" | sed 's/.\x08//g' |
+	    expand | sed 's/ *$//' | head -n -2 >"$tmp/man"
+	"$dest/usr/${d%%:*}" --help | cmp -s - "$tmp/man" ||
+		bad "${d%%:*} --help is not ${d#*:}"
+done
+# Each option of the daemons' getopt tables is on its page, and each key of
+# the example's sections on sandq.conf(5).
+for d in dispatcher/main.c:man8/sandqd.8 gateway/main.c:man8/sandq-gateway.8; do
+	mandoc -T ascii "$dest/usr/share/man/${d#*:}" | sed 's/.\x08//g' >"$tmp/page"
+	for o in $(sed -n 's/^[[:space:]]*{ "\([a-z-]*\)", [a-z_]*_argument,.*/\1/p' "${d%%:*}"); do
+		grep -q -- "--$o" "$tmp/page" || bad "${d#*:} does not name --$o"
+	done
+done
+mandoc -T ascii "$dest/usr/share/man/man5/sandq.conf.5" | sed 's/.\x08//g' >"$tmp/page"
+for k in $(sed -n 's/^\([a-z_]*\) =.*/\1/p' config/sandq.conf.example); do
+	grep -q "^       $k =" "$tmp/page" || bad "sandq.conf(5) has no $k"
+done
 
 # sandqd starts the worker it was built to find.
 grep -q /usr/libexec/sandq/sandq-worker "$dest/usr/sbin/sandqd" ||
