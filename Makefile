@@ -20,6 +20,10 @@
 # privilege split: only sandqd links hiredis and libuv; the worker links
 # neither and never talks to the network.
 
+# `make` alone builds everything (rules that come before `all` below,
+# such as the generated manual's, must not become the default goal).
+.DEFAULT_GOAL := all
+
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 LIBEXECDIR ?= $(PREFIX)/libexec/sandq
