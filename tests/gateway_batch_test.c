@@ -160,7 +160,7 @@ Test(gateway_batch, cases_are_judged_like_sandq_batch_and_a_resubmission_resumes
 	cr_expect(strstr(json_string_value(json_object_get(json_array_get(r, 1),
 	    "error")), "field 'id'") != NULL);
 	json_decref(o);
-	cr_expect_eq(gwh_xlen(&H, "a"), 6);
+	/* (Not the stream's length: a host may have answered some already.) */
 
 	o = wait_done("t1", ta);
 	cr_expect_str_eq(json_string_value(json_object_get(o, "state")), "finished");
