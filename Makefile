@@ -265,6 +265,8 @@ INTEG_TESTS += gateway_sandbox
 INTEG_TESTS += gateway_admin
 # sandqd's GET /metrics, read plainly and scraped by Debian's prometheus (issue 18).
 INTEG_TESTS += metrics_integ
+# The rarer events' counters, the streams' gauges and the snapshot store's size (issue 18).
+INTEG_TESTS += metrics_events
 # sandq-gateway --config ([gateway] of sandq.conf) and max_connections (issue 17).
 INTEG_TESTS += gateway_conf
 # batches over sandq-gateway: submit, progress, results, cancel (issue 17).
@@ -357,6 +359,9 @@ $(B)/tests/metrics_test: $(B)/tests/metrics_test.o $(call obj,dispatcher/metrics
 # metrics_integ_test: sandqd's /metrics over libcurl, and a prometheus child's queries.
 $(B)/tests/metrics_integ_test: $(B)/tests/metrics_integ_test.o $(B)/tests/harness.o $(B)/libsandq.a | $(B)/sandqd $(B)/sandq-worker
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl -ljansson $(LIBS_CLIENT) -lcrypto
+# metrics_events_test: retries, dead letters, takeovers, recycling, stream and store gauges.
+$(B)/tests/metrics_events_test: $(B)/tests/metrics_events_test.o $(B)/tests/harness.o $(B)/libsandq.a | $(B)/sandqd $(B)/sandq-worker
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion -lcurl $(LIBS_CLIENT) -lcrypto
 # intake_test: what a stream entry becomes (dispatcher/core/intake.c, the config and tenant rules).
 $(B)/tests/intake_test: $(B)/tests/intake_test.o $(call obj,dispatcher/core/intake.c workspace/perms.c $(CONFIG_SRCS) $(TENANT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -lmsgpackc -linih -ljansson

@@ -9,8 +9,17 @@
  * where each event happens (one exporter_* call per event in jobs.c,
  * pool.c, lease.c, image_pull.c); gauges (queues, workers, audit losses,
  * the image cache) are read from struct sandqd at each scrape. Queue depth
- * is what this host has taken from a tenant's stream and not yet started:
- * the entries still in Redis are the XLEN that a Redis exporter shows.
+ * is what this host has taken from a tenant's stream and not yet started.
+ *
+ * The cluster's view of each stream (sandq_stream_*: entries, those no
+ * host has read, the ages of the oldest) and the snapshot store's size are
+ * polled every EXPORTER_POLL_MS while the endpoint listens: one EVAL per
+ * served tenant on the command connection (rq_qstats(), a round at a
+ * time), and the store's files and blob count read on a libuv work thread
+ * (SQLite, off the loop). A scrape answers from the last values, so it
+ * never waits on Redis or the disk; a tenant whose stream could not be
+ * read in the last round shows no sandq_stream_* series rather than stale
+ * ones.
  *
  * Labels are bounded: tenant (the tenants this host serves, TENANTS_CAP),
  * status (enum res_status), syscall (names a job's filter refused, at most
@@ -22,21 +31,32 @@
  * is closed after h2o's request timeout.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <h2o.h>
+#include <sys/stat.h>
 
 #include "../common/err.h"
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../store/store.h"
 #include "dispatcher.h"
 #include "metrics.h"
 
 #define EXPORTER_CONNS_MAX 64		/* scrape connections open at once */
 #define EXPORTER_REQ_TIMEOUT_MS 5000	/* a connection that sends no request */
+#define EXPORTER_POLL_MS 5000		/* streams and the store read this often */
+
+/* A tenant's stream as last read from Redis. */
+struct qstat {
+	bool ok;			/* read in the last round */
+	struct rq_qstats s;
+	uint64_t at_ms;			/* when the reply came */
+};
 
 struct exporter {
 	struct metrics *m;
@@ -55,8 +75,24 @@ struct exporter {
 	struct metric *audit_lost;	/* {sink} */
 	struct metric *img_bytes;	/* (none) */
 	struct metric *dropped;		/* (none) */
+	/* Polled: the streams in Redis, the snapshot store. */
+	struct metric *s_entries, *s_waiting;		/* {tenant} */
+	struct metric *s_oldest, *s_oldest_waiting;	/* {tenant} */
+	struct metric *store_bytes, *store_blobs;	/* (none) */
+	uv_timer_t poll;
+	bool polling;			/* the timer runs */
+	struct qstat *qs;		/* per tenant index */
+	size_t nqs;
+	size_t qs_inflight;		/* rq_qstats() replies due this round */
+	uv_work_t store_work;
+	bool store_running;		/* store_work is queued or running */
+	char store_dir[PATH_MAX];
+	int64_t store_bytes_v, store_blobs_v;	/* -1: not read (yet) */
+	int64_t out_bytes, out_blobs;	/* the work's, copied in store_done_cb */
+	struct err store_e;		/* the work's error */
 	/* The endpoint. */
 	bool listening;
+	bool ctx_live;			/* ctx initialised, not yet disposed */
 	h2o_globalconf_t config;
 	h2o_context_t ctx;
 	h2o_accept_ctx_t accept;
@@ -147,6 +183,153 @@ exporter_count(struct sandqd *d, enum exporter_event ev, size_t tenant)
 	}
 }
 
+/*** Polled gauges: the streams in Redis, the snapshot store ***/
+
+/* One tenant's stream statistics came back (or failed: no series). */
+static void
+on_qstats(void *arg, int status, size_t tenant, const struct rq_qstats *s)
+{
+	struct exporter *x = arg;
+
+	if (x->qs_inflight > 0)
+		x->qs_inflight--;
+	if (tenant >= x->nqs)
+		return;
+	x->qs[tenant].ok = status == 0;
+	if (status == 0) {
+		x->qs[tenant].s = *s;
+		x->qs[tenant].at_ms = now_ms();
+	}
+}
+
+/* Reads the store's size: its files on disk and the blobs it holds (thread). */
+static void
+store_work_cb(uv_work_t *w)
+{
+	struct exporter *x = w->data;
+	static const char *const files[] = { "store.db", "store.db-wal" };
+	char path[PATH_MAX + 32];
+	struct store *st = NULL;
+	struct stat sb;
+	int64_t bytes = 0;
+	long blobs;
+
+	x->store_e.code = 0;
+	x->out_bytes = x->out_blobs = -1;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", x->store_dir, files[i]);
+		if (stat(path, &sb) == 0)
+			bytes += (int64_t)sb.st_size;
+		else if (i == 0) {
+			/* No store yet (no sandbox has run here): empty, not made. */
+			x->out_bytes = 0;
+			x->out_blobs = 0;
+			return;
+		}
+	}
+	x->out_bytes = bytes;
+	if (store_open(x->store_dir, &st, &x->store_e) < 0)
+		return;
+	blobs = store_blob_count(st, &x->store_e);
+	if (blobs >= 0)
+		x->out_blobs = blobs;
+	store_close(st);
+}
+
+static void
+store_done_cb(uv_work_t *w, int status)
+{
+	struct exporter *x = w->data;
+
+	(void)status;
+	x->store_running = false;
+	x->store_bytes_v = x->out_bytes;
+	if (x->out_blobs >= 0 || x->out_bytes < 0)
+		x->store_blobs_v = x->out_blobs;
+	if (x->store_e.code < 0)
+		log_warnx("metrics: snapshot store: %s", x->store_e.msg);
+}
+
+/* A round: each served tenant's stream, and the store, unless one still runs. */
+static void
+poll_cb(uv_timer_t *timer)
+{
+	struct exporter *x = timer->data;
+	struct sandqd *d = x->d;
+
+	if (x->nqs < d->ntenants) {
+		x->qs = xreallocarray(x->qs, d->ntenants, sizeof(*x->qs));
+		memset(x->qs + x->nqs, 0, (d->ntenants - x->nqs) * sizeof(*x->qs));
+		x->nqs = d->ntenants;
+	}
+	if (x->qs_inflight == 0 && d->rq != NULL && rq_is_ready(d->rq)) {
+		for (size_t i = 0; i < d->ntenants; i++) {
+			if (!d->tenants[i].active) {
+				x->qs[i].ok = false;
+				continue;
+			}
+			if (rq_qstats(d->rq, i, on_qstats, x) == 0)
+				x->qs_inflight++;
+			else
+				x->qs[i].ok = false;
+		}
+	}
+	if (!x->store_running) {
+		x->store_running = true;
+		x->store_work.data = x;
+		if (uv_queue_work(d->loop, &x->store_work, store_work_cb, store_done_cb) != 0)
+			x->store_running = false;
+	}
+}
+
+/* Seconds of an age read at at_ms, grown by the time since (0: none). */
+static double
+age_now(int64_t age_ms, uint64_t at_ms, uint64_t now)
+{
+	if (age_ms < 0)
+		return 0;
+	return (double)((uint64_t)age_ms + (now > at_ms ? now - at_ms : 0)) / 1000;
+}
+
+/* The polled gauges, from the last values read. */
+static void
+fill_polled(struct exporter *x, struct sandqd *d, uint64_t now)
+{
+	metrics_clear(x->s_entries);
+	metrics_clear(x->s_waiting);
+	metrics_clear(x->s_oldest);
+	metrics_clear(x->s_oldest_waiting);
+	for (size_t i = 0; i < x->nqs && i < d->ntenants; i++) {
+		const struct qstat *q = &x->qs[i];
+		const char *name[1] = { d->tenants[i].name };
+
+		if (!q->ok || !d->tenants[i].active)
+			continue;
+		metrics_set(x->s_entries, name, (double)q->s.entries);
+		metrics_set(x->s_waiting, name, (double)q->s.waiting);
+		metrics_set(x->s_oldest, name, age_now(q->s.oldest_ms, q->at_ms, now));
+		metrics_set(x->s_oldest_waiting, name,
+		    age_now(q->s.oldest_waiting_ms, q->at_ms, now));
+	}
+	metrics_clear(x->store_bytes);
+	metrics_clear(x->store_blobs);
+	if (x->store_bytes_v >= 0)
+		metrics_set(x->store_bytes, NULL, (double)x->store_bytes_v);
+	if (x->store_blobs_v >= 0)
+		metrics_set(x->store_blobs, NULL, (double)x->store_blobs_v);
+}
+
+/* Starts the rounds, the first at once. */
+static void
+poll_start(struct exporter *x, struct sandqd *d)
+{
+	snprintf(x->store_dir, sizeof(x->store_dir), "%s/store", d->cfg.state);
+	uv_timer_init(d->loop, &x->poll);
+	x->poll.data = x;
+	uv_timer_start(&x->poll, poll_cb, 0, EXPORTER_POLL_MS);
+	x->polling = true;
+}
+
 /*** Scrape ***/
 
 /* The gauges, from what sandqd holds now. */
@@ -180,6 +363,7 @@ fill_gauges(struct exporter *x, struct sandqd *d)
 	metrics_set(x->audit_lost, (const char *const[]){ "stream" },
 	    (double)d->audit_stream_lost);
 	metrics_set(x->img_bytes, NULL, (double)status_image_cache_bytes(d));
+	fill_polled(x, d, now);
 	metrics_set(x->dropped, NULL, (double)metrics_dropped(x->m));
 }
 
@@ -222,11 +406,26 @@ on_req(h2o_handler_t *self, h2o_req_t *req)
 /* The one exporter of this process: h2o owns each connection's data field. */
 static struct exporter *exporter_self;
 
+/*
+ * Disposes h2o's context once the listener is closed and no connection is
+ * left: its inter-thread queue is an active libuv handle that would
+ * otherwise keep sandqd's loop, and so its stop, waiting for ever.
+ */
+static void
+ctx_dispose_if_idle(struct exporter *x)
+{
+	if (!x->ctx_live || x->listening || x->nconns > 0)
+		return;
+	h2o_context_dispose(&x->ctx);
+	x->ctx_live = false;
+}
+
 static void
 on_conn_close(uv_handle_t *h)
 {
 	exporter_self->nconns--;
 	free(h);
+	ctx_dispose_if_idle(exporter_self);
 }
 
 /* A scraper's connection; past EXPORTER_CONNS_MAX, closed at once. */
@@ -312,6 +511,7 @@ listen_at(struct exporter *x, struct sandqd *d, struct err *e)
 	x->accept.ctx = &x->ctx;
 	x->accept.hosts = x->config.hosts;
 	x->listening = true;
+	x->ctx_live = true;
 	return 0;
 }
 
@@ -370,6 +570,23 @@ exporter_start(struct sandqd *d)
 	    NULL);
 	x->dropped = metrics_gauge(m, "sandq_metrics_dropped_series",
 	    "Values not recorded because a metric had METRICS_SERIES_MAX series.", NULL);
+	x->s_entries = metrics_gauge(m, "sandq_stream_entries",
+	    "Jobs in the tenant's stream in Redis, cluster-wide: not yet answered by "
+	    "any host (read or not).", L_TENANT);
+	x->s_waiting = metrics_gauge(m, "sandq_stream_waiting",
+	    "Jobs in the tenant's stream that no host has read yet, cluster-wide.",
+	    L_TENANT);
+	x->s_oldest = metrics_gauge(m, "sandq_stream_oldest_age_seconds",
+	    "Age of the oldest job in the tenant's stream, cluster-wide (0: none).",
+	    L_TENANT);
+	x->s_oldest_waiting = metrics_gauge(m, "sandq_stream_waiting_oldest_age_seconds",
+	    "Age of the oldest job no host has read yet, cluster-wide (0: none).",
+	    L_TENANT);
+	x->store_bytes = metrics_gauge(m, "sandq_snapshot_store_bytes",
+	    "Bytes of this host's snapshot store on disk (store.db and its WAL).", NULL);
+	x->store_blobs = metrics_gauge(m, "sandq_snapshot_store_blobs",
+	    "Snapshots (blobs) this host's snapshot store holds.", NULL);
+	x->store_bytes_v = x->store_blobs_v = -1;
 	d->exporter = x;
 	if (d->cfg.metrics_listen[0] == '\0')
 		return;
@@ -378,6 +595,7 @@ exporter_start(struct sandqd *d)
 		return;
 	}
 	log_info("metrics on http://%s/metrics", d->cfg.metrics_listen);
+	poll_start(x, d);
 }
 
 void
@@ -385,7 +603,15 @@ exporter_stop(struct sandqd *d)
 {
 	struct exporter *x = d->exporter;
 
-	if (x == NULL || !x->listening)
+	if (x == NULL)
+		return;
+	if (x->polling) {
+		/* Replies still due come back (NULL) at rq_close(); x lives on. */
+		uv_timer_stop(&x->poll);
+		uv_close((uv_handle_t *)&x->poll, NULL);
+		x->polling = false;
+	}
+	if (!x->listening)
 		return;
 	/*
 	 * Connections still open end with their response (none is kept
@@ -393,6 +619,7 @@ exporter_stop(struct sandqd *d)
 	 */
 	uv_close((uv_handle_t *)&x->listener, NULL);
 	x->listening = false;
+	ctx_dispose_if_idle(x);
 }
 
 void
@@ -403,6 +630,7 @@ exporter_free(struct sandqd *d)
 	if (x == NULL)
 		return;
 	metrics_free(x->m);
+	free(x->qs);
 	free(x);
 	d->exporter = NULL;
 }

@@ -1512,6 +1512,94 @@ rq_cancels(struct rq *q, const size_t *tenants, const char *const *ids, size_t n
 	return rc;
 }
 
+/*** Queue statistics (Prometheus, dispatcher/exporter.c) ***/
+
+/*
+ * One tenant's stream as the metrics show it, in one round trip: its
+ * length, the entries its consumer group has handed out and not yet
+ * acknowledged (read by a host, queued or running there), and the ages
+ * in milliseconds, by Redis's own clock (TIME), of the oldest entry and of
+ * the oldest entry no host has read yet (the first after the group's
+ * last-delivered-id), -1 for none. Reads only; the job bodies stay in
+ * Redis (the script returns four integers).
+ */
+static const char qstats_lua[] =
+"local k = KEYS[1]\n"
+"local t = redis.call('TIME')\n"
+"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+"if redis.call('EXISTS', k) == 0 then return {0, 0, -1, -1} end\n"
+"local pending, last = 0, '0-0'\n"
+"for _, g in ipairs(redis.call('XINFO', 'GROUPS', k)) do\n"
+"  local f = {}\n"
+"  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end\n"
+"  if f['name'] == ARGV[1] then pending, last = f['pending'], f['last-delivered-id'] end\n"
+"end\n"
+"local function age(r)\n"
+"  if #r == 0 then return -1 end\n"
+"  return math.max(now - tonumber(string.match(r[1][1], '^(%d+)')), 0)\n"
+"end\n"
+"return {redis.call('XLEN', k), pending,\n"
+"  age(redis.call('XRANGE', k, '-', '+', 'COUNT', 1)),\n"
+"  age(redis.call('XRANGE', k, '(' .. last, '+', 'COUNT', 1))}\n";
+
+struct qstats_op {
+	rq_qstats_cb *cb;
+	void *arg;
+	size_t tenant;
+};
+
+static void
+on_qstats_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct qstats_op *op = priv;
+	redisReply *reply = r;
+	struct rq_qstats s = { 0 };
+	int status = -EIO;
+
+	(void)ac;
+	if (reply == NULL)
+		status = -ENOTCONN;
+	else if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 4) {
+		long long v[4];
+		size_t i;
+
+		for (i = 0; i < 4 && reply->element[i]->type == REDIS_REPLY_INTEGER; i++)
+			v[i] = reply->element[i]->integer;
+		if (i == 4) {
+			s.entries = v[0] > 0 ? (uint64_t)v[0] : 0;
+			s.taken = v[1] > 0 ? (uint64_t)v[1] : 0;
+			s.waiting = s.entries > s.taken ? s.entries - s.taken : 0;
+			s.oldest_ms = v[2];
+			s.oldest_waiting_ms = v[3];
+			status = 0;
+		}
+	} else if (reply->type == REDIS_REPLY_ERROR)
+		log_warnx("redis: queue statistics script failed: %s", reply->str);
+	op->cb(op->arg, status, op->tenant, status == 0 ? &s : NULL);
+	free(op);
+}
+
+int
+rq_qstats(struct rq *q, size_t tenant, rq_qstats_cb *cb, void *arg)
+{
+	struct qstats_op *op;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (tenant >= q->ntenants)
+		return -EINVAL;
+	op = xcalloc(1, sizeof(*op));
+	op->cb = cb;
+	op->arg = arg;
+	op->tenant = tenant;
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_qstats_reply, op,
+	    "EVAL %s 1 %s %s", qstats_lua, q->jobs_keys[tenant], KEY_GROUP) != REDIS_OK) {
+		free(op);
+		return -EIO;
+	}
+	return 0;
+}
+
 /*** Host status ***/
 
 int

@@ -213,6 +213,23 @@ typedef void rq_cancels_cb(void *arg, size_t tenant, const char *id);
 int rq_cancels(struct rq *q, const size_t *tenants, const char *const *ids, size_t n,
     rq_cancels_cb *cb, void *arg);
 
+/*
+ * One tenant's job stream, cluster-wide, for the metrics (one EVAL on the
+ * command connection, reads only): entries (XLEN: every job not yet
+ * answered), taken (handed to a host by the consumer group and not yet
+ * acknowledged: queued or running there), waiting (entries - taken: read
+ * by no host yet), and the ages in ms by Redis's clock of the oldest entry
+ * and of the oldest waiting one (-1: none). cb gets status 0 with s (valid
+ * only during the call), or -errno with s NULL (-ENOTCONN: Redis down).
+ */
+struct rq_qstats {
+	uint64_t entries, taken, waiting;
+	int64_t oldest_ms, oldest_waiting_ms;
+};
+typedef void rq_qstats_cb(void *arg, int status, size_t tenant,
+    const struct rq_qstats *s);
+int rq_qstats(struct rq *q, size_t tenant, rq_qstats_cb *cb, void *arg);
+
 /* HSET PREFIX:hosts host json (fire and forget; -ENOTCONN when down). */
 int rq_host_status(struct rq *q, const char *host, const char *json);
 
