@@ -93,6 +93,7 @@ struct exporter {
 	/* The endpoint. */
 	bool listening;
 	bool ctx_live;			/* ctx initialised, not yet disposed */
+	bool config_live;		/* config initialised, not yet disposed */
 	h2o_globalconf_t config;
 	h2o_context_t ctx;
 	h2o_accept_ctx_t accept;
@@ -418,6 +419,8 @@ ctx_dispose_if_idle(struct exporter *x)
 		return;
 	h2o_context_dispose(&x->ctx);
 	x->ctx_live = false;
+	h2o_config_dispose(&x->config);
+	x->config_live = false;
 }
 
 static void
@@ -499,6 +502,7 @@ listen_at(struct exporter *x, struct sandqd *d, struct err *e)
 		    uv_strerror(rc));
 	}
 	h2o_config_init(&x->config);
+	x->config_live = true;
 	x->config.max_request_entity_size = 4096;
 	x->config.http1.req_timeout = EXPORTER_REQ_TIMEOUT_MS;
 	host = h2o_config_register_host(&x->config, h2o_iovec_init(H2O_STRLIT("default")),
@@ -629,6 +633,11 @@ exporter_free(struct sandqd *d)
 
 	if (x == NULL)
 		return;
+	/* A connection still open at the loop's end kept h2o's context. */
+	if (x->ctx_live)
+		h2o_context_dispose(&x->ctx);
+	if (x->config_live)
+		h2o_config_dispose(&x->config);
 	metrics_free(x->m);
 	free(x->qs);
 	free(x);
