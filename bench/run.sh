@@ -2,17 +2,21 @@
 # make bench: a private redis-server and sandqd (one worker per CPU) on a
 # free loopback port in a temporary folder, the benchmark against them, then
 # everything stopped and removed. Extra arguments go to the bench binary;
-# sandbox-bench (persistent sandboxes) and gateway-bench (sandq-gateway
-# beside the Redis path; it starts its own gateways) run after it on the
-# same stack;
+# bench/peers/run.sh (BullMQ and RQ, the same job unisolated, with sandq's
+# figures as ratios to theirs) runs next on the same Redis; sandbox-bench
+# (persistent sandboxes) and gateway-bench (sandq-gateway beside the Redis
+# path; it starts its own gateways) run after it on the same stack;
 # then, the stack stopped, image-bench (jobs on OCI images), which starts
 # its own docker-registry, redis-server and sandqd.
 set -u
 . "$(dirname "$0")/../deploy/private-stack.sh"
 stack_start --log-level warn ${SANDQ_BENCH_WORKERS:+--workers $SANDQ_BENCH_WORKERS}
 echo "sandq bench on $(nproc) CPUs, $(uname -r)"
-"$B/bench" "$url" "$@"
-rc=$?
+{ "$B/bench" "$url" "$@"; echo $? >"$dir/bench.rc"; } | tee "$dir/bench.out"
+rc=$(cat "$dir/bench.rc")
+echo
+# BullMQ and RQ on the same Redis; sandq's figures above as ratios to theirs.
+sh "$(dirname "$0")/peers/run.sh" "$url" "$dir/bench.out" || rc=1
 echo
 "$B/sandbox-bench" "$url" || rc=1
 echo

@@ -28,6 +28,7 @@ redis-tools
 python3
 python3-msgpack
 python3-redis
+python3-rq
 python3-pip
 python3-setuptools
 bubblewrap

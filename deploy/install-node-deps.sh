@@ -11,6 +11,8 @@
 #                       client itself has no runtime dependency
 #   tests/dashboard     puppeteer-core, for tests/dashboard/dashboard.test.mjs
 #                       (drives Debian's chromium; it downloads no browser)
+#   bench/peers         bullmq, for bench/peers/bullmq.mjs (make bench's
+#                       comparison with an unisolated Node queue)
 #
 # agentfs-sdk's SQLite engine comes as a prebuilt binary in a registry
 # package (@tursodatabase/database-linux-x64-gnu): nothing is compiled and
@@ -75,3 +77,4 @@ install tests/interop agentfs-sdk
 install clients/typescript typescript yaml
 install tests/mcp @modelcontextprotocol/sdk
 install tests/dashboard puppeteer-core
+install bench/peers bullmq
