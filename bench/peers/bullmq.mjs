@@ -75,7 +75,9 @@ async function bench(url, db, opts) {
 	const workers = [];
 	const queues = [];
 	const events = new QueueEvents(QUEUE, { connection: conn });
-	const add = { removeOnComplete: true, removeOnFail: true };
+	/* BullMQ's defaults: completed jobs are kept (obliterated at the end);
+	 * removeOnComplete would race waitUntilFinished ("Missing key"). */
+	const add = {};
 	let rc = 0;
 
 	try {
@@ -121,7 +123,7 @@ async function bench(url, db, opts) {
 		const seen = await Promise.all([...pending].map(async (id) =>
 		    [id, (await queues[0].getJobState(id))]));
 		for (const [id, state] of seen)
-			if (state === 'completed' || state === 'unknown')
+			if (state === 'completed')
 				pending.delete(id);
 		if (pending.size > 0)
 			await all;
