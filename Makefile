@@ -273,6 +273,8 @@ INTEG_TESTS += gateway_conf
 INTEG_TESTS += gateway_batch
 # a sandbox's folder as a tar over sandq-gateway (issue 17), archives built with libarchive.
 INTEG_TESTS += gateway_tar
+# sandqd's scripts as EVALSHA, and every job answered once across a SCRIPT FLUSH (issue 19).
+INTEG_TESTS += evalsha
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -412,6 +414,8 @@ $(B)/tests/fair_test: $(B)/tests/fair_test.o $(B)/tests/harness.o $(B)/libsandq.
 $(B)/tests/lease_test: $(B)/tests/lease_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/shared_test: $(B)/tests/shared_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/evalsha_test: $(B)/tests/evalsha_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/retry_test: $(B)/tests/retry_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson

@@ -16,6 +16,18 @@
  * connection drops first, none of it; the entry then stays pending and the
  * caller publishes again after the reconnect.
  *
+ * Lua scripts go as EVALSHA, not as their text with every job: the command
+ * connection sends SCRIPT LOAD of each (lua_text) on every (re)connect,
+ * before its PING, and keeps the SHA-1s Redis answers; until one is known
+ * the script goes as EVAL. Redis answers NOSCRIPT when it lost the script
+ * (SCRIPT FLUSH, a restart, a failover to a replica that never loaded it):
+ * a lone EVALSHA is then sent again as EVAL (lua_call), which also caches
+ * the script again. Inside rq_publish's MULTI/EXEC a NOSCRIPT fails only
+ * the EVALSHA and Redis applies the rest (dead record, eof, audit), so the
+ * transaction is not repeated: only the script goes again, alone, as EVAL;
+ * its SET NX keeps the first result, so nothing is stored or announced
+ * twice, and the caller hears of the publish once, after that EVAL.
+ *
  * hiredis frees each reply after its callback returns, so callbacks copy what
  * they keep; replies are walked with type and size checks throughout.
  */
@@ -44,6 +56,9 @@
 #define RQ_DEAD_MAXLEN "10000"
 #define RQ_DEAD_RAW_MAX 4096
 #define RQ_DEAD_PAYLOAD_MAX (1024 * 1024)
+
+/* The Lua scripts sent per job or per poll, by EVALSHA (lua_text). */
+enum { RQ_LUA_PUBLISH, RQ_LUA_ADMIT, RQ_LUA_REDELIVERY, RQ_LUA_QSTATS, RQ_NLUA };
 
 struct rconn {
 	struct rq *q;			/* owner */
@@ -77,11 +92,13 @@ struct rq {
 	bool read_pending;		/* an XREADGROUP is outstanding */
 	bool closing;			/* rq_close() called */
 	char audit_max[24];		/* MAXLEN ~ of the audit streams */
+	char lua_sha[RQ_NLUA][41];	/* SCRIPT LOAD's SHA-1s, "" until known */
 	struct rq_callbacks cb;
 	void *arg;
 };
 
 static void conn_connect(struct rconn *c);
+static const char *lua_text(int script);
 
 static void
 check_ready(struct rq *q)
@@ -158,6 +175,30 @@ on_disconnect(const redisAsyncContext *ac, int status)
 	if (status != REDIS_OK && !c->q->closing)
 		log_warnx("redis: connection lost: %s", ac->errstr);
 	conn_lost(c);
+}
+
+/*
+ * SCRIPT LOAD's answer: the script's SHA-1 into priv (a lua_sha slot). An
+ * error (an ACL without SCRIPT, say) keeps the link: the script then goes
+ * as EVAL.
+ */
+static void
+on_script_load(redisAsyncContext *ac, void *r, void *priv)
+{
+	redisReply *reply = r;
+	char *sha = priv;
+
+	(void)ac;
+	if (reply == NULL)
+		return;		/* disconnecting */
+	if (reply->type == REDIS_REPLY_STRING && reply->len == 40 &&
+	    strspn(reply->str, "0123456789abcdef") == 40) {
+		memcpy(sha, reply->str, 41);
+		return;
+	}
+	log_warnx("redis: SCRIPT LOAD failed (%s); scripts go as EVAL",
+	    reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+	sha[0] = '\0';
 }
 
 /* Replies to AUTH/SELECT/CLIENT during set-up; any error drops the link. */
@@ -313,6 +354,10 @@ conn_connect(struct rconn *c)
 		redisAsyncCommand(ac, on_setup_reply, (void *)"CLIENT ID", "CLIENT ID");
 	else
 		create_groups(c);
+	if (c->which == RQ_CMD)
+		for (int i = 0; i < RQ_NLUA; i++)
+			redisAsyncCommand(ac, on_script_load, q->lua_sha[i],
+			    "SCRIPT LOAD %s", lua_text(i));
 	redisAsyncCommand(ac, on_setup_reply, (void *)"ping", "PING");
 }
 
@@ -569,10 +614,161 @@ rq_unblock(struct rq *q)
 
 /*** Writing ***/
 
+/*
+ * One script call kept for its NOSCRIPT fallback: the arguments after the
+ * script (numkeys, KEYS, ARGV), copied into the same allocation.
+ */
+struct lua_op {
+	struct rq *q;
+	int script;			/* RQ_LUA_* */
+	bool sha;			/* sent as EVALSHA */
+	redisCallbackFn *fn;		/* the caller's reply callback */
+	void *priv;
+	int argc;			/* 2 + args */
+	const char **argv;		/* "EVAL"/"EVALSHA", script/SHA-1, args */
+	size_t *len;
+};
+
 struct rq_op {
 	rq_done_cb *cb;
 	void *arg;
+	struct lua_op *pub;		/* rq_publish's EVALSHA, for NOSCRIPT */
 };
+
+/* A lua_op for script with the nargs arguments args/lens (copied). */
+static struct lua_op *
+lua_op_new(struct rq *q, int script, int nargs, const char *const *args,
+    const size_t *lens)
+{
+	size_t total = 0;
+	struct lua_op *op;
+	char *p;
+
+	for (int i = 0; i < nargs; i++)
+		total += lens[i] + 1;
+	op = xcalloc(1, sizeof(*op) + (size_t)(nargs + 2) * (sizeof(char *) +
+	    sizeof(size_t)) + total);
+	op->q = q;
+	op->script = script;
+	op->argc = nargs + 2;
+	op->argv = (const char **)(op + 1);
+	op->len = (size_t *)(op->argv + op->argc);
+	p = (char *)(op->len + op->argc);
+	for (int i = 0; i < nargs; i++) {
+		memcpy(p, args[i], lens[i]);
+		p[lens[i]] = '\0';
+		op->argv[i + 2] = p;
+		op->len[i + 2] = lens[i];
+		p += lens[i] + 1;
+	}
+	return op;
+}
+
+/* Fills argv[0..1]: EVALSHA and the SHA-1 when known (and !text), else
+ * EVAL and the script's text. */
+static void
+lua_op_head(struct lua_op *op, bool text)
+{
+	const char *sha = op->q->lua_sha[op->script];
+
+	op->sha = !text && sha[0] != '\0';
+	op->argv[0] = op->sha ? "EVALSHA" : "EVAL";
+	op->argv[1] = op->sha ? sha : lua_text(op->script);
+	op->len[0] = strlen(op->argv[0]);
+	op->len[1] = strlen(op->argv[1]);
+}
+
+static void on_lua_reply(redisAsyncContext *ac, void *r, void *priv);
+
+/* Sends op on the command connection; on failure the caller still owns it. */
+static int
+lua_send(struct lua_op *op)
+{
+	return redisAsyncCommandArgv(op->q->conn[RQ_CMD].ac, on_lua_reply, op, op->argc,
+	    op->argv, op->len) == REDIS_OK ? 0 : -EIO;
+}
+
+/* True when reply is Redis's NOSCRIPT: the EVALSHA's script is not cached. */
+static bool
+reply_noscript(const redisReply *reply)
+{
+	return reply != NULL && reply->type == REDIS_REPLY_ERROR && reply->str != NULL &&
+	    strncmp(reply->str, "NOSCRIPT", 8) == 0;
+}
+
+/*
+ * A script's reply: an EVALSHA answered NOSCRIPT goes again once as EVAL
+ * (which caches the script again); anything else goes to the caller's fn.
+ */
+static void
+on_lua_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct lua_op *op = priv;
+
+	if (op->sha && reply_noscript(r)) {
+		log_info("redis: script %d not cached (%s); sent again as EVAL",
+		    op->script, ((redisReply *)r)->str);
+		lua_op_head(op, true);
+		if (lua_send(op) == 0)
+			return;
+		r = NULL;
+	}
+	op->fn(ac, r, op->priv);
+	free(op);
+}
+
+/* One script call (args after the script) with fn(ac, reply, priv) on its
+ * reply; -EIO if it could not be queued (fn is not called). */
+static int
+lua_call(struct rq *q, int script, int nargs, const char *const *args,
+    const size_t *lens, redisCallbackFn *fn, void *priv)
+{
+	struct lua_op *op = lua_op_new(q, script, nargs, args, lens);
+
+	op->fn = fn;
+	op->priv = priv;
+	lua_op_head(op, false);
+	if (lua_send(op) < 0) {
+		free(op);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* lua_call with NUL-terminated arguments. */
+static int
+lua_call_str(struct rq *q, int script, int nargs, const char *const *args,
+    redisCallbackFn *fn, void *priv)
+{
+	size_t lens[16];
+
+	if (nargs > 16)
+		return -EINVAL;
+	for (int i = 0; i < nargs; i++)
+		lens[i] = strlen(args[i]);
+	return lua_call(q, script, nargs, args, lens, fn, priv);
+}
+
+/* The EVAL of rq_publish's script after a NOSCRIPT in its transaction: the
+ * publish is done (0) when it answers a number. */
+static void
+on_publish_eval(redisAsyncContext *ac, void *r, void *priv)
+{
+	struct rq_op *op = priv;
+	redisReply *reply = r;
+	int status = 0;
+
+	(void)ac;
+	if (reply == NULL) {
+		status = -ENOTCONN;
+	} else if (reply->type != REDIS_REPLY_INTEGER) {
+		log_warnx("redis: publishing script failed: %s",
+		    reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+		status = -EIO;
+	}
+	op->cb(op->arg, status);
+	free(op);
+}
 
 static void
 on_exec_reply(redisAsyncContext *ac, void *r, void *priv)
@@ -590,14 +786,35 @@ on_exec_reply(redisAsyncContext *ac, void *r, void *priv)
 		    reply->type == REDIS_REPLY_ERROR ? reply->str : "aborted");
 		status = -EIO;
 	} else {
-		for (size_t i = 0; i < reply->elements; i++)
+		bool noscript = op->pub != NULL && reply->elements > 0 &&
+		    reply_noscript(reply->element[0]);
+
+		for (size_t i = noscript ? 1 : 0; i < reply->elements; i++)
 			if (reply->element[i]->type == REDIS_REPLY_ERROR) {
 				log_warnx("redis: command in transaction failed: %s",
 				    reply->element[i]->str);
 				status = -EIO;
 			}
+		if (noscript && status == 0) {
+			/* The rest is applied: only the script goes again. */
+			struct lua_op *pub = op->pub;
+
+			log_info("redis: publishing script not cached (%s); sent "
+			    "again as EVAL", reply->element[0]->str);
+			op->pub = NULL;
+			pub->fn = on_publish_eval;
+			pub->priv = op;
+			lua_op_head(pub, true);
+			if (lua_send(pub) == 0)
+				return;
+			free(pub);
+			status = -EIO;
+		} else if (noscript) {
+			status = -EIO;
+		}
 	}
 	op->cb(op->arg, status);
+	free(op->pub);
 	free(op);
 }
 
@@ -660,14 +877,18 @@ rq_audit_max(struct rq *q, int64_t max)
 	snprintf(q->audit_max, sizeof(q->audit_max), "%lld", (long long)max);
 }
 
+/* Queues EXEC with cb(arg, status) on its reply; pub (owned from here)
+ * is the transaction's EVALSHA, or NULL. */
 static int
-exec_with(struct rq *q, rq_done_cb *cb, void *arg)
+exec_with(struct rq *q, rq_done_cb *cb, void *arg, struct lua_op *pub)
 {
 	struct rq_op *op = xcalloc(1, sizeof(*op));
 
 	op->cb = cb;
 	op->arg = arg;
+	op->pub = pub;
 	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_exec_reply, op, "EXEC") != REDIS_OK) {
+		free(op->pub);
 		free(op);
 		return -EIO;
 	}
@@ -707,6 +928,7 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 	char reskey[KEY_MAX], donekey[KEY_MAX], attkey[KEY_MAX], deadkey[KEY_MAX];
 	char cankey[KEY_MAX], outkey[KEY_MAX], chan[KEY_MAX], ttl[24];
 	const char *t = q->tenants[tenant];
+	struct lua_op *pub;
 	int rc = 0;
 
 	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
@@ -719,16 +941,23 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	{
 		const char *multi[] = { "MULTI" };
-		const char *eval[] = { "EVAL", publish_lua, "5", reskey, donekey,
+		const char *args[] = { "5", reskey, donekey,
 		    q->jobs_keys[tenant], attkey, cankey, res, ttl, entry_id, KEY_GROUP,
 		    chan, id };
 		size_t l_multi[] = { 5 };
-		size_t l_eval[] = { 4, strlen(publish_lua), 1, strlen(reskey), strlen(donekey),
+		size_t l_args[] = { 1, strlen(reskey), strlen(donekey),
 		    strlen(q->jobs_keys[tenant]), strlen(attkey), strlen(cankey), reslen,
 		    strlen(ttl), strlen(entry_id), strlen(KEY_GROUP), strlen(chan), strlen(id) };
 
+		/* Kept for a NOSCRIPT: the caller's res may go before the EXEC's reply. */
+		pub = lua_op_new(q, RQ_LUA_PUBLISH, 12, args, l_args);
+		lua_op_head(pub, false);
 		rc |= cmd(q, 1, multi, l_multi);
-		rc |= cmd(q, 14, eval, l_eval);
+		rc |= cmd(q, pub->argc, pub->argv, pub->len);
+		if (!pub->sha) {
+			free(pub);
+			pub = NULL;
+		}
 	}
 	if (dead != NULL) {
 		size_t plen = dead->payload_len > RQ_DEAD_PAYLOAD_MAX ? RQ_DEAD_PAYLOAD_MAX :
@@ -758,9 +987,11 @@ rq_publish(struct rq *q, size_t tenant, const char *id, const char *entry_id,
 		rc |= cmd(q, 3, exp, l_exp);
 	}
 	rc |= audit_adds(q, ev, nev);
-	if (rc != 0)
+	if (rc != 0) {
+		free(pub);
 		return -EIO;
-	return exec_with(q, cb, arg);
+	}
+	return exec_with(q, cb, arg, pub);
 }
 
 int
@@ -853,7 +1084,7 @@ rq_dead(struct rq *q, size_t tenant, const char *entry_id, const char *reason,
 	rc |= audit_adds(q, ev, nev);
 	if (rc != 0)
 		return -EIO;
-	return exec_with(q, cb, arg);
+	return exec_with(q, cb, arg, NULL);
 }
 
 /*** Tenants kept in Redis (tenant.h) ***/
@@ -1229,11 +1460,13 @@ rq_admit(struct rq *q, size_t tenant, const char *entry_id, uint32_t max_queued,
 	op = xcalloc(1, sizeof(*op));
 	op->cb = cb;
 	op->arg = arg;
-	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_admit_reply, op,
-	    "EVAL %s 2 %s %s %s %s %s %s", admit_lua, q->jobs_keys[tenant], key,
-	    entry_id, mq, rt, bu) != REDIS_OK) {
-		free(op);
-		return -EIO;
+	{
+		const char *args[] = { "2", q->jobs_keys[tenant], key, entry_id, mq, rt, bu };
+
+		if (lua_call_str(q, RQ_LUA_ADMIT, 7, args, on_admit_reply, op) < 0) {
+			free(op);
+			return -EIO;
+		}
 	}
 	return 0;
 }
@@ -1319,6 +1552,10 @@ rq_reclaim(struct rq *q, size_t tenant, int64_t min_idle_ms, size_t count)
 	    q->jobs_keys[tenant], KEY_GROUP, q->consumer, idle, cnt) == REDIS_OK ? 0 : -EIO;
 }
 
+/* A job's stored result and its attempts list, in one read. */
+static const char redelivery_lua[] = "return {redis.call('GET', KEYS[1]), "
+    "redis.call('LRANGE', KEYS[2], 0, -1)}";
+
 struct rget {
 	rq_redelivery_cb *cb;
 	void *arg;
@@ -1363,8 +1600,6 @@ int
 rq_redelivery_get(struct rq *q, size_t tenant, const char *id, rq_redelivery_cb *cb,
     void *arg)
 {
-	static const char lua[] = "return {redis.call('GET', KEYS[1]), "
-	    "redis.call('LRANGE', KEYS[2], 0, -1)}";
 	char key[KEY_MAX], akey[KEY_MAX];
 	struct rget *g;
 
@@ -1376,10 +1611,13 @@ rq_redelivery_get(struct rq *q, size_t tenant, const char *id, rq_redelivery_cb 
 	g = xcalloc(1, sizeof(*g));
 	g->cb = cb;
 	g->arg = arg;
-	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_redelivery_reply, g,
-	    "EVAL %s 2 %s %s", lua, key, akey) != REDIS_OK) {
-		free(g);
-		return -EIO;
+	{
+		const char *args[] = { "2", key, akey };
+
+		if (lua_call_str(q, RQ_LUA_REDELIVERY, 3, args, on_redelivery_reply, g) < 0) {
+			free(g);
+			return -EIO;
+		}
 	}
 	return 0;
 }
@@ -1592,10 +1830,13 @@ rq_qstats(struct rq *q, size_t tenant, rq_qstats_cb *cb, void *arg)
 	op->cb = cb;
 	op->arg = arg;
 	op->tenant = tenant;
-	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_qstats_reply, op,
-	    "EVAL %s 1 %s %s", qstats_lua, q->jobs_keys[tenant], KEY_GROUP) != REDIS_OK) {
-		free(op);
-		return -EIO;
+	{
+		const char *args[] = { "1", q->jobs_keys[tenant], KEY_GROUP };
+
+		if (lua_call_str(q, RQ_LUA_QSTATS, 3, args, on_qstats_reply, op) < 0) {
+			free(op);
+			return -EIO;
+		}
 	}
 	return 0;
 }
@@ -1647,4 +1888,20 @@ rq_free(struct rq *q)
 	free(q->prefix);
 	free(q->consumer);
 	free(q);
+}
+
+/* The text of script (RQ_LUA_*), for SCRIPT LOAD and EVAL. */
+static const char *
+lua_text(int script)
+{
+	switch (script) {
+	case RQ_LUA_PUBLISH:
+		return publish_lua;
+	case RQ_LUA_ADMIT:
+		return admit_lua;
+	case RQ_LUA_REDELIVERY:
+		return redelivery_lua;
+	default:
+		return qstats_lua;
+	}
 }
