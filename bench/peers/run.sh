@@ -12,6 +12,7 @@ here=$(dirname "$0")
 url=$1
 sandq_out=$2
 out=$(mktemp /tmp/sandq-peers-XXXXXX)
+trap 'rm -f "$out" "$out.one"' EXIT	# removed however the script ends
 args="--latency-jobs ${PEERS_LATENCY_JOBS:-500} --throughput-jobs ${PEERS_THROUGHPUT_JOBS:-2000} --producers ${PEERS_PRODUCERS:-4} --workers 2"
 rc=0
 
