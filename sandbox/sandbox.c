@@ -866,7 +866,8 @@ handback_wait(struct sandbox *s, int64_t deadline, const struct handback *how,
 
 int
 sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
-    size_t snaplen, int *snapfd, size_t *len, struct result *res)
+    size_t snaplen, void (*idle)(void *), void *idle_arg, int *snapfd,
+    size_t *len, struct result *res)
 {
 	static const struct handback how = {
 		/* exit_code and the output stay: the job did run. */
@@ -898,6 +899,8 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 		    "cannot ask the sandbox for its workspace: %s", strerror(-rc));
 		return -1;
 	}
+	if (idle != NULL)
+		idle(idle_arg);
 	return handback_wait(s, deadline, &how, snapfd, len, res);
 }
 
@@ -951,21 +954,31 @@ sandbox_commit_done(struct sandbox *s, const char *base_key)
 
 /*** Free ***/
 
+bool
+sandbox_base_wait(struct sandbox *s)
+{
+	struct pollfd pfd;
+	int64_t end;
+	int left, n = 0;
+
+	if (s == NULL || !s->updating || s->pidfd < 0)
+		return false;
+	pfd = (struct pollfd){ .fd = s->pidfd, .events = POLLIN };
+	end = mono_ns() + (int64_t)BASE_UPDATE_TIMEOUT_MS * 1000000;
+	while ((left = (int)((end - mono_ns()) / 1000000)) > 0 &&
+	    (n = poll(&pfd, 1, left)) < 0 && errno == EINTR)
+		;
+	s->updating = false;
+	return n > 0;
+}
+
 void
 sandbox_free(struct sandbox *s)
 {
 	if (s == NULL)
 		return;
 	/* Killed half way, the base would only be rebuilt: give it time. */
-	if (s->updating && s->pidfd >= 0) {
-		struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
-		int64_t end = mono_ns() + (int64_t)BASE_UPDATE_TIMEOUT_MS * 1000000;
-		int left;
-
-		while ((left = (int)((end - mono_ns()) / 1000000)) > 0 &&
-		    poll(&pfd, 1, left) < 0 && errno == EINTR)
-			;
-	}
+	sandbox_base_wait(s);
 	kill_init(s);
 	wait_for_init(s);
 	if (s->ctl >= 0)

@@ -155,10 +155,13 @@ void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
  * -1 with res's error set: status rejected, code "commit_refused", for
  * the job's own doing (exit_code and output stay), internal for ours.
  * snaplen is the size of the snapshot materialised (to size the memory the
- * capture may use).
+ * capture may use). idle, if not NULL, is called once with idle_arg after
+ * init was asked and before the wait: the worker's own work (preparing the
+ * next sandbox) then overlaps init's capture instead of following it.
  */
 int sandbox_capture(struct sandbox *sbx, const struct job *j, const char *rec,
-    size_t snaplen, int *snapfd, size_t *len, struct result *res);
+    size_t snaplen, void (*idle)(void *), void *idle_arg, int *snapfd,
+    size_t *len, struct result *res);
 
 /*
  * Seeds a new sandbox's version 1 from a folder of the image this sandbox
@@ -186,6 +189,15 @@ int sandbox_seed(struct sandbox *sbx, const struct job *j, const void *spec,
  * it half way, so the next job's sandbox finds the base whole.
  */
 void sandbox_commit_done(struct sandbox *sbx, const char *base_key);
+
+/*
+ * Waits (up to 30 s) for an init that is bringing the kept base up to a
+ * commit (sandbox_commit_done() with a key) to be done and gone; returns at
+ * once otherwise (NULL included). Returns true when it waited and init has
+ * exited: the base is whole for the next job's sandbox and nothing of this
+ * one runs (pid 1 exits last), so sandbox_free() may come later.
+ */
+bool sandbox_base_wait(struct sandbox *sbx);
 
 /* Kills the sandbox's init (and so every process in it), reaps it, frees. */
 void sandbox_free(struct sandbox *sbx);

@@ -15,7 +15,8 @@
  * of it. The fs.*, kv.* and sandbox.* ops run here, on the store, without
  * a sandbox (ops.c).
  *
- * The next sandbox is prepared right after a result is sent, while the
+ * The next sandbox is prepared while init captures a persistent run's
+ * workspace, else right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
  * arriving at an idle worker finds its namespaces and image already built.
  * It is prepared for the image the last job ran on (image.c): a job on
@@ -468,7 +469,28 @@ run_commits(const struct result *res)
 	return res->status == ST_OK || res->status == ST_EXIT || res->status == ST_SIGNAL;
 }
 
-/* Captures and commits a persistent run; fills res's sandbox fields. */
+/*
+ * Called while init captures a persistent run's workspace: the next job's
+ * sandbox is prepared, and the last one's reaped (its cgroup removed), now,
+ * while the worker would only wait, instead of after the result, where a
+ * job on the same sandbox (which comes to this worker) would wait for them
+ * (docs/decisions.md "Performance (issue 19)").
+ */
+static void
+capture_idle(void *arg)
+{
+	struct worker *w = arg;
+
+	prepare_next(w);
+	sandbox_free(w->reap);
+	w->reap = NULL;
+}
+
+/*
+ * Captures and commits a persistent run; fills res's sandbox fields. sbx
+ * is no longer w->next (the run's sandbox is spent): capture_idle() fills
+ * that slot with the next job's sandbox.
+ */
 static void
 run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
     const struct store_sandbox *sb, const char *fp, struct result *res)
@@ -482,7 +504,8 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	int64_t t0 = mono_ns(), t1;
 
 	rec = call_record(j, res);
-	rc = sandbox_capture(sbx, j, rec, w->snap_len, &fd, &len, res);
+	rc = sandbox_capture(sbx, j, rec, w->snap_len, capture_idle, w, &fd, &len,
+	    res);
 	free(rec);
 	if (rc < 0)
 		return;
@@ -790,16 +813,16 @@ run_job(struct worker *w, const struct msg *m)
 		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
 		free(key);
+		/* Reaped after the result is out and the next sandbox started. */
+		w->spent = w->next;
+		w->next = NULL;
 		if (j->sandbox != NULL) {
 			res->sandbox = xstrdup(j->sandbox);
 			res->version = sb.version;
 			res->snapshot = xstrdup(sb.head);
 			if (j->persist && run_commits(res))
-				run_commit(w, w->next, j, &sb, fp, res);
+				run_commit(w, w->spent, j, &sb, fp, res);
 		}
-		/* Reaped after the result is out and the next sandbox started. */
-		w->spent = w->next;
-		w->next = NULL;
 	}
 out_send:
 	w->jobs++;
@@ -846,8 +869,18 @@ worker_loop(struct worker *w)
 			sched_yield();
 			prepare_next(w);
 			snap_compact(w);
-			/* By now the spent sandbox's init has usually exited. */
-			sandbox_free(w->spent);
+			/*
+			 * By now the spent sandbox's init has usually exited.
+			 * One that brought the kept base up is gone once the
+			 * wait returns (nothing of it runs): it is reaped during
+			 * the next capture, off a job's path. The rest now.
+			 */
+			sandbox_free(w->reap);
+			w->reap = NULL;
+			if (sandbox_base_wait(w->spent))
+				w->reap = w->spent;
+			else
+				sandbox_free(w->spent);
 			w->spent = NULL;
 			break;
 		case MSG_SHUTDOWN:
@@ -860,6 +893,7 @@ worker_loop(struct worker *w)
 	}
 out:
 	msg_clear(&m);
+	sandbox_free(w->reap);
 	sandbox_free(w->spent);
 	sandbox_free(w->next);
 	w->next = NULL;
