@@ -194,9 +194,18 @@ store_open(const char *dir, struct store **out, struct err *e)
 	 * schema_ensure()'s: converting a schema-1 file renames rows before
 	 * the table they name exists, and checks the keys itself at the end.
 	 */
+	/*
+	 * secure_delete FAST: a freed page is not overwritten with zeros
+	 * (Debian builds SQLite with it ON). Retention frees the chunks only
+	 * an old version held at every commit, 16 pages each, and zeroing
+	 * them doubled what a commit writes to the WAL (docs/store.md
+	 * "Durability and concurrency", docs/security.md).
+	 */
 	if ((rc = sql_wal_enable(st->db, STORE_BUSY_MS, "store", e)) != 0 ||
 	    (rc = sql_exec(st->db, "PRAGMA synchronous = NORMAL", "store",
 	    "synchronous", e)) != 0 ||
+	    (rc = sql_exec(st->db, "PRAGMA secure_delete = FAST", "store",
+	    "secure_delete", e)) != 0 ||
 	    (rc = schema_ensure(st, e)) != 0 ||
 	    (rc = sql_exec(st->db, "PRAGMA foreign_keys = ON", "store",
 	    "foreign_keys", e)) != 0)
