@@ -829,10 +829,17 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
 	if (rc == 0 && strcmp(now_head, head) != 0)
 		rc = err_set(e, -ESTALE, "store: sandbox %s/%s: head is no "
 		    "longer %s (deleted and created again?)", tenant, id, head);
+	/* The reused chunks' references are owed until retention is done:
+	 * most cancel against those the retired version drops. */
+	st->defer_refs = true;
 	if (rc == 0)
 		rc = store__plan_store(st, &p, e);
+	st->defer_refs = false;
 	if (rc == 0)
 		rc = sandbox_move(st, tenant, id, expect_version, p.key, e);
+	if (rc == 0)
+		rc = store__net_flush(st, e);
+	store__net_end(st);
 	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
