@@ -58,6 +58,8 @@ struct sandbox {
 	int err_rd;		/* job's stderr, read end */
 	sandbox_output_cb *output;	/* live output, or NULL (sandbox_set_output) */
 	void *output_arg;
+	void (*idle)(void *);	/* sandbox_set_idle(), or NULL */
+	void *idle_arg;
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
@@ -579,6 +581,13 @@ sandbox_set_output(struct sandbox *s, sandbox_output_cb *cb, void *arg)
 	s->output_arg = arg;
 }
 
+void
+sandbox_set_idle(struct sandbox *s, void (*cb)(void *), void *arg)
+{
+	s->idle = cb;
+	s->idle_arg = arg;
+}
+
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
@@ -632,6 +641,10 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	fd_set_nonblock(s->out_rd, true);
 	fd_set_nonblock(s->err_rd, true);
 	fd_set_nonblock(s->ctl, true);
+	if (s->idle != NULL) {
+		s->idle(s->idle_arg);
+		s->idle = NULL;
+	}
 	/*
 	 * The wall clock runs from exec; until init reports the exec, set-up
 	 * gets the ready timeout on top.

@@ -477,14 +477,15 @@ run_commits(const struct result *res)
 }
 
 /*
- * Called while init captures a persistent run's workspace: the next job's
- * sandbox is prepared, and the last one's reaped (its cgroup removed), now,
- * while the worker would only wait, instead of after the result, where a
- * job on the same sandbox (which comes to this worker) would wait for them
- * (docs/decisions.md "Performance (issue 19)").
+ * Called while a persistent run's job runs (sandbox_set_idle()), and again
+ * while init captures its workspace (whatever is still to do): the next
+ * job's sandbox is prepared, and the last one's reaped (its cgroup
+ * removed), while the worker would only wait, instead of after the result,
+ * where a job on the same sandbox (which comes to this worker) would wait
+ * for them (docs/decisions.md "Performance (issue 19)").
  */
 static void
-capture_idle(void *arg)
+persist_idle(void *arg)
 {
 	struct worker *w = arg;
 
@@ -495,7 +496,7 @@ capture_idle(void *arg)
 
 /*
  * Captures and commits a persistent run; fills res's sandbox fields. sbx
- * is no longer w->next (the run's sandbox is spent): capture_idle() fills
+ * is no longer w->next (the run's sandbox is spent): persist_idle() fills
  * that slot with the next job's sandbox.
  */
 static void
@@ -511,7 +512,7 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	int64_t t0 = mono_ns(), t1;
 
 	rec = call_record(j, res);
-	rc = sandbox_capture(sbx, j, rec, w->snap_len, capture_idle, w, &fd, &len,
+	rc = sandbox_capture(sbx, j, rec, w->snap_len, persist_idle, w, &fd, &len,
 	    res);
 	free(rec);
 	if (rc < 0)
@@ -816,13 +817,17 @@ run_job(struct worker *w, const struct msg *m)
 			}
 			goto out_send;
 		}
-		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
-		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
-		    res);
-		free(key);
 		/* Reaped after the result is out and the next sandbox started. */
 		w->spent = w->next;
 		w->next = NULL;
+		sandbox_set_output(w->spent, j->stream ? send_output : NULL, w);
+		/* The next job on this sandbox comes to this worker: its
+		 * sandbox is made while this one runs (persist_idle()). */
+		if (j->sandbox != NULL && j->persist)
+			sandbox_set_idle(w->spent, persist_idle, w);
+		sandbox_run(w->spent, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
+		    res);
+		free(key);
 		if (j->sandbox != NULL) {
 			res->sandbox = xstrdup(j->sandbox);
 			res->version = sb.version;
