@@ -16,8 +16,9 @@
  * fs.*, kv.* and sandbox.* ops run here, on the store, without a sandbox
  * (ops.c).
  *
- * The next sandbox is prepared while init captures a persistent run's
- * workspace, else right after a result is sent, while the
+ * The next sandbox is prepared while a persistent run's job runs (the next
+ * job on that sandbox comes to this worker), else right after a result is
+ * sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
  * arriving at an idle worker finds its namespaces and image already built.
  * It is prepared for the image the last job ran on (image.c): a job on
