@@ -2,6 +2,7 @@
  * bench.c - sandq's end-to-end latency and throughput, beside their floors.
  *
  *   bench URL [--latency-jobs N] [--throughput-jobs N] [--clients N]
+ *             [--interp-jobs N]
  *
  * Measured in one run, the same way (wall clock around each operation):
  *   floor 1   fork + exec + wait of /bin/true
@@ -9,6 +10,9 @@
  *             bubblewrap, fork + exec + wait)
  *   latency   N sequential exec jobs of /bin/true through sandq: client XADD
  *             to result received (BLPOP), p50 and p99
+ *   interp    N rounds of sh 'echo 1', python 'print(1)' (warm) and the same
+ *             python job forced cold, sequential and interleaved: p50s and
+ *             python / echo (issue 19: warm python <= 1.5x)
  *   throughput  M jobs from C concurrent clients (threads, one connection
  *             each): each submits its share, then waits for all of them;
  *             jobs/s from the first submit to the last result
@@ -151,10 +155,73 @@ client_run(void *arg)
 	return NULL;
 }
 
+/*
+ * One job of the interpreter line: sh 'echo 1' (kind 0), python 'print(1)'
+ * (1: the warm path) or the same python job cold (2: PYTHONCOLD=1 in its
+ * environment, a start-up variable the warm process lacks, so init runs
+ * it cold: docs/decisions.md). Returns its time in ms, or -1.
+ */
+static double
+interp_job(struct sandq *c, int kind)
+{
+	static const char *const cold_env[] = { "PYTHONCOLD=1", NULL };
+	struct sandq_job_opts o = { .env = kind == 2 ? cold_env : NULL };
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+	double s = now_ms(), t;
+	int rc;
+
+	rc = kind == 0 ? sandq_submit_sh(c, "echo 1", &o, id) :
+	    sandq_submit_python(c, "print(1)", &o, id);
+	if (rc < 0 || sandq_wait(c, id, 60000, &r) < 0 || strcmp(r->status, "ok") != 0 ||
+	    r->stdout_len != 2 || memcmp(r->stdout_data, "1\n", 2) != 0)
+		t = -1;
+	else
+		t = now_ms() - s;
+	sandq_result_free(r);
+	return t;
+}
+
+/*
+ * Warm interpreters (issue 19, item 3): n rounds of sh 'echo', python warm
+ * and python cold, interleaved so the machine's noise falls on all three;
+ * prints each p50 and the ratios (target: warm python <= 1.5x echo).
+ */
+static int
+interp_line(const char *url, size_t n)
+{
+	double *ms[3], p[3];
+	struct sandq *c;
+	char err[256];
+	int failures = 0;
+
+	if ((c = sandq_connect(url, "default", err, sizeof(err))) == NULL) {
+		fprintf(stderr, "bench: %s\n", err);
+		return 1;
+	}
+	for (int k = 0; k < 3; k++)
+		ms[k] = calloc(n, sizeof(double));
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 3; k++)
+			if ((ms[k][i] = interp_job(c, k)) < 0)
+				failures++;
+	sandq_close(c);
+	for (int k = 0; k < 3; k++)
+		p[k] = pct(ms[k], n, 50);
+	printf("%-34s %zu each: echo p50 %.2f ms, python p50 %.2f ms "
+	    "(cold %.2f ms)\n", "sandq: sh 'echo' / python 'print'", n, p[0],
+	    p[1], p[2]);
+	printf("  python p50 / echo p50           %6.2fx (target <= 1.5x; "
+	    "cold %.2fx)\n", p[1] / p[0], p[2] / p[0]);
+	for (int k = 0; k < 3; k++)
+		free(ms[k]);
+	return failures;
+}
+
 int
 main(int argc, char **argv)
 {
-	size_t nlat = 1000, ntp = 5000, nfloor = 1000, nbwrap = 300;
+	size_t nlat = 1000, ntp = 5000, nfloor = 1000, nbwrap = 300, ninterp = 200;
 	int nclients = 4;
 	const char *url;
 	double *ms, f50, f99, b50, b99, e50, e99, t0, elapsed, ns_rate;
@@ -164,7 +231,7 @@ main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: bench URL [--latency-jobs N] [--throughput-jobs N] "
-		    "[--clients N]\n");
+		    "[--clients N] [--interp-jobs N]\n");
 		return 2;
 	}
 	url = argv[1];
@@ -175,6 +242,8 @@ main(int argc, char **argv)
 			ntp = strtoul(argv[i + 1], NULL, 10);
 		else if (strcmp(argv[i], "--clients") == 0)
 			nclients = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--interp-jobs") == 0)
+			ninterp = strtoul(argv[i + 1], NULL, 10);
 	}
 	if (nlat == 0 || ntp == 0 || nclients <= 0)
 		return 2;
@@ -236,6 +305,8 @@ main(int argc, char **argv)
 		report("sandq: XADD -> result, /bin/true", ms, nlat, &e50, &e99);
 	}
 	sandq_close(c);
+	if (ninterp > 0)
+		failures += interp_line(url, ninterp);
 
 	/* Throughput. */
 	{

@@ -109,8 +109,10 @@ _Static_assert(sizeof(struct msg_hello) == 8, "msg_hello is a wire struct");
 
 struct msg_sbx_exec {
 	int64_t started_ns;	/* CLOCK_MONOTONIC when the job was exec'd */
+	int64_t pre_cpu_ns;	/* CPU time in the cgroup before the job (a warm
+				 * interpreter's start-up): not the job's */
 };
-_Static_assert(sizeof(struct msg_sbx_exec) == 8, "wire struct");
+_Static_assert(sizeof(struct msg_sbx_exec) == 16, "wire struct");
 
 /* msg_sbx_exit.flags */
 #define SBX_EXIT_DISK_FULL 0x1	/* /workspace, /tmp or /dev/shm was full at the end */

@@ -370,6 +370,7 @@ enum kill_reason { KILLED_NONE, KILLED_TIMEOUT, KILLED_CPU, KILLED_OUTPUT };
 struct run {
 	int64_t exec_ns;	/* when init saw the exec, 0 until then */
 	int64_t end_ns;		/* when the job ended or was killed */
+	uint64_t pre_cpu_ns;	/* the cgroup's CPU before the job (warm.c) */
 	int status;		/* wait status of the job's main process */
 	bool exited;		/* MSG_SBX_EXIT seen */
 	bool disk_full;		/* a tmpfs of the job was full at its end */
@@ -395,6 +396,7 @@ handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 			struct msg_sbx_exec ex;
 			memcpy(&ex, m.data, sizeof(ex));
 			run->exec_ns = ex.started_ns;
+			run->pre_cpu_ns = ex.pre_cpu_ns > 0 ? (uint64_t)ex.pre_cpu_ns : 0;
 		}
 		break;
 	case MSG_SBX_EXIT:
@@ -657,6 +659,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 			else if (cpu_by_cgroup && now >= next_cpu_check) {
 				/* All processes together, reaped or not. */
 				cg_worker_job_usage(&s->cg, &u);
+				u.cpu_ns -= u.cpu_ns > run.pre_cpu_ns ? run.pre_cpu_ns : u.cpu_ns;
 				if (u.has_cpu && u.cpu_ns >= l->cpu_ms * 1000000)
 					kill_sandbox(s, &run, KILLED_CPU, now);
 				next_cpu_check = now + (int64_t)CPU_CHECK_MS * 1000000;
@@ -721,6 +724,7 @@ out_finish:
 	if (!(run.exited && run.killed == KILLED_NONE && WIFEXITED(run.status) &&
 	    WEXITSTATUS(run.status) == 0)) {
 		cg_worker_job_usage(&s->cg, &u);
+		u.cpu_ns -= u.cpu_ns > run.pre_cpu_ns ? run.pre_cpu_ns : u.cpu_ns;
 		if (u.has_cpu && u.cpu_ns / 1000000 > res->cpu_ms)
 			res->cpu_ms = u.cpu_ns / 1000000;
 	}
