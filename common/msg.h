@@ -76,6 +76,8 @@ enum msg_type {
 	MSG_SBX_IMAGE = 413,	/* worker -> init, before GO: struct msg_sbx_image
 				 * + nlayers x 64 hex digits (top first): the
 				 * sandbox's root is that image (sandbox/mount.c) */
+	MSG_SBX_WARM = 414,	/* worker -> init, after GO: empty, start a warm
+				 * python3 for the job (sandbox/warm.c) */
 	/* 5xx: worker <-> its sandbox spawner. */
 	MSG_SPAWN_REQ = 500,	/* worker -> spawner: empty, clone an init */
 	MSG_SPAWN_DONE = 501,	/* spawner -> worker: struct msg_spawn_done (+ ctl fd) */

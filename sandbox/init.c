@@ -7,7 +7,8 @@
  * a sandbox on an OCI image, MSG_SBX_IMAGE: its layers and user), joins
  * its cgroup, takes the sandbox user's identity, builds the root (mount.c:
  * the host's read-only image, or the image's overlay), hands the worker the job's stdout and stderr pipes and reports
- * MSG_SBX_READY, then starts a warm python3 for a python job (warm.c).
+ * MSG_SBX_READY, then, if the worker asks (MSG_SBX_WARM), starts a warm
+ * python3 for a python job (warm.c).
  * When the job arrives it mounts the job's tmpfs or
  * materialises a persistent sandbox's workspace (persist.c), seeds the
  * job's files, installs the job's filter (seccomp.c), spawns the job's
@@ -443,21 +444,25 @@ init_main(const struct sandbox_conf *conf, int ctl)
 	}
 	if (msg_send(ctl, MSG_SBX_READY, 0, NULL, 0, -1) < 0)
 		_exit(1);
+
+	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
 	/*
-	 * While the worker waits for a job: a warm python3 for it (warm.c),
-	 * on the host's root with a memory cgroup (RLIMIT_AS stays unlimited,
-	 * so start-up is the same under any job's limits). Best effort.
+	 * The worker asks for a warm python3 (its last job was python) while
+	 * it waits for a job: on the host's root with a memory cgroup
+	 * (RLIMIT_AS stays unlimited, so start-up is the same under any job's
+	 * limits). Best effort: without it, the job runs cold.
 	 */
-	if (!image.on && conf->cg.version != CG_NONE) {
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (rc == 1 && m.hdr.type == MSG_SBX_WARM) {
+		int nul = image.on || conf->cg.version == CG_NONE ? -1 :
+		    open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		if (nul >= 0) {
 			(void)warm_init_start(nul, out_wr, err_wr, ws, &e);
 			close(nul);
 		}
+		msg_clear(&m);
+		rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
 	}
-
-	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
 	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > SANDBOX_RULES_FP_LEN + 1 &&
 	    m.len < 1024 && memchr(m.data, '\n', m.len) ==
 	    (char *)m.data + m.len - SANDBOX_RULES_FP_LEN - 1) {

@@ -88,6 +88,12 @@ sock_bound(const struct sandbox *s, uint64_t memory_bytes)
 
 /* The cgroup limits of the last job this worker ran. */
 static uint64_t last_memory, last_pids;
+/*
+ * Whether that job was a python op: the next sandbox then starts a warm
+ * python3 (warm.c). A worker running shell or exec jobs spends no CPU on
+ * an interpreter nobody uses; the first python job after them runs cold.
+ */
+static bool last_python;
 
 /*
  * run_dir/base: the kept base of persist.c, on its own tmpfs (it holds up
@@ -240,6 +246,9 @@ sandbox_prepare(const struct sandbox_conf *conf, const struct sandbox_image *img
 		sandbox_free(s);
 		return rc;
 	}
+	/* Best effort: without it, a python job runs cold. */
+	if (last_python)
+		(void)msg_send(s->ctl, MSG_SBX_WARM, 0, NULL, 0, -1);
 	*out = s;
 	return 0;
 }
@@ -611,6 +620,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 	last_memory = l->memory_bytes;
 	last_pids = l->pids;
+	last_python = j->op == OP_PYTHON;
 	/* The patch rides with the base's key and the rules' fingerprint,
 	 * the image with the spec. */
 	if (snap != NULL) {
