@@ -162,7 +162,8 @@ warm_init_start(int stdin_fd, int out_wr, int err_wr, const char *home,
 	warm.net = NET_NONE;
 	/* What it started with, for warm_init_fits(). */
 	for (char **p = spec.envp; *p && warm.nenv < sizeof(warm.env) / sizeof(warm.env[0]); p++)
-		warm.env[warm.nenv++] = xstrdup(*p);
+		if (warm_start_var(*p))
+			warm.env[warm.nenv++] = xstrdup(*p);
 	return 0;
 }
 
