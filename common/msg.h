@@ -113,8 +113,13 @@ struct msg_sbx_exec {
 	int64_t started_ns;	/* CLOCK_MONOTONIC when the job was exec'd */
 	int64_t pre_cpu_ns;	/* CPU time in the cgroup before the job (a warm
 				 * interpreter's start-up): not the job's */
+	uint32_t flags;		/* SBX_EXEC_* */
+	uint32_t pad;
 };
-_Static_assert(sizeof(struct msg_sbx_exec) == 16, "wire struct");
+_Static_assert(sizeof(struct msg_sbx_exec) == 24, "wire struct");
+
+/* msg_sbx_exec.flags */
+#define SBX_EXEC_WARM 0x1	/* the job ran in the warm python3 (sandbox/warm.c) */
 
 /* msg_sbx_exit.flags */
 #define SBX_EXIT_DISK_FULL 0x1	/* /workspace, /tmp or /dev/shm was full at the end */

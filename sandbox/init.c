@@ -301,6 +301,7 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	ex.started_ns = mono_ns();
 	ex.pre_cpu_ns = pre_cpu_ns;
+	ex.flags = warm ? SBX_EXEC_WARM : 0;
 	/* Only the job holds the pipes now: EOF comes when it and its children end. */
 	if (!warm)
 		close(spec.stdin_fd);

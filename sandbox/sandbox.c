@@ -58,6 +58,8 @@ struct sandbox {
 	int err_rd;		/* job's stderr, read end */
 	sandbox_output_cb *output;	/* live output, or NULL (sandbox_set_output) */
 	void *output_arg;
+	sandbox_started_cb *started;	/* or NULL (sandbox_set_started) */
+	void *started_arg;
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
@@ -68,6 +70,7 @@ struct sandbox {
 	enum job_net net;	/* the job's network mode, once it has arrived */
 	int notify;		/* the job filter's listener, -1 until init sends it */
 	bool updating;		/* init is bringing the kept base up to a commit */
+	bool warm_asked;	/* MSG_SBX_WARM sent */
 };
 
 /*** Prepare ***/
@@ -89,9 +92,12 @@ sock_bound(const struct sandbox *s, uint64_t memory_bytes)
 /* The cgroup limits of the last job this worker ran. */
 static uint64_t last_memory, last_pids;
 /*
- * Whether that job was a python op: the next sandbox then starts a warm
- * python3 (warm.c). A worker running shell or exec jobs spends no CPU on
- * an interpreter nobody uses; the first python job after them runs cold.
+ * Whether that job was a python op that a warm python3 could take (it did,
+ * or none was asked for): the next sandbox then starts one (warm.c). A
+ * worker running shell or exec jobs spends no CPU on an interpreter nobody
+ * uses; the first python job after them runs cold, and a python job the
+ * warm process could not take (docs/protocol.md) does not ask for one for
+ * the next job.
  */
 static bool last_python;
 
@@ -248,7 +254,7 @@ sandbox_prepare(const struct sandbox_conf *conf, const struct sandbox_image *img
 	}
 	/* Best effort: without it, a python job runs cold. */
 	if (last_python)
-		(void)msg_send(s->ctl, MSG_SBX_WARM, 0, NULL, 0, -1);
+		s->warm_asked = msg_send(s->ctl, MSG_SBX_WARM, 0, NULL, 0, -1) >= 0;
 	*out = s;
 	return 0;
 }
@@ -406,6 +412,8 @@ handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 			memcpy(&ex, m.data, sizeof(ex));
 			run->exec_ns = ex.started_ns;
 			run->pre_cpu_ns = ex.pre_cpu_ns > 0 ? (uint64_t)ex.pre_cpu_ns : 0;
+			if (s->warm_asked && !(ex.flags & SBX_EXEC_WARM))
+				last_python = false;
 		}
 		break;
 	case MSG_SBX_EXIT:
@@ -590,6 +598,13 @@ sandbox_set_output(struct sandbox *s, sandbox_output_cb *cb, void *arg)
 	s->output_arg = arg;
 }
 
+void
+sandbox_set_started(struct sandbox *s, sandbox_started_cb *cb, void *arg)
+{
+	s->started = cb;
+	s->started_arg = arg;
+}
+
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
@@ -714,6 +729,8 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 			if (run.exec_ns > 0 && !exec_seen) {
 				exec_seen = true;
 				deadline = run.exec_ns + (int64_t)l->wall_ms * 1000000;
+				if (s->started != NULL)
+					s->started(s->started_arg);
 			}
 			if (run.exited && run.end_ns == 0)
 				run.end_ns = mono_ns();

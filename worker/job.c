@@ -67,6 +67,21 @@ prepare_next(struct worker *w)
 }
 
 /*
+ * While a python job runs: the sandbox after it, so that its warm python3
+ * (sandbox/warm.c) has started when the next job comes.
+ */
+static void
+prepare_spare(void *arg)
+{
+	struct worker *w = arg;
+	struct err e = { 0 };
+
+	if (w->spare == NULL && sandbox_prepare(&w->sbx_conf,
+	    w->img.digest[0] ? &w->img.sbx : NULL, &w->spare, &e) < 0)
+		log_warnx("cannot prepare a sandbox: %s", e.msg);
+}
+
+/*
  * Makes w->next a sandbox of the job's image (its image_id; none: the
  * host's). A sandbox prepared for another image is dropped; one prepared
  * for this image is kept if its layers are still the cache's (a layer
@@ -787,6 +802,8 @@ run_job(struct worker *w, const struct msg *m)
 			goto out_send;
 		}
 		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
+		sandbox_set_started(w->next, j->op == OP_PYTHON && j->sandbox == NULL ?
+		    prepare_spare : NULL, w);
 		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
 		free(key);
@@ -799,7 +816,8 @@ run_job(struct worker *w, const struct msg *m)
 		}
 		/* Reaped after the result is out and the next sandbox started. */
 		w->spent = w->next;
-		w->next = NULL;
+		w->next = w->spare;
+		w->spare = NULL;
 	}
 out_send:
 	w->jobs++;
@@ -862,7 +880,8 @@ out:
 	msg_clear(&m);
 	sandbox_free(w->spent);
 	sandbox_free(w->next);
-	w->next = NULL;
+	sandbox_free(w->spare);
+	w->next = w->spare = NULL;
 	worker_image_clear(&w->img);
 	return 0;
 }
