@@ -18,6 +18,8 @@
  * The next sandbox is prepared right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
  * arriving at an idle worker finds its namespaces and image already built.
+ * Beside a python job it is prepared as soon as the job has started (the
+ * spare), so that its warm python3 (sandbox/warm.c) has started too.
  * It is prepared for the image the last job ran on (image.c): a job on
  * another image (its image_id, or none for the host's) drops it and has
  * one prepared for its own.
