@@ -681,8 +681,12 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 				kill_sandbox(s, &run, KILLED_TIMEOUT, now);
 			else if (out.truncated || err.truncated)
 				kill_sandbox(s, &run, KILLED_OUTPUT, now);
-			else if (cpu_by_cgroup && now >= next_cpu_check) {
-				/* All processes together, reaped or not. */
+			else if (cpu_by_cgroup && now >= next_cpu_check &&
+			    (exec_seen || !s->warm_asked)) {
+				/*
+				 * All processes together, reaped or not; a warm
+				 * python3's start-up (known from MSG_SBX_EXEC) not.
+				 */
 				cg_worker_job_usage(&s->cg, &u);
 				u.cpu_ns -= u.cpu_ns > run.pre_cpu_ns ? run.pre_cpu_ns : u.cpu_ns;
 				if (u.has_cpu && u.cpu_ns >= l->cpu_ms * 1000000)

@@ -214,7 +214,13 @@ Test(warm, limits_and_filter_bind_a_warm_job)
 	}
 	sandq_result_free(r);
 
-	/* A warm job's CPU time is its own: print(1) is far below the start-up. */
+	/* The CPU limit, counted from the job's start (not the warm start-up's). */
+	o = (struct sandq_job_opts){ .limits.cpu_ms = 300 };
+	snprintf(code, sizeof(code), "%swhile True: pass\n", marker);
+	r = python(c, code, &o);
+	cr_expect_str_eq(r->status, "cpu_limit", "%s", r->stderr_data);
+	cr_expect_geq(r->cpu_ms, 300);
+	sandq_result_free(r);
 	sandq_close(c);
 }
 
