@@ -23,7 +23,8 @@
  *              and after the N jobs ran: what stays per job (each result
  *              is kept as res:ID for result_ttl_s, and as done:ID too when
  *              the client found it in res:ID before its BLPOP; the job's
- *              stream entry is deleted), with the keys counted by kind.
+ *              stream entry is deleted; the tenant's audit stream grows
+ *              until audit_stream_max), each part measured.
  *
  * VERDICT. A process's VmRSS after N jobs is compared with its VmRSS after
  * the first K (both sampled with the queue empty and the workers idle; every
@@ -31,14 +32,15 @@
  * beyond max(10%, 2 MiB) prints GROWS and the exit status is 1. Why that
  * tolerance: RSS moves in pages, and malloc keeps freed arenas and the
  * buffers hiredis and libuv grew for the largest burst, so a process that
- * does not leak still wanders by some hundreds of KiB; and sandqd's audit
- * ring (dispatcher/audit.c: 4,096 events of 2,680 bytes, 10.5 MiB, its
- * pages touched only as it first wraps) may still be filling its last MiB
- * at K = 2,000 jobs. 2 MiB over the 8,000 jobs between the samples still
- * catches a leak of about 260 bytes per job, and 10% keeps a large
- * process's page noise from counting. Comparing after K jobs, not idle,
- * leaves out what the first jobs legitimately warm up (caches, pools, that
- * ring). A slot whose worker was recycled between the samples is not
+ * does not leak still wanders by some hundreds of KiB; and sandqd still
+ * fills bounded caches after K = 2,000 jobs: the audit database's SQLite
+ * page cache (default 2,000 KiB) grows with audit.db, about 1 MiB more by
+ * 4,000 jobs, flat after (its audit ring, 4,096 events of 2,680 bytes, is
+ * all touched by some 1,400 jobs). 2 MiB over the 8,000 jobs between the
+ * samples still catches a leak of about 260 bytes per job, and 10% keeps a
+ * large process's page noise from counting. Comparing after K jobs, not
+ * idle, leaves out what the first jobs legitimately warm up (that ring,
+ * caches, pools). A slot whose worker was recycled between the samples is not
  * compared (a fresh process says nothing about the old one's growth); its
  * figures are still printed. Failed jobs also make the exit status 1.
  */
@@ -289,13 +291,17 @@ redis_int(redisContext *rc, const char *fmt, const char *arg)
 	return v;
 }
 
-/* How many keys match pattern (SCAN), or -1. */
+/*
+ * How many keys match pattern (SCAN), or -1; *one gets MEMORY USAGE of the
+ * first found (0 if none): they are all alike (one result each).
+ */
 static long long
-redis_count(redisContext *rc, const char *pattern)
+redis_count(redisContext *rc, const char *pattern, long long *one)
 {
 	char cursor[32] = "0";
 	long long n = 0;
 
+	*one = 0;
 	do {
 		redisReply *r = redisCommand(rc, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
 
@@ -307,6 +313,9 @@ redis_count(redisContext *rc, const char *pattern)
 		}
 		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
 		n += (long long)r->element[1]->elements;
+		if (*one == 0 && r->element[1]->elements > 0 &&
+		    r->element[1]->element[0]->type == REDIS_REPLY_STRING)
+			*one = redis_int(rc, "MEMORY USAGE %s", r->element[1]->element[0]->str);
 		freeReplyObject(r);
 	} while (strcmp(cursor, "0") != 0);
 	return n;
@@ -486,7 +495,7 @@ main(int argc, char **argv)
 	pid_t sandqd;
 	struct sample *s;
 	redisContext *rc;
-	long long q0, q1, q2, stream_bytes, xlen, r0, r1, k0, nres, ndone;
+	long long q0, q1, q2, stream_bytes, xlen, r0, r1, a0, a1, nres, ndone, res1, done1;
 	double t0 = now_ms(), t;
 	bool grows = false;
 	char key[128], pat[128], name[32];
@@ -543,7 +552,8 @@ main(int argc, char **argv)
 
 	/* The jobs run, K at a time, a sample after each batch. */
 	r0 = redis_used(rc);
-	k0 = redis_int(rc, "DBSIZE", NULL);
+	snprintf(key, sizeof(key), "sandq:{%s}:audit", SERVED_TENANT);
+	a0 = redis_int(rc, "MEMORY USAGE %s SAMPLES 0", key);
 	t = now_ms();
 	for (int i = 1; i < nsamples; i++) {
 		failures += run_jobs(url, SERVED_TENANT, nk, nclients, true);
@@ -556,6 +566,7 @@ main(int argc, char **argv)
 	}
 	t = now_ms() - t;
 	r1 = redis_used(rc);
+	a1 = redis_int(rc, "MEMORY USAGE %s SAMPLES 0", key);
 	for (int i = 0; i < nsamples; i++)
 		if (s[i].nslots > nslots)
 			nslots = s[i].nslots;
@@ -567,9 +578,9 @@ main(int argc, char **argv)
 
 	snprintf(key, sizeof(key), "sandq:{%s}:jobs", SERVED_TENANT);
 	snprintf(pat, sizeof(pat), "sandq:{%s}:res:*", SERVED_TENANT);
-	nres = redis_count(rc, pat);
+	nres = redis_count(rc, pat, &res1);
 	snprintf(pat, sizeof(pat), "sandq:{%s}:done:*", SERVED_TENANT);
-	ndone = redis_count(rc, pat);
+	ndone = redis_count(rc, pat, &done1);
 	printf("\nredis: %lld jobs queued (no host serving them): used_memory %+.2f MiB, "
 	    "%.1f KiB per 1,000 (the stream: %.1f KiB per 1,000); after DEL %+.1f KiB\n",
 	    xlen, (double)(q1 - q0) / 1048576.0,
@@ -577,11 +588,17 @@ main(int argc, char **argv)
 	    (double)stream_bytes / 1024.0 * 1000.0 / (double)njobs,
 	    (double)(q2 - q0) / 1024.0);
 	printf("redis: after the %zu jobs ran: used_memory %+.2f MiB, %.1f KiB per 1,000 "
-	    "kept until result_ttl_s (%lld keys more: %lld res:ID, %lld done:ID "
-	    "not popped); jobs stream: length %lld, %lld bytes\n",
-	    njobs, (double)(r1 - r0) / 1048576.0,
-	    (double)(r1 - r0) / 1024.0 * 1000.0 / (double)njobs,
-	    redis_int(rc, "DBSIZE", NULL) - k0, nres, ndone,
+	    "jobs, of which:\n", njobs, (double)(r1 - r0) / 1048576.0,
+	    (double)(r1 - r0) / 1024.0 * 1000.0 / (double)njobs);
+	printf("  %lld res:ID of %lld bytes (kept result_ttl_s): %.1f KiB per 1,000\n",
+	    nres, res1, (double)(nres * res1) / 1024.0 * 1000.0 / (double)njobs);
+	printf("  %lld done:ID of %lld bytes (result read from res:ID first, list not "
+	    "popped; result_ttl_s): %.1f KiB per 1,000\n", ndone, done1,
+	    (double)(ndone * done1) / 1024.0 * 1000.0 / (double)njobs);
+	printf("  the audit stream %+.2f MiB (capped at audit_stream_max events): "
+	    "%.1f KiB per 1,000\n", (double)(a1 - a0) / 1048576.0,
+	    (double)(a1 - a0) / 1024.0 * 1000.0 / (double)njobs);
+	printf("  the jobs stream: length %lld, %lld bytes (entries deleted once answered)\n",
 	    redis_int(rc, "XLEN %s", key), redis_int(rc, "MEMORY USAGE %s SAMPLES 0", key));
 
 	printf("\nverdict: VmRSS after %zu jobs against after %zu (tolerance max(%d%%, %u MiB))\n",
