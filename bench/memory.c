@@ -45,9 +45,7 @@
  * figures are still printed. Failed jobs also make the exit status 1.
  */
 #include <dirent.h>
-#include <errno.h>
 #include <hiredis/hiredis.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
