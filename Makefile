@@ -587,7 +587,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench $(B)/sandbox-bench \
-		$(B)/image-bench $(B)/gateway-bench
+		$(B)/image-bench $(B)/gateway-bench $(B)/memory-bench
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
@@ -627,6 +627,11 @@ $(B)/gateway-bench: bench/gateway.c bench/timing.h $(call obj,queue/token.c) $(B
 
 $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm
+
+# memory-bench: resident memory of sandqd and its workers and Redis's memory
+# per job (bench/run.sh runs it on a fresh stack of its own).
+$(B)/memory-bench: bench/memory.c bench/timing.h $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ bench/memory.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
 
 ### Installing ##############################################################
 
