@@ -45,8 +45,18 @@ int ns_worker_write_id_maps(pid_t pid, uid_t host_uid, uint32_t uid, uint32_t gi
     struct err *e);
 /* In init: become uid/gid (the mapped ones) keeping capabilities in the userns. */
 int ns_init_become_sandbox_user(uint32_t uid, uint32_t gid, struct err *e);
-/* In init: bring up loopback of the new network namespace. */
+/*
+ * In init: bring up loopback of the network namespace, unless it is up
+ * already (the spawner's shared one, which init may not change).
+ */
 int ns_init_loopback_up(struct err *e);
+/*
+ * In the spawner: unshares a new network namespace for itself, owned by
+ * the host's user namespace (so no job has any capability over it), with
+ * loopback up and its per-namespace settings (ns.c, NETNS_SYSCTLS).
+ * Returns 0 or -errno with e.
+ */
+int ns_spawner_net_make(struct err *e);
 
 /*** spawn.c ***/
 
@@ -233,12 +243,21 @@ struct sockcap {
 
 /* Opens init's counters (worker side; init_pid is in the job's netns). */
 int sockcap_open(struct sockcap *c, pid_t init_pid, struct err *e);
+/* The same from a /proc/.../net folder ("/proc/self/net": the caller's netns). */
+int sockcap_open_dir(struct sockcap *c, const char *dir, struct err *e);
 /* The count now, or -errno. */
 int64_t sockcap_count(const struct sockcap *c);
 /* Closes what is open; a no-op on a closed or zeroed one with fd -1. */
 void sockcap_close(struct sockcap *c);
 /* Pure: the count in a sockstat and a sockstat6 text, or -EINVAL. */
 int64_t sockcap_parse(const char *stat, const char *stat6);
+/*
+ * 1 if the namespace holds no socket of any kind, none in TIME_WAIT and no
+ * fragment (every per-namespace count of both files zero), 0 if it does,
+ * or -errno. sockcap_idle() is the same on texts (pure).
+ */
+int sockcap_is_idle(const struct sockcap *c);
+bool sockcap_idle(const char *stat, const char *stat6);
 
 /*** exec.c ***/
 

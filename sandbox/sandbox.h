@@ -47,6 +47,7 @@ struct sandbox_conf {
 	int index;		/* worker slot, for names */
 	struct cg_sys cg;	/* this worker's cgroup folder, or CG_NONE */
 	bool no_base;		/* keep no base: materialise every job (persist.c) */
+	bool net_fresh;		/* a network namespace per sandbox (spawn.c); else shared */
 	uint64_t socket_bytes;	/* bound of a job's socket buffers; 0 = its memory limit */
 	uint64_t sockets_max;	/* sockets a job may hold when it makes an inet one */
 	const char *image_cache;	/* the image cache's root, or NULL: host only */
