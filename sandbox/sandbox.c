@@ -58,8 +58,6 @@ struct sandbox {
 	int err_rd;		/* job's stderr, read end */
 	sandbox_output_cb *output;	/* live output, or NULL (sandbox_set_output) */
 	void *output_arg;
-	sandbox_started_cb *started;	/* or NULL (sandbox_set_started) */
-	void *started_arg;
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
@@ -100,6 +98,13 @@ static uint64_t last_memory, last_pids;
  * the next job.
  */
 static bool last_python;
+/*
+ * Python jobs to let pass before a sandbox asks for a warm python3 again,
+ * and how many asked for ones in a row went unused: a workload the warm
+ * process cannot take (an environment of its own, another network mode)
+ * pays for one start-up in 2, 4, ... up to 64 jobs, not every other one.
+ */
+static unsigned warm_skip, warm_misses;
 
 /*
  * run_dir/base: the kept base of persist.c, on its own tmpfs (it holds up
@@ -253,7 +258,9 @@ sandbox_prepare(const struct sandbox_conf *conf, const struct sandbox_image *img
 		return rc;
 	}
 	/* Best effort: without it, a python job runs cold. */
-	if (last_python)
+	if (last_python && warm_skip > 0)
+		warm_skip--;
+	else if (last_python)
 		s->warm_asked = msg_send(s->ctl, MSG_SBX_WARM, 0, NULL, 0, -1) >= 0;
 	*out = s;
 	return 0;
@@ -412,8 +419,14 @@ handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 			memcpy(&ex, m.data, sizeof(ex));
 			run->exec_ns = ex.started_ns;
 			run->pre_cpu_ns = ex.pre_cpu_ns > 0 ? (uint64_t)ex.pre_cpu_ns : 0;
-			if (s->warm_asked && !(ex.flags & SBX_EXEC_WARM))
+			if (s->warm_asked && !(ex.flags & SBX_EXEC_WARM)) {
 				last_python = false;
+				if (warm_misses < 6)
+					warm_misses++;
+				warm_skip = (1u << warm_misses) - 1;
+			} else if (s->warm_asked) {
+				warm_misses = 0;
+			}
 		}
 		break;
 	case MSG_SBX_EXIT:
@@ -598,13 +611,6 @@ sandbox_set_output(struct sandbox *s, sandbox_output_cb *cb, void *arg)
 	s->output_arg = arg;
 }
 
-void
-sandbox_set_started(struct sandbox *s, sandbox_started_cb *cb, void *arg)
-{
-	s->started = cb;
-	s->started_arg = arg;
-}
-
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
@@ -733,8 +739,6 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 			if (run.exec_ns > 0 && !exec_seen) {
 				exec_seen = true;
 				deadline = run.exec_ns + (int64_t)l->wall_ms * 1000000;
-				if (s->started != NULL)
-					s->started(s->started_arg);
 			}
 			if (run.exited && run.end_ns == 0)
 				run.end_ns = mono_ns();

@@ -145,14 +145,6 @@ typedef void sandbox_output_cb(void *arg, int fd, const void *buf, size_t len);
 void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
 
 /*
- * Has sandbox_run() call cb(arg) once, when the job's process has started
- * (the worker prepares its next sandbox then, beside a python job: its warm
- * python3 starts while this job runs). NULL: none.
- */
-typedef void sandbox_started_cb(void *arg);
-void sandbox_set_started(struct sandbox *sbx, sandbox_started_cb *cb, void *arg);
-
-/*
  * After sandbox_run() of a persistent job: hands init the tool call record
  * rec (JSON text: name, parameters, result, status, error, started_ms,
  * completed_ms) and waits for the captured workspace. On success returns 0

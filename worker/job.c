@@ -18,8 +18,6 @@
  * The next sandbox is prepared right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
  * arriving at an idle worker finds its namespaces and image already built.
- * Beside a python job it is prepared as soon as the job has started (the
- * spare), so that its warm python3 (sandbox/warm.c) has started too.
  * It is prepared for the image the last job ran on (image.c): a job on
  * another image (its image_id, or none for the host's) drops it and has
  * one prepared for its own.
@@ -65,21 +63,6 @@ prepare_next(struct worker *w)
 		return;
 	if (sandbox_prepare(&w->sbx_conf, w->img.digest[0] ? &w->img.sbx : NULL,
 	    &w->next, &e) < 0)
-		log_warnx("cannot prepare a sandbox: %s", e.msg);
-}
-
-/*
- * While a python job runs: the sandbox after it, so that its warm python3
- * (sandbox/warm.c) has started when the next job comes.
- */
-static void
-prepare_spare(void *arg)
-{
-	struct worker *w = arg;
-	struct err e = { 0 };
-
-	if (w->spare == NULL && sandbox_prepare(&w->sbx_conf,
-	    w->img.digest[0] ? &w->img.sbx : NULL, &w->spare, &e) < 0)
 		log_warnx("cannot prepare a sandbox: %s", e.msg);
 }
 
@@ -804,8 +787,6 @@ run_job(struct worker *w, const struct msg *m)
 			goto out_send;
 		}
 		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
-		sandbox_set_started(w->next, j->op == OP_PYTHON && j->sandbox == NULL ?
-		    prepare_spare : NULL, w);
 		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
 		free(key);
@@ -818,8 +799,7 @@ run_job(struct worker *w, const struct msg *m)
 		}
 		/* Reaped after the result is out and the next sandbox started. */
 		w->spent = w->next;
-		w->next = w->spare;
-		w->spare = NULL;
+		w->next = NULL;
 	}
 out_send:
 	w->jobs++;
@@ -864,11 +844,15 @@ worker_loop(struct worker *w)
 			 * a millisecond of kernel work, delays it.
 			 */
 			sched_yield();
-			prepare_next(w);
-			snap_compact(w);
-			/* By now the spent sandbox's init has usually exited. */
+			/*
+			 * The spent sandbox first (its init has usually exited by
+			 * now): the next one shares its network namespace only
+			 * once it has ended (sandbox/spawn.c, net_enter()).
+			 */
 			sandbox_free(w->spent);
 			w->spent = NULL;
+			prepare_next(w);
+			snap_compact(w);
 			break;
 		case MSG_SHUTDOWN:
 			goto out;
@@ -882,8 +866,7 @@ out:
 	msg_clear(&m);
 	sandbox_free(w->spent);
 	sandbox_free(w->next);
-	sandbox_free(w->spare);
-	w->next = w->spare = NULL;
+	w->next = NULL;
 	worker_image_clear(&w->img);
 	return 0;
 }
