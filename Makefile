@@ -106,7 +106,7 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 #   job      the job's own process until it execs: exec.c's job_* and
 #            limits.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
-	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
+	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
@@ -275,6 +275,8 @@ INTEG_TESTS += gateway_batch
 INTEG_TESTS += gateway_tar
 # sandqd's scripts as EVALSHA, and every job answered once across a SCRIPT FLUSH (issue 19).
 INTEG_TESTS += evalsha
+# a python job on the warm interpreter: what a cold start sees, the same confinement (issue 19).
+INTEG_TESTS += warm
 # a worker's two kept cgroups carry nothing of one job to a later one (cgroup v1)
 INTEG_TESTS += cgslot
 # a worker's jobs take turns in one network namespace, and leave nothing in it
@@ -341,6 +343,8 @@ $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 $(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/warm_test: $(B)/tests/warm_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto

@@ -270,6 +270,10 @@ struct exec_spec {
 	int stdout_fd;		/* becomes fd 1 */
 	int stderr_fd;		/* becomes fd 2 */
 	bool cg_memory;		/* a memory cgroup bounds the job (RLIMIT_AS need not) */
+	bool warm;		/* a warm interpreter ahead of its job (warm.c) */
+	enum job_net warm_net;	/* warm: the filter it installs itself */
+	int warm_ctl;		/* warm: its control socket, becomes fd 3 */
+	int warm_listener;	/* warm: set by the child, the filter's listener */
 	char **envp;		/* set by exec_init_spawn(), in envstore */
 	char *envstore[JOB_ENV_MAX + 8];
 };
@@ -279,6 +283,44 @@ struct exec_spec {
  * 126/127 as a shell would. Returns its pid, or fills e.
  */
 pid_t exec_init_spawn(struct exec_spec *s, struct err *e);
+/*
+ * In init: the environment a job starts with, its own variables plus the
+ * defaults it lacks (PATH, HOME=home, LANG, PYTHONNOUSERSITE), in storage
+ * (NULL-terminated). HOME's text is in a static buffer: valid until the
+ * next call.
+ */
+char **exec_init_environ(const struct job *j, const char *home, char **storage,
+    size_t nstorage);
+/*** warm.c ***/
+
+/*
+ * In init, before MSG_SBX_READY, on the host's root with a memory cgroup:
+ * starts a warm python3 (exec_init_spawn(), the job's path) with stdin_fd,
+ * out_wr and err_wr as its stdio and HOME home. Returns 0, or -errno with
+ * e and no warm process (the job runs cold).
+ */
+int warm_init_start(int stdin_fd, int out_wr, int err_wr, const char *home,
+    struct err *e);
+/*
+ * In init, the job known: whether the warm process (if any, and alive) can
+ * run j exactly as a cold `python3 -c` would (docs/decisions.md: a python
+ * op, its network mode, a memory cgroup, and the variables Python and
+ * libc read at start-up all as the warm start had them).
+ */
+bool warm_init_fits(const struct job *j, const char *home, bool cg_memory);
+/* In init: takes the warm process's filter listener (the caller closes it). */
+int warm_init_listener(void);
+/*
+ * In init: hands j to the warm process (warm_init_fits() said yes): its
+ * cwd, code, stdin and environment, then its rlimits. Returns its pid (the
+ * job's process from now on) with *pre_cpu_ns its CPU time before the job,
+ * or -errno with e (it is killed).
+ */
+pid_t warm_init_hand(const struct job *j, const char *home, bool cg_memory,
+    int64_t *pre_cpu_ns, struct err *e);
+/* In init: kills and reaps the warm process, if any. */
+void warm_init_discard(void);
+
 /* In init, per job: creates every seeded file under ws (the sandbox's files). */
 int exec_init_seed_files(const struct job *j, const char *ws, struct err *e);
 /*

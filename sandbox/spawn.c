@@ -85,7 +85,6 @@ spawn_set_title(const char *name)
 
 /*** The shared network namespace (spawner) ***/
 
-#define NET_LAST_WAIT_MS 20	/* how long a spawn waits for the last init's end */
 
 /*
  * The network namespace this spawner's inits share, one sandbox at a time
@@ -114,8 +113,13 @@ net_reusable(void)
 
 	if (net.ns < 0)
 		return false;
+	/*
+	 * No wait: the worker frees a spent sandbox before it prepares the
+	 * next (worker/job.c); a sandbox asked for while another still runs
+	 * gets a namespace of its own rather than hold the worker up.
+	 */
 	if (net.last >= 0) {
-		if (poll(&p, 1, NET_LAST_WAIT_MS) != 1)
+		if (poll(&p, 1, 0) != 1)
 			return false;
 		close(net.last);
 		net.last = -1;

@@ -844,11 +844,15 @@ worker_loop(struct worker *w)
 			 * a millisecond of kernel work, delays it.
 			 */
 			sched_yield();
-			prepare_next(w);
-			snap_compact(w);
-			/* By now the spent sandbox's init has usually exited. */
+			/*
+			 * The spent sandbox first (its init has usually exited by
+			 * now): the next one shares its network namespace only
+			 * once it has ended (sandbox/spawn.c, net_enter()).
+			 */
 			sandbox_free(w->spent);
 			w->spent = NULL;
+			prepare_next(w);
+			snap_compact(w);
 			break;
 		case MSG_SHUTDOWN:
 			goto out;
