@@ -106,7 +106,7 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 #   job      the job's own process until it execs: exec.c's job_* and
 #            limits.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
-	sandbox/limits.c sandbox/exec.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
+	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
@@ -275,6 +275,12 @@ INTEG_TESTS += gateway_batch
 INTEG_TESTS += gateway_tar
 # sandqd's scripts as EVALSHA, and every job answered once across a SCRIPT FLUSH (issue 19).
 INTEG_TESTS += evalsha
+# a python job on the warm interpreter: what a cold start sees, the same confinement (issue 19).
+INTEG_TESTS += warm
+# a worker's two kept cgroups carry nothing of one job to a later one (cgroup v1)
+INTEG_TESTS += cgslot
+# a worker's jobs take turns in one network namespace, and leave nothing in it
+INTEG_TESTS += netns
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -338,7 +344,13 @@ $(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(call o
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/warm_test: $(B)/tests/warm_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/cgslot_test: $(B)/tests/cgslot_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
@@ -587,7 +599,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench $(B)/snapshot-bench $(B)/sandbox-bench \
-		$(B)/image-bench $(B)/gateway-bench
+		$(B)/image-bench $(B)/gateway-bench $(B)/memory-bench
 	@sh bench/run.sh
 	@$(B)/snapshot-bench
 
@@ -627,6 +639,11 @@ $(B)/gateway-bench: bench/gateway.c bench/timing.h $(call obj,queue/token.c) $(B
 
 $(B)/sandbox-bench: bench/sandbox.c bench/timing.h $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ bench/sandbox.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lm
+
+# memory-bench: resident memory of sandqd and its workers and Redis's memory
+# per job (bench/run.sh runs it on a fresh stack of its own).
+$(B)/memory-bench: bench/memory.c bench/timing.h $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ bench/memory.c $(B)/libsandq.a $(LDFLAGS_ALL) $(LIBS_CLIENT) -lpthread -lm
 
 ### Installing ##############################################################
 

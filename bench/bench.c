@@ -2,6 +2,7 @@
  * bench.c - sandq's end-to-end latency and throughput, beside their floors.
  *
  *   bench URL [--latency-jobs N] [--throughput-jobs N] [--clients N]
+ *             [--interp-jobs N]
  *
  * Measured in one run, the same way (wall clock around each operation):
  *   floor 1   fork + exec + wait of /bin/true
@@ -9,6 +10,10 @@
  *             bubblewrap, fork + exec + wait)
  *   latency   N sequential exec jobs of /bin/true through sandq: client XADD
  *             to result received (BLPOP), p50 and p99
+ *   interp    N rounds of sh 'echo 1' and python 'print(1)', sequential and
+ *             alternating: p50s and python / echo (issue 19: <= 1.5x), the
+ *             python job forced cold (as before warm interpreters), then
+ *             warm, then warm with 50 ms between jobs (N/2 rounds)
  *   throughput  M jobs from C concurrent clients (threads, one connection
  *             each): each submits its share, then waits for all of them;
  *             jobs/s from the first submit to the last result
@@ -151,10 +156,78 @@ client_run(void *arg)
 	return NULL;
 }
 
+/*
+ * One job of the interpreter line: sh 'echo 1' (kind 0), python 'print(1)'
+ * (1: the warm path) or the same python job cold (2: PYTHONCOLD=1 in its
+ * environment, a start-up variable the warm process lacks, so init runs
+ * it cold: docs/decisions.md). Returns its time in ms, or -1.
+ */
+static double
+interp_job(struct sandq *c, int kind)
+{
+	static const char *const cold_env[] = { "PYTHONCOLD=1", NULL };
+	struct sandq_job_opts o = { .env = kind == 2 ? cold_env : NULL };
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+	double s = now_ms(), t;
+	int rc;
+
+	rc = kind == 0 ? sandq_submit_sh(c, "echo 1", &o, id) :
+	    sandq_submit_python(c, "print(1)", &o, id);
+	if (rc < 0 || sandq_wait(c, id, 60000, &r) < 0 || strcmp(r->status, "ok") != 0 ||
+	    r->stdout_len != 2 || memcmp(r->stdout_data, "1\n", 2) != 0)
+		t = -1;
+	else
+		t = now_ms() - s;
+	sandq_result_free(r);
+	return t;
+}
+
+/*
+ * Warm interpreters (issue 19, item 3): n rounds of sh 'echo' and python
+ * (kind 1: warm, or 2: forced cold), alternating so the machine's noise
+ * falls on both; prints both p50s and the ratio (target: warm python <=
+ * 1.5x echo). With gap_ms, the client waits that long before each job (a
+ * client that is not a tight loop).
+ */
+static int
+interp_line(const char *url, size_t n, int kind, int gap_ms)
+{
+	struct timespec gap = { gap_ms / 1000, (long)(gap_ms % 1000) * 1000000L };
+	double *ms[2], p[2];
+	struct sandq *c;
+	char err[256];
+	int failures = 0;
+
+	if ((c = sandq_connect(url, "default", err, sizeof(err))) == NULL) {
+		fprintf(stderr, "bench: %s\n", err);
+		return 1;
+	}
+	for (int k = 0; k < 2; k++)
+		ms[k] = calloc(n, sizeof(double));
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 2; k++) {
+			if (gap_ms > 0)
+				nanosleep(&gap, NULL);
+			if ((ms[k][i] = interp_job(c, k == 0 ? 0 : kind)) < 0)
+				failures++;
+		}
+	sandq_close(c);
+	for (int k = 0; k < 2; k++)
+		p[k] = pct(ms[k], n, 50);
+	printf("%-34s %zu each, %s, %d ms apart: echo p50 %.2f ms, python p50 "
+	    "%.2f ms: %.2fx%s\n", "sandq: sh 'echo' / python 'print'", n,
+	    kind == 1 ? "warm" : "cold", gap_ms, p[0], p[1], p[1] / p[0],
+	    kind == 1 ? " (target <= 1.5x)" : "");
+	for (int k = 0; k < 2; k++)
+		free(ms[k]);
+	return failures;
+}
+
 int
 main(int argc, char **argv)
 {
-	size_t nlat = 1000, ntp = 5000, nfloor = 1000, nbwrap = 300;
+	size_t nlat = 1000, ntp = 5000, nfloor = 1000, nbwrap = 300, ninterp = 200;
 	int nclients = 4;
 	const char *url;
 	double *ms, f50, f99, b50, b99, e50, e99, t0, elapsed, ns_rate;
@@ -164,7 +237,7 @@ main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: bench URL [--latency-jobs N] [--throughput-jobs N] "
-		    "[--clients N]\n");
+		    "[--clients N] [--interp-jobs N]\n");
 		return 2;
 	}
 	url = argv[1];
@@ -175,6 +248,8 @@ main(int argc, char **argv)
 			ntp = strtoul(argv[i + 1], NULL, 10);
 		else if (strcmp(argv[i], "--clients") == 0)
 			nclients = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--interp-jobs") == 0)
+			ninterp = strtoul(argv[i + 1], NULL, 10);
 	}
 	if (nlat == 0 || ntp == 0 || nclients <= 0)
 		return 2;
@@ -236,6 +311,11 @@ main(int argc, char **argv)
 		report("sandq: XADD -> result, /bin/true", ms, nlat, &e50, &e99);
 	}
 	sandq_close(c);
+	if (ninterp > 0) {
+		failures += interp_line(url, ninterp, 2, 0);
+		failures += interp_line(url, ninterp, 1, 0);
+		failures += interp_line(url, ninterp / 2, 1, 50);
+	}
 
 	/* Throughput. */
 	{

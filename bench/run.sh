@@ -6,8 +6,11 @@
 # figures as ratios to theirs) runs next on the same Redis; sandbox-bench
 # (persistent sandboxes) and gateway-bench (sandq-gateway beside the Redis
 # path; it starts its own gateways) run after it on the same stack;
-# then, the stack stopped, image-bench (jobs on OCI images), which starts
-# its own docker-registry, redis-server and sandqd.
+# then, the stack stopped, memory-bench (resident memory of sandqd and its
+# workers over 10,000 jobs, Redis's per job) on a fresh stack of its own,
+# so that its idle figures are a just-started sandqd's; then image-bench
+# (jobs on OCI images), which starts its own docker-registry, redis-server
+# and sandqd.
 set -u
 . "$(dirname "$0")/../deploy/private-stack.sh"
 stack_start --log-level warn ${SANDQ_BENCH_WORKERS:+--workers $SANDQ_BENCH_WORKERS}
@@ -22,6 +25,12 @@ echo
 echo
 SANDQ_BUILD="$B" "$B/gateway-bench" "$url" || rc=1
 [ $rc -ne 0 ] && cat "$dir/sandqd.log"
+stack_stop
+redis_pid="" sandqd_pid=""
+echo
+dir=$(mktemp -d /tmp/sandq-XXXXXX)
+stack_start --log-level warn ${SANDQ_BENCH_WORKERS:+--workers $SANDQ_BENCH_WORKERS}
+"$B/memory-bench" "$url" "$sandqd_pid" || { rc=1; cat "$dir/sandqd.log"; }
 stack_stop
 redis_pid="" sandqd_pid=""
 echo

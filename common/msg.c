@@ -71,6 +71,7 @@ msg_type_name(uint32_t type)
 	case MSG_SPAWN_LAYERS: return "SPAWN_LAYERS";
 	case MSG_SPAWN_LAYERS_DONE: return "SPAWN_LAYERS_DONE";
 	case MSG_SBX_IMAGE: return "SBX_IMAGE";
+	case MSG_SBX_WARM: return "SBX_WARM";
 	default: return "unknown";
 	}
 }

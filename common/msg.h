@@ -76,6 +76,8 @@ enum msg_type {
 	MSG_SBX_IMAGE = 413,	/* worker -> init, before GO: struct msg_sbx_image
 				 * + nlayers x 64 hex digits (top first): the
 				 * sandbox's root is that image (sandbox/mount.c) */
+	MSG_SBX_WARM = 414,	/* worker -> init, after GO: empty, start a warm
+				 * python3 for the job (sandbox/warm.c) */
 	/* 5xx: worker <-> its sandbox spawner. */
 	MSG_SPAWN_REQ = 500,	/* worker -> spawner: empty, clone an init */
 	MSG_SPAWN_DONE = 501,	/* spawner -> worker: struct msg_spawn_done (+ ctl fd) */
@@ -109,8 +111,15 @@ _Static_assert(sizeof(struct msg_hello) == 8, "msg_hello is a wire struct");
 
 struct msg_sbx_exec {
 	int64_t started_ns;	/* CLOCK_MONOTONIC when the job was exec'd */
+	int64_t pre_cpu_ns;	/* CPU time in the cgroup before the job (a warm
+				 * interpreter's start-up): not the job's */
+	uint32_t flags;		/* SBX_EXEC_* */
+	uint32_t pad;
 };
-_Static_assert(sizeof(struct msg_sbx_exec) == 8, "wire struct");
+_Static_assert(sizeof(struct msg_sbx_exec) == 24, "wire struct");
+
+/* msg_sbx_exec.flags */
+#define SBX_EXEC_WARM 0x1	/* the job ran in the warm python3 (sandbox/warm.c) */
 
 /* msg_sbx_exit.flags */
 #define SBX_EXIT_DISK_FULL 0x1	/* /workspace, /tmp or /dev/shm was full at the end */

@@ -224,6 +224,7 @@ static const char *const log_formats[] = { "text", "json", NULL };
 /* Must match job_net_parse() in proto/job.c (a test checks). */
 static const char *const net_choices[] = { "none", "unix", NULL };
 static const char *const overlay_choices[] = { "auto", "off", NULL };
+static const char *const netns_choices[] = { "shared", "fresh", NULL };
 static const char *const store_choices[] = { "local", "redis", NULL };
 /* Must match job_preset_parse() in proto/job.c (a test checks). */
 static const char *const preset_choices[] = {
@@ -322,6 +323,9 @@ static const struct option options[] = {
 	    "auto: a job on a persistent sandbox whose snapshot the worker "
 	    "already holds runs on an overlay of it; off: every job writes its "
 	    "whole snapshot out and reads it all back."),
+	ENUM(job_netns, "shared", netns_choices, false,
+	    "shared: a worker's jobs take turns in one network namespace, renewed "
+	    "when a job leaves a socket in it; fresh: a new one per job."),
 	CHOICES(net_modes, nnet_modes, "none, unix", net_choices, true,
 	    "Network modes jobs may ask for (net): none, unix."),
 	LIST(image_sources, nimage_sources, "", sources_check,

@@ -56,6 +56,7 @@ struct config {
 	int64_t sandbox_uid_base;	/* host uid of worker i's jobs: base + i */
 	char *default_preset;		/* strict|normal|permissive */
 	char *workspace_overlay;	/* auto|off */
+	char *job_netns;		/* shared|fresh */
 	char *snapshot_store;		/* local|redis */
 	int64_t lease_ms;		/* a host's hold on what it read, unrenewed */
 	int64_t worker_max_jobs;	/* jobs before a worker is replaced; 0 never */

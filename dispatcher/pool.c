@@ -397,9 +397,14 @@ spawn(struct sandqd *d, struct wslot *w)
 		    "--log-format", d->cfg.log_format,
 		    "--keep-versions", keep, "--socket-bytes", sock,
 		    "--sockets", nsock, "--image-cache", cache, "--image-uid", iuid,
-		    strcmp(d->cfg.workspace_overlay, "off") == 0 ? "--no-overlay" : NULL,
-		    NULL };
+		    NULL, NULL, NULL };
+		size_t na = sizeof(argv) / sizeof(argv[0]) - 3;
 		sigset_t none;
+
+		if (strcmp(d->cfg.workspace_overlay, "off") == 0)
+			argv[na++] = "--no-overlay";
+		if (strcmp(d->cfg.job_netns, "fresh") == 0)
+			argv[na++] = "--net-fresh";
 
 		/* The channel on fd 3; nothing else of ours crosses exec. */
 		if (dup2(sv[1], 3) < 0)

@@ -308,9 +308,12 @@ cg_detect(struct cg_sys *s)
 
 /*** Removal ***/
 
-/* Kills what is in dir (a leaf) and removes it; true once it is gone. */
+/*
+ * Kills what is in dir (a leaf) and removes it, or with keep only waits
+ * for it to hold no task; true once it is gone (empty).
+ */
 static bool
-remove_leaf(const char *dir)
+clear_leaf(const char *dir, bool keep)
 {
 	long wait_us = 50;
 
@@ -322,10 +325,16 @@ remove_leaf(const char *dir)
 		char buf[4096];
 		struct timespec ts = { 0, wait_us * 1000 };
 
-		if (rmdir(dir) == 0 || errno == ENOENT)
+		if (keep) {
+			if (read_file(dir, "tasks", buf, sizeof(buf)) < 0)
+				return false;
+			if (buf[0] == '\0')
+				return true;
+		} else if (rmdir(dir) == 0 || errno == ENOENT) {
 			return true;
-		if (errno != EBUSY)
+		} else if (errno != EBUSY) {
 			return false;
+		}
 		if (read_file(dir, "cgroup.procs", buf, sizeof(buf)) == 0) {
 			for (char *p = buf; *p; ) {
 				long pid = strtol(p, &p, 10);
@@ -341,6 +350,12 @@ remove_leaf(const char *dir)
 			wait_us *= 2;
 	}
 	return false;
+}
+
+static bool
+remove_leaf(const char *dir)
+{
+	return clear_leaf(dir, false);
 }
 
 /* Removes dir and every cgroup below it, deepest first. */
@@ -509,6 +524,57 @@ cg_worker_setup(struct cg_sys *s, pid_t sandqd, int index, struct err *e)
 
 /*** Per sandbox ***/
 
+/*
+ * Counters of a v1 slot set back to zero as it is taken (a write of 0
+ * resets each), so a job's peak, failures and CPU are its own.
+ */
+static const char *const slot_resets[][2] = {
+	{ "memory", "memory.max_usage_in_bytes" }, { "memory", "memory.failcnt" },
+	{ "memory", "memory.memsw.max_usage_in_bytes" }, { "memory", "memory.memsw.failcnt" },
+	{ "memory", "memory.kmem.tcp.max_usage_in_bytes" },
+	{ "memory", "memory.kmem.tcp.failcnt" }, { "cpuacct", "cpuacct.usage" },
+};
+
+/*
+ * Takes v1 slot seq & 1 for out, if no task is in it (made if absent):
+ * resets its counters and reads the bases of those that cannot be. False
+ * if it is busy or cannot be made or reset: the caller makes j<seq>.
+ */
+static bool
+slot_take(const struct cg_sys *s, uint64_t seq, struct cg_job *out)
+{
+	for (size_t i = 0; i < NJOB_CTRLS; i++) {
+		enum cg_ctrl c = job_ctrls[i];
+		char tasks[64];
+
+		if (s->dir[c][0] == '\0')
+			continue;
+		if (!pathf(out->dir[c], sizeof(out->dir[c]), "%s/s%u", s->dir[c],
+		    (unsigned)(seq & 1)))
+			return false;
+		if (same_dir_as_earlier(s, i))
+			continue;
+		if (mkdir(out->dir[c], 0755) < 0 && (errno != EEXIST ||
+		    read_file(out->dir[c], "tasks", tasks, sizeof(tasks)) < 0 ||
+		    tasks[0] != '\0'))
+			return false;
+	}
+	for (size_t k = 0; k < sizeof(slot_resets) / sizeof(slot_resets[0]); k++) {
+		enum cg_ctrl c = strcmp(slot_resets[k][0], "memory") == 0 ? CG_MEMORY :
+		    CG_CPUACCT;
+		int rc;
+
+		/* Files this kernel lacks (memsw without swap accounting) are fine. */
+		if (out->dir[c][0] != '\0' &&
+		    (rc = write_file(out->dir[c], slot_resets[k][1], "0")) < 0 && rc != -ENOENT)
+			return false;
+	}
+	(void)read_key(out->dir[CG_MEMORY], "memory.oom_control", "oom_kill", &out->oom_base);
+	(void)read_key(out->dir[CG_PIDS], "pids.events", "max", &out->pids_base);
+	out->slot = true;
+	return true;
+}
+
 int
 cg_worker_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid,
     struct cg_job *out, struct err *e)
@@ -520,6 +586,10 @@ cg_worker_job_create(const struct cg_sys *s, uint64_t seq, pid_t pid,
 	out->sys = s;
 	if (s->version == CG_NONE)
 		return 0;
+	if (s->version == CG_V1 && slot_take(s, seq, out))
+		return 0;
+	memset(out, 0, sizeof(*out));
+	out->sys = s;
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
 	for (size_t i = 0; i < NJOB_CTRLS; i++) {
 		enum cg_ctrl c = job_ctrls[i];
@@ -658,6 +728,7 @@ cg_worker_job_usage(const struct cg_job *j, struct cg_usage *u)
 		    &u->mem_peak);
 		(void)read_key(j->dir[CG_MEMORY], "memory.oom_control", "oom_kill",
 		    &u->oom_kills);
+		u->oom_kills -= u->oom_kills >= j->oom_base ? j->oom_base : u->oom_kills;
 	} else {
 		uint64_t us;
 
@@ -667,6 +738,7 @@ cg_worker_job_usage(const struct cg_job *j, struct cg_usage *u)
 		(void)read_key(j->dir[CG_MEMORY], "memory.events", "oom_kill", &u->oom_kills);
 	}
 	(void)read_key(j->dir[CG_PIDS], "pids.events", "max", &u->pids_refused);
+	u->pids_refused -= u->pids_refused >= j->pids_base ? j->pids_base : u->pids_refused;
 }
 
 void
@@ -681,8 +753,17 @@ cg_worker_job_destroy(struct cg_job *j)
 
 		if (j->dir[c][0] == '\0')
 			continue;
-		if (!same_dir_as_earlier(s, i) && !remove_leaf(j->dir[c]))
-			log_warn("cannot remove cgroup %s", j->dir[c]);
+		if (same_dir_as_earlier(s, i))
+			continue;
+		if (!clear_leaf(j->dir[c], j->slot))
+			log_warn("cannot %s cgroup %s", j->slot ? "empty" : "remove", j->dir[c]);
+		/*
+		 * What the job left charged (page cache, kernel objects) goes
+		 * to the parent, as a removal would: the next job starts at 0.
+		 */
+		else if (j->slot && c == CG_MEMORY)
+			(void)write_file(j->dir[c], "memory.force_empty", "1");
 	}
 	memset(j->dir, 0, sizeof(j->dir));
+	j->slot = false;
 }

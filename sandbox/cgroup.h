@@ -59,6 +59,9 @@ struct cg_usage {
 struct cg_job {
 	const struct cg_sys *sys;
 	char dir[CG__NCTRL][CG_PATH_MAX];
+	bool slot;		/* one of the worker's two kept folders: emptied, not removed */
+	uint64_t oom_base;	/* the slot's OOM kills and refused forks when */
+	uint64_t pids_base;	/* this sandbox took it (v1 cannot reset them) */
 };
 
 /* Fills s; s->version is CG_NONE (with s->why) when memory+pids are not both usable. */
@@ -84,8 +87,14 @@ void cg_host_cleanup(const struct cg_sys *s, pid_t sandqd);
 int cg_worker_setup(struct cg_sys *s, pid_t sandqd, int index, struct err *e);
 
 /*
- * Makes the sandbox's cgroup j<seq>. With v2 it also moves pid (its init)
- * in. With v1 the init joins by itself (cg_init_join_self()): a task moving
+ * Gives the sandbox its cgroup. On v1, one of the worker's two kept slots
+ * s0 and s1 (by seq's parity, so the sandbox before, which may still be
+ * ending, has the other): taken only if no task is in it, its peak, fail
+ * and CPU counters reset to zero and the counters v1 cannot reset (OOM
+ * kills, refused forks) read as a base; cg_worker_job_destroy() empties it
+ * and gives its remaining charge back (memory.force_empty). A slot still
+ * busy, and every cgroup on v2, is a new folder j<seq>, removed after the
+ * job. With v2 it also moves pid (its init) in. With v1 the init joins by itself (cg_init_join_self()): a task moving
  * itself by its thread id skips the global lock that moving another
  * process takes, whose wait for an RCU grace period stalls every fork on
  * the machine meanwhile.
@@ -116,7 +125,10 @@ int cg_worker_job_limit(const struct cg_job *j, uint64_t memory_bytes,
     uint64_t sock_bytes, uint64_t pids, struct err *e);
 /* Reads what the job used so far. */
 void cg_worker_job_usage(const struct cg_job *j, struct cg_usage *u);
-/* Kills every process left and removes the cgroup (retrying while busy). */
+/*
+ * Kills every process left and removes the cgroup (retrying while busy);
+ * a slot is emptied the same way and kept, its charge given back.
+ */
 void cg_worker_job_destroy(struct cg_job *j);
 
 #endif

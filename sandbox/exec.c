@@ -23,6 +23,12 @@
  *      capability can give any back;
  *   6. execvpe with the job's own environment only.
  *
+ * A warm interpreter (warm.c) takes the same path ahead of its job, with
+ * two differences: it installs the job's filter itself as step 0 (init
+ * installs it on itself only once the job's tmpfs are mounted), and its
+ * rlimits are set by init when the job is handed over (prlimit, the same
+ * values, lowering only). It keeps its control socket as fd 3.
+ *
  * A failure before exec is reported on the job's stderr like a shell would
  * ("sandq: python4: No such file or directory") with exit code 127 (not
  * found) or 126 (found, could not run), so the result stays the job's own.
@@ -34,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/close_range.h>
 #include <linux/openat2.h>
 #include <signal.h>
 #include <stdio.h>
@@ -94,8 +101,8 @@ job_drop_capabilities(void)
  * them.
  * A job that wants its user site sets PYTHONNOUSERSITE= (empty) itself.
  */
-static char **
-init_job_environ(const struct job *j, const char *home, char **storage,
+char **
+exec_init_environ(const struct job *j, const char *home, char **storage,
     size_t nstorage)
 {
 	static char home_var[JOB_ROOT_DIR_MAX + 8];
@@ -148,17 +155,44 @@ job_oom_first(void)
 	close(fd);
 }
 
+/*
+ * A warm interpreter's step 0 (warm.c): the job's filter, which init could
+ * not install on itself yet (it still mounts the job's tmpfs when the job
+ * comes). We share init's descriptor table (CLONE_FILES) until the filter
+ * is in, so its listener lands where init finds it (s->warm_listener, in
+ * the memory we share too); then the table is unshared and every later
+ * step works on our own copy, as a job's process does.
+ */
+static void
+job_warm_filter(struct exec_spec *s)
+{
+	struct err e = { 0 };
+	int nfd;
+
+	if ((nfd = seccomp_init_job_install(s->warm_net, &e)) < 0)
+		_exit(126);
+	s->warm_listener = nfd;
+	if (syscall(SYS_close_range, ~0U, ~0U, CLOSE_RANGE_UNSHARE) < 0)
+		_exit(126);
+}
+
 static void __attribute__((noreturn))
-job_exec(const struct exec_spec *s)
+job_exec(struct exec_spec *s)
 {
 	const struct job *j = s->job;
 	sigset_t all;
 	struct err e = { 0 };
 
+	if (s->warm)
+		job_warm_filter(s);
 	if (dup2(s->stdin_fd, 0) < 0 || dup2(s->stdout_fd, 1) < 0 ||
 	    dup2(s->stderr_fd, 2) < 0)
 		_exit(126);
-	if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
+	/* A warm interpreter keeps its control socket as 3 (warm.c). */
+	if (s->warm && (s->warm_ctl < 3 || dup2(s->warm_ctl, 3) < 0 ||
+	    fcntl(3, F_SETFD, 0) < 0))
+		_exit(126);
+	if (syscall(SYS_close_range, s->warm ? 4U : 3U, ~0U, 0U) < 0)
 		_exit(126);
 	setsid();
 	for (int sig = 1; sig < NSIG; sig++)
@@ -169,7 +203,8 @@ job_exec(const struct exec_spec *s)
 	if (chdir(j->cwd ? j->cwd : s->home) < 0)
 		job_fail(126, j->cwd ? j->cwd : s->home, errno);
 	job_oom_first();
-	if (limits_apply(&j->limits, s->cg_memory, &e) < 0)
+	/* A warm interpreter's limits are the job's, set by init at hand-off. */
+	if (!s->warm && limits_apply(&j->limits, s->cg_memory, &e) < 0)
 		job_fail(126, e.msg, -e.code);
 	if (job_drop_capabilities() < 0)
 		job_fail(126, "drop capabilities", errno);
@@ -193,7 +228,7 @@ exec_init_spawn(struct exec_spec *s, struct err *e)
 	const char *path = JOB_PATH_ENV;
 	pid_t pid;
 
-	s->envp = init_job_environ(s->job, s->home, s->envstore,
+	s->envp = exec_init_environ(s->job, s->home, s->envstore,
 	    sizeof(s->envstore) / sizeof(s->envstore[0]));
 	/* execvpe searches the caller's PATH: make it the job's. */
 	for (char **p = s->envp; *p; p++)
@@ -210,7 +245,7 @@ exec_init_spawn(struct exec_spec *s, struct err *e)
 		}
 	}
 	pid = clone(job_main, (char *)stack + EXEC_STACK_SIZE,
-	    CLONE_VM | CLONE_VFORK | SIGCHLD, s);
+	    CLONE_VM | CLONE_VFORK | (s->warm ? CLONE_FILES : 0) | SIGCHLD, s);
 	if (pid < 0)
 		return err_set(e, -errno, "clone: %s", strerror(errno));
 	return pid;

@@ -7,7 +7,9 @@
  * a sandbox on an OCI image, MSG_SBX_IMAGE: its layers and user), joins
  * its cgroup, takes the sandbox user's identity, builds the root (mount.c:
  * the host's read-only image, or the image's overlay), hands the worker the job's stdout and stderr pipes and reports
- * MSG_SBX_READY. When the job arrives it mounts the job's tmpfs or
+ * MSG_SBX_READY, then, if the worker asks (MSG_SBX_WARM), starts a warm
+ * python3 for a python job (warm.c).
+ * When the job arrives it mounts the job's tmpfs or
  * materialises a persistent sandbox's workspace (persist.c), seeds the
  * job's files, installs the job's filter (seccomp.c), spawns the job's
  * process (exec.c), reports MSG_SBX_EXEC, reaps every process of the
@@ -227,12 +229,13 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 {
 	struct exec_spec spec = { .stdout_fd = out_wr, .stderr_fd = err_wr,
 	    .cg_memory = conf->cg.version != CG_NONE };
-	struct msg_sbx_exec ex;
+	struct msg_sbx_exec ex = { 0 };
 	struct err e = { 0 };
 	struct job *j = NULL;
+	int64_t pre_cpu_ns = 0;
 	pid_t job_pid;
 	int st, nfd, snapfd, rc;
-	bool capture;
+	bool capture, warm;
 
 	/* A persistent sandbox's snapshot rides with the spec; kept for the capture. */
 	snapfd = m->fd;
@@ -260,24 +263,48 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	if (exec_init_seed_files(j, ws, &e) < 0 ||
 	    exec_init_prepare_cwd(j, image.on, ws, &e) < 0)
 		init_fail(ctl, SBX_FAIL_INPUT, &e);
-	if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
-		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	/*
+	 * A warm python3 (warm.c) takes the job if it can run it exactly as
+	 * a cold start would; otherwise it goes, and the CPU it used (in the
+	 * cgroup, and reaped: in our rusage) is not the job's.
+	 */
+	warm = warm_init_fits(j, ws, spec.cg_memory);
+	if (!warm) {
+		struct rusage ru;
+
+		warm_init_discard();
+		if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+			pre_cpu_ns = ((int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
+			    1000000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+		if ((spec.stdin_fd = init_stdin(j, &e)) < 0)
+			init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	}
 	spec.job = j;
 	/*
 	 * The job's filter, from here on for init and everything it starts;
 	 * the worker answers what it refuses. Init needs nothing it refuses.
+	 * A warm process installed the same filter itself (exec.c): the
+	 * worker gets its listener, and init's own is not needed.
 	 */
 	if ((nfd = seccomp_init_job_install(j->net_mode, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
+	if (warm) {
+		close(nfd);
+		nfd = warm_init_listener();
+	}
 	if (msg_send(ctl, MSG_SBX_NOTIFY, 0, NULL, 0, nfd) < 0)
 		_exit(1);
 	close(nfd);
 
-	if ((job_pid = exec_init_spawn(&spec, &e)) < 0)
+	if ((job_pid = warm ? warm_init_hand(j, ws, spec.cg_memory, &pre_cpu_ns, &e) :
+	    exec_init_spawn(&spec, &e)) < 0)
 		init_fail(ctl, SBX_FAIL_INTERNAL, &e);
 	ex.started_ns = mono_ns();
+	ex.pre_cpu_ns = pre_cpu_ns;
+	ex.flags = warm ? SBX_EXEC_WARM : 0;
 	/* Only the job holds the pipes now: EOF comes when it and its children end. */
-	close(spec.stdin_fd);
+	if (!warm)
+		close(spec.stdin_fd);
 	close(out_wr);
 	close(err_wr);
 	(void)msg_send(ctl, MSG_SBX_EXEC, 0, &ex, sizeof(ex), -1);
@@ -313,6 +340,8 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 			if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
 				x.cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
 				    1000000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+				x.cpu_us -= x.cpu_us > pre_cpu_ns / 1000 ? pre_cpu_ns / 1000 :
+				    x.cpu_us;
 				x.max_rss_kb = ru.ru_maxrss;
 			}
 			(void)msg_send(ctl, MSG_SBX_EXIT, 0, &x, sizeof(x), -1);
@@ -421,6 +450,23 @@ init_main(const struct sandbox_conf *conf, int ctl)
 		_exit(1);
 
 	rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
+	/*
+	 * The worker asks for a warm python3 (its last job was python) while
+	 * it waits for a job: on the host's root with a memory cgroup
+	 * (RLIMIT_AS stays unlimited, so start-up is the same under any job's
+	 * limits). Best effort: without it, the job runs cold.
+	 */
+	if (rc == 1 && m.hdr.type == MSG_SBX_WARM) {
+		int nul = image.on || conf->cg.version == CG_NONE ? -1 :
+		    open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (nul >= 0) {
+			(void)warm_init_start(nul, out_wr, err_wr, ws, &e);
+			close(nul);
+		}
+		msg_clear(&m);
+		rc = msg_recv(ctl, &m, MSG_BLOB_MAX);
+	}
 	if (rc == 1 && m.hdr.type == MSG_SBX_BASE && m.len > SANDBOX_RULES_FP_LEN + 1 &&
 	    m.len < 1024 && memchr(m.data, '\n', m.len) ==
 	    (char *)m.data + m.len - SANDBOX_RULES_FP_LEN - 1) {

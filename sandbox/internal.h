@@ -45,8 +45,18 @@ int ns_worker_write_id_maps(pid_t pid, uid_t host_uid, uint32_t uid, uint32_t gi
     struct err *e);
 /* In init: become uid/gid (the mapped ones) keeping capabilities in the userns. */
 int ns_init_become_sandbox_user(uint32_t uid, uint32_t gid, struct err *e);
-/* In init: bring up loopback of the new network namespace. */
+/*
+ * In init: bring up loopback of the network namespace, unless it is up
+ * already (the spawner's shared one, which init may not change).
+ */
 int ns_init_loopback_up(struct err *e);
+/*
+ * In the spawner: unshares a new network namespace for itself, owned by
+ * the host's user namespace (so no job has any capability over it), with
+ * loopback up and its per-namespace settings (ns.c, NETNS_SYSCTLS).
+ * Returns 0 or -errno with e.
+ */
+int ns_spawner_net_make(struct err *e);
 
 /*** spawn.c ***/
 
@@ -241,12 +251,21 @@ struct sockcap {
 
 /* Opens init's counters (worker side; init_pid is in the job's netns). */
 int sockcap_open(struct sockcap *c, pid_t init_pid, struct err *e);
+/* The same from a /proc/.../net folder ("/proc/self/net": the caller's netns). */
+int sockcap_open_dir(struct sockcap *c, const char *dir, struct err *e);
 /* The count now, or -errno. */
 int64_t sockcap_count(const struct sockcap *c);
 /* Closes what is open; a no-op on a closed or zeroed one with fd -1. */
 void sockcap_close(struct sockcap *c);
 /* Pure: the count in a sockstat and a sockstat6 text, or -EINVAL. */
 int64_t sockcap_parse(const char *stat, const char *stat6);
+/*
+ * 1 if the namespace holds no socket of any kind, none in TIME_WAIT and no
+ * fragment (every per-namespace count of both files zero), 0 if it does,
+ * or -errno. sockcap_idle() is the same on texts (pure).
+ */
+int sockcap_is_idle(const struct sockcap *c);
+bool sockcap_idle(const char *stat, const char *stat6);
 
 /*** exec.c ***/
 
@@ -259,6 +278,10 @@ struct exec_spec {
 	int stdout_fd;		/* becomes fd 1 */
 	int stderr_fd;		/* becomes fd 2 */
 	bool cg_memory;		/* a memory cgroup bounds the job (RLIMIT_AS need not) */
+	bool warm;		/* a warm interpreter ahead of its job (warm.c) */
+	enum job_net warm_net;	/* warm: the filter it installs itself */
+	int warm_ctl;		/* warm: its control socket, becomes fd 3 */
+	int warm_listener;	/* warm: set by the child, the filter's listener */
 	char **envp;		/* set by exec_init_spawn(), in envstore */
 	char *envstore[JOB_ENV_MAX + 8];
 };
@@ -268,6 +291,44 @@ struct exec_spec {
  * 126/127 as a shell would. Returns its pid, or fills e.
  */
 pid_t exec_init_spawn(struct exec_spec *s, struct err *e);
+/*
+ * In init: the environment a job starts with, its own variables plus the
+ * defaults it lacks (PATH, HOME=home, LANG, PYTHONNOUSERSITE), in storage
+ * (NULL-terminated). HOME's text is in a static buffer: valid until the
+ * next call.
+ */
+char **exec_init_environ(const struct job *j, const char *home, char **storage,
+    size_t nstorage);
+/*** warm.c ***/
+
+/*
+ * In init, before MSG_SBX_READY, on the host's root with a memory cgroup:
+ * starts a warm python3 (exec_init_spawn(), the job's path) with stdin_fd,
+ * out_wr and err_wr as its stdio and HOME home. Returns 0, or -errno with
+ * e and no warm process (the job runs cold).
+ */
+int warm_init_start(int stdin_fd, int out_wr, int err_wr, const char *home,
+    struct err *e);
+/*
+ * In init, the job known: whether the warm process (if any, and alive) can
+ * run j exactly as a cold `python3 -c` would (docs/decisions.md: a python
+ * op, its network mode, a memory cgroup, and the variables Python and
+ * libc read at start-up all as the warm start had them).
+ */
+bool warm_init_fits(const struct job *j, const char *home, bool cg_memory);
+/* In init: takes the warm process's filter listener (the caller closes it). */
+int warm_init_listener(void);
+/*
+ * In init: hands j to the warm process (warm_init_fits() said yes): its
+ * cwd, code, stdin and environment, then its rlimits. Returns its pid (the
+ * job's process from now on) with *pre_cpu_ns its CPU time before the job,
+ * or -errno with e (it is killed).
+ */
+pid_t warm_init_hand(const struct job *j, const char *home, bool cg_memory,
+    int64_t *pre_cpu_ns, struct err *e);
+/* In init: kills and reaps the warm process, if any. */
+void warm_init_discard(void);
+
 /* In init, per job: creates every seeded file under ws (the sandbox's files). */
 int exec_init_seed_files(const struct job *j, const char *ws, struct err *e);
 /*

@@ -2,15 +2,19 @@
  * ns.c - namespaces: the uid/gid maps, the sandbox identity, loopback.
  *
  * The sandbox's init is created (by the spawner, spawn.c) with one clone()
- * that unshares user, mount, pid, net, ipc and uts namespaces at once, so
- * there is no moment where it shares any of them with the worker. Its uid
+ * that unshares user, mount, pid, ipc and uts namespaces at once, so there
+ * is no moment where it shares any of them with the worker. Its network
+ * namespace is new too (job_netns = fresh), or the one its worker's
+ * sandboxes take turns in, which the spawner makes here
+ * (ns_spawner_net_make()) and owns: no job has a capability over it. Its uid
  * inside is SANDBOX_UID (on an image: the image's user, root included),
  * mapped to one unprivileged host uid per worker: the job is never host
  * root, and two workers' jobs never share a host uid.
  *
  * Two processes run this file, and each function says which in its name:
  * ns_worker_write_id_maps() runs in the worker (root in the parent
- * namespace), ns_init_* in the sandbox's init, inside its namespaces.
+ * namespace), ns_spawner_* in the spawner, ns_init_* in the sandbox's
+ * init, inside its namespaces.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -86,8 +90,9 @@ ns_init_become_sandbox_user(uint32_t uid, uint32_t gid, struct err *e)
 	return 0;
 }
 
-int
-ns_init_loopback_up(struct err *e)
+/* Brings loopback of the caller's network namespace up, if it is not. */
+static int
+loopback_up(struct err *e)
 {
 	struct ifreq ifr;
 	int fd, rc = 0;
@@ -105,10 +110,43 @@ ns_init_loopback_up(struct err *e)
 		rc = err_set(e, -errno, "loopback flags: %s", strerror(errno));
 		goto out_close;
 	}
+	if ((ifr.ifr_flags & (IFF_UP | IFF_RUNNING)) == (IFF_UP | IFF_RUNNING))
+		goto out_close;
 	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
 	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
 		rc = err_set(e, -errno, "loopback up: %s", strerror(errno));
 out_close:
 	close(fd);
 	return rc;
+}
+
+int
+ns_init_loopback_up(struct err *e)
+{
+	return loopback_up(e);
+}
+
+/*
+ * Settings of the shared network namespace, written once as its owner
+ * (host root): no job can write any of them (docs/security.md, "The
+ * network namespace"). TCP keeps no metrics of past connections (RTT,
+ * window, reordering per destination) that a later connection would
+ * start from: a job's connections leave nothing a later one reads.
+ */
+static const char *const netns_sysctls[][2] = {
+	{ "/proc/sys/net/ipv4/tcp_no_metrics_save", "1\n" },
+};
+
+int
+ns_spawner_net_make(struct err *e)
+{
+	int rc;
+
+	if (unshare(CLONE_NEWNET) < 0)
+		return err_set(e, -errno, "unshare a network namespace: %s",
+		    strerror(errno));
+	for (size_t i = 0; i < sizeof(netns_sysctls) / sizeof(netns_sysctls[0]); i++)
+		if ((rc = write_file(netns_sysctls[i][0], netns_sysctls[i][1], e)) < 0)
+			return rc;
+	return loopback_up(e);
 }

@@ -58,8 +58,6 @@ struct sandbox {
 	int err_rd;		/* job's stderr, read end */
 	sandbox_output_cb *output;	/* live output, or NULL (sandbox_set_output) */
 	void *output_arg;
-	void (*idle)(void *);	/* sandbox_set_idle(), or NULL */
-	void *idle_arg;
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
@@ -70,6 +68,7 @@ struct sandbox {
 	enum job_net net;	/* the job's network mode, once it has arrived */
 	int notify;		/* the job filter's listener, -1 until init sends it */
 	bool updating;		/* init is bringing the kept base up to a commit */
+	bool warm_asked;	/* MSG_SBX_WARM sent */
 };
 
 /*** Prepare ***/
@@ -90,6 +89,22 @@ sock_bound(const struct sandbox *s, uint64_t memory_bytes)
 
 /* The cgroup limits of the last job this worker ran. */
 static uint64_t last_memory, last_pids;
+/*
+ * Whether that job was a python op that a warm python3 could take (it did,
+ * or none was asked for): the next sandbox then starts one (warm.c). A
+ * worker running shell or exec jobs spends no CPU on an interpreter nobody
+ * uses; the first python job after them runs cold, and a python job the
+ * warm process could not take (docs/protocol.md) does not ask for one for
+ * the next job.
+ */
+static bool last_python;
+/*
+ * Python jobs to let pass before a sandbox asks for a warm python3 again,
+ * and how many asked for ones in a row went unused: a workload the warm
+ * process cannot take (an environment of its own, another network mode)
+ * pays for one start-up in 2, 4, ... up to 64 jobs, not every other one.
+ */
+static unsigned warm_skip, warm_misses;
 
 /*
  * run_dir/base: the kept base of persist.c, on its own tmpfs (it holds up
@@ -242,6 +257,11 @@ sandbox_prepare(const struct sandbox_conf *conf, const struct sandbox_image *img
 		sandbox_free(s);
 		return rc;
 	}
+	/* Best effort: without it, a python job runs cold. */
+	if (last_python && warm_skip > 0)
+		warm_skip--;
+	else if (last_python)
+		s->warm_asked = msg_send(s->ctl, MSG_SBX_WARM, 0, NULL, 0, -1) >= 0;
 	*out = s;
 	return 0;
 }
@@ -372,6 +392,7 @@ enum kill_reason { KILLED_NONE, KILLED_TIMEOUT, KILLED_CPU, KILLED_OUTPUT };
 struct run {
 	int64_t exec_ns;	/* when init saw the exec, 0 until then */
 	int64_t end_ns;		/* when the job ended or was killed */
+	uint64_t pre_cpu_ns;	/* the cgroup's CPU before the job (warm.c) */
 	int status;		/* wait status of the job's main process */
 	bool exited;		/* MSG_SBX_EXIT seen */
 	bool disk_full;		/* a tmpfs of the job was full at its end */
@@ -397,6 +418,15 @@ handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 			struct msg_sbx_exec ex;
 			memcpy(&ex, m.data, sizeof(ex));
 			run->exec_ns = ex.started_ns;
+			run->pre_cpu_ns = ex.pre_cpu_ns > 0 ? (uint64_t)ex.pre_cpu_ns : 0;
+			if (s->warm_asked && !(ex.flags & SBX_EXEC_WARM)) {
+				last_python = false;
+				if (warm_misses < 6)
+					warm_misses++;
+				warm_skip = (1u << warm_misses) - 1;
+			} else if (s->warm_asked) {
+				warm_misses = 0;
+			}
 		}
 		break;
 	case MSG_SBX_EXIT:
@@ -581,13 +611,6 @@ sandbox_set_output(struct sandbox *s, sandbox_output_cb *cb, void *arg)
 	s->output_arg = arg;
 }
 
-void
-sandbox_set_idle(struct sandbox *s, void (*cb)(void *), void *arg)
-{
-	s->idle = cb;
-	s->idle_arg = arg;
-}
-
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
@@ -618,6 +641,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 	last_memory = l->memory_bytes;
 	last_pids = l->pids;
+	last_python = j->op == OP_PYTHON;
 	/* The patch rides with the base's key and the rules' fingerprint,
 	 * the image with the spec. */
 	if (snap != NULL) {
@@ -641,10 +665,6 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	fd_set_nonblock(s->out_rd, true);
 	fd_set_nonblock(s->err_rd, true);
 	fd_set_nonblock(s->ctl, true);
-	if (s->idle != NULL) {
-		s->idle(s->idle_arg);
-		s->idle = NULL;
-	}
 	/*
 	 * The wall clock runs from exec; until init reports the exec, set-up
 	 * gets the ready timeout on top.
@@ -667,9 +687,14 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 				kill_sandbox(s, &run, KILLED_TIMEOUT, now);
 			else if (out.truncated || err.truncated)
 				kill_sandbox(s, &run, KILLED_OUTPUT, now);
-			else if (cpu_by_cgroup && now >= next_cpu_check) {
-				/* All processes together, reaped or not. */
+			else if (cpu_by_cgroup && now >= next_cpu_check &&
+			    (exec_seen || !s->warm_asked)) {
+				/*
+				 * All processes together, reaped or not; a warm
+				 * python3's start-up (known from MSG_SBX_EXEC) not.
+				 */
 				cg_worker_job_usage(&s->cg, &u);
+				u.cpu_ns -= u.cpu_ns > run.pre_cpu_ns ? run.pre_cpu_ns : u.cpu_ns;
 				if (u.has_cpu && u.cpu_ns >= l->cpu_ms * 1000000)
 					kill_sandbox(s, &run, KILLED_CPU, now);
 				next_cpu_check = now + (int64_t)CPU_CHECK_MS * 1000000;
@@ -734,6 +759,7 @@ out_finish:
 	if (!(run.exited && run.killed == KILLED_NONE && WIFEXITED(run.status) &&
 	    WEXITSTATUS(run.status) == 0)) {
 		cg_worker_job_usage(&s->cg, &u);
+		u.cpu_ns -= u.cpu_ns > run.pre_cpu_ns ? run.pre_cpu_ns : u.cpu_ns;
 		if (u.has_cpu && u.cpu_ns / 1000000 > res->cpu_ms)
 			res->cpu_ms = u.cpu_ns / 1000000;
 	}
@@ -879,8 +905,7 @@ handback_wait(struct sandbox *s, int64_t deadline, const struct handback *how,
 
 int
 sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
-    size_t snaplen, void (*idle)(void *), void *idle_arg, int *snapfd,
-    size_t *len, struct result *res)
+    size_t snaplen, int *snapfd, size_t *len, struct result *res)
 {
 	static const struct handback how = {
 		/* exit_code and the output stay: the job did run. */
@@ -912,8 +937,6 @@ sandbox_capture(struct sandbox *s, const struct job *j, const char *rec,
 		    "cannot ask the sandbox for its workspace: %s", strerror(-rc));
 		return -1;
 	}
-	if (idle != NULL)
-		idle(idle_arg);
 	return handback_wait(s, deadline, &how, snapfd, len, res);
 }
 
@@ -967,31 +990,21 @@ sandbox_commit_done(struct sandbox *s, const char *base_key)
 
 /*** Free ***/
 
-bool
-sandbox_base_wait(struct sandbox *s)
-{
-	struct pollfd pfd;
-	int64_t end;
-	int left, n = 0;
-
-	if (s == NULL || !s->updating || s->pidfd < 0)
-		return false;
-	pfd = (struct pollfd){ .fd = s->pidfd, .events = POLLIN };
-	end = mono_ns() + (int64_t)BASE_UPDATE_TIMEOUT_MS * 1000000;
-	while ((left = (int)((end - mono_ns()) / 1000000)) > 0 &&
-	    (n = poll(&pfd, 1, left)) < 0 && errno == EINTR)
-		;
-	s->updating = false;
-	return n > 0;
-}
-
 void
 sandbox_free(struct sandbox *s)
 {
 	if (s == NULL)
 		return;
 	/* Killed half way, the base would only be rebuilt: give it time. */
-	sandbox_base_wait(s);
+	if (s->updating && s->pidfd >= 0) {
+		struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
+		int64_t end = mono_ns() + (int64_t)BASE_UPDATE_TIMEOUT_MS * 1000000;
+		int left;
+
+		while ((left = (int)((end - mono_ns()) / 1000000)) > 0 &&
+		    poll(&pfd, 1, left) < 0 && errno == EINTR)
+			;
+	}
 	kill_init(s);
 	wait_for_init(s);
 	if (s->ctl >= 0)

@@ -47,6 +47,7 @@ struct sandbox_conf {
 	int index;		/* worker slot, for names */
 	struct cg_sys cg;	/* this worker's cgroup folder, or CG_NONE */
 	bool no_base;		/* keep no base: materialise every job (persist.c) */
+	bool net_fresh;		/* a network namespace per sandbox (spawn.c); else shared */
 	uint64_t socket_bytes;	/* bound of a job's socket buffers; 0 = its memory limit */
 	uint64_t sockets_max;	/* sockets a job may hold when it makes an inet one */
 	const char *image_cache;	/* the image cache's root, or NULL: host only */
@@ -144,14 +145,6 @@ typedef void sandbox_output_cb(void *arg, int fd, const void *buf, size_t len);
 void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
 
 /*
- * sandbox_run() calls cb(arg) once, after init has the job and before it
- * waits for it: the worker's own work (preparing the next sandbox) then
- * overlaps the job instead of following it. The job's output and refused
- * calls wait meanwhile. NULL stops it.
- */
-void sandbox_set_idle(struct sandbox *sbx, void (*cb)(void *), void *arg);
-
-/*
  * After sandbox_run() of a persistent job: hands init the tool call record
  * rec (JSON text: name, parameters, result, status, error, started_ms,
  * completed_ms) and waits for the captured workspace. On success returns 0
@@ -163,13 +156,10 @@ void sandbox_set_idle(struct sandbox *sbx, void (*cb)(void *), void *arg);
  * -1 with res's error set: status rejected, code "commit_refused", for
  * the job's own doing (exit_code and output stay), internal for ours.
  * snaplen is the size of the snapshot materialised (to size the memory the
- * capture may use). idle, if not NULL, is called once with idle_arg after
- * init was asked and before the wait: the worker's own work (preparing the
- * next sandbox) then overlaps init's capture instead of following it.
+ * capture may use).
  */
 int sandbox_capture(struct sandbox *sbx, const struct job *j, const char *rec,
-    size_t snaplen, void (*idle)(void *), void *idle_arg, int *snapfd,
-    size_t *len, struct result *res);
+    size_t snaplen, int *snapfd, size_t *len, struct result *res);
 
 /*
  * Seeds a new sandbox's version 1 from a folder of the image this sandbox
@@ -197,15 +187,6 @@ int sandbox_seed(struct sandbox *sbx, const struct job *j, const void *spec,
  * it half way, so the next job's sandbox finds the base whole.
  */
 void sandbox_commit_done(struct sandbox *sbx, const char *base_key);
-
-/*
- * Waits (up to 30 s) for an init that is bringing the kept base up to a
- * commit (sandbox_commit_done() with a key) to be done and gone; returns at
- * once otherwise (NULL included). Returns true when it waited and init has
- * exited: the base is whole for the next job's sandbox and nothing of this
- * one runs (pid 1 exits last), so sandbox_free() may come later.
- */
-bool sandbox_base_wait(struct sandbox *sbx);
 
 /* Kills the sandbox's init (and so every process in it), reaps it, frees. */
 void sandbox_free(struct sandbox *sbx);

@@ -5,8 +5,9 @@
  * kernel forces the charge so that a connection always makes progress):
  * about 40 KiB a socket on the loopback. The cgroup's socket counter bounds
  * everything else (cg_worker_job_limit); only the number of sockets bounds
- * this. No kernel limit counts a process tree's sockets, but each job has
- * its own network namespace, whose /proc/net/sockstat counts them:
+ * this. No kernel limit counts a process tree's sockets, but each job is
+ * alone in its network namespace, which holds no socket when the job
+ * starts (spawn.c, sockcap_idle()), so its /proc/net/sockstat counts them:
  * "sockets: used" every socket a process holds (unix included), "TCP:
  * inuse" and "TCP6: inuse" every TCP socket in the namespace's tables,
  * including those no process holds (not yet accepted, or closed with data
@@ -63,15 +64,54 @@ sockcap_parse(const char *stat, const char *stat6)
 	return used + tcp + tcp6;
 }
 
+/*
+ * Whether one sockstat file shows a network namespace with nothing in it:
+ * every "used", "inuse" and "tw" count, and the fragments' "memory", zero.
+ * The others ("orphan", "alloc", "mem") count the whole host.
+ */
+static bool
+stat_idle(const char *text)
+{
+	static const char *const keys[] = { " used ", " inuse ", " tw ", " memory " };
+	bool seen = false;
+
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		for (const char *p = strstr(text, keys[k]); p != NULL;
+		    p = strstr(p + 1, keys[k])) {
+			const char *v = p + strlen(keys[k]);
+
+			if (*v < '0' || *v > '9' || strtoull(v, NULL, 10) != 0)
+				return false;
+			seen = true;
+		}
+	return seen;
+}
+
+bool
+sockcap_idle(const char *stat, const char *stat6)
+{
+	return stat_idle(stat) && (stat6 == NULL || stat_idle(stat6)) &&
+	    strstr(stat, "sockets: used ") != NULL && strstr(stat, "TCP: inuse ") != NULL;
+}
+
 int
 sockcap_open(struct sockcap *c, pid_t init_pid, struct err *e)
+{
+	char dir[32];
+
+	snprintf(dir, sizeof(dir), "/proc/%d/net", (int)init_pid);
+	return sockcap_open_dir(c, dir, e);
+}
+
+int
+sockcap_open_dir(struct sockcap *c, const char *dir, struct err *e)
 {
 	static const char *const names[2] = { "sockstat", "sockstat6" };
 	char path[64];
 
 	c->fd[0] = c->fd[1] = -1;
 	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "/proc/%d/net/%s", (int)init_pid, names[i]);
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		c->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
 		/* Without IPv6 there is no sockstat6, and no TCP6 to count. */
 		if (c->fd[i] < 0 && !(i == 1 && errno == ENOENT)) {
@@ -84,11 +124,10 @@ sockcap_open(struct sockcap *c, pid_t init_pid, struct err *e)
 	return 0;
 }
 
-int64_t
-sockcap_count(const struct sockcap *c)
+/* Reads both files afresh into text; -errno if the first cannot be read. */
+static int
+sockcap_read(const struct sockcap *c, char text[2][SOCKSTAT_MAX])
 {
-	char text[2][SOCKSTAT_MAX];
-
 	for (int i = 0; i < 2; i++) {
 		ssize_t n;
 
@@ -104,7 +143,29 @@ sockcap_count(const struct sockcap *c)
 			return -errno;
 		text[i][n] = '\0';
 	}
+	return 0;
+}
+
+int64_t
+sockcap_count(const struct sockcap *c)
+{
+	char text[2][SOCKSTAT_MAX];
+	int rc;
+
+	if ((rc = sockcap_read(c, text)) < 0)
+		return rc;
 	return sockcap_parse(text[0], c->fd[1] >= 0 ? text[1] : NULL);
+}
+
+int
+sockcap_is_idle(const struct sockcap *c)
+{
+	char text[2][SOCKSTAT_MAX];
+	int rc;
+
+	if ((rc = sockcap_read(c, text)) < 0)
+		return rc;
+	return sockcap_idle(text[0], c->fd[1] >= 0 ? text[1] : NULL) ? 1 : 0;
 }
 
 void

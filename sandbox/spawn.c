@@ -8,7 +8,8 @@
  * would pre-empt the job filter's notification, so nothing refused to a job
  * could be recorded. So the worker forks the spawner before it confines
  * itself. The spawner does one thing, on request: clone an init into fresh
- * namespaces and hand the worker the init's control channel and a pidfd
+ * namespaces (the network one shared by this worker's sandboxes in turn,
+ * below) and hand the worker the init's control channel and a pidfd
  * (MSG_SPAWN_DONE, MSG_SPAWN_PIDFD). Inits are reaped by the kernel
  * (SIGCHLD ignored); the worker learns of an init's end from its pidfd and
  * its messages. The spawner dies with the worker (parent-death signal), and
@@ -27,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -81,6 +83,101 @@ spawn_set_title(const char *name)
 	prctl(PR_SET_NAME, name);
 }
 
+/*** The shared network namespace (spawner) ***/
+
+
+/*
+ * The network namespace this spawner's inits share, one sandbox at a time
+ * (docs/security.md, "The network namespace"; docs/decisions.md). It is the
+ * spawner's own making, so its owner is the host's user namespace and no
+ * job holds a capability over it: no address, route, link, rule or setting
+ * of it can change. What a job can leave in it are sockets (listening,
+ * bound, connected, in TIME_WAIT, queued in flight), and the next init is
+ * cloned into it only when the last one cloned into it has ended (every
+ * process of its pid namespace with it, their descriptors closed) and its
+ * counters show no socket of any kind; otherwise into a new one, which
+ * then becomes the shared one.
+ */
+static struct {
+	int host;		/* the spawner's own network namespace */
+	int ns;			/* the shared one, or -1 */
+	struct sockcap stat;	/* its sockstat and sockstat6 */
+	int last;		/* pidfd of the last init cloned into it, or -1 */
+} net = { -1, -1, { { -1, -1 } }, -1 };
+
+/* Whether the shared namespace may take the next init (see above). */
+static bool
+net_reusable(void)
+{
+	struct pollfd p = { .fd = net.last, .events = POLLIN };
+
+	if (net.ns < 0)
+		return false;
+	/*
+	 * No wait: the worker frees a spent sandbox before it prepares the
+	 * next (worker/job.c); a sandbox asked for while another still runs
+	 * gets a namespace of its own rather than hold the worker up.
+	 */
+	if (net.last >= 0) {
+		if (poll(&p, 1, 0) != 1)
+			return false;
+		close(net.last);
+		net.last = -1;
+	}
+	return sockcap_is_idle(&net.stat) == 1;
+}
+
+/* Drops the shared namespace: its last init and our descriptors of it. */
+static void
+net_drop(void)
+{
+	if (net.ns >= 0)
+		close(net.ns);
+	if (net.last >= 0)
+		close(net.last);
+	sockcap_close(&net.stat);
+	net.ns = net.last = -1;
+}
+
+/*
+ * Makes a new shared namespace: unshared by the spawner, its descriptor
+ * and counters opened from inside, then back to the host's. Returns 0 or
+ * -errno with e; either way the spawner is back in its own namespace.
+ */
+static int
+net_renew(struct err *e)
+{
+	int rc;
+
+	net_drop();
+	if ((rc = ns_spawner_net_make(e)) == 0 &&
+	    (rc = sockcap_open_dir(&net.stat, "/proc/self/net", e)) == 0 &&
+	    (net.ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+		rc = err_set(e, -errno, "open our network namespace: %s", strerror(errno));
+	if (setns(net.host, CLONE_NEWNET) < 0)
+		_exit(1);	/* a spawner in the wrong namespace clones nothing */
+	if (rc < 0)
+		net_drop();
+	return rc;
+}
+
+/*
+ * Enters the namespace the next init is to share, renewing it if need be.
+ * Returns true if the spawner is in it (the clone must not unshare one),
+ * false if the init gets a namespace of its own as without sharing.
+ */
+static bool
+net_enter(const struct sandbox_conf *conf)
+{
+	struct err e = { 0 };
+
+	if (conf->net_fresh || net.host < 0)
+		return false;
+	if (!net_reusable() && net_renew(&e) < 0)
+		return false;
+	return setns(net.ns, CLONE_NEWNET) == 0;
+}
+
 static void __attribute__((noreturn))
 spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int sock,
     pid_t worker)
@@ -98,10 +195,13 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 	if (syscall(SYS_close_range, 4U, ~0U, 0U) < 0)
 		_exit(1);
 	signal(SIGCHLD, SIG_IGN);
+	net.host = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	msg_init(&m);
 	for (;;) {
 		struct msg_spawn_done done = { -1, 0 };
+		unsigned long flags = SBX_CLONE_FLAGS;
 		int ctl[2], pidfd = -1, rc;
+		bool shared;
 		long pid;
 
 		rc = msg_recv(sock, &m, MSG_MAX);
@@ -126,15 +226,29 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 				_exit(1);
 			continue;
 		}
+		/* The channel is made in our own namespace: no socket of ours is its. */
+		if ((shared = net_enter(conf)))
+			flags &= ~(unsigned long)CLONE_NEWNET;
 		/* fork() semantics: the child goes on here, on a copy of our stack. */
-		pid = syscall(SYS_clone, (unsigned long)SBX_CLONE_FLAGS | CLONE_PIDFD |
-		    SIGCHLD, 0UL, &pidfd, 0UL, 0UL);
+		pid = syscall(SYS_clone, flags | CLONE_PIDFD | SIGCHLD, 0UL, &pidfd,
+		    0UL, 0UL);
 		if (pid == 0) {
 			close(sock);
 			close(ctl[0]);
+			if (net.host >= 0)
+				close(net.host);
+			if (net.ns >= 0)
+				close(net.ns);
+			if (net.last >= 0)
+				close(net.last);
+			sockcap_close(&net.stat);
 			init_entry(conf, ctl[1]);
 			_exit(1);	/* init_entry() does not return */
 		}
+		if (shared && setns(net.host, CLONE_NEWNET) < 0)
+			_exit(1);
+		if (shared && pid > 0 && (net.last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
+			net_drop();	/* unknown end: never shared again */
 		close(ctl[1]);
 		if (pid < 0) {
 			done.error = errno;

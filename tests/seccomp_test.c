@@ -194,3 +194,39 @@ Test(seccomp, sockstat_counts_held_sockets_and_tcp_in_the_tables)
 	cr_expect_eq(sockcap_parse("sockets: used 1\nTCP: inuse -4\n", NULL), -EINVAL);
 	cr_expect_eq(sockcap_parse(stat, "UDP6: inuse 0\n"), -EINVAL);
 }
+
+/*
+ * A namespace is idle (sharable with the next job, spawn.c) only when
+ * every per-namespace count of both files is zero: sockets held, TCP in
+ * the tables, TIME_WAIT, UDP, raw, fragments; the host-wide ones (orphan,
+ * alloc, mem) do not count.
+ */
+Test(seccomp, sockstat_idle_means_every_per_namespace_count_zero)
+{
+	static const char idle[] =
+	    "sockets: used 0\n"
+	    "TCP: inuse 0 orphan 4 tw 0 alloc 31 mem 80\n"
+	    "UDP: inuse 0 mem 7\n"
+	    "UDPLITE: inuse 0\nRAW: inuse 0\nFRAG: inuse 0 memory 0\n";
+	static const char idle6[] =
+	    "TCP6: inuse 0\nUDP6: inuse 0\nUDPLITE6: inuse 0\nRAW6: inuse 0\n"
+	    "FRAG6: inuse 0 memory 0\n";
+	static const char *const busy[] = {
+		"sockets: used 1\nTCP: inuse 0 orphan 0 tw 0 alloc 0 mem 0\n",
+		"sockets: used 0\nTCP: inuse 1 orphan 0 tw 0 alloc 0 mem 0\n",
+		"sockets: used 0\nTCP: inuse 0 orphan 0 tw 1 alloc 0 mem 0\n",
+		"sockets: used 0\nTCP: inuse 0 orphan 0 tw 0 alloc 0 mem 0\nUDP: inuse 2 mem 0\n",
+		"sockets: used 0\nTCP: inuse 0 orphan 0 tw 0 alloc 0 mem 0\nRAW: inuse 1\n",
+		"sockets: used 0\nTCP: inuse 0 orphan 0 tw 0 alloc 0 mem 0\nFRAG: inuse 0 memory 4096\n",
+		"sockets: used x\nTCP: inuse 0\n",
+		"TCP: inuse 0 orphan 0 tw 0\n",
+		"",
+	};
+
+	cr_expect(sockcap_idle(idle, idle6));
+	cr_expect(sockcap_idle(idle, NULL));
+	cr_expect_not(sockcap_idle(idle, "TCP6: inuse 1\nUDP6: inuse 0\n"));
+	cr_expect_not(sockcap_idle(idle, "TCP6: inuse 0\nUDP6: inuse 3\n"));
+	for (size_t i = 0; i < sizeof(busy) / sizeof(busy[0]); i++)
+		cr_expect_not(sockcap_idle(busy[i], idle6), "idle: %s", busy[i]);
+}

@@ -16,9 +16,7 @@
  * fs.*, kv.* and sandbox.* ops run here, on the store, without a sandbox
  * (ops.c).
  *
- * The next sandbox is prepared while a persistent run's job runs (the next
- * job on that sandbox comes to this worker), else right after a result is
- * sent, while the
+ * The next sandbox is prepared right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
  * arriving at an idle worker finds its namespaces and image already built.
  * It is prepared for the image the last job ran on (image.c): a job on
@@ -477,29 +475,7 @@ run_commits(const struct result *res)
 	return res->status == ST_OK || res->status == ST_EXIT || res->status == ST_SIGNAL;
 }
 
-/*
- * Called while a persistent run's job runs (sandbox_set_idle()), and again
- * while init captures its workspace (whatever is still to do): the next
- * job's sandbox is prepared, and the last one's reaped (its cgroup
- * removed), while the worker would only wait, instead of after the result,
- * where a job on the same sandbox (which comes to this worker) would wait
- * for them (docs/decisions.md "Performance (issue 19)").
- */
-static void
-persist_idle(void *arg)
-{
-	struct worker *w = arg;
-
-	prepare_next(w);
-	sandbox_free(w->reap);
-	w->reap = NULL;
-}
-
-/*
- * Captures and commits a persistent run; fills res's sandbox fields. sbx
- * is no longer w->next (the run's sandbox is spent): persist_idle() fills
- * that slot with the next job's sandbox.
- */
+/* Captures and commits a persistent run; fills res's sandbox fields. */
 static void
 run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
     const struct store_sandbox *sb, const char *fp, struct result *res)
@@ -513,8 +489,7 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	int64_t t0 = mono_ns(), t1;
 
 	rec = call_record(j, res);
-	rc = sandbox_capture(sbx, j, rec, w->snap_len, persist_idle, w, &fd, &len,
-	    res);
+	rc = sandbox_capture(sbx, j, rec, w->snap_len, &fd, &len, res);
 	free(rec);
 	if (rc < 0)
 		return;
@@ -818,15 +793,8 @@ run_job(struct worker *w, const struct msg *m)
 			}
 			goto out_send;
 		}
-		/* Reaped after the result is out and the next sandbox started. */
-		w->spent = w->next;
-		w->next = NULL;
-		sandbox_set_output(w->spent, j->stream ? send_output : NULL, w);
-		/* The next job on this sandbox comes to this worker: its
-		 * sandbox is made while this one runs (persist_idle()). */
-		if (j->sandbox != NULL && j->persist)
-			sandbox_set_idle(w->spent, persist_idle, w);
-		sandbox_run(w->spent, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
+		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
+		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
 		free(key);
 		if (j->sandbox != NULL) {
@@ -834,8 +802,11 @@ run_job(struct worker *w, const struct msg *m)
 			res->version = sb.version;
 			res->snapshot = xstrdup(sb.head);
 			if (j->persist && run_commits(res))
-				run_commit(w, w->spent, j, &sb, fp, res);
+				run_commit(w, w->next, j, &sb, fp, res);
 		}
+		/* Reaped after the result is out and the next sandbox started. */
+		w->spent = w->next;
+		w->next = NULL;
 	}
 out_send:
 	w->jobs++;
@@ -880,21 +851,15 @@ worker_loop(struct worker *w)
 			 * a millisecond of kernel work, delays it.
 			 */
 			sched_yield();
+			/*
+			 * The spent sandbox first (its init has usually exited by
+			 * now): the next one shares its network namespace only
+			 * once it has ended (sandbox/spawn.c, net_enter()).
+			 */
+			sandbox_free(w->spent);
+			w->spent = NULL;
 			prepare_next(w);
 			snap_compact(w);
-			/*
-			 * By now the spent sandbox's init has usually exited.
-			 * One that brought the kept base up is gone once the
-			 * wait returns (nothing of it runs): it is reaped during
-			 * the next capture, off a job's path. The rest now.
-			 */
-			sandbox_free(w->reap);
-			w->reap = NULL;
-			if (sandbox_base_wait(w->spent))
-				w->reap = w->spent;
-			else
-				sandbox_free(w->spent);
-			w->spent = NULL;
 			break;
 		case MSG_SHUTDOWN:
 			goto out;
@@ -906,7 +871,6 @@ worker_loop(struct worker *w)
 	}
 out:
 	msg_clear(&m);
-	sandbox_free(w->reap);
 	sandbox_free(w->spent);
 	sandbox_free(w->next);
 	w->next = NULL;

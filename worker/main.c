@@ -69,7 +69,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
 	    "--uid UID [--log-level LEVEL] [--log-format F] [--keep-versions N] [--no-overlay]\n"
-	    "    [--socket-bytes N] [--sockets N] [--image-cache DIR --image-uid UID]\n"
+	    "    [--net-fresh] [--socket-bytes N] [--sockets N] [--image-cache DIR --image-uid UID]\n"
 	    "(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
@@ -117,6 +117,7 @@ main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "keep-versions", required_argument, NULL, 'k' },
 		{ "no-overlay", no_argument, NULL, 'o' },
+		{ "net-fresh", no_argument, NULL, 'N' },
 		{ "socket-bytes", required_argument, NULL, 'b' },
 		{ "sockets", required_argument, NULL, 'n' },
 		{ "image-cache", required_argument, NULL, 'c' },
@@ -165,6 +166,9 @@ main(int argc, char **argv)
 			break;
 		case 'o':
 			w.sbx_conf.no_base = true;
+			break;
+		case 'N':
+			w.sbx_conf.net_fresh = true;
 			break;
 		case 'b':
 			if (parse_i64(optarg, 0, INT64_MAX, &sock) < 0)

@@ -25,8 +25,6 @@ struct worker {
 	struct worker_image img;	/* the image next is (to be) prepared for;
 					 * digest "": the host's */
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
-	struct sandbox *reap;		/* an earlier one whose init is gone: freed
-					 * while the next capture runs */
 	unsigned long jobs;		/* jobs run so far */
 	struct store *store;		/* the host's snapshot store */
 	uint64_t quota;			/* the next job's tenant's storage quota */

@@ -15,7 +15,7 @@ const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const who = document.getElementById("who");
 
-/** Replaces the main area with children. */
+/** Replaces the main area with children (route() draws what a view returns). */
 function show(...children) {
   main.replaceChildren();
   append(main, children);
@@ -91,7 +91,7 @@ async function header() {
 
 async function statusView() {
   const st = await api("GET", "/v1/admin/status");
-  show(el("h1", {}, "Hosts and tenants"),
+  return [el("h1", {}, "Hosts and tenants"),
     el("p", {}, `${st.workers} workers in all`),
     el("h2", {}, "Hosts"),
     table(["host", "workers", "busy", "last report", "audit lost", "live"], st.hosts.map((h) => [
@@ -99,7 +99,7 @@ async function statusView() {
       el("span", { class: h.live ? "ok" : "bad" }, h.live ? "yes" : "no")]), { id: "hosts" }),
     el("h2", {}, "Tenants"),
     table(["tenant", "queued", "pulling", "running", "done (1 min)", "refused (1 min)", "share"], st.tenants.map((t) => [
-      t.name, t.queued, t.pulling, t.running, t.done_1m, t.refused_1m, t.share]), { id: "tenants" }));
+      t.name, t.queued, t.pulling, t.running, t.done_1m, t.refused_1m, t.share]), { id: "tenants" })];
 }
 
 /*** Jobs ***/
@@ -116,8 +116,7 @@ function jobLookup() {
 async function jobsView(q) {
   const parts = [el("h1", {}, "Jobs"), jobLookup()];
   if (!session.admin) {
-    show(parts, el("p", { class: "muted" }, "The list of recent jobs comes from the audit trail, which an admin token reads; open a job by its id."));
-    return;
+    return [parts, el("p", { class: "muted" }, "The list of recent jobs comes from the audit trail, which an admin token reads; open a job by its id.")];
   }
   const status = q.get("status") || "";
   const text = q.get("q") || "";
@@ -138,13 +137,13 @@ async function jobsView(q) {
   parts.push(el("p", { class: "muted" }, `Finished jobs of tenant ${session.tenant} among the last ${r.scanned} audit entries.`));
   parts.push(table(["finished", "job", "host", "result", "sandbox"], ev.map((e) => [
     e.time, link(e.job, "job", e.job), e.host, [e.target, e.detail ? ` ${e.detail}` : ""], e.sandbox || ""]), { id: "jobs" }));
-  show(parts);
+  return [parts];
 }
 
 async function jobView(id) {
   const r = await api("GET", `/v1/jobs/${encodeURIComponent(id)}`, { asTenant: true });
   const refused = Object.entries(r.refused || {});
-  show(el("h1", {}, "Job ", el("span", { id: "job-id" }, id)),
+  return [el("h1", {}, "Job ", el("span", { id: "job-id" }, id)),
     pairs([
       ["status", el("span", { id: "job-status", class: r.status === "ok" ? "ok" : "bad" }, r.status)],
       ["exit code", r.exit_code], ["signal", r.signal || ""],
@@ -162,7 +161,7 @@ async function jobView(id) {
     el("h2", {}, "Refused calls"),
     refused.length ? table(["call", "times"], refused, { id: "refused" }) : el("p", { class: "muted" }, "none"),
     r.refused_paths && r.refused_paths.length ? [el("h2", {}, "Refused paths"), el("pre", {}, r.refused_paths.join("\n"))] : null,
-    r.changed && r.changed.length ? [el("h2", {}, "Changed files"), el("pre", {}, r.changed.join("\n"))] : null);
+    r.changed && r.changed.length ? [el("h2", {}, "Changed files"), el("pre", {}, r.changed.join("\n"))] : null];
 }
 
 /*** Dead letters ***/
@@ -170,7 +169,7 @@ async function jobView(id) {
 async function deadView() {
   const r = await api("GET", `/v1/admin/dead?tenant=${encodeURIComponent(session.tenant)}&limit=200`);
   const out = el("p", { id: "retried" });
-  show(el("h1", {}, "Dead letters of ", session.tenant), out,
+  return [el("h1", {}, "Dead letters of ", session.tenant), out,
     r.dead.length === 0 ? el("p", { class: "muted", id: "no-dead" }, "No dead letters.") :
       table(["dead at", "job", "reason", "attempts", "payload", ""], r.dead.map((d) => [
         when(d.at), link(d.id ?? "", "job", d.id ?? ""), d.reason ?? "",
@@ -185,17 +184,17 @@ async function deadView() {
           } catch (e) {
             out.replaceChildren(failure(e));
           }
-        } }, "Retry") : el("span", { class: "muted" }, "not retryable")]), { id: "dead" }));
+        } }, "Retry") : el("span", { class: "muted" }, "not retryable")]), { id: "dead" })];
 }
 
 /*** Sandboxes ***/
 
 async function sandboxesView() {
   const list = await api("GET", "/v1/sandboxes", { asTenant: true });
-  show(el("h1", {}, "Sandboxes"),
+  return [el("h1", {}, "Sandboxes"),
     table(["sandbox", "version", "updated", "labels", "image"], list.map((s) => [
       link(s.sandbox, "sandbox", s.sandbox), s.version, when(s.updated_at),
-      Object.entries(s.labels || {}).map(([k, v]) => `${k}=${v}`).join(", "), s.image || ""]), { id: "sandboxes" }));
+      Object.entries(s.labels || {}).map(([k, v]) => `${k}=${v}`).join(", "), s.image || ""]), { id: "sandboxes" })];
 }
 
 /** #/sandbox/ID or #/sandbox/ID/files/PATH: info, history and the file browser at PATH. */
@@ -217,7 +216,7 @@ async function sandboxView(id, path) {
   } catch (e) {
     browser = failure(e);
   }
-  show(el("h1", {}, "Sandbox ", el("span", { id: "sandbox-id" }, id)),
+  return [el("h1", {}, "Sandbox ", el("span", { id: "sandbox-id" }, id)),
     pairs([["version", info.version], ["snapshot", info.snapshot], ["size", info.size ?? ""],
       ["created", when(info.created_at)], ["updated", when(info.updated_at)],
       ["labels", Object.entries(info.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ")],
@@ -227,7 +226,7 @@ async function sandboxView(id, path) {
     el("h2", {}, "Versions"),
     table(["version", "snapshot", "created"], hist.versions.map((v) => [v.version, v.snapshot, when(v.created_at)]), { id: "versions" }),
     el("h2", {}, "Calls"),
-    table(["#", "call", "status", "parameters"], hist.calls.map((c) => [c.id, c.name, c.status, c.parameters ?? ""]), { id: "calls" }));
+    table(["#", "call", "status", "parameters"], hist.calls.map((c) => [c.id, c.name, c.status, c.parameters ?? ""]), { id: "calls" })];
 }
 
 /** Shows the first 64 KiB of a file as text under the browser. */
@@ -260,39 +259,49 @@ async function auditView(q) {
     if (b) n.set("before", b);
     location.hash = "#/audit" + (n.size ? "?" + n : "");
   };
-  show(el("h1", {}, "Audit trail of ", session.tenant),
+  return [el("h1", {}, "Audit trail of ", session.tenant),
     el("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); go(""); } },
       "Category:", sel, el("button", { type: "submit" }, "Apply")),
     table(["time", "category", "action", "target", "allowed", "job", "sandbox", "host", "detail"], r.events.map((e) => e.error
       ? [e.entry, "", "", "", "", "", "", "", el("span", { class: "error" }, e.error)]
       : [e.time, e.category, e.action, e.target, e.allowed ? "yes" : el("span", { class: "bad" }, "no"),
         e.job ? link(e.job, "job", e.job) : "", e.sandbox || "", e.host, e.detail]), { id: "audit" }),
-    r.next ? el("button", { id: "next", onclick: () => go(r.next) }, "Older") : el("p", { class: "muted" }, "End of the trail."));
+    r.next ? el("button", { id: "next", onclick: () => go(r.next) }, "Older") : el("p", { class: "muted" }, "End of the trail.")];
 }
 
 /*** Router ***/
 
+/*
+ * Each view returns what it draws, and route() draws it only if no later
+ * route() started meanwhile: a slow view (a status fetch started by the
+ * redirect after login) never replaces the view asked for after it.
+ */
+let latest = 0;
+
 async function route() {
+  const mine = ++latest;
   if (!session.token) return loginView();
   const [pathPart, query] = location.hash.slice(2).split("?");
   const parts = pathPart.split("/").map(decodeURIComponent);
   const q = new URLSearchParams(query || "");
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("on", a.dataset.route === parts[0]);
+  let content;
   try {
     switch (parts[0]) {
-    case "status": return await statusView();
-    case "jobs": return await jobsView(q);
-    case "job": return await jobView(parts[1]);
-    case "dead": return await deadView();
-    case "sandboxes": return await sandboxesView();
-    case "sandbox": return await sandboxView(parts[1], parts[2] === "files" ? parts.slice(3).join("/") : "");
-    case "audit": return await auditView(q);
+    case "status": content = await statusView(); break;
+    case "jobs": content = await jobsView(q); break;
+    case "job": content = await jobView(parts[1]); break;
+    case "dead": content = await deadView(); break;
+    case "sandboxes": content = await sandboxesView(); break;
+    case "sandbox": content = await sandboxView(parts[1], parts[2] === "files" ? parts.slice(3).join("/") : ""); break;
+    case "audit": content = await auditView(q); break;
     case "login": return loginView();
-    default: location.hash = session.admin ? "#/status" : "#/sandboxes";
+    default: location.hash = session.admin ? "#/status" : "#/sandboxes"; return;
     }
   } catch (e) {
-    show(failure(e));
+    content = [failure(e)];
   }
+  if (mine === latest) show(...content);
 }
 
 window.addEventListener("hashchange", () => { if (session.token) route(); });

@@ -185,6 +185,25 @@ test("a hostile output shows as text and runs nothing", async () => {
   await page.close();
 });
 
+test("a slow view never replaces the view asked for after it", async () => {
+  const page = await signIn(admin);
+  await open(page, "#/sandboxes", "#sandboxes");
+  // Hold every status answer back 600 ms: the status view asked for first
+  // finishes after the job view asked for next, which must stay.
+  await page.setRequestInterception(true);
+  page.on("request", (req) => {
+    if (req.url().includes("/v1/admin/status")) setTimeout(() => req.continue(), 600);
+    else req.continue();
+  });
+  await page.evaluate(() => { location.hash = "#/status"; });
+  await page.evaluate((id) => { location.hash = `#/job/${id}`; }, ids.hello);
+  await page.waitForSelector("#stdout");
+  await page.waitForNetworkIdle({ idleTime: 300, timeout: 10000 });
+  assert.equal(await page.$eval("#stdout", (e) => e.textContent), "hello from the dashboard\n");
+  assert.equal(await page.$("#hosts"), null, "the slow status view was drawn over the job");
+  await page.close();
+});
+
 test("a tenant token sees its own tenant only", async () => {
   const page = await signIn(other);
   const navText = await page.$eval("#nav", (e) => e.textContent);
