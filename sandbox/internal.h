@@ -175,6 +175,7 @@ struct persist {
 	int treefd;		/* base/tree, once known to hold key; else -1 */
 	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */
 	bool session_refused;	/* a saved session was not restored: other rules */
+	struct capture_ahead *ahead;	/* persist_capture_ahead()'s, or NULL */
 };
 
 int persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e);
@@ -188,6 +189,13 @@ int persist_materialise(struct persist *ps, int snapfd, struct job *j, struct er
  * a folder or a symlink; the capture's own errors otherwise.
  */
 int persist_seed(int ctl, int snapfd, const struct job *j, struct err *e);
+/*
+ * While the job runs (init only waits for it then): opens the snapshot and
+ * reads what the capture will need of it (its entries and size) into
+ * ps->ahead, so that persist_capture() starts at the workspace. Only on an
+ * overlay; a failure leaves ps->ahead NULL and the capture reads it itself.
+ */
+void persist_capture_ahead(struct persist *ps, int snapfd);
 int persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
     const void *rec, size_t reclen, struct err *e);
 

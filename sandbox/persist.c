@@ -905,12 +905,40 @@ base_advance(int ctl, struct persist *ps, struct agentfs *fs,
 	free(key);
 }
 
+/* The snapshot opened, and its entries read, ahead of the capture. */
+struct capture_ahead {
+	struct snapview v;
+	struct workspace_ahead *a;
+};
+
+void
+persist_capture_ahead(struct persist *ps, int snapfd)
+{
+	struct capture_ahead *ca;
+	struct err e = { 0 };
+
+	if (ps->upperfd < 0 || ps->ahead != NULL)
+		return;
+	ca = xcalloc(1, sizeof(*ca));
+	if (snapshot_view(snapfd, ps->patchfd, &ca->v, &e) < 0) {
+		free(ca);
+		return;
+	}
+	if (workspace_capture_ahead(ca->v.fs, &ca->a, &e) < 0) {
+		snapshot_view_close(&ca->v);
+		free(ca);
+		return;
+	}
+	ps->ahead = ca;
+}
+
 int
 persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
     const void *rec, size_t reclen, struct err *e)
 {
 	struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
 	struct snapview v = { .img = MAP_FAILED, .patch = MAP_FAILED };
+	struct workspace_ahead *ahead = NULL;
 	struct workspace_changes ch = { 0 };
 	struct perms p = { 0 };
 	uint64_t len64;
@@ -935,13 +963,23 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	/*
 	 * In place on the head: only the blocks the capture rewrites are
 	 * new, and they are the patch the worker gets. On an overlay only
-	 * what the job changed is read.
+	 * what the job changed is read, and the head was opened and its
+	 * entries read while the job ran (persist_capture_ahead()).
 	 */
-	if ((rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
+	if (ps->ahead != NULL) {
+		v = ps->ahead->v;
+		ahead = ps->ahead->a;
+		free(ps->ahead);
+		ps->ahead = NULL;
+	} else if ((rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
 		goto out;
-	rc = ps->upperfd >= 0 ?
-	    workspace_capture_overlay(wsfd, ps->upperfd, v.fs, &lim, &p, &ch, e) :
-	    workspace_capture_inplace(wsfd, v.fs, &lim, &p, &ch, e);
+	if (ahead != NULL)
+		rc = workspace_capture_overlay_ahead(wsfd, ps->upperfd, v.fs, ahead, &lim,
+		    &p, &ch, e);
+	else
+		rc = ps->upperfd >= 0 ?
+		    workspace_capture_overlay(wsfd, ps->upperfd, v.fs, &lim, &p, &ch, e) :
+		    workspace_capture_inplace(wsfd, v.fs, &lim, &p, &ch, e);
 	if (rc < 0 || (rc = capture_finish(v.fs, ps, j, rec, reclen, e)) < 0 ||
 	    (rc = patch_ship(v.fs, &fd, &len, e)) < 0)
 		goto out;

@@ -194,9 +194,18 @@ store_open(const char *dir, struct store **out, struct err *e)
 	 * schema_ensure()'s: converting a schema-1 file renames rows before
 	 * the table they name exists, and checks the keys itself at the end.
 	 */
+	/*
+	 * secure_delete FAST: a freed page is not overwritten with zeros
+	 * (Debian builds SQLite with it ON). Retention frees the chunks only
+	 * an old version held at every commit, 16 pages each, and zeroing
+	 * them doubled what a commit writes to the WAL (docs/store.md
+	 * "Durability and concurrency", docs/security.md).
+	 */
 	if ((rc = sql_wal_enable(st->db, STORE_BUSY_MS, "store", e)) != 0 ||
 	    (rc = sql_exec(st->db, "PRAGMA synchronous = NORMAL", "store",
 	    "synchronous", e)) != 0 ||
+	    (rc = sql_exec(st->db, "PRAGMA secure_delete = FAST", "store",
+	    "secure_delete", e)) != 0 ||
 	    (rc = schema_ensure(st, e)) != 0 ||
 	    (rc = sql_exec(st->db, "PRAGMA foreign_keys = ON", "store",
 	    "foreign_keys", e)) != 0)
@@ -820,10 +829,17 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
 	if (rc == 0 && strcmp(now_head, head) != 0)
 		rc = err_set(e, -ESTALE, "store: sandbox %s/%s: head is no "
 		    "longer %s (deleted and created again?)", tenant, id, head);
+	/* The reused chunks' references are owed until retention is done:
+	 * most cancel against those the retired version drops. */
+	st->defer_refs = true;
 	if (rc == 0)
 		rc = store__plan_store(st, &p, e);
+	st->defer_refs = false;
 	if (rc == 0)
 		rc = sandbox_move(st, tenant, id, expect_version, p.key, e);
+	if (rc == 0)
+		rc = store__net_flush(st, e);
+	store__net_end(st);
 	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:

@@ -239,6 +239,20 @@ out_free:
 	return rc;
 }
 
+/* The references a commit owes (store__plan_store(), store__net_flush()). */
+/* One distinct chunk a plan reuses: its index in the plan, what is owed. */
+struct owed {
+	const unsigned char *hash;	/* into the plan's manifest */
+	size_t idx;			/* a chunk of the plan with this hash */
+	unsigned n;			/* references owed */
+};
+
+struct refnet {
+	const struct blob_plan *p;	/* not owned */
+	struct owed *v;			/* sorted by hash, distinct */
+	size_t n;
+};
+
 /*
  * Takes one reference on each chunk of p, storing the chunks not stored
  * yet. A chunk whose hash came from the base but which is no longer stored
@@ -273,6 +287,9 @@ store__plan_chunks(struct store *st, const struct blob_plan *p, int64_t now,
 		const unsigned char *h = p->hashes + i * SHA_RAW, *c;
 		size_t cn;
 
+		/* Owed, written by store__net_flush(). */
+		if (p->reused[i] && st->net != NULL && st->net->p == p)
+			continue;
 		store__hex_of(h, SHA_RAW, hex);
 		if ((rc = sql_bind_text(ref, 1, hex, "store", e)) != 0 ||
 		    (rc = sql_step_reset(ref, "store", "chunk_refs",
@@ -338,6 +355,133 @@ store__plan_row(struct store *st, const char *sql, const struct blob_plan *p,
  * when its key is stored already (blobs are immutable), else its new
  * chunks, a reference on each chunk and the manifest row.
  */
+/*** Deferred references ***/
+
+static int
+owed_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct owed *)a)->hash,
+	    ((const struct owed *)b)->hash, SHA_RAW);
+}
+
+/* st->net: one entry per distinct hash of p's reused chunks. */
+static void
+net_build(struct store *st, const struct blob_plan *p)
+{
+	struct refnet *net = xcalloc(1, sizeof(*net));
+	size_t k = 0;
+
+	net->p = p;
+	net->v = xcalloc(p->n > 0 ? p->n : 1, sizeof(*net->v));
+	for (size_t i = 0; i < p->n; i++)
+		if (p->reused[i])
+			net->v[net->n++] = (struct owed){
+			    .hash = p->hashes + i * SHA_RAW, .idx = i, .n = 1 };
+	if (net->n > 1)
+		qsort(net->v, net->n, sizeof(*net->v), owed_cmp);
+	for (size_t i = 0; i < net->n; i++) {
+		if (k > 0 && memcmp(net->v[k - 1].hash, net->v[i].hash,
+		    SHA_RAW) == 0)
+			net->v[k - 1].n++;
+		else
+			net->v[k++] = net->v[i];
+	}
+	net->n = k;
+	st->net = net;
+}
+
+/* Cancels a drop of h against an owed reference: true if there was one. */
+static bool
+net_take(struct store *st, const unsigned char *h)
+{
+	struct owed key = { .hash = h }, *o;
+
+	if (st->net == NULL || st->net->n == 0)
+		return false;
+	o = bsearch(&key, st->net->v, st->net->n, sizeof(key), owed_cmp);
+	if (o == NULL || o->n == 0)
+		return false;
+	o->n--;
+	return true;
+}
+
+void
+store__net_end(struct store *st)
+{
+	if (st->net == NULL)
+		return;
+	free(st->net->v);
+	free(st->net);
+	st->net = NULL;
+}
+
+int
+store__net_flush(struct store *st, struct err *e)
+{
+	sqlite3_stmt *ref = NULL, *chunk = NULL, *newref = NULL;
+	const struct blob_plan *p;
+	unsigned char *buf = NULL;
+	char hex[STORE_SHA_HEX + 1];
+	unsigned char md[SHA_RAW];
+	int rc;
+
+	if (st->net == NULL)
+		return 0;
+	p = st->net->p;
+	if ((rc = sql_prepare(st->db, "UPDATE chunk_refs SET refs = refs + ?2"
+	    " WHERE sha256 = ?1", &ref, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db, "INSERT INTO chunks (sha256, data,"
+	    " created_at) VALUES (?1, ?2, ?3) ON CONFLICT (sha256) DO NOTHING",
+	    &chunk, "store", e)) != 0 ||
+	    (rc = sql_prepare(st->db, "INSERT INTO chunk_refs (sha256, refs)"
+	    " VALUES (?1, ?2)", &newref, "store", e)) != 0 ||
+	    (rc = sql_bind_i64(chunk, 3, (int64_t)now_ms(), "store", e)) != 0)
+		goto out;
+	for (size_t i = 0; i < st->net->n; i++) {
+		const struct owed *o = &st->net->v[i];
+		const unsigned char *c;
+		size_t cn;
+
+		if (o->n == 0)
+			continue;
+		store__hex_of(o->hash, SHA_RAW, hex);
+		if ((rc = sql_bind_text(ref, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_bind_i64(ref, 2, o->n, "store", e)) != 0 ||
+		    (rc = sql_step_reset(ref, "store", "chunk_refs", e)) != 0)
+			goto out;
+		if (sqlite3_changes(st->db) == 1)
+			continue;
+		/* Gone from a damaged file: stored again, checked first. */
+		if (buf == NULL && p->patch != NULL)
+			buf = xmalloc(STORE_CHUNK_BYTES);
+		c = plan_chunk(p, o->idx, buf, &cn);
+		if ((rc = store__sha256_raw(c, cn, md, e)) != 0)
+			goto out;
+		st->chunks_hashed++;
+		if (memcmp(md, o->hash, SHA_RAW) != 0) {
+			rc = err_set(e, -EINVAL, p->patch == NULL ?
+			    "store: base_data: not the bytes of the base blob "
+			    "(chunk %zu)" : "store: patch: the head is not the "
+			    "image with a subset of this patch (chunk %zu)", o->idx);
+			goto out;
+		}
+		if ((rc = sql_bind_text(chunk, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_bind_blob(chunk, 2, c, cn, "store", e)) != 0 ||
+		    (rc = sql_step_reset(chunk, "store", "chunks", e)) != 0 ||
+		    (rc = sql_bind_text(newref, 1, hex, "store", e)) != 0 ||
+		    (rc = sql_bind_i64(newref, 2, o->n, "store", e)) != 0 ||
+		    (rc = sql_step_reset(newref, "store", "chunk_refs", e)) != 0)
+			goto out;
+	}
+out:
+	sqlite3_finalize(ref);
+	sqlite3_finalize(chunk);
+	sqlite3_finalize(newref);
+	free(buf);
+	store__net_end(st);
+	return rc;
+}
+
 int
 store__plan_store(struct store *st, const struct blob_plan *p, struct err *e)
 {
@@ -346,6 +490,8 @@ store__plan_store(struct store *st, const struct blob_plan *p, struct err *e)
 
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
+	if (st->defer_refs && st->net == NULL)
+		net_build(st, p);
 	if ((rc = store__plan_chunks(st, p, now, e)) != 0)
 		return rc;
 	return store__plan_row(st,
@@ -529,6 +675,9 @@ gc_chunk(struct store *st, struct gc *g, const unsigned char *h,
 	char hex[STORE_SHA_HEX + 1];
 	int rc;
 
+	/* A reference the commit in hand owes: neither is written. */
+	if (net_take(st, h))
+		return 0;
 	store__hex_of(h, SHA_RAW, hex);
 	if ((rc = sql_bind_text(g->unref, 1, hex, "store", e)) != 0 ||
 	    (rc = sql_step_reset(g->unref, "store", "chunk_refs", e)) != 0)

@@ -22,11 +22,16 @@
 
 struct patch;
 
+struct refnet;
+
 struct store {
 	sqlite3 *db;		/* the connection to dir/store.db */
 	unsigned keep_versions;	/* history rows per sandbox; 0: all */
 	uint64_t quota;		/* store_set_quota(): bytes; 0: none */
 	long chunks_hashed;	/* chunks hashed for writes (a test hook) */
+	bool defer_refs;	/* the next plan stored defers its reused
+				 * chunks' references (store__net_flush()) */
+	struct refnet *net;	/* those references, or NULL */
 };
 
 /* blobs, in schema 2 and in the table a schema-1 file is converted into. */
@@ -120,9 +125,26 @@ int store__plan_chunks(struct store *st, const struct blob_plan *p,
 /* Inserts p's blobs row through sql (blobs, or blobs_v2 while migrating). */
 int store__plan_row(struct store *st, const char *sql,
     const struct blob_plan *p, int64_t created_at, struct err *e);
-/* Stores the blob p describes, in the caller's write transaction. */
+/*
+ * Stores the blob p describes, in the caller's write transaction. With
+ * st->defer_refs (and p a new blob), the references on the chunks p
+ * reuses from its base are owed instead of written (st->net): collection
+ * in the same transaction drops a reference by cancelling an owed one,
+ * and store__net_flush() writes what is left. A commit that reuses 185
+ * chunks and retires a version sharing most of them then writes only the
+ * counts that change.
+ */
 int store__plan_store(struct store *st, const struct blob_plan *p,
     struct err *e);
+/*
+ * Writes the references st->net still owes (a chunk found missing, in a
+ * damaged file, is stored again from the plan, checked against its hash)
+ * and ends the deferral. In the transaction of store__plan_store(); the
+ * plan must still be alive. 0 or -errno.
+ */
+int store__net_flush(struct store *st, struct err *e);
+/* Ends the deferral without writing (the transaction is rolled back). */
+void store__net_end(struct store *st);
 /*
  * The bytes the tenant's heads and history rows take in the store: each
  * blob they name once (its manifest) and each distinct chunk those blobs

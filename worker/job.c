@@ -8,12 +8,13 @@
  * transaction the chunks that differ from the head are put and the head
  * moves from the version the job started on (compare-and-set), so a commit
  * racing another is refused, never merged. The last snapshot used stays in
- * its memfd: the next job on the same sandbox and head reuses it without
- * reading or hashing the blob again. The sandbox's init keeps the snapshot
+ * its memfd: the next job on the same head reuses it without reading or
+ * hashing the blob again. The sandbox's init keeps the snapshot
  * materialised in the worker's kept base too (sandbox/persist.c), named by
- * base_key(): a job whose sandbox, head and rules match runs on an overlay
- * of it. The fs.*, kv.* and sandbox.* ops run here, on the store, without
- * a sandbox (ops.c).
+ * base_key(): a job whose head, rules and image match (on whichever
+ * sandbox: a fork shares its source's head) runs on an overlay of it. The
+ * fs.*, kv.* and sandbox.* ops run here, on the store, without a sandbox
+ * (ops.c).
  *
  * The next sandbox is prepared right after a result is sent, while the
  * dispatcher publishes it and the queue hands over the next job, so a job
@@ -448,16 +449,22 @@ rules_fingerprint(const struct job *j, char fp[SANDBOX_RULES_FP_LEN + 1])
 
 /*
  * The kept base's key for snapshot head under the path rules whose
- * fingerprint is fp: the sandbox, the head and the rules (persist.c). The
- * base holds one snapshot under one rule set; a job with other rules
- * rebuilds it.
+ * fingerprint is fp (persist.c): the tenant, the head, the rules, and the
+ * image and workdir the sandbox runs on (the image decides whose files the
+ * base's are). The base holds one snapshot under one rule set; a job with
+ * other rules rebuilds it. The sandbox is not part of it: the base is what
+ * the snapshot's bytes and the rules make, whichever sandbox names them,
+ * so a fork, or a sandbox created from the same snapshot, starts on the
+ * base its source left (docs/decisions.md "Performance (issue 19)").
  */
 static char *
 base_key(const struct job *j, const char *head, const char *fp)
 {
 	char *key = NULL;
 
-	xasprintf(&key, "2 %s %s %s %s", j->tenant, j->sandbox, head, fp);
+	xasprintf(&key, "3 %s %s %s %s %s", j->tenant, head, fp,
+	    j->image_id != NULL ? j->image_id : "-",
+	    j->sandbox_workdir != NULL ? j->sandbox_workdir : "-");
 	return key;
 }
 

@@ -271,6 +271,27 @@ int workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
     struct workspace_changes *ch, struct err *e);
 
 /*
+ * What a capture reads of its base before it looks at the directory: the
+ * base's entries (one walk, sorted) and its size. Read ahead of the
+ * capture (while the job still runs) with workspace_capture_ahead(), and
+ * handed to workspace_capture_overlay_ahead(), which takes it over. It is
+ * fs's as it was when read: nothing may write fs in between.
+ */
+struct workspace_ahead;
+int workspace_capture_ahead(struct agentfs *fs, struct workspace_ahead **out,
+    struct err *e);
+/* Frees a read-ahead not handed over; NULL is a no-op. */
+void workspace_ahead_free(struct workspace_ahead *a);
+/*
+ * workspace_capture_overlay() with fs's entries and size already read into
+ * a (from fs, untouched since): the capture does the same checks and makes
+ * the same snapshot, without walking fs again. a is freed.
+ */
+int workspace_capture_overlay_ahead(int mergedfd, int upperfd, struct agentfs *fs,
+    struct workspace_ahead *a, const struct workspace_limits *lim,
+    const struct perms *p, struct workspace_changes *ch, struct err *e);
+
+/*
  * workspace_capture_rules() made in place: fs is base on entry and the new
  * snapshot on success (half rewritten on failure: discard it). Every
  * path's base state is read before that path is written, so one handle

@@ -853,6 +853,14 @@ cap_remove_missing(struct cap *c)
 
 /*** The growth bound ***/
 
+/* Base's entries, sorted, and its size: what a capture reads before the walk. */
+struct workspace_ahead {
+	struct base_ent *ents;
+	size_t n;
+	size_t cap;
+	uint64_t base_size;
+};
+
 int
 workspace_size(struct agentfs *fs, uint64_t *size, struct err *e)
 {
@@ -876,14 +884,16 @@ workspace_size(struct agentfs *fs, uint64_t *size, struct err *e)
  * sparse file is read to its end or a hard link once more.
  */
 static int
-cap_growth_start(struct cap *c, struct agentfs *base)
+cap_growth_start(struct cap *c, struct agentfs *base, const struct workspace_ahead *a)
 {
 	uint64_t allow;
 	int rc;
 
 	if (c->lim.max_growth == 0)
 		return 0;
-	if ((rc = workspace_size(base, &c->base_size, c->e)) != 0)
+	if (a != NULL)
+		c->base_size = a->base_size;
+	else if ((rc = workspace_size(base, &c->base_size, c->e)) != 0)
 		return rc;
 	allow = c->base_size + c->lim.max_growth;
 	if (allow < c->base_size)
@@ -950,7 +960,7 @@ workspace_capture_rules(int dirfd, struct agentfs *base,
 	if (!S_ISDIR(st.st_mode))
 		return err_set(e, -ENOTDIR, "workspace: /: not a directory");
 	c.dev = st.st_dev;
-	if ((rc = cap_growth_start(&c, base)) != 0)
+	if ((rc = cap_growth_start(&c, base, NULL)) != 0)
 		goto out_free;
 
 	if (base != NULL) {
@@ -989,39 +999,91 @@ out_free:
 	return rc;
 }
 
+int
+workspace_capture_ahead(struct agentfs *fs, struct workspace_ahead **out,
+    struct err *e)
+{
+	struct workspace_ahead *a = xcalloc(1, sizeof(*a));
+	struct cap c = { .base = fs, .e = e };
+	int rc;
+
+	*out = NULL;
+	err_clear(e);
+	if ((rc = workspace_size(fs, &a->base_size, e)) == 0)
+		rc = agentfs_walk(fs, cap_collect_cb, &c, e);
+	if (rc == 0 && c.n > 1)
+		qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
+	a->ents = c.ents;
+	a->n = c.n;
+	a->cap = c.cap;
+	if (rc != 0) {
+		workspace_ahead_free(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+void
+workspace_ahead_free(struct workspace_ahead *a)
+{
+	if (a == NULL)
+		return;
+	for (size_t i = 0; i < a->n; i++) {
+		free(a->ents[i].path);
+		free(a->ents[i].target);
+	}
+	free(a->ents);
+	free(a);
+}
+
 /*
  * A capture made in place on fs: of an overlay when upperfd >= 0 (dirfd is
- * the merged tree), else of the plain tree dirfd.
+ * the merged tree), else of the plain tree dirfd. a, if not NULL, is fs's
+ * entries and size read ahead (taken over and freed).
  */
 static int
 capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
-    const struct workspace_limits *lim, const struct perms *p,
-    struct workspace_changes *ch, struct err *e)
+    struct workspace_ahead *a, const struct workspace_limits *lim,
+    const struct perms *p, struct workspace_changes *ch, struct err *e)
 {
 	struct cap c = { .base = fs, .out = fs, .p = p, .e = e, .overlay = upperfd >= 0 };
-	struct stat st;
+	bool ahead = a != NULL;
+	struct stat st = { 0 };
 	int rc;
 
 	err_clear(e);
 	memset(ch, 0, sizeof(*ch));
 	c.ch = ch;
 	workspace__limits_resolve(lim, &c.lim);
-	if (fstat(c.overlay ? upperfd : dirfd, &st) != 0)
-		return workspace__sys_fail(e, "/", "fstat");
+	if (ahead) {
+		c.ents = a->ents;
+		c.n = a->n;
+		c.cap = a->cap;
+		a->ents = NULL;
+		a->n = 0;
+	}
+	rc = fstat(c.overlay ? upperfd : dirfd, &st) != 0 ?
+	    workspace__sys_fail(e, "/", "fstat") : 0;
 	c.dev = st.st_dev;
-	if (!S_ISDIR(st.st_mode) || fstat(dirfd, &st) != 0 || !S_ISDIR(st.st_mode))
-		return err_set(e, -ENOTDIR, "workspace: /: not a directory");
+	if (rc == 0 && (!S_ISDIR(st.st_mode) || fstat(dirfd, &st) != 0 ||
+	    !S_ISDIR(st.st_mode)))
+		rc = err_set(e, -ENOTDIR, "workspace: /: not a directory");
 	c.mdev = st.st_dev;
-	if ((rc = cap_growth_start(&c, fs)) != 0)
-		return rc;
+	if (rc == 0)
+		rc = cap_growth_start(&c, fs, a);
+	workspace_ahead_free(a);
 	/*
 	 * One handle is both base and result: every path's base state is
 	 * read (to compare) before that path is written, and never after, so
-	 * reading through the copy being rewritten reads base.
+	 * reading through the copy being rewritten reads base. Entries read
+	 * ahead were read from the same handle before any write.
 	 */
-	if ((rc = agentfs_walk(fs, cap_collect_cb, &c, e)) == 0) {
-		if (c.n > 1)
-			qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
+	if (rc == 0 && !ahead)
+		rc = agentfs_walk(fs, cap_collect_cb, &c, e);
+	if (rc == 0 && !ahead && c.n > 1)
+		qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
+	if (rc == 0) {
 		c.path[0] = '\0';
 		rc = c.overlay ? cap_dir(&c, upperfd, dirfd, 0, 0) : cap_dir(&c, dirfd, -1, 0, 0);
 		if (rc == 0)
@@ -1042,7 +1104,15 @@ workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
     const struct workspace_limits *lim, const struct perms *p,
     struct workspace_changes *ch, struct err *e)
 {
-	return capture_inplace(mergedfd, upperfd, fs, lim, p, ch, e);
+	return capture_inplace(mergedfd, upperfd, fs, NULL, lim, p, ch, e);
+}
+
+int
+workspace_capture_overlay_ahead(int mergedfd, int upperfd, struct agentfs *fs,
+    struct workspace_ahead *a, const struct workspace_limits *lim,
+    const struct perms *p, struct workspace_changes *ch, struct err *e)
+{
+	return capture_inplace(mergedfd, upperfd, fs, a, lim, p, ch, e);
 }
 
 int
@@ -1050,5 +1120,5 @@ workspace_capture_inplace(int dirfd, struct agentfs *fs,
     const struct workspace_limits *lim, const struct perms *p,
     struct workspace_changes *ch, struct err *e)
 {
-	return capture_inplace(dirfd, -1, fs, lim, p, ch, e);
+	return capture_inplace(dirfd, -1, fs, NULL, lim, p, ch, e);
 }
