@@ -52,6 +52,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "../common/util.h"
 #include "internal.h"
@@ -244,6 +247,14 @@ exec_init_spawn(struct exec_spec *s, struct err *e)
 			return err_set(e, -errno, "job stack: %s", strerror(errno));
 		}
 	}
+#ifdef __SANITIZE_ADDRESS__
+	/*
+	 * The stack may have carried a child before (a warm interpreter that
+	 * did not get the job): its frames' redzones are still marked in the
+	 * shadow memory we share, and would read as overflows in this child.
+	 */
+	__asan_unpoison_memory_region(stack, EXEC_STACK_SIZE);
+#endif
 	pid = clone(job_main, (char *)stack + EXEC_STACK_SIZE,
 	    CLONE_VM | CLONE_VFORK | (s->warm ? CLONE_FILES : 0) | SIGCHLD, s);
 	if (pid < 0)
