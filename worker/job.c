@@ -16,9 +16,11 @@
  * fs.*, kv.* and sandbox.* ops run here, on the store, without a sandbox
  * (ops.c).
  *
- * The next sandbox is prepared right after a result is sent, while the
- * dispatcher publishes it and the queue hands over the next job, so a job
- * arriving at an idle worker finds its namespaces and image already built.
+ * The next sandbox is prepared right after a result is sent (and the spent
+ * one reaped, whose network namespace it may share: sandbox/spawn.c),
+ * while the dispatcher publishes it and the queue hands over the next job,
+ * so a job arriving at an idle worker finds its namespaces and image
+ * already built.
  * It is prepared for the image the last job ran on (image.c): a job on
  * another image (its image_id, or none for the host's) drops it and has
  * one prepared for its own.
@@ -804,7 +806,7 @@ run_job(struct worker *w, const struct msg *m)
 			if (j->persist && run_commits(res))
 				run_commit(w, w->next, j, &sb, fp, res);
 		}
-		/* Reaped after the result is out and the next sandbox started. */
+		/* Reaped after the result is out, before the next sandbox starts. */
 		w->spent = w->next;
 		w->next = NULL;
 	}
