@@ -352,6 +352,7 @@ clear_leaf(const char *dir, bool keep)
 	return false;
 }
 
+/* Kills what is in dir (a leaf) and removes it; true once it is gone. */
 static bool
 remove_leaf(const char *dir)
 {
