@@ -1,0 +1,126 @@
+/*
+ * reuse_test.c - what a worker keeps across its jobs to make them cheaper
+ * (issue 19) carries nothing of one job to a later one.
+ *
+ * Real jobs through a real sandqd with ONE worker, so every job is the
+ * same worker's and, on cgroup v1, a job's cgroup is the one the job two
+ * before it had (cgslot_test.c proves its limits and counters are reset).
+ * Here: the memory a job leaves charged to that cgroup. A case that needs
+ * cgroup v1 says so and skips without it.
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../sandbox/cgroup.h"
+#include "harness.h"
+
+#define WAIT_MS 120000
+#define CG_V1_MEMORY "/sys/fs/cgroup/memory"
+
+static struct harness H;
+
+static void
+setup(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
+		    (int)geteuid());
+	harness_start(&H, 1, NULL);
+}
+
+static void
+teardown(void)
+{
+	harness_stop(&H);
+}
+
+TestSuite(reuse, .init = setup, .fini = teardown, .timeout = 240);
+
+/* The memory cgroup line a job prints first. */
+#define PRINT_CG "grep -m1 ':memory:' /proc/self/cgroup | sed 's/^[0-9]*:memory:/cg /'; "
+
+/* Runs an sh job with default limits; the result is the caller's. */
+static struct sandq_result *
+run(struct sandq *c, const char *script)
+{
+	struct sandq_job_opts o = { 0 };
+	struct sandq_result *r = NULL;
+	char id[SANDQ_ID_MAX + 1];
+
+	cr_assert_eq(sandq_submit_sh(c, script, &o, id), 0, "submit: %s", sandq_last_error(c));
+	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "wait: %s", sandq_last_error(c));
+	cr_assert_str_eq(r->status, "ok", "%s: %s (%s)", script, r->status,
+	    r->stderr_data ? (const char *)r->stderr_data : "");
+	return r;
+}
+
+/* The job's memory cgroup folder (relative to the v1 hierarchy), a heap string. */
+static char *
+cg_of(const struct sandq_result *r)
+{
+	const char *p = strstr((const char *)r->stdout_data, "cg ");
+
+	cr_assert(p != NULL, "no cgroup line: %s", (const char *)r->stdout_data);
+	p += 3;
+	return strndup(p, strcspn(p, "\n"));
+}
+
+/* A cgroup's memory.usage_in_bytes. */
+static uint64_t
+cg_usage(const char *cg)
+{
+	char path[CG_PATH_MAX + 64];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s%s/memory.usage_in_bytes", CG_V1_MEMORY, cg);
+	f = fopen(path, "re");
+	cr_assert(f != NULL, "open %s", path);
+	cr_assert_eq(fscanf(f, "%llu", &v), 1, "read %s", path);
+	fclose(f);
+	return v;
+}
+
+/*
+ * A job leaves about 10 MiB of kernel memory charged to its cgroup: the
+ * negative dentries of 60,000 lookups of names the host's /usr lacks
+ * (the dentry cache is charged to the cgroup that fills it, and outlives
+ * the job). Once the next job (in the other slot) has run, the first
+ * job's slot has been emptied for the job after it: what is charged
+ * there is at most the bounded residue (CG_SLOT_RESIDUE_MAX) that
+ * sandbox/cgroup.c lets stay.
+ */
+Test(reuse, a_jobs_charged_memory_is_not_left_in_its_slot)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *a, *f;
+	char *ca, *cf;
+	char mark[64], script[512];
+	uint64_t left;
+
+	if (access(CG_V1_MEMORY "/memory.limit_in_bytes", F_OK) != 0)
+		cr_skip_test("no cgroup v1 memory hierarchy: slots are a v1 measure");
+	harness_marker(mark, sizeof(mark), "nx");
+	snprintf(script, sizeof(script), PRINT_CG "i=0; while [ $i -lt 60000 ]; do "
+	    "[ -e /usr/%s$i ] && exit 9; i=$((i + 1)); done; echo looked", mark);
+	a = run(c, script);
+	cr_assert(strstr((const char *)a->stdout_data, "looked") != NULL);
+	f = run(c, PRINT_CG "true");
+	ca = cg_of(a);
+	cf = cg_of(f);
+	cr_assert(strstr(ca, "/s0") != NULL || strstr(ca, "/s1") != NULL,
+	    "not a kept slot: %s", ca);
+	cr_assert_str_neq(ca, cf, "two jobs in a row in one cgroup");
+	left = cg_usage(ca);
+	cr_expect(left <= CG_SLOT_RESIDUE_MAX, "%" PRIu64 " bytes left charged in %s "
+	    "(at most %" PRIu64 ")", left, ca, (uint64_t)CG_SLOT_RESIDUE_MAX);
+	free(ca);
+	free(cf);
+	sandq_result_free(a);
+	sandq_result_free(f);
+	sandq_close(c);
+}
