@@ -109,8 +109,17 @@ void init_main(const struct sandbox_conf *conf, int ctl) __attribute__((noreturn
 /*** mount.c ***/
 
 /*
+ * In the worker, once, in its own mount namespace and before the spawner
+ * is forked: the pieces every sandbox's root takes (the read-only /etc,
+ * the host's folders, /dev) at run_dir/tmpl, read-only (mount.c,
+ * TEMPLATE). 0 or -errno with e.
+ */
+int mount_worker_template(const char *run_dir, struct err *e);
+
+/*
  * In the child, with the worker's run_dir as the current folder: builds the
- * whole read-only root on its root/ folder and pivots into it.
+ * whole read-only root on its root/ folder from the template and pivots
+ * into it.
  */
 int mount_build_root(bool base, struct err *e);
 /*

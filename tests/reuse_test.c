@@ -85,6 +85,13 @@ cg_usage(const char *cg)
 	return v;
 }
 
+/* Whether cgroup arg's charge is down to the residue a slot may keep. */
+static bool
+cg_residue_only(void *arg)
+{
+	return cg_usage(arg) <= CG_SLOT_RESIDUE_MAX;
+}
+
 /*
  * A job leaves about 10 MiB of kernel memory charged to its cgroup: the
  * negative dentries of 60,000 lookups of names the host's /usr lacks
@@ -92,7 +99,10 @@ cg_usage(const char *cg)
  * the job). Once the next job (in the other slot) has run, the first
  * job's slot has been emptied for the job after it: what is charged
  * there is at most the bounded residue (CG_SLOT_RESIDUE_MAX) that
- * sandbox/cgroup.c lets stay.
+ * sandbox/cgroup.c lets stay, once what the reclaim freed has left the
+ * count (dentries are freed after an RCU grace period). Left charged,
+ * negative dentries stay until memory runs short: the count would not
+ * fall.
  */
 Test(reuse, a_jobs_charged_memory_is_not_left_in_its_slot)
 {
@@ -115,6 +125,7 @@ Test(reuse, a_jobs_charged_memory_is_not_left_in_its_slot)
 	cr_assert(strstr(ca, "/s0") != NULL || strstr(ca, "/s1") != NULL,
 	    "not a kept slot: %s", ca);
 	cr_assert_str_neq(ca, cf, "two jobs in a row in one cgroup");
+	harness_wait_for(cg_residue_only, ca, 20000);
 	left = cg_usage(ca);
 	cr_expect(left <= CG_SLOT_RESIDUE_MAX, "%" PRIu64 " bytes left charged in %s "
 	    "(at most %" PRIu64 ")", left, ca, (uint64_t)CG_SLOT_RESIDUE_MAX);
@@ -122,5 +133,54 @@ Test(reuse, a_jobs_charged_memory_is_not_left_in_its_slot)
 	free(cf);
 	sandq_result_free(a);
 	sandq_result_free(f);
+	sandq_close(c);
+}
+
+/*
+ * What a job sees of its tree: the mount table without ids and device
+ * numbers (which differ per sandbox), and the names, types, modes and
+ * owners under /dev and at the top of /.
+ */
+#define TREE_VIEW "cut -d' ' -f4- /proc/self/mountinfo; " \
+	"stat -c '%n %F %a %u %g' / /* /dev/* /dev/pts/* /etc/*"
+
+/*
+ * Every sandbox's /etc, host folders and /dev come from one template the
+ * worker built (sandbox/mount.c, TEMPLATE). A job that tries to change
+ * each of them (create, remove, chmod, mount, remount, unmount) is
+ * refused read-only where a write is tried, and the next job of the same
+ * worker sees exactly the tree the job before it saw.
+ */
+Test(reuse, a_jobs_changes_to_the_template_reach_no_later_job)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *before, *hostile, *after;
+	const char *out;
+
+	before = run(c, TREE_VIEW);
+	hostile = run(c, "for p in /dev/made /etc/made /usr/made; do touch $p; done; "
+	    "mkdir /dev/dir; ln -s / /dev/link; rm -f /dev/null /dev/zero; "
+	    "chmod 777 /dev /dev/shm /etc; echo x > /etc/hosts; "
+	    "mount -o remount,rw /dev; mount -o remount,rw /; mount -t tmpfs t /dev; "
+	    "umount /dev/null; umount -l /dev; umount -l /usr; umount -l /etc; "
+	    "rm -rf /dev/pts /dev/shm; true");
+	out = hostile->stderr_data != NULL ? (const char *)hostile->stderr_data : "";
+	cr_expect(strstr(out, "touch: cannot touch '/dev/made': Read-only file system") != NULL,
+	    "/dev is not read-only: %s", out);
+	cr_expect(strstr(out, "touch: cannot touch '/etc/made': Read-only file system") != NULL,
+	    "/etc is not read-only: %s", out);
+	cr_expect(strstr(out, "touch: cannot touch '/usr/made': Read-only file system") != NULL,
+	    "/usr is not read-only: %s", out);
+	after = run(c, TREE_VIEW);
+	cr_assert(before->stdout_len > 100, "no view: %s", (const char *)before->stderr_data);
+	cr_expect(strstr((const char *)before->stdout_data, "/dev/null character special") != NULL,
+	    "%s", (const char *)before->stdout_data);
+	cr_expect(before->stdout_len == after->stdout_len &&
+	    memcmp(before->stdout_data, after->stdout_data, before->stdout_len) == 0,
+	    "the tree changed:\n--- before\n%s\n--- after\n%s",
+	    (const char *)before->stdout_data, (const char *)after->stdout_data);
+	sandq_result_free(before);
+	sandq_result_free(hostile);
+	sandq_result_free(after);
 	sandq_close(c);
 }
