@@ -95,7 +95,7 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 # several of them run names the side in each function (ns_worker_*,
 # ns_init_*, job_*):
 #   spawner  root, no seccomp filter, only clones inits and mounts image
-#            layers: sandbox/spawn.c, layers.c
+#            layers: sandbox/spawn.c, layers.c, ipcns.c
 #            (spawner_main)
 #   worker   the confined worker: worker/*.c, STORE_SRCS, sandbox/sandbox.c,
 #            image.c, sockcap.c, and the worker's side of spawn.c, ns.c,
@@ -106,7 +106,8 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 #   job      the job's own process until it execs: exec.c's job_* and
 #            limits.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
-	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
+	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c \
+	sandbox/ipcns.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.

@@ -58,6 +58,35 @@ int ns_init_loopback_up(struct err *e);
  */
 int ns_spawner_net_make(struct err *e);
 
+/*** ipcns.c ***/
+
+/* The spawner's shared IPC namespace and what it checks before reuse. */
+struct ipcns {
+	int host;		/* the spawner's own IPC namespace */
+	int ns;			/* the shared one, or -1 */
+	int sysv[3];		/* its /proc/sysvipc shm, sem, msg, opened inside */
+	int mq;			/* its mqueue filesystem, a detached mount */
+	int last;		/* pidfd of the last init cloned into it, or -1 */
+};
+
+/* In the spawner, once: no shared namespace yet. */
+void ipcns_spawner_init(struct ipcns *s);
+/*
+ * Before a clone: enters the namespace the next init is to share (made
+ * anew if the last init has not ended or left anything in it). True if
+ * the spawner is in it (the clone must not unshare one), false if the
+ * init gets one of its own.
+ */
+bool ipcns_spawner_enter(struct ipcns *s);
+/*
+ * After a clone that ipcns_spawner_enter() let share: back to the
+ * spawner's own namespace; pidfd (dup'ed) is the init's, or -1 if the
+ * clone failed, which retires the namespace.
+ */
+void ipcns_spawner_leave(struct ipcns *s, int pidfd);
+/* Closes the shared namespace's descriptors (not host's); in a clone too. */
+void ipcns_spawner_close(struct ipcns *s);
+
 /*** spawn.c ***/
 
 /*

@@ -184,3 +184,84 @@ Test(reuse, a_jobs_changes_to_the_template_reach_no_later_job)
 	sandq_result_free(after);
 	sandq_close(c);
 }
+
+/* Prints the job's IPC namespace ("ns ipc:[N]") first. */
+#define PRINT_IPC "echo ns $(readlink /proc/self/ns/ipc); "
+
+/*
+ * Shows what of IPC the job sees: the System V objects (one header line
+ * per /proc/sysvipc file when there are none), and whether the POSIX
+ * message queue named mq opens.
+ */
+#define IPC_VIEW(mq) "cat /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg | " \
+	"wc -l | sed 's/^/sysv lines /'; python3 -c \"import ctypes; " \
+	"l = ctypes.CDLL('libc.so.6', use_errno=True); " \
+	"fd = l.mq_open(b'/" mq "', 0, 0, None); " \
+	"print('mq', 'absent' if fd < 0 and ctypes.get_errno() == 2 else 'present')\""
+
+/* The "ns ..." line of a result, a heap string. */
+static char *
+ns_of(const struct sandq_result *r)
+{
+	const char *p = strstr((const char *)r->stdout_data, "ns ");
+
+	cr_assert(p != NULL, "no namespace line: %s", (const char *)r->stdout_data);
+	return strndup(p, strcspn(p, "\n"));
+}
+
+/*
+ * A worker's jobs take turns in one IPC namespace (sandbox/ipcns.c): a
+ * job that leaves nothing in it hands it to the next.
+ */
+Test(reuse, an_ipc_namespace_left_empty_is_the_next_jobs)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *a = run(c, PRINT_IPC "true"), *b = run(c, PRINT_IPC "true");
+	char *na = ns_of(a), *nb = ns_of(b);
+
+	cr_expect_str_eq(na, nb, "two jobs of one worker in different IPC namespaces");
+	free(na);
+	free(nb);
+	sandq_result_free(a);
+	sandq_result_free(b);
+	sandq_close(c);
+}
+
+/*
+ * A job leaves one IPC object of each kind (a System V shared memory
+ * segment, a semaphore set, a message queue; a POSIX message queue); the
+ * next job of the worker sees none of it, in a namespace of its own.
+ */
+Test(reuse, ipc_objects_a_job_leaves_reach_no_later_job)
+{
+	static const char *const leave[] = {
+		"ipcmk -M 4096", "ipcmk -S 2", "ipcmk -Q",
+		"python3 -c \"import ctypes; l = ctypes.CDLL('libc.so.6', use_errno=True); "
+		"assert l.mq_open(b'/sandq-reuse', 0o102, 0o600, None) >= 0\"",
+	};
+	struct sandq *c = harness_client(&H);
+	char script[1024];
+
+	for (size_t i = 0; i < sizeof(leave) / sizeof(leave[0]); i++) {
+		struct sandq_result *a, *b;
+		char *na, *nb;
+
+		snprintf(script, sizeof(script), PRINT_IPC "%s >/dev/null && " IPC_VIEW("sandq-reuse"),
+		    leave[i]);
+		a = run(c, script);
+		cr_assert(strstr((const char *)a->stdout_data, i < 3 ? "sysv lines 4" :
+		    "mq present") != NULL, "%s left nothing: %s", leave[i],
+		    (const char *)a->stdout_data);
+		b = run(c, PRINT_IPC IPC_VIEW("sandq-reuse"));
+		cr_expect(strstr((const char *)b->stdout_data, "sysv lines 3\nmq absent") != NULL,
+		    "after %s the next job sees: %s", leave[i], (const char *)b->stdout_data);
+		na = ns_of(a);
+		nb = ns_of(b);
+		cr_expect_str_neq(na, nb, "after %s the next job got the same namespace", leave[i]);
+		free(na);
+		free(nb);
+		sandq_result_free(a);
+		sandq_result_free(b);
+	}
+	sandq_close(c);
+}
