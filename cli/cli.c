@@ -371,8 +371,8 @@ opt_apply(struct cli *cl, int o, const char *arg)
 	}
 	case O_PERM_PRESET:
 		if ((cl->perm_preset = cli_perm_preset(arg)) == NULL)
-			return usage_error(cl, "--perm-preset '%s': expected agent-safe, "
-			    "read-only, full-access, development or view-only", arg);
+			return usage_error(cl, "--perm-preset '%s': expected agent-edit, "
+			    "agent-safe, read-only, full-access, development or view-only", arg);
 		return 0;
 	case O_IMAGE: {
 		struct img_ref ref;

@@ -95,7 +95,7 @@ struct sandq_job_opts {
 	enum sandq_persist persist;	/* commit the workspace back? */
 	const struct sandq_perm *perms;	/* path rules on top of perm_preset */
 	size_t nperms;
-	const char *perm_preset;	/* "agent-safe" (NULL), "read-only", ... */
+	const char *perm_preset;	/* "agent-edit" (NULL), "agent-safe", ... */
 	/* Live output: published as it comes (sandq_stream_open()). */
 	bool stream;
 };

@@ -47,7 +47,8 @@ static const char *const op_names[OP__COUNT] = {
  * is the default, PERMS_PRESET_DEFAULT.
  */
 static const char *const perm_preset_names[] = {
-	"agent-safe", "read-only", "full-access", "development", "view-only",
+	"agent-edit", "agent-safe", "read-only", "full-access", "development",
+	"view-only",
 };
 
 static const char *const preset_names[] = {
@@ -797,8 +798,8 @@ decode_perm_preset(const msgpack_object *o, struct job *j, struct err *e)
 			return 0;
 		}
 	}
-	return err_set(e, -EINVAL, "field 'perm_preset': expected agent-safe, "
-	    "read-only, full-access, development or view-only");
+	return err_set(e, -EINVAL, "field 'perm_preset': expected agent-edit, "
+	    "agent-safe, read-only, full-access, development or view-only");
 }
 
 static int

@@ -194,7 +194,7 @@ struct job {
 	size_t ncases;
 	struct job_perm *perms;	/* path rules, on top of perm_preset */
 	size_t nperms;
-	char *perm_preset;	/* agent-safe (default), read-only, ... or NULL */
+	char *perm_preset;	/* agent-edit (default), agent-safe, ... or NULL */
 
 	/* Operands of the fs.*, kv.* and sandbox.* ops. */
 	char *path;		/* fs.*: absolute sandbox path, "/" the root */

@@ -2333,14 +2333,15 @@ Test(payload, unknown_perm_level_is_refused_at_decode_naming_the_rule)
 	    msgpack_pack_int(pk, PERM_WRITE); });
 }
 
-Test(payload, perm_preset_takes_the_five_presets)
+Test(payload, perm_preset_takes_the_six_presets)
 {
 	static const char *const good[] = {
-		"agent-safe", "read-only", "full-access", "development", "view-only",
+		"agent-edit", "agent-safe", "read-only", "full-access",
+		"development", "view-only",
 	};
 	static const char *const bad[] = { "strict", "default", "Agent-safe", "", "agent-safe " };
 
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		struct jb b;
 		struct job *j;
 
@@ -2355,7 +2356,7 @@ Test(payload, perm_preset_takes_the_five_presets)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		REJECT_OP_WITH("fs.read", "sandbox path",
-		    "field 'perm_preset': expected agent-safe, read-only",
+		    "field 'perm_preset': expected agent-edit, agent-safe, read-only",
 		    jb_str(b, "perm_preset", bad[i]));
 	REJECT_OP_WITH("fs.read", "sandbox path", "field 'perm_preset': expected a string",
 	    jb_int(b, "perm_preset", 1));
