@@ -281,6 +281,8 @@ INTEG_TESTS += warm
 INTEG_TESTS += cgslot
 # a worker's jobs take turns in one network namespace, and leave nothing in it
 INTEG_TESTS += netns
+# path presets enforced by a real sandqd, and the list it publishes (issue 20)
+INTEG_TESTS += presets_integ
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -352,6 +354,8 @@ $(B)/tests/cgslot_test: $(B)/tests/cgslot_test.o $(B)/tests/harness.o $(B)/libsa
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/presets_integ_test: $(B)/tests/presets_integ_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
 $(B)/tests/log_test: $(B)/tests/log_test.o $(call obj,$(LOG_JSON_SRCS) $(COMMON_SRCS))
