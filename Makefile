@@ -193,7 +193,7 @@ LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c workspace/perms_json.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 SANDQD_OBJS += $(B)/obj/gen/sandqd_man.o
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(LOG_JSON_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))

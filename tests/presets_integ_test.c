@@ -8,14 +8,21 @@
  * /output and /tmp got. tests/data/presets_golden.tsv pins each preset's levels
  * path by path (perms_test); this proves the sandbox enforces them.
  *
+ * published_presets: sandqd writes sandq:perm_presets at start, and again
+ * at a restart after the key was deleted; its JSON is compared, preset by
+ * preset and rule by rule, with workspace/perms.c's table.
+ *
  * Each test starts its own redis-server and sandqd (tests/harness.c) in a
  * temporary folder and stops them by pid.
  */
 #include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../workspace/perms.h"
 #include "harness.h"
 
 TestSuite(presets_integ, .timeout = 240);
@@ -67,6 +74,7 @@ Test(presets_integ, agent_safe_run)
 	    "cat .env 2>/dev/null\n"
 	    "ls -a | grep -q '^.env$' && echo LISTED-ENV\n"
 	    "test -e .git && echo SAW-GIT\n"
+	    "mkdir made 2>/dev/null && echo MADE-DIR\n"
 	    "echo done\n", &o);
 	cr_assert_str_eq(r->status, "ok", "status %s: %s", r->status,
 	    r->stderr_data ? (const char *)r->stderr_data : "");
@@ -88,5 +96,119 @@ Test(presets_integ, agent_safe_run)
 	cr_expect_str_eq(out_of(r), "wrote-src\nsaw-git\nno-env\n");
 	sandq_result_free(r);
 	sandq_close(c);
+	harness_stop(&h);
+}
+
+/* What harness_wait_for() polls: the key's value, once it exists. */
+struct key_wait {
+	const struct harness *h;	/* whose Redis */
+	char *value;			/* out: the string, owned */
+};
+
+static bool
+key_present(void *arg)
+{
+	struct key_wait *w = arg;
+	redisContext *rc = redisConnect("127.0.0.1", w->h->port);
+	redisReply *r;
+
+	if (rc == NULL || rc->err) {
+		redisFree(rc);
+		return false;
+	}
+	r = redisCommand(rc, "GET sandq:perm_presets");
+	if (r != NULL && r->type == REDIS_REPLY_STRING) {
+		free(w->value);
+		w->value = strndup(r->str, r->len);
+	}
+	freeReplyObject(r);
+	redisFree(rc);
+	return w->value != NULL;
+}
+
+static void
+key_delete(const struct harness *h)
+{
+	redisContext *rc = redisConnect("127.0.0.1", h->port);
+	redisReply *r;
+
+	cr_assert(rc != NULL && !rc->err);
+	r = redisCommand(rc, "DEL sandq:perm_presets");
+	cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+	freeReplyObject(r);
+	redisFree(rc);
+}
+
+/* Compares the published JSON with perms.c's table, field by field. */
+static void
+expect_table(const char *text)
+{
+	const char *const *names = perms_preset_names();
+	json_error_t je;
+	json_t *root = json_loads(text, 0, &je), *a;
+	size_t i;
+
+	cr_assert_not_null(root, "%s", je.text);
+	cr_expect_str_eq(json_string_value(json_object_get(root,
+	    "default_preset")), PERMS_PRESET_DEFAULT);
+	a = json_object_get(root, "presets");
+	cr_assert(json_is_array(a));
+	for (i = 0; names[i] != NULL; i++) {
+		json_t *p = json_array_get(a, i), *rules;
+		const struct perm_rule *want;
+		enum perm_level deflt;
+		size_t n;
+
+		cr_assert_not_null(p, "preset %s missing", names[i]);
+		cr_assert_eq(perms_preset_rules(names[i], &want, &n, &deflt), 0);
+		cr_expect_str_eq(json_string_value(json_object_get(p, "name")),
+		    names[i]);
+		cr_expect_str_eq(json_string_value(json_object_get(p,
+		    "description")), perms_preset_description(names[i]));
+		cr_expect_str_eq(json_string_value(json_object_get(p, "default")),
+		    perms_level_str(deflt));
+		rules = json_object_get(p, "rules");
+		cr_assert_eq(json_array_size(rules), n, "%s: rules", names[i]);
+		for (size_t k = 0; k < n; k++) {
+			json_t *r = json_array_get(rules, k);
+
+			cr_expect_str_eq(json_string_value(json_object_get(r,
+			    "pattern")), want[k].pattern);
+			cr_expect_str_eq(json_string_value(json_object_get(r,
+			    "level")), perms_level_str(want[k].level));
+		}
+	}
+	cr_expect_eq(json_array_size(a), i);
+	json_decref(root);
+}
+
+Test(presets_integ, published_presets)
+{
+	struct key_wait w = { 0 };
+	struct harness h;
+	json_t *root;
+
+	harness_start(&h, 1, NULL);
+	w.h = &h;
+	cr_assert(harness_wait_for(key_present, &w, 30000),
+	    "sandq:perm_presets never written");
+	expect_table(w.value);
+	/* agent-safe as AgentFense has it: read, /output and /tmp write. */
+	root = json_loads(w.value, 0, NULL);
+	cr_expect_str_eq(json_string_value(json_object_get(json_array_get(
+	    json_object_get(root, "presets"), 1), "default")), "read");
+	json_decref(root);
+
+	/* Every start writes it: deleted, it is back after a restart. */
+	key_delete(&h);
+	cr_assert_eq(harness_stop_sandqd(&h, 30000), 0);
+	free(w.value);
+	w.value = NULL;
+	cr_expect_not(key_present(&w));
+	harness_sandqd_start(&h, 1, NULL);
+	cr_assert(harness_wait_for(key_present, &w, 30000),
+	    "sandq:perm_presets not written again at a restart");
+	expect_table(w.value);
+	free(w.value);
 	harness_stop(&h);
 }

@@ -156,6 +156,15 @@ int perms_normalize_path(const char *in, char *out, size_t outsz,
  */
 char *perms_canonical(const struct perms *p, size_t *len);
 
+/*
+ * The preset table as compact JSON (perms_json.c, with jansson; linked by
+ * sandqd and the CLI, not the worker): {"default_preset": NAME,
+ * "presets": [{"name", "description", "default", "rules": [{"pattern",
+ * "level"}]}]}, what sandqd publishes as PREFIX:perm_presets. Returns a
+ * malloc'd string the caller frees, or NULL when out of memory.
+ */
+char *perms_presets_json(void);
+
 /* Releases what p owns and empties it. NULL is a no-op. */
 void perms_free(struct perms *p);
 
