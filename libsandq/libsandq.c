@@ -810,6 +810,7 @@ job_set_args(struct sandq *c, struct job *j, const struct sandq_op_args *a)
 		return fail(c, -EINVAL, "mode: %#o is more than 07777", a->mode);
 	j->mode = a->mode;
 	j->recursive = a->recursive;
+	j->parents = a->parents;
 	if (a->key) {
 		if (check_str(c, "key", a->key, 1, JOB_KV_KEY_MAX) < 0)
 			return -EINVAL;

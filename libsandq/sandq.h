@@ -111,6 +111,9 @@ struct sandq_op_args {
 	const void *data;		/* fs.write: content (may be empty) */
 	size_t data_len;
 	uint32_t mode;			/* fs.write: permission bits; 0 = 0644 */
+	bool parents;			/* fs.write: create missing folders
+					 * first (mkdir -p), each under the
+					 * path rules */
 	bool recursive;			/* fs.list subtree, fs.delete a tree */
 	const char *key;		/* kv.get, kv.set, kv.delete */
 	const char *value;		/* kv.set: JSON text */
