@@ -129,7 +129,7 @@ IMAGES_READ_SRCS := images/cache_records.c images/oci.c images/user.c
 # what a tarball is, the machine's apt sources, mmdebstrap, and skopeo to
 # push (-larchive -ljansson -lcrypto).
 IMAGES_BUILD_SRCS := images/pack.c images/tarkind.c images/aptsrc.c images/debian.c images/oci.c images/skopeo.c
-CLIENT_SRCS := libsandq/libsandq.c
+CLIENT_SRCS := libsandq/libsandq.c libsandq/cases.c libsandq/presets.c libsandq/audit.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
@@ -285,6 +285,8 @@ INTEG_TESTS += cgslot
 INTEG_TESTS += netns
 # path presets enforced by a real sandqd, and the list it publishes (issue 20)
 INTEG_TESTS += presets_integ
+# libsandq's runs with cases, path presets and audit trail (issue 20)
+INTEG_TESTS += libsandq_api
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -358,6 +360,8 @@ $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsand
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/rx_test: $(B)/tests/rx_test.o $(call obj,proto/rx.c proto/batchcase.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lmsgpackc -lpcre2-8
+$(B)/tests/libsandq_api_test: $(B)/tests/libsandq_api_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/presets_integ_test: $(B)/tests/presets_integ_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS)) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
@@ -685,7 +689,7 @@ $(B)/sandq.pc: Makefile cli/cli_common.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$(INCLUDEDIR)' 'libdir=$(LIBDIR)' '' \
 	  'Name: sandq' 'Description: client library of sandq: jobs and sandboxes over Redis' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
-	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc' > $@.tmp && mv $@.tmp $@
+	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc -ljansson' > $@.tmp && mv $@.tmp $@
 
 INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
 	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack \
