@@ -663,13 +663,6 @@ pack_case(msgpack_packer *pk, size_t i, const struct job_case *c,
 }
 
 /*
- * A run with cases: the command once per case, each in a fresh sandbox
- * from the same files (snap: the sandbox's head, or NULL) with its own
- * stdin and limits; nothing is committed. res: status ok once every case
- * ran (each has its own status), exit code 1 if a case failed its expect,
- * data {cases: [...], passed, failed}; wall and CPU time summed.
- */
-/*
  * Refuses a run whose cases hold a regex that does not compile, before any
  * case runs: rejected, invalid_job, naming the case by its index and
  * giving PCRE2's message and offset. Returns 0 or -EINVAL (res set).
@@ -697,6 +690,13 @@ cases_check(const struct job *j, struct result *res)
 	return 0;
 }
 
+/*
+ * A run with cases: the command once per case, each in a fresh sandbox
+ * from the same files (snap: the sandbox's head, or NULL) with its own
+ * stdin and limits; nothing is committed. res: status ok once every case
+ * ran (each has its own status), exit code 1 if a case failed its expect,
+ * data {cases: [...], passed, failed}; wall and CPU time summed.
+ */
 static void
 run_cases(struct worker *w, struct job *j, const struct sandbox_snapshot *snap,
     struct result *res)
