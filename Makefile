@@ -134,7 +134,7 @@ AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c queue/status.c cli/cli_dead.c queue/dead.c cli/cancel.c queue/cancel.c \
-	cli/cli_batch.c proto/batchcase.c proto/rx.c cli/cli_batch_status.c
+	cli/cli_batch.c proto/batchcase.c proto/rx.c cli/cli_batch_status.c cli/cli_presets.c
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
 # sandq mcp: a Model Context Protocol server over stdio (issue 17).

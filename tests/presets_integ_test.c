@@ -182,6 +182,46 @@ expect_table(const char *text)
 	json_decref(root);
 }
 
+/* Runs `sandq --redis URL ARGS` and returns its exit status and stdout. */
+static int
+sq(const struct harness *h, const char *args, char **out)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s %s 2>/dev/null",
+	    harness_build_dir(), h->url, args);
+	return harness_run(cmd, out);
+}
+
+/* `sandq presets`: the list, one preset's rules, --json, an unknown name. */
+static void
+expect_cli(const struct harness *h)
+{
+	json_t *o;
+	char *out;
+
+	cr_assert_eq(sq(h, "presets", &out), 0);
+	cr_expect_not_null(strstr(out, "PRESET "), "%s", out);
+	cr_expect_not_null(strstr(out, "\nagent-edit       write"), "%s", out);
+	cr_expect_not_null(strstr(out, "(the default)\nagent-safe       read"),
+	    "%s", out);
+	free(out);
+	cr_assert_eq(sq(h, "presets agent-safe", &out), 0);
+	cr_expect_eq(strncmp(out, "default read\nwrite /output/**\n"
+	    "write /tmp/**\nnone  **/.git/**\n", 50), 0, "%s", out);
+	free(out);
+	cr_assert_eq(sq(h, "presets development --json", &out), 0);
+	o = json_loads(out, 0, NULL);
+	cr_expect_str_eq(json_string_value(json_object_get(o, "default")), "write");
+	cr_expect_eq(json_array_size(json_object_get(o, "rules")), 6);
+	json_decref(o);
+	free(out);
+	cr_expect_eq(sq(h, "presets yolo", &out), 1);
+	free(out);
+	cr_expect_eq(sq(h, "presets a b", &out), 2);
+	free(out);
+}
+
 Test(presets_integ, published_presets)
 {
 	struct key_wait w = { 0 };
@@ -198,6 +238,9 @@ Test(presets_integ, published_presets)
 	cr_expect_str_eq(json_string_value(json_object_get(json_array_get(
 	    json_object_get(root, "presets"), 1), "default")), "read");
 	json_decref(root);
+
+	/* sandq presets lists what was published. */
+	expect_cli(&h);
 
 	/* Every start writes it: deleted, it is back after a restart. */
 	key_delete(&h);
