@@ -4,8 +4,9 @@
  * agent_safe_run: a job under agent-safe, AgentFense's preset, reads its
  * workspace, writes under /output and /tmp (the sandbox's tree: the job's
  * /workspace/output and /workspace/tmp), is refused a write anywhere else,
- * and does not see a secret or .git; the committed sandbox keeps only what
- * /output and /tmp got. tests/data/presets_golden.tsv pins each preset's levels
+ * and does not see a secret or .git (at the root or inside /output); the
+ * committed sandbox keeps only what /output and /tmp got, and a secret the
+ * job wrote over inside /output is refused at capture, stored unchanged. tests/data/presets_golden.tsv pins each preset's levels
  * path by path (perms_test); this proves the sandbox enforces them.
  *
  * published_presets: sandqd writes sandq:perm_presets at start, and again
@@ -18,6 +19,7 @@
 #include <criterion/criterion.h>
 #include <hiredis/hiredis.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@ Test(presets_integ, agent_safe_run)
 		{ ".env", env, sizeof(env) - 1 },
 		{ "src/app.py", app, sizeof(app) - 1 },
 		{ "output/.keep", keep, 0 },
+		{ "output/.env", env, sizeof(env) - 1 },
 		{ "tmp/.keep", keep, 0 },
 		{ ".git/HEAD", head, sizeof(head) - 1 },
 	};
@@ -74,18 +77,42 @@ Test(presets_integ, agent_safe_run)
 	    "cat .env 2>/dev/null\n"
 	    "ls -a | grep -q '^.env$' && echo LISTED-ENV\n"
 	    "test -e .git && echo SAW-GIT\n"
+	    "test -e output/.env && echo SAW-OUTPUT-ENV\n"
+	    "echo x > output/.env 2>/dev/null\n"
 	    "mkdir made 2>/dev/null && echo MADE-DIR\n"
 	    "echo done\n", &o);
 	cr_assert_str_eq(r->status, "ok", "status %s: %s", r->status,
 	    r->stderr_data ? (const char *)r->stderr_data : "");
 	cr_expect_str_eq(out_of(r), "read-src\nwrote-output\nwrote-tmp\ndone\n");
 	cr_expect_null(strstr(out_of(r), "do-not-leak"));
-	/* Committed: what /output and /tmp got, nothing else. */
+	/*
+	 * Committed: what /output and /tmp got, nothing else. The secret the
+	 * job wrote over inside /output is refused at capture (hidden paths
+	 * are never taken from a job: docs/paths.md "How rules are enforced").
+	 */
+	{
+		bool refused_env = false;
+
+		for (size_t i = 0; i < r->nrefused_paths; i++)
+			refused_env |= strcmp(r->refused_paths[i], "/output/.env") == 0;
+		cr_expect(refused_env, "/output/.env not among refused_paths");
+	}
 	cr_expect_eq(r->nchanged, 2);
 	for (size_t i = 0; i < r->nchanged; i++)
 		cr_expect(strcmp(r->changed[i], "/output/report.txt") == 0 ||
 		    strcmp(r->changed[i], "/tmp/scratch") == 0, "changed %s",
 		    r->changed[i]);
+	sandq_result_free(r);
+	{
+		struct sandq_job_opts fo = { .perm_preset = "full-access" };
+		struct sandq_op_args ra = { .sandbox = "ps1", .path = "output/.env" };
+
+		cr_assert_eq(sandq_call(c, "fs.read", &ra, &fo, 60000, &r), 0);
+		cr_assert_str_eq(r->status, "ok");
+		/* data: one msgpack bin, the file's bytes, unchanged. */
+		cr_expect_not_null(memmem(r->data, r->data_len, env, sizeof(env) - 1),
+		    "the secret was changed");
+	}
 	sandq_result_free(r);
 
 	/* The same script under agent-edit, the default: it writes src. */
