@@ -86,25 +86,22 @@ static int
 fs_write_parents(struct ops *o, const char *path, size_t *made)
 {
 	char dir[JOB_PATH_MAX + 3];
-	size_t starts[JOB_PATH_MAX / 2 + 2], n = 0, first = SIZE_MAX;
+	const char *p, *first = NULL;
 	struct err e = { 0 };
 	int rc;
 
 	*made = 0;
-	/* The end of each ancestor below the root: "/a", "/a/b", ... */
-	for (size_t i = 1; path[i] != '\0'; i++)
-		if (path[i] == '/' && n < sizeof(starts) / sizeof(starts[0]))
-			starts[n++] = i;
-	for (size_t k = 0; k < n && first == SIZE_MAX; k++) {
+	/* Each ancestor below the root ends at a '/' of path: "/a", "/a/b"... */
+	for (p = strchr(path + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
 		struct agentfs_entry ent;
 		char *target = NULL;
 
-		memcpy(dir, path, starts[k]);
-		dir[starts[k]] = '\0';
+		memcpy(dir, path, (size_t)(p - path));
+		dir[p - path] = '\0';
 		rc = agentfs_stat(o->fs, dir, &ent, &target, &e);
 		free(target);
 		if (rc == -ENOENT) {
-			first = k;
+			first = p;
 			break;
 		}
 		if (rc != 0)
@@ -119,20 +116,18 @@ fs_write_parents(struct ops *o, const char *path, size_t *made)
 		    o->id, path, dir, ent.kind == AGENTFS_SYMLINK ? "symlink" :
 		    agentfs_type_name(ent.mode));
 	}
-	if (first == SIZE_MAX)
-		return 0;
 	/* Everything from the first missing one down is to be made. */
-	for (size_t k = first; k < n; k++) {
-		memcpy(dir, path, starts[k]);
-		dir[starts[k]] = '\0';
+	for (p = first; p != NULL; p = strchr(p + 1, '/')) {
+		memcpy(dir, path, (size_t)(p - path));
+		dir[p - path] = '\0';
 		if (perms_check(&o->perms, dir) < PERM_WRITE)
 			return ops__fail(o, ST_REJECTED, "permission",
 			    "sandbox '%s': '%s': creating folder '%s' is not "
 			    "allowed by the path rules", o->id, path, dir);
 	}
-	for (size_t k = first; k < n; k++) {
-		memcpy(dir, path, starts[k]);
-		dir[starts[k]] = '\0';
+	for (p = first; p != NULL; p = strchr(p + 1, '/')) {
+		memcpy(dir, path, (size_t)(p - path));
+		dir[p - path] = '\0';
 		if ((rc = agentfs_mkdir(o->fs, dir, 0755, &e)) != 0)
 			return ops__fs_fail(o, rc, &e);
 		(*made)++;
