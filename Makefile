@@ -108,7 +108,7 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
 	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
-WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c $(OPS_SRCS)
+WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c proto/rx.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
@@ -129,12 +129,12 @@ IMAGES_READ_SRCS := images/cache_records.c images/oci.c images/user.c
 # what a tarball is, the machine's apt sources, mmdebstrap, and skopeo to
 # push (-larchive -ljansson -lcrypto).
 IMAGES_BUILD_SRCS := images/pack.c images/tarkind.c images/aptsrc.c images/debian.c images/oci.c images/skopeo.c
-CLIENT_SRCS := libsandq/libsandq.c
+CLIENT_SRCS := libsandq/libsandq.c libsandq/cases.c libsandq/presets.c libsandq/audit.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c queue/status.c cli/cli_dead.c queue/dead.c cli/cancel.c queue/cancel.c \
-	cli/cli_batch.c proto/batchcase.c cli/cli_batch_status.c
+	cli/cli_batch.c proto/batchcase.c proto/rx.c cli/cli_batch_status.c cli/cli_presets.c
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
 # sandq mcp: a Model Context Protocol server over stdio (issue 17).
@@ -186,24 +186,24 @@ $(B)/obj/gen/%_man.o: $(B)/gen/%_man.c
 	$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
 LIBS_DISPATCHER := -lh2o -lwslay -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread -lm $(LIBS_SYSTEMD)
-LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
+LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson -lpcre2-8
 LIBS_CLIENT := -lhiredis -lmsgpackc
-LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
+LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive -lpcre2-8
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c workspace/perms_json.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 SANDQD_OBJS += $(B)/obj/gen/sandqd_man.o
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(LOG_JSON_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS)) $(B)/obj/gen/cli_man_pages.o
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/dashboard.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/dashboard.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c proto/rx.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
-LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
+LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive -lpcre2-8
 BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
 
 all: $(BINS) $(B)/libsandq.a $(MAN_PAGES)
@@ -241,6 +241,8 @@ UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace op
 UNIT_TESTS += log
 # sandqd's Prometheus registry and exposition writer (issue 18).
 UNIT_TESTS += metrics
+# expect regexes on PCRE2, batchcase's regex mode (issue 20).
+UNIT_TESTS += rx
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
@@ -281,6 +283,10 @@ INTEG_TESTS += warm
 INTEG_TESTS += cgslot
 # a worker's jobs take turns in one network namespace, and leave nothing in it
 INTEG_TESTS += netns
+# path presets enforced by a real sandqd, and the list it publishes (issue 20)
+INTEG_TESTS += presets_integ
+# libsandq's runs with cases, path presets and audit trail (issue 20)
+INTEG_TESTS += libsandq_api
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -352,6 +358,12 @@ $(B)/tests/cgslot_test: $(B)/tests/cgslot_test.o $(B)/tests/harness.o $(B)/libsa
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/rx_test: $(B)/tests/rx_test.o $(call obj,proto/rx.c proto/batchcase.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lmsgpackc -lpcre2-8
+$(B)/tests/libsandq_api_test: $(B)/tests/libsandq_api_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
+$(B)/tests/presets_integ_test: $(B)/tests/presets_integ_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
 $(B)/tests/log_test: $(B)/tests/log_test.o $(call obj,$(LOG_JSON_SRCS) $(COMMON_SRCS))
@@ -677,7 +689,7 @@ $(B)/sandq.pc: Makefile cli/cli_common.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$(INCLUDEDIR)' 'libdir=$(LIBDIR)' '' \
 	  'Name: sandq' 'Description: client library of sandq: jobs and sandboxes over Redis' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
-	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc' > $@.tmp && mv $@.tmp $@
+	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc -ljansson' > $@.tmp && mv $@.tmp $@
 
 INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
 	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack \

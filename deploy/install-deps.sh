@@ -18,6 +18,7 @@ libsqlite3-dev
 libssl-dev
 libinih-dev
 libjansson-dev
+libpcre2-dev
 libh2o-dev
 libwslay-dev
 libcurl4-openssl-dev

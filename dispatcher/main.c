@@ -45,6 +45,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../workspace/perms.h"
 #include "dispatcher.h"
 #include "notify.h"
 
@@ -116,6 +117,21 @@ mkdir_p(const char *path)
 
 /*** Redis callbacks ***/
 
+/*
+ * Writes the path presets this build enforces as PREFIX:perm_presets, at
+ * each (re)connection: a Redis that restarted empty gets them back, and
+ * after an upgrade the newest host's table is the one listed.
+ */
+static void
+presets_publish(struct sandqd *d)
+{
+	char *text = perms_presets_json();
+
+	if (text == NULL || rq_perm_presets(d->rq, text) != 0)
+		log_warnx("redis: cannot publish the path presets");
+	free(text);
+}
+
 static void
 on_ready(void *arg)
 {
@@ -127,6 +143,7 @@ on_ready(void *arg)
 	sched_dispatch(d);
 	admit_watch(d);
 	status_now(d);
+	presets_publish(d);
 	/* The workers were forked before Redis was asked (main()). */
 	if (!ready && !d->draining) {
 		ready = true;

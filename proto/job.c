@@ -47,7 +47,8 @@ static const char *const op_names[OP__COUNT] = {
  * is the default, PERMS_PRESET_DEFAULT.
  */
 static const char *const perm_preset_names[] = {
-	"agent-safe", "read-only", "full-access", "development", "view-only",
+	"agent-edit", "agent-safe", "read-only", "full-access", "development",
+	"view-only",
 };
 
 static const char *const preset_names[] = {
@@ -503,6 +504,7 @@ enum job_field {
 	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
 	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES, JF_IMAGE, JF_IMAGE_ID,
 	JF_WORKDIR, JF_FROM_IMAGE_DIR, JF_SANDBOX_IMAGE, JF_SANDBOX_WORKDIR,
+	JF_PARENTS,
 	JF__COUNT,
 };
 
@@ -521,7 +523,7 @@ static const char *const job_field_names[JF__COUNT] = {
 	[JF_SNAPSHOT] = "snapshot", [JF_CASES] = "cases", [JF_IMAGE] = "image",
 	[JF_IMAGE_ID] = "image_id", [JF_WORKDIR] = "workdir",
 	[JF_FROM_IMAGE_DIR] = "from_image_dir", [JF_SANDBOX_IMAGE] = "sandbox_image",
-	[JF_SANDBOX_WORKDIR] = "sandbox_workdir",
+	[JF_SANDBOX_WORKDIR] = "sandbox_workdir", [JF_PARENTS] = "parents",
 };
 
 _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
@@ -552,7 +554,7 @@ static const struct {
 	[OP_SH] = { JF_RUN | JFB(JF_SCRIPT), JFB(JF_SCRIPT) },
 	[OP_PYTHON] = { JF_RUN | JFB(JF_CODE), JFB(JF_CODE) },
 	[OP_FS_READ] = { JF_FS, JF_SB | JFB(JF_PATH) },
-	[OP_FS_WRITE] = { JF_FS | JFB(JF_DATA) | JFB(JF_MODE),
+	[OP_FS_WRITE] = { JF_FS | JFB(JF_DATA) | JFB(JF_MODE) | JFB(JF_PARENTS),
 	    JF_SB | JFB(JF_PATH) | JFB(JF_DATA) },
 	[OP_FS_LIST] = { JF_FS | JFB(JF_RECURSIVE), JF_SB },
 	[OP_FS_STAT] = { JF_FS, JF_SB | JFB(JF_PATH) },
@@ -797,8 +799,8 @@ decode_perm_preset(const msgpack_object *o, struct job *j, struct err *e)
 			return 0;
 		}
 	}
-	return err_set(e, -EINVAL, "field 'perm_preset': expected agent-safe, "
-	    "read-only, full-access, development or view-only");
+	return err_set(e, -EINVAL, "field 'perm_preset': expected agent-edit, "
+	    "agent-safe, read-only, full-access, development or view-only");
 }
 
 static int
@@ -933,6 +935,8 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		return rc;
 	case JF_RECURSIVE:
 		return scan_get_bool(v, "recursive", &j->recursive, e);
+	case JF_PARENTS:
+		return scan_get_bool(v, "parents", &j->parents, e);
 	case JF_KEY:
 		if ((rc = scan_get_cstr(v, "key", JOB_KV_KEY_MAX, &j->key, e)) == 0 &&
 		    j->key[0] == '\0')
@@ -1350,6 +1354,8 @@ job_pack(const struct job *j, msgpack_packer *pk)
 		pack_kv_u64(pk, "mode", j->mode);
 	if (pk_want(j->recursive, &n, pk))
 		pack_kv_bool(pk, "recursive", true);
+	if (pk_want(j->parents, &n, pk))
+		pack_kv_bool(pk, "parents", true);
 	if (pk_want(j->key != NULL, &n, pk))
 		pack_kv_str(pk, "key", j->key);
 	if (pk_want(j->value != NULL, &n, pk))

@@ -194,7 +194,7 @@ struct job {
 	size_t ncases;
 	struct job_perm *perms;	/* path rules, on top of perm_preset */
 	size_t nperms;
-	char *perm_preset;	/* agent-safe (default), read-only, ... or NULL */
+	char *perm_preset;	/* agent-edit (default), agent-safe, ... or NULL */
 
 	/* Operands of the fs.*, kv.* and sandbox.* ops. */
 	char *path;		/* fs.*: absolute sandbox path, "/" the root */
@@ -202,6 +202,7 @@ struct job {
 	size_t data_len;
 	uint32_t mode;		/* fs.write: permission bits (decoded 0644 if absent) */
 	bool recursive;		/* fs.list: the whole subtree; fs.delete: a tree */
+	bool parents;		/* fs.write: create missing folders first (mkdir -p) */
 	char *key;		/* kv.get/set/delete */
 	char *value;		/* kv.set: JSON text */
 	char *prefix;		/* kv.keys: NULL = every key */

@@ -41,7 +41,6 @@
 #include <jansson.h>
 #include <msgpack.h>
 #include <openssl/evp.h>
-#include <regex.h>
 
 #include "../common/log.h"
 #include "../common/msg.h"
@@ -49,6 +48,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/job.h"
 #include "../proto/result.h"
+#include "../proto/rx.h"
 #include "../agentfs/patch.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"
@@ -590,7 +590,9 @@ trimmed(const uint8_t *buf, size_t len, size_t *outlen)
 /*
  * Whether a case's stdout matches its expect: exact bytes; trim (trailing
  * blanks of each line and trailing newlines ignored on both sides); regex
- * (POSIX extended, the whole output without its trailing newlines).
+ * (PCRE2, proto/rx.h: the whole output without its trailing newlines; a
+ * match that hits rx.h's work bound does not pass). cases_check() has
+ * compiled every regex once before any case ran.
  */
 static bool
 case_passes(const struct job_case *c, const struct result *r)
@@ -608,17 +610,14 @@ case_passes(const struct job_case *c, const struct result *r)
 		y = trimmed(c->expect, c->expect_len, &b);
 		ok = a == b && memcmp(x, y, a) == 0;
 	} else {
-		regex_t re;
+		struct rx *re = NULL;
+		char why[320];
 
-		y = xmalloc(c->expect_len + 5);
-		memcpy(y, "^(", 2);
-		memcpy(y + 2, c->expect, c->expect_len);
-		memcpy(y + 2 + c->expect_len, ")$", 3);
-		ok = regcomp(&re, y, REG_EXTENDED | REG_NOSUB) == 0;
-		if (ok) {
-			ok = regexec(&re, x, 0, NULL, 0) == 0;
-			regfree(&re);
-		}
+		y = NULL;
+		ok = rx_compile((const char *)c->expect, c->expect_len, &re,
+		    why, sizeof(why)) == 0 &&
+		    rx_match(re, (const uint8_t *)x, a) == RX_MATCH;
+		rx_free(re);
 	}
 	free(x);
 	free(y);
@@ -661,6 +660,34 @@ pack_case(msgpack_packer *pk, size_t i, const struct job_case *c,
 		pk_key(pk, "error");
 		msgpack_pack_str_with_body(pk, r->error_message, strlen(r->error_message));
 	}
+}
+
+/*
+ * Refuses a run whose cases hold a regex that does not compile, before any
+ * case runs: rejected, invalid_job, naming the case by its index and
+ * giving PCRE2's message and offset. Returns 0 or -EINVAL (res set).
+ */
+static int
+cases_check(const struct job *j, struct result *res)
+{
+	for (size_t i = 0; i < j->ncases; i++) {
+		const struct job_case *c = &j->cases[i];
+		struct rx *re = NULL;
+		char why[320];
+
+		if (c->expect == NULL || c->expect_mode == NULL ||
+		    strcmp(c->expect_mode, "regex") != 0)
+			continue;
+		if (rx_compile((const char *)c->expect, c->expect_len, &re, why,
+		    sizeof(why)) != 0) {
+			result_set_error(res, ST_REJECTED, "invalid_job",
+			    "field 'cases[%zu].expect': not a valid regex (PCRE2): %s",
+			    i, why);
+			return -EINVAL;
+		}
+		rx_free(re);
+	}
+	return 0;
 }
 
 /*
@@ -786,7 +813,10 @@ run_job(struct worker *w, const struct msg *m)
 		}
 
 		if (j->ncases > 0) {
-			run_cases(w, j, j->sandbox != NULL ? &snap : NULL, res);
+			if (cases_check(j, res) != 0)
+				res->started_at = res->finished_at = now_ms();
+			else
+				run_cases(w, j, j->sandbox != NULL ? &snap : NULL, res);
 			free(key);
 			if (j->sandbox != NULL) {
 				res->sandbox = xstrdup(j->sandbox);
