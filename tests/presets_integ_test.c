@@ -249,6 +249,50 @@ expect_cli(const struct harness *h)
 	free(out);
 }
 
+/*
+ * A sandbox without output/ or tmp/ (AgentFense's examples write
+ * /workspace/output/report.txt into any project): under agent-safe both
+ * folders are there, writable, and what the job wrote there is committed;
+ * the rest stays read-only, so no other folder can be made.
+ */
+Test(presets_integ, agent_safe_makes_its_write_folders)
+{
+	static const char app[] = "print('app')\n";
+	const struct sandq_file files[] = { { "src/app.py", app, sizeof(app) - 1 } };
+	struct sandq_job_opts o = { .sandbox = "ps2", .perm_preset = "agent-safe" };
+	struct sandq_op_args a = { .sandbox = "ps2", .files = files, .nfiles = 1 };
+	struct sandq_result *r;
+	struct harness h;
+	struct sandq *c;
+	bool report = false;
+
+	harness_start(&h, 1, NULL);
+	c = harness_client(&h);
+	cr_assert_eq(sandq_call(c, "sandbox.create", &a, NULL, 60000, &r), 0);
+	cr_assert_str_eq(r->status, "ok");
+	sandq_result_free(r);
+	r = harness_sh(c,
+	    "cd /workspace\n"
+	    "echo results > output/report.txt && echo wrote-output\n"
+	    "echo w > tmp/scratch && echo wrote-tmp\n"
+	    "mkdir other 2>/dev/null && echo MADE-DIR\n"
+	    "echo done\n", &o);
+	cr_assert_str_eq(r->status, "ok", "status %s: %s", r->status,
+	    r->stderr_data ? (const char *)r->stderr_data : "");
+	cr_expect_str_eq(out_of(r), "wrote-output\nwrote-tmp\ndone\n");
+	for (size_t i = 0; i < r->nchanged; i++)
+		report |= strcmp(r->changed[i], "/output/report.txt") == 0;
+	cr_expect(report, "/output/report.txt was not committed");
+	sandq_result_free(r);
+	/* The next job reads it back, on the committed version. */
+	r = harness_sh(c, "cat /workspace/output/report.txt", &o);
+	cr_assert_str_eq(r->status, "ok");
+	cr_expect_str_eq(out_of(r), "results\n");
+	sandq_result_free(r);
+	sandq_close(c);
+	harness_stop(&h);
+}
+
 Test(presets_integ, published_presets)
 {
 	struct key_wait w = { 0 };

@@ -637,6 +637,28 @@ winner(const struct perms *p, const char *path)
 	return best;
 }
 
+int
+perms_write_dirs(const struct perms *p, int (*cb)(const char *dir, void *arg),
+    void *arg)
+{
+	for (size_t i = 0; i < p->nrules; i++) {
+		const struct perm_crule *r = &p->rules[i];
+		size_t n = strlen(r->pat);
+		char *dir;
+		int rc;
+
+		if (r->level != PERM_WRITE || n <= 3 || strcmp(r->pat + n - 3, "/**") != 0 ||
+		    memchr(r->pat, '*', n - 3) != NULL || memchr(r->pat, '?', n - 3) != NULL)
+			continue;
+		dir = xmemdup0(r->pat, n - 3);
+		rc = cb(dir, arg);
+		free(dir);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
 enum perm_level
 perms_check(const struct perms *p, const char *path)
 {

@@ -124,6 +124,17 @@ int perms_compile_job(struct perms *p, const struct job *j, struct err *e);
 enum perm_level perms_check(const struct perms *p, const char *path);
 
 /*
+ * Calls cb(dir, arg) for each rule of p granting write to a whole folder
+ * named literally: a pattern of D, a slash and a double star, with no '*'
+ * or '?' in D (AgentFense's output folder rule). dir is D, valid during the
+ * call. Stops at, and returns, the first nonzero cb result; else 0. The
+ * materialiser makes such a folder when the snapshot lacks it
+ * (workspace_materialise_rules()).
+ */
+int perms_write_dirs(const struct perms *p, int (*cb)(const char *dir, void *arg),
+    void *arg);
+
+/*
  * Whether directory `dir` (as for perms_check) or anything below it may be
  * visible (level above none). Conservative: false means nothing at or below
  * dir can be visible, so a materialiser may skip the subtree; true means
