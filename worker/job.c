@@ -475,7 +475,7 @@ base_key(const struct job *j, const char *head, const char *fp)
 }
 
 /*
- * Called while a persistent or python job runs (sandbox_set_idle()): the
+ * Called while a persistent run's job runs (sandbox_set_idle()): the
  * next job's sandbox is prepared now, while the worker would only wait,
  * instead of after the result (docs/decisions.md "Performance (issue 19)").
  * The sandbox before this job's was reaped already (worker_loop()).
@@ -819,16 +819,12 @@ run_job(struct worker *w, const struct msg *m)
 		w->next = NULL;
 		sandbox_set_output(w->spent, j->stream ? send_output : NULL, w);
 		/*
-		 * The next job on a persistent sandbox comes to this worker,
-		 * and a python job's successor wants its warm python3 started
-		 * early: their next sandbox is made while this job runs
-		 * (job_idle()), in the other network namespace and cgroup
-		 * slot.
+		 * The next job on a persistent sandbox comes to this worker:
+		 * its sandbox is made while this job runs (job_idle()), in the
+		 * other network namespace and cgroup slot.
 		 */
 		if (j->sandbox != NULL && j->persist)
 			sandbox_set_idle(w->spent, job_idle, w, false);
-		else if (j->op == OP_PYTHON)
-			sandbox_set_idle(w->spent, job_idle, w, true);
 		sandbox_run(w->spent, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
 		free(key);
