@@ -145,6 +145,15 @@ typedef void sandbox_output_cb(void *arg, int fd, const void *buf, size_t len);
 void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
 
 /*
+ * sandbox_run() calls cb(arg) at most once while the job runs: after init
+ * has the job, or (at_exec) once init reports the job's process started.
+ * The worker's own work (preparing the next sandbox) then overlaps the job
+ * instead of following it; the job's output and refused calls wait
+ * meanwhile. NULL stops it; sandbox_run() forgets it either way.
+ */
+void sandbox_set_idle(struct sandbox *sbx, void (*cb)(void *), void *arg, bool at_exec);
+
+/*
  * After sandbox_run() of a persistent job: hands init the tool call record
  * rec (JSON text: name, parameters, result, status, error, started_ms,
  * completed_ms) and waits for the captured workspace. On success returns 0

@@ -87,95 +87,145 @@ spawn_set_title(const char *name)
 
 
 /*
- * The network namespace this spawner's inits share, one sandbox at a time
- * (docs/security.md, "The network namespace"; docs/decisions.md). It is the
- * spawner's own making, so its owner is the host's user namespace and no
- * job holds a capability over it: no address, route, link, rule or setting
- * of it can change. What a job can leave in it are sockets (listening,
- * bound, connected, in TIME_WAIT, queued in flight), and the next init is
- * cloned into it only when the last one cloned into it has ended (every
- * process of its pid namespace with it, their descriptors closed) and its
- * counters show no socket of any kind; otherwise into a new one, which
- * then becomes the shared one.
+ * The network namespaces this spawner's inits share, each one sandbox at a
+ * time (docs/security.md, "The network namespace"; docs/decisions.md). They
+ * are the spawner's own making, so their owner is the host's user namespace
+ * and no job holds a capability over them: no address, route, link, rule or
+ * setting of them can change. What a job can leave in one are sockets
+ * (listening, bound, connected, in TIME_WAIT, queued in flight), and the
+ * next init is cloned into one only when the last init cloned into it has
+ * ended (every process of its pid namespace with it, their descriptors
+ * closed) and its counters show no socket of any kind; otherwise into a new
+ * one, which takes that slot.
+ *
+ * Two slots, taken in turn as the job cgroups are (cgroup.c, slot_take()):
+ * the worker may prepare the next sandbox while the last one still runs
+ * (worker/job.c: during a persistent or python job), and that sandbox
+ * then takes the other slot instead of a namespace of its own.
  */
-static struct {
-	int host;		/* the spawner's own network namespace */
-	int ns;			/* the shared one, or -1 */
+#define NET_SLOTS 2
+
+struct net_slot {
+	int ns;			/* the namespace, or -1 */
 	struct sockcap stat;	/* its sockstat and sockstat6 */
 	int last;		/* pidfd of the last init cloned into it, or -1 */
-} net = { -1, -1, { { -1, -1 } }, -1 };
+};
 
-/* Whether the shared namespace may take the next init (see above). */
+static struct {
+	int host;		/* the spawner's own network namespace */
+	struct net_slot slot[NET_SLOTS];
+	unsigned turn;		/* the slot taken last: the next init tries it first */
+	struct net_slot *cur;	/* the slot net_enter() chose, or NULL */
+} net = { .host = -1, .slot = { { -1, { { -1, -1 } }, -1 },
+    { -1, { { -1, -1 } }, -1 } } };
+
+/* Whether slot sl's last init has ended (its pidfd is then readable). */
 static bool
-net_reusable(void)
+net_ended(struct net_slot *sl)
 {
-	struct pollfd p = { .fd = net.last, .events = POLLIN };
+	struct pollfd p = { .fd = sl->last, .events = POLLIN };
 
-	if (net.ns < 0)
-		return false;
+	if (sl->last < 0)
+		return true;
 	/*
-	 * No wait: the worker frees a spent sandbox before it prepares the
-	 * next (worker/job.c); a sandbox asked for while another still runs
+	 * No wait: a sandbox asked for while both slots' inits still run
 	 * gets a namespace of its own rather than hold the worker up.
 	 */
-	if (net.last >= 0) {
-		if (poll(&p, 1, 0) != 1)
-			return false;
-		close(net.last);
-		net.last = -1;
-	}
-	return sockcap_is_idle(&net.stat) == 1;
+	if (poll(&p, 1, 0) != 1)
+		return false;
+	close(sl->last);
+	sl->last = -1;
+	return true;
 }
 
-/* Drops the shared namespace: its last init and our descriptors of it. */
-static void
-net_drop(void)
+/* Whether slot sl may take the next init (see above). */
+static bool
+net_reusable(struct net_slot *sl)
 {
-	if (net.ns >= 0)
-		close(net.ns);
-	if (net.last >= 0)
-		close(net.last);
-	sockcap_close(&net.stat);
-	net.ns = net.last = -1;
+	return sl->ns >= 0 && net_ended(sl) && sockcap_is_idle(&sl->stat) == 1;
+}
+
+/* Drops slot sl's namespace: its last init and our descriptors of it. */
+static void
+net_drop(struct net_slot *sl)
+{
+	if (sl->ns >= 0)
+		close(sl->ns);
+	if (sl->last >= 0)
+		close(sl->last);
+	sockcap_close(&sl->stat);
+	sl->ns = sl->last = -1;
 }
 
 /*
- * Makes a new shared namespace: unshared by the spawner, its descriptor
+ * Makes a new namespace in slot sl: unshared by the spawner, its descriptor
  * and counters opened from inside, then back to the host's. Returns 0 or
  * -errno with e; either way the spawner is back in its own namespace.
  */
 static int
-net_renew(struct err *e)
+net_renew(struct net_slot *sl, struct err *e)
 {
 	int rc;
 
-	net_drop();
+	net_drop(sl);
 	if ((rc = ns_spawner_net_make(e)) == 0 &&
-	    (rc = sockcap_open_dir(&net.stat, "/proc/self/net", e)) == 0 &&
-	    (net.ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+	    (rc = sockcap_open_dir(&sl->stat, "/proc/self/net", e)) == 0 &&
+	    (sl->ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
 		rc = err_set(e, -errno, "open our network namespace: %s", strerror(errno));
 	if (setns(net.host, CLONE_NEWNET) < 0)
 		_exit(1);	/* a spawner in the wrong namespace clones nothing */
 	if (rc < 0)
-		net_drop();
+		net_drop(sl);
 	return rc;
 }
 
 /*
- * Enters the namespace the next init is to share, renewing it if need be.
- * Returns true if the spawner is in it (the clone must not unshare one),
- * false if the init gets a namespace of its own as without sharing.
+ * Enters the namespace the next init is to share: the first reusable slot
+ * from net.turn (the last one taken) on, so that jobs one after another
+ * keep to one namespace; else the first whose last init has ended
+ * (renewed); else the one after net.turn, renewed. Returns true if the spawner is in it (the
+ * clone must not unshare one; net.cur is the slot), false if the init gets
+ * a namespace of its own as without sharing.
  */
 static bool
 net_enter(const struct sandbox_conf *conf)
 {
+	struct net_slot *sl = NULL;
 	struct err e = { 0 };
 
+	net.cur = NULL;
 	if (conf->net_fresh || net.host < 0)
 		return false;
-	if (!net_reusable() && net_renew(&e) < 0)
+	for (unsigned i = 0; i < NET_SLOTS && sl == NULL; i++)
+		if (net_reusable(&net.slot[(net.turn + i) % NET_SLOTS]))
+			sl = &net.slot[(net.turn + i) % NET_SLOTS];
+	for (unsigned i = 0; i < NET_SLOTS && sl == NULL; i++)
+		if (net_ended(&net.slot[(net.turn + i) % NET_SLOTS]))
+			sl = &net.slot[(net.turn + i) % NET_SLOTS];
+	if (sl == NULL)
+		sl = &net.slot[(net.turn + 1) % NET_SLOTS];
+	net.turn = (unsigned)(sl - net.slot);
+	if (!net_reusable(sl) && net_renew(sl, &e) < 0)
 		return false;
-	return setns(net.ns, CLONE_NEWNET) == 0;
+	if (setns(sl->ns, CLONE_NEWNET) < 0)
+		return false;
+	net.cur = sl;
+	return true;
+}
+
+/* In a new init: closes the spawner's descriptors of the namespaces. */
+static void
+net_close_all(void)
+{
+	if (net.host >= 0)
+		close(net.host);
+	for (unsigned i = 0; i < NET_SLOTS; i++) {
+		if (net.slot[i].ns >= 0)
+			close(net.slot[i].ns);
+		if (net.slot[i].last >= 0)
+			close(net.slot[i].last);
+		sockcap_close(&net.slot[i].stat);
+	}
 }
 
 static void __attribute__((noreturn))
@@ -235,20 +285,15 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		if (pid == 0) {
 			close(sock);
 			close(ctl[0]);
-			if (net.host >= 0)
-				close(net.host);
-			if (net.ns >= 0)
-				close(net.ns);
-			if (net.last >= 0)
-				close(net.last);
-			sockcap_close(&net.stat);
+			net_close_all();
 			init_entry(conf, ctl[1]);
 			_exit(1);	/* init_entry() does not return */
 		}
 		if (shared && setns(net.host, CLONE_NEWNET) < 0)
 			_exit(1);
-		if (shared && pid > 0 && (net.last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
-			net_drop();	/* unknown end: never shared again */
+		if (shared && pid > 0 &&
+		    (net.cur->last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
+			net_drop(net.cur);	/* unknown end: never shared again */
 		close(ctl[1]);
 		if (pid < 0) {
 			done.error = errno;

@@ -31,6 +31,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,9 @@
 #include "ops.h"
 #include "worker.h"
 
+
+/* How long a spent sandbox waits for the next job to be reaped (see worker_loop()). */
+#define SPENT_LINGER_MS 20
 
 /* Prepares the next sandbox, for the image of the last job (w->img). */
 static void
@@ -470,6 +474,18 @@ base_key(const struct job *j, const char *head, const char *fp)
 	return key;
 }
 
+/*
+ * Called while a persistent run's job runs (sandbox_set_idle()): the
+ * next job's sandbox is prepared now, while the worker would only wait,
+ * instead of after the result (docs/decisions.md "Performance (issue 19)").
+ * The sandbox before this job's was reaped already (worker_loop()).
+ */
+static void
+job_idle(void *arg)
+{
+	prepare_next(arg);
+}
+
 /* Whether a run's workspace is committed: only when it ended on its own. */
 static bool
 run_commits(const struct result *res)
@@ -773,6 +789,9 @@ run_job(struct worker *w, const struct msg *m)
 
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		fatalx("dispatcher sent a job that does not decode: %s", e.msg);
+	/* Left by a job whose successor's sandbox was made during it. */
+	sandbox_free(w->spent);
+	w->spent = NULL;
 	w->job_seq = m->hdr.job_id;
 	res = result_new(j->id);
 	/* A sandbox made from an image's folder: seeded in a sandbox on it. */
@@ -825,8 +844,18 @@ run_job(struct worker *w, const struct msg *m)
 			}
 			goto out_send;
 		}
-		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
-		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
+		/* Reaped after the result is out. */
+		w->spent = w->next;
+		w->next = NULL;
+		sandbox_set_output(w->spent, j->stream ? send_output : NULL, w);
+		/*
+		 * The next job on a persistent sandbox comes to this worker:
+		 * its sandbox is made while this job runs (job_idle()), in the
+		 * other network namespace and cgroup slot.
+		 */
+		if (j->sandbox != NULL && j->persist)
+			sandbox_set_idle(w->spent, job_idle, w, false);
+		sandbox_run(w->spent, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
 		    res);
 		free(key);
 		if (j->sandbox != NULL) {
@@ -834,11 +863,8 @@ run_job(struct worker *w, const struct msg *m)
 			res->version = sb.version;
 			res->snapshot = xstrdup(sb.head);
 			if (j->persist && run_commits(res))
-				run_commit(w, w->next, j, &sb, fp, res);
+				run_commit(w, w->spent, j, &sb, fp, res);
 		}
-		/* Reaped after the result is out, before the next sandbox starts. */
-		w->spent = w->next;
-		w->next = NULL;
 	}
 out_send:
 	w->jobs++;
@@ -884,14 +910,29 @@ worker_loop(struct worker *w)
 			 */
 			sched_yield();
 			/*
-			 * The spent sandbox first (its init has usually exited by
-			 * now): the next one shares its network namespace only
-			 * once it has ended (sandbox/spawn.c, net_enter()).
+			 * A next sandbox made during the job (job_idle()): the
+			 * spent one is reaped when the next job comes, or after
+			 * SPENT_LINGER_MS without one, so that the next job on a
+			 * persistent sandbox does not wait after the result for
+			 * its kept base's update and init's end (run_job() reaps
+			 * it before that job touches the base).
+			 */
+			snap_compact(w);
+			if (w->next != NULL && w->spent != NULL) {
+				struct pollfd p = { .fd = w->fd, .events = POLLIN };
+
+				if (poll(&p, 1, SPENT_LINGER_MS) != 0)
+					break;
+			}
+			/*
+			 * Otherwise the spent sandbox first (its init has usually
+			 * exited by now): the next one shares its network
+			 * namespace only once it has ended (sandbox/spawn.c,
+			 * net_enter()).
 			 */
 			sandbox_free(w->spent);
 			w->spent = NULL;
 			prepare_next(w);
-			snap_compact(w);
 			break;
 		case MSG_SHUTDOWN:
 			goto out;
