@@ -537,6 +537,31 @@ static const char *const slot_resets[][2] = {
 };
 
 /*
+ * Memory an emptied slot may still hold charged before it is made anew: a
+ * job can leave pages no reclaim takes (tmpfs with no swap: the worker's
+ * kept base that a persistent run's init brought up to its commit), and
+ * v1 refuses a limit under the usage (EBUSY), so a later job with a
+ * smaller limit could not start in it. Page cache under this is reclaimed
+ * by the limit's write itself.
+ */
+#define SLOT_REMAKE_BYTES ((uint64_t)2 << 20)
+
+/*
+ * Makes the empty memory slot dir anew (rmdir hands its charges to the
+ * parent, as a per-job cgroup's removal does) when it still holds more
+ * than SLOT_REMAKE_BYTES. False if it cannot: the caller makes j<seq>.
+ */
+static bool
+slot_memory_fresh(const char *dir)
+{
+	uint64_t used = 0;
+
+	if (!read_u64(dir, "memory.usage_in_bytes", &used) || used <= SLOT_REMAKE_BYTES)
+		return true;
+	return rmdir(dir) == 0 && mkdir(dir, 0755) == 0;
+}
+
+/*
  * Takes v1 slot seq & 1 for out, if no task is in it (made if absent):
  * resets its counters and reads the bases of those that cannot be. False
  * if it is busy or cannot be made or reset: the caller makes j<seq>.
@@ -558,6 +583,8 @@ slot_take(const struct cg_sys *s, uint64_t seq, struct cg_job *out)
 		if (mkdir(out->dir[c], 0755) < 0 && (errno != EEXIST ||
 		    read_file(out->dir[c], "tasks", tasks, sizeof(tasks)) < 0 ||
 		    tasks[0] != '\0'))
+			return false;
+		if (c == CG_MEMORY && !slot_memory_fresh(out->dir[c]))
 			return false;
 	}
 	for (size_t k = 0; k < sizeof(slot_resets) / sizeof(slot_resets[0]); k++) {
