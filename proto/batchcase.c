@@ -90,6 +90,34 @@ regex_compile(struct batch_expect *ex, const char *pat, size_t n, char *why,
 	return 0;
 }
 
+int
+batchcase_expect_set(struct batch_expect *ex, const char *mode, const char *s, size_t n,
+    char *why, size_t whylen)
+{
+	memset(ex, 0, sizeof(*ex));
+	if (mode == NULL || strcmp(mode, "exact") == 0) {
+		ex->mode = EXPECT_EXACT;
+		ex->text = xmemdup0(s, n);
+		ex->len = n;
+	} else if (strcmp(mode, "trim") == 0) {
+		ex->mode = EXPECT_TRIM;
+		ex->text = trim_text(s, n, &ex->len);
+	} else if (strcmp(mode, "regex") == 0) {
+		if (memchr(s, '\0', n) != NULL) {
+			snprintf(why, whylen, "field 'expect': a regex cannot hold a "
+			    "NUL character");
+			return -1;
+		}
+		if (regex_compile(ex, s, n, why, whylen) < 0)
+			return -1;
+	} else {
+		snprintf(why, whylen, "field 'expect_mode': expected exact, trim or "
+		    "regex, not '%.32s'", mode);
+		return -1;
+	}
+	return 0;
+}
+
 void
 batchcase_expect_free(struct batch_expect *ex)
 {
@@ -188,31 +216,9 @@ batchcase_parse(const char *text, size_t len, const char *id,
 	}
 	if (m != NULL)
 		mode = json_string_value(m);
-	if (e != NULL) {
-		const char *s = json_string_value(e);
-		size_t n = json_string_length(e);
-
-		if (strcmp(mode, "exact") == 0) {
-			ex->mode = EXPECT_EXACT;
-			ex->text = xmemdup0(s, n);
-			ex->len = n;
-		} else if (strcmp(mode, "trim") == 0) {
-			ex->mode = EXPECT_TRIM;
-			ex->text = trim_text(s, n, &ex->len);
-		} else if (strcmp(mode, "regex") == 0) {
-			if (memchr(s, '\0', n) != NULL) {
-				snprintf(why, whylen, "field 'expect': a regex cannot hold a "
-				    "NUL character");
-				goto out_bad;
-			}
-			if (regex_compile(ex, s, n, why, whylen) < 0)
-				goto out_bad;
-		} else {
-			snprintf(why, whylen, "field 'expect_mode': expected exact, trim or "
-			    "regex, not '%.32s'", mode);
-			goto out_bad;
-		}
-	}
+	if (e != NULL && batchcase_expect_set(ex, mode, json_string_value(e),
+	    json_string_length(e), why, whylen) < 0)
+		goto out_bad;
 	json_object_del(o, "expect");
 	json_object_del(o, "expect_mode");
 	json_object_set_new(o, "id", json_string(id));

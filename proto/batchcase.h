@@ -51,6 +51,15 @@ int batchcase_parse(const char *text, size_t len, const char *id,
     const char *fork, json_t **job, struct batch_expect *ex, char *why,
     size_t whylen);
 /*
+ * Sets *ex to n bytes of s under mode ("exact" or NULL, "trim", "regex"):
+ * what a batch line's expect and expect_mode, and a run's case, expect.
+ * Returns 0, or -1 with why (whylen bytes) naming the field and *ex empty.
+ * One implementation for `sandq batch`, the gateway's batches and the
+ * worker's cases, so all three judge an output alike.
+ */
+int batchcase_expect_set(struct batch_expect *ex, const char *mode, const char *s,
+    size_t n, char *why, size_t whylen);
+/*
  * Whether len bytes of standard output are what ex expects. A regex that
  * hits its work bound (rx.h) does not match.
  */

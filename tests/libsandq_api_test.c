@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../workspace/perms.h"
+#include "../proto/batchcase.h"
 #include "harness.h"
 
 TestSuite(libsandq_api, .timeout = 240);
@@ -88,6 +89,46 @@ Test(libsandq_api, cases_run_and_per_case_results)
 	cr_expect_str_eq((char *)cs->cases[3].stdout_data, "14\n");
 	sandq_cases_free(cs);
 	sandq_result_free(r);
+
+	/*
+	 * The worker judges a case as `sandq batch` and the gateway judge a
+	 * line (proto/batchcase.h): outputs with blanks ending their lines,
+	 * each judged by the run and by batchcase_expect_check() alike.
+	 */
+	{
+		const struct sandq_case blanks[] = {
+			{ "abc\n", 4, "abc", 3, "regex" },
+			{ "abc\n", 4, "abc\\s*", 6, "regex" },
+			{ "abc\n", 4, "abc", 3, "trim" },
+			{ "abc\n", 4, "abc  \n", 6, "exact" },
+		};
+
+		o.cases = blanks;
+		o.ncases = sizeof(blanks) / sizeof(blanks[0]);
+		r = harness_sh(c, "read x; printf '%s  \\n\\n' \"$x\"", &o);
+		cr_assert_str_eq(r->status, "ok", "%s", r->error_message ?
+		    r->error_message : "");
+		cr_assert_eq(sandq_cases_decode(r, &cs), 0);
+		cr_assert_eq(cs->ncases, o.ncases);
+		for (size_t i = 0; i < cs->ncases; i++) {
+			struct batch_expect ex;
+			char why[320];
+			int want;
+
+			cr_assert_eq(batchcase_expect_set(&ex, blanks[i].expect_mode,
+			    blanks[i].expect, blanks[i].expect_len, why, sizeof(why)), 0, "%s", why);
+			want = batchcase_expect_check(&ex, cs->cases[i].stdout_data,
+			    cs->cases[i].stdout_len);
+			batchcase_expect_free(&ex);
+			cr_expect_eq(cs->cases[i].pass, want, "case %zu (%s): the run says %d, "
+			    "sandq batch %d", i + 1, blanks[i].expect_mode, cs->cases[i].pass, want);
+		}
+		cr_expect_eq(cs->cases[0].pass, 0, "'abc' is not the whole of 'abc  '");
+		cr_expect_eq(cs->cases[1].pass, 1);
+		cr_expect_eq(cs->cases[2].pass, 1);
+		sandq_cases_free(cs);
+		sandq_result_free(r);
+	}
 
 	/* A regex that does not compile: refused before any case runs. */
 	o.cases = bad;

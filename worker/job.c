@@ -49,7 +49,7 @@
 #include "../common/xmalloc.h"
 #include "../proto/job.h"
 #include "../proto/result.h"
-#include "../proto/rx.h"
+#include "../proto/batchcase.h"
 #include "../agentfs/patch.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"
@@ -577,67 +577,27 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 
 /*** Cases: one command, many inputs ***/
 
-/* buf without trailing blanks on each line and without trailing newlines. */
-static char *
-trimmed(const uint8_t *buf, size_t len, size_t *outlen)
-{
-	char *out = xmalloc(len + 1);
-	size_t n = 0, line = 0;
-
-	for (size_t i = 0; i <= len; i++) {
-		if (i == len || buf[i] == '\n') {
-			while (n > line && (out[n - 1] == ' ' || out[n - 1] == '\t' ||
-			    out[n - 1] == '\r'))
-				n--;
-			if (i < len)
-				out[n++] = '\n';
-			line = n;
-		} else {
-			out[n++] = (char)buf[i];
-		}
-	}
-	while (n > 0 && out[n - 1] == '\n')
-		n--;
-	out[n] = '\0';
-	*outlen = n;
-	return out;
-}
-
 /*
- * Whether a case's stdout matches its expect: exact bytes; trim (trailing
- * blanks of each line and trailing newlines ignored on both sides); regex
- * (PCRE2, proto/rx.h: the whole output without its trailing newlines; a
- * match that hits rx.h's work bound does not pass). cases_check() has
- * compiled every regex once before any case ran.
+ * Whether a case's stdout matches its expect, judged as `sandq batch` and
+ * the gateway's batches judge (proto/batchcase.h): exact bytes; trim
+ * (trailing blanks of each line and trailing empty lines ignored on both
+ * sides); regex (PCRE2, proto/rx.h: the whole output without its final
+ * newlines; a match that hits rx.h's work bound does not pass).
+ * cases_check() has compiled every regex once before any case ran.
  */
 static bool
 case_passes(const struct job_case *c, const struct result *r)
 {
-	const char *mode = c->expect_mode ? c->expect_mode : "exact";
-	size_t a, b;
-	char *x, *y;
-	bool ok;
+	struct batch_expect ex;
+	char why[320];
+	int rc;
 
-	if (strcmp(mode, "exact") == 0)
-		return r->out_len == c->expect_len &&
-		    (c->expect_len == 0 || memcmp(r->out, c->expect, c->expect_len) == 0);
-	x = trimmed(r->out, r->out_len, &a);
-	if (strcmp(mode, "trim") == 0) {
-		y = trimmed(c->expect, c->expect_len, &b);
-		ok = a == b && memcmp(x, y, a) == 0;
-	} else {
-		struct rx *re = NULL;
-		char why[320];
-
-		y = NULL;
-		ok = rx_compile((const char *)c->expect, c->expect_len, &re,
-		    why, sizeof(why)) == 0 &&
-		    rx_match(re, (const uint8_t *)x, a) == RX_MATCH;
-		rx_free(re);
-	}
-	free(x);
-	free(y);
-	return ok;
+	if (batchcase_expect_set(&ex, c->expect_mode, (const char *)c->expect,
+	    c->expect_len, why, sizeof(why)) < 0)
+		return false;
+	rc = batchcase_expect_check(&ex, r->out, r->out_len);
+	batchcase_expect_free(&ex);
+	return rc == 1;
 }
 
 /* One case's outcome, in the run's data. */
@@ -688,20 +648,23 @@ cases_check(const struct job *j, struct result *res)
 {
 	for (size_t i = 0; i < j->ncases; i++) {
 		const struct job_case *c = &j->cases[i];
-		struct rx *re = NULL;
+		struct batch_expect ex;
 		char why[320];
 
 		if (c->expect == NULL || c->expect_mode == NULL ||
 		    strcmp(c->expect_mode, "regex") != 0)
 			continue;
-		if (rx_compile((const char *)c->expect, c->expect_len, &re, why,
-		    sizeof(why)) != 0) {
+		if (batchcase_expect_set(&ex, c->expect_mode, (const char *)c->expect,
+		    c->expect_len, why, sizeof(why)) < 0) {
+			/* why names "field 'expect'": the case's own name instead. */
+			const char *msg = strncmp(why, "field 'expect': ", 16) == 0 ?
+			    why + 16 : why;
+
 			result_set_error(res, ST_REJECTED, "invalid_job",
-			    "field 'cases[%zu].expect': not a valid regex (PCRE2): %s",
-			    i, why);
+			    "field 'cases[%zu].expect': %s", i, msg);
 			return -EINVAL;
 		}
-		rx_free(re);
+		batchcase_expect_free(&ex);
 	}
 	return 0;
 }
