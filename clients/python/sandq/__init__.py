@@ -3,11 +3,11 @@
     import sandq
 
     client = sandq.Client("redis://127.0.0.1:6379", "default")
-    print(client.sh("echo hi").stdout_text)
+    print(client.sh("echo hi").stdout)
 
     with client.sandbox() as sb:            # a persistent sandbox, deleted after
         sb.write_file("data.txt", "1 2 3")
-        print(sb.bash("wc -w data.txt").stdout_text)
+        print(sb.bash("wc -w data.txt").stdout)
 
 A client of the wire protocol in docs/protocol.md, needing only redis-py and
 msgpack. Client submits jobs and waits for results (and has async twins of

@@ -23,9 +23,10 @@ sandboxes.
 """
 
 import asyncio
+import math
 import re
 import time
-from typing import Dict, Optional
+from typing import Any, AsyncIterator, Dict, Iterator, Optional, Sequence, Union
 
 import redis
 import redis.asyncio
@@ -39,6 +40,7 @@ WAIT_SLICE = 10.0          # longest single BLPOP, seconds (libsandq WAIT_SLICE_
 STREAM_SLICE_MS = 1000     # longest single XREAD BLOCK, then a GET of the result
 CONNECT_TIMEOUT = 5.0      # seconds (libsandq CONNECT_TIMEOUT_MS)
 COMMAND_TIMEOUT = 30.0     # socket timeout; outlasts a BLPOP slice plus grace
+WAIT_MARGIN = 30.0         # a run's wait beyond its timeout= (queueing, set-up)
 MIN_BLOCK = 0.01           # shortest BLPOP: Redis reads 0 as "forever"
 
 _TENANT_RE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -83,17 +85,37 @@ async def _keeper(aredis):
         await aredis.connection_pool.disconnect()
 
 
+def with_timeout(job, timeout):
+    """job with limits.wall_ms set from timeout (seconds), as AgentFense's
+    run(cmd, timeout=30) means it: the job's own wall-clock limit. A Job
+    that already names another wall_ms is refused rather than guessed at.
+    timeout None or unset leaves the job as it is (its preset's limit)."""
+    if timeout is _DEFAULT or timeout is None:
+        return job
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+            not timeout > 0:
+        raise errors.InvalidJob("timeout: expected seconds > 0, got %r" % (timeout,))
+    ms = max(1, int(math.ceil(timeout * 1000)))
+    limits = dict(job.fields.get("limits") or {})
+    if limits.get("wall_ms", ms) != ms:
+        raise errors.InvalidJob("timeout=%s s and wall_ms=%d: give one of them"
+                                % (timeout, limits["wall_ms"]))
+    limits["wall_ms"] = ms
+    return Job(dict(job.fields, limits=limits))
+
+
 class Client:
     """A connection to sandq for one tenant.
 
     url is a redis-py URL: redis://[[USER]:PASS@]HOST:PORT[/DB], rediss://...
     or unix:///PATH. timeout is the default number of seconds every wait
-    lasts (None: no limit; a job's own limit is its wall_ms). The client is
+    lasts (None: no limit); a run's own timeout= is its wall-clock limit
+    (see run()). The client is
     safe to share between threads; its async twins share it between tasks of
     one event loop.
 
         with sandq.Client("redis://127.0.0.1:6379") as client:
-            print(client.sh("echo hi").stdout_text)
+            print(client.sh("echo hi").stdout)
     """
 
     def __init__(self, url="redis://127.0.0.1:6379", tenant="default", *,
@@ -217,6 +239,17 @@ class Client:
         buf = await self._aread("get", self.key("res", job_id))
         return None if buf is None else Result.decode(buf)
 
+    def _wait_for(self, timeout, wait_timeout):
+        """How long a run given timeout= (its wall-clock limit) and
+        wait_timeout= is waited for: wait_timeout when given; else, with a
+        timeout, that plus WAIT_MARGIN, or the client's default when that
+        is longer (None: no limit); else the client's default."""
+        if wait_timeout is not _DEFAULT:
+            return wait_timeout
+        if timeout is _DEFAULT or timeout is None or self.timeout is None:
+            return _DEFAULT
+        return max(self.timeout, timeout + WAIT_MARGIN)
+
     def _deadline(self, timeout):
         if timeout is _DEFAULT:
             timeout = self.timeout
@@ -284,48 +317,75 @@ class Client:
 
     ### Runs
 
-    def run(self, argv, *, timeout=_DEFAULT, check=False, **opts):
+    def run(self, argv: Sequence[str], *, timeout: Optional[float] = None,
+            wait_timeout: Any = _DEFAULT, check: bool = False, **opts: Any) -> Result:
         """Runs argv (a list; PATH is searched) and returns its Result.
+
+        timeout: seconds the job may run, its wall-clock limit
+        (limits.wall_ms; None: the preset's), as AgentFense's run(cmd,
+        timeout=30); the client waits that long plus WAIT_MARGIN for the
+        result (or the client's default wait when that is longer).
+        wait_timeout: seconds to wait for the result instead, whatever the
+        job's limit (None: no limit); the job is left running when it passes.
 
         Options are the job's fields (docs/protocol.md): id, env (dict), cwd,
         stdin (bytes or str), limits (dict) or the limits one by one
         (wall_ms, cpu_ms, memory_bytes, pids, output_bytes, disk_bytes; the
         inode limit only as limits={"files": N}), preset, files (path ->
-        bytes, str or a local pathlib.Path), perms, perm_preset, net, image
-        (an image reference: "host", "docker://HOST/REPO:TAG", ...; see
-        docs/images.md), sandbox (id or Sandbox), persist, deadline_ms, priority, labels.
+        bytes, str or a local pathlib.Path), perms, perm_preset (a name or
+        a Preset from extend_preset()), net, image (an image reference:
+        "host", "docker://HOST/REPO:TAG", ...; see docs/images.md), sandbox
+        (id or Sandbox), persist, deadline_ms, priority, labels, cases (see
+        docs/protocol.md "Cases" and Result.cases).
 
         Returns the Result when the job ended on its own: status "ok", and
         "exit" or "signal" unless check=True (then CommandError). Raises
         JobTimeout, LimitExceeded, Rejected (SandboxNotFound...) or JobFailed
-        for the other statuses, each with .result; WaitTimeout when timeout
-        seconds pass without a result.
+        for the other statuses, each with .result; WaitTimeout when the wait
+        passes without a result.
         """
-        return self._finish(self.wait(self.submit(Job.run(argv, **opts)), timeout), check)
+        job = with_timeout(Job.run(argv, **opts), timeout)
+        return self._finish(self.wait(self.submit(job),
+                                      self._wait_for(timeout, wait_timeout)), check)
 
-    def sh(self, script, *, timeout=_DEFAULT, check=False, **opts):
+    def sh(self, script: str, *, timeout: Optional[float] = None,
+           wait_timeout: Any = _DEFAULT, check: bool = False, **opts: Any) -> Result:
         """Runs script with bash -c; as run()."""
-        return self._finish(self.wait(self.submit(Job.sh(script, **opts)), timeout), check)
+        job = with_timeout(Job.sh(script, **opts), timeout)
+        return self._finish(self.wait(self.submit(job),
+                                      self._wait_for(timeout, wait_timeout)), check)
 
-    def python(self, code, *, timeout=_DEFAULT, check=False, **opts):
+    def python(self, code: str, *, timeout: Optional[float] = None,
+               wait_timeout: Any = _DEFAULT, check: bool = False,
+               **opts: Any) -> Result:
         """Runs code with python3 -c; as run()."""
-        return self._finish(self.wait(self.submit(Job.python(code, **opts)), timeout),
+        job = with_timeout(Job.python(code, **opts), timeout)
+        return self._finish(self.wait(self.submit(job),
+                                      self._wait_for(timeout, wait_timeout)), check)
+
+    async def arun(self, argv: Sequence[str], *, timeout: Optional[float] = None,
+                   wait_timeout: Any = _DEFAULT, check: bool = False,
+                   **opts: Any) -> Result:
+        """Async run()."""
+        jid = await self.asubmit(with_timeout(Job.run(argv, **opts), timeout))
+        return self._finish(await self.await_(jid, self._wait_for(timeout, wait_timeout)),
                             check)
 
-    async def arun(self, argv, *, timeout=_DEFAULT, check=False, **opts):
-        """Async run()."""
-        jid = await self.asubmit(Job.run(argv, **opts))
-        return self._finish(await self.await_(jid, timeout), check)
-
-    async def ash(self, script, *, timeout=_DEFAULT, check=False, **opts):
+    async def ash(self, script: str, *, timeout: Optional[float] = None,
+                  wait_timeout: Any = _DEFAULT, check: bool = False,
+                  **opts: Any) -> Result:
         """Async sh()."""
-        jid = await self.asubmit(Job.sh(script, **opts))
-        return self._finish(await self.await_(jid, timeout), check)
+        jid = await self.asubmit(with_timeout(Job.sh(script, **opts), timeout))
+        return self._finish(await self.await_(jid, self._wait_for(timeout, wait_timeout)),
+                            check)
 
-    async def apython(self, code, *, timeout=_DEFAULT, check=False, **opts):
+    async def apython(self, code: str, *, timeout: Optional[float] = None,
+                      wait_timeout: Any = _DEFAULT, check: bool = False,
+                      **opts: Any) -> Result:
         """Async python()."""
-        jid = await self.asubmit(Job.python(code, **opts))
-        return self._finish(await self.await_(jid, timeout), check)
+        jid = await self.asubmit(with_timeout(Job.python(code, **opts), timeout))
+        return self._finish(await self.await_(jid, self._wait_for(timeout, wait_timeout)),
+                            check)
 
     @staticmethod
     def _finish(result, check):
@@ -333,23 +393,36 @@ class Client:
 
     ### Sandbox ops
 
-    def call(self, op, *, timeout=_DEFAULT, **fields):
+    def call(self, op: str, *, wait_timeout: Any = _DEFAULT, **fields: Any) -> Result:
         """Runs one sandbox op (fs.*, kv.*, sandbox.*) and returns its Result;
-        a refusal raises Rejected (SandboxNotFound, NotFound, ...)."""
+        a refusal raises Rejected (SandboxNotFound, NotFound, ...).
+        wait_timeout: seconds to wait (default: the client's); an op has
+        no wall-clock limit of its own."""
         job = Job.sandbox_op(op, **fields)
-        return self.wait(self.submit(job), timeout).raise_for_status()
+        try:
+            return self.wait(self.submit(job), wait_timeout).raise_for_status()
+        except errors.Rejected as e:
+            errors.name_path(e, fields.get("path"))
+            raise
 
-    async def acall(self, op, *, timeout=_DEFAULT, **fields):
+    async def acall(self, op: str, *, wait_timeout: Any = _DEFAULT,
+                    **fields: Any) -> Result:
         """Async call()."""
         job = Job.sandbox_op(op, **fields)
-        return (await self.await_(await self.asubmit(job), timeout)).raise_for_status()
+        try:
+            r = await self.await_(await self.asubmit(job), wait_timeout)
+            return r.raise_for_status()
+        except errors.Rejected as e:
+            errors.name_path(e, fields.get("path"))
+            raise
 
     ### Streaming
 
     @staticmethod
-    def _stream_job(job, opts):
-        """The job with stream=True, leaving a caller's Job as it was."""
-        job = as_job(job, opts)
+    def _stream_job(job, opts, timeout):
+        """The job with stream=True (and timeout as its wall_ms), leaving a
+        caller's Job as it was."""
+        job = with_timeout(as_job(job, opts), timeout)
         return Job(dict(job.fields, stream=True))
 
     @staticmethod
@@ -366,7 +439,9 @@ class Client:
                 out.append(Chunk(int(fields.get(b"fd", b"1")), data))
         return out
 
-    def stream(self, job, *, timeout=_DEFAULT, check=False, **opts):
+    def stream(self, job: Any, *, timeout: Optional[float] = None,
+               wait_timeout: Any = _DEFAULT, check: bool = False,
+               **opts: Any) -> Iterator[Union[Chunk, Result]]:
         """Runs a job with stream=True and yields its output as it is written,
         Chunk(fd, data) tuples (fd 1 stdout, 2 stderr), then its Result last
         (raising as run() does instead, after every chunk).
@@ -374,9 +449,9 @@ class Client:
         The output comes from the Redis stream sandq:{T}:out:ID (XREAD BLOCK
         from 0-0); its last entry has eof=1. Between reads the result is
         looked up too, so a job refused before it ran (no stream at all)
-        ends the wait at once."""
-        job = self._stream_job(job, opts)
-        timeout, deadline = self._deadline(timeout)
+        ends the wait at once. timeout and wait_timeout as for run()."""
+        job = self._stream_job(job, opts, timeout)
+        timeout, deadline = self._deadline(self._wait_for(timeout, wait_timeout))
         self.submit(job)
         out = self.key("out", job.id)
         state = {"last": b"0-0", "eof": False}
@@ -408,10 +483,12 @@ class Client:
                 yield c
         yield self._finish(result, check)
 
-    async def astream(self, job, *, timeout=_DEFAULT, check=False, **opts):
+    async def astream(self, job: Any, *, timeout: Optional[float] = None,
+                      wait_timeout: Any = _DEFAULT, check: bool = False,
+                      **opts: Any) -> AsyncIterator[Union[Chunk, Result]]:
         """Async stream(): an async generator."""
-        job = self._stream_job(job, opts)
-        timeout, deadline = self._deadline(timeout)
+        job = self._stream_job(job, opts, timeout)
+        timeout, deadline = self._deadline(self._wait_for(timeout, wait_timeout))
         await self.asubmit(job)
         out = self.key("out", job.id)
         state = {"last": b"0-0", "eof": False}

@@ -91,7 +91,10 @@ class LimitExceeded(Error):
 
 class Rejected(Error):
     """sandqd refused the job or op: .code ("invalid_job", "not_found",
-    "queue_full", ...) and .message (naming the field or the reason)."""
+    "queue_full", ...) and .message (naming the field or the reason);
+    .path the path of the op (fs.*), else None."""
+
+    path = None
 
     def __init__(self, message, result=None, code=None):
         super().__init__(message, result)
@@ -104,11 +107,13 @@ class SandboxNotFound(Rejected):
 
 
 class NotFound(Rejected, builtins.FileNotFoundError):
-    """No such path (or kv key) in the sandbox, or a path at level "none"."""
+    """No such path (or kv key) in the sandbox, or a path at level "none".
+    .path (and .filename) is the path of the op, when it had one."""
 
 
 class PermissionDenied(Rejected, builtins.PermissionError):
-    """A path rule forbids the operation."""
+    """A path rule forbids the operation. .path (and .filename) is the
+    path of the op, when it had one."""
 
 
 class JobFailed(Error):
@@ -119,6 +124,15 @@ class JobFailed(Error):
         super().__init__(message, result)
         self.status = result.status
         self.code = result.error_code
+
+
+def name_path(e, path):
+    """Gives a refusal of an op the path it was about: .path, and for
+    NotFound and PermissionDenied also .filename, as OSError has it."""
+    if path is not None and e.path is None:
+        e.path = path
+        if isinstance(e, builtins.OSError):
+            e.filename = path
 
 
 _REJECTED_BY_CODE = {

@@ -58,7 +58,7 @@ RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files
 OP_FIELDS = frozenset(("id", "sandbox", "path", "data", "mode", "recursive", "key",
                        "value", "prefix", "to", "snapshot", "labels", "files",
                        "perms", "perm_preset", "priority", "deadline_ms",
-                       "image", "workdir", "from_image_dir"))
+                       "image", "workdir", "from_image_dir", "parents"))
 IMAGE_MAX = 1024                # bytes of an image reference
 ROOT_DIR_MAX = 1024             # bytes of a workdir or from_image_dir
 
@@ -352,6 +352,9 @@ class Job:
                 raise InvalidJob("mode: %#o is more than 07777" % f["mode"])
         if fields.get("recursive"):
             f["recursive"] = _bool("recursive", fields["recursive"])
+        if fields.get("parents"):
+            # fs.write: missing folders of path are created (mkdir -p).
+            f["parents"] = _bool("parents", fields["parents"])
         if "key" in fields:
             f["key"] = _str("key", fields["key"], 1, KV_KEY_MAX)
         if "value" in fields:

@@ -38,8 +38,9 @@ def _bytes(v):
 class Result:
     """The result of one job or sandbox op.
 
-    Runs: status, exit_code, signal, stdout and stderr (bytes; stdout_text
-    and stderr_text decode them), wall_ms, cpu_ms, max_rss_kb, refused (the
+    Runs: status, exit_code, signal, stdout and stderr (str: the output
+    decoded as UTF-8, invalid bytes replaced, as LocalSandbox gives it;
+    stdout_bytes and stderr_bytes keep the bytes as sent), wall_ms, cpu_ms, max_rss_kb, refused (the
     system calls the job's filter refused, by name). Sandboxes: sandbox,
     version, snapshot, changed, changes. Images: image (the reference it ran
     on, a name resolved), image_digest, image_name (the tenant's name it
@@ -48,7 +49,8 @@ class Result:
     decoded.
     """
 
-    __slots__ = ("raw", "id", "status", "exit_code", "signal", "stdout", "stderr",
+    __slots__ = ("raw", "id", "status", "exit_code", "signal", "stdout_bytes",
+                 "stderr_bytes",
                  "stdout_truncated", "stderr_truncated", "wall_ms", "cpu_ms",
                  "max_rss_kb", "queued_at", "started_at", "finished_at", "host",
                  "worker", "attempt", "error_code", "error_message", "refused",
@@ -65,8 +67,8 @@ class Result:
         self.status = _text(g("status", ""))
         self.exit_code = int(g("exit_code", -1))
         self.signal = int(g("signal", 0))
-        self.stdout = _bytes(g("stdout"))
-        self.stderr = _bytes(g("stderr"))
+        self.stdout_bytes = _bytes(g("stdout"))
+        self.stderr_bytes = _bytes(g("stderr"))
         self.stdout_truncated = bool(g("stdout_truncated", False))
         self.stderr_truncated = bool(g("stderr_truncated", False))
         self.wall_ms = int(g("wall_ms", 0))
@@ -106,14 +108,27 @@ class Result:
         return self.status == "ok"
 
     @property
+    def stdout(self):
+        """stdout decoded as UTF-8 (invalid bytes replaced); the bytes are
+        stdout_bytes."""
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self):
+        """stderr decoded as UTF-8 (invalid bytes replaced); the bytes are
+        stderr_bytes."""
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    # The names of the first releases, when stdout was bytes.
+    @property
     def stdout_text(self):
-        """stdout decoded as UTF-8 (invalid bytes replaced)."""
-        return self.stdout.decode("utf-8", "replace")
+        """stdout (the same str)."""
+        return self.stdout
 
     @property
     def stderr_text(self):
-        """stderr decoded as UTF-8 (invalid bytes replaced)."""
-        return self.stderr.decode("utf-8", "replace")
+        """stderr (the same str)."""
+        return self.stderr
 
     # LocalSandbox and AgentFense results call it .duration_ms.
     @property

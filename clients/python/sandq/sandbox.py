@@ -16,28 +16,48 @@ Each method has an async twin named with an "a" in front.
 """
 
 import json
+import shlex
 
-from .client import _DEFAULT
+from typing import Any, Dict, Optional, Sequence
+
+from .client import _DEFAULT, with_timeout
 from .errors import NotFound
 from .job import check_sandbox_id, json_text, new_id, Job
+from .result import Result
+
+
+# LocalSandbox's names of the run ops in its history.
+_LOCAL_NAMES = {"sh": "bash", "python": "python"}
 
 
 class HistoryEntry:
     """One recorded call (a tool_calls row): a job or op that committed.
 
-    name is the op ("sh", "python", "fs.write", ...); parameters and result
-    are the recorded JSON, decoded (result: {"status", "exit_code",
-    "stdout", "stderr"} for runs); status is "success" or "error"; times in
-    epoch ms."""
+    As in LocalSandbox's history: name is "bash" for a shell run and
+    "python" for python code (else sandq's op: "exec", "fs.write", ...),
+    parameters["command"] the script (parameters["code"] the code) and
+    result["exitCode"] the exit code. Beside them, sandq's own: op (the
+    wire op, "sh" for bash), parameters["script"], result["exit_code"],
+    "status", "stdout" and "stderr" for runs; status is "success" or
+    "error"; times in epoch ms."""
 
-    __slots__ = ("id", "name", "parameters", "result", "error", "status",
+    __slots__ = ("id", "op", "name", "parameters", "result", "error", "status",
                  "started_at", "completed_at", "duration_ms")
 
-    def __init__(self, row):
+    def __init__(self, row: Dict[str, Any]) -> None:
         self.id = row.get("id")
-        self.name = row.get("name", "")
-        self.parameters = _json_or_text(row.get("parameters"))
-        self.result = _json_or_text(row.get("result"))
+        self.op: str = row.get("name", "")
+        self.name: str = _LOCAL_NAMES.get(self.op, self.op)
+        self.parameters: Any = _json_or_text(row.get("parameters"))
+        self.result: Any = _json_or_text(row.get("result"))
+        if isinstance(self.parameters, dict):
+            if "script" in self.parameters:
+                self.parameters.setdefault("command", self.parameters["script"])
+            elif isinstance(self.parameters.get("argv"), list):
+                self.parameters.setdefault(
+                    "command", shlex.join(str(a) for a in self.parameters["argv"]))
+        if isinstance(self.result, dict) and "exit_code" in self.result:
+            self.result.setdefault("exitCode", self.result["exit_code"])
         self.error = row.get("error") or None
         self.status = row.get("status", "")
         self.started_at = row.get("started_at", 0)
@@ -46,6 +66,15 @@ class HistoryEntry:
 
     def __repr__(self):
         return "<sandq.HistoryEntry %s %s %s>" % (self.id, self.name, self.status)
+
+
+def _has_parent(path: str) -> bool:
+    """True when path names a file below a folder of the sandbox rather
+    than at its root ("a/b", not "a", "/a" or "/workspace/a")."""
+    parts = [c for c in path.split("/") if c not in ("", ".")]
+    if len(parts) > 1 and parts[0] == "workspace":
+        parts = parts[1:]
+    return len(parts) > 1
 
 
 def _json_or_text(s):
@@ -153,10 +182,10 @@ class Sandbox:
                 fields.setdefault("perm_preset", self.perm_preset)
         return fields
 
-    def _op(self, op, **fields):
+    def _op(self, op: str, **fields: Any) -> Result:
         return self._track(self.client.call(op, **self._fields(op, fields)))
 
-    async def _aop(self, op, **fields):
+    async def _aop(self, op: str, **fields: Any) -> Result:
         return self._track(await self.client.acall(op, **self._fields(op, fields)))
 
     def _job(self, kind, body, opts):
@@ -167,40 +196,58 @@ class Sandbox:
             opts.setdefault("perm_preset", self.perm_preset)
         return getattr(Job, kind)(body, **opts)
 
-    def _run(self, job, timeout, check):
-        r = self._track(self.client.wait(self.client.submit(job), timeout))
+    def _run(self, job, timeout, wait_timeout, check):
+        job = with_timeout(job, timeout)
+        wait = self.client._wait_for(timeout, wait_timeout)
+        r = self._track(self.client.wait(self.client.submit(job), wait))
         return r.raise_for_status(check)
 
-    async def _arun(self, job, timeout, check):
-        r = self._track(await self.client.await_(await self.client.asubmit(job), timeout))
+    async def _arun(self, job, timeout, wait_timeout, check):
+        job = with_timeout(job, timeout)
+        wait = self.client._wait_for(timeout, wait_timeout)
+        r = self._track(await self.client.await_(await self.client.asubmit(job), wait))
         return r.raise_for_status(check)
 
     ### Runs
 
-    def bash(self, command, check=True, *, timeout=_DEFAULT, **opts):
+    def bash(self, command: str, check: bool = True, *,
+             timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
+             **opts: Any) -> Result:
         """Runs command with bash in the sandbox and returns its Result.
         The workspace, the working directory and exported variables carry
         over to the next bash call. With check=True (the default, as
         LocalSandbox) a non-zero exit raises CommandError; limits and
-        refusals raise whatever check says (see Client.run())."""
-        return self._run(self._job("sh", command, opts), timeout, check)
+        refusals raise whatever check says. timeout is the job's wall-clock
+        limit in seconds, wait_timeout how long to wait instead (see
+        Client.run())."""
+        return self._run(self._job("sh", command, opts), timeout, wait_timeout, check)
 
-    def execute_python(self, code, check=True, *, timeout=_DEFAULT, **opts):
+    def execute_python(self, code: str, check: bool = True, *,
+                       timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
+                       **opts: Any) -> Result:
         """Runs code with python3 -c in the sandbox; as bash()."""
-        return self._run(self._job("python", code, opts), timeout, check)
+        return self._run(self._job("python", code, opts), timeout, wait_timeout, check)
 
-    def run(self, argv, check=True, *, timeout=_DEFAULT, **opts):
+    def run(self, argv: Sequence[str], check: bool = True, *,
+            timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
+            **opts: Any) -> Result:
         """Runs argv in the sandbox; as bash()."""
-        return self._run(self._job("run", argv, opts), timeout, check)
+        return self._run(self._job("run", argv, opts), timeout, wait_timeout, check)
 
-    async def abash(self, command, check=True, *, timeout=_DEFAULT, **opts):
-        return await self._arun(self._job("sh", command, opts), timeout, check)
+    async def abash(self, command: str, check: bool = True, *,
+                    timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
+                    **opts: Any) -> Result:
+        return await self._arun(self._job("sh", command, opts), timeout, wait_timeout, check)
 
-    async def aexecute_python(self, code, check=True, *, timeout=_DEFAULT, **opts):
-        return await self._arun(self._job("python", code, opts), timeout, check)
+    async def aexecute_python(self, code: str, check: bool = True, *,
+                              timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
+                              **opts: Any) -> Result:
+        return await self._arun(self._job("python", code, opts), timeout, wait_timeout, check)
 
-    async def arun(self, argv, check=True, *, timeout=_DEFAULT, **opts):
-        return await self._arun(self._job("run", argv, opts), timeout, check)
+    async def arun(self, argv: Sequence[str], check: bool = True, *,
+                   timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
+                   **opts: Any) -> Result:
+        return await self._arun(self._job("run", argv, opts), timeout, wait_timeout, check)
 
     ### Files
 
@@ -213,14 +260,19 @@ class Sandbox:
         """The file's content as bytes."""
         return self._op("fs.read", path=path).data
 
-    def write_file(self, path, content, mode=None):
+    def write_file(self, path: str, content: Any, mode: Optional[int] = None,
+                   parents: bool = True) -> None:
         """Writes content (str as UTF-8, or bytes) to path, as a new version.
-        The parent folder must exist, unless it is the root."""
-        self._op("fs.write", path=path, data=content, mode=mode)
+        Missing parent folders are created, as LocalSandbox does (mkdir -p,
+        each checked by the path rules); parents=False refuses a path whose
+        folder does not exist (NotFound)."""
+        self._op("fs.write", path=path, data=content, mode=mode,
+                 parents=True if parents and _has_parent(path) else None)
 
-    def write_file_bytes(self, path, data, mode=None):
+    def write_file_bytes(self, path: str, data: bytes, mode: Optional[int] = None,
+                         parents: bool = True) -> None:
         """write_file() under LocalSandbox's name for bytes."""
-        self.write_file(path, data, mode)
+        self.write_file(path, data, mode, parents)
 
     def list_files(self, path="/"):
         """The names in the folder path."""
@@ -256,11 +308,14 @@ class Sandbox:
     async def aread_file_bytes(self, path):
         return (await self._aop("fs.read", path=path)).data
 
-    async def awrite_file(self, path, content, mode=None):
-        await self._aop("fs.write", path=path, data=content, mode=mode)
+    async def awrite_file(self, path: str, content: Any, mode: Optional[int] = None,
+                          parents: bool = True) -> None:
+        await self._aop("fs.write", path=path, data=content, mode=mode,
+                        parents=True if parents and _has_parent(path) else None)
 
-    async def awrite_file_bytes(self, path, data, mode=None):
-        await self.awrite_file(path, data, mode)
+    async def awrite_file_bytes(self, path: str, data: bytes, mode: Optional[int] = None,
+                                parents: bool = True) -> None:
+        await self.awrite_file(path, data, mode, parents)
 
     async def alist_files(self, path="/"):
         return [e["name"] for e in (await self._aop("fs.list", path=path)).data or []]
