@@ -22,6 +22,7 @@ from .errors import (CommandError, ConnectionError, Error, InvalidJob, JobFailed
                      JobTimeout, LimitExceeded, NotFound, PermissionDenied, Rejected,
                      SandboxNotFound, TimeoutError, WaitTimeout)
 from .job import Job
+from .presets import Preset, Rule
 from .result import Result
 from .sandbox import HistoryEntry, KV, Sandbox
 from .util import files_from_dir
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Sandbox", "KV", "HistoryEntry", "Job", "Result", "Chunk",
+    "Preset", "Rule",
     "files_from_dir", "tools",
     "Error", "InvalidJob", "ConnectionError", "TimeoutError", "JobTimeout",
     "WaitTimeout", "CommandError", "LimitExceeded", "Rejected", "SandboxNotFound",

@@ -26,7 +26,8 @@ import asyncio
 import math
 import re
 import time
-from typing import Any, AsyncIterator, Dict, Iterator, Optional, Sequence, Union
+from typing import (Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence,
+                    Union)
 
 import redis
 import redis.asyncio
@@ -34,6 +35,9 @@ import redis.asyncio
 from . import errors
 from .errors import ConnectionError, WaitTimeout
 from .job import Job, as_job, new_id
+from .job import _perms as check_perms
+from .presets import Preset, Rule, parse_presets
+from .presets import unknown as presets_unknown
 from .result import Result
 
 WAIT_SLICE = 10.0          # longest single BLPOP, seconds (libsandq WAIT_SLICE_MS)
@@ -721,6 +725,42 @@ class Client:
                                     "files, snapshot, image, workdir or "
                                     "from_image_dir")
         return (sb if sb is not None else new_id("sbx")), bool(want or create)
+
+    ### Presets
+
+    def _presets(self):
+        buf = self._read(self.redis.get, "%s:perm_presets" % self.prefix)
+        if buf is None:
+            raise errors.Error("%s:perm_presets: not set: this sandqd does not "
+                               "publish its presets (it writes them at start)"
+                               % self.prefix)
+        return parse_presets(buf)
+
+    def list_presets(self) -> List[str]:
+        """The names of the server's path-rule presets (docs/paths.md
+        "Presets"), in its order: what perm_preset= may name."""
+        return list(self._presets())
+
+    def get_preset(self, name: str) -> Preset:
+        """The server's preset name: its description, default level and
+        rules, exactly what sandqd enforces. InvalidJob naming it if the
+        server has no such preset."""
+        table = self._presets()
+        if name not in table:
+            raise presets_unknown(name, list(table))
+        return table[name]
+
+    def extend_preset(self, name: str, additions: Any = ()) -> Preset:
+        """The preset name with additions (path rules: {pattern, level}
+        dicts, AgentFense's {pattern, permission}, (pattern, level) pairs
+        or {pattern: level}) on top. Give it as perm_preset= (or preset=)
+        to a run, a sandbox or an fs op: it is sent as perm_preset=name and
+        perms=additions, and the additions win on a tie, as a job's rules
+        always do. InvalidJob naming it if the server has no such preset."""
+        base = self.get_preset(name)
+        added = [Rule(r["pattern"], r["level"]) for r in check_perms(additions)]
+        return Preset(base.name, base.description, base.default,
+                      list(base.rules) + added, base=base.name, additions=added)
 
     def sandboxes(self):
         """Info maps of every sandbox of the tenant (sandbox.list)."""

@@ -16,6 +16,7 @@ import secrets
 import msgpack
 
 from .errors import InvalidJob
+from .presets import Preset
 
 ID_MAX = 128
 ARGV_MAX = 4096
@@ -291,10 +292,16 @@ class Job:
                       {k: opts[k] for k in LIMIT_KWARGS if opts.get(k) is not None})
         if lim:
             f["limits"] = lim
-        if opts.get("preset") is not None:
+        perm_preset = opts.get("perm_preset")
+        if isinstance(opts.get("preset"), Preset):
+            # AgentFense's preset= is a path preset: a Preset goes there too.
+            if perm_preset is not None:
+                raise InvalidJob("preset and perm_preset: both name a path preset")
+            perm_preset = opts["preset"]
+        elif opts.get("preset") is not None:
             if opts["preset"] not in PRESETS:
-                raise InvalidJob("preset %r: expected strict, normal or permissive"
-                                 % (opts["preset"],))
+                raise InvalidJob("preset %r: expected strict, normal or permissive "
+                                 "(path presets go in perm_preset=)" % (opts["preset"],))
             f["preset"] = opts["preset"]
         if opts.get("files"):
             f["files"] = _files(opts["files"])
@@ -319,10 +326,7 @@ class Job:
         if sandbox is not None:
             # As libsandq: a run on a sandbox always says persist.
             f["persist"] = True if persist is None else persist
-        if opts.get("perms") is not None:
-            f["perms"] = _perms(opts["perms"])
-        if opts.get("perm_preset") is not None:
-            f["perm_preset"] = _str("perm_preset", opts["perm_preset"], 1, 64)
+        _path_rules(f, perm_preset, opts.get("perms"))
         return cls(f)
 
     @classmethod
@@ -371,10 +375,7 @@ class Job:
             f["labels"] = _labels(fields["labels"])
         if fields.get("files"):
             f["files"] = _files(fields["files"])
-        if "perms" in fields:
-            f["perms"] = _perms(fields["perms"])
-        if "perm_preset" in fields:
-            f["perm_preset"] = _str("perm_preset", fields["perm_preset"], 1, 64)
+        _path_rules(f, fields.get("perm_preset"), fields.get("perms"))
         # A sandbox on an image (docs/images.md): the server checks the
         # reference, its sources and the folders' rules, naming the field.
         if "image" in fields:
@@ -396,6 +397,23 @@ class Job:
 
     def __repr__(self):
         return "<sandq.Job %s %s>" % (self.fields["id"], self.fields["op"])
+
+
+def _path_rules(f, preset, perms):
+    """Sets perm_preset and perms: a Preset (Client.extend_preset()) gives
+    its base name and its additions, which come before the caller's own
+    perms (so on a tie the caller's rule wins, as the job's rules win over
+    the preset's: docs/paths.md "Precedence")."""
+    rules = []
+    if isinstance(preset, Preset):
+        name, rules = preset.wire()
+        f["perm_preset"] = _str("perm_preset", name, 1, 64)
+    elif preset is not None:
+        f["perm_preset"] = _str("perm_preset", preset, 1, 64)
+    if perms is not None:
+        rules = rules + _perms(perms)
+    if rules:
+        f["perms"] = _perms(rules)
 
 
 def _job_id(v):

@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional, Sequence
 from .client import _DEFAULT, with_timeout
 from .errors import NotFound
 from .job import check_sandbox_id, json_text, new_id, Job
+from .presets import Preset
 from .result import Result
 
 
@@ -192,7 +193,7 @@ class Sandbox:
         opts["sandbox"] = self.id
         if self.perms is not None:
             opts.setdefault("perms", self.perms)
-        if self.perm_preset is not None:
+        if self.perm_preset is not None and not isinstance(opts.get("preset"), Preset):
             opts.setdefault("perm_preset", self.perm_preset)
         return getattr(Job, kind)(body, **opts)
 
