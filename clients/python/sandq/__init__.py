@@ -21,9 +21,12 @@ from .client import Chunk, Client
 from .errors import (CommandError, ConnectionError, Error, InvalidJob, JobFailed,
                      JobTimeout, LimitExceeded, NotFound, PermissionDenied, Rejected,
                      SandboxNotFound, TimeoutError, WaitTimeout)
+from .admin import DeadLetter
+from .audit import Audit, AuditEvent
+from .batchrun import BatchCase, BatchProgress, BatchSummary
 from .job import Job
 from .presets import Preset, Rule
-from .result import Result
+from .result import CaseResult, Result
 from .sandbox import HistoryEntry, KV, Sandbox
 from .util import files_from_dir
 
@@ -31,7 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Sandbox", "KV", "HistoryEntry", "Job", "Result", "Chunk",
-    "Preset", "Rule",
+    "Preset", "Rule", "CaseResult", "DeadLetter", "Audit", "AuditEvent",
+    "BatchCase", "BatchProgress", "BatchSummary",
     "files_from_dir", "tools",
     "Error", "InvalidJob", "ConnectionError", "TimeoutError", "JobTimeout",
     "WaitTimeout", "CommandError", "LimitExceeded", "Rejected", "SandboxNotFound",

@@ -26,15 +26,17 @@ import asyncio
 import math
 import re
 import time
-from typing import (Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence,
-                    Union)
+from typing import (Any, AsyncIterator, Callable, Dict, Iterator, List, Optional,
+                    Sequence, Union)
 
 import redis
 import redis.asyncio
 
 from . import errors
 from .errors import ConnectionError, WaitTimeout
-from .job import Job, as_job, new_id
+from . import admin, audit, batchrun
+from .admin import DeadLetter
+from .job import Job, as_job, check_id, new_id
 from .job import _perms as check_perms
 from .presets import Preset, Rule, parse_presets
 from .presets import unknown as presets_unknown
@@ -70,6 +72,10 @@ class Chunk(tuple):
 
     def __repr__(self):
         return "Chunk(fd=%d, data=%r)" % self
+
+
+def _text(v):
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
 def _redis_error(e):
@@ -725,6 +731,204 @@ class Client:
                                     "files, snapshot, image, workdir or "
                                     "from_image_dir")
         return (sb if sb is not None else new_id("sbx")), bool(want or create)
+
+    ### Batch runs with expect, progress and resume
+
+    def batch_run(self, cases: Any, *, id: Optional[str] = None,
+                  concurrency: int = batchrun.CONCURRENCY_DEFAULT,
+                  base: Optional[str] = None, progress: Any = None,
+                  on_result: Optional[Callable[["batchrun.BatchCase"], None]] = None
+                  ) -> "batchrun.BatchSummary":
+        """Runs a batch as `sandq batch run` does (docs/operations.md "Batch
+        runs"): cases is a CASES.jsonl path or a list of jobs as dicts
+        ({"op": "sh", "script": "echo 42", "expect": "42\n"}), each with
+        an optional expect and expect_mode (exact, trim, regex), judged by
+        the server. At most concurrency in flight; with base, each case on
+        its own fork of that sandbox.
+
+        Resumable: the batch id is id or a hash of the cases, case N is the
+        job batch:ID:N, and running the same batch again skips every case
+        whose result Redis holds. Progress goes to sandq:{T}:batch:ID (what
+        `sandq batch status` and batch_status() read) and to a bar on
+        stderr when it is a terminal (progress=True forces it, False
+        silences it), or to progress(BatchProgress) when a callable.
+        on_result(BatchCase) is called as each case is answered.
+
+        Returns the BatchSummary (the CLI's --json summary, and .cases).
+        Ctrl-C cancels the cases no host has read, waits up to 5 s for the
+        rest, records the batch as interrupted and raises KeyboardInterrupt."""
+        return batchrun.BatchRun(self, cases, id, concurrency, base, progress,
+                                 on_result).run()
+
+    def batch_status(self, batch_id: str) -> Optional[Dict[str, Any]]:
+        """The progress record of a batch (`sandq batch status ID`), from
+        this process, another, the CLI or the gateway; None if none."""
+        return batchrun.status(self, batch_id)
+
+    ### Operators: cancel, dead letters, status
+
+    def cancel(self, job_id: str, *, queued_only: bool = False) -> str:
+        """Cancels a job as `sandq cancel` does (one script, shared with the
+        CLI and the gateway): a job no host has read is removed and
+        answered "cancelled" at once ("cancelled"); one a host holds gets a
+        cancellation the host acts on within a second ("cancelling"; with
+        queued_only it is left alone: "held"). "finished" when it has a
+        result already, "unknown" when no queued job has that id."""
+        check_id("job id", job_id)
+        try:
+            return admin.cancel(self.redis, self.key, self.key("results"), job_id,
+                                queued_only)["outcome"]
+        except redis.exceptions.RedisError as e:
+            raise _redis_error(e) from None
+
+    def dead_letters(self, limit: int = 50) -> List[DeadLetter]:
+        """The tenant's newest dead letters, newest first (`sandq dead ls`):
+        jobs out of attempts and entries no id could be read from."""
+        reply = self._read(self.redis.xrevrange, self.key("dead"), "+", "-",
+                           count=limit)
+        return admin._letters(reply)
+
+    def dead_letter(self, ref: str) -> DeadLetter:
+        """The dead letter ref names (its stream id, or the newest of a job
+        id), as `sandq dead show`; Error naming ref if there is none."""
+        d = self._read(admin.dead_find, self.redis, self.key("dead"), ref)
+        if d is None:
+            raise errors.Error("no dead letter '%s' in %s" % (ref, self.key("dead")))
+        return d
+
+    def dead_retry(self, ref: Union[str, DeadLetter]) -> str:
+        """Submits a dead letter's job again under its own id (`sandq dead
+        retry`): its old result, done list, attempts and the letter go in
+        the same step. Returns the new stream entry's id."""
+        d = ref if isinstance(ref, DeadLetter) else self.dead_letter(ref)
+        try:
+            return admin.dead_retry(self.redis, self.key, d)
+        except redis.exceptions.RedisError as e:
+            raise _redis_error(e) from None
+
+    def dead_purge(self, ref: Optional[Union[str, DeadLetter]] = None, *,
+                   all: bool = False, older_than_s: Optional[float] = None) -> int:
+        """Deletes dead letters (`sandq dead purge`): the one ref names,
+        every one (all=True), or those older than older_than_s seconds.
+        Returns how many went."""
+        key = self.key("dead")
+        try:
+            if all:
+                n = int(self.redis.xlen(key))
+                self.redis.delete(key)
+                return n
+            if older_than_s is not None:
+                cut = int(time.time() * 1000 - older_than_s * 1000)
+                return int(self.redis.xtrim(key, minid="%d-0" % max(cut, 0)))
+            if ref is None:
+                raise errors.InvalidJob("dead_purge: a letter, all=True or older_than_s")
+            d = ref if isinstance(ref, DeadLetter) else self.dead_letter(ref)
+            return int(self.redis.xdel(key, d.dead_id))
+        except redis.exceptions.RedisError as e:
+            raise _redis_error(e) from None
+
+    def status(self) -> Dict[str, Any]:
+        """What `sandq status --json` shows: {"workers", "live_hosts",
+        "hosts": [{host, workers, busy, age_ms, audit_lost, live}],
+        "tenants": [{name, queued, pulling, running, done_1m, refused_1m,
+        share}]}, from the hosts hash sandq:hosts. Every tenant with the
+        admin user's rights; this client's tenant only with a tenant's
+        user (which may not read the tenant set)."""
+        hosts = self._read(self.redis.hgetall, "%s:hosts" % self.prefix) or {}
+        try:
+            tenants = sorted(_text(t) for t in
+                             self.redis.smembers("%s:tenants" % self.prefix))
+        except redis.exceptions.ResponseError:
+            tenants = []
+        except redis.exceptions.RedisError as e:
+            raise _redis_error(e) from None
+        if self.tenant not in tenants:
+            tenants.append(self.tenant)
+        backlog = {}
+        for t in tenants:
+            try:
+                backlog[t] = int(self.redis.xlen("%s:{%s}:jobs" % (self.prefix, t)))
+            except redis.exceptions.ResponseError:
+                backlog[t] = 0
+            except redis.exceptions.RedisError as e:
+                raise _redis_error(e) from None
+        return admin.status(hosts, tenants, backlog, int(time.time() * 1000))
+
+    ### The audit trail
+
+    def _audit_filter(self, job, sandbox, category, level, denied, allowed, since,
+                      until):
+        if denied and allowed:
+            raise errors.InvalidJob("audit: denied or allowed, not both")
+        now = int(time.time() * 1000)
+        try:
+            return audit.Filter(job=job, sandbox=sandbox, category=category,
+                                level=level,
+                                allowed=True if allowed else False if denied else None,
+                                since_ms=audit.parse_when(since, now),
+                                until_ms=audit.parse_when(until, now))
+        except ValueError as e:
+            raise errors.InvalidJob(str(e)) from None
+
+    def audit(self, *, job: Optional[str] = None, sandbox: Optional[str] = None,
+              category: Union[None, str, Sequence[str]] = None,
+              level: Optional[str] = None, denied: bool = False, allowed: bool = False,
+              since: Any = None, until: Any = None) -> "audit.Audit":
+        """The tenant's audit events (docs/audit.md), oldest first, with
+        `sandq audit`'s filters: job, sandbox, category (a name, "a,b" or a
+        list), level (a minimum: info, notice, warning, alert), denied or
+        allowed only, since (inclusive) and until (exclusive): "30s",
+        "10m", "2h", "7d", "1w" back from now, seconds back (a number), a
+        UTC time "2024-05-01T12:00:00Z" or an aware datetime.
+
+        Returns an Audit: iterate it for AuditEvents; .summary() counts
+        them per category and action; .export(path) writes them as JSON
+        lines; .skipped names entries that were not events."""
+        flt = self._audit_filter(job, sandbox, category, level, denied, allowed,
+                                 since, until)
+
+        def xrange(key, lo, hi, count):
+            return self._read(self.redis.xrange, key, lo, hi, count=count)
+        return audit.read(xrange, self.key("audit"), flt)
+
+    def audit_tail(self, *, job: Optional[str] = None, sandbox: Optional[str] = None,
+                   category: Union[None, str, Sequence[str]] = None,
+                   level: Optional[str] = None, denied: bool = False,
+                   allowed: bool = False, since: Any = None,
+                   timeout: Optional[float] = None) -> Iterator["audit.AuditEvent"]:
+        """Yields the tenant's audit events as they are written (XREAD
+        BLOCK), with audit()'s filters: from the moment of this call on
+        (the position is taken here, not at the first next()), or from
+        since. Ends after timeout seconds (None: never; break out of the
+        loop to stop). Entries that are not events are skipped."""
+        flt = self._audit_filter(job, sandbox, category, level, denied, allowed,
+                                 since, None)
+        key = self.key("audit")
+        if flt.since_ms is None:
+            last = self._read(self.redis.xrevrange, key, "+", "-", count=1)
+            pos = audit._sid(last[0][0]) if last else "0-0"
+        else:
+            pos = "%d-0" % max(0, flt.since_ms - audit.CLOCK_SLACK_MS)
+        end = None if timeout is None else time.monotonic() + timeout
+        return self._audit_follow(key, pos, end, flt)
+
+    def _audit_follow(self, key, pos, end, flt):
+        while True:
+            ms = STREAM_SLICE_MS
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                ms = max(1, min(ms, int(left * 1000)))
+            reply = self._read(self.redis.xread, {key: pos}, count=audit.PAGE_COUNT,
+                               block=ms)
+            sink = audit.Audit()
+            for _k, entries in reply or []:
+                for sid, fields in entries:
+                    pos = audit._sid(sid)
+                    ev = audit._keep(sink, pos, fields, flt)
+                    if ev is not None:
+                        yield ev
 
     ### Presets
 

@@ -34,6 +34,8 @@ PATTERN_MAX = 4096
 DATA_MAX = 64 * 1024 * 1024
 KV_KEY_MAX = 1024
 KV_VALUE_MAX = 1024 * 1024
+CASES_MAX = 1000                # cases of one run (JOB_CASES_MAX)
+EXPECT_MODES = ("exact", "trim", "regex")
 SNAPSHOT_MAX = 128 * 1024 * 1024
 
 LIMITS = ("wall_ms", "cpu_ms", "memory_bytes", "pids", "output_bytes",
@@ -53,7 +55,8 @@ SANDBOX_OPS = ("fs.read", "fs.write", "fs.list", "fs.stat", "fs.delete",
 # Options of exec, sh and python (keyword arguments of run/sh/python).
 RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files",
                          "labels", "net", "image", "sandbox", "persist", "perms",
-                         "perm_preset", "priority", "deadline_ms", "stream")
+                         "perm_preset", "priority", "deadline_ms", "stream",
+                         "cases")
                         + LIMIT_KWARGS)
 # Fields of the sandbox ops that callers may give.
 OP_FIELDS = frozenset(("id", "sandbox", "path", "data", "mode", "recursive", "key",
@@ -173,6 +176,38 @@ def _files(v):
         if total > FILES_BYTES_MAX:
             raise InvalidJob("files: more than %d bytes in all" % FILES_BYTES_MAX)
         out[path] = b
+    return out
+
+
+def _cases(v):
+    """cases as the protocol takes them: a list of {stdin, expect,
+    expect_mode} (each optional; a str or bytes is a case's stdin)."""
+    if isinstance(v, (str, bytes, dict)) or not isinstance(v, (list, tuple)):
+        raise InvalidJob("cases: expected a list of {stdin, expect, expect_mode}")
+    if not 1 <= len(v) <= CASES_MAX:
+        raise InvalidJob("cases: expected 1..%d cases, got %d" % (CASES_MAX, len(v)))
+    out = []
+    for i, c in enumerate(v):
+        if isinstance(c, (str, bytes)):
+            c = {"stdin": c}
+        if not isinstance(c, dict):
+            raise InvalidJob("cases[%d]: expected {stdin, expect, expect_mode}" % i)
+        extra = set(c) - {"stdin", "expect", "expect_mode"}
+        if extra:
+            raise InvalidJob("cases[%d]: unknown key %r" % (i, sorted(extra)[0]))
+        m = {}
+        if c.get("stdin") is not None:
+            m["stdin"] = _bytes("cases[%d].stdin" % i, c["stdin"])
+        if c.get("expect") is not None:
+            m["expect"] = _bytes("cases[%d].expect" % i, c["expect"])
+        if c.get("expect_mode") is not None:
+            if c["expect_mode"] not in EXPECT_MODES:
+                raise InvalidJob("cases[%d].expect_mode %r: expected exact, trim or regex"
+                                 % (i, c["expect_mode"]))
+            if "expect" not in m:
+                raise InvalidJob("cases[%d]: expect_mode without expect" % i)
+            m["expect_mode"] = c["expect_mode"]
+        out.append(m)
     return out
 
 
@@ -323,6 +358,14 @@ class Job:
             _bool("persist", persist)
             if persist and sandbox is None:
                 raise InvalidJob("persist: needs a sandbox")
+        if opts.get("cases") is not None:
+            f["cases"] = _cases(opts["cases"])
+            if "stdin" in f:
+                raise InvalidJob("cases: each case has its own stdin; not with stdin")
+            if persist:
+                raise InvalidJob("cases: cases never commit; not with persist=True")
+            if sandbox is not None and persist is None:
+                persist = False
         if sandbox is not None:
             # As libsandq: a run on a sandbox always says persist.
             f["persist"] = True if persist is None else persist

@@ -5,6 +5,8 @@ know are kept in Result.raw, as the protocol asks clients to ignore them
 rather than fail. Decoding does no I/O.
 """
 
+from typing import Any, Dict, List, Optional
+
 import msgpack
 
 from .errors import error_for
@@ -33,6 +35,48 @@ def _bytes(v):
     if isinstance(v, str):
         return v.encode("utf-8", "surrogateescape")
     return bytes(v)
+
+
+class CaseResult:
+    """One case of a run with cases (docs/protocol.md "Cases"): case (its
+    number, from 1), status, exit_code, signal, stdout and stderr (str;
+    stdout_bytes and stderr_bytes the bytes), the truncation flags,
+    wall_ms, cpu_ms, passed (True or False for a case with expect, judged
+    by the server; None without) and error (the run's error message, or
+    None)."""
+
+    __slots__ = ("case", "status", "exit_code", "signal", "stdout_bytes",
+                 "stderr_bytes", "stdout_truncated", "stderr_truncated", "wall_ms",
+                 "cpu_ms", "passed", "error")
+
+    def __init__(self, m: Dict[str, Any]) -> None:
+        g = m.get
+        self.case = int(g("case", 0))
+        self.status: str = _text(g("status", ""))
+        self.exit_code = int(g("exit_code", -1))
+        self.signal = int(g("signal", 0))
+        self.stdout_bytes = _bytes(g("stdout"))
+        self.stderr_bytes = _bytes(g("stderr"))
+        self.stdout_truncated = bool(g("stdout_truncated", False))
+        self.stderr_truncated = bool(g("stderr_truncated", False))
+        self.wall_ms = int(g("wall_ms", 0))
+        self.cpu_ms = int(g("cpu_ms", 0))
+        self.passed: Optional[bool] = None if "pass" not in m else bool(m["pass"])
+        self.error: Optional[str] = _text(g("error"))
+
+    @property
+    def stdout(self) -> str:
+        """stdout decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        """stderr decoded as UTF-8 (invalid bytes replaced)."""
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return "<sandq.CaseResult %d %s exit_code=%d passed=%s>" % (
+            self.case, self.status, self.exit_code, self.passed)
 
 
 class Result:
@@ -101,6 +145,26 @@ class Result:
     def decode(cls, buf):
         """A Result from its msgpack bytes, as stored in Redis."""
         return cls(unpack(buf))
+
+    @property
+    def cases(self) -> List[CaseResult]:
+        """The cases of a run with cases=, in order; [] for any other."""
+        d = self.data
+        if not isinstance(d, dict) or not isinstance(d.get("cases"), list):
+            return []
+        return [CaseResult(c) for c in d["cases"] if isinstance(c, dict)]
+
+    @property
+    def passed(self) -> int:
+        """Cases of a run with cases= that passed their expect."""
+        d = self.data
+        return int(d.get("passed", 0)) if isinstance(d, dict) else 0
+
+    @property
+    def failed(self) -> int:
+        """Cases of a run with cases= that failed their expect."""
+        d = self.data
+        return int(d.get("failed", 0)) if isinstance(d, dict) else 0
 
     @property
     def ok(self):
