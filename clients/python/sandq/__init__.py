@@ -25,6 +25,7 @@ from .admin import DeadLetter
 from .audit import Audit, AuditEvent
 from .batchrun import BatchCase, BatchProgress, BatchSummary
 from .job import Job
+from .local import LocalTreeError
 from .presets import Preset, Rule
 from .result import CaseResult, Result
 from .sandbox import HistoryEntry, KV, Sandbox
@@ -35,7 +36,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Sandbox", "KV", "HistoryEntry", "Job", "Result", "Chunk",
     "Preset", "Rule", "CaseResult", "DeadLetter", "Audit", "AuditEvent",
-    "BatchCase", "BatchProgress", "BatchSummary",
+    "BatchCase", "BatchProgress", "BatchSummary", "LocalTreeError",
     "files_from_dir", "tools",
     "Error", "InvalidJob", "ConnectionError", "TimeoutError", "JobTimeout",
     "WaitTimeout", "CommandError", "LimitExceeded", "Rejected", "SandboxNotFound",

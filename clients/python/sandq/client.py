@@ -24,6 +24,7 @@ sandboxes.
 
 import asyncio
 import math
+import os
 import re
 import time
 from typing import (Any, AsyncIterator, Callable, Dict, Iterator, List, Optional,
@@ -118,7 +119,8 @@ class Client:
     """A connection to sandq for one tenant.
 
     url is a redis-py URL: redis://[[USER]:PASS@]HOST:PORT[/DB], rediss://...
-    or unix:///PATH. timeout is the default number of seconds every wait
+    or unix:///PATH (default: $SANDQ_REDIS, else redis://127.0.0.1:6379, as
+    the CLI); tenant defaults to $SANDQ_TENANT, else "default". timeout is the default number of seconds every wait
     lasts (None: no limit); a run's own timeout= is its wall-clock limit
     (see run()). The client is
     safe to share between threads; its async twins share it between tasks of
@@ -128,8 +130,12 @@ class Client:
             print(client.sh("echo hi").stdout)
     """
 
-    def __init__(self, url="redis://127.0.0.1:6379", tenant="default", *,
-                 prefix="sandq", timeout=None):
+    def __init__(self, url: Optional[str] = None, tenant: Optional[str] = None, *,
+                 prefix: str = "sandq", timeout: Optional[float] = None) -> None:
+        if url is None:
+            url = os.environ.get("SANDQ_REDIS") or "redis://127.0.0.1:6379"
+        if tenant is None:
+            tenant = os.environ.get("SANDQ_TENANT") or "default"
         if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
             raise errors.InvalidJob("tenant %r: expected 1..64 bytes of [A-Za-z0-9_-]"
                                     % (tenant,))

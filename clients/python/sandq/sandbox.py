@@ -18,7 +18,8 @@ Each method has an async twin named with an "a" in front.
 import json
 import shlex
 
-from typing import Any, Dict, Optional, Sequence
+import os
+from typing import Any, Dict, Iterable, Optional, Sequence, Union
 
 from .client import _DEFAULT, with_timeout
 from .errors import NotFound
@@ -376,6 +377,36 @@ class Sandbox:
         fork._info(self.client.call("sandbox.fork", sandbox=self.id, to=to,
                                     labels=labels).data)
         return fork
+
+    @classmethod
+    def from_local(cls, path: Union[str, "os.PathLike[str]"], *,
+                   client: Optional[Any] = None, preset: Optional[Any] = None,
+                   permissions: Any = None, ignore_patterns: Iterable[str] = (),
+                   id: Optional[str] = None, labels: Optional[Dict[str, str]] = None,
+                   keep: Optional[bool] = None) -> "Sandbox":
+        """A new sandbox holding the local folder path, as AgentFense's
+        Sandbox.from_local() and `sandq sandbox create --from` make one:
+        .git and what the .gitignore files ignore are left out (ignored
+        folders are never read), plus ignore_patterns (.gitignore lines at
+        the root that the tree's files cannot undo). The folder goes up as
+        one AgentFS snapshot (sandbox.create with snapshot), so a whole
+        repository is one job; sandqd holds it to the tenant's ceilings.
+
+        client: the sandq.Client (default: one for $SANDQ_REDIS and
+        $SANDQ_TENANT). preset: the path preset of every run and fs op made
+        through the object (a name or a Preset, as AgentFense's preset=);
+        permissions: path rules on top (AgentFense's permissions=, perms=
+        here). Special files, names that are not clean UTF-8 and another
+        file system inside the folder raise LocalTreeError naming the
+        entry, as the CLI refuses them. A with block deletes the sandbox
+        unless keep=True."""
+        from .client import Client
+        from .local import snapshot_from_dir
+        if client is None:
+            client = Client()
+        snap, _entries, _pruned = snapshot_from_dir(path, ignore_patterns)
+        return client.sandbox(id, snapshot=snap, create=True, labels=labels, keep=keep,
+                              perms=permissions, perm_preset=preset)
 
     def delete(self):
         """Deletes the sandbox and every version of it (once)."""
