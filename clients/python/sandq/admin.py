@@ -16,7 +16,7 @@ does not decode is skipped rather than trusted.
 import json
 import re
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, cast
 
 import msgpack
 import redis
@@ -98,7 +98,7 @@ def cancelled_result(job_id: str, by: str) -> bytes:
     """The msgpack result the cancel script stores for a job no host read,
     as queue_cancel_args() encodes it."""
     now = int(time.time() * 1000)
-    return msgpack.packb({
+    out: bytes = msgpack.packb({
         "v": 1, "id": job_id, "status": "cancelled", "exit_code": -1, "signal": 0,
         "stdout": b"", "stderr": b"", "stdout_truncated": False,
         "stderr_truncated": False, "wall_ms": 0, "cpu_ms": 0, "max_rss_kb": 0,
@@ -106,6 +106,7 @@ def cancelled_result(job_id: str, by: str) -> bytes:
         "attempt": 1, "error": {"code": "cancelled",
                                 "message": "cancelled (%s) before any host read it" % by},
     }, use_bin_type=True)
+    return out
 
 
 def cancel(r: "redis.Redis[bytes]", key: Any, tenant_channel: str, job_id: str,
@@ -113,7 +114,7 @@ def cancel(r: "redis.Redis[bytes]", key: Any, tenant_channel: str, job_id: str,
     """Runs the cancel script for job_id. key(kind, id) makes the tenant's
     keys. Returns {"outcome": CANCELLED|CANCELLING|HELD|FINISHED|UNKNOWN,
     "entry" (the stream entry removed) or "host" (the consumer holding it)}."""
-    rep = r.eval(CANCEL_LUA, 4, key("jobs"), key("res", job_id), key("done", job_id),
+    rep = cast(Any, r).eval(CANCEL_LUA, 4, key("jobs"), key("res", job_id), key("done", job_id),
                  key("cancel", job_id), job_id, cancelled_result(job_id, by),
                  str(CANCEL_TTL_MS), GROUP, "1" if queued_only else "0", tenant_channel)
     if not isinstance(rep, list) or len(rep) != 2:
@@ -209,7 +210,7 @@ def dead_retry(r: "redis.Redis[bytes]", key: Any, d: DeadLetter) -> str:
         raise errors.Error("dead letter %s cannot be retried: %s" % (
             d.dead_id, "its entry had no readable job id" if d.id is None else
             "its job was cut at 1 MiB when it was recorded"))
-    rep = r.eval(DEAD_RETRY_LUA, 6, key("dead"), key("jobs"), key("res", d.id),
+    rep = cast(Any, r).eval(DEAD_RETRY_LUA, 6, key("dead"), key("jobs"), key("res", d.id),
                  key("done", d.id), key("attempts", d.id), key("cancel", d.id),
                  d.dead_id)
     if not isinstance(rep, list) or len(rep) != 2 or rep[0] != 1:

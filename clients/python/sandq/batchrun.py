@@ -36,8 +36,8 @@ import secrets
 import socket
 import sys
 import time
-from typing import (Any, Callable, Dict, Iterable, List, Optional, TextIO, Tuple,
-                    Union)
+from typing import (Any, Callable, Dict, Iterable, List, Optional, Set, TextIO,
+                    Tuple, Union)
 
 import msgpack
 import redis
@@ -94,9 +94,21 @@ class BatchProgress:
     __slots__ = ("batch", "total", "done", "resumed", "passed", "failed", "no_expect",
                  "not_ok", "malformed", "running", "elapsed_s", "rate")
 
-    def __init__(self, **kw: Any) -> None:
-        for k in self.__slots__:
-            setattr(self, k, kw[k])
+    def __init__(self, *, batch: str, total: int, done: int, resumed: int,
+                 passed: int, failed: int, no_expect: int, not_ok: int,
+                 malformed: int, running: int, elapsed_s: float, rate: float) -> None:
+        self.batch = batch
+        self.total = total
+        self.done = done
+        self.resumed = resumed
+        self.passed = passed
+        self.failed = failed
+        self.no_expect = no_expect
+        self.not_ok = not_ok
+        self.malformed = malformed
+        self.running = running
+        self.elapsed_s = elapsed_s
+        self.rate = rate
 
     @property
     def bad(self) -> int:
@@ -127,8 +139,8 @@ class BatchSummary:
     @property
     def ok(self) -> bool:
         d = self._d
-        return (d["failed"] + d["malformed"] + d["not_ok"] == 0 and
-                d["done"] == d["total"])
+        return bool(d["failed"] + d["malformed"] + d["not_ok"] == 0 and
+                    d["done"] == d["total"])
 
     def as_dict(self) -> Dict[str, Any]:
         return dict(self._d)
@@ -167,9 +179,9 @@ def load_cases(cases: Union[str, "os.PathLike[str]", Iterable[Any]]
             else:
                 try:
                     lines.append(json.dumps(c, ensure_ascii=False, separators=(",", ":")))
-                except (TypeError, ValueError) as e:
+                except (TypeError, ValueError) as why:
                     raise errors.InvalidJob("batch case %d: not JSON: %s"
-                                            % (len(lines) + 1, e)) from None
+                                            % (len(lines) + 1, why)) from None
         data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
         label = "<python>"
     out = []
@@ -197,21 +209,21 @@ def parse_case(text: str, case_id: str, fork: Optional[str]
     if fork is not None and "sandbox" in o:
         raise ValueError("field 'sandbox': not with base (each case runs on its "
                          "own fork)")
-    e, m = o.pop("expect", None), o.pop("expect_mode", None)
-    if e is not None and not isinstance(e, str):
+    want, m = o.pop("expect", None), o.pop("expect_mode", None)
+    if want is not None and not isinstance(want, str):
         raise ValueError("field 'expect': expected a string")
-    if m is not None and (e is None or not isinstance(m, str)):
+    if m is not None and (want is None or not isinstance(m, str)):
         raise ValueError("field 'expect_mode': %s" % (
-            "needs 'expect'" if e is None else "expected exact, trim or regex"))
+            "needs 'expect'" if want is None else "expected exact, trim or regex"))
     if m is not None and m not in EXPECT_MODES:
         raise ValueError("field 'expect_mode': expected exact, trim or regex, not %r"
                          % m[:32])
     o["id"] = case_id
     if fork is not None:
         o["sandbox"] = fork
-    if e is None:
+    if want is None:
         return o, None
-    case: Dict[str, Any] = {"expect": e, "expect_mode": m or "exact"}
+    case: Dict[str, Any] = {"expect": want, "expect_mode": m or "exact"}
     # The server judges: one case, the line's stdin its stdin.
     if "stdin" in o:
         case["stdin"] = o.pop("stdin")
@@ -297,7 +309,7 @@ class BatchRun:
             self.bar = sys.stderr
         self.hash_key = client.key("batch", self.id)
         self.done_cases: Dict[int, BatchCase] = {}
-        self.stale: set = set()
+        self.stale: Set[int] = set()
         self.by_status: Dict[str, int] = {}
         self.n = dict(done=0, resumed=0, ran=0, passed=0, failed=0, no_expect=0,
                       not_ok=0, malformed=0, cancelled=0)
@@ -545,7 +557,7 @@ class BatchRun:
 
     def wait_one(self, quiet_since: float) -> float:
         try:
-            got = self.r.blpop(list(self.flights), timeout="%.3f" % POLL_S)
+            got = self.r.blpop(list(self.flights), timeout=POLL_S)
         except redis.exceptions.RedisError as e:
             if not isinstance(e, (redis.exceptions.ConnectionError,
                                   redis.exceptions.TimeoutError)):

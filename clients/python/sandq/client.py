@@ -27,8 +27,11 @@ import math
 import os
 import re
 import time
-from typing import (Any, AsyncIterator, Callable, Dict, Iterator, List, Optional,
-                    Sequence, Union)
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Iterable,
+                    Iterator, List, Optional, Sequence, Tuple, Union, cast)
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox, _Opening
 
 import redis
 import redis.asyncio
@@ -36,6 +39,7 @@ import redis.asyncio
 from . import errors
 from .errors import ConnectionError, WaitTimeout
 from . import admin, audit, batchrun
+from .audit import Audit, AuditEvent, Filter
 from .admin import DeadLetter
 from .job import Job, as_job, check_id, new_id
 from .job import _perms as check_perms
@@ -54,41 +58,41 @@ _TENANT_RE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 _DEFAULT = object()        # "the client's default timeout"
 
 
-class Chunk(tuple):
+class Chunk(Tuple[int, bytes]):
     """A piece of a streamed job's output: (fd, data), fd 1 for stdout and 2
     for stderr, data bytes (at most 64 KiB)."""
 
     __slots__ = ()
 
-    def __new__(cls, fd, data):
+    def __new__(cls, fd: int, data: bytes) -> "Chunk":
         return tuple.__new__(cls, (fd, data))
 
     @property
-    def fd(self):
+    def fd(self) -> int:
         return self[0]
 
     @property
-    def data(self):
+    def data(self) -> bytes:
         return self[1]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Chunk(fd=%d, data=%r)" % self
 
 
-def _text(v):
+def _text(v: Any) -> Any:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
-def _redis_error(e):
+def _redis_error(e: Exception) -> ConnectionError:
     return ConnectionError("redis: %s" % (e,))
 
 
-def _repeatable(e):
+def _repeatable(e: Exception) -> bool:
     """True for failures after which the same read may simply be sent again."""
     return isinstance(e, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError))
 
 
-async def _keeper(aredis):
+async def _keeper(aredis: Any) -> AsyncIterator[None]:
     """Closes aredis's pool when its event loop finalises async generators."""
     try:
         yield
@@ -96,7 +100,7 @@ async def _keeper(aredis):
         await aredis.connection_pool.disconnect()
 
 
-def with_timeout(job, timeout):
+def with_timeout(job: Job, timeout: Any) -> Job:
     """job with limits.wall_ms set from timeout (seconds), as AgentFense's
     run(cmd, timeout=30) means it: the job's own wall-clock limit. A Job
     that already names another wall_ms is refused rather than guessed at.
@@ -143,24 +147,24 @@ class Client:
         self.tenant = tenant
         self.prefix = prefix
         self.timeout = timeout
-        self._kw = dict(socket_connect_timeout=CONNECT_TIMEOUT,
-                        socket_timeout=COMMAND_TIMEOUT)
         try:
-            self.redis = redis.Redis.from_url(url, **self._kw)
+            self.redis: "redis.Redis[bytes]" = redis.Redis.from_url(
+                url, socket_connect_timeout=CONNECT_TIMEOUT,
+                socket_timeout=COMMAND_TIMEOUT)
         except (ValueError, redis.exceptions.RedisError) as e:
             raise ConnectionError("redis url %r: %s" % (url, e)) from None
-        self._aredis = None
-        self._aloop = None
-        self._akeeper = None
+        self._aredis: Any = None
+        self._aloop: Optional[asyncio.AbstractEventLoop] = None
+        self._akeeper: Any = None
 
     ### Connection
 
-    def key(self, kind, job_id=None):
+    def key(self, kind: str, job_id: Optional[str] = None) -> str:
         """The Redis key sandq:{TENANT}:KIND[:ID] (jobs, res, done, out...)."""
         k = "%s:{%s}:%s" % (self.prefix, self.tenant, kind)
         return k if job_id is None else "%s:%s" % (k, job_id)
 
-    async def _ar(self):
+    async def _ar(self) -> Any:
         """The redis.asyncio client of the running event loop.
 
         Its sockets belong to the loop that opened them, so each loop (each
@@ -171,17 +175,19 @@ class Client:
         to redis-py's __del__, which cannot once the loop is closed."""
         loop = asyncio.get_running_loop()
         if self._aredis is None or self._aloop is not loop:
-            r = redis.asyncio.Redis.from_url(self.url, **self._kw)
+            r = redis.asyncio.Redis.from_url(self.url,
+                                             socket_connect_timeout=CONNECT_TIMEOUT,
+                                             socket_timeout=COMMAND_TIMEOUT)
             keeper = _keeper(r)
             await keeper.__anext__()
             self._aredis, self._aloop, self._akeeper = r, loop, keeper
         return self._aredis
 
-    def close(self):
+    def close(self) -> None:
         """Closes the connections of the blocking calls."""
         self.redis.connection_pool.disconnect()
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         """Closes the connections of the async calls (and of the blocking ones)."""
         keeper, loop = self._akeeper, self._aloop
         self._aredis = self._aloop = self._akeeper = None
@@ -189,19 +195,19 @@ class Client:
             await keeper.aclose()
         self.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Client":
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    def _read(self, fn, *args, **kw):
+    def _read(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         try:
             return fn(*args, **kw)
         except redis.exceptions.RedisError as e:
@@ -212,7 +218,7 @@ class Client:
         except redis.exceptions.RedisError as e:
             raise _redis_error(e) from None
 
-    async def _aread(self, command, *args, **kw):
+    async def _aread(self, command: str, *args: Any, **kw: Any) -> Any:
         try:
             return await getattr(await self._ar(), command)(*args, **kw)
         except redis.exceptions.RedisError as e:
@@ -225,37 +231,37 @@ class Client:
 
     ### Submitting and waiting
 
-    def submit(self, job, **opts):
+    def submit(self, job: Any, **opts: Any) -> str:
         """Adds a job and returns its id at once. job is a Job, a shell script
         (str), an argv (list) or a dict; opts as for sh()."""
-        job = as_job(job, opts)
+        j = as_job(job, opts)
         try:
-            self.redis.xadd(self.key("jobs"), {"job": job.pack()})
+            self.redis.xadd(self.key("jobs"), {"job": j.pack()})
         except redis.exceptions.RedisError as e:
             raise _redis_error(e) from None
-        return job.id
+        return j.id
 
-    async def asubmit(self, job, **opts):
+    async def asubmit(self, job: Any, **opts: Any) -> str:
         """Async submit()."""
-        job = as_job(job, opts)
+        j = as_job(job, opts)
         try:
-            await (await self._ar()).xadd(self.key("jobs"), {"job": job.pack()})
+            await (await self._ar()).xadd(self.key("jobs"), {"job": j.pack()})
         except redis.exceptions.RedisError as e:
             raise _redis_error(e) from None
-        return job.id
+        return j.id
 
-    def get(self, job_id):
+    def get(self, job_id: str) -> Optional[Result]:
         """The stored result of a job, or None if there is none (yet, or any
         longer: results expire after result_ttl_s, a day by default)."""
         buf = self._read(self.redis.get, self.key("res", job_id))
         return None if buf is None else Result.decode(buf)
 
-    async def aget(self, job_id):
+    async def aget(self, job_id: str) -> Optional[Result]:
         """Async get()."""
         buf = await self._aread("get", self.key("res", job_id))
         return None if buf is None else Result.decode(buf)
 
-    def _wait_for(self, timeout, wait_timeout):
+    def _wait_for(self, timeout: Any, wait_timeout: Any) -> Any:
         """How long a run given timeout= (its wall-clock limit) and
         wait_timeout= is waited for: wait_timeout when given; else, with a
         timeout, that plus WAIT_MARGIN, or the client's default when that
@@ -266,20 +272,20 @@ class Client:
             return _DEFAULT
         return max(self.timeout, timeout + WAIT_MARGIN)
 
-    def _deadline(self, timeout):
+    def _deadline(self, timeout: Any) -> Tuple[Optional[float], Optional[float]]:
         if timeout is _DEFAULT:
             timeout = self.timeout
         return timeout, (None if timeout is None else time.monotonic() + timeout)
 
     @staticmethod
-    def _slice(deadline):
+    def _slice(deadline: Optional[float]) -> Optional[float]:
         """Seconds of the next BLPOP, or None when the wait is over."""
         if deadline is None:
             return WAIT_SLICE
         left = deadline - time.monotonic()
         return None if left < MIN_BLOCK else min(WAIT_SLICE, left)
 
-    def wait(self, job_id, timeout=_DEFAULT):
+    def wait(self, job_id: str, timeout: Any = _DEFAULT) -> Result:
         """Waits for a job's result and returns it, whatever its status.
 
         timeout in seconds (default: the client's; None: no limit). Raises
@@ -296,7 +302,7 @@ class Client:
             if s is None:
                 raise WaitTimeout("no result for %s after %s s" % (job_id, timeout), job_id)
             try:
-                got = self.redis.blpop([done], timeout="%.3f" % s)
+                got = self.redis.blpop([done], timeout=round(s, 3))
             except redis.exceptions.RedisError as e:
                 # The next GET opens a new connection; the result is still
                 # in res:ID even if the popped element went with the socket.
@@ -308,7 +314,7 @@ class Client:
             if got is not None:
                 return Result.decode(got[1])
 
-    async def await_(self, job_id, timeout=_DEFAULT):
+    async def await_(self, job_id: str, timeout: Any = _DEFAULT) -> Result:
         """Async wait() ("await" is a keyword)."""
         timeout, deadline = self._deadline(timeout)
         done = self.key("done", job_id)
@@ -321,7 +327,7 @@ class Client:
             if s is None:
                 raise WaitTimeout("no result for %s after %s s" % (job_id, timeout), job_id)
             try:
-                got = await (await self._ar()).blpop([done], timeout="%.3f" % s)
+                got = await (await self._ar()).blpop([done], timeout=round(s, 3))
             except redis.exceptions.RedisError as e:
                 if _repeatable(e) and not retried:
                     retried = True
@@ -404,7 +410,7 @@ class Client:
                             check)
 
     @staticmethod
-    def _finish(result, check):
+    def _finish(result: Result, check: bool) -> Result:
         return result.raise_for_status(check)
 
     ### Sandbox ops
@@ -435,14 +441,14 @@ class Client:
     ### Streaming
 
     @staticmethod
-    def _stream_job(job, opts, timeout):
+    def _stream_job(job: Any, opts: Dict[str, Any], timeout: Any) -> Job:
         """The job with stream=True (and timeout as its wall_ms), leaving a
         caller's Job as it was."""
         job = with_timeout(as_job(job, opts), timeout)
         return Job(dict(job.fields, stream=True))
 
     @staticmethod
-    def _chunks(reply, state):
+    def _chunks(reply: Any, state: Dict[str, Any]) -> List[Chunk]:
         """Chunks of one XREAD reply; sets state["eof"] at the last entry."""
         out = []
         for _key, entries in reply or []:
@@ -538,7 +544,7 @@ class Client:
     ### Batches
 
     @staticmethod
-    def _batch_jobs(jobs):
+    def _batch_jobs(jobs: Iterable[Any]) -> List[Job]:
         out, seen = [], set()
         for j in jobs:
             j = as_job(j, {})
@@ -548,7 +554,8 @@ class Client:
             out.append(j)
         return out
 
-    def batch(self, jobs, concurrency=32, timeout=_DEFAULT):
+    def batch(self, jobs: Iterable[Any], concurrency: int = 32,
+              timeout: Any = _DEFAULT) -> Iterator[Result]:
         """Submits many jobs, keeping at most concurrency of them unfinished,
         and yields each Result as it arrives (completion order; match them
         to jobs by .id, which a Job knows before it is sent).
@@ -564,7 +571,7 @@ class Client:
         todo = self._batch_jobs(jobs)
         timeout, deadline = self._deadline(timeout)
         todo.reverse()
-        flying = {}                 # done key -> job id
+        flying: Dict[str, str] = {}     # done key -> job id
         look = False
         while todo or flying:
             if todo and len(flying) < concurrency:
@@ -595,7 +602,7 @@ class Client:
                                   % (len(flying) + len(todo), timeout),
                                   next(iter(flying.values()), None))
             try:
-                got = self.redis.blpop(list(flying), timeout="%.3f" % s)
+                got = self.redis.blpop(list(flying), timeout=round(s, 3))
             except redis.exceptions.RedisError as e:
                 if not _repeatable(e):
                     raise _redis_error(e) from None
@@ -607,12 +614,13 @@ class Client:
             flying.pop(key, None)
             yield Result.decode(got[1])
 
-    async def abatch(self, jobs, concurrency=32, timeout=_DEFAULT):
+    async def abatch(self, jobs: Iterable[Any], concurrency: int = 32,
+                     timeout: Any = _DEFAULT) -> AsyncIterator[Result]:
         """Async batch(): an async generator."""
         todo = self._batch_jobs(jobs)
         timeout, deadline = self._deadline(timeout)
         todo.reverse()
-        flying = {}
+        flying: Dict[str, str] = {}
         look = False
         r = await self._ar()
         while todo or flying:
@@ -644,7 +652,7 @@ class Client:
                                   % (len(flying) + len(todo), timeout),
                                   next(iter(flying.values()), None))
             try:
-                got = await r.blpop(list(flying), timeout="%.3f" % s)
+                got = await r.blpop(list(flying), timeout=round(s, 3))
             except redis.exceptions.RedisError as e:
                 if not _repeatable(e):
                     raise _redis_error(e) from None
@@ -659,9 +667,10 @@ class Client:
     ### Sandboxes
 
     def sandbox(self, id: Optional[str] = None, *, snapshot: Optional[bytes] = None,
-                files: Optional[dict] = None, labels: Optional[Dict[str, str]] = None,
+                files: Optional[Dict[str, Any]] = None,
+                labels: Optional[Dict[str, str]] = None,
                 keep: Optional[bool] = None, create: Optional[bool] = None,
-                perms=None, perm_preset: Optional[str] = None,
+                perms: Any = None, perm_preset: Union[None, str, Preset] = None,
                 image: Optional[str] = None, workdir: Optional[str] = None,
                 from_image_dir: Optional[str] = None) -> "Sandbox":
         """A persistent sandbox (see sandq.Sandbox).
@@ -698,11 +707,12 @@ class Client:
         return s
 
     def asandbox(self, id: Optional[str] = None, *, snapshot: Optional[bytes] = None,
-                 files: Optional[dict] = None, labels: Optional[Dict[str, str]] = None,
+                 files: Optional[Dict[str, Any]] = None,
+                 labels: Optional[Dict[str, str]] = None,
                  keep: Optional[bool] = None, create: Optional[bool] = None,
-                 perms=None, perm_preset: Optional[str] = None,
+                 perms: Any = None, perm_preset: Union[None, str, Preset] = None,
                  image: Optional[str] = None, workdir: Optional[str] = None,
-                 from_image_dir: Optional[str] = None):
+                 from_image_dir: Optional[str] = None) -> "_Opening":
         """Async sandbox(): await it, or use it as "async with
         client.asandbox() as sb"."""
         from .sandbox import Sandbox, _Opening
@@ -711,7 +721,7 @@ class Client:
         s = Sandbox(self, sb, created=created, keep=keep, perms=perms,
                     perm_preset=perm_preset)
 
-        async def open_it():
+        async def open_it() -> "Sandbox":
             if created:
                 r = await self.acall("sandbox.create", sandbox=sb, snapshot=snapshot,
                                      files=files, labels=labels, image=image,
@@ -723,8 +733,10 @@ class Client:
         return _Opening(open_it)
 
     @staticmethod
-    def _sandbox_plan(sb, snapshot, files, create, image=None, workdir=None,
-                      from_image_dir=None):
+    def _sandbox_plan(sb: Optional[str], snapshot: Optional[bytes], files: Any,
+                      create: Optional[bool], image: Optional[str] = None,
+                      workdir: Optional[str] = None,
+                      from_image_dir: Optional[str] = None) -> Tuple[str, bool]:
         if snapshot is not None and files is not None:
             raise errors.InvalidJob("sandbox: files or snapshot, not both")
         if from_image_dir is not None and (snapshot is not None or files is not None):
@@ -782,8 +794,8 @@ class Client:
         result already, "unknown" when no queued job has that id."""
         check_id("job id", job_id)
         try:
-            return admin.cancel(self.redis, self.key, self.key("results"), job_id,
-                                queued_only)["outcome"]
+            return str(admin.cancel(self.redis, self.key, self.key("results"), job_id,
+                                    queued_only)["outcome"])
         except redis.exceptions.RedisError as e:
             raise _redis_error(e) from None
 
@@ -797,7 +809,8 @@ class Client:
     def dead_letter(self, ref: str) -> DeadLetter:
         """The dead letter ref names (its stream id, or the newest of a job
         id), as `sandq dead show`; Error naming ref if there is none."""
-        d = self._read(admin.dead_find, self.redis, self.key("dead"), ref)
+        d: Optional[DeadLetter] = self._read(admin.dead_find, self.redis,
+                                             self.key("dead"), ref)
         if d is None:
             raise errors.Error("no dead letter '%s' in %s" % (ref, self.key("dead")))
         return d
@@ -829,7 +842,7 @@ class Client:
             if ref is None:
                 raise errors.InvalidJob("dead_purge: a letter, all=True or older_than_s")
             d = ref if isinstance(ref, DeadLetter) else self.dead_letter(ref)
-            return int(self.redis.xdel(key, d.dead_id))
+            return int(cast(Any, self.redis).xdel(key, d.dead_id))
         except redis.exceptions.RedisError as e:
             raise _redis_error(e) from None
 
@@ -862,8 +875,9 @@ class Client:
 
     ### The audit trail
 
-    def _audit_filter(self, job, sandbox, category, level, denied, allowed, since,
-                      until):
+    def _audit_filter(self, job: Optional[str], sandbox: Optional[str], category: Any,
+                      level: Optional[str], denied: bool, allowed: bool, since: Any,
+                      until: Any) -> Filter:
         if denied and allowed:
             raise errors.InvalidJob("audit: denied or allowed, not both")
         now = int(time.time() * 1000)
@@ -879,7 +893,7 @@ class Client:
     def audit(self, *, job: Optional[str] = None, sandbox: Optional[str] = None,
               category: Union[None, str, Sequence[str]] = None,
               level: Optional[str] = None, denied: bool = False, allowed: bool = False,
-              since: Any = None, until: Any = None) -> "audit.Audit":
+              since: Any = None, until: Any = None) -> Audit:
         """The tenant's audit events (docs/audit.md), oldest first, with
         `sandq audit`'s filters: job, sandbox, category (a name, "a,b" or a
         list), level (a minimum: info, notice, warning, alert), denied or
@@ -893,7 +907,7 @@ class Client:
         flt = self._audit_filter(job, sandbox, category, level, denied, allowed,
                                  since, until)
 
-        def xrange(key, lo, hi, count):
+        def xrange(key: str, lo: str, hi: str, count: int) -> Any:
             return self._read(self.redis.xrange, key, lo, hi, count=count)
         return audit.read(xrange, self.key("audit"), flt)
 
@@ -901,7 +915,7 @@ class Client:
                    category: Union[None, str, Sequence[str]] = None,
                    level: Optional[str] = None, denied: bool = False,
                    allowed: bool = False, since: Any = None,
-                   timeout: Optional[float] = None) -> Iterator["audit.AuditEvent"]:
+                   timeout: Optional[float] = None) -> Iterator[AuditEvent]:
         """Yields the tenant's audit events as they are written (XREAD
         BLOCK), with audit()'s filters: from the moment of this call on
         (the position is taken here, not at the first next()), or from
@@ -918,7 +932,8 @@ class Client:
         end = None if timeout is None else time.monotonic() + timeout
         return self._audit_follow(key, pos, end, flt)
 
-    def _audit_follow(self, key, pos, end, flt):
+    def _audit_follow(self, key: str, pos: str, end: Optional[float],
+                      flt: Filter) -> Iterator[AuditEvent]:
         while True:
             ms = STREAM_SLICE_MS
             if end is not None:
@@ -938,7 +953,7 @@ class Client:
 
     ### Presets
 
-    def _presets(self):
+    def _presets(self) -> Dict[str, Preset]:
         buf = self._read(self.redis.get, "%s:perm_presets" % self.prefix)
         if buf is None:
             raise errors.Error("%s:perm_presets: not set: this sandqd does not "
@@ -972,13 +987,13 @@ class Client:
         return Preset(base.name, base.description, base.default,
                       list(base.rules) + added, base=base.name, additions=added)
 
-    def sandboxes(self):
+    def sandboxes(self) -> List[Dict[str, Any]]:
         """Info maps of every sandbox of the tenant (sandbox.list)."""
         return self.call("sandbox.list").data or []
 
-    async def asandboxes(self):
+    async def asandboxes(self) -> List[Dict[str, Any]]:
         """Async sandboxes()."""
         return (await self.acall("sandbox.list")).data or []
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<sandq.Client %s tenant=%s>" % (self.url, self.tenant)

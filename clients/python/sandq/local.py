@@ -129,7 +129,7 @@ class _Rule:
 def _seg_match(seg: bytes, comp: bytes) -> bool:
     if len(comp) > GITIGNORE_LINE_MAX:
         return False
-    return _fnmatch(seg, comp, 0) == 0
+    return bool(_fnmatch(seg, comp, 0) == 0)
 
 
 class GitIgnore:

@@ -16,20 +16,20 @@ _LIMIT_OR_TIMEOUT = ("timeout", "cpu_limit", "memory_limit", "pids_limit",
                      "output_limit", "disk_limit")
 
 
-def unpack(buf):
+def unpack(buf: bytes) -> Any:
     """Decodes one msgpack object as sandqd writes it: str as str (bytes that
     are not UTF-8 survive as surrogate escapes), bin as bytes."""
     return msgpack.unpackb(buf, raw=False, unicode_errors="surrogateescape",
                            strict_map_key=False)
 
 
-def _text(v):
+def _text(v: Any) -> Any:
     if isinstance(v, bytes):
         return v.decode("utf-8", "surrogateescape")
     return v
 
 
-def _bytes(v):
+def _bytes(v: Any) -> bytes:
     if v is None:
         return b""
     if isinstance(v, str):
@@ -102,13 +102,13 @@ class Result:
                  "changes", "refused_paths", "data", "has_data", "image",
                  "image_digest", "image_name")
 
-    def __init__(self, raw):
+    def __init__(self, raw: Dict[str, Any]) -> None:
         if not isinstance(raw, dict):
             raise ValueError("a result is a msgpack map, got %s" % type(raw).__name__)
         self.raw = raw
         g = raw.get
-        self.id = _text(g("id", ""))
-        self.status = _text(g("status", ""))
+        self.id: str = _text(g("id", ""))
+        self.status: str = _text(g("status", ""))
         self.exit_code = int(g("exit_code", -1))
         self.signal = int(g("signal", 0))
         self.stdout_bytes = _bytes(g("stdout"))
@@ -121,28 +121,29 @@ class Result:
         self.queued_at = int(g("queued_at", 0))
         self.started_at = int(g("started_at", 0))
         self.finished_at = int(g("finished_at", 0))
-        self.host = _text(g("host"))
+        self.host: Optional[str] = _text(g("host"))
         self.worker = int(g("worker", -1))
         self.attempt = int(g("attempt", 1))
         err = g("error") or {}
-        self.error_code = _text(err.get("code")) if err else None
-        self.error_message = _text(err.get("message", "")) if err else None
-        self.refused = dict(g("refused") or {})
-        self.sandbox = _text(g("sandbox"))
+        self.error_code: Optional[str] = _text(err.get("code")) if err else None
+        self.error_message: Optional[str] = (_text(err.get("message", "")) if err
+                                             else None)
+        self.refused: Dict[str, int] = dict(g("refused") or {})
+        self.sandbox: Optional[str] = _text(g("sandbox"))
         self.version = int(g("version", 0))
-        self.snapshot = _text(g("snapshot"))
-        self.changed = [_text(p) for p in g("changed") or []]
+        self.snapshot: Optional[str] = _text(g("snapshot"))
+        self.changed: List[str] = [_text(p) for p in g("changed") or []]
         self.changed_truncated = bool(g("changed_truncated", False))
-        self.changes = dict(g("changes") or {})
-        self.refused_paths = [_text(p) for p in g("refused_paths") or []]
-        self.image = _text(g("image"))
-        self.image_digest = _text(g("image_digest"))
-        self.image_name = _text(g("image_name"))
+        self.changes: Dict[str, int] = dict(g("changes") or {})
+        self.refused_paths: List[str] = [_text(p) for p in g("refused_paths") or []]
+        self.image: Optional[str] = _text(g("image"))
+        self.image_digest: Optional[str] = _text(g("image_digest"))
+        self.image_name: Optional[str] = _text(g("image_name"))
         self.has_data = "data" in raw
-        self.data = g("data")
+        self.data: Any = g("data")
 
     @classmethod
-    def decode(cls, buf):
+    def decode(cls, buf: bytes) -> "Result":
         """A Result from its msgpack bytes, as stored in Redis."""
         return cls(unpack(buf))
 
@@ -167,40 +168,40 @@ class Result:
         return int(d.get("failed", 0)) if isinstance(d, dict) else 0
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """True when the job exited 0 (or the op succeeded)."""
         return self.status == "ok"
 
     @property
-    def stdout(self):
+    def stdout(self) -> str:
         """stdout decoded as UTF-8 (invalid bytes replaced); the bytes are
         stdout_bytes."""
         return self.stdout_bytes.decode("utf-8", "replace")
 
     @property
-    def stderr(self):
+    def stderr(self) -> str:
         """stderr decoded as UTF-8 (invalid bytes replaced); the bytes are
         stderr_bytes."""
         return self.stderr_bytes.decode("utf-8", "replace")
 
     # The names of the first releases, when stdout was bytes.
     @property
-    def stdout_text(self):
+    def stdout_text(self) -> str:
         """stdout (the same str)."""
         return self.stdout
 
     @property
-    def stderr_text(self):
+    def stderr_text(self) -> str:
         """stderr (the same str)."""
         return self.stderr
 
     # LocalSandbox and AgentFense results call it .duration_ms.
     @property
-    def duration_ms(self):
+    def duration_ms(self) -> int:
         return self.wall_ms
 
     @property
-    def exit_status(self):
+    def exit_status(self) -> int:
         """What the sandq CLI would exit with: 0 for ok, the code for exit,
         128+N for a signal, 124 for a timeout or a limit, 125 when sandq did
         not run the job (rejected, expired, cancelled, internal)."""
@@ -214,7 +215,7 @@ class Result:
             return 124
         return 125
 
-    def raise_for_status(self, check=True):
+    def raise_for_status(self, check: bool = True) -> "Result":
         """Raises the sandq.Error this result stands for (see sandq.errors);
         returns self otherwise. With check=False a non-zero exit or a signal
         is not an error."""
@@ -223,7 +224,7 @@ class Result:
             raise exc
         return self
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         extra = ""
         if self.status in ("exit", "ok"):
             extra = " exit_code=%d" % self.exit_code
