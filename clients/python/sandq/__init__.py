@@ -9,11 +9,19 @@
         sb.write_file("data.txt", "1 2 3")
         print(sb.bash("wc -w data.txt").stdout)
 
+    with sandq.Sandbox.from_local("./proj", preset="agent-safe") as sb:
+        print(sb.bash("python3 main.py", check=False, timeout=30).stdout)
+
 A client of the wire protocol in docs/protocol.md, needing only redis-py and
-msgpack. Client submits jobs and waits for results (and has async twins of
-every call: arun, ash, apython, asubmit, await_, astream, abatch,
-asandbox); Sandbox is a persistent workspace; sandq.tools has agent tool
-definitions; sandq.errors the exceptions, all subclasses of sandq.Error.
+msgpack. Result.stdout is str (stdout_bytes the bytes); a run's timeout= is
+its wall-clock limit. Beyond runs and sandboxes: cases=, batch_run() (the
+CLI's batches), cancel, dead letters, status, audit() and audit_tail(),
+list_presets() / get_preset() / extend_preset(). Typed (py.typed).
+
+Client submits jobs and waits for results (and has async twins of every
+call: arun, ash, apython, asubmit, await_, astream, abatch, asandbox);
+Sandbox is a persistent workspace; sandq.tools has agent tool definitions;
+sandq.errors the exceptions, all subclasses of sandq.Error.
 """
 
 from . import tools

@@ -3,10 +3,13 @@
 A sandbox is a /workspace that lasts across jobs (docs/protocol.md,
 "Sandboxes"): runs on it start from its head and commit what they changed as
 the next version; the fs.*, kv.* and sandbox.* ops read and change it
-without starting a process. Get one from Client.sandbox(). The method names
-follow LocalSandbox (bash, execute_python, read_file, write_file,
-list_files, exists, delete_file, kv, history, export_snapshot), so code
-written for it ports by changing how the sandbox is made.
+without starting a process. Get one from Client.sandbox(), or from a local
+folder with Sandbox.from_local() (AgentFense's name; sandq.local builds the
+snapshot). The method names follow LocalSandbox (bash, execute_python,
+read_file, write_file, list_files, exists, delete_file, kv, history,
+export_snapshot), and agent-sandbox's commands.run, files.read/write and
+terminate are there too, so code written for any of them ports by changing
+how the sandbox is made (README.md, "Porting guide").
 
 Paths are the sandbox's own: "/" is its root, which a job sees as
 /workspace (or its workdir); "a/b", "/a/b" and "/workspace/a/b" are the
@@ -142,6 +145,35 @@ class KV:
         return list((await self._sb._aop("kv.keys", prefix=prefix)).data or [])
 
 
+class Commands:
+    """sandbox.commands, as agent-sandbox's: run(command) is bash(command,
+    check=False): the result comes back whatever the exit code."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def run(self, command: str, timeout: Optional[float] = None,
+            **opts: Any) -> Result:
+        """Runs command with bash; timeout is its wall-clock limit (s)."""
+        return self._sb.bash(command, check=False, timeout=timeout, **opts)
+
+
+class Files:
+    """sandbox.files, as agent-sandbox's: write(path, content) and
+    read(path) -> bytes. Paths are the sandbox's own ("/" its root)."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def write(self, path: str, content: Union[str, bytes]) -> None:
+        """Writes content (str as UTF-8), creating missing folders."""
+        self._sb.write_file(path, content)
+
+    def read(self, path: str) -> bytes:
+        """The file's content."""
+        return self._sb.read_file_bytes(path)
+
+
 class Sandbox:
     """A persistent sandbox of client's tenant. Made by Client.sandbox().
 
@@ -165,6 +197,8 @@ class Sandbox:
         self.workdir = "/workspace"  # where its files are in its runs
         self.deleted = False
         self.kv = KV(self)
+        self.commands = Commands(self)
+        self.files = Files(self)
 
     def _info(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -426,6 +460,10 @@ class Sandbox:
 
     def destroy(self) -> None:
         """delete() under LocalSandbox's and AgentFense's name."""
+        self.delete()
+
+    def terminate(self) -> None:
+        """delete() under agent-sandbox's name."""
         self.delete()
 
     async def ahistory(self, limit: Optional[int] = None) -> List[HistoryEntry]:
