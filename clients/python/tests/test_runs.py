@@ -112,6 +112,7 @@ class Timeouts(unittest.TestCase):
         with self.assertRaises(sandq.JobTimeout) as cm:
             client.sh("echo started; sleep 30", timeout=0.3)
         self.assertEqual(cm.exception.result.stdout, "started\n")
+        self.assertIn("wall-clock limit of 300 ms", cm.exception.result.error_message)
         job = sandq.client.with_timeout(sandq.Job.sh("true"), 2.5)
         self.assertEqual(job.fields["limits"], {"wall_ms": 2500})
         with self.assertRaises(sandq.InvalidJob):
