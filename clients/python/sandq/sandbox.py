@@ -424,7 +424,7 @@ class Sandbox:
 
     @classmethod
     def from_local(cls, path: Union[str, "os.PathLike[str]"], *,
-                   client: Optional[Any] = None, preset: Optional[Any] = None,
+                   client: Optional[Any] = None, preset: Optional[Any] = "agent-safe",
                    permissions: Any = None, ignore_patterns: Iterable[str] = (),
                    id: Optional[str] = None, labels: Optional[Dict[str, str]] = None,
                    keep: Optional[bool] = None) -> "Sandbox":
@@ -438,7 +438,9 @@ class Sandbox:
 
         client: the sandq.Client (default: one for $SANDQ_REDIS and
         $SANDQ_TENANT). preset: the path preset of every run and fs op made
-        through the object (a name or a Preset, as AgentFense's preset=);
+        through the object (a name or a Preset, as AgentFense's preset=),
+        agent-safe unless given, as AgentFense's from_local (None: the
+        server's default for jobs, agent-edit);
         permissions: path rules on top (AgentFense's permissions=, perms=
         here). Special files, names that are not clean UTF-8 and another
         file system inside the folder raise LocalTreeError naming the
