@@ -89,6 +89,7 @@ UNKNOWN = "unknown"             # no job of that id in the stream
 
 
 def _s(v: Any) -> Optional[str]:
+    """A reply's bytes as text (None stays None)."""
     if v is None:
         return None
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
@@ -114,9 +115,10 @@ def cancel(r: "redis.Redis[bytes]", key: Any, tenant_channel: str, job_id: str,
     """Runs the cancel script for job_id. key(kind, id) makes the tenant's
     keys. Returns {"outcome": CANCELLED|CANCELLING|HELD|FINISHED|UNKNOWN,
     "entry" (the stream entry removed) or "host" (the consumer holding it)}."""
-    rep = cast(Any, r).eval(CANCEL_LUA, 4, key("jobs"), key("res", job_id), key("done", job_id),
-                 key("cancel", job_id), job_id, cancelled_result(job_id, by),
-                 str(CANCEL_TTL_MS), GROUP, "1" if queued_only else "0", tenant_channel)
+    rep = cast(Any, r).eval(CANCEL_LUA, 4, key("jobs"), key("res", job_id),
+                            key("done", job_id), key("cancel", job_id), job_id,
+                            cancelled_result(job_id, by), str(CANCEL_TTL_MS), GROUP,
+                            "1" if queued_only else "0", tenant_channel)
     if not isinstance(rep, list) or len(rep) != 2:
         raise errors.ConnectionError("cancel %s: unexpected reply %r" % (job_id, rep))
     code, what = rep[0], _s(rep[1]) or ""
@@ -179,6 +181,7 @@ class DeadLetter:
 
 
 def _letters(reply: Any) -> List[DeadLetter]:
+    """The dead letters of an XRANGE/XREVRANGE reply; other shapes skipped."""
     out = []
     for item in reply or []:
         if not isinstance(item, (list, tuple)) or len(item) != 2:
@@ -210,9 +213,9 @@ def dead_retry(r: "redis.Redis[bytes]", key: Any, d: DeadLetter) -> str:
         raise errors.Error("dead letter %s cannot be retried: %s" % (
             d.dead_id, "its entry had no readable job id" if d.id is None else
             "its job was cut at 1 MiB when it was recorded"))
-    rep = cast(Any, r).eval(DEAD_RETRY_LUA, 6, key("dead"), key("jobs"), key("res", d.id),
-                 key("done", d.id), key("attempts", d.id), key("cancel", d.id),
-                 d.dead_id)
+    rep = cast(Any, r).eval(DEAD_RETRY_LUA, 6, key("dead"), key("jobs"),
+                            key("res", d.id), key("done", d.id),
+                            key("attempts", d.id), key("cancel", d.id), d.dead_id)
     if not isinstance(rep, list) or len(rep) != 2 or rep[0] != 1:
         raise errors.Error("dead letter %s: %s" % (
             d.dead_id, _s(rep[1]) if isinstance(rep, list) and len(rep) == 2 else rep))
@@ -220,6 +223,7 @@ def dead_retry(r: "redis.Redis[bytes]", key: Any, d: DeadLetter) -> str:
 
 
 def _int(v: Any) -> int:
+    """An integer member of a host's status, or 0 for anything else."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, (int, float)):
@@ -239,6 +243,7 @@ def status(hosts: Dict[bytes, bytes], tenants: List[str], backlog: Dict[str, int
     workers = live_n = 0
 
     def fig(name: str) -> Dict[str, int]:
+        """The running sums of tenant name, made on first use."""
         return figs.setdefault(name, {"running": 0, "pulling": 0, "done": 0,
                                       "refused": 0})
     for name in tenants:

@@ -124,6 +124,7 @@ def parse_when(v: Union[None, int, float, str, datetime.datetime],
 
 
 def _text_ok(name: str, s: str) -> bool:
+    """Whether s is within the bound and the characters of text field name."""
     if len(s.encode("utf-8")) > _TEXT[name] or "\0" in s:
         return False
     if name in ("job", "sandbox"):
@@ -157,7 +158,8 @@ def decode(stream_id: str, fields: Dict[bytes, bytes]) -> AuditEvent:
     if f["category"] not in CATEGORIES:
         raise ValueError("category: %r is not a category" % f["category"][:32])
     if f["level"] not in LEVELS:
-        raise ValueError("level: %r is not info, notice, warning or alert" % f["level"][:32])
+        raise ValueError("level: %r is not info, notice, warning or alert"
+                         % f["level"][:32])
     if f["allowed"] not in ("true", "false"):
         raise ValueError("allowed: %r is not true or false" % f["allowed"][:32])
     for name in _TEXT:
@@ -183,7 +185,8 @@ class Filter:
             cats = [c for part in category for c in part.split(",") if c]
         for c in cats:
             if c not in CATEGORIES:
-                raise ValueError("audit: category %r: one of %s" % (c, ", ".join(CATEGORIES)))
+                raise ValueError("audit: category %r: one of %s"
+                                 % (c, ", ".join(CATEGORIES)))
         if level is not None and level not in LEVELS:
             raise ValueError("audit: level %r: info, notice, warning or alert" % (level,))
         self.job = job
@@ -279,6 +282,7 @@ def export(events: Iterable[AuditEvent], path: Union[str, "os.PathLike[str]"],
 
 
 def _sid(v: Any) -> str:
+    """A stream id as text."""
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
@@ -298,6 +302,7 @@ def read(xrange: Callable[..., Any], key: str, flt: Filter) -> Audit:
 
 
 def _keep(out: Audit, sid: str, fields: Any, flt: Filter) -> Optional[AuditEvent]:
+    """Decodes one entry into out: kept if flt matches, else skipped and named."""
     try:
         ev = decode(sid, fields if isinstance(fields, dict) else {})
     except ValueError as e:

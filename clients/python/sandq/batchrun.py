@@ -138,11 +138,13 @@ class BatchSummary:
 
     @property
     def ok(self) -> bool:
+        """True when every case passed or, without expect, ended ok."""
         d = self._d
         return bool(d["failed"] + d["malformed"] + d["not_ok"] == 0 and
                     d["done"] == d["total"])
 
     def as_dict(self) -> Dict[str, Any]:
+        """The summary as `sandq batch run --json` prints it."""
         return dict(self._d)
 
     def __repr__(self) -> str:
@@ -152,6 +154,7 @@ class BatchSummary:
 
 
 def _no_dups(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    """json's object_pairs_hook refusing a key given twice (JSON_REJECT_DUPLICATES)."""
     out: Dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
@@ -255,6 +258,8 @@ def unwrap(r: Result, expect: Optional[Dict[str, Any]]) -> Tuple[Result, Optiona
 
 
 class _Flight:
+    """A case in flight: which of its jobs (fork, run, delete) it waits for."""
+
     __slots__ = ("line", "id", "job", "expect", "step", "jid")
 
     def __init__(self, line: int, cid: str, job: Dict[str, Any],
@@ -268,6 +273,7 @@ class _Flight:
 
 
 def _fmt_eta(s: float) -> str:
+    """Seconds as the bar's ETA: 42s, 3m05s, 2h10m; ? when unknown."""
     if s < 0:
         return "?"
     s = int(s + 0.5)
@@ -321,11 +327,13 @@ class BatchRun:
         self.bar_shown = False
 
     def cid(self, line: int) -> str:
+        """Case line's job id, batch:BATCH:LINE."""
         return "batch:%s:%d" % (self.id, line)
 
     ### Counting
 
     def tally(self, bc: BatchCase) -> None:
+        """Counts an answered case (cli_batch.c's tally()) and tells on_result."""
         self.done_cases[bc.line] = bc
         self.by_status[bc.status] = self.by_status.get(bc.status, 0) + 1
         n = self.n
@@ -346,15 +354,18 @@ class BatchRun:
 
     def record(self, line: int, r: Result, expect: Optional[Dict[str, Any]],
                resumed: bool) -> None:
+        """Counts case line's result r, judged by the server when it had expect."""
         shown, passed = unwrap(r, expect)
         self.tally(BatchCase(line, self.cid(line), shown.status, passed, shown, resumed))
 
     def malformed(self, line: int, why: str) -> None:
+        """Counts a line that is not a case, with why."""
         self.tally(BatchCase(line, self.cid(line), "malformed", None, None, False, why))
 
     ### Redis
 
     def submit(self, job: Dict[str, Any]) -> None:
+        """Adds job (a dict, packed as msgpack as it is) to the tenant's stream."""
         try:
             self.r.xadd(self.c.key("jobs"), {"job": msgpack.packb(job, use_bin_type=True)})
         except redis.exceptions.RedisError as e:
@@ -397,6 +408,7 @@ class BatchRun:
                                          % (self.base, self.c.tenant))
 
     def hash_update(self, state: str, summary: Optional[Dict[str, Any]] = None) -> None:
+        """Rewrites the progress hash and its TTL; a failure leaves the run going."""
         n = self.n
         m: Dict[str, Any] = {
             "state": state, "file": self.label, "host": socket.gethostname(),
@@ -424,6 +436,7 @@ class BatchRun:
     ### Progress
 
     def snapshot(self) -> BatchProgress:
+        """The progress so far, as a BatchProgress."""
         el = time.monotonic() - self.t0
         n = self.n
         return BatchProgress(batch=self.id, total=len(self.lines), done=n["done"],
@@ -434,6 +447,7 @@ class BatchRun:
                              rate=n["ran"] / el if el > 0 else 0.0)
 
     def progress(self, force: bool = False) -> None:
+        """The hash (every HASH_S), the callback, and the bar (every BAR_S)."""
         now = time.monotonic()
         if now - self.hash_at >= HASH_S:
             self.hash_update("stopping" if self.stopping else "running")
@@ -459,6 +473,7 @@ class BatchRun:
                        key=lambda c: (-c.wall_ms, c.line))
 
         def pct(q: int) -> int:
+            """The nearest-rank percentile q of the walls, sorted descending."""
             k = len(walls)
             rank = (k * q + 99) // 100
             return walls[k - (rank or 1)].wall_ms if k else 0
@@ -482,6 +497,7 @@ class BatchRun:
     ### Flights
 
     def flight_submit(self, f: _Flight) -> None:
+        """Submits the job of f's step and waits on its done list."""
         if f.step == "run":
             f.jid = f.id
             self.submit(f.job)
@@ -496,6 +512,8 @@ class BatchRun:
         self.flights[self.c.key("done", f.jid)] = f
 
     def flight_start(self, line: int, parsed: Any) -> None:
+        """Starts a case: malformed lines are counted at once; a stale cancelled
+        result is deleted first."""
         if isinstance(parsed, str):
             self.malformed(line, parsed)
             return
@@ -507,6 +525,7 @@ class BatchRun:
         self.flight_submit(f)
 
     def answer(self, key: str, r: Result) -> None:
+        """Moves the flight waiting on key on with its job's result r."""
         f = self.flights.pop(key, None)
         if f is None:
             return
@@ -531,6 +550,7 @@ class BatchRun:
         # "delete": the fork is gone (or was already): the case is over.
 
     def poll_stored(self) -> None:
+        """The results stored for the flights: the safety net of a long wait."""
         keys = list(self.flights)
         ids = [self.flights[k].jid for k in keys]
         bufs = self.c._read(self.r.mget, [self.c.key("res", i) for i in ids])
@@ -556,6 +576,7 @@ class BatchRun:
                     self.flight_submit(f)
 
     def wait_one(self, quiet_since: float) -> float:
+        """Waits up to POLL_S for one answer; returns when the last answer came."""
         try:
             got = self.r.blpop(list(self.flights), timeout=POLL_S)
         except redis.exceptions.RedisError as e:
@@ -574,6 +595,7 @@ class BatchRun:
         return quiet_since
 
     def run(self) -> BatchSummary:
+        """Runs the batch to its end (or Ctrl-C) and returns its summary."""
         parsed: Dict[int, Any] = {}
         for ln, text in self.lines:
             try:

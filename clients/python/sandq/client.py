@@ -124,11 +124,11 @@ class Client:
 
     url is a redis-py URL: redis://[[USER]:PASS@]HOST:PORT[/DB], rediss://...
     or unix:///PATH (default: $SANDQ_REDIS, else redis://127.0.0.1:6379, as
-    the CLI); tenant defaults to $SANDQ_TENANT, else "default". timeout is the default number of seconds every wait
-    lasts (None: no limit); a run's own timeout= is its wall-clock limit
-    (see run()). The client is
-    safe to share between threads; its async twins share it between tasks of
-    one event loop.
+    the CLI); tenant defaults to $SANDQ_TENANT, else "default". timeout
+    is the default number of seconds every wait lasts (None: no limit); a
+    run's own timeout= is its wall-clock limit (see run()). The client is
+    safe to share between threads; its async twins share it between tasks
+    of one event loop.
 
         with sandq.Client("redis://127.0.0.1:6379") as client:
             print(client.sh("echo hi").stdout)

@@ -115,6 +115,8 @@ def _clean(b: bytes) -> bool:
 
 
 class _Rule:
+    """One .gitignore line: its folder, components and flags."""
+
     __slots__ = ("base", "segs", "negate", "dir_only", "anchored")
 
     def __init__(self, base: bytes, segs: List[bytes], negate: bool, dir_only: bool,
@@ -127,6 +129,7 @@ class _Rule:
 
 
 def _seg_match(seg: bytes, comp: bytes) -> bool:
+    """fnmatch(3) of one component, flags 0, as the CLI matches it."""
     if len(comp) > GITIGNORE_LINE_MAX:
         return False
     return bool(_fnmatch(seg, comp, 0) == 0)
@@ -148,6 +151,7 @@ class GitIgnore:
             self._line(b, line)
 
     def _line(self, base: bytes, s: bytes) -> None:
+        """Parses one line into a rule (add_line() of gitignore.c)."""
         if s.endswith(b"\r"):
             s = s[:-1]
         if not s or s.startswith(b"#") or len(s) > GITIGNORE_LINE_MAX or b"\0" in s:
@@ -187,6 +191,8 @@ class GitIgnore:
 
     @staticmethod
     def _segs_match(r: _Rule, comps: List[bytes]) -> bool:
+        """The anchored pattern r against comps, by a table over (segment,
+        component)."""
         n, m = len(comps), len(r.segs)
         dp = [[False] * (n + 1) for _ in range(m + 1)]
         dp[m][n] = True
@@ -203,6 +209,7 @@ class GitIgnore:
         return dp[0][0]
 
     def _rule_match(self, r: _Rule, path: bytes, is_dir: bool) -> bool:
+        """Whether rule r matches path (from the root)."""
         if r.dir_only and not is_dir:
             return False
         rel = path
@@ -252,6 +259,7 @@ class _Writer:
 
     def inode(self, mode: int, size: int, st: Optional[os.stat_result],
               ino: Optional[int] = None) -> int:
+        """Inserts an inode (ino given only for the root) and returns its number."""
         t = st if st is not None else os.stat_result((0,) * 10)
         cur = self.db.execute(
             "INSERT INTO fs_inode (ino, mode, nlink, uid, gid, size, atime, mtime, ctime,"
@@ -263,18 +271,22 @@ class _Writer:
         return int(cur.lastrowid or 0)
 
     def dentry(self, parent: int, name: str, ino: int) -> None:
+        """Inserts the name of ino in folder parent."""
         self.db.execute("INSERT INTO fs_dentry (name, parent_ino, ino) VALUES (?, ?, ?)",
                         (name, parent, ino))
 
     def data(self, ino: int, b: bytes) -> None:
+        """Inserts b as CHUNK-byte BLOB chunks of ino."""
         self.db.executemany("INSERT INTO fs_data (ino, chunk_index, data) VALUES (?, ?, ?)",
                             ((ino, i // CHUNK, b[i:i + CHUNK])
                              for i in range(0, len(b), CHUNK)))
 
     def symlink(self, ino: int, target: str) -> None:
+        """Inserts the target of symlink inode ino."""
         self.db.execute("INSERT INTO fs_symlink (ino, target) VALUES (?, ?)", (ino, target))
 
     def close(self) -> None:
+        """Commits and closes the database."""
         self.db.execute("COMMIT")
         self.db.close()
 
@@ -292,9 +304,11 @@ class Walk:
         self.pruned = 0
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
+        """Whether rel is left out, by the caller's patterns or the tree's files."""
         return self.extra.is_ignored(rel, is_dir) or self.tree.is_ignored(rel, is_dir)
 
     def count(self, rel: str, size: int) -> None:
+        """Counts an entry and its bytes against the workspace caps."""
         self.entries += 1
         self.bytes += size
         if self.entries > MAX_ENTRIES:
@@ -343,6 +357,8 @@ class Walk:
         self.tree.add(rel_dir, self.read_file(dfd, b".gitignore", st, rel))
 
     def walk(self, dfd: int, parent_ino: int, rel_dir: str, depth: int) -> None:
+        """Adds the entries of folder dfd (rel_dir) under parent_ino, pruning what
+        is ignored."""
         if depth > MAX_DEPTH:
             raise LocalTreeError("%s: more than %d folders deep" % (rel_dir, MAX_DEPTH),
                                  rel_dir)

@@ -78,6 +78,7 @@ class Preset:
 
 
 def _field(what: str, m: Dict[str, Any], key: str, lo: int, hi: int) -> str:
+    """A string member of m within lo..hi characters; Error naming it otherwise."""
     v = m.get(key)
     if not isinstance(v, str) or not lo <= len(v) <= hi:
         raise Error("%s: field %r: expected a string of %d..%d characters"

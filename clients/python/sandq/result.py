@@ -84,8 +84,9 @@ class Result:
 
     Runs: status, exit_code, signal, stdout and stderr (str: the output
     decoded as UTF-8, invalid bytes replaced, as LocalSandbox gives it;
-    stdout_bytes and stderr_bytes keep the bytes as sent), wall_ms, cpu_ms, max_rss_kb, refused (the
-    system calls the job's filter refused, by name). Sandboxes: sandbox,
+    stdout_bytes and stderr_bytes keep the bytes as sent), wall_ms, cpu_ms,
+    max_rss_kb, refused (the system calls the job's filter refused, by
+    name); cases, passed and failed for a run with cases. Sandboxes: sandbox,
     version, snapshot, changed, changes. Images: image (the reference it ran
     on, a name resolved), image_digest, image_name (the tenant's name it
     asked for); None on host. Ops: data (the answer, already decoded).

@@ -280,12 +280,14 @@ class Sandbox:
     async def abash(self, command: str, check: bool = True, *,
                     timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
                     **opts: Any) -> Result:
-        return await self._arun(self._job("sh", command, opts), timeout, wait_timeout, check)
+        return await self._arun(self._job("sh", command, opts), timeout, wait_timeout,
+                                check)
 
     async def aexecute_python(self, code: str, check: bool = True, *,
                               timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
                               **opts: Any) -> Result:
-        return await self._arun(self._job("python", code, opts), timeout, wait_timeout, check)
+        return await self._arun(self._job("python", code, opts), timeout, wait_timeout,
+                                check)
 
     async def arun(self, argv: Sequence[str], check: bool = True, *,
                    timeout: Optional[float] = None, wait_timeout: Any = _DEFAULT,
