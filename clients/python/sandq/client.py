@@ -544,32 +544,37 @@ class Client:
     ### Batches
 
     @staticmethod
-    def _batch_jobs(jobs: Iterable[Any]) -> List[Job]:
+    def _batch_jobs(jobs: Iterable[Any], timeout: Any) -> List[Job]:
+        """The jobs as Jobs, each with timeout as its wall_ms when given;
+        InvalidJob before anything is sent when an id comes twice."""
         out, seen = [], set()
-        for j in jobs:
-            j = as_job(j, {})
+        for x in jobs:
+            j = with_timeout(as_job(x, {}), timeout)
             if j.id in seen:
                 raise errors.InvalidJob("batch: job id %s given twice" % j.id)
             seen.add(j.id)
             out.append(j)
         return out
 
-    def batch(self, jobs: Iterable[Any], concurrency: int = 32,
-              timeout: Any = _DEFAULT) -> Iterator[Result]:
+    def batch(self, jobs: Iterable[Any], concurrency: int = 32, *,
+              timeout: Optional[float] = None,
+              wait_timeout: Any = _DEFAULT) -> Iterator[Result]:
         """Submits many jobs, keeping at most concurrency of them unfinished,
         and yields each Result as it arrives (completion order; match them
         to jobs by .id, which a Job knows before it is sent).
 
         jobs: Jobs, scripts (str), argv lists or dicts, all checked before
         the first is sent. Results are yielded whatever their status (use
-        result.raise_for_status()). timeout bounds the whole batch. Jobs
+        result.raise_for_status()). timeout: each job's wall-clock limit in
+        seconds, as for run(); wait_timeout bounds the wait for the whole
+        batch (default: the client's; WaitTimeout when it passes). Jobs
         already submitted keep running if the loop stops early.
 
         One BLPOP waits on every unfinished job's done list at once; after a
         slice without a result, their res keys are read (MGET), as wait()
         does for one."""
-        todo = self._batch_jobs(jobs)
-        timeout, deadline = self._deadline(timeout)
+        todo = self._batch_jobs(jobs, timeout)
+        waited, deadline = self._deadline(wait_timeout)
         todo.reverse()
         flying: Dict[str, str] = {}     # done key -> job id
         look = False
@@ -599,7 +604,7 @@ class Client:
             s = self._slice(deadline)
             if s is None:
                 raise WaitTimeout("batch: %d jobs without a result after %s s"
-                                  % (len(flying) + len(todo), timeout),
+                                  % (len(flying) + len(todo), waited),
                                   next(iter(flying.values()), None))
             try:
                 got = self.redis.blpop(list(flying), timeout=round(s, 3))
@@ -614,11 +619,12 @@ class Client:
             flying.pop(key, None)
             yield Result.decode(got[1])
 
-    async def abatch(self, jobs: Iterable[Any], concurrency: int = 32,
-                     timeout: Any = _DEFAULT) -> AsyncIterator[Result]:
+    async def abatch(self, jobs: Iterable[Any], concurrency: int = 32, *,
+                     timeout: Optional[float] = None,
+                     wait_timeout: Any = _DEFAULT) -> AsyncIterator[Result]:
         """Async batch(): an async generator."""
-        todo = self._batch_jobs(jobs)
-        timeout, deadline = self._deadline(timeout)
+        todo = self._batch_jobs(jobs, timeout)
+        waited, deadline = self._deadline(wait_timeout)
         todo.reverse()
         flying: Dict[str, str] = {}
         look = False
@@ -649,7 +655,7 @@ class Client:
             s = self._slice(deadline)
             if s is None:
                 raise WaitTimeout("batch: %d jobs without a result after %s s"
-                                  % (len(flying) + len(todo), timeout),
+                                  % (len(flying) + len(todo), waited),
                                   next(iter(flying.values()), None))
             try:
                 got = await r.blpop(list(flying), timeout=round(s, 3))
