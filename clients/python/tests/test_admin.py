@@ -5,6 +5,7 @@ import json
 import os
 import re
 import secrets
+import subprocess
 import time
 import unittest
 
@@ -133,3 +134,38 @@ class Status(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def cli(*args, tenant="default"):
+    """The sandq command's JSON output for args, against the harness."""
+    p = subprocess.run([os.path.join(harness.build_dir(), "sandq"), "--redis",
+                        harness.url(), "--tenant", tenant] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+class SameAsTheCli(unittest.TestCase):
+    def test_status(self):
+        rc, out, err = cli("status", "--json")
+        self.assertEqual(rc, 0, err)
+        theirs, mine = json.loads(out), client.status()
+
+        # What cannot move between the two reads (a host rewrites its
+        # status every 2 s, with its busy and last-minute counts).
+        def fixed(doc):
+            return (doc["workers"], doc["live_hosts"],
+                    [(h["host"], h["workers"], h["live"]) for h in doc["hosts"]],
+                    sorted(t["name"] for t in doc["tenants"]),
+                    sorted(doc["tenants"][0]))
+        self.assertEqual(fixed(mine), fixed(theirs))
+
+    def test_dead_letters(self):
+        c = fake()
+        c.redis.xadd(c.key("dead"), {"entry": "1-1", "id": "py-dead-cli", "reason": "r",
+                                     "attempts": "[]", "payload": b"\x81\xa1a\x01",
+                                     "payload_truncated": "0"})
+        c.redis.xadd(c.key("dead"), {"entry": "2-1", "reason": "bad"})
+        rc, out, err = cli("dead", "ls", "--json", tenant=c.tenant)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([d.as_dict() for d in c.dead_letters()], json.loads(out))
+        c.close()

@@ -6,6 +6,7 @@ import json
 import os
 import secrets
 import stat
+import subprocess
 import tempfile
 import time
 import unittest
@@ -110,3 +111,18 @@ class Audit(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SameAsTheCli(unittest.TestCase):
+    def test_the_same_events_as_sandq_audit(self):
+        r = client.sh("echo cli")
+        p = subprocess.run([os.path.join(harness.build_dir(), "sandq"), "--redis",
+                            harness.url(), "audit", "--job", r.id, "--json"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        theirs = [json.loads(line) for line in p.stdout.splitlines()]
+        self.assertEqual([e.as_dict() for e in client.audit(job=r.id)], theirs)
+        p = subprocess.run([os.path.join(harness.build_dir(), "sandq"), "--redis",
+                            harness.url(), "audit", "--job", r.id, "--summary", "--json"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(json.loads(p.stdout), client.audit(job=r.id).summary())

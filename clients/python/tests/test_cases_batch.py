@@ -1,6 +1,8 @@
 """cases= on runs, and batch_run(): expect judged by sandqd, progress,
 resume, base forks and Ctrl-C, against the real sandqd."""
 
+import contextlib
+import io
 import os
 import secrets
 import subprocess
@@ -100,6 +102,20 @@ class BatchRun(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("batch %s: finished, 20 of 20 cases done" % bid, out.stdout)
         self.assertIn("passed 15, failed 1", out.stdout)
+
+    def test_a_bar_on_stderr(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            s = client.batch_run(self.CASES[:4], id=fresh_id(), progress=True)
+        self.assertEqual(s.passed, 4)
+        bar = err.getvalue()
+        self.assertIn("\r\033[K[" + "#" * 24 + "] 4/4 100%", bar)
+        self.assertIn("failed 0", bar)
+        self.assertTrue(bar.endswith("\n"))
+        quiet = io.StringIO()        # not a terminal, no callback: nothing
+        with contextlib.redirect_stderr(quiet):
+            client.batch_run(self.CASES[:2], id=fresh_id())
+        self.assertEqual(quiet.getvalue(), "")
 
     def test_resume_skips_answered_cases(self):
         bid = fresh_id()
