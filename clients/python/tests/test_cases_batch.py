@@ -3,6 +3,7 @@ resume, base forks and Ctrl-C, against the real sandqd."""
 
 import contextlib
 import io
+import json
 import os
 import secrets
 import subprocess
@@ -116,6 +117,35 @@ class BatchRun(unittest.TestCase):
         with contextlib.redirect_stderr(quiet):
             client.batch_run(self.CASES[:2], id=fresh_id())
         self.assertEqual(quiet.getvalue(), "")
+
+    def test_python_and_the_cli_judge_alike(self):
+        # Not among these: a regex case whose output ends its line with
+        # blanks, which the worker trims first and the CLI does not (see
+        # docs/decisions.md, "Python client as a drop-in").
+        lines = [{"op": "sh", "script": "echo 42", "expect": "42\n"},
+                 {"op": "sh", "script": "echo 42", "expect": "43\n"},
+                 {"op": "sh", "script": "printf 'a  \\n\\n'", "expect": "a",
+                  "expect_mode": "trim"},
+                 {"op": "sh", "script": "echo 2024-05", "expect": "[0-9]{4}-[0-9]+",
+                  "expect_mode": "regex"},
+                 {"op": "sh", "script": "echo 2024-05", "expect": "[0-9]{4}",
+                  "expect_mode": "regex"},
+                 {"op": "sh", "script": "exit 3", "expect": ""},
+                 {"op": "exec", "argv": ["true"]}]
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write("".join(json.dumps(x) + "\n" for x in lines))
+        try:
+            p = subprocess.run([os.path.join(harness.build_dir(), "sandq"), "--redis",
+                                harness.url(), "batch", "run", f.name, "--json", "--id",
+                                fresh_id()], capture_output=True, text=True, timeout=120)
+            cli = json.loads(p.stdout)
+            mine = client.batch_run(f.name, id=fresh_id()).as_dict()
+        finally:
+            os.unlink(f.name)
+        for k in ("total", "passed", "failed", "no_expect", "not_ok", "failed_cases",
+                  "by_status"):
+            self.assertEqual(mine[k], cli[k], k)
+        self.assertEqual(mine["failed_cases"], [2, 5, 6])
 
     def test_resume_skips_answered_cases(self):
         bid = fresh_id()
