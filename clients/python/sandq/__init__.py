@@ -39,7 +39,7 @@ from .result import CaseResult, Result
 from .sandbox import HistoryEntry, KV, Sandbox
 from .util import files_from_dir
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Client", "Sandbox", "KV", "HistoryEntry", "Job", "Result", "Chunk",
