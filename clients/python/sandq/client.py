@@ -993,6 +993,61 @@ class Client:
         return Preset(base.name, base.description, base.default,
                       list(base.rules) + added, base=base.name, additions=added)
 
+    ### Async twins of the calls above, in the default executor
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """fn(*args, **kw) on the event loop's default executor: these calls
+        are a few Redis round trips (or a local walk) whose blocking client
+        is safe to share between threads."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: fn(*args, **kw))
+
+    async def abatch_run(self, cases: Any, **kw: Any) -> "batchrun.BatchSummary":
+        """Async batch_run() (Ctrl-C handling is the thread's, not the loop's)."""
+        out: batchrun.BatchSummary = await self._in_thread(self.batch_run, cases, **kw)
+        return out
+
+    async def abatch_status(self, batch_id: str) -> Optional[Dict[str, Any]]:
+        """Async batch_status()."""
+        out: Optional[Dict[str, Any]] = await self._in_thread(self.batch_status,
+                                                             batch_id)
+        return out
+
+    async def acancel(self, job_id: str, *, queued_only: bool = False) -> str:
+        """Async cancel()."""
+        return str(await self._in_thread(self.cancel, job_id, queued_only=queued_only))
+
+    async def adead_letters(self, limit: int = 50) -> List[DeadLetter]:
+        """Async dead_letters()."""
+        return list(await self._in_thread(self.dead_letters, limit))
+
+    async def adead_retry(self, ref: Union[str, DeadLetter]) -> str:
+        """Async dead_retry()."""
+        return str(await self._in_thread(self.dead_retry, ref))
+
+    async def astatus(self) -> Dict[str, Any]:
+        """Async status()."""
+        return dict(await self._in_thread(self.status))
+
+    async def aaudit(self, **filters: Any) -> Audit:
+        """Async audit(), with its filters."""
+        out: Audit = await self._in_thread(self.audit, **filters)
+        return out
+
+    async def alist_presets(self) -> List[str]:
+        """Async list_presets()."""
+        return list(await self._in_thread(self.list_presets))
+
+    async def aget_preset(self, name: str) -> Preset:
+        """Async get_preset()."""
+        out: Preset = await self._in_thread(self.get_preset, name)
+        return out
+
+    async def aextend_preset(self, name: str, additions: Any = ()) -> Preset:
+        """Async extend_preset()."""
+        out: Preset = await self._in_thread(self.extend_preset, name, additions)
+        return out
+
     def sandboxes(self) -> List[Dict[str, Any]]:
         """Info maps of every sandbox of the tenant (sandbox.list)."""
         return self.call("sandbox.list").data or []

@@ -18,6 +18,7 @@ same file.
 Each method has an async twin named with an "a" in front.
 """
 
+import asyncio
 import json
 import shlex
 
@@ -455,6 +456,16 @@ class Sandbox:
         snap, _entries, _pruned = snapshot_from_dir(path, ignore_patterns)
         return client.sandbox(id, snapshot=snap, create=True, labels=labels, keep=keep,
                               perms=permissions, perm_preset=preset)
+
+    @classmethod
+    async def afrom_local(cls, path: Union[str, "os.PathLike[str]"],
+                          **kw: Any) -> "Sandbox":
+        """Async from_local(), on the event loop's default executor (the walk
+        and the upload block)."""
+        loop = asyncio.get_running_loop()
+        out: Sandbox = await loop.run_in_executor(None,
+                                                  lambda: cls.from_local(path, **kw))
+        return out
 
     def delete(self) -> None:
         """Deletes the sandbox and every version of it (once)."""
