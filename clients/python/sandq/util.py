@@ -12,8 +12,9 @@ def files_from_dir(path: Union[str, "os.PathLike[str]"],
     takes them: {"relative/path": bytes}. Folders named in ignore are
     skipped, and so are symlinks and special files (files= seeds regular
     files only). Bounds (1024 files, 64 MiB) are checked when the job is
-    built. AgentFense's Sandbox.from_local(path) becomes
-    client.sandbox(files=sandq.files_from_dir(path))."""
+    built. For a whole folder (the CLI's .gitignore rules, no bound of
+    1024 files), Sandbox.from_local(path) sends it as one snapshot.
+    """
     out: Dict[str, bytes] = {}
     root = os.fspath(path)
     for top, dirs, names in os.walk(root):
