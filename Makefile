@@ -10,7 +10,7 @@
 #   make SANITIZER=address test    (or undefined) build and test with a sanitizer
 #   make asan / ubsan    shorthands for the two above
 #   make install [PREFIX=/usr/local] [DESTDIR=]   (and make uninstall)
-#   make python-test     only the Python client's tests (clients/python)
+#   make python-test     only the Python client's tests (clients/python), and mypy on it
 #   make typescript-test only the TypeScript client's tests (clients/typescript)
 #   make dashboard-test  only the web dashboard's tests (tests/dashboard, headless Chromium)
 #   make lint            cppcheck over every folder, and the folder rules
@@ -291,6 +291,9 @@ TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
 TEST_BINS += $(B)/tests/python_test
+# mypy --strict on the Python client's package (Debian's python3-mypy; the
+# settings are clients/python/pyproject.toml's [tool.mypy]), a wrapper likewise.
+TEST_BINS += $(B)/tests/python_mypy_test
 # The TypeScript client's tests (clients/typescript/test: node --test against
 # a private redis-server, sandqd and sandq-gateway, and npm pack), behind a
 # wrapper like python_test's.
@@ -514,6 +517,15 @@ $(B)/tests/python_test: Makefile
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
+# mypy's cache goes to /dev/null: nothing is written into the source tree.
+$(B)/tests/python_mypy_test: Makefile
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: mypy --strict on the Python client (clients/python).' \
+	  'cd clients/python && PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 -m mypy --config-file pyproject.toml --cache-dir=/dev/null' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 # The TypeScript client compiled: src/*.ts to dist/*.js and *.d.ts by the
 # pinned compiler in its node_modules (deploy/install-node-deps.sh installs
 # it; never a global tsc). dist/ is remade whole so a removed source leaves
@@ -587,8 +599,8 @@ test: deps
 test-run: all $(TEST_BINS)
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(TEST_BINS)
 
-python-test: all $(B)/tests/python_test
-	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/python_test
+python-test: all $(B)/tests/python_test $(B)/tests/python_mypy_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/python_test $(B)/tests/python_mypy_test
 
 typescript-test: all $(B)/tests/typescript_test
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/typescript_test

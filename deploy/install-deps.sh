@@ -32,6 +32,9 @@ python3-redis
 python3-rq
 python3-pip
 python3-setuptools
+python3-wheel
+python3-mypy
+python3-typeshed
 bubblewrap
 iproute2
 sqlite3

@@ -128,7 +128,7 @@ class Results(unittest.TestCase):
     def test_decode_keeps_unknown_fields(self):
         r = self.result(sandbox="s", version=3, changed=["/a"], data={"k": 1})
         self.assertEqual((r.id, r.status, r.stdout, r.sandbox, r.version, r.changed),
-                         ("j-1", "ok", b"o", "s", 3, ["/a"]))
+                         ("j-1", "ok", "o", "s", 3, ["/a"]))
         self.assertEqual(r.data, {"k": 1})
         self.assertEqual(r.raw["future_field"], [1])
         self.assertIsNone(r.error_code)
