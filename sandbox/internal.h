@@ -175,6 +175,8 @@ struct persist {
 	int treefd;		/* base/tree, once known to hold key; else -1 */
 	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */
 	bool session_refused;	/* a saved session was not restored: other rules */
+	bool made_dirs;		/* workspace_make_write_dirs() made a folder: the
+				 * base's marks lack it, so it is not advanced */
 	struct capture_ahead *ahead;	/* persist_capture_ahead()'s, or NULL */
 };
 

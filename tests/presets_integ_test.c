@@ -271,6 +271,12 @@ Test(presets_integ, agent_safe_makes_its_write_folders)
 	cr_assert_eq(sandq_call(c, "sandbox.create", &a, NULL, 60000, &r), 0);
 	cr_assert_str_eq(r->status, "ok");
 	sandq_result_free(r);
+	/* A job that leaves the folders empty commits as any job does. */
+	r = harness_sh(c, "test -d /workspace/output && test -d /workspace/tmp && echo both", &o);
+	cr_assert_str_eq(r->status, "ok", "status %s: %s", r->status,
+	    r->error_message ? r->error_message : "");
+	cr_expect_str_eq(out_of(r), "both\n");
+	sandq_result_free(r);
 	r = harness_sh(c,
 	    "cd /workspace\n"
 	    "echo results > output/report.txt && echo wrote-output\n"

@@ -476,23 +476,18 @@ struct mat_wdir {
 	workspace_mark_cb mark;
 	void *arg;
 	struct err *e;
+	int made;		/* folders made */
 };
 
-/*
- * A folder a write rule names whole (the output folder of agent-safe:
- * perms_write_dirs()) that the snapshot lacks, under a parent the job may
- * not write: made empty (0755) and marked writable, so the job can write where its rules say, as on
- * AgentFense (docs/paths.md "Presets"). A missing or hidden parent, a name
- * already taken, or a level lowered by a more specific rule: nothing.
- */
+/* One folder for workspace_make_write_dirs(). */
 static int
 mat_write_dir(const char *dir, void *arg)
 {
 	struct mat_wdir *w = arg;
 	const char *slash = strrchr(dir, '/');
-	char parent[AGENTFS_PATH_MAX + 1];
 	enum perm_level pl;
 	struct err ignore = { 0 };
+	char parent[AGENTFS_PATH_MAX + 1];
 	int pfd, rc;
 
 	if (slash == NULL || slash[1] == '\0' || (size_t)(slash - dir) >= sizeof(parent) ||
@@ -505,12 +500,28 @@ mat_write_dir(const char *dir, void *arg)
 	if (pl >= PERM_WRITE || pl == PERM_NONE)
 		return 0;
 	if ((pfd = dirstack_enter(w->ds, dir, (size_t)(slash - dir), &ignore)) < 0)
-		return 0;	/* no such parent folder in the snapshot */
+		return 0;	/* no such parent folder in the tree */
 	if (mkdirat(pfd, slash + 1, 0755) != 0)
 		return errno == EEXIST ? 0 : workspace__sys_fail(w->e, dir, "mkdirat");
 	if ((rc = w->mark(dir, PERM_WRITE, AGENTFS_DIR, w->arg)) != 0)
 		return mark_fail(w->e, rc, dir);
+	w->made++;
 	return 0;
+}
+
+int
+workspace_make_write_dirs(int dirfd, const struct perms *p, workspace_mark_cb mark,
+    void *arg, struct err *e)
+{
+	struct dirstack *ds = xcalloc(1, sizeof(*ds));
+	struct mat_wdir w = { .p = p, .ds = ds, .mark = mark, .arg = arg, .e = e };
+	int rc;
+
+	dirstack_init(ds, dirfd);
+	rc = perms_write_dirs(p, mat_write_dir, &w);
+	dirstack_release(ds);
+	free(ds);
+	return rc < 0 ? rc : w.made;
 }
 
 /*
@@ -690,11 +701,6 @@ workspace_materialise_rules(struct agentfs *fs, int dirfd,
 	/* Only a tree that stands is reported: the caller mounts on it. */
 	if (p != NULL && mark != NULL)
 		rc = mat_marks(&m, mark, arg);
-	if (rc == 0 && p != NULL && mark != NULL) {
-		struct mat_wdir w = { .p = p, .ds = ds, .mark = mark, .arg = arg, .e = e };
-
-		rc = perms_write_dirs(p, mat_write_dir, &w);
-	}
 out_release:
 	dirstack_release(ds);
 	free(ds);
