@@ -241,6 +241,8 @@ UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace op
 UNIT_TESTS += log
 # sandqd's Prometheus registry and exposition writer (issue 18).
 UNIT_TESTS += metrics
+# The egress allowlist's host patterns and refused addresses (issue 21).
+UNIT_TESTS += egress_match
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
@@ -307,6 +309,8 @@ $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -c -o $@ $<
 
+$(B)/tests/egress_match_test: $(B)/tests/egress_match_test.o $(call obj,egress/match.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/msg_test: $(B)/tests/msg_test.o $(call obj,$(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PROTO_SRCS) $(COMMON_SRCS))
