@@ -204,7 +204,11 @@ GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/dashboard.c gateway/call
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
 LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
-BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
+# sandq-egress (issue 21): the egress proxy of `net: allow` jobs, started and
+# supervised by sandqd; libuv, Debian's http_parser, OpenSSL for the SNI.
+EGRESS_SRCS := egress/main.c egress/proxy.c egress/sni.c egress/match.c
+LIBS_EGRESS := -luv -lhttp_parser -lssl -lcrypto -lseccomp
+BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway $(B)/sandq-egress
 
 all: $(BINS) $(B)/libsandq.a $(MAN_PAGES)
 
@@ -222,6 +226,9 @@ $(B)/sandq-worker: $(WORKER_OBJS)
 # starts it with fork and at once execve, for a threaded caller).
 $(B)/sandq-unpack: $(call obj,images/unpack_main.c images/unpack_child.c images/unpack_tar.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -larchive
+
+$(B)/sandq-egress: $(call obj,$(EGRESS_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_EGRESS)
 
 $(B)/sandq-gateway: $(call obj,$(GATEWAY_SRCS)) $(B)/obj/gen/gateway_man.o
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_GATEWAY)
@@ -684,7 +691,7 @@ $(B)/sandq.pc: Makefile cli/cli_common.h
 	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc' > $@.tmp && mv $@.tmp $@
 
 INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
-	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack \
+	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack $(LIBEXECDIR)/sandq-egress \
 	$(SYSCONFDIR)/sandq/sandq.conf.example \
 	$(patsubst deploy/%,$(UNITDIR)/%,$(UNITS)) \
 	$(COMPLETIONDIR)/sandq \
@@ -701,7 +708,7 @@ install: all $(B)/sandq.pc
 		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0755 $(B)/sandq $(B)/sandq-gateway $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(B)/sandqd $(DESTDIR)$(SBINDIR)/
-	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(DESTDIR)$(LIBEXECDIR)/
+	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(B)/sandq-egress $(DESTDIR)$(LIBEXECDIR)/
 	install -m 0644 config/sandq.conf.example $(DESTDIR)$(SYSCONFDIR)/sandq/
 	for u in $(UNITS); do \
 		sed -e 's,/usr/local/bin/sandqd,$(SBINDIR)/sandqd,g' -e 's,/usr/local/sbin,$(SBINDIR),g' -e 's,/usr/local/bin,$(BINDIR),g' \

@@ -12,6 +12,7 @@ build-essential
 pkg-config
 libhiredis-dev
 libuv1-dev
+libhttp-parser-dev
 libmsgpack-dev
 libseccomp-dev
 libsqlite3-dev
