@@ -76,7 +76,7 @@ PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c 
 # Image references and the image_sources patterns (pure): the config and
 # the tenant records check patterns with it, sandqd's intake references.
 IMAGES_REF_SRCS := images/ref.c images/names.c
-CONFIG_SRCS := config/config.c $(IMAGES_REF_SRCS)
+CONFIG_SRCS := config/config.c egress/match.c $(IMAGES_REF_SRCS)
 # The SQLite helper of every module that keeps a database (-lsqlite3).
 SQL_SRCS := common/sql.c
 # The AgentFS codec, its session table, the copy-on-write image and patch.
