@@ -117,6 +117,8 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISP
 DISPATCHER_SRCS += dispatcher/image_pull.c
 # Prometheus metrics: the registry and writer, and GET /metrics on libh2o (issue 18).
 DISPATCHER_SRCS += dispatcher/metrics.c dispatcher/exporter.c
+# The egress proxy's supervision and reports (issue 21).
+DISPATCHER_SRCS += dispatcher/egress.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -292,6 +294,8 @@ INTEG_TESTS += cgslot
 INTEG_TESTS += netns
 # sandq-egress against local servers, each job a shell in a namespace of its own (issue 21)
 INTEG_TESTS += egress
+# net "allow" jobs end to end: sandqd, its proxy, a local web server (issue 21)
+INTEG_TESTS += egress_job
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -364,6 +368,8 @@ $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.
 $(B)/tests/cgslot_test: $(B)/tests/cgslot_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/egress_test: $(B)/tests/egress_test.o $(B)/tests/harness.o $(B)/libsandq.a $(B)/sandq-egress
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/egress_job_test: $(B)/tests/egress_job_test.o $(B)/tests/harness.o $(B)/libsandq.a $(B)/sandq-egress
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto

@@ -98,6 +98,9 @@ struct sandq_job_opts {
 	const char *perm_preset;	/* "agent-safe" (NULL), "read-only", ... */
 	/* Live output: published as it comes (sandq_stream_open()). */
 	bool stream;
+	/* net "allow": the host patterns the job may reach, NULL-terminated
+	 * ("pypi.example:443", "*.github.com"); within the tenant's net_allow. */
+	const char *const *allow;
 };
 
 /*

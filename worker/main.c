@@ -123,6 +123,7 @@ main(int argc, char **argv)
 		{ "image-cache", required_argument, NULL, 'c' },
 		{ "image-uid", required_argument, NULL, 'U' },
 		{ "log-format", required_argument, NULL, 'F' },
+		{ "egress-port", required_argument, NULL, 'E' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
@@ -186,6 +187,14 @@ main(int argc, char **argv)
 			if (parse_i64(optarg, 1, 4294967294LL, &iuid) < 0)
 				usage();
 			break;
+		case 'E': {
+			int64_t port;
+
+			if (parse_i64(optarg, 1, 65535, &port) < 0)
+				usage();
+			w.egress_port = (uint16_t)port;
+			break;
+		}
 		default:
 			usage();
 		}

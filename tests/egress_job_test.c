@@ -1,0 +1,300 @@
+/*
+ * egress_job_test.c - net "allow" jobs end to end: sandqd with one worker
+ * and its egress proxy, a private redis-server, and a web server of the
+ * test's own on the host's 127.0.0.1 that the proxy knows as pypi.example
+ * (egress_hosts, with 127.0.0.1/32 in egress_allow_addrs, as an operator's
+ * test setting would). private.example resolves to 10.0.0.1, refused
+ * before any connection. Nothing reaches any other address.
+ *
+ * Each test runs a job and reads its output, its result's egress list
+ * (the raw result from Redis, decoded by proto/result.c) and the audit
+ * trail (sandq audit --json).
+ */
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../libsandq/sandq.h"
+#include "../proto/keys.h"
+#include "../proto/result.h"
+#include "harness.h"
+
+static struct harness H;
+static pid_t web_pid = -1;
+static int web_port;
+static char marker[64], webdir[300];
+
+/* socketserver's, not http.server's server: no reverse lookup at bind. */
+static const char web_py[] =
+	"import http.server, os, socketserver, sys\n"
+	"os.chdir(sys.argv[1])\n"
+	"class H(http.server.SimpleHTTPRequestHandler):\n"
+	"    def log_message(self, *a): pass\n"
+	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer): daemon_threads = True\n"
+	"s = S(('127.0.0.1', 0), H)\n"
+	"os.write(1, b'%d\\n' % s.server_address[1])\n"
+	"s.serve_forever()\n";
+
+static void
+web_start(void)
+{
+	char path[400], buf[32] = "";
+	size_t got = 0;
+	int p[2];
+	FILE *f;
+
+	snprintf(webdir, sizeof(webdir), "%s/web", H.dir);
+	cr_assert_eq(mkdir(webdir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/hello.txt", webdir);
+	cr_assert_not_null(f = fopen(path, "w"));
+	fprintf(f, "%s\n", marker);
+	fclose(f);
+	cr_assert_eq(pipe(p), 0);
+	web_pid = fork();
+	cr_assert(web_pid >= 0);
+	if (web_pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		execl("/usr/bin/python3", "python3", "-c", web_py, webdir, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	while (got < sizeof(buf) - 1 && strchr(buf, '\n') == NULL) {
+		ssize_t n = read(p[0], buf + got, sizeof(buf) - 1 - got);
+
+		cr_assert(n > 0, "the web server did not start");
+		got += (size_t)n;
+	}
+	close(p[0]);
+	web_port = atoi(buf);
+	cr_assert(web_port > 0);
+}
+
+static void
+setup(void)
+{
+	char allow[160], modes[] = "net_modes=none, unix, allow";
+	const char *extra[] = { "--set", modes, "--set", allow, "--set",
+		"egress_hosts=pypi.example=127.0.0.1, private.example=10.0.0.1",
+		"--set", "egress_allow_addrs=127.0.0.1/32", "--set", "egress_conns_max=4",
+		NULL };
+
+	harness_marker(marker, sizeof(marker), "egress-job");
+	harness_redis_start(&H);
+	web_start();
+	snprintf(allow, sizeof(allow), "net_allow=pypi.example:%d, private.example:%d",
+	    web_port, web_port);
+	harness_sandqd_start(&H, 1, extra);
+}
+
+static void
+teardown(void)
+{
+	if (web_pid > 0) {
+		kill(web_pid, SIGKILL);
+		waitpid(web_pid, NULL, 0);
+	}
+	harness_stop(&H);
+}
+
+TestSuite(egress_job, .init = setup, .fini = teardown, .timeout = 180);
+
+/* The job's raw result, from Redis, decoded. */
+static struct result *
+raw_result(const char *id)
+{
+	char key[512];
+	redisContext *rc = redisConnect("127.0.0.1", H.port);
+	redisReply *rep;
+	struct result *r = NULL;
+	struct err e = { 0 };
+
+	cr_assert(rc != NULL && rc->err == 0);
+	cr_assert(key_res(key, "sandq", "default", id) >= 0);
+	rep = redisCommand(rc, "GET %s", key);
+	cr_assert(rep != NULL && rep->type == REDIS_REPLY_STRING);
+	cr_assert_eq(payload_result_decode(rep->str, rep->len, &r, &e), 0, "%s", e.msg);
+	freeReplyObject(rep);
+	redisFree(rc);
+	return r;
+}
+
+/* The row of r's egress list for host:port, outcome and reason (NULL: any). */
+static const struct result_egress *
+row(const struct result *r, const char *host, int port, bool allowed, const char *why)
+{
+	for (size_t i = 0; i < r->negress; i++)
+		if (strcmp(r->egress[i].host, host) == 0 && r->egress[i].port == port &&
+		    r->egress[i].allowed == allowed && (why == NULL ||
+		    (r->egress[i].reason != NULL && strcmp(r->egress[i].reason, why) == 0)))
+			return &r->egress[i];
+	return NULL;
+}
+
+/* Lines of text holding every one of needles. */
+static int
+lines_with(const char *text, const char *const *needles)
+{
+	int n = 0;
+
+	for (const char *l = text; l != NULL && *l; ) {
+		const char *end = strchr(l, '\n');
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+		char *line = strndup(l, len);
+		bool all = true;
+
+		for (size_t i = 0; needles[i] != NULL; i++)
+			all &= strstr(line, needles[i]) != NULL;
+		n += all;
+		free(line);
+		l = end ? end + 1 : NULL;
+	}
+	return n;
+}
+
+static struct sandq_result *
+run_allow(struct sandq *c, const char *script, const char *const *allow)
+{
+	char port[32];
+	const char *env[] = { port, NULL };
+	struct sandq_job_opts o = { .net = "allow", .allow = allow, .env = env };
+
+	snprintf(port, sizeof(port), "PORT=%d", web_port);
+	return harness_sh(c, script, &o);
+}
+
+Test(egress_job, a_job_reaches_its_allowed_name_and_nothing_else_all_on_record)
+{
+	static const char script[] =
+		"curl -sS --max-time 60 http://pypi.example:$PORT/hello.txt\n"
+		"curl -s -o /dev/null -w 'other %{http_code}\\n' http://other.example:$PORT/\n"
+		"curl -s -o /dev/null -w 'private %{http_code}\\n' "
+		"    http://private.example:$PORT/\n"
+		/* Without the proxy: no route, no resolver, not the host's loopback. */
+		"curl -s -o /dev/null --noproxy '*' --max-time 20 http://127.0.0.1:$PORT/ "
+		"    || echo direct-refused\n"
+		"python3 -c \"\n"
+		"import socket\n"
+		"for f, t in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET, socket.SOCK_DGRAM)):\n"
+		"    s = socket.socket(f, t)\n"
+		"    try:\n"
+		"        s.connect(('192.0.2.1', 53)); s.send(b'x'); print('sent')\n"
+		"    except OSError as e: print('unreachable', e.errno)\n"
+		"try:\n"
+		"    socket.getaddrinfo('pypi.example', 80); print('resolved')\n"
+		"except OSError: print('no resolver')\n"
+		"\"\n"
+		"echo \"proxy=$HTTP_PROXY\"\n";
+	char allowed[64], args[600], *out = NULL, cmd[1200];
+	const char *allow[] = { allowed, NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	r = run_allow(c, script, allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s %s", r->status, r->stdout_data,
+	    r->stderr_data);
+	cr_expect(strstr((char *)r->stdout_data, marker) != NULL, "%s", r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "other 403\n") != NULL, "%s",
+	    r->stdout_data);
+	/* Outside the job's list (the tenant's would have allowed it). */
+	cr_expect(strstr((char *)r->stdout_data, "private 403\n") != NULL, "%s",
+	    r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "direct-refused\n") != NULL, "%s",
+	    r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "unreachable 101\nunreachable 101\n"
+	    "no resolver\n") != NULL, "%s", r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "proxy=http://127.0.0.1:3128\n") != NULL,
+	    "%s", r->stdout_data);
+
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "pypi.example", web_port, true, NULL), "no row");
+	cr_expect_eq(g->conns, 1);
+	cr_expect(g->down > strlen(marker));
+	cr_expect_null(g->reason);
+	cr_assert_not_null(g = row(raw, "other.example", web_port, false, NULL));
+	cr_expect_str_eq(g->reason, "not in the job's allow list");
+	cr_assert_not_null(g = row(raw, "private.example", web_port, false, NULL));
+	cr_expect_eq(raw->negress, 3);
+	result_free(raw);
+
+	snprintf(args, sizeof(args), "audit --json --job %s", r->id);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s %s", harness_build_dir(), H.url,
+	    args);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	snprintf(allowed, sizeof(allowed), "\"target\":\"pypi.example:%d\"", web_port);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"egress\"", allowed,
+	    "\"allowed\":true", NULL }), 1, "%s", out);
+	snprintf(allowed, sizeof(allowed), "\"target\":\"other.example:%d\"", web_port);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"egress_refused\"",
+	    allowed, "\"allowed\":false", NULL }), 1, "%s", out);
+	free(out);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(egress_job, a_pattern_outside_the_tenants_list_is_rejected_naming_the_field)
+{
+	const char *allow[] = { "*.example", NULL };
+	const char *allow2[] = { "pypi.example:80", NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+
+	r = run_allow(c, "true", allow);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_message, "field 'allow': pattern '*.example': a wildcard "
+	    "needs a domain of two labels at least ('*.example.org')");
+	sandq_result_free(r);
+	r = run_allow(c, "true", allow2);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_message, "field 'allow': 'pypi.example:80' is not within "
+	    "tenant 'default''s net_allow");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+Test(egress_job, a_job_cannot_widen_its_way_out_and_a_flood_is_capped)
+{
+	static const char script[] =
+		/* Its own proxy variables change nothing: there is no other route. */
+		"HTTP_PROXY=http://127.0.0.1:1 http_proxy=http://127.0.0.1:1 "
+		"    curl -s -o /dev/null -w 'own %{http_code}\\n' --max-time 20 "
+		"    http://pypi.example:$PORT/hello.txt\n"
+		/* The proxy's port answers HTTP only: no control side to reach. */
+		"curl -s -o /dev/null -w 'origin %{http_code}\\n' --noproxy '*' "
+		"    http://127.0.0.1:3128/\n"
+		"python3 -c \"\n"
+		"import socket\n"
+		"held = [socket.create_connection(('127.0.0.1', 3128)) for i in range(4)]\n"
+		"over = [socket.create_connection(('127.0.0.1', 3128)) for i in range(3)]\n"
+		"print('capped', sum(1 for s in over if s.recv(100).startswith(b'HTTP/1.1 503')))\n"
+		"\"\n";
+	char allowed[64];
+	const char *allow[] = { allowed, NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	r = run_allow(c, script, allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->stdout_data, r->stderr_data);
+	cr_expect(strstr((char *)r->stdout_data, "own 000\n") != NULL, "%s", r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "origin 400\n") != NULL, "%s",
+	    r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "capped 3\n") != NULL, "%s", r->stdout_data);
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "?", 0, false, "the job's connection limit is reached"));
+	cr_expect_eq(g->conns, 3);
+	result_free(raw);
+	sandq_result_free(r);
+	sandq_close(c);
+}
