@@ -298,3 +298,71 @@ Test(egress_job, a_job_cannot_widen_its_way_out_and_a_flood_is_capped)
 	sandq_result_free(r);
 	sandq_close(c);
 }
+
+/*
+ * The test's package index and git repository, in the web server's folder:
+ * a one-file wheel under simple/demo-pkg/ (PEP 503's layout), and a bare
+ * repository served over git's dumb HTTP (update-server-info).
+ */
+static void
+index_and_repo(void)
+{
+	static const char mk[] =
+		"set -e; cd '%s'\n"
+		"mkdir -p simple/demo-pkg files src\n"
+		"/usr/bin/python3 - <<'PY'\n"
+		"import base64, hashlib, zipfile\n"
+		"files = {'demo_pkg/__init__.py': b'MARK = \"%s\"\\n',\n"
+		"         'demo_pkg-1.0.dist-info/METADATA': b'Metadata-Version: 2.1\\nName: demo-pkg\\nVersion: 1.0\\n',\n"
+		"         'demo_pkg-1.0.dist-info/WHEEL': b'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n"
+		"rec = ''.join('%%s,sha256=%%s,%%d\\n' %% (n, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode(), len(d)) for n, d in files.items())\n"
+		"rec += 'demo_pkg-1.0.dist-info/RECORD,,\\n'\n"
+		"with zipfile.ZipFile('files/demo_pkg-1.0-py3-none-any.whl', 'w') as z:\n"
+		"    for n, d in files.items(): z.writestr(n, d)\n"
+		"    z.writestr('demo_pkg-1.0.dist-info/RECORD', rec)\n"
+		"PY\n"
+		"echo '<a href=\"../../files/demo_pkg-1.0-py3-none-any.whl\">demo_pkg-1.0-py3-none-any.whl</a>' "
+		"    > simple/demo-pkg/index.html\n"
+		"cd src && git init -q && echo '%s' > mark.txt && git add mark.txt\n"
+		"git -c user.name=t -c user.email=t@t commit -qm one\n"
+		"cd .. && git clone -q --bare src repo.git && git -C repo.git update-server-info\n";
+	char cmd[4096], *out = NULL;
+
+	snprintf(cmd, sizeof(cmd), mk, webdir, marker, marker);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	free(out);
+}
+
+Test(egress_job, pip_and_git_reach_a_local_index_and_repository_through_the_proxy)
+{
+	static const char script[] =
+		"python3 -m pip download -q --no-cache-dir --no-deps -d /tmp/dl "
+		"    --index-url http://pypi.example:$PORT/simple/ --trusted-host pypi.example "
+		"    demo-pkg 2>&1 | tail -3\n"
+		"python3 -c \"import sys, zipfile; "
+		"print(zipfile.ZipFile('/tmp/dl/demo_pkg-1.0-py3-none-any.whl')"
+		".read('demo_pkg/__init__.py').decode().strip())\"\n"
+		"git clone -q http://pypi.example:$PORT/repo.git /tmp/repo 2>&1 | tail -3\n"
+		"cat /tmp/repo/mark.txt\n";
+	char allowed[64], want[128];
+	const char *allow[] = { allowed, NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	index_and_repo();
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	r = run_allow(c, script, allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->stdout_data, r->stderr_data);
+	snprintf(want, sizeof(want), "MARK = \"%s\"\n", marker);
+	cr_expect(strstr((char *)r->stdout_data, want) != NULL, "pip: %s", r->stdout_data);
+	snprintf(want, sizeof(want), "\n%s\n", marker);
+	cr_expect(strstr((char *)r->stdout_data, want) != NULL, "git: %s", r->stdout_data);
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "pypi.example", web_port, true, NULL));
+	cr_expect_geq(g->conns, 3, "pip's index and wheel, git's refs and objects");
+	result_free(raw);
+	sandq_result_free(r);
+	sandq_close(c);
+}
