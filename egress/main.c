@@ -292,6 +292,10 @@ main(int argc, char **argv)
 		drop_to((uid_t)uid);
 	else if (getuid() == 0)
 		fatalx("--uid: the proxy does not run as root");
+	/* A change of credentials clears the parent-death signal: again. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		fatalx("sandqd is gone");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fatal("no_new_privs");
 	if (egress_sni_init() < 0)

@@ -36,7 +36,9 @@ static const char web_py[] =
 	"os.chdir(sys.argv[1])\n"
 	"class H(http.server.SimpleHTTPRequestHandler):\n"
 	"    def log_message(self, *a): pass\n"
-	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer): daemon_threads = True\n"
+	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer):\n"
+	"    daemon_threads = True\n"
+	"    def handle_error(self, *a): pass\n"
 	"s = S(('127.0.0.1', 0), H)\n"
 	"os.write(1, b'%d\\n' % s.server_address[1])\n"
 	"s.serve_forever()\n";

@@ -40,6 +40,7 @@ static int web_port, tls_port;
 static int ctl = -1;		/* our end of the proxy's control channel */
 static char marker[64];
 static uint32_t next_job = 1;
+static uint64_t bytes_max;	/* the next job's egress_bytes_max */
 
 /* What the proxy reported of one job. */
 struct report {
@@ -84,7 +85,9 @@ static const char web_py[] =
 	"os.chdir(sys.argv[1])\n"
 	"class H(http.server.SimpleHTTPRequestHandler):\n"
 	"    def log_message(self, *a): pass\n"
-	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer): daemon_threads = True\n"
+	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer):\n"
+	"    daemon_threads = True\n"
+	"    def handle_error(self, *a): pass\n"
 	"s = S(('127.0.0.1', 0), H)\n"
 	"os.write(1, b'%d\\n' % s.server_address[1])\n"
 	"s.serve_forever()\n";
@@ -94,7 +97,9 @@ static const char tls_py[] =
 	"os.chdir(sys.argv[1])\n"
 	"class H(http.server.SimpleHTTPRequestHandler):\n"
 	"    def log_message(self, *a): pass\n"
-	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer): daemon_threads = True\n"
+	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer):\n"
+	"    daemon_threads = True\n"
+	"    def handle_error(self, *a): pass\n"
 	"s = S(('127.0.0.1', 0), H)\n"
 	"c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
 	"c.load_cert_chain('cert.pem', 'key.pem')\n"
@@ -120,6 +125,11 @@ setup(void)
 	cr_assert_not_null(f = fopen(path, "w"));
 	fprintf(f, "%s\n", marker);
 	fclose(f);
+	snprintf(path, sizeof(path), "%s/big.bin", dir);
+	cr_assert_not_null(f = fopen(path, "w"));
+	for (int i = 0; i < 256 * 1024; i++)
+		fputc('x', f);
+	fclose(f);
 	snprintf(key, sizeof(key), "%s/key.pem", dir);
 	snprintf(crt, sizeof(crt), "%s/cert.pem", dir);
 	cert[15] = key;
@@ -140,7 +150,7 @@ setup(void)
 		execl(bin, "sandq-egress", "--uid", "65534", "--hosts",
 		    "pypi.example=127.0.0.1,private.example=10.0.0.1,other.example=127.0.0.1",
 		    "--allow-addrs", "127.0.0.1/32", "--head-timeout-ms", "3000",
-		    (char *)NULL);
+		    "--log-level", "warn", (char *)NULL);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -247,6 +257,7 @@ job_run(const char *allow, uint32_t conns_max, const char *script, struct report
 	snprintf(j.tenant, sizeof(j.tenant), "acme");
 	snprintf(j.allow, sizeof(j.allow), "%s", allow);
 	j.conns_max = conns_max;
+	j.bytes_max = bytes_max;
 	cr_assert_eq(msg_send(ctl, MSG_EGRESS_JOB, id, &j, sizeof(j), m.fd), 0);
 	msg_clear(&m);
 	cr_assert_eq(write(fdp[0], &go, 1), 1);
@@ -440,5 +451,28 @@ Test(egress, a_flood_of_connections_is_capped)
 	cr_assert_eq(r.n, 5);
 	for (size_t i = 0; i < 5; i++)
 		cr_expect_str_eq(r.c[i].reason, "the job's connection limit is reached");
+	free(out);
+}
+
+Test(egress, the_jobs_byte_limit_cuts_its_connection_and_refuses_the_next)
+{
+	struct report r;
+	char allow[64];
+	char *out;
+
+	snprintf(allow, sizeof(allow), "pypi.example:%d", web_port);
+	bytes_max = 64 * 1024;
+	out = job_run(allow, 0,
+	    "curl -s -o /dev/null -w 'big %{size_download} ' http://pypi.example:$WEB/big.bin;"
+	    "curl -s -o /dev/null -w 'next %{http_code}' http://pypi.example:$WEB/hello.txt",
+	    &r);
+	cr_expect(strstr(out, "next 403") != NULL, "%s", out);
+	cr_expect(strstr(out, "big 262144") == NULL, "the whole file came: %s", out);
+	cr_assert_eq(r.n, 2);
+	cr_expect_eq(r.c[0].state, EGRESS_CONN_DONE);
+	cr_expect_str_eq(r.c[0].reason, "the job's egress byte limit");
+	cr_expect(r.c[0].down < 256 * 1024);
+	cr_expect_eq(r.c[1].state, EGRESS_CONN_REFUSED);
+	cr_expect_str_eq(r.c[1].reason, "the job's egress byte limit is reached");
 	free(out);
 }
