@@ -261,6 +261,7 @@ main(int argc, char **argv)
 {
 	struct egress_opts o = { 0 };
 	uv_loop_t *loop = uv_default_loop();
+	pid_t parent = getppid();
 	long uid = 0;
 
 	log_procinit("egress");
@@ -294,7 +295,7 @@ main(int argc, char **argv)
 		fatalx("--uid: the proxy does not run as root");
 	/* A change of credentials clears the parent-death signal: again. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() == 1)
+	if (getppid() != parent)
 		fatalx("sandqd is gone");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fatal("no_new_privs");
