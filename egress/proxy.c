@@ -19,8 +19,8 @@
  *      (egress_addr_refused: private, loopback, link-local, multicast, the
  *      host's own...) and the connection made to the first, the address
  *      checked and no other (no second lookup, so no DNS rebinding);
- *   4. plain HTTP: the head rewritten to origin form with `Connection:
- *      close` and the Proxy-* headers dropped; CONNECT: `200` to the job,
+ *   4. plain HTTP: the head rewritten to origin form with the URL's Host,
+ *      `Connection: close` and the Proxy-* headers dropped; CONNECT: `200` to the job,
  *      the server's bytes forwarded at once, the job's held until its
  *      ClientHello's SNI (sni.c) is known and equal to the CONNECT's name
  *      (no TLS at all is let through: the address is the checked one);
@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -365,7 +366,7 @@ build_forward(struct conn *c, const http_parser *hp, const struct http_parser_ur
 	char *s = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&s, &len);
-	bool host_seen = false;
+	bool v6;
 
 	if (f == NULL)
 		fatal("open_memstream");
@@ -381,18 +382,26 @@ build_forward(struct conn *c, const http_parser *hp, const struct http_parser_ur
 		    u->field_data[UF_QUERY].len, f);
 	}
 	fprintf(f, " HTTP/%u.%u\r\n", hp->http_major, hp->http_minor);
+	/*
+	 * The Host is the URL's, whatever the job wrote (RFC 9112, 3.2.2: a
+	 * proxy replaces it): a server of many names answers for the one
+	 * the list allowed, never for another the job slipped in.
+	 */
+	v6 = strchr(c->host, ':') != NULL;
+	fprintf(f, "Host: %s%s%s", v6 ? "[" : "", c->host, v6 ? "]" : "");
+	if (c->port != 80)
+		fprintf(f, ":%u", (unsigned)c->port);
+	fputs("\r\n", f);
 	for (size_t i = 0; i < c->nh; i++) {
 		if (header_is(c, i, "connection") || header_is(c, i, "proxy-connection") ||
-		    header_is(c, i, "proxy-authorization") || header_is(c, i, "keep-alive"))
+		    header_is(c, i, "proxy-authorization") || header_is(c, i, "keep-alive") ||
+		    header_is(c, i, "host"))
 			continue;
-		host_seen |= header_is(c, i, "host");
 		fwrite(c->head + c->hf_off[i], 1, c->hf_len[i], f);
 		fputs(": ", f);
 		fwrite(c->head + c->hv_off[i], 1, c->hv_len[i], f);
 		fputs("\r\n", f);
 	}
-	if (!host_seen)
-		fprintf(f, "Host: %s:%u\r\n", c->host, (unsigned)c->port);
 	fputs("Connection: close\r\n\r\n", f);
 	fwrite(c->head + used, 1, c->headlen - used, f);
 	fclose(f);
@@ -1006,6 +1015,25 @@ on_listener_closed(uv_handle_t *h)
 	job_maybe_ended(j);
 }
 
+/*
+ * Whether the job's side of c is closed already, its EOF (or reset) waiting
+ * unread: a connection the job finished, not one its end cut.
+ */
+static bool
+job_side_closed(struct conn *c)
+{
+	uv_os_fd_t fd;
+	char byte;
+	ssize_t n;
+
+	if (c->client_eof)
+		return true;
+	if (uv_fileno((uv_handle_t *)&c->client, &fd) < 0)
+		return true;
+	n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 void
 egress_proxy_job_end(struct egress_proxy *p, uint32_t id)
 {
@@ -1021,7 +1049,7 @@ egress_proxy_job_end(struct egress_proxy *p, uint32_t id)
 	uv_close((uv_handle_t *)&j->listener, on_listener_closed);
 	for (c = j->conns; c != NULL; c = next) {
 		next = c->next;
-		conn_close(c, "the job ended");
+		conn_close(c, job_side_closed(c) ? NULL : "the job ended");
 	}
 }
 

@@ -80,11 +80,17 @@ server_start(const char *code, int *port)
 }
 
 /* socketserver's, not http.server's server: no reverse lookup at bind. */
+/* GET /host answers with the Host header the server was sent. */
 static const char web_py[] =
 	"import http.server, os, socketserver, sys\n"
 	"os.chdir(sys.argv[1])\n"
 	"class H(http.server.SimpleHTTPRequestHandler):\n"
 	"    def log_message(self, *a): pass\n"
+	"    def do_GET(self):\n"
+	"        if self.path != '/host': return super().do_GET()\n"
+	"        b = ('host=%s\\n' % self.headers.get_all('Host')).encode()\n"
+	"        self.send_response(200); self.send_header('Content-Length', str(len(b)))\n"
+	"        self.end_headers(); self.wfile.write(b)\n"
 	"class S(socketserver.ThreadingMixIn, socketserver.TCPServer):\n"
 	"    daemon_threads = True\n"
 	"    def handle_error(self, *a): pass\n"
@@ -474,5 +480,20 @@ Test(egress, the_jobs_byte_limit_cuts_its_connection_and_refuses_the_next)
 	cr_expect(r.c[0].down < 256 * 1024);
 	cr_expect_eq(r.c[1].state, EGRESS_CONN_REFUSED);
 	cr_expect_str_eq(r.c[1].reason, "the job's egress byte limit is reached");
+	free(out);
+}
+
+Test(egress, the_server_sees_the_urls_host_whatever_the_job_wrote)
+{
+	struct report r;
+	char allow[64], want[96];
+	char *out;
+
+	snprintf(allow, sizeof(allow), "pypi.example:%d", web_port);
+	out = job_run(allow, 0, "curl -sS -H 'Host: evil.example' "
+	    "http://pypi.example:$WEB/host", &r);
+	snprintf(want, sizeof(want), "host=['pypi.example:%d']\n", web_port);
+	cr_expect_str_eq(out, want);
+	cr_expect_eq(r.n, 1);
 	free(out);
 }
