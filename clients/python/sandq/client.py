@@ -291,7 +291,9 @@ class Client:
         stdin (bytes or str), limits (dict) or the limits one by one
         (wall_ms, cpu_ms, memory_bytes, pids, output_bytes, disk_bytes; the
         inode limit only as limits={"files": N}), preset, files (path ->
-        bytes, str or a local pathlib.Path), perms, perm_preset, net, image
+        bytes, str or a local pathlib.Path), perms, perm_preset, net and
+        allow (net="allow", allow=["pypi.example.org:443"]: the egress
+        proxy to those hosts, within the tenant's net_allow), image
         (an image reference: "host", "docker://HOST/REPO:TAG", ...; see
         docs/images.md), sandbox (id or Sandbox), persist, deadline_ms, priority, labels.
 

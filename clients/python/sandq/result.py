@@ -43,7 +43,9 @@ class Result:
     system calls the job's filter refused, by name). Sandboxes: sandbox,
     version, snapshot, changed, changes. Images: image (the reference it ran
     on, a name resolved), image_digest, image_name (the tenant's name it
-    asked for); None on host. Ops: data (the answer, already decoded).
+    asked for); None on host. net="allow" runs: egress (the hosts reached
+    and refused: dicts of host, port, allowed, reason, conns, up, down).
+    Ops: data (the answer, already decoded).
     Failures: error_code and error_message. raw holds the whole map as
     decoded.
     """
@@ -54,7 +56,7 @@ class Result:
                  "worker", "attempt", "error_code", "error_message", "refused",
                  "sandbox", "version", "snapshot", "changed", "changed_truncated",
                  "changes", "refused_paths", "data", "has_data", "image",
-                 "image_digest", "image_name")
+                 "image_digest", "image_name", "egress")
 
     def __init__(self, raw):
         if not isinstance(raw, dict):
@@ -92,6 +94,8 @@ class Result:
         self.image = _text(g("image"))
         self.image_digest = _text(g("image_digest"))
         self.image_name = _text(g("image_name"))
+        self.egress = [{_text(k): (_text(v) if isinstance(v, bytes) else v)
+                        for k, v in row.items()} for row in g("egress") or []]
         self.has_data = "data" in raw
         self.data = g("data")
 
