@@ -113,6 +113,30 @@ static const char tls_py[] =
 	"os.write(1, b'%d\\n' % s.server_address[1])\n"
 	"s.serve_forever()\n";
 
+/* Starts sandq-egress on a new control channel, with allow_addrs. */
+static void
+proxy_start(const char *allow_addrs)
+{
+	int sv[2];
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	proxy_pid = fork();
+	cr_assert(proxy_pid >= 0);
+	if (proxy_pid == 0) {
+		char bin[512];
+
+		dup2(sv[1], 3);
+		snprintf(bin, sizeof(bin), "%s/sandq-egress", harness_build_dir());
+		execl(bin, "sandq-egress", "--uid", "65534", "--hosts",
+		    "pypi.example=127.0.0.1,private.example=10.0.0.1,other.example=127.0.0.1",
+		    "--allow-addrs", allow_addrs, "--head-timeout-ms", "3000",
+		    "--log-level", "warn", (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	ctl = sv[0];
+}
+
 static void
 setup(void)
 {
@@ -122,7 +146,6 @@ setup(void)
 		"-subj", "/CN=pypi.example", "-addext", "subjectAltName=DNS:pypi.example",
 		"-keyout", NULL, "-out", NULL, NULL };
 	char key[256], crt[256];
-	int sv[2];
 	FILE *f;
 
 	cr_assert_not_null(mkdtemp(dir));
@@ -145,22 +168,7 @@ setup(void)
 	web_pid = server_start(web_py, &web_port);
 	tls_pid = server_start(tls_py, &tls_port);
 
-	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-	proxy_pid = fork();
-	cr_assert(proxy_pid >= 0);
-	if (proxy_pid == 0) {
-		char bin[512];
-
-		dup2(sv[1], 3);
-		snprintf(bin, sizeof(bin), "%s/sandq-egress", harness_build_dir());
-		execl(bin, "sandq-egress", "--uid", "65534", "--hosts",
-		    "pypi.example=127.0.0.1,private.example=10.0.0.1,other.example=127.0.0.1",
-		    "--allow-addrs", "127.0.0.1/32", "--head-timeout-ms", "3000",
-		    "--log-level", "warn", (char *)NULL);
-		_exit(127);
-	}
-	close(sv[1]);
-	ctl = sv[0];
+	proxy_start("127.0.0.1/32");
 }
 
 static void
@@ -495,5 +503,27 @@ Test(egress, the_server_sees_the_urls_host_whatever_the_job_wrote)
 	snprintf(want, sizeof(want), "host=['pypi.example:%d']\n", web_port);
 	cr_expect_str_eq(out, want);
 	cr_expect_eq(r.n, 1);
+	free(out);
+}
+
+/*
+ * A name the proxy resolves itself (getaddrinfo, under its seccomp filter:
+ * here from /etc/hosts, no DNS) is checked like any: localhost is
+ * loopback, refused when the operator named no range holding it.
+ */
+Test(egress, a_resolved_name_is_checked_after_resolution)
+{
+	struct report r;
+	char *out;
+
+	kill(proxy_pid, SIGKILL);
+	waitpid(proxy_pid, NULL, 0);
+	close(ctl);
+	proxy_start("192.0.2.0/24");
+	out = job_run("localhost:80", 0, "curl -s -o /dev/null -w '%{http_code}' "
+	    "http://localhost/", &r);
+	cr_expect_str_eq(out, "403");
+	cr_assert_eq(r.n, 1);
+	cr_expect_str_eq(r.c[0].reason, "resolves to a loopback address");
 	free(out);
 }
