@@ -368,3 +368,34 @@ Test(egress_job, pip_and_git_reach_a_local_index_and_repository_through_the_prox
 	sandq_result_free(r);
 	sandq_close(c);
 }
+
+/*
+ * The proxy's accepted sockets live in a net "allow" job's namespace: the
+ * spawner never shares it with a later job, while jobs of other modes go on
+ * taking turns in theirs (docs/security.md, "The network namespace").
+ */
+Test(egress_job, a_net_allow_jobs_namespace_is_never_the_next_jobs)
+{
+	static const char ns[] = "readlink /proc/self/ns/net";
+	char allowed[64], first[64], second[64];
+	const char *allow[] = { allowed, NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	r = run_allow(c, "curl -s -o /dev/null http://pypi.example:$PORT/hello.txt; "
+	    "readlink /proc/self/ns/net", allow);
+	cr_assert_str_eq(r->status, "ok", "%s", r->stderr_data);
+	snprintf(first, sizeof(first), "%s", (char *)r->stdout_data);
+	sandq_result_free(r);
+	r = harness_sh(c, ns, NULL);
+	cr_assert_str_eq(r->status, "ok");
+	snprintf(second, sizeof(second), "%s", (char *)r->stdout_data);
+	cr_expect_str_neq(first, second, "the next job got the allow job's namespace");
+	sandq_result_free(r);
+	/* Sharing goes on for the jobs after it. */
+	r = harness_sh(c, ns, NULL);
+	cr_expect_str_eq((char *)r->stdout_data, second);
+	sandq_result_free(r);
+	sandq_close(c);
+}
