@@ -452,7 +452,7 @@ expected(const struct tfield *f, char *buf, size_t size)
 		    TENANT_RATE_MAX);
 		break;
 	case TF_NET:
-		snprintf(buf, size, "expected a comma-separated list of none, unix "
+		snprintf(buf, size, "expected a comma-separated list of none, unix, allow "
 		    "(each once), or empty for the host's");
 		break;
 	default:
