@@ -70,6 +70,7 @@ usage(void)
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
 	    "--uid UID [--log-level LEVEL] [--log-format F] [--keep-versions N] [--no-overlay]\n"
 	    "    [--net-fresh] [--socket-bytes N] [--sockets N] [--image-cache DIR --image-uid UID]\n"
+	    "    [--egress-port PORT]\n"
 	    "(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
