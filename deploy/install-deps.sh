@@ -13,6 +13,9 @@ pkg-config
 libhiredis-dev
 libuv1-dev
 libhttp-parser-dev
+curl
+git
+openssl
 libmsgpack-dev
 libseccomp-dev
 libsqlite3-dev
