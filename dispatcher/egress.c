@@ -42,12 +42,14 @@
 #include "dispatcher.h"
 
 #define EGRESS_BACKOFF_MAX_MS 10000
+#define EGRESS_HOLD_MAX_MS 5000		/* a result waits for the report at most */
 
 struct degress {
 	pid_t pid;		/* the proxy, or 0 */
 	int fd;			/* our end of its channel, or -1 */
 	uv_poll_t *poll;	/* on fd */
 	uv_timer_t restart;	/* its restart after a death */
+	uv_timer_t hold;	/* releases results a hung proxy never ended */
 	int64_t backoff_ms;	/* the next restart's delay */
 	char *path;		/* sandq-egress */
 	struct djob **jobs;	/* jobs whose listener it holds */
@@ -321,6 +323,35 @@ on_restart(uv_timer_t *t)
 		start(d);
 }
 
+/*
+ * A result held past EGRESS_HOLD_MAX_MS goes out with the rows reported so
+ * far: a proxy that hangs delays results, it never keeps them.
+ */
+static void
+on_hold(uv_timer_t *t)
+{
+	struct sandqd *d = t->data;
+	struct degress *g = d->egress;
+	uint64_t now = uv_now(d->loop);
+	bool more = false;
+
+	for (size_t i = 0; i < g->njobs; ) {
+		struct djob *j = g->jobs[i];
+
+		if (j->egress_held != NULL && now - j->egress_held_at >= EGRESS_HOLD_MAX_MS) {
+			log_warnx("job %s: the egress proxy did not end it in %d ms; its "
+			    "result goes out with the connections reported so far", j->id,
+			    EGRESS_HOLD_MAX_MS);
+			release(d, j);	/* removes it from g->jobs: same i again */
+			continue;
+		}
+		more |= j->egress_held != NULL;
+		i++;
+	}
+	if (!more)
+		uv_timer_stop(t);
+}
+
 void
 egress_init(struct sandqd *d)
 {
@@ -331,6 +362,8 @@ egress_init(struct sandqd *d)
 	g->backoff_ms = 100;
 	uv_timer_init(d->loop, &g->restart);
 	g->restart.data = d;
+	uv_timer_init(d->loop, &g->hold);
+	g->hold.data = d;
 	d->egress = g;
 	egress_reconcile(d);
 }
@@ -418,6 +451,9 @@ egress_hold(struct sandqd *d, struct djob *j, struct result *r)
 		return true;
 	}
 	j->egress_held = r;
+	j->egress_held_at = uv_now(d->loop);
+	if (!uv_is_active((uv_handle_t *)&g->hold))
+		uv_timer_start(&g->hold, on_hold, EGRESS_HOLD_MAX_MS / 5, EGRESS_HOLD_MAX_MS / 5);
 	return true;
 }
 
@@ -456,6 +492,8 @@ egress_stop(struct sandqd *d)
 		return;
 	uv_timer_stop(&g->restart);
 	uv_close((uv_handle_t *)&g->restart, NULL);
+	uv_timer_stop(&g->hold);
+	uv_close((uv_handle_t *)&g->hold, NULL);
 	stop_channel(d);
 	if (g->pid > 0) {
 		/* It exits on its channel's EOF; reaped here, by its pid. */

@@ -11,6 +11,7 @@
  * trail (sandq audit --json).
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdio.h>
@@ -396,6 +397,63 @@ Test(egress_job, a_net_allow_jobs_namespace_is_never_the_next_jobs)
 	/* Sharing goes on for the jobs after it. */
 	r = harness_sh(c, ns, NULL);
 	cr_expect_str_eq((char *)r->stdout_data, second);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+/*
+ * A proxy that hangs delays a net "allow" job's result, never keeps it:
+ * the result goes out once its hold ends (dispatcher/egress.c), with what
+ * was reported (here nothing: the stopped proxy accepted nothing).
+ */
+/* The pid of sandqd's sandq-egress (its child named so), or -1. */
+static pid_t
+egress_pid(void)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+	pid_t found = -1;
+
+	cr_assert_not_null(dir);
+	while ((de = readdir(dir)) != NULL && found < 0) {
+		char path[300], comm[32] = "";
+		int ppid = 0;
+		FILE *f;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (fscanf(f, "%*d (%31[^)]) %*c %d", comm, &ppid) == 2 &&
+		    ppid == H.sandqd_pid && strcmp(comm, "sandq-egress") == 0)
+			found = atoi(de->d_name);
+		fclose(f);
+	}
+	closedir(dir);
+	return found;
+}
+
+Test(egress_job, a_hung_proxy_never_keeps_a_result)
+{
+	char allowed[64];
+	const char *allow[] = { allowed, NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+	pid_t pids[1] = { egress_pid() };
+
+	cr_assert(pids[0] > 0, "no sandq-egress below sandqd");
+	cr_assert_eq(kill(pids[0], SIGSTOP), 0);
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	r = run_allow(c, "curl -s -o /dev/null --max-time 2 "
+	    "http://pypi.example:$PORT/hello.txt; echo curl $?", allow);
+	kill(pids[0], SIGCONT);
+	cr_assert_str_eq(r->status, "ok", "%s", r->stderr_data);
+	cr_expect_str_eq((char *)r->stdout_data, "curl 28\n");
+	raw = raw_result(r->id);
+	cr_expect_eq(raw->negress, 0);
+	result_free(raw);
 	sandq_result_free(r);
 	sandq_close(c);
 }
