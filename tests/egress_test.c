@@ -527,3 +527,29 @@ Test(egress, a_resolved_name_is_checked_after_resolution)
 	cr_expect_str_eq(r.c[0].reason, "resolves to a loopback address");
 	free(out);
 }
+
+/* What is no request, or too long a one, is answered, reported, closed. */
+Test(egress, malformed_and_oversized_requests_are_answered_and_closed)
+{
+	static const char py[] =
+		"/usr/bin/python3 -c \"\n"
+		"import socket\n"
+		"def ask(b):\n"
+		"    s = socket.create_connection(('127.0.0.1', 3128)); s.sendall(b)\n"
+		"    return s.recv(100).split(b'\\\\r\\\\n')[0].decode()\n"
+		"print(ask(b'\\\\x16\\\\x03\\\\x01\\\\x00\\\\x05hello\\\\r\\\\n\\\\r\\\\n'))\n"
+		"print(ask(b'GET http://pypi.example/ HTTP/1.1\\\\r\\\\nX: ' + b'a' * 20000))\n"
+		"print(ask(b'GET ftp://pypi.example/ HTTP/1.1\\\\r\\\\n\\\\r\\\\n'))\n"
+		"print(ask(b'CONNECT pypi.example HTTP/1.1\\\\r\\\\n\\\\r\\\\n'))\n"
+		"\"";
+	struct report r;
+	char *out;
+
+	out = job_run("pypi.example", 0, py, &r);
+	cr_expect_str_eq(out, "HTTP/1.1 400 Bad Request\nHTTP/1.1 431 Request Header Fields "
+	    "Too Large\nHTTP/1.1 400 Bad Request\nHTTP/1.1 400 Bad Request\n");
+	cr_expect_eq(r.n, 4);
+	for (size_t i = 0; i < r.n; i++)
+		cr_expect_eq(r.c[i].state, EGRESS_CONN_REFUSED);
+	free(out);
+}
