@@ -76,7 +76,7 @@ PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c 
 # Image references and the image_sources patterns (pure): the config and
 # the tenant records check patterns with it, sandqd's intake references.
 IMAGES_REF_SRCS := images/ref.c images/names.c
-CONFIG_SRCS := config/config.c $(IMAGES_REF_SRCS)
+CONFIG_SRCS := config/config.c egress/match.c $(IMAGES_REF_SRCS)
 # The SQLite helper of every module that keeps a database (-lsqlite3).
 SQL_SRCS := common/sql.c
 # The AgentFS codec, its session table, the copy-on-write image and patch.
@@ -117,6 +117,8 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISP
 DISPATCHER_SRCS += dispatcher/image_pull.c
 # Prometheus metrics: the registry and writer, and GET /metrics on libh2o (issue 18).
 DISPATCHER_SRCS += dispatcher/metrics.c dispatcher/exporter.c
+# The egress proxy's supervision and reports (issue 21).
+DISPATCHER_SRCS += dispatcher/egress.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -204,7 +206,11 @@ GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/dashboard.c gateway/call
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
 LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive -lpcre2-8
-BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
+# sandq-egress (issue 21): the egress proxy of `net: allow` jobs, started and
+# supervised by sandqd; libuv, Debian's http_parser, OpenSSL for the SNI.
+EGRESS_SRCS := egress/main.c egress/proxy.c egress/sni.c egress/match.c
+LIBS_EGRESS := -luv -lhttp_parser -lssl -lcrypto -lseccomp
+BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway $(B)/sandq-egress
 
 all: $(BINS) $(B)/libsandq.a $(MAN_PAGES)
 
@@ -222,6 +228,9 @@ $(B)/sandq-worker: $(WORKER_OBJS)
 # starts it with fork and at once execve, for a threaded caller).
 $(B)/sandq-unpack: $(call obj,images/unpack_main.c images/unpack_child.c images/unpack_tar.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -larchive
+
+$(B)/sandq-egress: $(call obj,$(EGRESS_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_EGRESS)
 
 $(B)/sandq-gateway: $(call obj,$(GATEWAY_SRCS)) $(B)/obj/gen/gateway_man.o
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_GATEWAY)
@@ -243,6 +252,8 @@ UNIT_TESTS += log
 UNIT_TESTS += metrics
 # expect regexes on PCRE2, batchcase's regex mode (issue 20).
 UNIT_TESTS += rx
+# The egress allowlist's host patterns and refused addresses (issue 21).
+UNIT_TESTS += egress_match
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
@@ -287,6 +298,10 @@ INTEG_TESTS += netns
 INTEG_TESTS += presets_integ
 # libsandq's runs with cases, path presets and audit trail (issue 20)
 INTEG_TESTS += libsandq_api
+# sandq-egress against local servers, each job a shell in a namespace of its own (issue 21)
+INTEG_TESTS += egress
+# net "allow" jobs end to end: sandqd, its proxy, a local web server (issue 21)
+INTEG_TESTS += egress_job
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
@@ -316,6 +331,8 @@ $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -c -o $@ $<
 
+$(B)/tests/egress_match_test: $(B)/tests/egress_match_test.o $(call obj,egress/match.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/msg_test: $(B)/tests/msg_test.o $(call obj,$(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PROTO_SRCS) $(COMMON_SRCS))
@@ -359,6 +376,10 @@ $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cgslot_test: $(B)/tests/cgslot_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/egress_test: $(B)/tests/egress_test.o $(B)/tests/harness.o $(B)/libsandq.a $(B)/sandq-egress
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/egress_job_test: $(B)/tests/egress_job_test.o $(B)/tests/harness.o $(B)/libsandq.a $(B)/sandq-egress
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/rx_test: $(B)/tests/rx_test.o $(call obj,proto/rx.c proto/batchcase.c $(COMMON_SRCS))
@@ -704,7 +725,7 @@ $(B)/sandq.pc: Makefile cli/cli_common.h
 	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc -ljansson' > $@.tmp && mv $@.tmp $@
 
 INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
-	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack \
+	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack $(LIBEXECDIR)/sandq-egress \
 	$(SYSCONFDIR)/sandq/sandq.conf.example \
 	$(patsubst deploy/%,$(UNITDIR)/%,$(UNITS)) \
 	$(COMPLETIONDIR)/sandq \
@@ -721,7 +742,7 @@ install: all $(B)/sandq.pc
 		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0755 $(B)/sandq $(B)/sandq-gateway $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(B)/sandqd $(DESTDIR)$(SBINDIR)/
-	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(DESTDIR)$(LIBEXECDIR)/
+	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(B)/sandq-egress $(DESTDIR)$(LIBEXECDIR)/
 	install -m 0644 config/sandq.conf.example $(DESTDIR)$(SYSCONFDIR)/sandq/
 	for u in $(UNITS); do \
 		sed -e 's,/usr/local/bin/sandqd,$(SBINDIR)/sandqd,g' -e 's,/usr/local/sbin,$(SBINDIR),g' -e 's,/usr/local/bin,$(BINDIR),g' \

@@ -12,6 +12,10 @@ build-essential
 pkg-config
 libhiredis-dev
 libuv1-dev
+libhttp-parser-dev
+curl
+git
+openssl
 libmsgpack-dev
 libseccomp-dev
 libsqlite3-dev

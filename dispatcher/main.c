@@ -263,11 +263,12 @@ sandqd_check_drained(struct sandqd *d)
 	if (!d->draining || d->stopping)
 		return;
 	if (rq_read_pending(d->rq) || sched_queued(d) > 0 || sched_running(d) > 0 ||
-	    !TAILQ_EMPTY(&d->publish) || d->shared_inflight > 0)
+	    !TAILQ_EMPTY(&d->publish) || d->shared_inflight > 0 || egress_pending(d) > 0)
 		return;
 	log_info("drained: %llu job%s answered; stopping",
 	    (unsigned long long)d->jobs_done, d->jobs_done == 1 ? "" : "s");
 	stop_workers(d);
+	egress_stop(d);
 	close_all(d);
 }
 
@@ -335,8 +336,10 @@ on_signal(uv_signal_t *h, int signum)
 {
 	struct sandqd *d = h->data;
 
-	if (signum == SIGCHLD)
+	if (signum == SIGCHLD) {
+		egress_reap(d);
 		pool_reap(d);
+	}
 	else
 		start_drain(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
@@ -444,6 +447,7 @@ on_hup(uv_signal_t *h, int signum)
 	} else {
 		n = config_reload(&d->cfg, &fresh, on_reload_note, NULL);
 		log_setlevel(d->cfg.log_level);
+		egress_reconcile(d);
 		log_info("SIGHUP: reloaded %s: %d option%s changed",
 		    main_config_file ? main_config_file : "the command line", n,
 		    n == 1 ? "" : "s");
@@ -547,6 +551,7 @@ main(int argc, char **argv)
 	admit_init(d);
 	images_start(d);
 	sbximage_init(d);
+	egress_init(d);
 	pool_start(d);
 	rq_start(d->rq);
 	tenants_start(d);
@@ -573,6 +578,7 @@ main(int argc, char **argv)
 	images_free(d);
 	sbximage_free(d);
 	exporter_free(d);
+	egress_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);
 	log_info("stopped");

@@ -604,6 +604,15 @@ job_set_opts(struct sandq *c, struct job *j, const struct sandq_job_opts *o,
 			return fail(c, -EINVAL, "net: longer than 32 bytes");
 		j->net = xstrdup(o->net);
 	}
+	for (size_t i = 0; o->allow != NULL && o->allow[i] != NULL; i++) {
+		if (i == JOB_ALLOW_MAX || strlen(o->allow[i]) > JOB_ALLOW_LEN)
+			return fail(c, -EINVAL, "allow: at most %d patterns of %d bytes",
+			    JOB_ALLOW_MAX, JOB_ALLOW_LEN);
+		j->allow = xreallocarray(j->allow, i + 2, sizeof(char *));
+		j->allow[i] = xstrdup(o->allow[i]);
+		j->allow[i + 1] = NULL;
+		j->nallow = i + 1;
+	}
 	if (o->image != NULL) {
 		size_t n = strlen(o->image);
 

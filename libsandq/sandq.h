@@ -119,6 +119,9 @@ struct sandq_job_opts {
 	 */
 	const struct sandq_case *cases;
 	size_t ncases;
+	/* net "allow": the host patterns the job may reach, NULL-terminated
+	 * ("pypi.example:443", "*.github.com"); within the tenant's net_allow. */
+	const char *const *allow;
 };
 
 /*

@@ -82,6 +82,14 @@ int spawn_worker_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
  */
 int spawn_worker_layers(const char (*hex)[65], size_t n, unsigned *mounted,
     struct err *e);
+/*
+ * Worker side of the egress listener (net "allow"): has the spawner make a
+ * TCP socket listening on 127.0.0.1:port in the network namespace of the
+ * init pidfd names, and returns it in *fd (owned by the caller). The
+ * spawner never shares that namespace with a later sandbox. Returns 0 or
+ * -errno with e.
+ */
+int spawn_worker_listen(int pidfd, uint16_t port, int *fd, struct err *e);
 
 /*** layers.c ***/
 

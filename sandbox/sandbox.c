@@ -637,6 +637,14 @@ sandbox_set_idle(struct sandbox *s, void (*cb)(void *), void *arg, bool at_exec)
 }
 
 int
+sandbox_net_listen(struct sandbox *s, uint16_t port, int *fd, struct err *e)
+{
+	if (s->pidfd < 0)
+		return err_set(e, -ESRCH, "the sandbox's init is gone");
+	return spawn_worker_listen(s->pidfd, port, fd, e);
+}
+
+int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
 {

@@ -34,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -228,6 +230,42 @@ net_close_all(void)
 	}
 }
 
+/*
+ * MSG_SPAWN_LISTEN: a TCP listener on 127.0.0.1:port in the network
+ * namespace of the init pidfd names, for a net "allow" job's egress proxy
+ * (docs/security.md, "Network by allowlist"). A listening socket stays in
+ * the namespace it was made in, whoever holds it: the proxy, in the host's
+ * namespace, accepts the job's connections on it. The namespace is never
+ * shared again: the proxy's accepted sockets and their TIME_WAIT are its,
+ * and a next job must not meet them (the next init gets a new one).
+ * Returns the socket, or -errno; the spawner is back in its own namespace.
+ */
+static int
+net_listen(int pidfd, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(port) };
+	struct stat job, shared;
+	int fd = -1, rc = 0;
+
+	if (setns(pidfd, CLONE_NEWNET) < 0)
+		return -errno;
+	if (stat("/proc/self/ns/net", &job) < 0)
+		rc = -errno;
+	for (unsigned i = 0; rc == 0 && i < NET_SLOTS; i++)
+		if (net.slot[i].ns >= 0 && fstat(net.slot[i].ns, &shared) == 0 &&
+		    job.st_ino == shared.st_ino && job.st_dev == shared.st_dev)
+			net_drop(&net.slot[i]);
+	if (rc == 0 && ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0))
+		rc = -errno;
+	if (setns(net.host, CLONE_NEWNET) < 0)
+		_exit(1);	/* a spawner in the wrong namespace clones nothing */
+	if (rc < 0 && fd >= 0)
+		close(fd);
+	return rc < 0 ? rc : fd;
+}
+
 static void __attribute__((noreturn))
 spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int sock,
     pid_t worker)
@@ -265,6 +303,24 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 			msg_clear(&m);
 			if (msg_send(sock, MSG_SPAWN_LAYERS_DONE, 0, &lr, sizeof(lr), -1) < 0)
 				_exit(1);
+			continue;
+		}
+		if (rc > 0 && m.hdr.type == MSG_SPAWN_LISTEN && m.fd >= 0 &&
+		    m.len == sizeof(uint16_t)) {
+			uint16_t port;
+			int32_t error = 0;
+			int lfd;
+
+			memcpy(&port, m.data, sizeof(port));
+			lfd = net_listen(m.fd, port);
+			msg_clear(&m);
+			if (lfd < 0)
+				error = -lfd;
+			if (msg_send(sock, MSG_SPAWN_LISTEN_DONE, 0, &error, sizeof(error),
+			    lfd) < 0)
+				_exit(1);
+			if (lfd >= 0)
+				close(lfd);
 			continue;
 		}
 		if (rc < 0 || m.hdr.type != MSG_SPAWN_REQ || m.len != 0 || m.fd >= 0)
@@ -404,5 +460,32 @@ spawn_worker_layers(const char (*hex)[65], size_t n, unsigned *mounted, struct e
 		return err_set(e, -lr.error, "mount layer sha256:%.64s of the image "
 		    "cache: %s", lr.index >= 0 && (size_t)lr.index < n ? hex[lr.index] :
 		    "?", strerror(lr.error));
+	return 0;
+}
+
+int
+spawn_worker_listen(int pidfd, uint16_t port, int *fd, struct err *e)
+{
+	struct msg m;
+	int32_t error;
+	int rc;
+
+	*fd = -1;
+	if ((rc = msg_send(spawner_fd, MSG_SPAWN_LISTEN, 0, &port, sizeof(port), pidfd)) < 0)
+		fatalx("the sandbox spawner is gone: %s", strerror(-rc));
+	msg_init(&m);
+	rc = msg_recv(spawner_fd, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SPAWN_LISTEN_DONE || m.len != sizeof(error))
+		fatalx("the sandbox spawner is gone or confused (%d)", rc);
+	memcpy(&error, m.data, sizeof(error));
+	if (error != 0 || m.fd < 0) {
+		msg_clear(&m);
+		return err_set(e, error ? -error : -EBADMSG, "listen on 127.0.0.1:%u in the "
+		    "sandbox's network namespace: %s", (unsigned)port,
+		    strerror(error ? error : EBADMSG));
+	}
+	*fd = m.fd;
+	m.fd = -1;
+	msg_clear(&m);
 	return 0;
 }

@@ -1328,14 +1328,59 @@ Test(payload, net_unix_is_its_own_mode)
 
 Test(payload, rejects_bad_net_priority_deadline)
 {
-	REJECT_EXEC_WITH("field 'net': unknown mode 'host' (this version offers none "
-	    "and unix)", jb_str(b, "net", "host"));
+	REJECT_EXEC_WITH("field 'net': unknown mode 'host' (this version offers none, "
+	    "unix and allow)", jb_str(b, "net", "host"));
 	REJECT_EXEC_WITH("field 'priority': expected an integer",
 	    jb_str(b, "priority", "high"));
 	REJECT_EXEC_WITH("field 'deadline_ms'", jb_int(b, "deadline_ms", -1));
 	REJECT_EXEC_WITH("field 'deadline_ms'",
 	    { msgpack_pack_uint64(jb_key(b, "deadline_ms"), UINT64_MAX); });
 	REJECT_EXEC_WITH("field 'stdin': expected bytes", jb_int(b, "stdin", 1));
+}
+
+/* net "allow" and its list come together, bounded; encoding keeps the list. */
+Test(payload, net_allow_needs_its_list_and_round_trips)
+{
+	static const char *const one[] = { "pypi.example:443" };
+	static const char *const bad[] = { "a.example", "with space" };
+	static const char *const comma[] = { "a.example,b.example" };
+	static const char *const empty[] = { "" };
+	struct jb jb;
+	struct job *j, *back = NULL;
+	struct err e = { 0 };
+	char *enc = NULL;
+	size_t len = 0;
+
+	REJECT_EXEC_WITH("field 'allow': net 'allow' needs the hosts it may reach",
+	    jb_str(b, "net", "allow"));
+	REJECT_EXEC_WITH("field 'allow': only with net 'allow'", jb_strv(b, "allow", one, 1));
+	REJECT_EXEC_WITH("field 'allow': only with net 'allow'",
+	    jb_str(b, "net", "none"); jb_strv(b, "allow", one, 1));
+	REJECT_EXEC_WITH("field 'allow': a pattern is a host name",
+	    jb_str(b, "net", "allow"); jb_strv(b, "allow", bad, 2));
+	REJECT_EXEC_WITH("field 'allow': a pattern is a host name",
+	    jb_str(b, "net", "allow"); jb_strv(b, "allow", comma, 1));
+	REJECT_EXEC_WITH("field 'allow': an empty pattern",
+	    jb_str(b, "net", "allow"); jb_strv(b, "allow", empty, 1));
+	REJECT_EXEC_WITH("field 'allow': expected a list", jb_str(b, "net", "allow");
+	    jb_str(b, "allow", "pypi.example"));
+
+	jb_init(&jb);
+	jb_exec(&jb, "j1");
+	jb_str(&jb, "net", "allow");
+	jb_strv(&jb, "allow", one, 1);
+	j = jb_decode_ok(&jb);
+	cr_expect_eq(j->net_mode, NET_ALLOW);
+	cr_assert_eq(j->nallow, 1);
+	cr_expect_str_eq(j->allow[0], "pypi.example:443");
+	cr_assert_eq(payload_job_encode(j, &enc, &len), 0);
+	cr_assert_eq(payload_job_decode(enc, len, &back, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(back->nallow, 1);
+	cr_expect_str_eq(back->allow[0], "pypi.example:443");
+	job_free(back);
+	job_free(j);
+	free(enc);
+	jb_destroy(&jb);
 }
 
 /*

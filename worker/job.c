@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -741,6 +742,69 @@ run_cases(struct worker *w, struct job *j, const struct sandbox_snapshot *snap,
 	res->finished_at = now_ms();
 }
 
+/* The proxy variables a net "allow" job gets, over any of its own. */
+static const char *const proxy_vars[] = {
+	"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY",
+	"all_proxy", "NO_PROXY", "no_proxy",
+};
+
+/*
+ * A net "allow" job's way out (docs/security.md, "Network by allowlist"):
+ * a listener on 127.0.0.1:egress_port in its sandbox's namespace, made by
+ * the spawner, handed to sandqd (MSG_JOB_NET), which hands it to the
+ * egress proxy with its own word on the job; and the proxy variables in
+ * the job's environment, which *spec (owned, re-encoded) then carries.
+ * The variables are a convenience, not the bound: the namespace has no
+ * other route, whatever a job sets. Returns 0, or -1 with res filled.
+ */
+static int
+net_allow_setup(struct worker *w, struct sandbox *sbx, struct job *j, char **spec,
+    size_t *speclen, struct result *res)
+{
+	struct err e = { 0 };
+	char *url = NULL;
+	size_t n = 0;
+	int fd = -1, rc;
+
+	if (w->egress_port == 0 ||
+	    sandbox_net_listen(sbx, w->egress_port, &fd, &e) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox", "egress listener: %s",
+		    w->egress_port ? e.msg : "no egress port");
+		return -1;
+	}
+	rc = msg_send(w->fd, MSG_JOB_NET, w->job_seq, NULL, 0, fd);
+	close(fd);
+	if (rc < 0)
+		fatalx("dispatcher channel: %s", strerror(-rc));
+	xasprintf(&url, "http://127.0.0.1:%u", (unsigned)w->egress_port);
+	/* The job's own values of these names go: ours are the ones set. */
+	for (size_t i = 0; i < j->nenv; i++) {
+		bool ours = false;
+
+		for (size_t k = 0; k < sizeof(proxy_vars) / sizeof(proxy_vars[0]); k++) {
+			size_t len = strlen(proxy_vars[k]);
+
+			ours |= strncmp(j->env[i], proxy_vars[k], len) == 0 &&
+			    j->env[i][len] == '=';
+		}
+		if (ours)
+			free(j->env[i]);
+		else
+			j->env[n++] = j->env[i];
+	}
+	j->env = xreallocarray(j->env, n + sizeof(proxy_vars) / sizeof(proxy_vars[0]) + 1,
+	    sizeof(char *));
+	for (size_t k = 0; k < sizeof(proxy_vars) / sizeof(proxy_vars[0]); k++)
+		xasprintf(&j->env[n++], "%s=%s", proxy_vars[k],
+		    strcasecmp(proxy_vars[k], "no_proxy") == 0 ? "" : url);
+	j->env[n] = NULL;
+	j->nenv = n;
+	free(url);
+	if (payload_job_encode(j, spec, speclen) < 0)
+		fatalx("cannot encode a net allow job");
+	return 0;
+}
+
 static int
 run_job(struct worker *w, const struct msg *m)
 {
@@ -818,8 +882,20 @@ run_job(struct worker *w, const struct msg *m)
 		 */
 		if (j->sandbox != NULL && j->persist)
 			sandbox_set_idle(w->spent, job_idle, w, false);
-		sandbox_run(w->spent, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
-		    res);
+		if (j->net_mode != NET_ALLOW) {
+			sandbox_run(w->spent, j, m->data, m->len,
+			    j->sandbox != NULL ? &snap : NULL, res);
+		} else {
+			char *spec = NULL;
+			size_t speclen = 0;
+
+			if (net_allow_setup(w, w->spent, j, &spec, &speclen, res) == 0)
+				sandbox_run(w->spent, j, spec, speclen,
+				    j->sandbox != NULL ? &snap : NULL, res);
+			else
+				res->started_at = res->finished_at = now_ms();
+			free(spec);
+		}
 		free(key);
 		if (j->sandbox != NULL) {
 			res->sandbox = xstrdup(j->sandbox);

@@ -355,9 +355,11 @@ class Client:
         (wall_ms, cpu_ms, memory_bytes, pids, output_bytes, disk_bytes; the
         inode limit only as limits={"files": N}), preset, files (path ->
         bytes, str or a local pathlib.Path), perms, perm_preset (a name or
-        a Preset from extend_preset()), net, image (an image reference:
-        "host", "docker://HOST/REPO:TAG", ...; see docs/images.md), sandbox
-        (id or Sandbox), persist, deadline_ms, priority, labels, cases (see
+        a Preset from extend_preset()), net and allow (net="allow",
+        allow=["pypi.example.org:443"]: the egress proxy to those hosts,
+        within the tenant's net_allow), image (an image reference: "host",
+        "docker://HOST/REPO:TAG", ...; see docs/images.md), sandbox (id or
+        Sandbox), persist, deadline_ms, priority, labels, cases (see
         docs/protocol.md "Cases" and Result.cases).
 
         Returns the Result when the job ended on its own: status "ok", and

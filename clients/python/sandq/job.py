@@ -55,8 +55,8 @@ SANDBOX_OPS = ("fs.read", "fs.write", "fs.list", "fs.stat", "fs.delete",
 
 # Options of exec, sh and python (keyword arguments of run/sh/python).
 RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files",
-                         "labels", "net", "image", "sandbox", "persist", "perms",
-                         "perm_preset", "priority", "deadline_ms", "stream",
+                         "labels", "net", "allow", "image", "sandbox", "persist",
+                         "perms", "perm_preset", "priority", "deadline_ms", "stream",
                          "cases")
                         + LIMIT_KWARGS)
 # Fields of the sandbox ops that callers may give.
@@ -345,6 +345,13 @@ class Job:
             f["labels"] = _labels(opts["labels"])
         if opts.get("net") is not None:
             f["net"] = _str("net", opts["net"], 1, 32)
+        if opts.get("allow") is not None:
+            # net="allow": host patterns, each inside the tenant's net_allow
+            # (the server checks them; docs/security.md).
+            allow = opts["allow"]
+            if isinstance(allow, (str, bytes)) or not 1 <= len(allow) <= 64:
+                raise InvalidJob("allow: expected a list of 1 to 64 host patterns")
+            f["allow"] = [_str("allow", a, 1, 262) for a in allow]
         if opts.get("image") is not None:
             # The server checks the reference and its sources (docs/images.md).
             f["image"] = _str("image", opts["image"], 1, 1024)

@@ -89,7 +89,9 @@ class Result:
     name); cases, passed and failed for a run with cases. Sandboxes: sandbox,
     version, snapshot, changed, changes. Images: image (the reference it ran
     on, a name resolved), image_digest, image_name (the tenant's name it
-    asked for); None on host. Ops: data (the answer, already decoded).
+    asked for); None on host. net="allow" runs: egress (the hosts reached
+    and refused: dicts of host, port, allowed, reason, conns, up, down).
+    Ops: data (the answer, already decoded).
     Failures: error_code and error_message. raw holds the whole map as
     decoded.
     """
@@ -101,7 +103,7 @@ class Result:
                  "worker", "attempt", "error_code", "error_message", "refused",
                  "sandbox", "version", "snapshot", "changed", "changed_truncated",
                  "changes", "refused_paths", "data", "has_data", "image",
-                 "image_digest", "image_name")
+                 "image_digest", "image_name", "egress")
 
     def __init__(self, raw: Dict[str, Any]) -> None:
         if not isinstance(raw, dict):
@@ -140,6 +142,9 @@ class Result:
         self.image: Optional[str] = _text(g("image"))
         self.image_digest: Optional[str] = _text(g("image_digest"))
         self.image_name: Optional[str] = _text(g("image_name"))
+        self.egress: List[Dict[str, Any]] = [
+            {_text(k): (_text(v) if isinstance(v, bytes) else v) for k, v in row.items()}
+            for row in g("egress") or []]
         self.has_data = "data" in raw
         self.data: Any = g("data")
 
