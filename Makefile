@@ -10,7 +10,7 @@
 #   make SANITIZER=address test    (or undefined) build and test with a sanitizer
 #   make asan / ubsan    shorthands for the two above
 #   make install [PREFIX=/usr/local] [DESTDIR=]   (and make uninstall)
-#   make python-test     only the Python client's tests (clients/python)
+#   make python-test     only the Python client's tests (clients/python), and mypy on it
 #   make typescript-test only the TypeScript client's tests (clients/typescript)
 #   make dashboard-test  only the web dashboard's tests (tests/dashboard, headless Chromium)
 #   make lint            cppcheck over every folder, and the folder rules
@@ -76,7 +76,7 @@ PROTO_SRCS := proto/job.c proto/result.c proto/scan.c proto/pack.c proto/path.c 
 # Image references and the image_sources patterns (pure): the config and
 # the tenant records check patterns with it, sandqd's intake references.
 IMAGES_REF_SRCS := images/ref.c images/names.c
-CONFIG_SRCS := config/config.c $(IMAGES_REF_SRCS)
+CONFIG_SRCS := config/config.c egress/match.c $(IMAGES_REF_SRCS)
 # The SQLite helper of every module that keeps a database (-lsqlite3).
 SQL_SRCS := common/sql.c
 # The AgentFS codec, its session table, the copy-on-write image and patch.
@@ -109,7 +109,7 @@ SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn
 	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c \
 	sandbox/ipcns.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
-WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c $(OPS_SRCS)
+WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c proto/batchcase.c proto/rx.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
 DISPATCHER_CORE_SRCS := dispatcher/core/intake.c dispatcher/core/runq.c
 DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISPATCHER_CORE_SRCS) \
@@ -118,6 +118,8 @@ DISPATCHER_SRCS := dispatcher/main.c dispatcher/pool.c dispatcher/sched.c $(DISP
 DISPATCHER_SRCS += dispatcher/image_pull.c
 # Prometheus metrics: the registry and writer, and GET /metrics on libh2o (issue 18).
 DISPATCHER_SRCS += dispatcher/metrics.c dispatcher/exporter.c
+# The egress proxy's supervision and reports (issue 21).
+DISPATCHER_SRCS += dispatcher/egress.c
 # Unpacking one image layer (libarchive), in a child process it forks.
 IMAGES_UNPACK_SRCS := images/unpack.c images/unpack_tar.c
 # The per-host image cache (issue 16): pulls with skopeo, checks every
@@ -130,12 +132,12 @@ IMAGES_READ_SRCS := images/cache_records.c images/oci.c images/user.c
 # what a tarball is, the machine's apt sources, mmdebstrap, and skopeo to
 # push (-larchive -ljansson -lcrypto).
 IMAGES_BUILD_SRCS := images/pack.c images/tarkind.c images/aptsrc.c images/debian.c images/oci.c images/skopeo.c
-CLIENT_SRCS := libsandq/libsandq.c
+CLIENT_SRCS := libsandq/libsandq.c libsandq/cases.c libsandq/presets.c libsandq/audit.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
 	cli/cli_audit.c $(AUDIT_SRCS) cli/cli_tenant.c $(TENANT_SRCS) cli/redis_sync.c queue/redis_sync.c cli/cli_status.c queue/status.c cli/cli_dead.c queue/dead.c cli/cancel.c queue/cancel.c \
-	cli/cli_batch.c proto/batchcase.c cli/cli_batch_status.c
+	cli/cli_batch.c proto/batchcase.c proto/rx.c cli/cli_batch_status.c cli/cli_presets.c
 # sandq tenant token add|ls|rm: the HTTP gateway's API tokens (issue 17).
 CLI_SRCS += cli/cli_token.c queue/token.c
 # sandq mcp: a Model Context Protocol server over stdio (issue 17).
@@ -187,25 +189,29 @@ $(B)/obj/gen/%_man.o: $(B)/gen/%_man.c
 	$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
 LIBS_DISPATCHER := -lh2o -lwslay -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread -lm $(LIBS_SYSTEMD)
-LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson
+LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson -lpcre2-8
 LIBS_CLIENT := -lhiredis -lmsgpackc
-LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive
+LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive -lpcre2-8
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 # sandqd reads and writes the local store only for the Redis store's sync (dispatcher/shared.c).
-SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
+SANDQD_OBJS := $(call obj,$(DISPATCHER_SRCS) $(LOG_JSON_SRCS) $(AUDIT_SRCS) $(TENANT_SRCS) $(RSTORE_SRCS) $(SQL_SRCS) $(STORE_SRCS) agentfs/patch.c sandbox/cgroup.c workspace/perms.c workspace/perms_json.c $(IMAGES_CACHE_SRCS) $(IMAGES_UNPACK_SRCS) $(CONFIG_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 SANDQD_OBJS += $(B)/obj/gen/sandqd_man.o
 WORKER_OBJS := $(call obj,$(WORKER_SRCS) $(LOG_JSON_SRCS) $(SANDBOX_SRCS) $(IMAGES_READ_SRCS) $(SNAPSHOT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 LIBSANDQ_OBJS := $(call obj,$(CLIENT_SRCS) $(PROTO_SRCS) $(COMMON_SRCS))
 CLI_OBJS := $(call obj,$(CLI_SRCS)) $(B)/obj/gen/cli_man_pages.o
 
 # sandq-gateway (issue 17): HTTP in front of Redis; libh2o on libuv, hiredis.
-GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/dashboard.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
+GATEWAY_SRCS := gateway/main.c gateway/server.c gateway/dashboard.c gateway/call.c gateway/tokcache.c gateway/wake.c gateway/admin.c audit/event.c gateway/stream.c gateway/sandbox.c gateway/tar.c gateway/batch.c proto/batchcase.c proto/rx.c gateway/mcp.c gateway/jobjson.c proto/mpjson.c proto/mcp.c queue/token.c queue/cancel.c queue/status.c queue/dead.c queue/uvredis.c $(PROTO_SRCS) $(COMMON_SRCS)
 # --config: sandqd's parser and option table (its [gateway] section).
 GATEWAY_SRCS += $(CONFIG_SRCS) queue/tenant.c
-LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive
-BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway
+LIBS_GATEWAY := -lh2o -lwslay -luv -lhiredis -lmsgpackc -ljansson -lcrypto -linih -larchive -lpcre2-8
+# sandq-egress (issue 21): the egress proxy of `net: allow` jobs, started and
+# supervised by sandqd; libuv, Debian's http_parser, OpenSSL for the SNI.
+EGRESS_SRCS := egress/main.c egress/proxy.c egress/sni.c egress/match.c
+LIBS_EGRESS := -luv -lhttp_parser -lssl -lcrypto -lseccomp
+BINS := $(B)/sandqd $(B)/sandq-worker $(B)/sandq $(B)/sandq-unpack $(B)/sandq-gateway $(B)/sandq-egress
 
 all: $(BINS) $(B)/libsandq.a $(MAN_PAGES)
 
@@ -223,6 +229,9 @@ $(B)/sandq-worker: $(WORKER_OBJS)
 # starts it with fork and at once execve, for a threaded caller).
 $(B)/sandq-unpack: $(call obj,images/unpack_main.c images/unpack_child.c images/unpack_tar.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -larchive
+
+$(B)/sandq-egress: $(call obj,$(EGRESS_SRCS) $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_EGRESS)
 
 $(B)/sandq-gateway: $(call obj,$(GATEWAY_SRCS)) $(B)/obj/gen/gateway_man.o
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) $(LIBS_GATEWAY)
@@ -242,6 +251,10 @@ UNIT_TESTS := msg payload config limits seccomp agentfs perms store workspace op
 UNIT_TESTS += log
 # sandqd's Prometheus registry and exposition writer (issue 18).
 UNIT_TESTS += metrics
+# expect regexes on PCRE2, batchcase's regex mode (issue 20).
+UNIT_TESTS += rx
+# The egress allowlist's host patterns and refused addresses (issue 21).
+UNIT_TESTS += egress_match
 # Integration tests: real redis-server, real sandqd, real sandboxes.
 INTEG_TESTS := e2e containment kmem sandbox cli_sandbox cli_hostile acl fair lease retry batch hygiene rstore hosts shared images images_run imgnames
 # Two sandqd hosts, one Redis, one registry: pulls, image ls, image pull (issue 16).
@@ -284,10 +297,21 @@ INTEG_TESTS += cgslot
 INTEG_TESTS += netns
 # what a worker reuses across jobs (a cgroup slot's memory, the root's mount template) carries nothing (issue 19)
 INTEG_TESTS += reuse
+# path presets enforced by a real sandqd, and the list it publishes (issue 20)
+INTEG_TESTS += presets_integ
+# libsandq's runs with cases, path presets and audit trail (issue 20)
+INTEG_TESTS += libsandq_api
+# sandq-egress against local servers, each job a shell in a namespace of its own (issue 21)
+INTEG_TESTS += egress
+# net "allow" jobs end to end: sandqd, its proxy, a local web server (issue 21)
+INTEG_TESTS += egress_job
 TEST_BINS := $(patsubst %,$(B)/tests/%_test,$(UNIT_TESTS) $(INTEG_TESTS))
 # The Python client's tests (clients/python/tests: unittest against a private
 # redis-server and sandqd), behind a wrapper tests/run.sh can run like a binary.
 TEST_BINS += $(B)/tests/python_test
+# mypy --strict on the Python client's package (Debian's python3-mypy; the
+# settings are clients/python/pyproject.toml's [tool.mypy]), a wrapper likewise.
+TEST_BINS += $(B)/tests/python_mypy_test
 # The TypeScript client's tests (clients/typescript/test: node --test against
 # a private redis-server, sandqd and sandq-gateway, and npm pack), behind a
 # wrapper like python_test's.
@@ -310,6 +334,8 @@ $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -c -o $@ $<
 
+$(B)/tests/egress_match_test: $(B)/tests/egress_match_test.o $(call obj,egress/match.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/msg_test: $(B)/tests/msg_test.o $(call obj,$(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion
 $(B)/tests/payload_test: $(B)/tests/payload_test.o $(call obj,$(PROTO_SRCS) $(COMMON_SRCS))
@@ -353,10 +379,20 @@ $(B)/tests/kmem_test: $(B)/tests/kmem_test.o $(B)/tests/harness.o $(B)/libsandq.
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/cgslot_test: $(B)/tests/cgslot_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/egress_test: $(B)/tests/egress_test.o $(B)/tests/harness.o $(B)/libsandq.a $(B)/sandq-egress
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/egress_job_test: $(B)/tests/egress_job_test.o $(B)/tests/harness.o $(B)/libsandq.a $(B)/sandq-egress
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/reuse_test: $(B)/tests/reuse_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/rx_test: $(B)/tests/rx_test.o $(call obj,proto/rx.c proto/batchcase.c $(COMMON_SRCS))
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lmsgpackc -lpcre2-8
+$(B)/tests/libsandq_api_test: $(B)/tests/libsandq_api_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c proto/path.c proto/batchcase.c proto/rx.c $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lpcre2-8
+$(B)/tests/presets_integ_test: $(B)/tests/presets_integ_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c proto/path.c $(COMMON_SRCS)) $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson
 $(B)/tests/cli_sandbox_test: $(B)/tests/cli_sandbox_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto -ljansson -lsqlite3
 $(B)/tests/log_test: $(B)/tests/log_test.o $(call obj,$(LOG_JSON_SRCS) $(COMMON_SRCS))
@@ -507,6 +543,15 @@ $(B)/tests/python_test: Makefile
 	  > $@.tmp
 	@chmod 0755 $@.tmp && mv $@.tmp $@
 
+# mypy's cache goes to /dev/null: nothing is written into the source tree.
+$(B)/tests/python_mypy_test: Makefile
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	  '# Made by the Makefile: mypy --strict on the Python client (clients/python).' \
+	  'cd clients/python && PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 -m mypy --config-file pyproject.toml --cache-dir=/dev/null' \
+	  > $@.tmp
+	@chmod 0755 $@.tmp && mv $@.tmp $@
+
 # The TypeScript client compiled: src/*.ts to dist/*.js and *.d.ts by the
 # pinned compiler in its node_modules (deploy/install-node-deps.sh installs
 # it; never a global tsc). dist/ is remade whole so a removed source leaves
@@ -580,8 +625,8 @@ test: deps
 test-run: all $(TEST_BINS)
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(TEST_BINS)
 
-python-test: all $(B)/tests/python_test
-	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/python_test
+python-test: all $(B)/tests/python_test $(B)/tests/python_mypy_test
+	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/python_test $(B)/tests/python_mypy_test
 
 typescript-test: all $(B)/tests/typescript_test
 	@SANDQ_BUILD=$(B) sh tests/run.sh $(B)/tests/typescript_test
@@ -682,10 +727,10 @@ $(B)/sandq.pc: Makefile cli/cli_common.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$(INCLUDEDIR)' 'libdir=$(LIBDIR)' '' \
 	  'Name: sandq' 'Description: client library of sandq: jobs and sandboxes over Redis' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
-	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc' > $@.tmp && mv $@.tmp $@
+	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc -ljansson' > $@.tmp && mv $@.tmp $@
 
 INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
-	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack \
+	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack $(LIBEXECDIR)/sandq-egress \
 	$(SYSCONFDIR)/sandq/sandq.conf.example \
 	$(patsubst deploy/%,$(UNITDIR)/%,$(UNITS)) \
 	$(COMPLETIONDIR)/sandq \
@@ -702,7 +747,7 @@ install: all $(B)/sandq.pc
 		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0755 $(B)/sandq $(B)/sandq-gateway $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(B)/sandqd $(DESTDIR)$(SBINDIR)/
-	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(DESTDIR)$(LIBEXECDIR)/
+	install -m 0755 $(B)/sandq-worker $(B)/sandq-unpack $(B)/sandq-egress $(DESTDIR)$(LIBEXECDIR)/
 	install -m 0644 config/sandq.conf.example $(DESTDIR)$(SYSCONFDIR)/sandq/
 	for u in $(UNITS); do \
 		sed -e 's,/usr/local/bin/sandqd,$(SBINDIR)/sandqd,g' -e 's,/usr/local/sbin,$(SBINDIR),g' -e 's,/usr/local/bin,$(BINDIR),g' \

@@ -38,6 +38,7 @@
 #include "cli_image.h"
 #include "cli_man.h"
 #include "cli_mcp.h"
+#include "cli_presets.h"
 #include "cli_sandbox.h"
 #include "cli_status.h"
 #include "cli_image_tag.h"
@@ -371,8 +372,8 @@ opt_apply(struct cli *cl, int o, const char *arg)
 	}
 	case O_PERM_PRESET:
 		if ((cl->perm_preset = cli_perm_preset(arg)) == NULL)
-			return usage_error(cl, "--perm-preset '%s': expected agent-safe, "
-			    "read-only, full-access, development or view-only", arg);
+			return usage_error(cl, "--perm-preset '%s': expected agent-edit, "
+			    "agent-safe, read-only, full-access, development or view-only", arg);
 		return 0;
 	case O_IMAGE: {
 		struct img_ref ref;
@@ -855,6 +856,11 @@ cli_main(struct cli *cl, int argc, char **argv)
 	/* `sandq status`: hosts and tenants, read from Redis (cli_status.c). */
 	if (next < argc && strcmp(argv[next], "status") == 0)
 		return cli_status_main(&(struct cli_conn){ .redis = cl->redis,
+		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
+		    argc - next, argv + next);
+	/* `sandq presets [NAME]`: the published path presets (cli_presets.c). */
+	if (next < argc && strcmp(argv[next], "presets") == 0)
+		return cli_presets_main(&(struct cli_conn){ .redis = cl->redis,
 		    .tenant = cl->tenant, .json = cl->json, .help = cl->help },
 		    argc - next, argv + next);
 	/* `sandq dead ...` and `sandq cancel ...` (cli_dead.c). */

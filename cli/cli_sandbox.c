@@ -207,8 +207,8 @@ opt_apply(struct sbx *s, int o, const char *arg)
 	}
 	case S_PERM_PRESET:
 		if ((s->perm_preset = cli_perm_preset(arg)) == NULL)
-			return cli__usage(s, "--perm-preset '%s': expected agent-safe, read-only, "
-			    "full-access, development or view-only", arg);
+			return cli__usage(s, "--perm-preset '%s': expected agent-edit, agent-safe, "
+			    "read-only, full-access, development or view-only", arg);
 		return 0;
 	default:
 		return cli__usage(s, "internal error: option %d", o);

@@ -72,6 +72,13 @@ msg_type_name(uint32_t type)
 	case MSG_SPAWN_LAYERS_DONE: return "SPAWN_LAYERS_DONE";
 	case MSG_SBX_IMAGE: return "SBX_IMAGE";
 	case MSG_SBX_WARM: return "SBX_WARM";
+	case MSG_JOB_NET: return "JOB_NET";
+	case MSG_SPAWN_LISTEN: return "SPAWN_LISTEN";
+	case MSG_SPAWN_LISTEN_DONE: return "SPAWN_LISTEN_DONE";
+	case MSG_EGRESS_JOB: return "EGRESS_JOB";
+	case MSG_EGRESS_END: return "EGRESS_END";
+	case MSG_EGRESS_CONN: return "EGRESS_CONN";
+	case MSG_EGRESS_ENDED: return "EGRESS_ENDED";
 	default: return "unknown";
 	}
 }

@@ -48,6 +48,9 @@ enum msg_type {
 	MSG_HELLO = 200,	/* payload: struct msg_hello */
 	MSG_JOB_DONE = 201,	/* payload: result (msgpack) */
 	MSG_JOB_OUTPUT = 203,	/* payload: u8 fd (1 or 2) + live output bytes */
+	MSG_JOB_NET = 204,	/* empty + the listener the job's proxy variables
+				 * name, made in the job's network namespace
+				 * (net "allow"; egress/proxy.c accepts on it) */
 	MSG_JOB_COMMITTED = 202,	/* payload: u64, the version the job's commit
 				 * made: sent at once, so a worker that dies
 				 * before its result is not run again */
@@ -86,6 +89,21 @@ enum msg_type {
 				 * layer of the image cache mounted, idmapped,
 				 * at run_dir/layers/HEX (sandbox/layers.c) */
 	MSG_SPAWN_LAYERS_DONE = 504,	/* spawner -> worker: struct msg_spawn_layers */
+	MSG_SPAWN_LISTEN = 505,	/* worker -> spawner: u16 port, + an init's pidfd:
+				 * listen on 127.0.0.1:port in its network
+				 * namespace (net "allow") */
+	MSG_SPAWN_LISTEN_DONE = 506,	/* spawner -> worker: i32 errno or 0, + the
+				 * listening socket */
+	/* 6xx: sandqd <-> sandq-egress, the egress proxy (egress/main.c). */
+	MSG_EGRESS_JOB = 600,	/* sandqd -> egress: struct msg_egress_job + the
+				 * job's listener; hdr.job_id names the job */
+	MSG_EGRESS_END = 601,	/* sandqd -> egress: empty, the job ended: close
+				 * its listener and connections, report them */
+	MSG_EGRESS_CONN = 602,	/* egress -> sandqd: struct msg_egress_conn, one
+				 * per connection, when it is refused or ends */
+	MSG_EGRESS_ENDED = 603,	/* egress -> sandqd: u64, after END: every
+				 * connection of the job was reported but this
+				 * many (past the per-job cap) */
 };
 
 struct msg_hdr {
@@ -155,6 +173,39 @@ struct msg_sbx_image {
 	uint32_t pad;
 };
 _Static_assert(sizeof(struct msg_sbx_image) == 16, "wire struct");
+
+/* Bytes of a job's allow list as text (egress/egress.h's patterns). */
+#define MSG_EGRESS_ALLOW_MAX 17024
+
+/* What sandq-egress needs of a job: sandqd's word, never the worker's. */
+struct msg_egress_job {
+	char job[129];		/* the job's id, NUL-terminated */
+	char tenant[65];	/* its tenant, NUL-terminated */
+	uint16_t pad;
+	uint32_t conns_max;	/* connections open at once; 0: no cap */
+	uint64_t bytes_max;	/* bytes both ways over all its connections; 0: none */
+	char allow[MSG_EGRESS_ALLOW_MAX];	/* patterns, comma-separated, NUL-terminated */
+};
+_Static_assert(sizeof(struct msg_egress_job) == 17232, "wire struct");
+
+/* msg_egress_conn.state */
+#define EGRESS_CONN_DONE 1	/* allowed, and ended: bytes are final; reason
+				 * says how it failed, if it did */
+#define EGRESS_CONN_REFUSED 2	/* refused by the allowlist or a limit: reason */
+
+/* One connection of a job's, as the audit trail and the result list it. */
+struct msg_egress_conn {
+	char host[256];		/* the name (or literal) the job asked for, escaped */
+	char addr[48];		/* the address connected to, or "" */
+	char reason[64];	/* refused: why; closed: how, or "" */
+	uint16_t port;
+	uint8_t state;		/* EGRESS_CONN_* */
+	uint8_t tls;		/* CONNECT: 1 */
+	uint32_t pad;
+	uint64_t up;		/* bytes the job sent on it */
+	uint64_t down;		/* bytes it received */
+};
+_Static_assert(sizeof(struct msg_egress_conn) == 392, "wire struct");
 
 /* First byte of a MSG_SBX_FAIL payload. */
 enum msg_sbx_fail_kind {

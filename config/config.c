@@ -43,6 +43,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../egress/egress.h"
 #include "../images/ref.h"
 #include "../proto/keys.h"
 #include "../store/store.h"
@@ -211,6 +212,12 @@ static const char *check_host(const char *s, char *why, size_t whylen);
 static const char *check_image(const char *s, char *why, size_t whylen);
 static const char *tenants_check(char *const *names, size_t n, char *why,
     size_t whylen);
+static const char *allow_check(char *const *items, size_t n, char *why,
+    size_t whylen);
+static const char *egress_hosts_check(char *const *items, size_t n, char *why,
+    size_t whylen);
+static const char *egress_addrs_check(char *const *items, size_t n, char *why,
+    size_t whylen);
 static const char *sources_check(char *const *items, size_t n, char *why,
     size_t whylen);
 static const char *registries_check(char *const *items, size_t n, char *why,
@@ -222,7 +229,7 @@ static const char *const log_levels[] = {
 /* Must match log_setformat() in common/log_json.c. */
 static const char *const log_formats[] = { "text", "json", NULL };
 /* Must match job_net_parse() in proto/job.c (a test checks). */
-static const char *const net_choices[] = { "none", "unix", NULL };
+static const char *const net_choices[] = { "none", "unix", "allow", NULL };
 static const char *const overlay_choices[] = { "auto", "off", NULL };
 static const char *const netns_choices[] = { "shared", "fresh", NULL };
 static const char *const store_choices[] = { "local", "redis", NULL };
@@ -327,7 +334,30 @@ static const struct option options[] = {
 	    "shared: a worker's jobs take turns in one network namespace, renewed "
 	    "when a job leaves a socket in it; fresh: a new one per job."),
 	CHOICES(net_modes, nnet_modes, "none, unix", net_choices, true,
-	    "Network modes jobs may ask for (net): none, unix."),
+	    "Network modes jobs may ask for (net): none, unix, allow (the egress proxy)."),
+	LIST(net_allow, nnet_allow, "", allow_check, "host patterns", true,
+	    "Hosts net allow jobs may name: name[:port], *.domain[:port], an "
+	    "address; no port = 80 and 443; empty = none."),
+	LIST(egress_hosts, negress_hosts, "", egress_hosts_check, "NAME=ADDR", false,
+	    "Names the egress proxy resolves itself, NAME=ADDR each, before DNS; "
+	    "empty = DNS only."),
+	LIST(egress_allow_addrs, negress_allow_addrs, "", egress_addrs_check,
+	    "address ranges", false,
+	    "Ranges (ADDR/BITS) the egress proxy may reach although private, "
+	    "loopback, link-local or the host's own; empty = none."),
+	NUM(egress_uid, OPT_INT, "0", 0, UID_BASE_MAX, false,
+	    "Host uid of the egress proxy, sandq-egress; 0 = sandbox_uid_base - 2. "
+	    "Never root, never a sandbox's uid."),
+	NUM(egress_port, OPT_INT, "3128", 1, 65535, false,
+	    "Port of the egress proxy's listener in each net allow job (127.0.0.1:PORT)."),
+	NUM(egress_conns_max, OPT_INT, "64", 0, 100000, false,
+	    "Connections a net allow job may have open through the proxy at once; "
+	    "0 = no cap."),
+	NUM(egress_bytes_max, OPT_SIZE, "0", 0, (int64_t)1 << 50, false,
+	    "Bytes a net allow job may move through the proxy, both ways; 0 = no cap."),
+	STR(egress_path, "", check_abs_path_or_empty, false,
+	    "Absolute path of sandq-egress; empty = next to sandqd, then the "
+	    "libexec folder."),
 	LIST(image_sources, nimage_sources, "", sources_check,
 	    "image source patterns", true,
 	    "Where job images may come from: host, docker://HOST[:PORT]/REPO or "
@@ -666,6 +696,71 @@ tenants_check(char *const *names, size_t n, char *why, size_t whylen)
  * enough to be printed back on one line, none twice. None is fine: only
  * host.
  */
+/* net_allow: host patterns of egress/match.c, none twice. */
+static const char *
+allow_check(char *const *items, size_t n, char *why, size_t whylen)
+{
+	struct egress_pat p;
+	struct err e;
+
+	if (n > EGRESS_PATS_MAX) {
+		snprintf(why, whylen, "at most %d patterns", EGRESS_PATS_MAX);
+		return why;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (egress_pat_parse(items[i], &p, &e) < 0) {
+			snprintf(why, whylen, "%s", e.msg);
+			return why;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(items[k], items[i]) == 0) {
+				snprintf(why, whylen, "'%s' is listed twice", items[i]);
+				return why;
+			}
+	}
+	return NULL;
+}
+
+/* egress_hosts: NAME=ADDR, a host name and an IPv4 or IPv6 address. */
+static const char *
+egress_hosts_check(char *const *items, size_t n, char *why, size_t whylen)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(items[i], '=');
+		char name[EGRESS_HOST_MAX + 1];
+		struct egress_cidr c;
+		struct err e;
+		bool ip;
+
+		if (eq == NULL || egress_host_norm(items[i], (size_t)(eq - items[i]), name,
+		    &ip) < 0 || ip) {
+			snprintf(why, whylen, "item %zu: not NAME=ADDR", i + 1);
+			return why;
+		}
+		if (strchr(eq + 1, '/') != NULL || egress_cidr_parse(eq + 1, &c, &e) < 0) {
+			snprintf(why, whylen, "item %zu: '%.64s' is not an address", i + 1, eq + 1);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/* egress_allow_addrs: ADDR[/BITS] ranges. */
+static const char *
+egress_addrs_check(char *const *items, size_t n, char *why, size_t whylen)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct egress_cidr c;
+		struct err e;
+
+		if (egress_cidr_parse(items[i], &c, &e) < 0) {
+			snprintf(why, whylen, "%s", e.msg);
+			return why;
+		}
+	}
+	return NULL;
+}
+
 static const char *
 sources_check(char *const *items, size_t n, char *why, size_t whylen)
 {
@@ -962,6 +1057,22 @@ tenant_set(struct config *c, const char *tenant, const char *key, const char *v,
 	struct config tmp;
 	int rc;
 
+	if (strcmp(key, "net_allow") == 0) {
+		/* The host option's rules, into a scratch config, as below. */
+		o = opt_find("sandqd", "net_allow");
+		t = tenant_cfg_get(c, tenant);
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.net_allow = t->net_allow;
+		tmp.nnet_allow = t->nnet_allow;
+		if ((rc = opt_set(&tmp, o, v, append && t->net_allow != NULL, ctx, e)) < 0)
+			return rc;
+		t->net_allow = tmp.net_allow;
+		t->nnet_allow = tmp.nnet_allow;
+		/* An empty list is the tenant's own: none, not the host's. */
+		if (t->net_allow == NULL)
+			t->net_allow = xcalloc(1, sizeof(char *));
+		return 0;
+	}
 	if (strcmp(key, "net_modes") != 0) {
 		struct err te = { 0 };
 
@@ -1005,6 +1116,20 @@ config_net_modes(const struct config *c, const char *tenant, size_t *n)
 	}
 	*n = c->nnet_modes;
 	return c->net_modes;
+}
+
+char *const *
+config_net_allow(const struct config *c, const char *tenant, size_t *n)
+{
+	for (size_t i = 0; tenant != NULL && i < c->ntenant_cfg; i++) {
+		if (strcmp(c->tenant_cfg[i].name, tenant) == 0 &&
+		    c->tenant_cfg[i].net_allow != NULL) {
+			*n = c->tenant_cfg[i].nnet_allow;
+			return c->tenant_cfg[i].net_allow;
+		}
+	}
+	*n = c->nnet_allow;
+	return c->net_allow;
 }
 
 /*** Files ***/
@@ -1283,6 +1408,7 @@ config_free(struct config *c)
 	for (size_t i = 0; i < c->ntenant_cfg; i++) {
 		free(c->tenant_cfg[i].name);
 		list_free(c->tenant_cfg[i].net_modes);
+		list_free(c->tenant_cfg[i].net_allow);
 		if (c->tenant_cfg[i].has_conf)
 			tenant_conf_free(&c->tenant_cfg[i].conf);
 	}
@@ -1401,6 +1527,8 @@ config_finish(struct config *c, struct err *e)
 	 */
 	if (c->image_unpack_uid == 0)
 		c->image_unpack_uid = c->sandbox_uid_base - 1;
+	if (c->egress_uid == 0)
+		c->egress_uid = c->sandbox_uid_base - 2;
 	if (c->image_unpack_uid >= c->sandbox_uid_base &&
 	    c->image_unpack_uid < c->sandbox_uid_base + c->workers)
 		return err_set(e, -EINVAL, "image_unpack_uid: %lld is the uid of worker "
@@ -1408,6 +1536,12 @@ config_finish(struct config *c, struct err *e)
 		    (long long)c->image_unpack_uid,
 		    (long long)(c->image_unpack_uid - c->sandbox_uid_base),
 		    (long long)c->sandbox_uid_base);
+	if ((c->egress_uid >= c->sandbox_uid_base &&
+	    c->egress_uid < c->sandbox_uid_base + c->workers) ||
+	    c->egress_uid == c->image_unpack_uid)
+		return err_set(e, -EINVAL, "egress_uid: %lld is a sandbox's uid or the "
+		    "unpacking uid: the proxy has a uid of its own",
+		    (long long)c->egress_uid);
 	/* Every job naming no image would be refused: say so at start. */
 	{
 		struct img_ref r;
@@ -1542,6 +1676,13 @@ config_print(const struct config *c, FILE *f)
 		if (t->net_modes != NULL) {
 			fputs("net_modes = ", f);
 			print_list(t->net_modes, t->nnet_modes, f);
+			fputc('\n', f);
+		}
+		if (t->net_allow != NULL) {
+			fputs("net_allow =", f);
+			if (t->nnet_allow > 0)
+				fputc(' ', f);
+			print_list(t->net_allow, t->nnet_allow, f);
 			fputc('\n', f);
 		}
 		if (t->has_conf) {

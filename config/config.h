@@ -34,6 +34,8 @@ struct tenant_config {
 	char *name;
 	char **net_modes;		/* NULL: the host's net_modes */
 	size_t nnet_modes;
+	char **net_allow;		/* NULL: the host's net_allow */
+	size_t nnet_allow;
 	struct tenant_conf conf;	/* the settings of queue/tenant.h */
 	bool has_conf;			/* the section set one of them */
 };
@@ -75,6 +77,20 @@ struct config {
 	int64_t keep_versions;		/* history rows per sandbox; 0 = all */
 	char **net_modes;		/* network modes jobs may ask for */
 	size_t nnet_modes;
+	/* Network by allowlist (issue 21; docs/security.md). */
+	char **net_allow;		/* host patterns net "allow" jobs may name,
+					 * a tenant's own in [tenant.NAME] */
+	size_t nnet_allow;
+	char **egress_hosts;		/* NAME=ADDR the proxy resolves itself */
+	size_t negress_hosts;
+	char **egress_allow_addrs;	/* CIDRs a connection may reach anyway */
+	size_t negress_allow_addrs;
+	int64_t egress_uid;		/* the proxy's uid; 0 in a file: set by
+					 * config_finish() to sandbox_uid_base - 2 */
+	int64_t egress_port;		/* its listener in each job: 127.0.0.1:PORT */
+	int64_t egress_conns_max;	/* a job's connections at once; 0: no cap */
+	int64_t egress_bytes_max;	/* a job's bytes both ways; 0: no cap */
+	char *egress_path;		/* "" = next to sandqd, then libexec */
 	char **image_sources;		/* image_sources patterns (images/ref.h);
 					 * none = only host */
 	size_t nimage_sources;
@@ -159,6 +175,12 @@ void config_print(const struct config *c, FILE *f);
  * the host's. Sets *n.
  */
 char *const *config_net_modes(const struct config *c, const char *tenant, size_t *n);
+/*
+ * The host patterns tenant's net "allow" jobs may name: its own [tenant.NAME]
+ * net_allow, else the host's (possibly none: then no job of it may use net
+ * "allow"). *n is the count.
+ */
+char *const *config_net_allow(const struct config *c, const char *tenant, size_t *n);
 /*
  * The settings a [tenant.NAME] section gives (weight, max_running, ...: the
  * fields of the tenant's Redis record, docs/tenants.md), or NULL when it

@@ -12,12 +12,17 @@ build-essential
 pkg-config
 libhiredis-dev
 libuv1-dev
+libhttp-parser-dev
+curl
+git
+openssl
 libmsgpack-dev
 libseccomp-dev
 libsqlite3-dev
 libssl-dev
 libinih-dev
 libjansson-dev
+libpcre2-dev
 libh2o-dev
 libwslay-dev
 libcurl4-openssl-dev
@@ -31,6 +36,9 @@ python3-redis
 python3-rq
 python3-pip
 python3-setuptools
+python3-wheel
+python3-mypy
+python3-typeshed
 bubblewrap
 iproute2
 sqlite3

@@ -108,7 +108,34 @@ struct sandqd {
 	struct image_feed *image_feed;	/* pulls' progress to the loop (image_pull.c) */
 	struct simages *status_images;	/* the cache as the status lists it (status.c) */
 	struct exporter *exporter;	/* Prometheus metrics (exporter.c), or NULL */
+	struct degress *egress;		/* the egress proxy (egress.c) */
 };
+
+/*** egress.c ***/
+
+/* Starts the egress proxy if some tenant may use net "allow". */
+void egress_init(struct sandqd *d);
+/* After a reload: starts it if it is wanted now and not running. */
+void egress_reconcile(struct sandqd *d);
+/* SIGCHLD: reaps the proxy by its pid and restarts it with a backoff. */
+void egress_reap(struct sandqd *d);
+/*
+ * A net "allow" job's listener from its worker: handed to the proxy with
+ * sandqd's word on the job. fd stays the caller's (closed by it).
+ */
+void egress_job_listener(struct sandqd *d, struct djob *j, int fd);
+/*
+ * Takes r (the worker's result) if the proxy holds j's listener: the proxy
+ * ends the job and jobs_worker_result_go() follows once it has reported
+ * every connection. Returns false (r untouched) for any other job.
+ */
+bool egress_hold(struct sandqd *d, struct djob *j, struct result *r);
+/* j failed without a result (its worker died): the proxy ends it, unheld. */
+void egress_job_drop(struct sandqd *d, struct djob *j);
+/* Results held for the proxy's report (a drain waits for them). */
+size_t egress_pending(const struct sandqd *d);
+void egress_stop(struct sandqd *d);
+void egress_free(struct sandqd *d);
 
 /*** tenants.c ***/
 
@@ -385,6 +412,8 @@ void jobs_retry(struct sandqd *d, struct djob *j, const char *fmt, ...)
 /* An attempt record: {attempt, host, worker, at, reason} (a new reference). */
 json_t *jobs_attempt_record(struct sandqd *d, size_t n, int worker, const char *reason);
 /* The worker's result (bytes from MSG_JOB_DONE), checked and completed. */
+/* The rest of jobs_worker_result() for a decoded result r (owned from here). */
+void jobs_worker_result_go(struct sandqd *d, struct djob *j, struct result *r);
 void jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
     const void *buf, size_t len);
 /* An internal result for a job whose worker failed it. */

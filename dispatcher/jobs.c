@@ -68,6 +68,8 @@ djob_free(struct djob *j)
 	images_forget(j);
 	free(j->image_name);
 	result_free(j->sync_res);
+	result_free(j->egress_held);
+	result_free(j->egress_rows);
 	free(j);
 }
 
@@ -383,6 +385,15 @@ jobs_worker_result(struct sandqd *d, struct djob *j, int worker,
 		return;
 	}
 	r->worker = worker;
+	/* net "allow": published once the proxy has reported every connection. */
+	if (egress_hold(d, j, r))
+		return;
+	jobs_worker_result_go(d, j, r);
+}
+
+void
+jobs_worker_result_go(struct sandqd *d, struct djob *j, struct result *r)
+{
 	/* The sandbox runs on another image than sandqd held: admitted again. */
 	if (sbximage_stale(d, j, r)) {
 		result_free(r);

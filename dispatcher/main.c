@@ -45,6 +45,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../workspace/perms.h"
 #include "dispatcher.h"
 #include "notify.h"
 
@@ -116,6 +117,21 @@ mkdir_p(const char *path)
 
 /*** Redis callbacks ***/
 
+/*
+ * Writes the path presets this build enforces as PREFIX:perm_presets, at
+ * each (re)connection: a Redis that restarted empty gets them back, and
+ * after an upgrade the newest host's table is the one listed.
+ */
+static void
+presets_publish(struct sandqd *d)
+{
+	char *text = perms_presets_json();
+
+	if (text == NULL || rq_perm_presets(d->rq, text) != 0)
+		log_warnx("redis: cannot publish the path presets");
+	free(text);
+}
+
 static void
 on_ready(void *arg)
 {
@@ -127,6 +143,7 @@ on_ready(void *arg)
 	sched_dispatch(d);
 	admit_watch(d);
 	status_now(d);
+	presets_publish(d);
 	/* The workers were forked before Redis was asked (main()). */
 	if (!ready && !d->draining) {
 		ready = true;
@@ -246,11 +263,12 @@ sandqd_check_drained(struct sandqd *d)
 	if (!d->draining || d->stopping)
 		return;
 	if (rq_read_pending(d->rq) || sched_queued(d) > 0 || sched_running(d) > 0 ||
-	    !TAILQ_EMPTY(&d->publish) || d->shared_inflight > 0)
+	    !TAILQ_EMPTY(&d->publish) || d->shared_inflight > 0 || egress_pending(d) > 0)
 		return;
 	log_info("drained: %llu job%s answered; stopping",
 	    (unsigned long long)d->jobs_done, d->jobs_done == 1 ? "" : "s");
 	stop_workers(d);
+	egress_stop(d);
 	close_all(d);
 }
 
@@ -318,8 +336,10 @@ on_signal(uv_signal_t *h, int signum)
 {
 	struct sandqd *d = h->data;
 
-	if (signum == SIGCHLD)
+	if (signum == SIGCHLD) {
+		egress_reap(d);
 		pool_reap(d);
+	}
 	else
 		start_drain(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
@@ -427,6 +447,7 @@ on_hup(uv_signal_t *h, int signum)
 	} else {
 		n = config_reload(&d->cfg, &fresh, on_reload_note, NULL);
 		log_setlevel(d->cfg.log_level);
+		egress_reconcile(d);
 		log_info("SIGHUP: reloaded %s: %d option%s changed",
 		    main_config_file ? main_config_file : "the command line", n,
 		    n == 1 ? "" : "s");
@@ -530,6 +551,7 @@ main(int argc, char **argv)
 	admit_init(d);
 	images_start(d);
 	sbximage_init(d);
+	egress_init(d);
 	pool_start(d);
 	rq_start(d->rq);
 	tenants_start(d);
@@ -556,6 +578,7 @@ main(int argc, char **argv)
 	images_free(d);
 	sbximage_free(d);
 	exporter_free(d);
+	egress_free(d);
 	free(d->worker_path);
 	config_free(&d->cfg);
 	log_info("stopped");

@@ -53,7 +53,7 @@ static void spawn(struct sandqd *d, struct wslot *w);
 
 typedef void wmsg_handler(struct sandqd *, struct wslot *, struct msg *);
 
-static wmsg_handler h_hello, h_done, h_committed, h_output;
+static wmsg_handler h_hello, h_done, h_committed, h_output, h_net;
 
 static const struct {
 	uint32_t type;
@@ -64,6 +64,7 @@ static const struct {
 	{ MSG_JOB_DONE, WS(W_BUSY), h_done },
 	{ MSG_JOB_COMMITTED, WS(W_BUSY), h_committed },
 	{ MSG_JOB_OUTPUT, WS(W_BUSY), h_output },
+	{ MSG_JOB_NET, WS(W_BUSY), h_net },
 };
 
 /* Frees the poll handle once libuv is done with it. */
@@ -96,6 +97,7 @@ fail_job(struct sandqd *d, struct wslot *w, const char *why)
 	if (j == NULL)
 		return;
 	w->run.job = NULL;
+	egress_job_drop(d, j);
 	d->tenants[j->tenant].running--;
 	if (j->cancelled)
 		jobs_cancelled(d, j, "while running");
@@ -181,6 +183,23 @@ worn_out(struct sandqd *d, struct wslot *w)
 		return true;
 	}
 	return false;
+}
+
+/*
+ * A net "allow" job's listener, made in its namespace before it starts:
+ * once per job, for a job admitted with net "allow" only.
+ */
+static void
+h_net(struct sandqd *d, struct wslot *w, struct msg *m)
+{
+	struct djob *j = w->run.job;
+
+	if (m->hdr.job_id != j->seq || m->len != 0 || m->fd < 0 || j->job == NULL ||
+	    j->job->net_mode != NET_ALLOW || j->egress) {
+		worker_broken(d, w, "sent a listener out of place");
+		return;
+	}
+	egress_job_listener(d, j, m->fd);
 }
 
 /*
@@ -362,7 +381,7 @@ static void
 spawn(struct sandqd *d, struct wslot *w)
 {
 	char idx[16], uid[24], rundir[1024], storedir[1024], keep[24], sock[24],
-	    nsock[24], iuid[24];
+	    nsock[24], iuid[24], eport[8];
 	int sv[2];
 	pid_t pid;
 
@@ -378,6 +397,7 @@ spawn(struct sandqd *d, struct wslot *w)
 	snprintf(sock, sizeof(sock), "%lld", (long long)d->cfg.job_socket_bytes);
 	snprintf(nsock, sizeof(nsock), "%lld", (long long)d->cfg.job_sockets);
 	snprintf(iuid, sizeof(iuid), "%lld", (long long)d->cfg.image_unpack_uid);
+	snprintf(eport, sizeof(eport), "%lld", (long long)d->cfg.egress_port);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("worker/%d: socketpair", w->index);
 		goto out_retry;
@@ -397,7 +417,7 @@ spawn(struct sandqd *d, struct wslot *w)
 		    "--log-format", d->cfg.log_format,
 		    "--keep-versions", keep, "--socket-bytes", sock,
 		    "--sockets", nsock, "--image-cache", cache, "--image-uid", iuid,
-		    NULL, NULL, NULL };
+		    "--egress-port", eport, NULL, NULL, NULL };
 		size_t na = sizeof(argv) / sizeof(argv[0]) - 3;
 		sigset_t none;
 

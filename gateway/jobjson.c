@@ -578,6 +578,12 @@ take_op_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 		j->recursive = json_is_true(v);
 		return 0;
 	}
+	if (strcmp(k, "parents") == 0) {
+		if (!json_is_boolean(v))
+			return bad_type(f, "parents", "true or false");
+		j->parents = json_is_true(v);
+		return 0;
+	}
 	if (strcmp(k, "key") == 0)
 		return take_str(v, "key", &j->key, f);
 	if (strcmp(k, "value") == 0)

@@ -123,24 +123,36 @@ body_object(h2o_req_t *req)
 	return o;
 }
 
-/* ?recursive=true (or 1): the only query of the routes; -1 if another. */
+/*
+ * ?NAME=true (or 1, false, 0): the only query a route takes, NAME being
+ * recursive (listings, deletes) or parents (a file's PUT). 1 or 0; 0
+ * without a query; -1 for any other query.
+ */
 static int
-query_recursive(h2o_req_t *req)
+query_flag(h2o_req_t *req, const char *name)
 {
-	const char *q;
-	size_t n;
+	const char *q, *eq;
+	size_t n, k = strlen(name);
 
 	if (req->query_at == SIZE_MAX)
 		return 0;
 	q = req->path.base + req->query_at + 1;
 	n = req->path.len - req->query_at - 1;
-	if (h2o_memis(q, n, H2O_STRLIT("recursive=true")) ||
-	    h2o_memis(q, n, H2O_STRLIT("recursive=1")))
+	if (n <= k || memcmp(q, name, k) != 0 || q[k] != '=')
+		return -1;
+	eq = q + k + 1;
+	n -= k + 1;
+	if (h2o_memis(eq, n, H2O_STRLIT("true")) || h2o_memis(eq, n, H2O_STRLIT("1")))
 		return 1;
-	if (h2o_memis(q, n, H2O_STRLIT("recursive=false")) ||
-	    h2o_memis(q, n, H2O_STRLIT("recursive=0")))
+	if (h2o_memis(eq, n, H2O_STRLIT("false")) || h2o_memis(eq, n, H2O_STRLIT("0")))
 		return 0;
 	return -1;
+}
+
+static int
+query_recursive(h2o_req_t *req)
+{
+	return query_flag(req, "recursive");
 }
 
 static bool
@@ -186,12 +198,14 @@ wrong_method(h2o_req_t *req, const char *allowed)
 static struct call *
 files_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 {
-	int rec = query_recursive(req);
+	bool put = is(req, "PUT");
+	int rec = put ? query_flag(req, "parents") : query_recursive(req);
 	char *b64;
 
 	if (rec < 0) {
 		json_decref(o);
-		send_error(req, 400, "bad_query", "the query takes only recursive=true");
+		send_error(req, 400, "bad_query", put ? "the query takes only parents=true" :
+		    "the query takes only recursive=true");
 		return NULL;
 	}
 	if (n <= 1) {	/* the files themselves: a listing of / */
@@ -230,6 +244,8 @@ files_route(h2o_req_t *req, json_t *o, const char *rest, size_t n)
 		return NULL;
 	}
 	json_object_set_new(o, "op", json_string("fs.write"));
+	if (rec)	/* ?parents=true */
+		json_object_set_new(o, "parents", json_true());
 	b64 = mpjson_base64((const uint8_t *)(req->entity.base ? req->entity.base : ""),
 	    req->entity.len);
 	json_object_set_new(o, "data_b64", json_string(b64));

@@ -23,7 +23,9 @@
  * retried at once after a broken socket; an XADD is not, since it may have
  * landed: the caller decides whether to submit again under the same id.
  *
- * Sections: errors, connection, building jobs, submitting, results.
+ * Sections: errors, connection, building jobs, submitting, results. The
+ * library's other files (cases.c, presets.c, audit.c) read through
+ * internal.h's sandq__read(); this file calls none of theirs.
  */
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -43,6 +45,7 @@
 #include "../proto/path.h"
 #include "../proto/result.h"
 #include "../proto/url.h"
+#include "internal.h"
 #include "sandq.h"
 
 _Static_assert(SANDQ_ID_MAX == JOB_ID_MAX, "public and wire id bounds differ");
@@ -227,6 +230,37 @@ cmd_again(struct sandq *c, redisReply **out, int argc, const char **argv,
 	if (rc == -EIO && c->rc->err != 0 && conn_ready(c) == 0)
 		rc = cmd(c, out, argc, argv, lens);
 	return rc;
+}
+
+/*** For the library's other files (internal.h) ***/
+
+int
+sandq__fail(struct sandq *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int
+sandq__read(struct sandq *c, redisReply **out, int argc, const char **argv,
+    const size_t *lens)
+{
+	int rc;
+
+	*out = NULL;
+	if ((rc = conn_ready(c)) < 0)
+		return rc;
+	return cmd_again(c, out, argc, argv, lens);
+}
+
+const char *
+sandq__tenant(const struct sandq *c)
+{
+	return c->tenant;
 }
 
 /* Copies msg into the caller's buffer, if it gave one. */
@@ -570,6 +604,15 @@ job_set_opts(struct sandq *c, struct job *j, const struct sandq_job_opts *o,
 			return fail(c, -EINVAL, "net: longer than 32 bytes");
 		j->net = xstrdup(o->net);
 	}
+	for (size_t i = 0; o->allow != NULL && o->allow[i] != NULL; i++) {
+		if (i == JOB_ALLOW_MAX || strlen(o->allow[i]) > JOB_ALLOW_LEN)
+			return fail(c, -EINVAL, "allow: at most %d patterns of %d bytes",
+			    JOB_ALLOW_MAX, JOB_ALLOW_LEN);
+		j->allow = xreallocarray(j->allow, i + 2, sizeof(char *));
+		j->allow[i] = xstrdup(o->allow[i]);
+		j->allow[i + 1] = NULL;
+		j->nallow = i + 1;
+	}
 	if (o->image != NULL) {
 		size_t n = strlen(o->image);
 
@@ -586,6 +629,56 @@ job_set_opts(struct sandq *c, struct job *j, const struct sandq_job_opts *o,
 		j->image = xstrdup(o->image);
 	}
 	return job_set_perms(c, j, o);
+}
+
+/*
+ * A run's cases (docs/protocol.md "Cases"): copied into j, with the bounds
+ * the decoder checks, so a bad case is refused here by its index.
+ */
+static int
+job_set_cases(struct sandq *c, struct job *j, const struct sandq_job_opts *o)
+{
+	if (o->ncases == 0)
+		return 0;
+	if (o->cases == NULL)
+		return fail(c, -EINVAL, "cases: a count but no array");
+	if (o->ncases > JOB_CASES_MAX)
+		return fail(c, -EINVAL, "cases: more than %d", JOB_CASES_MAX);
+	if (o->has_stdin || o->stream)
+		return fail(c, -EINVAL, "cases: not with %s",
+		    o->has_stdin ? "stdin" : "stream");
+	j->cases = xcalloc(o->ncases, sizeof(*j->cases));
+	for (size_t i = 0; i < o->ncases; i++) {
+		const struct sandq_case *in = &o->cases[i];
+		struct job_case *jc = &j->cases[j->ncases++];
+
+		if (in->stdin_len > JOB_STDIN_MAX ||
+		    (in->stdin_len > 0 && in->stdin_data == NULL))
+			return fail(c, -EINVAL, "cases[%zu].stdin: no data or more "
+			    "than %u bytes", i, JOB_STDIN_MAX);
+		if (in->expect_len > 0 && in->expect == NULL)
+			return fail(c, -EINVAL, "cases[%zu].expect: a length but "
+			    "no data", i);
+		if (in->expect_mode != NULL && (in->expect == NULL ||
+		    (strcmp(in->expect_mode, "exact") != 0 &&
+		    strcmp(in->expect_mode, "trim") != 0 &&
+		    strcmp(in->expect_mode, "regex") != 0)))
+			return fail(c, -EINVAL, "cases[%zu].expect_mode: %s", i,
+			    in->expect == NULL ? "needs expect" :
+			    "expected exact, trim or regex");
+		if (in->stdin_data != NULL) {
+			jc->stdin_data = (uint8_t *)xmemdup0(in->stdin_data,
+			    in->stdin_len);
+			jc->stdin_len = in->stdin_len;
+		}
+		if (in->expect != NULL) {
+			jc->expect = (uint8_t *)xmemdup0(in->expect, in->expect_len);
+			jc->expect_len = in->expect_len;
+		}
+		if (in->expect_mode != NULL)
+			jc->expect_mode = xstrdup(in->expect_mode);
+	}
+	return 0;
 }
 
 /*
@@ -661,6 +754,8 @@ job_build(struct sandq *c, enum job_op op, const char *const *argv,
 		total += len + 12;
 	}
 	if ((rc = job_set_opts(c, j, o, &total)) < 0)
+		goto out_free;
+	if ((rc = job_set_cases(c, j, o)) < 0)
 		goto out_free;
 	if (o->sandbox) {
 		if ((rc = check_sandbox_id(c, "sandbox", o->sandbox)) < 0)
@@ -810,6 +905,7 @@ job_set_args(struct sandq *c, struct job *j, const struct sandq_op_args *a)
 		return fail(c, -EINVAL, "mode: %#o is more than 07777", a->mode);
 	j->mode = a->mode;
 	j->recursive = a->recursive;
+	j->parents = a->parents;
 	if (a->key) {
 		if (check_str(c, "key", a->key, 1, JOB_KV_KEY_MAX) < 0)
 			return -EINVAL;

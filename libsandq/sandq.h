@@ -63,6 +63,20 @@ struct sandq_perm {
 	const char *level;		/* "none", "view", "read" or "write" */
 };
 
+/*
+ * One case of a run with cases (docs/protocol.md "Cases"): the command runs
+ * once per case, in a fresh sandbox, with the case's stdin; its stdout is
+ * compared with expect in expect_mode. Zero-initialise.
+ */
+struct sandq_case {
+	const void *stdin_data;		/* NULL: no stdin */
+	size_t stdin_len;
+	const void *expect;		/* NULL: the case neither passes nor fails */
+	size_t expect_len;
+	const char *expect_mode;	/* "exact" (NULL), "trim" or "regex"
+					 * (PCRE2, the whole output) */
+};
+
 /* A label of a sandbox (sandbox.create, import, fork). */
 struct sandq_label {
 	const char *key;		/* 1..256 bytes */
@@ -95,9 +109,19 @@ struct sandq_job_opts {
 	enum sandq_persist persist;	/* commit the workspace back? */
 	const struct sandq_perm *perms;	/* path rules on top of perm_preset */
 	size_t nperms;
-	const char *perm_preset;	/* "agent-safe" (NULL), "read-only", ... */
+	const char *perm_preset;	/* "agent-edit" (NULL), "agent-safe", ... */
 	/* Live output: published as it comes (sandq_stream_open()). */
 	bool stream;
+	/*
+	 * Runs: the command once per case (at most 1,000); not with stream
+	 * or has_stdin. The result's data holds each case's outcome:
+	 * sandq_cases_decode().
+	 */
+	const struct sandq_case *cases;
+	size_t ncases;
+	/* net "allow": the host patterns the job may reach, NULL-terminated
+	 * ("pypi.example:443", "*.github.com"); within the tenant's net_allow. */
+	const char *const *allow;
 };
 
 /*
@@ -111,6 +135,9 @@ struct sandq_op_args {
 	const void *data;		/* fs.write: content (may be empty) */
 	size_t data_len;
 	uint32_t mode;			/* fs.write: permission bits; 0 = 0644 */
+	bool parents;			/* fs.write: create missing folders
+					 * first (mkdir -p), each under the
+					 * path rules */
 	bool recursive;			/* fs.list subtree, fs.delete a tree */
 	const char *key;		/* kv.get, kv.set, kv.delete */
 	const char *value;		/* kv.set: JSON text */
@@ -273,6 +300,141 @@ int sandq_result_get(struct sandq *c, const char *id, struct sandq_result **out)
 /* Decodes a result from its msgpack bytes (as stored in Redis). */
 int sandq_result_decode(const void *buf, size_t len, struct sandq_result **out);
 void sandq_result_free(struct sandq_result *r);
+
+/*** Runs with cases (libsandq/cases.c) ***/
+
+/* One case's outcome in a run with cases. Owned by its sandq_cases. */
+struct sandq_case_result {
+	uint64_t index;			/* 1-based, as the server numbers cases */
+	char *status;			/* "ok", "exit", "timeout", ... */
+	int exit_code;
+	int signal;
+	uint8_t *stdout_data;		/* NUL-terminated for convenience */
+	size_t stdout_len;
+	bool stdout_truncated;
+	uint8_t *stderr_data;		/* NUL-terminated for convenience */
+	size_t stderr_len;
+	bool stderr_truncated;
+	uint64_t wall_ms;
+	uint64_t cpu_ms;
+	int pass;			/* 1 passed, 0 failed, -1 no expect */
+	char *error;			/* the case's run error, or NULL */
+};
+
+/* The per-case results of a run with cases. Owned by the caller. */
+struct sandq_cases {
+	struct sandq_case_result *cases;
+	size_t ncases;
+	uint64_t passed;		/* cases whose expect matched */
+	uint64_t failed;		/* cases with an expect that did not */
+};
+
+/*
+ * Decodes the data of r, a result of a run with cases, into *out (owned by
+ * the caller: sandq_cases_free()). Returns 0, -ENOENT when r carries no
+ * data (a run rejected before its cases ran: see r->error_message), or
+ * -EBADMSG when the data is not the cases' map (the bounds of the wire
+ * protocol are checked: at most 1,000 cases).
+ */
+int sandq_cases_decode(const struct sandq_result *r, struct sandq_cases **out);
+void sandq_cases_free(struct sandq_cases *cs);
+
+/*** Path presets (libsandq/presets.c; links -ljansson) ***/
+
+/* A path rule of a preset. */
+struct sandq_preset_rule {
+	char *pattern;			/* in the sandbox's tree, "/" its root */
+	char *level;			/* "none", "view", "read" or "write" */
+};
+
+/* A path preset as the server enforces it (docs/paths.md "Presets"). */
+struct sandq_preset {
+	char *name;			/* what perm_preset names */
+	char *description;
+	char *deflt;			/* level of a path no rule covers */
+	struct sandq_preset_rule *rules;	/* in order */
+	size_t nrules;
+};
+
+/* The presets the servers publish. Owned by the caller. */
+struct sandq_presets {
+	char *default_preset;		/* a job's when it names none */
+	struct sandq_preset *presets;
+	size_t npresets;
+};
+
+/*
+ * Reads the path presets sandqd publishes at every start
+ * (sandq:perm_presets, docs/protocol.md "Keys") into *out (owned by the
+ * caller: sandq_presets_free()). Returns 0, -ENOENT when no sandqd has
+ * published them yet, -EBADMSG when the key does not hold the documented
+ * JSON (bounded: at most 64 presets of 1,024 rules), or -EIO.
+ */
+int sandq_presets(struct sandq *c, struct sandq_presets **out);
+/* The preset named name in ps, or NULL. */
+const struct sandq_preset *sandq_presets_find(const struct sandq_presets *ps,
+    const char *name);
+void sandq_presets_free(struct sandq_presets *ps);
+
+/*** The audit trail (libsandq/audit.c) ***/
+
+/* Outcomes an audit query keeps. */
+enum sandq_audit_outcome {
+	SANDQ_AUDIT_ANY = 0,
+	SANDQ_AUDIT_ALLOWED,		/* sandq audit --allowed */
+	SANDQ_AUDIT_DENIED,		/* sandq audit --denied */
+};
+
+/*
+ * What sandq_audit() keeps: the filters of `sandq audit` (docs/audit.md).
+ * Zero-initialise; an unset field keeps everything.
+ */
+struct sandq_audit_filter {
+	const char *job;		/* exact job id, or NULL */
+	const char *sandbox;		/* exact sandbox id, or NULL */
+	const char *categories;		/* comma-separated ("syscall,path"), or NULL */
+	const char *level;		/* minimum: info < notice < warning < alert */
+	enum sandq_audit_outcome outcome;
+	int64_t since_ms;		/* event time >= since_ms (epoch ms), if > 0 */
+	int64_t until_ms;		/* event time < until_ms, if > 0 */
+	size_t limit;			/* at most this many events (0: 100,000) */
+};
+
+/* One audit event (docs/audit.md "The event"). Strings are never NULL. */
+struct sandq_audit_event {
+	char id[48];			/* the stream entry's id */
+	int64_t time_ms;		/* when the host saw it */
+	char *host;
+	char *tenant;
+	char *job;
+	char *sandbox;
+	char *category;
+	char *action;
+	char *target;
+	bool allowed;
+	char *level;
+	char *detail;
+};
+
+/* Events from sandq_audit(). Owned by the caller. */
+struct sandq_audit_events {
+	struct sandq_audit_event *events;	/* oldest first */
+	size_t nevents;
+	size_t skipped;			/* entries that were not events */
+};
+
+/*
+ * Reads the tenant's audit trail (sandq:{T}:audit) with XRANGE, page by
+ * page, keeping the events that pass f (NULL: all), oldest first, into
+ * *out (owned by the caller: sandq_audit_free()). The stream is untrusted
+ * (the tenant's own user may write to it): an entry that is not an event,
+ * field by field within docs/audit.md's bounds, is skipped and counted.
+ * Returns 0, -EINVAL for a bad filter (an unknown category or level,
+ * with the message naming it), or -EIO.
+ */
+int sandq_audit(struct sandq *c, const struct sandq_audit_filter *f,
+    struct sandq_audit_events **out);
+void sandq_audit_free(struct sandq_audit_events *ev);
 
 /*
  * The exit status the sandq CLI gives a result: 0 for ok, the job's code for

@@ -10,18 +10,19 @@
  * it like any other client's job. Expect modes, as `sandq help batch` says:
  * exact compares bytes; trim ignores the blanks ending each line and the
  * empty lines ending the text, on both sides; regex matches standard
- * output without its final newlines against ^(EXPECT)$, a POSIX extended
- * regex without REG_NEWLINE, so that . matches a newline too.
+ * output without its final newlines as a whole against EXPECT, a PCRE2
+ * (Perl) regex where . matches a newline too (proto/rx.h: the options and
+ * the bounds on the work of one match).
  */
 #include <jansson.h>
 #include <msgpack.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/xmalloc.h"
 #include "batchcase.h"
+#include "rx.h"
 
 bool
 batchcase_id_valid(const char *s)
@@ -70,43 +71,65 @@ trim_text(const char *p, size_t n, size_t *outlen)
 }
 
 /*
- * Compiles pat as ^(pat)$. The pattern is compiled alone first: wrapped,
- * an unbalanced one such as "a)|(b" would compile and mean something else.
+ * Compiles n bytes of pat as a whole-output regex (rx.h). PCRE2 anchors
+ * it by options, so an unbalanced pattern such as "a)|(b" is refused
+ * rather than wrapped into another meaning.
  */
 static int
-regex_compile(struct batch_expect *ex, const char *pat, char *why, size_t whylen)
+regex_compile(struct batch_expect *ex, const char *pat, size_t n, char *why,
+    size_t whylen)
 {
-	char *whole = NULL, msg[256];
-	int rc;
+	char msg[320];
 
-	if ((rc = regcomp(&ex->re, pat, REG_EXTENDED)) == 0) {
-		regfree(&ex->re);
-		xasprintf(&whole, "^(%s)$", pat);
-		rc = regcomp(&ex->re, whole, REG_EXTENDED);
-		free(whole);
-	}
-	if (rc != 0) {
-		regerror(rc, &ex->re, msg, sizeof(msg));
-		snprintf(why, whylen, "field 'expect': not a POSIX extended regex: %s", msg);
+	if (rx_compile(pat, n, &ex->re, msg, sizeof(msg)) != 0) {
+		snprintf(why, whylen, "field 'expect': not a valid regex (PCRE2): %s",
+		    msg);
 		return -1;
 	}
 	ex->mode = EXPECT_REGEX;
 	return 0;
 }
 
+int
+batchcase_expect_set(struct batch_expect *ex, const char *mode, const char *s, size_t n,
+    char *why, size_t whylen)
+{
+	memset(ex, 0, sizeof(*ex));
+	if (mode == NULL || strcmp(mode, "exact") == 0) {
+		ex->mode = EXPECT_EXACT;
+		ex->text = xmemdup0(s, n);
+		ex->len = n;
+	} else if (strcmp(mode, "trim") == 0) {
+		ex->mode = EXPECT_TRIM;
+		ex->text = trim_text(s, n, &ex->len);
+	} else if (strcmp(mode, "regex") == 0) {
+		if (memchr(s, '\0', n) != NULL) {
+			snprintf(why, whylen, "field 'expect': a regex cannot hold a "
+			    "NUL character");
+			return -1;
+		}
+		if (regex_compile(ex, s, n, why, whylen) < 0)
+			return -1;
+	} else {
+		snprintf(why, whylen, "field 'expect_mode': expected exact, trim or "
+		    "regex, not '%.32s'", mode);
+		return -1;
+	}
+	return 0;
+}
+
 void
 batchcase_expect_free(struct batch_expect *ex)
 {
-	if (ex->mode == EXPECT_REGEX)
-		regfree(&ex->re);
+	rx_free(ex->re);
 	free(ex->text);
 	memset(ex, 0, sizeof(*ex));
 }
 
-bool
-batchcase_expect_match(const struct batch_expect *ex, const uint8_t *out, size_t len)
+int
+batchcase_expect_check(const struct batch_expect *ex, const uint8_t *out,
+    size_t len)
 {
-	regmatch_t m[1];
 	char *t;
 	size_t tl;
 	bool ok;
@@ -122,13 +145,24 @@ batchcase_expect_match(const struct batch_expect *ex, const uint8_t *out, size_t
 	case EXPECT_REGEX:
 		while (len > 0 && out[len - 1] == '\n')
 			len--;
-		/* REG_STARTEND: the bytes given, NULs included. */
-		m[0].rm_so = 0;
-		m[0].rm_eo = (regoff_t)len;
-		return regexec(&ex->re, (const char *)out, 1, m, REG_STARTEND) == 0;
+		/* The bytes given, NULs included. */
+		switch (rx_match(ex->re, out, len)) {
+		case RX_MATCH:
+			return 1;
+		case RX_LIMIT:
+			return -1;
+		default:
+			return 0;
+		}
 	default:
-		return true;
+		return 1;
 	}
+}
+
+bool
+batchcase_expect_match(const struct batch_expect *ex, const uint8_t *out, size_t len)
+{
+	return batchcase_expect_check(ex, out, len) == 1;
 }
 
 /*
@@ -182,31 +216,9 @@ batchcase_parse(const char *text, size_t len, const char *id,
 	}
 	if (m != NULL)
 		mode = json_string_value(m);
-	if (e != NULL) {
-		const char *s = json_string_value(e);
-		size_t n = json_string_length(e);
-
-		if (strcmp(mode, "exact") == 0) {
-			ex->mode = EXPECT_EXACT;
-			ex->text = xmemdup0(s, n);
-			ex->len = n;
-		} else if (strcmp(mode, "trim") == 0) {
-			ex->mode = EXPECT_TRIM;
-			ex->text = trim_text(s, n, &ex->len);
-		} else if (strcmp(mode, "regex") == 0) {
-			if (memchr(s, '\0', n) != NULL) {
-				snprintf(why, whylen, "field 'expect': a regex cannot hold a "
-				    "NUL character");
-				goto out_bad;
-			}
-			if (regex_compile(ex, s, why, whylen) < 0)
-				goto out_bad;
-		} else {
-			snprintf(why, whylen, "field 'expect_mode': expected exact, trim or "
-			    "regex, not '%.32s'", mode);
-			goto out_bad;
-		}
-	}
+	if (e != NULL && batchcase_expect_set(ex, mode, json_string_value(e),
+	    json_string_length(e), why, whylen) < 0)
+		goto out_bad;
 	json_object_del(o, "expect");
 	json_object_del(o, "expect_mode");
 	json_object_set_new(o, "id", json_string(id));

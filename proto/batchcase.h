@@ -12,10 +12,11 @@
 #define SANDQ_PROTO_BATCHCASE_H
 
 #include <jansson.h>
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct rx;
 
 #define BATCH_ID_MAX 64			/* bytes of a batch id */
 #define BATCH_CASE_LINE_MAX (64u * 1024u * 1024u)	/* bytes of one case */
@@ -25,7 +26,7 @@ enum batch_emode {
 	EXPECT_NONE = 0,		/* no expect: the case neither passes nor fails */
 	EXPECT_EXACT,			/* byte for byte */
 	EXPECT_TRIM,			/* ignoring trailing blanks and empty lines */
-	EXPECT_REGEX,			/* ^(EXPECT)$ (POSIX ERE), final newlines off */
+	EXPECT_REGEX,			/* the whole output, final newlines off (rx.h) */
 };
 
 /* What a case expects on its standard output. */
@@ -33,7 +34,7 @@ struct batch_expect {
 	enum batch_emode mode;
 	char *text;			/* exact, trim: the bytes (trim: trimmed) */
 	size_t len;
-	regex_t re;			/* regex: compiled */
+	struct rx *re;			/* regex: compiled (proto/rx.h) */
 };
 
 /* True for 1 to BATCH_ID_MAX characters of [A-Za-z0-9._-]. */
@@ -49,8 +50,26 @@ bool batchcase_id_valid(const char *s);
 int batchcase_parse(const char *text, size_t len, const char *id,
     const char *fork, json_t **job, struct batch_expect *ex, char *why,
     size_t whylen);
-/* Whether len bytes of standard output are what ex expects. */
+/*
+ * Sets *ex to n bytes of s under mode ("exact" or NULL, "trim", "regex"):
+ * what a batch line's expect and expect_mode, and a run's case, expect.
+ * Returns 0, or -1 with why (whylen bytes) naming the field and *ex empty.
+ * One implementation for `sandq batch`, the gateway's batches and the
+ * worker's cases, so all three judge an output alike.
+ */
+int batchcase_expect_set(struct batch_expect *ex, const char *mode, const char *s,
+    size_t n, char *why, size_t whylen);
+/*
+ * Whether len bytes of standard output are what ex expects. A regex that
+ * hits its work bound (rx.h) does not match.
+ */
 bool batchcase_expect_match(const struct batch_expect *ex, const uint8_t *out,
+    size_t len);
+/*
+ * The same, telling a regex's bound apart: 1 (matches), 0 (does not), -1
+ * (a regex hit RX_MATCH_LIMIT, RX_DEPTH_LIMIT or RX_HEAP_LIMIT_KIB).
+ */
+int batchcase_expect_check(const struct batch_expect *ex, const uint8_t *out,
     size_t len);
 /* Frees what ex holds and empties it; an empty one is a no-op. */
 void batchcase_expect_free(struct batch_expect *ex);

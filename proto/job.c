@@ -47,7 +47,8 @@ static const char *const op_names[OP__COUNT] = {
  * is the default, PERMS_PRESET_DEFAULT.
  */
 static const char *const perm_preset_names[] = {
-	"agent-safe", "read-only", "full-access", "development", "view-only",
+	"agent-edit", "agent-safe", "read-only", "full-access", "development",
+	"view-only",
 };
 
 static const char *const preset_names[] = {
@@ -78,6 +79,8 @@ job_net_parse(const char *s, enum job_net *n)
 		*n = NET_NONE;
 	else if (strcmp(s, "unix") == 0)
 		*n = NET_UNIX;
+	else if (strcmp(s, "allow") == 0)
+		*n = NET_ALLOW;
 	else
 		return -EINVAL;
 	return 0;
@@ -174,6 +177,7 @@ job_free(struct job *j)
 	}
 	free(j->files);
 	strv_free(j->labels, 2 * j->nlabels);
+	strv_free(j->allow, j->nallow);
 	free(j->net);
 	free(j->image);
 	free(j->image_id);
@@ -367,6 +371,34 @@ decode_files(const msgpack_object *o, struct job *j, struct err *e)
 	return 0;
 }
 
+/*
+ * allow: an array of host patterns, bounded here (count, length, printable
+ * ASCII without spaces or commas, which separate them on the way to the
+ * proxy); what a pattern means is checked by sandqd (egress/match.c).
+ */
+static int
+decode_allow(const msgpack_object *o, struct job *j, struct err *e)
+{
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size == 0)
+		return err_set(e, -EINVAL, "field 'allow': expected a list of host patterns");
+	if (o->via.array.size > JOB_ALLOW_MAX)
+		return err_set(e, -EINVAL, "field 'allow': more than %d patterns", JOB_ALLOW_MAX);
+	j->allow = xcalloc(o->via.array.size + 1, sizeof(char *));
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		if (scan_get_cstr(&o->via.array.ptr[i], "allow", JOB_ALLOW_LEN, &j->allow[i],
+		    e) < 0)
+			return -EINVAL;
+		j->nallow++;
+		for (const char *c = j->allow[i]; *c != '\0'; c++)
+			if (*c <= ' ' || *c >= 0x7f || *c == ',')
+				return err_set(e, -EINVAL, "field 'allow': a pattern is a host "
+				    "name, '*.domain' or an address, with ':port' or not");
+		if (j->allow[i][0] == '\0')
+			return err_set(e, -EINVAL, "field 'allow': an empty pattern");
+	}
+	return 0;
+}
+
 static int
 decode_labels(const msgpack_object *o, struct job *j, struct err *e)
 {
@@ -503,6 +535,7 @@ enum job_field {
 	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
 	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES, JF_IMAGE, JF_IMAGE_ID,
 	JF_WORKDIR, JF_FROM_IMAGE_DIR, JF_SANDBOX_IMAGE, JF_SANDBOX_WORKDIR,
+	JF_PARENTS, JF_ALLOW,
 	JF__COUNT,
 };
 
@@ -521,7 +554,8 @@ static const char *const job_field_names[JF__COUNT] = {
 	[JF_SNAPSHOT] = "snapshot", [JF_CASES] = "cases", [JF_IMAGE] = "image",
 	[JF_IMAGE_ID] = "image_id", [JF_WORKDIR] = "workdir",
 	[JF_FROM_IMAGE_DIR] = "from_image_dir", [JF_SANDBOX_IMAGE] = "sandbox_image",
-	[JF_SANDBOX_WORKDIR] = "sandbox_workdir",
+	[JF_SANDBOX_WORKDIR] = "sandbox_workdir", [JF_PARENTS] = "parents",
+	[JF_ALLOW] = "allow",
 };
 
 _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
@@ -533,7 +567,7 @@ _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
 	JFB(JF_PRIORITY) | JFB(JF_DEADLINE))
 /* Fields of a run, besides its command. */
 #define JF_RUN (JFB(JF_STDIN) | JFB(JF_ENV) | JFB(JF_CWD) | JFB(JF_LIMITS) | \
-	JFB(JF_PRESET) | JFB(JF_FILES) | JFB(JF_LABELS) | JFB(JF_NET) | \
+	JFB(JF_PRESET) | JFB(JF_FILES) | JFB(JF_LABELS) | JFB(JF_NET) | JFB(JF_ALLOW) | \
 	JFB(JF_STREAM) | JFB(JF_PERSIST) | JFB(JF_SANDBOX) | JFB(JF_PERMS) | \
 	JFB(JF_PERM_PRESET) | JFB(JF_CASES) | JFB(JF_IMAGE) | JFB(JF_IMAGE_ID) | \
 	JFB(JF_SANDBOX_IMAGE) | JFB(JF_SANDBOX_WORKDIR))
@@ -552,7 +586,7 @@ static const struct {
 	[OP_SH] = { JF_RUN | JFB(JF_SCRIPT), JFB(JF_SCRIPT) },
 	[OP_PYTHON] = { JF_RUN | JFB(JF_CODE), JFB(JF_CODE) },
 	[OP_FS_READ] = { JF_FS, JF_SB | JFB(JF_PATH) },
-	[OP_FS_WRITE] = { JF_FS | JFB(JF_DATA) | JFB(JF_MODE),
+	[OP_FS_WRITE] = { JF_FS | JFB(JF_DATA) | JFB(JF_MODE) | JFB(JF_PARENTS),
 	    JF_SB | JFB(JF_PATH) | JFB(JF_DATA) },
 	[OP_FS_LIST] = { JF_FS | JFB(JF_RECURSIVE), JF_SB },
 	[OP_FS_STAT] = { JF_FS, JF_SB | JFB(JF_PATH) },
@@ -797,8 +831,8 @@ decode_perm_preset(const msgpack_object *o, struct job *j, struct err *e)
 			return 0;
 		}
 	}
-	return err_set(e, -EINVAL, "field 'perm_preset': expected agent-safe, "
-	    "read-only, full-access, development or view-only");
+	return err_set(e, -EINVAL, "field 'perm_preset': expected agent-edit, "
+	    "agent-safe, read-only, full-access, development or view-only");
 }
 
 static int
@@ -878,8 +912,10 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		if ((rc = scan_get_cstr(v, "net", 32, &j->net, e)) == 0 &&
 		    job_net_parse(j->net, &j->net_mode) < 0)
 			rc = err_set(e, -EINVAL, "field 'net': unknown mode '%s' "
-			    "(this version offers none and unix)", j->net);
+			    "(this version offers none, unix and allow)", j->net);
 		return rc;
+	case JF_ALLOW:
+		return decode_allow(v, j, e);
 	case JF_PRIORITY:
 		return scan_get_i64(v, "priority", &j->priority, e);
 	case JF_DEADLINE:
@@ -933,6 +969,8 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		return rc;
 	case JF_RECURSIVE:
 		return scan_get_bool(v, "recursive", &j->recursive, e);
+	case JF_PARENTS:
+		return scan_get_bool(v, "parents", &j->parents, e);
 	case JF_KEY:
 		if ((rc = scan_get_cstr(v, "key", JOB_KV_KEY_MAX, &j->key, e)) == 0 &&
 		    j->key[0] == '\0')
@@ -1054,6 +1092,12 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 		return err_set(e, -EINVAL,
 		    "field 'argv': arguments and environment exceed %u bytes",
 		    JOB_EXEC_BYTES_MAX);
+	/* An allow list is the net "allow" mode's, and that mode needs one. */
+	if (j->nallow > 0 && j->net_mode != NET_ALLOW)
+		return err_set(e, -EINVAL, "field 'allow': only with net 'allow'");
+	if (j->net_mode == NET_ALLOW && j->nallow == 0)
+		return err_set(e, -EINVAL, "field 'allow': net 'allow' needs the hosts it "
+		    "may reach");
 	/* A run on a named sandbox commits back unless it says otherwise. */
 	if (j->persist && j->sandbox == NULL)
 		return err_set(e, -EINVAL, "field 'persist': needs 'sandbox'");
@@ -1064,6 +1108,8 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 			    "with persist: true");
 		if (j->stream)
 			return err_set(e, -EINVAL, "field 'cases': not with stream");
+		if (j->net_mode == NET_ALLOW)
+			return err_set(e, -EINVAL, "field 'cases': not with net 'allow'");
 		if (fields[JF_STDIN] != NULL)
 			return err_set(e, -EINVAL, "field 'cases': each case has its own "
 			    "stdin; not with stdin");
@@ -1277,6 +1323,12 @@ job_pack(const struct job *j, msgpack_packer *pk)
 	}
 	if (pk_want(j->net != NULL, &n, pk))
 		pack_kv_str(pk, "net", j->net);
+	if (pk_want(j->nallow != 0, &n, pk)) {
+		pack_str(pk, "allow");
+		msgpack_pack_array(pk, j->nallow);
+		for (size_t i = 0; i < j->nallow; i++)
+			pack_str(pk, j->allow[i]);
+	}
 	if (pk_want(j->image != NULL, &n, pk))
 		pack_kv_str(pk, "image", j->image);
 	if (pk_want(j->image_id != NULL, &n, pk))
@@ -1350,6 +1402,8 @@ job_pack(const struct job *j, msgpack_packer *pk)
 		pack_kv_u64(pk, "mode", j->mode);
 	if (pk_want(j->recursive, &n, pk))
 		pack_kv_bool(pk, "recursive", true);
+	if (pk_want(j->parents, &n, pk))
+		pack_kv_bool(pk, "parents", true);
 	if (pk_want(j->key != NULL, &n, pk))
 		pack_kv_str(pk, "key", j->key);
 	if (pk_want(j->value != NULL, &n, pk))

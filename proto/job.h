@@ -39,6 +39,8 @@
 #define JOB_FILES_MAX 1024		/* seeded files */
 #define JOB_FILES_BYTES_MAX (64u * 1024u * 1024u)
 #define JOB_LABELS_MAX 64
+#define JOB_ALLOW_MAX 64		/* patterns of a job's allow (EGRESS_PATS_MAX) */
+#define JOB_ALLOW_LEN 262		/* bytes of one (EGRESS_PAT_MAX) */
 #define JOB_LABEL_MAX 256
 #define JOB_CASES_MAX 1000		/* cases of one run (field cases) */
 #define JOB_PERMS_MAX 256		/* path rules of a job (PERMS_RULES_MAX) */
@@ -129,6 +131,7 @@ struct job_file {
 enum job_net {
 	NET_NONE = 0,	/* unix, inet and inet6 sockets, reaching only loopback */
 	NET_UNIX,	/* unix sockets only: no IP at all */
+	NET_ALLOW,	/* as none, and the egress proxy to the hosts of allow */
 	NET__COUNT,
 };
 
@@ -165,8 +168,12 @@ struct job {
 	size_t nfiles;
 	char **labels;		/* key, value, key, value..., or NULL */
 	size_t nlabels;		/* pairs */
-	char *net;		/* as given: "none", "unix", or NULL (none) */
+	char *net;		/* as given: "none", "unix", "allow", or NULL (none) */
 	enum job_net net_mode;	/* parsed net; NET_NONE when net is NULL */
+	char **allow;		/* net "allow": host patterns (egress/egress.h),
+				 * JOB_ALLOW_MAX of at most JOB_ALLOW_LEN bytes;
+				 * checked against the tenant's by sandqd */
+	size_t nallow;
 	int64_t priority;	/* higher runs first within a tenant */
 	int64_t deadline_ms;	/* epoch ms, 0 = none (checked by dispatcher) */
 	char *image;		/* runs: the image reference as given (printable
@@ -194,7 +201,7 @@ struct job {
 	size_t ncases;
 	struct job_perm *perms;	/* path rules, on top of perm_preset */
 	size_t nperms;
-	char *perm_preset;	/* agent-safe (default), read-only, ... or NULL */
+	char *perm_preset;	/* agent-edit (default), agent-safe, ... or NULL */
 
 	/* Operands of the fs.*, kv.* and sandbox.* ops. */
 	char *path;		/* fs.*: absolute sandbox path, "/" the root */
@@ -202,6 +209,7 @@ struct job {
 	size_t data_len;
 	uint32_t mode;		/* fs.write: permission bits (decoded 0644 if absent) */
 	bool recursive;		/* fs.list: the whole subtree; fs.delete: a tree */
+	bool parents;		/* fs.write: create missing folders first (mkdir -p) */
 	char *key;		/* kv.get/set/delete */
 	char *value;		/* kv.set: JSON text */
 	char *prefix;		/* kv.keys: NULL = every key */
@@ -250,7 +258,7 @@ bool payload_id_valid(const char *s, size_t len);
 const char *job_op_name(enum job_op op);
 const char *job_preset_name(enum job_preset p);
 int job_preset_parse(const char *s, enum job_preset *p);
-/* "none" or "unix" (docs/security.md, Network); 0 or -EINVAL. */
+/* "none", "unix" or "allow" (docs/security.md, Network); 0 or -EINVAL. */
 int job_net_parse(const char *s, enum job_net *n);
 
 #endif

@@ -95,6 +95,11 @@ result_free(struct result *r)
 	free(r->image);
 	free(r->image_digest);
 	free(r->image_name);
+	for (size_t i = 0; i < r->negress; i++) {
+		free(r->egress[i].host);
+		free(r->egress[i].reason);
+	}
+	free(r->egress);
 	strv_free(r->changed, r->nchanged);
 	strv_free(r->refused_paths, r->nrefused_paths);
 	free(r->data);
@@ -157,7 +162,7 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 	uint32_t n = 17 + !!r->host + !!r->error_code + !!r->nrefused +
 	    !!r->sandbox + !!r->version + !!r->snapshot + !!r->nchanged +
 	    r->changed_truncated + changes + !!r->nrefused_paths + !!r->data +
-	    !!r->image + !!r->image_digest + !!r->image_name;
+	    !!r->image + !!r->image_digest + !!r->image_name + !!r->negress;
 
 	if (r->data != NULL) {
 		struct err e;
@@ -229,12 +234,109 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 		pack_kv_str(&pk, "image_digest", r->image_digest);
 	if (r->image_name)
 		pack_kv_str(&pk, "image_name", r->image_name);
+	if (r->negress) {
+		pack_str(&pk, "egress");
+		msgpack_pack_array(&pk, (uint32_t)r->negress);
+		for (size_t i = 0; i < r->negress; i++) {
+			const struct result_egress *g = &r->egress[i];
+
+			msgpack_pack_map(&pk, 6 + !!g->reason);
+			pack_kv_str(&pk, "host", g->host);
+			pack_kv_u64(&pk, "port", g->port);
+			pack_kv_bool(&pk, "allowed", g->allowed);
+			if (g->reason)
+				pack_kv_str(&pk, "reason", g->reason);
+			pack_kv_u64(&pk, "conns", g->conns);
+			pack_kv_u64(&pk, "up", g->up);
+			pack_kv_u64(&pk, "down", g->down);
+		}
+	}
 	if (r->data) {
 		/* Already one object (checked above): written as it is. */
 		pack_str(&pk, "data");
 		msgpack_sbuffer_write(&sb, (const char *)r->data, r->data_len);
 	}
 	return pack_release(&sb, out, outlen);
+}
+
+bool
+result_add_egress(struct result *r, const char *host, uint16_t port, bool allowed,
+    const char *reason, uint64_t up, uint64_t down)
+{
+	struct result_egress *g;
+
+	if (reason != NULL && reason[0] == '\0')
+		reason = NULL;
+	for (size_t i = 0; i < r->negress; i++) {
+		g = &r->egress[i];
+		if (g->port == port && g->allowed == allowed && strcmp(g->host, host) == 0 &&
+		    (g->reason == NULL) == (reason == NULL) &&
+		    (reason == NULL || strcmp(g->reason, reason) == 0)) {
+			g->conns++;
+			g->up += up;
+			g->down += down;
+			return true;
+		}
+	}
+	if (r->negress == RESULT_EGRESS_MAX)
+		return false;
+	r->egress = xreallocarray(r->egress, r->negress + 1, sizeof(*r->egress));
+	g = &r->egress[r->negress++];
+	*g = (struct result_egress){ .host = xstrdup(host), .port = port,
+	    .allowed = allowed, .reason = reason ? xstrdup(reason) : NULL, .conns = 1,
+	    .up = up, .down = down };
+	return true;
+}
+
+/* Reads egress: an array of at most RESULT_EGRESS_MAX rows. */
+static int
+decode_result_egress(const msgpack_object *v, struct result *r, struct err *e)
+{
+	if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size > RESULT_EGRESS_MAX ||
+	    r->negress > 0)
+		return err_set(e, -EINVAL, "field 'egress': expected an array of at most "
+		    "%d maps", RESULT_EGRESS_MAX);
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		const msgpack_object *o = &v->via.array.ptr[i];
+		char *host = NULL, *reason = NULL;
+		uint64_t port = 0, conns = 0, up = 0, down = 0;
+		bool allowed = false;
+		int rc = 0;
+
+		if (o->type != MSGPACK_OBJECT_MAP)
+			return err_set(e, -EINVAL, "field 'egress': expected maps");
+		for (uint32_t m = 0; m < o->via.map.size && rc == 0; m++) {
+			const msgpack_object_kv *kv = &o->via.map.ptr[m];
+
+			if (scan_key_is(&kv->key, "host") && host == NULL)
+				rc = scan_get_cstr(&kv->val, "egress", 256, &host, e);
+			else if (scan_key_is(&kv->key, "reason") && reason == NULL)
+				rc = scan_get_cstr(&kv->val, "egress", 256, &reason, e);
+			else if (scan_key_is(&kv->key, "port"))
+				rc = scan_get_u64(&kv->val, "egress", 0, 65535, &port, e);
+			else if (scan_key_is(&kv->key, "allowed"))
+				rc = scan_get_bool(&kv->val, "egress", &allowed, e);
+			else if (scan_key_is(&kv->key, "conns"))
+				rc = scan_get_u64(&kv->val, "egress", 0, UINT64_MAX, &conns, e);
+			else if (scan_key_is(&kv->key, "up"))
+				rc = scan_get_u64(&kv->val, "egress", 0, UINT64_MAX, &up, e);
+			else if (scan_key_is(&kv->key, "down"))
+				rc = scan_get_u64(&kv->val, "egress", 0, UINT64_MAX, &down, e);
+		}
+		if (rc == 0 && host == NULL)
+			rc = err_set(e, -EINVAL, "field 'egress': a row without a host");
+		if (rc == 0) {
+			r->egress = xreallocarray(r->egress, r->negress + 1, sizeof(*r->egress));
+			r->egress[r->negress++] = (struct result_egress){ .host = host,
+			    .port = (uint16_t)port, .allowed = allowed, .reason = reason,
+			    .conns = conns, .up = up, .down = down };
+		} else {
+			free(host);
+			free(reason);
+			return -EINVAL;
+		}
+	}
+	return 0;
 }
 
 /* Reads an array of at most max path strings (changed, refused_paths). */
@@ -432,6 +534,8 @@ decode_result_field(const msgpack_object *k, const msgpack_object *v,
 		free(r->image_name);
 		r->image_name = NULL;
 		return scan_get_cstr(v, "image_name", RESULT_IMAGE_MAX, &r->image_name, e);
+	} else if (scan_key_is(k, "egress")) {
+		return decode_result_egress(v, r, e);
 	}
 	return 0;
 }

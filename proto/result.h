@@ -48,6 +48,19 @@ struct refusal {
 	uint64_t count;
 };
 
+/*
+ * A net "allow" job's connections to one host and port with one outcome
+ * (sandqd fills them from the egress proxy's reports).
+ */
+struct result_egress {
+	char *host;		/* the name (or address) the job asked for */
+	uint16_t port;
+	bool allowed;		/* reached (allowed by the list), or refused */
+	char *reason;		/* refused: why; reached: how one failed, or NULL */
+	uint64_t conns;		/* connections */
+	uint64_t up, down;	/* bytes sent and received, over them all */
+};
+
 struct result {
 	char *id;
 	enum res_status status;
@@ -90,7 +103,13 @@ struct result {
 	char *image;		/* the reference it ran on, canonical, or NULL */
 	char *image_digest;	/* the manifest digest it took, or NULL */
 	char *image_name;	/* the tenant's name it was asked by ("NAME:TAG") */
+
+	/* net "allow": the hosts reached and refused (sandqd fills them). */
+	struct result_egress *egress;
+	size_t negress;
 };
+
+#define RESULT_EGRESS_MAX 64		/* host, port and outcome rows of egress */
 
 #define RESULT_CHANGED_MAX 1024		/* paths a result lists in changed */
 #define RESULT_REFUSED_PATHS_MAX 256	/* paths a result lists in refused_paths */
@@ -105,6 +124,13 @@ struct result {
 struct result *result_new(const char *id);
 /* Frees every member; NULL is a no-op. */
 void result_free(struct result *r);
+/*
+ * Counts one connection to host:port, allowed or refused with reason (NULL:
+ * none), with its bytes, into the row of the same host, port, outcome and
+ * reason; a new row while under RESULT_EGRESS_MAX, else false (not listed).
+ */
+bool result_add_egress(struct result *r, const char *host, uint16_t port, bool allowed,
+    const char *reason, uint64_t up, uint64_t down);
 /* Counts one refusal of syscall name (a new entry while under RESULT_REFUSED_MAX). */
 void result_add_refusal(struct result *r, const char *name, uint64_t count);
 /* Sets error_code/error_message (copied) and the status. */

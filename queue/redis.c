@@ -1856,6 +1856,23 @@ rq_host_status(struct rq *q, const char *host, const char *json)
 	    host, json) == REDIS_OK ? 0 : -EIO;
 }
 
+/*
+ * SET PREFIX:perm_presets json: the path presets sandqd enforces, for
+ * clients (docs/protocol.md "Keys"). Fire and forget, like the status.
+ */
+int
+rq_perm_presets(struct rq *q, const char *json)
+{
+	char key[KEY_MAX];
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (snprintf(key, sizeof(key), "%s:perm_presets", q->prefix) >= (int)sizeof(key))
+		return -ENAMETOOLONG;
+	return redisAsyncCommand(q->conn[RQ_CMD].ac, NULL, NULL, "SET %s %s", key,
+	    json) == REDIS_OK ? 0 : -EIO;
+}
+
 /*** Shutdown ***/
 
 void

@@ -232,6 +232,8 @@ int rq_qstats(struct rq *q, size_t tenant, rq_qstats_cb *cb, void *arg);
 
 /* HSET PREFIX:hosts host json (fire and forget; -ENOTCONN when down). */
 int rq_host_status(struct rq *q, const char *host, const char *json);
+/* SET PREFIX:perm_presets json (likewise): the path presets, for clients. */
+int rq_perm_presets(struct rq *q, const char *json);
 
 /* Disconnects both connections; rq_free() after the loop has run. */
 void rq_close(struct rq *q);

@@ -95,7 +95,8 @@ static const struct tfield fields[] = {
 _Static_assert(NFIELDS <= TENANT_FIELDS_MAX, "struct tenant_hash is too small");
 
 /* Spelling of each enum job_net; must match job_net_parse(). */
-static const char *const net_names[] = { [NET_NONE] = "none", [NET_UNIX] = "unix" };
+static const char *const net_names[] = { [NET_NONE] = "none", [NET_UNIX] = "unix",
+	[NET_ALLOW] = "allow" };
 _Static_assert(sizeof(net_names) / sizeof(net_names[0]) == NET__COUNT,
     "a network mode has no name");
 
@@ -451,7 +452,7 @@ expected(const struct tfield *f, char *buf, size_t size)
 		    TENANT_RATE_MAX);
 		break;
 	case TF_NET:
-		snprintf(buf, size, "expected a comma-separated list of none, unix "
+		snprintf(buf, size, "expected a comma-separated list of none, unix, allow "
 		    "(each once), or empty for the host's");
 		break;
 	default:

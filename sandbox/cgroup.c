@@ -106,6 +106,27 @@ slot_keep(const char *dir)
 		snprintf(slot_dirs[nslot_dirs++], CG_PATH_MAX, "%s", dir);
 }
 
+/* Closes the kept files of slot dir and forgets it, before it is removed. */
+static void
+slot_forget(const char *dir)
+{
+	size_t n = strlen(dir), k = 0;
+
+	for (size_t i = 0; i < nslot_fds; i++) {
+		if (strncmp(slot_fds[i].path, dir, n) == 0 && slot_fds[i].path[n] == '/')
+			close(slot_fds[i].fd);
+		else
+			slot_fds[k++] = slot_fds[i];
+	}
+	nslot_fds = k;
+	for (size_t i = 0; i < nslot_dirs; i++)
+		if (strcmp(slot_dirs[i], dir) == 0) {
+			memmove(slot_dirs[i], slot_dirs[nslot_dirs - 1], CG_PATH_MAX);
+			nslot_dirs--;
+			break;
+		}
+}
+
 /*
  * Opens dir/file with mode; *kept says the descriptor is a slot's, kept
  * open (not to be closed). Returns it or -errno.
@@ -604,6 +625,33 @@ static const char *const slot_resets[][2] = {
 };
 
 /*
+ * Memory an emptied slot may still hold charged before it is made anew: a
+ * job can leave pages no reclaim takes (tmpfs with no swap: the worker's
+ * kept base that a persistent run's init brought up to its commit), and
+ * v1 refuses a limit under the usage (EBUSY), so a later job with a
+ * smaller limit could not start in it. Page cache under this is reclaimed
+ * by the limit's write itself.
+ */
+#define SLOT_REMAKE_BYTES CG_SLOT_RESIDUE_MAX	/* what slot_empty_memory() lets stay */
+
+/*
+ * Makes the empty memory slot dir anew (rmdir hands its charges to the
+ * parent, as a per-job cgroup's removal does) when it still holds more
+ * than SLOT_REMAKE_BYTES. False if it cannot: the caller makes j<seq>.
+ */
+static bool
+slot_memory_fresh(const char *dir)
+{
+	uint64_t used = 0;
+
+	if (!read_u64(dir, "memory.usage_in_bytes", &used) || used <= SLOT_REMAKE_BYTES)
+		return true;
+	/* The files kept open are the removed cgroup's. */
+	slot_forget(dir);
+	return rmdir(dir) == 0 && mkdir(dir, 0755) == 0;
+}
+
+/*
  * Takes v1 slot seq & 1 for out, if no task is in it (made if absent):
  * resets its counters and reads the bases of those that cannot be. False
  * if it is busy or cannot be made or reset: the caller makes j<seq>.
@@ -627,11 +675,12 @@ slot_take(const struct cg_sys *s, uint64_t seq, struct cg_job *out)
 			if (read_file(out->dir[c], "tasks", tasks, sizeof(tasks)) < 0 ||
 			    tasks[0] != '\0')
 				return false;
-			continue;
-		}
-		if (mkdir(out->dir[c], 0755) < 0 && (errno != EEXIST ||
+		} else if (mkdir(out->dir[c], 0755) < 0 && (errno != EEXIST ||
 		    read_file(out->dir[c], "tasks", tasks, sizeof(tasks)) < 0 ||
-		    tasks[0] != '\0'))
+		    tasks[0] != '\0')) {
+			return false;
+		}
+		if (c == CG_MEMORY && !slot_memory_fresh(out->dir[c]))
 			return false;
 		slot_keep(out->dir[c]);
 	}
@@ -663,7 +712,8 @@ slot_take(const struct cg_sys *s, uint64_t seq, struct cg_job *out)
  * charge, not in its counters (reset as the slot is taken); the kernel
  * reclaims what of it is reclaimable before it would refuse that job
  * memory, and what is not reclaimable was not freed by force_empty
- * either. A job cannot read it (no cgroupfs in a sandbox).
+ * either; more than that left after the reclaim makes slot_take() make
+ * the slot anew. A job cannot read it (no cgroupfs in a sandbox).
  */
 static void
 slot_empty_memory(const char *dir)

@@ -60,31 +60,39 @@ int ns_spawner_net_make(struct err *e);
 
 /*** ipcns.c ***/
 
-/* The spawner's shared IPC namespace and what it checks before reuse. */
-struct ipcns {
-	int host;		/* the spawner's own IPC namespace */
-	int ns;			/* the shared one, or -1 */
+#define IPCNS_SLOTS 2	/* as the network namespaces' slots (spawn.c) */
+
+/* One shared IPC namespace of the spawner's, and what it checks before reuse. */
+struct ipcns_slot {
+	int ns;			/* the namespace, or -1 */
 	int sysv[3];		/* its /proc/sysvipc shm, sem, msg, opened inside */
 	int mq;			/* its mqueue filesystem, a detached mount */
 	int last;		/* pidfd of the last init cloned into it, or -1 */
 };
 
+struct ipcns {
+	int host;		/* the spawner's own IPC namespace */
+	struct ipcns_slot slot[IPCNS_SLOTS];
+	unsigned turn;		/* the slot taken last: the next init tries it first */
+	struct ipcns_slot *cur;	/* the slot ipcns_spawner_enter() chose, or NULL */
+};
+
 /* In the spawner, once: no shared namespace yet. */
 void ipcns_spawner_init(struct ipcns *s);
 /*
- * Before a clone: enters the namespace the next init is to share (made
- * anew if the last init has not ended or left anything in it). True if
- * the spawner is in it (the clone must not unshare one), false if the
- * init gets one of its own.
+ * Before a clone: enters the namespace the next init is to share (a slot
+ * made anew if neither may be taken: its last init still runs, or left
+ * something in it). True if the spawner is in it (the clone must not
+ * unshare one), false if the init gets one of its own.
  */
 bool ipcns_spawner_enter(struct ipcns *s);
 /*
  * After a clone that ipcns_spawner_enter() let share: back to the
  * spawner's own namespace; pidfd (dup'ed) is the init's, or -1 if the
- * clone failed, which retires the namespace.
+ * clone failed, which retires the slot's namespace.
  */
 void ipcns_spawner_leave(struct ipcns *s, int pidfd);
-/* Closes the shared namespace's descriptors (not host's); in a clone too. */
+/* Closes every slot's descriptors (not host's); in a new init too. */
 void ipcns_spawner_close(struct ipcns *s);
 
 /*** spawn.c ***/
@@ -111,6 +119,14 @@ int spawn_worker_sandbox(pid_t *pid, int *ctl, int *pidfd, struct err *e);
  */
 int spawn_worker_layers(const char (*hex)[65], size_t n, unsigned *mounted,
     struct err *e);
+/*
+ * Worker side of the egress listener (net "allow"): has the spawner make a
+ * TCP socket listening on 127.0.0.1:port in the network namespace of the
+ * init pidfd names, and returns it in *fd (owned by the caller). The
+ * spawner never shares that namespace with a later sandbox. Returns 0 or
+ * -errno with e.
+ */
+int spawn_worker_listen(int pidfd, uint16_t port, int *fd, struct err *e);
 
 /*** layers.c ***/
 
@@ -213,6 +229,8 @@ struct persist {
 	int treefd;		/* base/tree, once known to hold key; else -1 */
 	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */
 	bool session_refused;	/* a saved session was not restored: other rules */
+	bool made_dirs;		/* workspace_make_write_dirs() made a folder: the
+				 * base's marks lack it, so it is not advanced */
 	struct capture_ahead *ahead;	/* persist_capture_ahead()'s, or NULL */
 };
 

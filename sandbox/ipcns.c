@@ -14,7 +14,9 @@
  *     and no job holds a capability over it;
  *   - one sandbox at a time: the next init enters it only once the last
  *     one cloned into it has ended (its pidfd readable: every process of
- *     its pid namespace gone);
+ *     its pid namespace gone). Two slots, taken in turn as the network
+ *     namespaces are (spawn.c): the worker may prepare the next sandbox
+ *     while the last one still runs, which then takes the other;
  *   - nothing left in it: only when it holds no System V shared memory
  *     segment, semaphore set or message queue (its /proc/sysvipc files,
  *     opened from inside, list none) and no POSIX message queue (its
@@ -41,25 +43,41 @@ static const char *const sysv_files[3] = {
 	"/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg",
 };
 
-void
-ipcns_spawner_init(struct ipcns *s)
+/* Closes slot sl's descriptors: its namespace is no longer shared. */
+static void
+slot_drop(struct ipcns_slot *sl)
 {
-	s->host = open("/proc/self/ns/ipc", O_RDONLY | O_CLOEXEC);
-	s->ns = s->mq = s->last = -1;
-	for (int i = 0; i < 3; i++)
-		s->sysv[i] = -1;
-}
-
-void
-ipcns_spawner_close(struct ipcns *s)
-{
-	int *fds[] = { &s->ns, &s->mq, &s->last, &s->sysv[0], &s->sysv[1], &s->sysv[2] };
+	int *fds[] = { &sl->ns, &sl->mq, &sl->last, &sl->sysv[0], &sl->sysv[1],
+	    &sl->sysv[2] };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
 		*fds[i] = -1;
 	}
+}
+
+void
+ipcns_spawner_init(struct ipcns *s)
+{
+	s->host = open("/proc/self/ns/ipc", O_RDONLY | O_CLOEXEC);
+	s->turn = 0;
+	s->cur = NULL;
+	for (unsigned k = 0; k < IPCNS_SLOTS; k++) {
+		struct ipcns_slot *sl = &s->slot[k];
+
+		sl->ns = sl->mq = sl->last = -1;
+		for (int i = 0; i < 3; i++)
+			sl->sysv[i] = -1;
+	}
+}
+
+void
+ipcns_spawner_close(struct ipcns *s)
+{
+	for (unsigned k = 0; k < IPCNS_SLOTS; k++)
+		slot_drop(&s->slot[k]);
+	s->cur = NULL;
 }
 
 /* Whether a /proc/sysvipc file (fd, opened in the namespace) lists nothing. */
@@ -105,67 +123,99 @@ mq_empty(int mnt)
 	return empty;
 }
 
-/* Whether the shared namespace may take the next init (above). */
+/* Whether slot sl's last init has ended (its pidfd is then readable). */
 static bool
-reusable(struct ipcns *s)
+slot_ended(struct ipcns_slot *sl)
 {
-	struct pollfd p = { .fd = s->last, .events = POLLIN };
+	struct pollfd p = { .fd = sl->last, .events = POLLIN };
 
-	if (s->ns < 0)
+	if (sl->last < 0)
+		return true;
+	/* No wait: with both slots' inits running, a namespace is made. */
+	if (poll(&p, 1, 0) != 1)
 		return false;
-	if (s->last >= 0) {
-		if (poll(&p, 1, 0) != 1)
-			return false;
-		close(s->last);
-		s->last = -1;
-	}
+	close(sl->last);
+	sl->last = -1;
+	return true;
+}
+
+/* Whether slot sl may take the next init (above). */
+static bool
+slot_reusable(struct ipcns_slot *sl)
+{
+	if (sl->ns < 0 || !slot_ended(sl))
+		return false;
 	for (int i = 0; i < 3; i++)
-		if (!sysv_empty(s->sysv[i]))
+		if (!sysv_empty(sl->sysv[i]))
 			return false;
-	return mq_empty(s->mq);
+	return mq_empty(sl->mq);
 }
 
 /*
- * Makes a new shared namespace: unshared by the spawner, its sysvipc
+ * Makes a new namespace in slot sl: unshared by the spawner, its sysvipc
  * files and mqueue filesystem opened from inside, then back to the
  * host's. Returns 0 or -errno; either way the spawner is back in its own.
  */
 static int
-renew(struct ipcns *s)
+slot_renew(const struct ipcns *s, struct ipcns_slot *sl)
 {
 	int rc = 0, fs = -1;
 
-	ipcns_spawner_close(s);
+	slot_drop(sl);
 	if (unshare(CLONE_NEWIPC) < 0)
 		return -errno;
 	for (int i = 0; i < 3 && rc == 0; i++)
-		if ((s->sysv[i] = open(sysv_files[i], O_RDONLY | O_CLOEXEC)) < 0)
+		if ((sl->sysv[i] = open(sysv_files[i], O_RDONLY | O_CLOEXEC)) < 0)
 			rc = -errno;
 	/* The namespace's own mqueue superblock (it is keyed by namespace). */
 	if (rc == 0 && ((fs = fsopen("mqueue", FSOPEN_CLOEXEC)) < 0 ||
 	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
-	    (s->mq = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+	    (sl->mq = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
 	    MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0))
 		rc = -errno;
 	if (fs >= 0)
 		close(fs);
-	if (rc == 0 && (s->ns = open("/proc/self/ns/ipc", O_RDONLY | O_CLOEXEC)) < 0)
+	if (rc == 0 && (sl->ns = open("/proc/self/ns/ipc", O_RDONLY | O_CLOEXEC)) < 0)
 		rc = -errno;
 	if (setns(s->host, CLONE_NEWIPC) < 0)
 		_exit(1);	/* a spawner in the wrong namespace clones nothing */
 	if (rc < 0)
-		ipcns_spawner_close(s);
+		slot_drop(sl);
 	return rc;
 }
 
 bool
 ipcns_spawner_enter(struct ipcns *s)
 {
+	struct ipcns_slot *sl = NULL;
+
+	s->cur = NULL;
 	if (s->host < 0)
 		return false;
-	if (!reusable(s) && renew(s) < 0)
+	/*
+	 * The first reusable slot from the one taken last, so that jobs one
+	 * after another keep to one namespace; else the first whose last init
+	 * has ended; else the other one; those two renewed.
+	 */
+	for (unsigned i = 0; i < IPCNS_SLOTS && sl == NULL; i++)
+		if (slot_reusable(&s->slot[(s->turn + i) % IPCNS_SLOTS]))
+			sl = &s->slot[(s->turn + i) % IPCNS_SLOTS];
+	for (unsigned i = 0; i < IPCNS_SLOTS && sl == NULL; i++)
+		if (slot_ended(&s->slot[(s->turn + i) % IPCNS_SLOTS])) {
+			sl = &s->slot[(s->turn + i) % IPCNS_SLOTS];
+			if (slot_renew(s, sl) < 0)
+				return false;
+		}
+	if (sl == NULL) {
+		sl = &s->slot[(s->turn + 1) % IPCNS_SLOTS];
+		if (slot_renew(s, sl) < 0)
+			return false;
+	}
+	s->turn = (unsigned)(sl - s->slot);
+	if (setns(sl->ns, CLONE_NEWIPC) < 0)
 		return false;
-	return setns(s->ns, CLONE_NEWIPC) == 0;
+	s->cur = sl;
+	return true;
 }
 
 void
@@ -174,6 +224,8 @@ ipcns_spawner_leave(struct ipcns *s, int pidfd)
 	if (setns(s->host, CLONE_NEWIPC) < 0)
 		_exit(1);
 	/* No init to wait for: an unknown end, never shared again. */
-	if (pidfd < 0 || (s->last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
-		ipcns_spawner_close(s);
+	if (s->cur != NULL && (pidfd < 0 ||
+	    (s->cur->last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0))
+		slot_drop(s->cur);
+	s->cur = NULL;
 }

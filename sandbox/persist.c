@@ -644,6 +644,16 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 				rules = val;
 		}
 	}
+	/* agent-safe's /output where the sandbox has none: in the upper layer
+	 * (or the tmpfs), a new folder to the capture, whichever path. */
+	if (wsfd < 0 && (wsfd = open(ps->ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0) {
+		rc = err_set(e, -errno, "open %s: %s", ps->ws, strerror(errno));
+		goto out;
+	}
+	if ((rc = workspace_make_write_dirs(wsfd, &p, mark_cb, &mk, e)) < 0)
+		goto out;
+	ps->made_dirs = rc > 0;
 	if ((rc = marks_mount(mk.buf, mk.len, ps->ws, e)) < 0)
 		goto out;
 	/* Files elsewhere: /workspace, and the kept base under it, covered. */
@@ -900,6 +910,12 @@ base_advance(int ctl, struct persist *ps, struct agentfs *fs,
 	key = xmemdup0(m.data, m.len);
 	msg_clear(&m);
 	(void)unlinkat(ps->basefd, "state", 0);
+	/* Its marks were made for a tree without the folder made for the
+	 * job (workspace_make_write_dirs()): rebuilt by the next job. */
+	if (ps->made_dirs) {
+		free(key);
+		return;
+	}
 	if (workspace_apply(fs, ps->treefd, ch, &e) == 0)
 		(void)base_seal(ps, fs, key, &e);
 	free(key);

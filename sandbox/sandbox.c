@@ -58,6 +58,9 @@ struct sandbox {
 	int err_rd;		/* job's stderr, read end */
 	sandbox_output_cb *output;	/* live output, or NULL (sandbox_set_output) */
 	void *output_arg;
+	void (*idle)(void *);	/* sandbox_set_idle(), or NULL once called */
+	void *idle_arg;
+	bool idle_at_exec;	/* call it at init's exec report, not at the hand-over */
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
@@ -400,6 +403,17 @@ struct run {
 	enum kill_reason killed;
 };
 
+/* Calls the sandbox_set_idle() callback, once. */
+static void
+sandbox_idle_call(struct sandbox *s)
+{
+	void (*cb)(void *) = s->idle;
+
+	s->idle = NULL;
+	if (cb != NULL)
+		cb(s->idle_arg);
+}
+
 /* Handles one frame from init. Returns false once init's channel is done. */
 static bool
 handle_ctl(struct sandbox *s, struct run *run, struct result *res)
@@ -429,6 +443,9 @@ handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 				warm_misses = 0;
 			}
 		}
+		/* After the warm accounting: a sandbox it prepares asks for
+		 * a warm python3 only if this job could use one. */
+		sandbox_idle_call(s);
 		break;
 	case MSG_SBX_EXIT:
 		if (m.len == sizeof(struct msg_sbx_exit)) {
@@ -612,6 +629,22 @@ sandbox_set_output(struct sandbox *s, sandbox_output_cb *cb, void *arg)
 	s->output_arg = arg;
 }
 
+void
+sandbox_set_idle(struct sandbox *s, void (*cb)(void *), void *arg, bool at_exec)
+{
+	s->idle = cb;
+	s->idle_arg = arg;
+	s->idle_at_exec = at_exec;
+}
+
+int
+sandbox_net_listen(struct sandbox *s, uint16_t port, int *fd, struct err *e)
+{
+	if (s->pidfd < 0)
+		return err_set(e, -ESRCH, "the sandbox's init is gone");
+	return spawn_worker_listen(s->pidfd, port, fd, e);
+}
+
 int
 sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res)
@@ -666,6 +699,8 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	fd_set_nonblock(s->out_rd, true);
 	fd_set_nonblock(s->err_rd, true);
 	fd_set_nonblock(s->ctl, true);
+	if (!s->idle_at_exec)
+		sandbox_idle_call(s);
 	/*
 	 * The wall clock runs from exec; until init reports the exec, set-up
 	 * gets the ready timeout on top.
@@ -747,6 +782,7 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	}
 
 out_finish:
+	s->idle = NULL;
 	if (!run.exited) {
 		/* Killed or failed: what it used is known once every process is gone. */
 		kill_init(s);

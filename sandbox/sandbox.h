@@ -137,12 +137,29 @@ int sandbox_run(struct sandbox *sbx, const struct job *j, const void *spec,
     size_t speclen, const struct sandbox_snapshot *snap, struct result *res);
 
 /*
+ * For a net "allow" job, before sandbox_run(): a TCP socket listening on
+ * 127.0.0.1:port inside sbx's network namespace (made by the spawner), for
+ * the egress proxy to accept the job's connections on (docs/security.md,
+ * "Network by allowlist"). *fd is the caller's. Returns 0 or -errno with e.
+ */
+int sandbox_net_listen(struct sandbox *sbx, uint16_t port, int *fd, struct err *e);
+
+/*
  * Live output: sandbox_run() calls cb with each piece of the job's output
  * as it reads it (fd 1 stdout, 2 stderr; only what the output limit keeps,
  * in order per stream), besides capturing it. NULL stops it.
  */
 typedef void sandbox_output_cb(void *arg, int fd, const void *buf, size_t len);
 void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
+
+/*
+ * sandbox_run() calls cb(arg) at most once while the job runs: after init
+ * has the job, or (at_exec) once init reports the job's process started.
+ * The worker's own work (preparing the next sandbox) then overlaps the job
+ * instead of following it; the job's output and refused calls wait
+ * meanwhile. NULL stops it; sandbox_run() forgets it either way.
+ */
+void sandbox_set_idle(struct sandbox *sbx, void (*cb)(void *), void *arg, bool at_exec);
 
 /*
  * After sandbox_run() of a persistent job: hands init the tool call record

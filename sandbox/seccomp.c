@@ -173,6 +173,13 @@ job_filter(enum job_net net, struct err *e)
 	scmp_filter_ctx ctx;
 	int rc;
 
+	/*
+	 * net "allow" is "none" to the filter: inet sockets reach the job's
+	 * own loopback, where the egress proxy's listener is (egress/proxy.c).
+	 */
+	if (net == NET_ALLOW)
+		net = NET_NONE;
+
 	if ((ctx = filter_new(SCMP_ACT_ALLOW, e)) == NULL)
 		return NULL;
 	/*
@@ -260,7 +267,7 @@ bool
 seccomp_worker_job_counted(enum job_net net, const struct seccomp_data *d)
 {
 	/* The filter compares all 64 bits of the family: so do we. */
-	return net == NET_NONE && d->nr == SCMP_SYS(socket) &&
+	return (net == NET_NONE || net == NET_ALLOW) && d->nr == SCMP_SYS(socket) &&
 	    (d->args[0] == AF_INET || d->args[0] == AF_INET6);
 }
 

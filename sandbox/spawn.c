@@ -34,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -87,95 +89,181 @@ spawn_set_title(const char *name)
 
 
 /*
- * The network namespace this spawner's inits share, one sandbox at a time
- * (docs/security.md, "The network namespace"; docs/decisions.md). It is the
- * spawner's own making, so its owner is the host's user namespace and no
- * job holds a capability over it: no address, route, link, rule or setting
- * of it can change. What a job can leave in it are sockets (listening,
- * bound, connected, in TIME_WAIT, queued in flight), and the next init is
- * cloned into it only when the last one cloned into it has ended (every
- * process of its pid namespace with it, their descriptors closed) and its
- * counters show no socket of any kind; otherwise into a new one, which
- * then becomes the shared one.
+ * The network namespaces this spawner's inits share, each one sandbox at a
+ * time (docs/security.md, "The network namespace"; docs/decisions.md). They
+ * are the spawner's own making, so their owner is the host's user namespace
+ * and no job holds a capability over them: no address, route, link, rule or
+ * setting of them can change. What a job can leave in one are sockets
+ * (listening, bound, connected, in TIME_WAIT, queued in flight), and the
+ * next init is cloned into one only when the last init cloned into it has
+ * ended (every process of its pid namespace with it, their descriptors
+ * closed) and its counters show no socket of any kind; otherwise into a new
+ * one, which takes that slot.
+ *
+ * Two slots, taken in turn as the job cgroups are (cgroup.c, slot_take()):
+ * the worker may prepare the next sandbox while the last one still runs
+ * (worker/job.c: during a persistent or python job), and that sandbox
+ * then takes the other slot instead of a namespace of its own.
  */
-static struct {
-	int host;		/* the spawner's own network namespace */
-	int ns;			/* the shared one, or -1 */
+#define NET_SLOTS 2
+
+struct net_slot {
+	int ns;			/* the namespace, or -1 */
 	struct sockcap stat;	/* its sockstat and sockstat6 */
 	int last;		/* pidfd of the last init cloned into it, or -1 */
-} net = { -1, -1, { { -1, -1 } }, -1 };
+};
 
-/* Whether the shared namespace may take the next init (see above). */
+static struct {
+	int host;		/* the spawner's own network namespace */
+	struct net_slot slot[NET_SLOTS];
+	unsigned turn;		/* the slot taken last: the next init tries it first */
+	struct net_slot *cur;	/* the slot net_enter() chose, or NULL */
+} net = { .host = -1, .slot = { { -1, { { -1, -1 } }, -1 },
+    { -1, { { -1, -1 } }, -1 } } };
+
+/* Whether slot sl's last init has ended (its pidfd is then readable). */
 static bool
-net_reusable(void)
+net_ended(struct net_slot *sl)
 {
-	struct pollfd p = { .fd = net.last, .events = POLLIN };
+	struct pollfd p = { .fd = sl->last, .events = POLLIN };
 
-	if (net.ns < 0)
-		return false;
+	if (sl->last < 0)
+		return true;
 	/*
-	 * No wait: the worker frees a spent sandbox before it prepares the
-	 * next (worker/job.c); a sandbox asked for while another still runs
+	 * No wait: a sandbox asked for while both slots' inits still run
 	 * gets a namespace of its own rather than hold the worker up.
 	 */
-	if (net.last >= 0) {
-		if (poll(&p, 1, 0) != 1)
-			return false;
-		close(net.last);
-		net.last = -1;
-	}
-	return sockcap_is_idle(&net.stat) == 1;
+	if (poll(&p, 1, 0) != 1)
+		return false;
+	close(sl->last);
+	sl->last = -1;
+	return true;
 }
 
-/* Drops the shared namespace: its last init and our descriptors of it. */
-static void
-net_drop(void)
+/* Whether slot sl may take the next init (see above). */
+static bool
+net_reusable(struct net_slot *sl)
 {
-	if (net.ns >= 0)
-		close(net.ns);
-	if (net.last >= 0)
-		close(net.last);
-	sockcap_close(&net.stat);
-	net.ns = net.last = -1;
+	return sl->ns >= 0 && net_ended(sl) && sockcap_is_idle(&sl->stat) == 1;
+}
+
+/* Drops slot sl's namespace: its last init and our descriptors of it. */
+static void
+net_drop(struct net_slot *sl)
+{
+	if (sl->ns >= 0)
+		close(sl->ns);
+	if (sl->last >= 0)
+		close(sl->last);
+	sockcap_close(&sl->stat);
+	sl->ns = sl->last = -1;
 }
 
 /*
- * Makes a new shared namespace: unshared by the spawner, its descriptor
+ * Makes a new namespace in slot sl: unshared by the spawner, its descriptor
  * and counters opened from inside, then back to the host's. Returns 0 or
  * -errno with e; either way the spawner is back in its own namespace.
  */
 static int
-net_renew(struct err *e)
+net_renew(struct net_slot *sl, struct err *e)
 {
 	int rc;
 
-	net_drop();
+	net_drop(sl);
 	if ((rc = ns_spawner_net_make(e)) == 0 &&
-	    (rc = sockcap_open_dir(&net.stat, "/proc/self/net", e)) == 0 &&
-	    (net.ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+	    (rc = sockcap_open_dir(&sl->stat, "/proc/self/net", e)) == 0 &&
+	    (sl->ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
 		rc = err_set(e, -errno, "open our network namespace: %s", strerror(errno));
 	if (setns(net.host, CLONE_NEWNET) < 0)
 		_exit(1);	/* a spawner in the wrong namespace clones nothing */
 	if (rc < 0)
-		net_drop();
+		net_drop(sl);
 	return rc;
 }
 
 /*
- * Enters the namespace the next init is to share, renewing it if need be.
- * Returns true if the spawner is in it (the clone must not unshare one),
- * false if the init gets a namespace of its own as without sharing.
+ * Enters the namespace the next init is to share: the first reusable slot
+ * from net.turn (the last one taken) on, so that jobs one after another
+ * keep to one namespace; else the first whose last init has ended
+ * (renewed); else the one after net.turn, renewed. Returns true if the spawner is in it (the
+ * clone must not unshare one; net.cur is the slot), false if the init gets
+ * a namespace of its own as without sharing.
  */
 static bool
 net_enter(const struct sandbox_conf *conf)
 {
+	struct net_slot *sl = NULL;
 	struct err e = { 0 };
 
+	net.cur = NULL;
 	if (conf->net_fresh || net.host < 0)
 		return false;
-	if (!net_reusable() && net_renew(&e) < 0)
+	for (unsigned i = 0; i < NET_SLOTS && sl == NULL; i++)
+		if (net_reusable(&net.slot[(net.turn + i) % NET_SLOTS]))
+			sl = &net.slot[(net.turn + i) % NET_SLOTS];
+	for (unsigned i = 0; i < NET_SLOTS && sl == NULL; i++)
+		if (net_ended(&net.slot[(net.turn + i) % NET_SLOTS]))
+			sl = &net.slot[(net.turn + i) % NET_SLOTS];
+	if (sl == NULL)
+		sl = &net.slot[(net.turn + 1) % NET_SLOTS];
+	net.turn = (unsigned)(sl - net.slot);
+	if (!net_reusable(sl) && net_renew(sl, &e) < 0)
 		return false;
-	return setns(net.ns, CLONE_NEWNET) == 0;
+	if (setns(sl->ns, CLONE_NEWNET) < 0)
+		return false;
+	net.cur = sl;
+	return true;
+}
+
+/* In a new init: closes the spawner's descriptors of the namespaces. */
+static void
+net_close_all(void)
+{
+	if (net.host >= 0)
+		close(net.host);
+	for (unsigned i = 0; i < NET_SLOTS; i++) {
+		if (net.slot[i].ns >= 0)
+			close(net.slot[i].ns);
+		if (net.slot[i].last >= 0)
+			close(net.slot[i].last);
+		sockcap_close(&net.slot[i].stat);
+	}
+}
+
+/*
+ * MSG_SPAWN_LISTEN: a TCP listener on 127.0.0.1:port in the network
+ * namespace of the init pidfd names, for a net "allow" job's egress proxy
+ * (docs/security.md, "Network by allowlist"). A listening socket stays in
+ * the namespace it was made in, whoever holds it: the proxy, in the host's
+ * namespace, accepts the job's connections on it. The namespace is never
+ * shared again: the proxy's accepted sockets and their TIME_WAIT are its,
+ * and a next job must not meet them (the next init gets a new one).
+ * Returns the socket, or -errno; the spawner is back in its own namespace.
+ */
+static int
+net_listen(int pidfd, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(port) };
+	struct stat job, shared;
+	int fd = -1, rc = 0;
+
+	if (setns(pidfd, CLONE_NEWNET) < 0)
+		return -errno;
+	if (stat("/proc/self/ns/net", &job) < 0)
+		rc = -errno;
+	for (unsigned i = 0; rc == 0 && i < NET_SLOTS; i++)
+		if (net.slot[i].ns >= 0 && fstat(net.slot[i].ns, &shared) == 0 &&
+		    job.st_ino == shared.st_ino && job.st_dev == shared.st_dev)
+			net_drop(&net.slot[i]);
+	if (rc == 0 && ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0))
+		rc = -errno;
+	if (setns(net.host, CLONE_NEWNET) < 0)
+		_exit(1);	/* a spawner in the wrong namespace clones nothing */
+	if (rc < 0 && fd >= 0)
+		close(fd);
+	return rc < 0 ? rc : fd;
 }
 
 /* The IPC namespace this spawner's inits share, one at a time (ipcns.c). */
@@ -221,6 +309,24 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 				_exit(1);
 			continue;
 		}
+		if (rc > 0 && m.hdr.type == MSG_SPAWN_LISTEN && m.fd >= 0 &&
+		    m.len == sizeof(uint16_t)) {
+			uint16_t port;
+			int32_t error = 0;
+			int lfd;
+
+			memcpy(&port, m.data, sizeof(port));
+			lfd = net_listen(m.fd, port);
+			msg_clear(&m);
+			if (lfd < 0)
+				error = -lfd;
+			if (msg_send(sock, MSG_SPAWN_LISTEN_DONE, 0, &error, sizeof(error),
+			    lfd) < 0)
+				_exit(1);
+			if (lfd >= 0)
+				close(lfd);
+			continue;
+		}
 		if (rc < 0 || m.hdr.type != MSG_SPAWN_REQ || m.len != 0 || m.fd >= 0)
 			_exit(1);
 		msg_clear(&m);
@@ -242,13 +348,7 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		if (pid == 0) {
 			close(sock);
 			close(ctl[0]);
-			if (net.host >= 0)
-				close(net.host);
-			if (net.ns >= 0)
-				close(net.ns);
-			if (net.last >= 0)
-				close(net.last);
-			sockcap_close(&net.stat);
+			net_close_all();
 			ipcns_spawner_close(&ipc);
 			if (ipc.host >= 0)
 				close(ipc.host);
@@ -257,8 +357,9 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		}
 		if (shared && setns(net.host, CLONE_NEWNET) < 0)
 			_exit(1);
-		if (shared && pid > 0 && (net.last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
-			net_drop();	/* unknown end: never shared again */
+		if (shared && pid > 0 &&
+		    (net.cur->last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
+			net_drop(net.cur);	/* unknown end: never shared again */
 		if (ipc_shared)
 			ipcns_spawner_leave(&ipc, pid > 0 ? pidfd : -1);
 		close(ctl[1]);
@@ -371,5 +472,32 @@ spawn_worker_layers(const char (*hex)[65], size_t n, unsigned *mounted, struct e
 		return err_set(e, -lr.error, "mount layer sha256:%.64s of the image "
 		    "cache: %s", lr.index >= 0 && (size_t)lr.index < n ? hex[lr.index] :
 		    "?", strerror(lr.error));
+	return 0;
+}
+
+int
+spawn_worker_listen(int pidfd, uint16_t port, int *fd, struct err *e)
+{
+	struct msg m;
+	int32_t error;
+	int rc;
+
+	*fd = -1;
+	if ((rc = msg_send(spawner_fd, MSG_SPAWN_LISTEN, 0, &port, sizeof(port), pidfd)) < 0)
+		fatalx("the sandbox spawner is gone: %s", strerror(-rc));
+	msg_init(&m);
+	rc = msg_recv(spawner_fd, &m, MSG_MAX);
+	if (rc <= 0 || m.hdr.type != MSG_SPAWN_LISTEN_DONE || m.len != sizeof(error))
+		fatalx("the sandbox spawner is gone or confused (%d)", rc);
+	memcpy(&error, m.data, sizeof(error));
+	if (error != 0 || m.fd < 0) {
+		msg_clear(&m);
+		return err_set(e, error ? -error : -EBADMSG, "listen on 127.0.0.1:%u in the "
+		    "sandbox's network namespace: %s", (unsigned)port,
+		    strerror(error ? error : EBADMSG));
+	}
+	*fd = m.fd;
+	m.fd = -1;
+	msg_clear(&m);
 	return 0;
 }

@@ -168,3 +168,51 @@ Test(cgslot, cpu_time_is_the_jobs_own)
 	sandq_result_free(b);
 	sandq_close(c);
 }
+
+/*
+ * Memory a job leaves charged to its slot that no reclaim can take: the
+ * worker's kept base (tmpfs pages, and no swap) that a persistent run's
+ * init brings up to the commit. A later job in that slot with a memory
+ * limit below that charge must still start (a limit under the usage is
+ * refused by v1, EBUSY): the slot is made anew instead.
+ */
+Test(cgslot, memory_a_slot_cannot_reclaim_does_not_refuse_a_later_limit)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_limits small = { .memory_bytes = 16u << 20 };
+	struct sandq_op_args a = { 0 };
+	struct sandq_job_opts o = { 0 };
+	struct sandq_result *r, *b1, *b2;
+	char sbx[64], id[SANDQ_ID_MAX + 1], *cr, *c1, *c2;
+
+	snprintf(sbx, sizeof(sbx), "cgslot-%d", (int)getpid());
+	a.sandbox = sbx;
+	cr_assert_eq(sandq_call(c, "sandbox.create", &a, NULL, WAIT_MS, &r), 0);
+	cr_assert_str_eq(r->status, "ok");
+	sandq_result_free(r);
+	/* 40 MiB committed, and then kept in the worker's base by this init. */
+	o.sandbox = sbx;
+	cr_assert_eq(sandq_submit_sh(c, PRINT_CG "head -c 40M /dev/zero | tr '\\0' x > big",
+	    &o, id), 0);
+	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0);
+	cr_assert_str_eq(r->status, "ok", "%s: %s", r->status,
+	    r->stderr_data ? (const char *)r->stderr_data : "");
+	cr = cg_of(r);
+	sandq_result_free(r);
+	b1 = run(c, PRINT_CG "echo small", &small);
+	b2 = run(c, PRINT_CG "echo small", &small);
+	cr_assert_str_eq(b1->status, "ok", "%s (%s)", b1->status,
+	    b1->error_message ? b1->error_message : "");
+	cr_assert_str_eq(b2->status, "ok", "%s (%s)", b2->status,
+	    b2->error_message ? b2->error_message : "");
+	c1 = cg_of(b1);
+	c2 = cg_of(b2);
+	cr_expect(strcmp(cr, c1) == 0 || strcmp(cr, c2) == 0,
+	    "no later job got the persistent run's cgroup (%s, then %s, %s)", cr, c1, c2);
+	free(cr);
+	free(c1);
+	free(c2);
+	sandq_result_free(b1);
+	sandq_result_free(b2);
+	sandq_close(c);
+}

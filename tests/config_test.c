@@ -348,7 +348,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 60);
+	cr_expect_eq(nkeys, 68);
 	free(printed);
 	free(example);
 }
@@ -685,7 +685,7 @@ Test(config, net_modes_are_known_modes_once)
 	cr_expect_eq(c.nnet_modes, 2);
 	cr_expect_eq(job_net_parse("none", &n), 0);
 	expect_load_error("[sandqd]\nnet_modes = none, egress\n",
-	    "sandq.conf:2: net_modes: 'egress' is not one of none, unix");
+	    "sandq.conf:2: net_modes: 'egress' is not one of none, unix, allow");
 	expect_load_error("[sandqd]\nnet_modes = none, none\n",
 	    "sandq.conf:2: net_modes: 'none' is listed twice");
 	expect_load_error("[sandqd]\nnet_modes =\n",
@@ -842,7 +842,7 @@ Test(config, tenant_sections_give_a_tenant_its_own_net_modes)
 	cr_expect_neq(config_set(&c, "tenant.a.colour=red", &e), 0);
 	cr_expect_not_null(strstr(e.msg, "colour"), "%s", e.msg);
 	expect_load_error("[tenant.a]\nnet_modes = egress\n",
-	    "sandq.conf:2: net_modes: 'egress' is not one of none, unix");
+	    "sandq.conf:2: net_modes: 'egress' is not one of none, unix, allow");
 	expect_load_error("[tenant.bad name]\nnet_modes = unix\n",
 	    "sandq.conf:1: unknown section [tenant.bad name]");
 	/* A section must name a configured tenant, checked once all is read. */

@@ -254,6 +254,31 @@ Test(gateway_sandbox, the_rest_routes)
 	b = gwh_http_raw("PUT", "/v1/sandboxes/r1/files/a%20b.txt", tok, "x", 1, &st, &n);
 	cr_assert_eq(st, 200, "%s", b);
 	free(b);
+	/* Missing folders: refused, unless ?parents=true (or "parents" in JSON). */
+	b = gwh_http_raw("PUT", "/v1/sandboxes/r1/files/p/q/f.txt", tok, "y", 1, &st, &n);
+	cr_assert_neq(st, 200, "a PUT under a missing folder without parents: %s", b);
+	free(b);
+	b = gwh_http_raw("PUT", "/v1/sandboxes/r1/files/p/q/f.txt?parents=maybe", tok, "y",
+	    1, &st, &n);
+	code = gwh_error_code(b);
+	cr_assert_eq(st, 400, "%s", b);
+	cr_assert_str_eq(code, "bad_query");
+	free(b), free(code);
+	b = gwh_http_raw("PUT", "/v1/sandboxes/r1/files/p/q/f.txt?parents=true", tok, "y",
+	    1, &st, &n);
+	cr_assert_eq(st, 200, "%s", b);
+	free(b);
+	b = gwh_http_raw("GET", "/v1/sandboxes/r1/files/p/q/f.txt", tok, NULL, 0, &st, &n);
+	cr_assert_eq(st, 200, "%s", b);
+	cr_assert(n == 1 && b[0] == 'y');
+	free(b);
+	r = op(tok, "{\"op\":\"fs.write\",\"sandbox\":\"r1\",\"path\":\"p/r/g.txt\","
+	    "\"data\":\"z\",\"parents\":true}");
+	cr_assert_str_eq(jstr(r, "status"), "ok", "%s", json_dumps(r, 0));
+	json_decref(r);
+	b = gwh_http("DELETE", "/v1/sandboxes/r1/files/p?recursive=true", tok, NULL, &st);
+	cr_assert_eq(st, 200, "%s", b);
+	free(b);
 	b = gwh_http("GET", "/v1/sandboxes/r1/files", tok, NULL, &st);
 	cr_assert_eq(st, 200, "%s", b);
 	cr_assert(strstr(b, "\"/d.bin\"") != NULL, "%s", b);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/xmalloc.h"
 #include "../dispatcher/core/core.h"
 
 static struct config cfg;
@@ -735,4 +736,75 @@ Test(intake, an_image_pull_is_held_to_the_image_rules_of_a_run)
 	cr_expect_eq(read_entry(), INTAKE_ANSWER);
 	cr_expect_str_eq(r.code, "image");
 	cr_expect_str_eq(r.msg, "field 'image': missing (op image.pull)");
+}
+
+/* Reads an exec job, then makes it net "allow" with the patterns given. */
+static enum intake_verdict
+admit_allow(const char *const *pats)
+{
+	size_t n = 0;
+
+	entry("j-a", true_argv, NULL, 0);
+	cr_assert_eq(read_entry(), INTAKE_OK, "read: %s", r.msg);
+	free(job->net);
+	job->net = xstrdup("allow");
+	job->net_mode = NET_ALLOW;
+	while (pats[n] != NULL)
+		n++;
+	job->allow = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		job->allow[job->nallow++] = xstrdup(pats[i]);
+	return intake_admit(&in, job, 0, &norm, &normlen, &r);
+}
+
+Test(intake, an_allow_list_inside_the_hosts_net_allow_is_admitted)
+{
+	set("net_modes=none, allow");
+	set("net_allow=*.example.org:443, 192.0.2.7:80");
+	cr_expect_eq(admit_allow((const char *const[]){ "pypi.example.org:443",
+	    "*.files.example.org:443", "192.0.2.7:80", NULL }), INTAKE_OK, "%s", r.msg);
+}
+
+Test(intake, an_allow_pattern_outside_the_tenants_list_is_rejected_naming_it)
+{
+	struct err e = { 0 };
+
+	set("net_modes=none, allow");
+	set("net_allow=*.example.org");
+	cr_expect_eq(admit_allow((const char *const[]){ "pypi.example.org", "example.org",
+	    NULL }), INTAKE_ANSWER);
+	cr_expect_eq(r.status, ST_REJECTED);
+	cr_expect_str_eq(r.code, "net");
+	cr_expect_str_eq(r.msg, "field 'allow': 'example.org' is not within tenant "
+	    "'acme''s net_allow");
+	/* A tenant's own list narrows the host's. */
+	cr_assert_eq(config_load_string(&cfg, "[tenant.acme]\nnet_allow = pypi.example.org\n",
+	    "t.conf", &e), 0, "%s", e.msg);
+	job_free(job);
+	job = NULL;
+	cr_expect_eq(admit_allow((const char *const[]){ "files.example.org", NULL }),
+	    INTAKE_ANSWER);
+	cr_expect_str_eq(r.msg, "field 'allow': 'files.example.org' is not within tenant "
+	    "'acme''s net_allow");
+}
+
+Test(intake, an_address_or_a_wider_port_is_not_within_a_names_pattern)
+{
+	set("net_modes=none, allow");
+	set("net_allow=*.example.org:443");
+	cr_expect_eq(admit_allow((const char *const[]){ "10.0.0.1:443", NULL }),
+	    INTAKE_ANSWER);
+	cr_expect_str_eq(r.msg, "field 'allow': '10.0.0.1:443' is not within tenant "
+	    "'acme''s net_allow");
+	job_free(job);
+	job = NULL;
+	cr_expect_eq(admit_allow((const char *const[]){ "a.example.org", NULL }),
+	    INTAKE_ANSWER);
+	job_free(job);
+	job = NULL;
+	set("net_allow=");
+	cr_expect_eq(admit_allow((const char *const[]){ "a.example.org:443", NULL }),
+	    INTAKE_ANSWER);
+	cr_expect_str_eq(r.msg, "field 'allow': 'a.example.org:443' is not within tenant "
+	    "'acme''s net_allow (which is empty)");
 }

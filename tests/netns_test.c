@@ -59,21 +59,36 @@ teardown(void)
 
 TestSuite(netns, .init = setup, .fini = teardown, .timeout = 240);
 
-/* Runs src (python) with a 10 s wall limit; asserts it ended ok. */
+/*
+ * Runs src with python3 (an exec job: python3 -c SRC) with a 20 s wall
+ * limit; asserts it ended ok. With sandbox, on that persistent sandbox:
+ * the worker then makes the next sandbox while the job runs, in its other
+ * namespace (two_namespaces_take_turns_and_nothing_is_left); without,
+ * the next sandbox is made after the job and takes the namespace it
+ * leaves.
+ */
 static struct sandq_result *
-py(struct sandq *c, const char *src)
+run_py(struct sandq *c, const char *src, const char *sandbox)
 {
+	const char *argv[] = { "python3", "-c", src, NULL };
 	struct sandq_job_opts o = { 0 };
 	struct sandq_result *r = NULL;
 	char id[SANDQ_ID_MAX + 1];
 
 	o.limits.wall_ms = 20000;
-	cr_assert_eq(sandq_submit_python(c, src, &o, id), 0, "submit: %s",
+	o.sandbox = sandbox;
+	cr_assert_eq(sandq_submit_exec(c, argv, &o, id), 0, "submit: %s",
 	    sandq_last_error(c));
 	cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r), 0, "wait: %s", sandq_last_error(c));
 	cr_assert_str_eq(r->status, "ok", "status %s, stderr: %.*s", r->status,
 	    (int)r->stderr_len, r->stderr_data ? (char *)r->stderr_data : "");
 	return r;
+}
+
+static struct sandq_result *
+py(struct sandq *c, const char *src)
+{
+	return run_py(c, src, NULL);
 }
 
 /* The value after "key " on its own line of r's stdout (a static copy). */
@@ -253,6 +268,70 @@ Test(netns, a_daemons_sockets_are_gone_for_the_next)
 	free(nb);
 	sandq_result_free(a);
 	sandq_result_free(b);
+	sandq_close(c);
+}
+
+/*
+ * Persistent runs: the worker makes the next sandbox while the job runs, in
+ * its other namespace (sandbox/spawn.c, NET_SLOTS), so a job's successor
+ * runs in a second namespace and the job after that takes the first one
+ * again, once its job has ended. A daemon's sockets left in the first are gone for
+ * that third job, as for a successor in a_daemons_sockets_are_gone_for_the_next.
+ */
+Test(netns, two_namespaces_take_turns_and_nothing_is_left)
+{
+	struct sandq *c = harness_client(&H);
+	char marker[64], leave[1024], look[1024];
+	struct sandq_op_args args = { 0 };
+	struct sandq_result *a, *b, *d;
+	char *na, *nb, *nd, sbx[64];
+
+	harness_marker(marker, sizeof(marker), "sandq-netns2");
+	snprintf(sbx, sizeof(sbx), "netns-%d", (int)getpid());
+	args.sandbox = sbx;
+	cr_assert_eq(sandq_call(c, "sandbox.create", &args, NULL, WAIT_MS, &a), 0,
+	    "create: %s", sandq_last_error(c));
+	cr_assert_str_eq(a->status, "ok", "create: %s", a->status);
+	sandq_result_free(a);
+	snprintf(leave, sizeof(leave), PROBE_NS
+	    "if os.fork() == 0:\n"
+	    "    os.setsid()\n"
+	    "    t = socket.socket(); t.bind(('127.0.0.1', 47021)); t.listen()\n"
+	    "    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('127.0.0.1', 47022))\n"
+	    "    x = socket.socket(socket.AF_UNIX); x.bind('\\0%s'); x.listen()\n"
+	    "    open('/tmp/up', 'w').close()\n"
+	    "    import time; time.sleep(3600)\n"
+	    "import time\n"
+	    "while not os.path.exists('/tmp/up'): time.sleep(0.01)\n"
+	    "print('left', 1)\n", marker);
+	snprintf(look, sizeof(look), PROBE_NS
+	    "c = socket.socket()\n"
+	    "print('connect', c.connect_ex(('127.0.0.1', 47021)) == errno.ECONNREFUSED)\n"
+	    "t = socket.socket(); t.bind(('127.0.0.1', 47021)); t.listen()\n"
+	    "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('127.0.0.1', 47022))\n"
+	    "x = socket.socket(socket.AF_UNIX); x.bind('\\0%s')\n"
+	    "print('bound all')\n", marker);
+	a = run_py(c, leave, sbx);
+	cr_assert_str_eq(line_of(a, "left"), "1", "%s", (const char *)a->stdout_data);
+	b = run_py(c, look, sbx);
+	d = run_py(c, look, sbx);
+	na = ns_of(a);
+	nb = ns_of(b);
+	nd = ns_of(d);
+	cr_expect_str_neq(na, nb, "the sandbox made during a persistent run shared its namespace");
+	cr_expect_str_eq(na, nd, "the third job did not take the first one's namespace "
+	    "(%s, %s, %s)", na, nb, nd);
+	for (struct sandq_result *r = b; r != NULL; r = r == b ? d : NULL) {
+		cr_expect_str_eq(line_of(r, "connect"), "True", "the left listener answered");
+		cr_expect(strstr((const char *)r->stdout_data, "bound all") != NULL, "%s",
+		    (const char *)r->stdout_data);
+	}
+	free(na);
+	free(nb);
+	free(nd);
+	sandq_result_free(a);
+	sandq_result_free(b);
+	sandq_result_free(d);
 	sandq_close(c);
 }
 

@@ -544,6 +544,64 @@ Test(ops, write_errors_map_to_codes)
 	cr_expect_eq(sandbox_get("sb2").version, 1);
 }
 
+static struct job *import_job(const char *sb, const char *file);
+
+/* fs.write's parents: mkdir -p, each folder under the rules, all or nothing. */
+Test(ops, write_parents_makes_folders_under_the_rules)
+{
+	struct result *r;
+	struct job *j;
+
+	create("sb1");
+	write_text("sb1", "/f", "x");
+	/* Without parents a missing folder is still not_found. */
+	run_rejected(write_job("sb1", "/a/b/c.txt", "x"), "not_found");
+	j = write_job("sb1", "/a/b/c.txt", "deep");
+	j->parents = true;
+	run_ok(j);
+	expect_content("sb1", "/a/b/c.txt", "deep");
+	r = run(path_job(OP_FS_STAT, "sb1", "/a/b"));
+	expect_ok(r);
+	result_free(r);
+	/* Existing folders are kept; only the missing one is made. */
+	j = write_job("sb1", "/a/b2/d.txt", "d");
+	j->parents = true;
+	run_ok(j);
+	cr_expect_eq(sandbox_get("sb1").version, 4);
+
+	/* Through a file: refused naming it, nothing made. */
+	j = write_job("sb1", "/f/g/h.txt", "x");
+	j->parents = true;
+	r = run(j);
+	expect_rejected(r, "not_dir");
+	cr_expect_not_null(strstr(r->error_message, "parent '/f' is a file"),
+	    "%s", r->error_message);
+	result_free(r);
+
+	/* A folder the rules do not let the job write: refused, nothing made. */
+	j = write_job("sb1", "/ro/x/y.txt", "x");
+	j->parents = true;
+	add_perm(j, "/ro/x", PERM_WRITE);
+	add_perm(j, "/ro", PERM_READ);
+	r = run(j);
+	expect_rejected(r, "permission");
+	cr_expect_not_null(strstr(r->error_message, "creating folder '/ro'"),
+	    "%s", r->error_message);
+	result_free(r);
+	run_rejected(path_job(OP_FS_STAT, "sb1", "/ro"), "not_found");
+	cr_expect_eq(sandbox_get("sb1").version, 4);
+
+	/* Through a symlink: refused naming it, never followed. */
+	run_ok(import_job("legacy", "localsandbox-export.db"));
+	j = write_job("legacy", "/project/latest/x/y.txt", "x");
+	j->parents = true;
+	r = run(j);
+	expect_rejected(r, "not_dir");
+	cr_expect_not_null(strstr(r->error_message,
+	    "parent '/project/latest' is a symlink"), "%s", r->error_message);
+	result_free(r);
+}
+
 Test(ops, missing_sandbox_is_sandbox_not_found)
 {
 	run_rejected(path_job(OP_FS_READ, "ghost", "/a"), "sandbox_not_found");

@@ -718,6 +718,7 @@ expect_jobs_equal(const struct job *a, const struct job *b)
 		cr_expect_arr_eq(a->data, b->data, a->data_len);
 	cr_expect_eq(a->mode, b->mode);
 	cr_expect_eq(a->recursive, b->recursive);
+	cr_expect_eq(a->parents, b->parents);
 	expect_opt_str_eq("key", a->key, b->key);
 	expect_opt_str_eq("value", a->value, b->value);
 	expect_opt_str_eq("prefix", a->prefix, b->prefix);
@@ -1327,14 +1328,59 @@ Test(payload, net_unix_is_its_own_mode)
 
 Test(payload, rejects_bad_net_priority_deadline)
 {
-	REJECT_EXEC_WITH("field 'net': unknown mode 'host' (this version offers none "
-	    "and unix)", jb_str(b, "net", "host"));
+	REJECT_EXEC_WITH("field 'net': unknown mode 'host' (this version offers none, "
+	    "unix and allow)", jb_str(b, "net", "host"));
 	REJECT_EXEC_WITH("field 'priority': expected an integer",
 	    jb_str(b, "priority", "high"));
 	REJECT_EXEC_WITH("field 'deadline_ms'", jb_int(b, "deadline_ms", -1));
 	REJECT_EXEC_WITH("field 'deadline_ms'",
 	    { msgpack_pack_uint64(jb_key(b, "deadline_ms"), UINT64_MAX); });
 	REJECT_EXEC_WITH("field 'stdin': expected bytes", jb_int(b, "stdin", 1));
+}
+
+/* net "allow" and its list come together, bounded; encoding keeps the list. */
+Test(payload, net_allow_needs_its_list_and_round_trips)
+{
+	static const char *const one[] = { "pypi.example:443" };
+	static const char *const bad[] = { "a.example", "with space" };
+	static const char *const comma[] = { "a.example,b.example" };
+	static const char *const empty[] = { "" };
+	struct jb jb;
+	struct job *j, *back = NULL;
+	struct err e = { 0 };
+	char *enc = NULL;
+	size_t len = 0;
+
+	REJECT_EXEC_WITH("field 'allow': net 'allow' needs the hosts it may reach",
+	    jb_str(b, "net", "allow"));
+	REJECT_EXEC_WITH("field 'allow': only with net 'allow'", jb_strv(b, "allow", one, 1));
+	REJECT_EXEC_WITH("field 'allow': only with net 'allow'",
+	    jb_str(b, "net", "none"); jb_strv(b, "allow", one, 1));
+	REJECT_EXEC_WITH("field 'allow': a pattern is a host name",
+	    jb_str(b, "net", "allow"); jb_strv(b, "allow", bad, 2));
+	REJECT_EXEC_WITH("field 'allow': a pattern is a host name",
+	    jb_str(b, "net", "allow"); jb_strv(b, "allow", comma, 1));
+	REJECT_EXEC_WITH("field 'allow': an empty pattern",
+	    jb_str(b, "net", "allow"); jb_strv(b, "allow", empty, 1));
+	REJECT_EXEC_WITH("field 'allow': expected a list", jb_str(b, "net", "allow");
+	    jb_str(b, "allow", "pypi.example"));
+
+	jb_init(&jb);
+	jb_exec(&jb, "j1");
+	jb_str(&jb, "net", "allow");
+	jb_strv(&jb, "allow", one, 1);
+	j = jb_decode_ok(&jb);
+	cr_expect_eq(j->net_mode, NET_ALLOW);
+	cr_assert_eq(j->nallow, 1);
+	cr_expect_str_eq(j->allow[0], "pypi.example:443");
+	cr_assert_eq(payload_job_encode(j, &enc, &len), 0);
+	cr_assert_eq(payload_job_decode(enc, len, &back, NULL, &e), 0, "%s", e.msg);
+	cr_assert_eq(back->nallow, 1);
+	cr_expect_str_eq(back->allow[0], "pypi.example:443");
+	job_free(back);
+	job_free(j);
+	free(enc);
+	jb_destroy(&jb);
 }
 
 /*
@@ -1429,7 +1475,7 @@ static const struct op_case {
 	    "stream persist sandbox perms perm_preset image image_id sandbox_image "
 	    "sandbox_workdir", "code" },
 	{ "fs.read", OP_FS_READ, "sandbox path perms perm_preset", "sandbox path" },
-	{ "fs.write", OP_FS_WRITE, "sandbox path data mode perms perm_preset",
+	{ "fs.write", OP_FS_WRITE, "sandbox path data mode parents perms perm_preset",
 	    "sandbox path data" },
 	{ "fs.list", OP_FS_LIST, "sandbox path recursive perms perm_preset", "sandbox" },
 	{ "fs.stat", OP_FS_STAT, "sandbox path perms perm_preset", "sandbox path" },
@@ -1458,7 +1504,7 @@ static const char *const all_fields[] = {
 	"files", "labels", "net", "stream", "persist", "sandbox", "perms",
 	"perm_preset", "path", "data", "mode", "recursive", "key", "value",
 	"prefix", "to", "snapshot", "image", "image_id", "workdir", "from_image_dir",
-	"sandbox_image", "sandbox_workdir",
+	"sandbox_image", "sandbox_workdir", "parents",
 };
 
 #define N_OP_CASES (sizeof(op_cases) / sizeof(op_cases[0]))
@@ -1529,7 +1575,8 @@ jb_sample(struct jb *b, const char *f)
 		    "00112233445566778899aabbccddeeff");
 	} else if (strcmp(f, "stream") == 0) {
 		jb_bool(b, f, false);
-	} else if (strcmp(f, "persist") == 0 || strcmp(f, "recursive") == 0) {
+	} else if (strcmp(f, "persist") == 0 || strcmp(f, "recursive") == 0 ||
+	    strcmp(f, "parents") == 0) {
 		jb_bool(b, f, true);
 	} else if (strcmp(f, "sandbox") == 0) {
 		jb_str(b, f, "sb-1");
@@ -1675,6 +1722,7 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 			cr_expect_eq(j->from_image_dir != NULL,
 			    has_word(c->uses, "from_image_dir") && v == 2);
 			cr_expect_eq(j->recursive, has_word(c->uses, "recursive"));
+			cr_expect_eq(j->parents, has_word(c->uses, "parents"));
 			cr_expect_eq(j->key != NULL, has_word(c->uses, "key"));
 			if (j->key)
 				cr_expect_str_eq(j->key, "k/1");
@@ -2333,14 +2381,15 @@ Test(payload, unknown_perm_level_is_refused_at_decode_naming_the_rule)
 	    msgpack_pack_int(pk, PERM_WRITE); });
 }
 
-Test(payload, perm_preset_takes_the_five_presets)
+Test(payload, perm_preset_takes_the_six_presets)
 {
 	static const char *const good[] = {
-		"agent-safe", "read-only", "full-access", "development", "view-only",
+		"agent-edit", "agent-safe", "read-only", "full-access",
+		"development", "view-only",
 	};
 	static const char *const bad[] = { "strict", "default", "Agent-safe", "", "agent-safe " };
 
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		struct jb b;
 		struct job *j;
 
@@ -2355,7 +2404,7 @@ Test(payload, perm_preset_takes_the_five_presets)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		REJECT_OP_WITH("fs.read", "sandbox path",
-		    "field 'perm_preset': expected agent-safe, read-only",
+		    "field 'perm_preset': expected agent-edit, agent-safe, read-only",
 		    jb_str(b, "perm_preset", bad[i]));
 	REJECT_OP_WITH("fs.read", "sandbox path", "field 'perm_preset': expected a string",
 	    jb_int(b, "perm_preset", 1));

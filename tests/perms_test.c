@@ -4,7 +4,9 @@
  * The bulk of the cases live in tests/data/perms_golden.tsv (its header
  * describes the format): golden_table checks every line and reports each
  * failure by line number, so a new case is one line of data. The tests
- * below it pin what a table cannot: the exact error messages for bad
+ * presets_golden does the same for tests/data/presets_golden.tsv, one
+ * column per preset. The tests
+ * below them pin what a table cannot: the exact error messages for bad
  * patterns and levels, the bounds, perms_dir_may_show(), and that a hostile
  * pattern cannot make a check slow.
  *
@@ -22,6 +24,7 @@
 #include "../workspace/perms.h"
 
 #define GOLDEN "tests/data/perms_golden.tsv"
+#define PRESETS_GOLDEN "tests/data/presets_golden.tsv"
 #define GOLDEN_RULES_MAX 16
 
 TestSuite(perms, .timeout = 20);
@@ -167,10 +170,63 @@ Test(perms, rule_spec_rejects_unknown_level_with_its_name)
 	    "than 7 bytes");
 }
 
-Test(perms, lists_the_five_presets)
+/*
+ * Each preset's level for a fixed list of paths (presets_golden.tsv), and
+ * the header naming exactly the presets, in perms_preset_names()' order.
+ */
+Test(perms, presets_golden)
 {
-	static const char *const want[] = { "agent-safe", "read-only",
-	    "full-access", "development", "view-only", NULL };
+	const char *const *names = perms_preset_names();
+	struct perms p[16];
+	char line[1024], *f[17], *save = NULL;
+	size_t np = 0, nf, lineno = 0, cells = 0;
+	FILE *fp;
+
+	cr_assert_not_null(fp = fopen(PRESETS_GOLDEN, "r"), "%s", PRESETS_GOLDEN);
+	while (names[np] != NULL) {
+		cr_assert_lt(np, 16);
+		cr_assert_eq(perms_compile(&p[np], NULL, 0, names[np], NULL), 0);
+		np++;
+	}
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		lineno++;
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] == '#' || line[0] == '\0')
+			continue;
+		nf = 0;
+		for (char *t = strtok_r(line, "\t", &save); t != NULL && nf < 17;
+		    t = strtok_r(NULL, "\t", &save))
+			f[nf++] = t;
+		cr_assert_eq(nf, np + 1, "line %zu: %zu fields, want %zu", lineno,
+		    nf, np + 1);
+		if (strcmp(f[0], "path") == 0) {
+			for (size_t i = 0; i < np; i++)
+				cr_assert_str_eq(f[i + 1], names[i],
+				    "header column %zu", i + 1);
+			continue;
+		}
+		for (size_t i = 0; i < np; i++) {
+			enum perm_level want;
+
+			cr_assert_eq(perms_parse_level(f[i + 1], &want), 0,
+			    "line %zu", lineno);
+			cr_expect_eq(perms_check(&p[i], f[0]), want,
+			    "line %zu: %s under %s is %s, want %s", lineno, f[0],
+			    names[i], perms_level_str(perms_check(&p[i], f[0])),
+			    f[i + 1]);
+			cells++;
+		}
+	}
+	fclose(fp);
+	cr_expect_gt(cells, np * 30);
+	for (size_t i = 0; i < np; i++)
+		perms_free(&p[i]);
+}
+
+Test(perms, lists_the_presets)
+{
+	static const char *const want[] = { "agent-edit", "agent-safe",
+	    "read-only", "full-access", "development", "view-only", NULL };
 	const char *const *names = perms_preset_names();
 	const struct perm_rule *rules;
 	enum perm_level deflt;
@@ -181,6 +237,7 @@ Test(perms, lists_the_five_presets)
 		cr_assert_not_null(names[i]);
 		cr_expect_str_eq(names[i], want[i]);
 		cr_expect_eq(perms_preset_rules(names[i], &rules, &n, &deflt), 0);
+		cr_expect_not_null(perms_preset_description(names[i]));
 		cr_expect_eq(perms_compile(&p, NULL, 0, names[i], NULL), 0);
 		cr_expect_str_eq(p.preset, want[i]);
 		cr_expect_eq(p.nrules, n);
@@ -191,6 +248,8 @@ Test(perms, lists_the_five_presets)
 	cr_expect_eq(perms_preset_rules("nope", &rules, &n, &deflt), -ENOENT);
 	cr_expect_eq(perms_compile(&p, NULL, 0, NULL, NULL), 0);
 	cr_expect_str_eq(p.preset, PERMS_PRESET_DEFAULT);
+	cr_expect_str_eq(PERMS_PRESET_DEFAULT, names[0]);
+	cr_expect_null(perms_preset_description("nope"));
 	perms_free(&p);
 }
 
@@ -201,7 +260,8 @@ Test(perms, rejects_unknown_preset)
 
 	cr_expect_eq(perms_compile(&p, NULL, 0, "yolo", &e), -EINVAL);
 	cr_expect_str_eq(e.msg, "unknown path preset 'yolo' (expected "
-	    "agent-safe, read-only, full-access, development or view-only)");
+	    "agent-edit, agent-safe, read-only, full-access, development or "
+	    "view-only)");
 	cr_expect_eq(p.nrules, 0);
 	perms_free(&p);
 }
@@ -365,7 +425,7 @@ Test(perms, dir_may_show_skips_only_subtrees_nothing_can_show_in)
 {
 	struct perms p;
 
-	cr_assert_eq(perms_compile(&p, NULL, 0, "agent-safe", NULL), 0);
+	cr_assert_eq(perms_compile(&p, NULL, 0, "agent-edit", NULL), 0);
 	cr_expect(perms_dir_may_show(&p, "/"));
 	cr_expect(perms_dir_may_show(&p, "/workspace"));
 	cr_expect(perms_dir_may_show(&p, "/workspace/.git"));
@@ -465,11 +525,11 @@ Test(perms, canonical_text_is_what_the_matcher_enforces)
 	t = canonical("read-only", a, 2);
 	cr_expect_str_neq(t, ta);
 	free(t);
-	/* A preset is its rules expanded: the default names agent-safe. */
+	/* A preset is its rules expanded: the default names agent-edit. */
 	t = canonical(NULL, NULL, 0);
 	cr_expect_str_eq(t, "sandq-perms 1\ndefault write\nread /**/.git/**\n"
-	    "none /**/.env\nnone /**/.env.*\nnone /**/*.pem\nnone /**/*.key\n"
-	    "none /**/secrets/**\nnone /**/.ssh/**\nnone /**/.aws/**\n");
+	    "none /**/.env*\nnone /**/secrets/**\nnone /**/*.key\n"
+	    "none /**/*.pem\nnone /**/.ssh/**\nnone /**/.aws/**\n");
 	free(t);
 	free(ta);
 }

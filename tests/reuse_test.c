@@ -265,3 +265,44 @@ Test(reuse, ipc_objects_a_job_leaves_reach_no_later_job)
 	}
 	sandq_close(c);
 }
+
+/*
+ * The sandbox after a persistent run's is made while that run's job
+ * still holds its IPC namespace (worker/job.c): it takes the worker's
+ * other one, never the running job's; the job after it takes the first
+ * again, which the persistent job left empty.
+ */
+Test(reuse, a_sandbox_made_during_a_persistent_run_takes_the_other_ipc_namespace)
+{
+	struct sandq *c = harness_client(&H);
+	struct sandq_op_args args = { 0 };
+	struct sandq_result *r[3];
+	char sbx[64], *ns[3];
+
+	snprintf(sbx, sizeof(sbx), "reuse-%d", (int)getpid());
+	args.sandbox = sbx;
+	cr_assert_eq(sandq_call(c, "sandbox.create", &args, NULL, WAIT_MS, &r[0]), 0,
+	    "create: %s", sandq_last_error(c));
+	cr_assert_str_eq(r[0]->status, "ok", "create: %s", r[0]->status);
+	sandq_result_free(r[0]);
+	for (int i = 0; i < 3; i++) {
+		struct sandq_job_opts o = { .sandbox = sbx };
+		char id[SANDQ_ID_MAX + 1];
+
+		cr_assert_eq(sandq_submit_sh(c, PRINT_IPC "sleep 0.2", &o, id), 0, "submit: %s",
+		    sandq_last_error(c));
+		cr_assert_eq(sandq_wait(c, id, WAIT_MS, &r[i]), 0, "wait: %s",
+		    sandq_last_error(c));
+		cr_assert_str_eq(r[i]->status, "ok", "job %d: %s", i, r[i]->status);
+		ns[i] = ns_of(r[i]);
+	}
+	cr_expect_str_neq(ns[0], ns[1], "the sandbox made during a persistent run shared "
+	    "its IPC namespace");
+	cr_expect_str_eq(ns[0], ns[2], "the third job did not take the first one's IPC "
+	    "namespace (%s, %s, %s)", ns[0], ns[1], ns[2]);
+	for (int i = 0; i < 3; i++) {
+		free(ns[i]);
+		sandq_result_free(r[i]);
+	}
+	sandq_close(c);
+}

@@ -281,7 +281,7 @@ Test(tenant, refuses_bad_numbers_rates_and_modes)
 	refuse(&t, "ceiling.pids", "5M");
 	refuse(&t, "storage_quota_bytes", "2000T");
 	cr_expect_str_eq(refuse(&t, "net", "inet"), "field 'net': expected a "
-	    "comma-separated list of none, unix (each once), or empty for the "
+	    "comma-separated list of none, unix, allow (each once), or empty for the "
 	    "host's, got 'inet'");
 	refuse(&t, "net", "none,none");
 	refuse(&t, "net", "none,");

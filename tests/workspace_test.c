@@ -1012,7 +1012,7 @@ expect_marks(const struct marks *m, const char *const *want, size_t n)
 		cr_expect_str_eq(m->lines[i], want[i], "mark %zu", i);
 }
 
-/* A repository under agent-safe: .git read-only, .env hidden. */
+/* A repository under agent-edit: .git read-only, .env hidden. */
 static struct agentfs *
 repo_new(void)
 {
@@ -1037,7 +1037,7 @@ Test(workspace, rules_none_file_is_absent_and_kept_when_recreated)
 	struct workspace_changes ch, ch2;
 	struct perms p;
 
-	rules_compile(&p, "agent-safe", NULL, 0);
+	rules_compile(&p, "agent-edit", NULL, 0);
 	mat_rules(fs, &p);
 	cr_expect_not(exists_at(wsfd, ".env"), ".env was materialised");
 	cr_expect_not(exists_at(wsfd, "src/app.key"));
@@ -1085,7 +1085,7 @@ Test(workspace, rules_view_file_has_size_only_and_changes_are_refused)
 	size_t len, nonzero = 0;
 	struct err e;
 
-	rules_compile(&p, "agent-safe", r, 1);
+	rules_compile(&p, "agent-edit", r, 1);
 	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
 	    &m, &e), 0, "%s", e.msg);
 	expect_mode(wsfd, "blob.bin", S_IFREG, 0);
@@ -1143,7 +1143,7 @@ Test(workspace, rules_changed_read_file_is_refused_and_base_kept)
 	struct workspace_changes ch;
 	struct perms p;
 
-	rules_compile(&p, "agent-safe", NULL, 0);
+	rules_compile(&p, "agent-edit", NULL, 0);
 	mat_rules(fs, &p);
 	write_at(wsfd, ".git/config", "[core]\nfsmonitor = evil\n");
 	/* Same content but another mode is a change too. */
@@ -1170,7 +1170,7 @@ Test(workspace, rules_kind_change_and_removal_at_read_path_keep_base)
 	struct perms p;
 	char *want, *got;
 
-	rules_compile(&p, "agent-safe", NULL, 0);
+	rules_compile(&p, "agent-edit", NULL, 0);
 	mat_rules(fs, &p);
 	cr_assert_eq(unlinkat(wsfd, ".git/config", 0), 0);
 	cr_assert_eq(mkdirat(wsfd, ".git/config", 0755), 0);
@@ -1248,7 +1248,7 @@ Test(workspace, rules_new_entries_under_none_dir_are_refused)
 	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
 	mkd(fs, "/secrets", 0700);
 	put(fs, "/secrets/db.txt", "pw\n", 0600);
-	rules_compile(&p, "agent-safe", NULL, 0);
+	rules_compile(&p, "agent-edit", NULL, 0);
 	mat_rules(fs, &p);
 	cr_expect_not(exists_at(wsfd, "secrets"));
 	cr_assert_eq(mkdirat(wsfd, "secrets", 0755), 0);
@@ -1286,7 +1286,7 @@ Test(workspace, rules_removed_dir_keeps_hidden_file_and_its_ancestors)
 	put(fs, "/proj/b.txt", "b\n", 0644);
 	mkd(fs, "/d", 0755);
 	put(fs, "/d/.env", "D=1\n", 0600);
-	rules_compile(&p, "agent-safe", NULL, 0);
+	rules_compile(&p, "agent-edit", NULL, 0);
 	mat_rules(fs, &p);
 	rm_tree("proj");
 	rm_tree("d");
@@ -1320,7 +1320,7 @@ Test(workspace, rules_marks_follow_agent_safe_levels)
 	struct perms p;
 	struct err e;
 
-	rules_compile(&p, "agent-safe", NULL, 0);
+	rules_compile(&p, "agent-edit", NULL, 0);
 	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
 	    &m, &e), 0, "%s", e.msg);
 	expect_marks(&m, (const char *const[]){ "/.git read dir" }, 1);
@@ -1354,7 +1354,7 @@ Test(workspace, rules_hidden_dir_with_visible_entry_is_bare)
 	mkd(fs, "/docs", 0755);
 	put(fs, "/docs/a.md", "# a\n", 0644);
 	cr_assert_eq(agentfs_symlink(fs, "a.md", "/docs/latest", &e), 0);
-	rules_compile(&p, "agent-safe", r, 3);
+	rules_compile(&p, "agent-edit", r, 3);
 	cr_assert(perms_dir_may_show(&p, "/.aws"));
 	cr_assert_eq(workspace_materialise_rules(fs, wsfd, NULL, &p, mark_cb,
 	    &m, &e), 0, "%s", e.msg);

@@ -31,17 +31,18 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <msgpack.h>
 #include <openssl/evp.h>
-#include <regex.h>
 
 #include "../common/log.h"
 #include "../common/msg.h"
@@ -49,12 +50,16 @@
 #include "../common/xmalloc.h"
 #include "../proto/job.h"
 #include "../proto/result.h"
+#include "../proto/batchcase.h"
 #include "../agentfs/patch.h"
 #include "../workspace/perms.h"
 #include "../store/store.h"
 #include "ops.h"
 #include "worker.h"
 
+
+/* How long a spent sandbox waits for the next job to be reaped (see worker_loop()). */
+#define SPENT_LINGER_MS 20
 
 /* Prepares the next sandbox, for the image of the last job (w->img). */
 static void
@@ -470,6 +475,18 @@ base_key(const struct job *j, const char *head, const char *fp)
 	return key;
 }
 
+/*
+ * Called while a persistent run's job runs (sandbox_set_idle()): the
+ * next job's sandbox is prepared now, while the worker would only wait,
+ * instead of after the result (docs/decisions.md "Performance (issue 19)").
+ * The sandbox before this job's was reaped already (worker_loop()).
+ */
+static void
+job_idle(void *arg)
+{
+	prepare_next(arg);
+}
+
 /* Whether a run's workspace is committed: only when it ended on its own. */
 static bool
 run_commits(const struct result *res)
@@ -561,68 +578,27 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 
 /*** Cases: one command, many inputs ***/
 
-/* buf without trailing blanks on each line and without trailing newlines. */
-static char *
-trimmed(const uint8_t *buf, size_t len, size_t *outlen)
-{
-	char *out = xmalloc(len + 1);
-	size_t n = 0, line = 0;
-
-	for (size_t i = 0; i <= len; i++) {
-		if (i == len || buf[i] == '\n') {
-			while (n > line && (out[n - 1] == ' ' || out[n - 1] == '\t' ||
-			    out[n - 1] == '\r'))
-				n--;
-			if (i < len)
-				out[n++] = '\n';
-			line = n;
-		} else {
-			out[n++] = (char)buf[i];
-		}
-	}
-	while (n > 0 && out[n - 1] == '\n')
-		n--;
-	out[n] = '\0';
-	*outlen = n;
-	return out;
-}
-
 /*
- * Whether a case's stdout matches its expect: exact bytes; trim (trailing
- * blanks of each line and trailing newlines ignored on both sides); regex
- * (POSIX extended, the whole output without its trailing newlines).
+ * Whether a case's stdout matches its expect, judged as `sandq batch` and
+ * the gateway's batches judge (proto/batchcase.h): exact bytes; trim
+ * (trailing blanks of each line and trailing empty lines ignored on both
+ * sides); regex (PCRE2, proto/rx.h: the whole output without its final
+ * newlines; a match that hits rx.h's work bound does not pass).
+ * cases_check() has compiled every regex once before any case ran.
  */
 static bool
 case_passes(const struct job_case *c, const struct result *r)
 {
-	const char *mode = c->expect_mode ? c->expect_mode : "exact";
-	size_t a, b;
-	char *x, *y;
-	bool ok;
+	struct batch_expect ex;
+	char why[320];
+	int rc;
 
-	if (strcmp(mode, "exact") == 0)
-		return r->out_len == c->expect_len &&
-		    (c->expect_len == 0 || memcmp(r->out, c->expect, c->expect_len) == 0);
-	x = trimmed(r->out, r->out_len, &a);
-	if (strcmp(mode, "trim") == 0) {
-		y = trimmed(c->expect, c->expect_len, &b);
-		ok = a == b && memcmp(x, y, a) == 0;
-	} else {
-		regex_t re;
-
-		y = xmalloc(c->expect_len + 5);
-		memcpy(y, "^(", 2);
-		memcpy(y + 2, c->expect, c->expect_len);
-		memcpy(y + 2 + c->expect_len, ")$", 3);
-		ok = regcomp(&re, y, REG_EXTENDED | REG_NOSUB) == 0;
-		if (ok) {
-			ok = regexec(&re, x, 0, NULL, 0) == 0;
-			regfree(&re);
-		}
-	}
-	free(x);
-	free(y);
-	return ok;
+	if (batchcase_expect_set(&ex, c->expect_mode, (const char *)c->expect,
+	    c->expect_len, why, sizeof(why)) < 0)
+		return false;
+	rc = batchcase_expect_check(&ex, r->out, r->out_len);
+	batchcase_expect_free(&ex);
+	return rc == 1;
 }
 
 /* One case's outcome, in the run's data. */
@@ -661,6 +637,37 @@ pack_case(msgpack_packer *pk, size_t i, const struct job_case *c,
 		pk_key(pk, "error");
 		msgpack_pack_str_with_body(pk, r->error_message, strlen(r->error_message));
 	}
+}
+
+/*
+ * Refuses a run whose cases hold a regex that does not compile, before any
+ * case runs: rejected, invalid_job, naming the case by its index and
+ * giving PCRE2's message and offset. Returns 0 or -EINVAL (res set).
+ */
+static int
+cases_check(const struct job *j, struct result *res)
+{
+	for (size_t i = 0; i < j->ncases; i++) {
+		const struct job_case *c = &j->cases[i];
+		struct batch_expect ex;
+		char why[320];
+
+		if (c->expect == NULL || c->expect_mode == NULL ||
+		    strcmp(c->expect_mode, "regex") != 0)
+			continue;
+		if (batchcase_expect_set(&ex, c->expect_mode, (const char *)c->expect,
+		    c->expect_len, why, sizeof(why)) < 0) {
+			/* why names "field 'expect'": the case's own name instead. */
+			const char *msg = strncmp(why, "field 'expect': ", 16) == 0 ?
+			    why + 16 : why;
+
+			result_set_error(res, ST_REJECTED, "invalid_job",
+			    "field 'cases[%zu].expect': %s", i, msg);
+			return -EINVAL;
+		}
+		batchcase_expect_free(&ex);
+	}
+	return 0;
 }
 
 /*
@@ -735,6 +742,69 @@ run_cases(struct worker *w, struct job *j, const struct sandbox_snapshot *snap,
 	res->finished_at = now_ms();
 }
 
+/* The proxy variables a net "allow" job gets, over any of its own. */
+static const char *const proxy_vars[] = {
+	"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY",
+	"all_proxy", "NO_PROXY", "no_proxy",
+};
+
+/*
+ * A net "allow" job's way out (docs/security.md, "Network by allowlist"):
+ * a listener on 127.0.0.1:egress_port in its sandbox's namespace, made by
+ * the spawner, handed to sandqd (MSG_JOB_NET), which hands it to the
+ * egress proxy with its own word on the job; and the proxy variables in
+ * the job's environment, which *spec (owned, re-encoded) then carries.
+ * The variables are a convenience, not the bound: the namespace has no
+ * other route, whatever a job sets. Returns 0, or -1 with res filled.
+ */
+static int
+net_allow_setup(struct worker *w, struct sandbox *sbx, struct job *j, char **spec,
+    size_t *speclen, struct result *res)
+{
+	struct err e = { 0 };
+	char *url = NULL;
+	size_t n = 0;
+	int fd = -1, rc;
+
+	if (w->egress_port == 0 ||
+	    sandbox_net_listen(sbx, w->egress_port, &fd, &e) < 0) {
+		result_set_error(res, ST_INTERNAL, "sandbox", "egress listener: %s",
+		    w->egress_port ? e.msg : "no egress port");
+		return -1;
+	}
+	rc = msg_send(w->fd, MSG_JOB_NET, w->job_seq, NULL, 0, fd);
+	close(fd);
+	if (rc < 0)
+		fatalx("dispatcher channel: %s", strerror(-rc));
+	xasprintf(&url, "http://127.0.0.1:%u", (unsigned)w->egress_port);
+	/* The job's own values of these names go: ours are the ones set. */
+	for (size_t i = 0; i < j->nenv; i++) {
+		bool ours = false;
+
+		for (size_t k = 0; k < sizeof(proxy_vars) / sizeof(proxy_vars[0]); k++) {
+			size_t len = strlen(proxy_vars[k]);
+
+			ours |= strncmp(j->env[i], proxy_vars[k], len) == 0 &&
+			    j->env[i][len] == '=';
+		}
+		if (ours)
+			free(j->env[i]);
+		else
+			j->env[n++] = j->env[i];
+	}
+	j->env = xreallocarray(j->env, n + sizeof(proxy_vars) / sizeof(proxy_vars[0]) + 1,
+	    sizeof(char *));
+	for (size_t k = 0; k < sizeof(proxy_vars) / sizeof(proxy_vars[0]); k++)
+		xasprintf(&j->env[n++], "%s=%s", proxy_vars[k],
+		    strcasecmp(proxy_vars[k], "no_proxy") == 0 ? "" : url);
+	j->env[n] = NULL;
+	j->nenv = n;
+	free(url);
+	if (payload_job_encode(j, spec, speclen) < 0)
+		fatalx("cannot encode a net allow job");
+	return 0;
+}
+
 static int
 run_job(struct worker *w, const struct msg *m)
 {
@@ -746,6 +816,9 @@ run_job(struct worker *w, const struct msg *m)
 
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		fatalx("dispatcher sent a job that does not decode: %s", e.msg);
+	/* Left by a job whose successor's sandbox was made during it. */
+	sandbox_free(w->spent);
+	w->spent = NULL;
 	w->job_seq = m->hdr.job_id;
 	res = result_new(j->id);
 	/* A sandbox made from an image's folder: seeded in a sandbox on it. */
@@ -786,7 +859,10 @@ run_job(struct worker *w, const struct msg *m)
 		}
 
 		if (j->ncases > 0) {
-			run_cases(w, j, j->sandbox != NULL ? &snap : NULL, res);
+			if (cases_check(j, res) != 0)
+				res->started_at = res->finished_at = now_ms();
+			else
+				run_cases(w, j, j->sandbox != NULL ? &snap : NULL, res);
 			free(key);
 			if (j->sandbox != NULL) {
 				res->sandbox = xstrdup(j->sandbox);
@@ -795,20 +871,39 @@ run_job(struct worker *w, const struct msg *m)
 			}
 			goto out_send;
 		}
-		sandbox_set_output(w->next, j->stream ? send_output : NULL, w);
-		sandbox_run(w->next, j, m->data, m->len, j->sandbox != NULL ? &snap : NULL,
-		    res);
+		/* Reaped after the result is out. */
+		w->spent = w->next;
+		w->next = NULL;
+		sandbox_set_output(w->spent, j->stream ? send_output : NULL, w);
+		/*
+		 * The next job on a persistent sandbox comes to this worker:
+		 * its sandbox is made while this job runs (job_idle()), in the
+		 * other network namespace and cgroup slot.
+		 */
+		if (j->sandbox != NULL && j->persist)
+			sandbox_set_idle(w->spent, job_idle, w, false);
+		if (j->net_mode != NET_ALLOW) {
+			sandbox_run(w->spent, j, m->data, m->len,
+			    j->sandbox != NULL ? &snap : NULL, res);
+		} else {
+			char *spec = NULL;
+			size_t speclen = 0;
+
+			if (net_allow_setup(w, w->spent, j, &spec, &speclen, res) == 0)
+				sandbox_run(w->spent, j, spec, speclen,
+				    j->sandbox != NULL ? &snap : NULL, res);
+			else
+				res->started_at = res->finished_at = now_ms();
+			free(spec);
+		}
 		free(key);
 		if (j->sandbox != NULL) {
 			res->sandbox = xstrdup(j->sandbox);
 			res->version = sb.version;
 			res->snapshot = xstrdup(sb.head);
 			if (j->persist && run_commits(res))
-				run_commit(w, w->next, j, &sb, fp, res);
+				run_commit(w, w->spent, j, &sb, fp, res);
 		}
-		/* Reaped after the result is out, before the next sandbox starts. */
-		w->spent = w->next;
-		w->next = NULL;
 	}
 out_send:
 	w->jobs++;
@@ -854,14 +949,29 @@ worker_loop(struct worker *w)
 			 */
 			sched_yield();
 			/*
-			 * The spent sandbox first (its init has usually exited by
-			 * now): the next one shares its network namespace only
-			 * once it has ended (sandbox/spawn.c, net_enter()).
+			 * A next sandbox made during the job (job_idle()): the
+			 * spent one is reaped when the next job comes, or after
+			 * SPENT_LINGER_MS without one, so that the next job on a
+			 * persistent sandbox does not wait after the result for
+			 * its kept base's update and init's end (run_job() reaps
+			 * it before that job touches the base).
+			 */
+			snap_compact(w);
+			if (w->next != NULL && w->spent != NULL) {
+				struct pollfd p = { .fd = w->fd, .events = POLLIN };
+
+				if (poll(&p, 1, SPENT_LINGER_MS) != 0)
+					break;
+			}
+			/*
+			 * Otherwise the spent sandbox first (its init has usually
+			 * exited by now): the next one shares its network
+			 * namespace only once it has ended (sandbox/spawn.c,
+			 * net_enter()).
 			 */
 			sandbox_free(w->spent);
 			w->spent = NULL;
 			prepare_next(w);
-			snap_compact(w);
 			break;
 		case MSG_SHUTDOWN:
 			goto out;

@@ -70,6 +70,7 @@ usage(void)
 	fprintf(stderr, "usage: sandq-worker --index N --run-dir DIR --store-dir DIR "
 	    "--uid UID [--log-level LEVEL] [--log-format F] [--keep-versions N] [--no-overlay]\n"
 	    "    [--net-fresh] [--socket-bytes N] [--sockets N] [--image-cache DIR --image-uid UID]\n"
+	    "    [--egress-port PORT]\n"
 	    "(started by sandqd; not meant to be run by hand)\n");
 	exit(2);
 }
@@ -123,6 +124,7 @@ main(int argc, char **argv)
 		{ "image-cache", required_argument, NULL, 'c' },
 		{ "image-uid", required_argument, NULL, 'U' },
 		{ "log-format", required_argument, NULL, 'F' },
+		{ "egress-port", required_argument, NULL, 'E' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
@@ -186,6 +188,14 @@ main(int argc, char **argv)
 			if (parse_i64(optarg, 1, 4294967294LL, &iuid) < 0)
 				usage();
 			break;
+		case 'E': {
+			int64_t port;
+
+			if (parse_i64(optarg, 1, 65535, &port) < 0)
+				usage();
+			w.egress_port = (uint16_t)port;
+			break;
+		}
 		default:
 			usage();
 		}

@@ -2,8 +2,10 @@
  * ops_fs.c - the fs.* ops (read, write, list, stat, delete) on a sandbox's
  * snapshot, called through ops.c's dispatch table. The path rules were
  * compiled before the handler runs (ops.c); each handler checks its path
- * against them before it looks at the snapshot.
+ * against them before it looks at the snapshot. fs.write with parents
+ * also checks each folder it would create (fs_write_parents()).
  */
+#include <errno.h>
 #include <jansson.h>
 #include <msgpack.h>
 #include <stdlib.h>
@@ -69,6 +71,70 @@ ops__fs_read(struct ops *o)
 	return 0;
 }
 
+/*
+ * fs.write's parents: the folders above path that are missing, checked
+ * first and then created, top down, as mkdir -p would (mode 0755). Every
+ * component is looked at before anything is made: one that is a file or a
+ * symlink refuses the op naming it (a symlink is never followed, so a
+ * write cannot leave the tree through one), and a missing folder the path
+ * rules do not let the job write refuses it likewise. The snapshot loaded
+ * is a copy committed only when the whole op succeeds, so a refusal at
+ * the file leaves nothing behind either. Sets *made to the number of
+ * folders created. Returns 0 or an ops__fail() code.
+ */
+static int
+fs_write_parents(struct ops *o, const char *path, size_t *made)
+{
+	char dir[JOB_PATH_MAX + 3];
+	const char *p, *first = NULL;
+	struct err e = { 0 };
+	int rc;
+
+	*made = 0;
+	/* Each ancestor below the root ends at a '/' of path: "/a", "/a/b"... */
+	for (p = strchr(path + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+		struct agentfs_entry ent;
+		char *target = NULL;
+
+		memcpy(dir, path, (size_t)(p - path));
+		dir[p - path] = '\0';
+		rc = agentfs_stat(o->fs, dir, &ent, &target, &e);
+		free(target);
+		if (rc == -ENOENT) {
+			first = p;
+			break;
+		}
+		if (rc != 0)
+			return ops__fs_fail(o, rc, &e);
+		if (ent.kind == AGENTFS_DIR)
+			continue;
+		if (perms_check(&o->perms, dir) == PERM_NONE)
+			return ops__fail(o, ST_REJECTED, "not_found",
+			    "sandbox '%s': '%s': no such folder", o->id, dir);
+		return ops__fail(o, ST_REJECTED, "not_dir",
+		    "sandbox '%s': '%s': parent '%s' is a %s, not a folder",
+		    o->id, path, dir, ent.kind == AGENTFS_SYMLINK ? "symlink" :
+		    agentfs_type_name(ent.mode));
+	}
+	/* Everything from the first missing one down is to be made. */
+	for (p = first; p != NULL; p = strchr(p + 1, '/')) {
+		memcpy(dir, path, (size_t)(p - path));
+		dir[p - path] = '\0';
+		if (perms_check(&o->perms, dir) < PERM_WRITE)
+			return ops__fail(o, ST_REJECTED, "permission",
+			    "sandbox '%s': '%s': creating folder '%s' is not "
+			    "allowed by the path rules", o->id, path, dir);
+	}
+	for (p = first; p != NULL; p = strchr(p + 1, '/')) {
+		memcpy(dir, path, (size_t)(p - path));
+		dir[p - path] = '\0';
+		if ((rc = agentfs_mkdir(o->fs, dir, 0755, &e)) != 0)
+			return ops__fs_fail(o, rc, &e);
+		(*made)++;
+	}
+	return 0;
+}
+
 int
 ops__fs_write(struct ops *o)
 {
@@ -77,6 +143,7 @@ ops__fs_write(struct ops *o)
 	mode_t mode = j->mode != 0 ? (mode_t)(j->mode & 07777) : 0644;
 	struct err e = { 0 };
 	json_t *params;
+	size_t made = 0;
 	int rc;
 
 	if ((rc = ops__path_get(o, false, path, sizeof(path))) != 0)
@@ -93,6 +160,8 @@ ops__fs_write(struct ops *o)
 		    j->data_len, JOB_DATA_MAX);
 	if ((rc = ops__load(o)) != 0)
 		return rc;
+	if (j->parents && (rc = fs_write_parents(o, path, &made)) != 0)
+		return rc;
 	rc = agentfs_write(o->fs, path, j->data != NULL ? j->data :
 	    (const uint8_t *)"", j->data_len, mode, &e);
 	if (rc != 0)
@@ -102,6 +171,9 @@ ops__fs_write(struct ops *o)
 	json_object_set_new(params, "mode", json_integer(mode));
 	json_object_set_new(params, "size", json_integer((json_int_t)
 	    j->data_len));
+	if (j->parents)
+		json_object_set_new(params, "folders_made", json_integer(
+		    (json_int_t)made));
 	if ((rc = ops__commit(o, params, false, NULL)) != 0)
 		return rc;
 	msgpack_pack_map(&o->pk, 2);

@@ -28,6 +28,7 @@ struct worker {
 	unsigned long jobs;		/* jobs run so far */
 	struct store *store;		/* the host's snapshot store */
 	uint64_t quota;			/* the next job's tenant's storage quota */
+	uint16_t egress_port;		/* net "allow": the proxy's port in the job */
 	/*
 	 * The last snapshot used, as an image (read from the store) and a
 	 * patch of the blocks rewritten since (agentfs/patch.h): sealed memfds.

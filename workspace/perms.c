@@ -55,36 +55,67 @@ enum match_class {
 /*** Presets ***/
 
 /*
- * Secrets an agent should never see: environment files, keys, and
- * credential folders. Hidden rather than read-only, since reading is the
- * leak.
+ * The presets carry AgentFense's names and mean what its documented presets
+ * mean (docs/paths.md "Presets" has the table and where sandq adds to
+ * them); agent-edit is sandq's own, the default, what agent-safe meant
+ * before issue 20. AgentFense orders rules by explicit priorities; sandq by
+ * specificity (docs/paths.md "Precedence"), so where AgentFense lets a
+ * high-priority glob beat a more literal one, the rule is repeated under
+ * that prefix (the /output glob has six literal bytes and would beat the
+ * .env glob's four; the .env glob pinned under /output has ten).
  */
-#define SECRET_RULES \
-	{ "**/.env", PERM_NONE }, \
-	{ "**/.env.*", PERM_NONE }, \
-	{ "**/*.pem", PERM_NONE }, \
-	{ "**/*.key", PERM_NONE }, \
-	{ "**/secrets/**", PERM_NONE }, \
-	{ "**/.ssh/**", PERM_NONE }, \
-	{ "**/.aws/**", PERM_NONE }
 
 /*
- * agent-safe also makes .git read-only: hooks, config (core.fsmonitor,
- * core.pager, aliases) and filters there run code on the host of whoever
- * exports the sandbox and runs git in it, and rewriting history is how an
- * agent would hide what it did. The agent can still read the history.
- * The .git rule comes first: it ties with "**" ".ssh" and "*.pem" (four
- * literal bytes each), and on a tie the later rule wins, so a key kept
- * under a .git folder, or a repository inside .ssh, stays hidden.
+ * Secrets an agent should never see: AgentFense's list (environment files,
+ * keys, certificates, a secrets folder; credential files for agent-safe)
+ * and sandq's own additions, the ssh and AWS folders. Hidden rather than
+ * read-only, since reading is the leak. P is a prefix ("" for anywhere).
+ */
+#define DEV_SECRETS(P) \
+	{ P "**/.env*", PERM_NONE }, \
+	{ P "**/secrets/**", PERM_NONE }, \
+	{ P "**/*.key", PERM_NONE }, \
+	{ P "**/*.pem", PERM_NONE }, \
+	{ P "**/.ssh/**", PERM_NONE }, \
+	{ P "**/.aws/**", PERM_NONE }
+#define AGENT_SECRETS(P) \
+	{ P "**/.git/**", PERM_NONE }, \
+	DEV_SECRETS(P), \
+	{ P "**/credentials*", PERM_NONE }
+
+/*
+ * agent-safe: read everything, write only /output and /tmp (in the
+ * sandbox's tree: /workspace/output inside a job), hide secrets and .git
+ * (AgentFense hides the history; a job that needs it makes .git readable
+ * with a rule of its own). The write globs outrank the root-anchored secret
+ * globs, so the secrets are pinned again under each writable folder.
  */
 static const struct perm_rule agent_safe_rules[] = {
-	{ "**/.git/**", PERM_READ },
-	SECRET_RULES,
+	{ "/output/**", PERM_WRITE },
+	{ "/tmp/**", PERM_WRITE },
+	AGENT_SECRETS(""),
+	AGENT_SECRETS("/output/"),
+	AGENT_SECRETS("/tmp/"),
 };
 
-/* development is agent-safe for an agent trusted to commit. */
+/*
+ * agent-edit (sandq's default) writes everywhere but keeps .git read-only:
+ * hooks, config (core.fsmonitor, core.pager, aliases) and filters there run
+ * code on the host of whoever exports the sandbox and runs git in it, and
+ * rewriting history is how an agent would hide what it did. The agent can
+ * still read the history. The .git rule comes first: it ties with
+ * the .ssh and *.pem rules (four literal bytes each), and on a tie the
+ * later rule wins, so a key kept under a .git folder, or a repository
+ * inside .ssh, stays hidden.
+ */
+static const struct perm_rule agent_edit_rules[] = {
+	{ "**/.git/**", PERM_READ },
+	DEV_SECRETS(""),
+};
+
+/* development is AgentFense's: write everything, secrets hidden. */
 static const struct perm_rule development_rules[] = {
-	SECRET_RULES,
+	DEV_SECRETS(""),
 };
 
 struct preset {
@@ -92,22 +123,32 @@ struct preset {
 	enum perm_level deflt;		/* level when no rule matches */
 	const struct perm_rule *rules;	/* static rule list */
 	size_t nrules;			/* entries in rules */
+	const char *description;	/* one line, for listings */
 };
 
+#define RULES(a) a, sizeof(a) / sizeof(a[0])
+
+/* The first is the default (PERMS_PRESET_DEFAULT). */
 static const struct preset presets[] = {
-	{ "agent-safe", PERM_WRITE, agent_safe_rules,
-	    sizeof(agent_safe_rules) / sizeof(agent_safe_rules[0]) },
-	{ "read-only", PERM_READ, NULL, 0 },
-	{ "full-access", PERM_WRITE, NULL, 0 },
-	{ "development", PERM_WRITE, development_rules,
-	    sizeof(development_rules) / sizeof(development_rules[0]) },
-	{ "view-only", PERM_VIEW, NULL, 0 },
+	{ "agent-edit", PERM_WRITE, RULES(agent_edit_rules),
+	    "sandq's default: write everything but .git (read-only); "
+	    "secrets hidden" },
+	{ "agent-safe", PERM_READ, RULES(agent_safe_rules),
+	    "AgentFense's agent-safe: read everything, write only /output "
+	    "and /tmp; secrets and .git hidden" },
+	{ "read-only", PERM_READ, NULL, 0, "read everything, write nothing" },
+	{ "full-access", PERM_WRITE, NULL, 0,
+	    "read and write everything, secrets included" },
+	{ "development", PERM_WRITE, RULES(development_rules),
+	    "write everything; secrets hidden" },
+	{ "view-only", PERM_VIEW, NULL, 0,
+	    "list names and sizes; read nothing" },
 };
 #define NPRESETS (sizeof(presets) / sizeof(presets[0]))
 
 static const char *const preset_names[NPRESETS + 1] = {
-	"agent-safe", "read-only", "full-access", "development", "view-only",
-	NULL,
+	"agent-edit", "agent-safe", "read-only", "full-access", "development",
+	"view-only", NULL,
 };
 
 const char *const *
@@ -139,6 +180,16 @@ perms_preset_rules(const char *name, const struct perm_rule **rules,
 	*n = ps->nrules;
 	*deflt = ps->deflt;
 	return 0;
+}
+
+const char *
+perms_preset_description(const char *name)
+{
+	const struct preset *ps;
+
+	if (name == NULL || (ps = preset_find(name)) == NULL)
+		return NULL;
+	return ps->description;
 }
 
 int
@@ -516,8 +567,8 @@ perms_compile(struct perms *p, const struct perm_rule *rules, size_t n,
 	if ((ps = preset_find(preset)) == NULL) {
 		quote(preset, q, sizeof(q));
 		return err_set(e, -EINVAL, "unknown path preset '%s' (expected "
-		    "agent-safe, read-only, full-access, development or "
-		    "view-only)", q);
+		    "agent-edit, agent-safe, read-only, full-access, "
+		    "development or view-only)", q);
 	}
 	if (n > PERMS_RULES_MAX)
 		return err_set(e, -E2BIG, "too many path rules: %zu (at most %d)",
@@ -584,6 +635,28 @@ winner(const struct perms *p, const char *path)
 		}
 	}
 	return best;
+}
+
+int
+perms_write_dirs(const struct perms *p, int (*cb)(const char *dir, void *arg),
+    void *arg)
+{
+	for (size_t i = 0; i < p->nrules; i++) {
+		const struct perm_crule *r = &p->rules[i];
+		size_t n = strlen(r->pat);
+		char *dir;
+		int rc;
+
+		if (r->level != PERM_WRITE || n <= 3 || strcmp(r->pat + n - 3, "/**") != 0 ||
+		    memchr(r->pat, '*', n - 3) != NULL || memchr(r->pat, '?', n - 3) != NULL)
+			continue;
+		dir = xmemdup0(r->pat, n - 3);
+		rc = cb(dir, arg);
+		free(dir);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
 }
 
 enum perm_level

@@ -28,7 +28,7 @@
 
 #define PERMS_PATTERN_MAX 4096		/* bytes of a pattern as written */
 #define PERMS_RULES_MAX 256		/* rules a job may give */
-#define PERMS_PRESET_DEFAULT "agent-safe" /* preset of a job naming none */
+#define PERMS_PRESET_DEFAULT "agent-edit" /* preset of a job naming none */
 
 /* enum perm_level (none < view < read < write) is proto/path.h's. */
 
@@ -75,10 +75,17 @@ int perms_parse_rule(const char *spec, char *pat, size_t patsz,
     enum perm_level *level, struct err *e);
 
 /*
- * The preset names, in a static NULL-terminated array: agent-safe,
- * read-only, full-access, development, view-only.
+ * The preset names, in a static NULL-terminated array: agent-edit (the
+ * default, first), agent-safe, read-only, full-access, development,
+ * view-only.
  */
 const char *const *perms_preset_names(void);
+
+/*
+ * The one-line description of preset `name` (static storage), or NULL for an
+ * unknown name.
+ */
+const char *perms_preset_description(const char *name);
 
 /*
  * The rules of preset `name` (static storage) into *rules and *n, and its
@@ -117,6 +124,17 @@ int perms_compile_job(struct perms *p, const struct job *j, struct err *e);
 enum perm_level perms_check(const struct perms *p, const char *path);
 
 /*
+ * Calls cb(dir, arg) for each rule of p granting write to a whole folder
+ * named literally: a pattern of D, a slash and a double star, with no '*'
+ * or '?' in D (AgentFense's output folder rule). dir is D, valid during the
+ * call. Stops at, and returns, the first nonzero cb result; else 0. The
+ * materialiser makes such a folder when the snapshot lacks it
+ * (workspace_materialise_rules()).
+ */
+int perms_write_dirs(const struct perms *p, int (*cb)(const char *dir, void *arg),
+    void *arg);
+
+/*
  * Whether directory `dir` (as for perms_check) or anything below it may be
  * visible (level above none). Conservative: false means nothing at or below
  * dir can be visible, so a materialiser may skip the subtree; true means
@@ -148,6 +166,15 @@ int perms_normalize_path(const char *in, char *out, size_t outsz,
  * frees it.
  */
 char *perms_canonical(const struct perms *p, size_t *len);
+
+/*
+ * The preset table as compact JSON (perms_json.c, with jansson; linked by
+ * sandqd and the CLI, not the worker): {"default_preset": NAME,
+ * "presets": [{"name", "description", "default", "rules": [{"pattern",
+ * "level"}]}]}, what sandqd publishes as PREFIX:perm_presets. Returns a
+ * malloc'd string the caller frees, or NULL when out of memory.
+ */
+char *perms_presets_json(void);
 
 /* Releases what p owns and empties it. NULL is a no-op. */
 void perms_free(struct perms *p);

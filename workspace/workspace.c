@@ -469,6 +469,61 @@ mat_marks(struct mat *m, workspace_mark_cb mark, void *arg)
 	return 0;
 }
 
+/* What mat_write_dir() needs. */
+struct mat_wdir {
+	const struct perms *p;
+	struct dirstack *ds;
+	workspace_mark_cb mark;
+	void *arg;
+	struct err *e;
+	int made;		/* folders made */
+};
+
+/* One folder for workspace_make_write_dirs(). */
+static int
+mat_write_dir(const char *dir, void *arg)
+{
+	struct mat_wdir *w = arg;
+	const char *slash = strrchr(dir, '/');
+	enum perm_level pl;
+	struct err ignore = { 0 };
+	char parent[AGENTFS_PATH_MAX + 1];
+	int pfd, rc;
+
+	if (slash == NULL || slash[1] == '\0' || (size_t)(slash - dir) >= sizeof(parent) ||
+	    workspace_path_depth(dir) > AGENTFS_DEPTH_MAX ||
+	    !workspace_name_is_valid(slash + 1) || perms_check(w->p, dir) != PERM_WRITE)
+		return 0;
+	memcpy(parent, dir, (size_t)(slash - dir));
+	parent[slash - dir] = '\0';
+	pl = perms_check(w->p, parent[0] != '\0' ? parent : "/");
+	if (pl >= PERM_WRITE || pl == PERM_NONE)
+		return 0;
+	if ((pfd = dirstack_enter(w->ds, dir, (size_t)(slash - dir), &ignore)) < 0)
+		return 0;	/* no such parent folder in the tree */
+	if (mkdirat(pfd, slash + 1, 0755) != 0)
+		return errno == EEXIST ? 0 : workspace__sys_fail(w->e, dir, "mkdirat");
+	if ((rc = w->mark(dir, PERM_WRITE, AGENTFS_DIR, w->arg)) != 0)
+		return mark_fail(w->e, rc, dir);
+	w->made++;
+	return 0;
+}
+
+int
+workspace_make_write_dirs(int dirfd, const struct perms *p, workspace_mark_cb mark,
+    void *arg, struct err *e)
+{
+	struct dirstack *ds = xcalloc(1, sizeof(*ds));
+	struct mat_wdir w = { .p = p, .ds = ds, .mark = mark, .arg = arg, .e = e };
+	int rc;
+
+	dirstack_init(ds, dirfd);
+	rc = perms_write_dirs(p, mat_write_dir, &w);
+	dirstack_release(ds);
+	free(ds);
+	return rc < 0 ? rc : w.made;
+}
+
 /*
  * Writes data[0..len) to the empty file fd, leaving each 4 KiB block of
  * zeros a hole: a snapshot stores zeros in full, but the tree made of it

@@ -194,6 +194,21 @@ int workspace_materialise_rules(struct agentfs *fs, int dirfd,
     workspace_mark_cb mark, void *arg, struct err *e);
 
 /*
+ * Makes, in the tree at dirfd (a job's /workspace standing, its marks not
+ * yet mounted), each folder a write rule of p names whole (the output
+ * folder of agent-safe: perms_write_dirs()) that the tree lacks, when its
+ * parent is there and readable but not writable by p: empty, 0755, and
+ * marked writable through mark, so the job can write where its rules say,
+ * as on AgentFense (docs/paths.md "Presets"). The capture then finds it a
+ * new folder, committed like any. A missing or hidden parent, a name
+ * already taken, or a level lowered by a more specific rule: nothing made.
+ * Components are opened without following links. Returns how many
+ * folders it made, or -errno with e.
+ */
+int workspace_make_write_dirs(int dirfd, const struct perms *p,
+    workspace_mark_cb mark, void *arg, struct err *e);
+
+/*
  * The size a capture bounds (workspace_limits.max_growth): the apparent
  * size (st_size) of every regular file of fs, each inode once, plus
  * WORKSPACE_ENTRY_BYTES per entry. Holes count as the zeros a snapshot

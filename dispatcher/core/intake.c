@@ -26,6 +26,7 @@
 
 #include "../../common/log.h"
 #include "../../common/xmalloc.h"
+#include "../../egress/egress.h"
 #include "../../images/ref.h"
 #include "../../workspace/perms.h"
 #include "core.h"
@@ -123,6 +124,43 @@ net_allowed(const struct config *c, const char *tenant, const char *mode,
 			    i ? ", " : "", modes[i]);
 	}
 	return false;
+}
+
+/*
+ * A net "allow" job's list within its tenant's net_allow (docs/security.md,
+ * "Network by allowlist"): every pattern must parse and be covered by one
+ * of the tenant's, so a job never widens its tenant's list. Returns true,
+ * or false with msg naming the field and the pattern.
+ */
+static bool
+allow_within(const struct config *c, const char *tenant, const struct job *job,
+    char *msg, size_t len)
+{
+	struct egress_pat mine, theirs;
+	struct err e = { 0 };
+	size_t n;
+	char *const *list = config_net_allow(c, tenant, &n);
+
+	for (size_t i = 0; i < job->nallow; i++) {
+		bool covered = false;
+
+		if (egress_pat_parse(job->allow[i], &mine, &e) < 0) {
+			snprintf(msg, len, "field 'allow': %s", e.msg);
+			return false;
+		}
+		for (size_t k = 0; k < n && !covered; k++)
+			covered = egress_pat_parse(list[k], &theirs, &e) == 0 &&
+			    egress_pat_covers(&theirs, &mine);
+		if (!covered) {
+			char shown[EGRESS_PAT_MAX + 1];
+
+			egress_pat_format(&mine, shown, sizeof(shown));
+			snprintf(msg, len, "field 'allow': '%.80s' is not within tenant '%s''s "
+			    "net_allow%s", shown, tenant, n == 0 ? " (which is empty)" : "");
+			return false;
+		}
+	}
+	return true;
 }
 
 /* The text a tenant's deny patterns are matched against, or NULL (ops). */
@@ -375,6 +413,12 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 		    "tenant '%s' (net_modes: %s)", job->net ? job->net : "none",
 		    job->net ? "" : " (the default)", in->tenant, modes);
 		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
+	}
+	if (job->net_mode == NET_ALLOW) {
+		char msg[400];
+
+		if (!allow_within(in->cfg, in->tenant, job, msg, sizeof(msg)))
+			return refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
 	}
 	if (JOB_HAS_IMAGE(job) && !image_pick(in, job, &ref, r))
 		return INTAKE_ANSWER;

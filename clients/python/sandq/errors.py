@@ -21,6 +21,10 @@ written before a limit stopped the job is never lost.
 """
 
 import builtins
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .result import Result
 
 # Statuses that mean a limit stopped the job, and the limit's short name.
 LIMIT_STATUSES = {
@@ -35,7 +39,7 @@ LIMIT_STATUSES = {
 class Error(Exception):
     """Base class of every error the sandq client raises."""
 
-    def __init__(self, message, result=None):
+    def __init__(self, message: str, result: Optional["Result"] = None) -> None:
         super().__init__(message)
         self.result = result        # the sandq.Result behind it, if any
 
@@ -60,7 +64,7 @@ class WaitTimeout(TimeoutError):
     """No result within the wait timeout. The job may still run: wait again
     with client.wait(exc.job_id)."""
 
-    def __init__(self, message, job_id):
+    def __init__(self, message: str, job_id: Optional[str]) -> None:
         super().__init__(message)
         self.job_id = job_id
 
@@ -69,7 +73,7 @@ class CommandError(Error):
     """The command exited non-zero (status "exit") or was killed by a signal
     (status "signal"); raised when check=True."""
 
-    def __init__(self, message, result):
+    def __init__(self, message: str, result: "Result") -> None:
         super().__init__(message, result)
         self.exit_code = result.exit_code
         self.signal = result.signal
@@ -83,7 +87,7 @@ class LimitExceeded(Error):
     .limit is "memory", "cpu", "pids", "output" or "disk"; .status is the
     result's status ("memory_limit", ...)."""
 
-    def __init__(self, message, result):
+    def __init__(self, message: str, result: "Result") -> None:
         super().__init__(message, result)
         self.status = result.status
         self.limit = LIMIT_STATUSES.get(result.status, result.status)
@@ -91,9 +95,13 @@ class LimitExceeded(Error):
 
 class Rejected(Error):
     """sandqd refused the job or op: .code ("invalid_job", "not_found",
-    "queue_full", ...) and .message (naming the field or the reason)."""
+    "queue_full", ...) and .message (naming the field or the reason);
+    .path the path of the op (fs.*), else None."""
 
-    def __init__(self, message, result=None, code=None):
+    path: Optional[str] = None
+
+    def __init__(self, message: str, result: Optional["Result"] = None,
+                 code: Optional[str] = None) -> None:
         super().__init__(message, result)
         self.code = code if code is not None else (result.error_code if result else None)
         self.message = result.error_message if result else message
@@ -104,21 +112,32 @@ class SandboxNotFound(Rejected):
 
 
 class NotFound(Rejected, builtins.FileNotFoundError):
-    """No such path (or kv key) in the sandbox, or a path at level "none"."""
+    """No such path (or kv key) in the sandbox, or a path at level "none".
+    .path (and .filename) is the path of the op, when it had one."""
 
 
 class PermissionDenied(Rejected, builtins.PermissionError):
-    """A path rule forbids the operation."""
+    """A path rule forbids the operation. .path (and .filename) is the
+    path of the op, when it had one."""
 
 
 class JobFailed(Error):
     """sandq did not run the job to its end: "expired" (its deadline passed),
     "cancelled" (sandq cancel) or "internal" (a failure of sandq itself)."""
 
-    def __init__(self, message, result):
+    def __init__(self, message: str, result: "Result") -> None:
         super().__init__(message, result)
         self.status = result.status
         self.code = result.error_code
+
+
+def name_path(e: Rejected, path: Optional[str]) -> None:
+    """Gives a refusal of an op the path it was about: .path, and for
+    NotFound and PermissionDenied also .filename, as OSError has it."""
+    if path is not None and e.path is None:
+        e.path = path
+        if isinstance(e, builtins.OSError):
+            e.filename = path
 
 
 _REJECTED_BY_CODE = {
@@ -128,7 +147,7 @@ _REJECTED_BY_CODE = {
 }
 
 
-def error_for(result, check):
+def error_for(result: "Result", check: bool) -> Optional[Error]:
     """The exception a result stands for, or None for a result to return.
 
     "ok" is never an error; "exit" and "signal" are only when check is true
@@ -156,6 +175,6 @@ def error_for(result, check):
         return LimitExceeded("%s: %s%s" % (what, st, ": " + detail if detail else ""),
                              result)
     if st == "rejected":
-        cls = _REJECTED_BY_CODE.get(result.error_code, Rejected)
+        cls = _REJECTED_BY_CODE.get(result.error_code or "", Rejected)
         return cls("%s: rejected (%s): %s" % (what, result.error_code, detail), result)
     return JobFailed("%s: %s (%s): %s" % (what, st, result.error_code, detail), result)

@@ -12,10 +12,12 @@ import json
 import os
 import re
 import secrets
+from typing import Any, Dict, List, Optional, Sequence
 
 import msgpack
 
 from .errors import InvalidJob
+from .presets import Preset
 
 ID_MAX = 128
 ARGV_MAX = 4096
@@ -33,6 +35,8 @@ PATTERN_MAX = 4096
 DATA_MAX = 64 * 1024 * 1024
 KV_KEY_MAX = 1024
 KV_VALUE_MAX = 1024 * 1024
+CASES_MAX = 1000                # cases of one run (JOB_CASES_MAX)
+EXPECT_MODES = ("exact", "trim", "regex")
 SNAPSHOT_MAX = 128 * 1024 * 1024
 
 LIMITS = ("wall_ms", "cpu_ms", "memory_bytes", "pids", "output_bytes",
@@ -51,14 +55,15 @@ SANDBOX_OPS = ("fs.read", "fs.write", "fs.list", "fs.stat", "fs.delete",
 
 # Options of exec, sh and python (keyword arguments of run/sh/python).
 RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files",
-                         "labels", "net", "image", "sandbox", "persist", "perms",
-                         "perm_preset", "priority", "deadline_ms", "stream")
+                         "labels", "net", "allow", "image", "sandbox", "persist",
+                         "perms", "perm_preset", "priority", "deadline_ms", "stream",
+                         "cases")
                         + LIMIT_KWARGS)
 # Fields of the sandbox ops that callers may give.
 OP_FIELDS = frozenset(("id", "sandbox", "path", "data", "mode", "recursive", "key",
                        "value", "prefix", "to", "snapshot", "labels", "files",
                        "perms", "perm_preset", "priority", "deadline_ms",
-                       "image", "workdir", "from_image_dir"))
+                       "image", "workdir", "from_image_dir", "parents"))
 IMAGE_MAX = 1024                # bytes of an image reference
 ROOT_DIR_MAX = 1024             # bytes of a workdir or from_image_dir
 
@@ -66,12 +71,12 @@ _ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def new_id(prefix="j"):
+def new_id(prefix: str = "j") -> str:
     """A random job id: "j-" and 24 lower-case hex digits, as libsandq makes."""
     return "%s-%s" % (prefix, secrets.token_hex(12))
 
 
-def check_id(what, v):
+def check_id(what: str, v: Any) -> str:
     """v if it is a valid job id; InvalidJob naming what otherwise."""
     if not isinstance(v, str) or not _ID_RE.match(v):
         raise InvalidJob("%s %r: expected 1..%d bytes of [A-Za-z0-9._:-]"
@@ -79,17 +84,17 @@ def check_id(what, v):
     return v
 
 
-def check_sandbox_id(what, v):
+def check_sandbox_id(what: str, v: Any) -> str:
     """The id of a sandbox given as a string or a Sandbox object."""
     if not isinstance(v, str):
         v = getattr(v, "id", v)
-    check_id(what, v)
-    if v in (".", ".."):
-        raise InvalidJob("%s %r: not . or .." % (what, v))
-    return v
+    sid = check_id(what, v)
+    if sid in (".", ".."):
+        raise InvalidJob("%s %r: not . or .." % (what, sid))
+    return sid
 
 
-def _bytes(what, v):
+def _bytes(what: str, v: Any) -> bytes:
     if isinstance(v, str):
         return v.encode("utf-8")
     if isinstance(v, (bytes, bytearray, memoryview)):
@@ -101,7 +106,7 @@ def _bytes(what, v):
     raise InvalidJob("%s: expected bytes or str, got %s" % (what, type(v).__name__))
 
 
-def _str(what, v, lo=0, hi=None):
+def _str(what: str, v: Any, lo: int = 0, hi: Optional[int] = None) -> str:
     if not isinstance(v, str):
         raise InvalidJob("%s: expected a string, got %s" % (what, type(v).__name__))
     n = len(v.encode("utf-8", "surrogateescape"))
@@ -111,7 +116,7 @@ def _str(what, v, lo=0, hi=None):
     return v
 
 
-def _int(what, v, lo=None):
+def _int(what: str, v: Any, lo: Optional[int] = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise InvalidJob("%s: expected an integer, got %r" % (what, v))
     if lo is not None and v < lo:
@@ -119,13 +124,13 @@ def _int(what, v, lo=None):
     return v
 
 
-def _bool(what, v):
+def _bool(what: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise InvalidJob("%s: expected True or False, got %r" % (what, v))
     return v
 
 
-def _env(v):
+def _env(v: Any) -> Dict[str, str]:
     if not isinstance(v, dict):
         raise InvalidJob("env: expected a dict of name -> value")
     if len(v) > ENV_MAX:
@@ -139,7 +144,7 @@ def _env(v):
     return out
 
 
-def _limits(given, kwargs):
+def _limits(given: Any, kwargs: Dict[str, Any]) -> Dict[str, int]:
     out = {}
     if given is not None:
         if not isinstance(given, dict):
@@ -157,7 +162,7 @@ def _limits(given, kwargs):
     return out
 
 
-def _files(v):
+def _files(v: Any) -> Dict[str, bytes]:
     if not isinstance(v, dict):
         raise InvalidJob("files: expected a dict of path -> bytes")
     if len(v) > FILES_MAX:
@@ -175,7 +180,39 @@ def _files(v):
     return out
 
 
-def _labels(v):
+def _cases(v: Any) -> List[Dict[str, Any]]:
+    """cases as the protocol takes them: a list of {stdin, expect,
+    expect_mode} (each optional; a str or bytes is a case's stdin)."""
+    if isinstance(v, (str, bytes, dict)) or not isinstance(v, (list, tuple)):
+        raise InvalidJob("cases: expected a list of {stdin, expect, expect_mode}")
+    if not 1 <= len(v) <= CASES_MAX:
+        raise InvalidJob("cases: expected 1..%d cases, got %d" % (CASES_MAX, len(v)))
+    out = []
+    for i, c in enumerate(v):
+        if isinstance(c, (str, bytes)):
+            c = {"stdin": c}
+        if not isinstance(c, dict):
+            raise InvalidJob("cases[%d]: expected {stdin, expect, expect_mode}" % i)
+        extra = set(c) - {"stdin", "expect", "expect_mode"}
+        if extra:
+            raise InvalidJob("cases[%d]: unknown key %r" % (i, sorted(extra)[0]))
+        m = {}
+        if c.get("stdin") is not None:
+            m["stdin"] = _bytes("cases[%d].stdin" % i, c["stdin"])
+        if c.get("expect") is not None:
+            m["expect"] = _bytes("cases[%d].expect" % i, c["expect"])
+        if c.get("expect_mode") is not None:
+            if c["expect_mode"] not in EXPECT_MODES:
+                raise InvalidJob("cases[%d].expect_mode %r: expected exact, trim or regex"
+                                 % (i, c["expect_mode"]))
+            if "expect" not in m:
+                raise InvalidJob("cases[%d]: expect_mode without expect" % i)
+            m["expect_mode"] = c["expect_mode"]
+        out.append(m)
+    return out
+
+
+def _labels(v: Any) -> Dict[str, str]:
     if not isinstance(v, dict):
         raise InvalidJob("labels: expected a dict of str -> str")
     if len(v) > LABELS_MAX:
@@ -184,7 +221,7 @@ def _labels(v):
             for k, val in v.items()}
 
 
-def _perms(v):
+def _perms(v: Any) -> List[Dict[str, str]]:
     """Path rules as a list of {pattern, level}. Takes that list, (pattern,
     level) pairs, a dict pattern -> level, and AgentFense's key
     "permission" for "level"."""
@@ -227,29 +264,29 @@ class Job:
 
     __slots__ = ("fields",)
 
-    def __init__(self, fields):
+    def __init__(self, fields: Dict[str, Any]) -> None:
         self.fields = fields
 
     @property
-    def id(self):
-        return self.fields["id"]
+    def id(self) -> str:
+        return str(self.fields["id"])
 
     @property
-    def op(self):
-        return self.fields["op"]
+    def op(self) -> str:
+        return str(self.fields["op"])
 
     @classmethod
-    def sh(cls, script, **opts):
+    def sh(cls, script: str, **opts: Any) -> "Job":
         """bash -c SCRIPT."""
         return cls._run("sh", _text_arg("script", script), opts)
 
     @classmethod
-    def python(cls, code, **opts):
+    def python(cls, code: str, **opts: Any) -> "Job":
         """python3 -c CODE."""
         return cls._run("python", _text_arg("code", code), opts)
 
     @classmethod
-    def run(cls, argv, **opts):
+    def run(cls, argv: Sequence[str], **opts: Any) -> "Job":
         """argv run directly (PATH is searched)."""
         if isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple)):
             raise InvalidJob("argv: expected a list of strings (use sh() for a "
@@ -262,12 +299,12 @@ class Job:
         return cls._run("exec", argv, opts)
 
     @classmethod
-    def _run(cls, op, body, opts):
+    def _run(cls, op: str, body: Any, opts: Dict[str, Any]) -> "Job":
         unknown = set(opts) - RUN_OPTIONS
         if unknown:
             raise TypeError("unknown option %r (see help(sandq.Client.sh))"
                             % sorted(unknown)[0])
-        f = {"v": 1, "id": _job_id(opts.get("id")), "op": op}
+        f: Dict[str, Any] = {"v": 1, "id": _job_id(opts.get("id")), "op": op}
         exec_bytes = 0
         if op == "exec":
             f["argv"] = body
@@ -291,10 +328,16 @@ class Job:
                       {k: opts[k] for k in LIMIT_KWARGS if opts.get(k) is not None})
         if lim:
             f["limits"] = lim
-        if opts.get("preset") is not None:
+        perm_preset = opts.get("perm_preset")
+        if isinstance(opts.get("preset"), Preset):
+            # AgentFense's preset= is a path preset: a Preset goes there too.
+            if perm_preset is not None:
+                raise InvalidJob("preset and perm_preset: both name a path preset")
+            perm_preset = opts["preset"]
+        elif opts.get("preset") is not None:
             if opts["preset"] not in PRESETS:
-                raise InvalidJob("preset %r: expected strict, normal or permissive"
-                                 % (opts["preset"],))
+                raise InvalidJob("preset %r: expected strict, normal or permissive "
+                                 "(path presets go in perm_preset=)" % (opts["preset"],))
             f["preset"] = opts["preset"]
         if opts.get("files"):
             f["files"] = _files(opts["files"])
@@ -302,6 +345,13 @@ class Job:
             f["labels"] = _labels(opts["labels"])
         if opts.get("net") is not None:
             f["net"] = _str("net", opts["net"], 1, 32)
+        if opts.get("allow") is not None:
+            # net="allow": host patterns, each inside the tenant's net_allow
+            # (the server checks them; docs/security.md).
+            allow = opts["allow"]
+            if isinstance(allow, (str, bytes)) or not 1 <= len(allow) <= 64:
+                raise InvalidJob("allow: expected a list of 1 to 64 host patterns")
+            f["allow"] = [_str("allow", a, 1, 262) for a in allow]
         if opts.get("image") is not None:
             # The server checks the reference and its sources (docs/images.md).
             f["image"] = _str("image", opts["image"], 1, 1024)
@@ -316,17 +366,22 @@ class Job:
             _bool("persist", persist)
             if persist and sandbox is None:
                 raise InvalidJob("persist: needs a sandbox")
+        if opts.get("cases") is not None:
+            f["cases"] = _cases(opts["cases"])
+            if "stdin" in f:
+                raise InvalidJob("cases: each case has its own stdin; not with stdin")
+            if persist:
+                raise InvalidJob("cases: cases never commit; not with persist=True")
+            if sandbox is not None and persist is None:
+                persist = False
         if sandbox is not None:
             # As libsandq: a run on a sandbox always says persist.
             f["persist"] = True if persist is None else persist
-        if opts.get("perms") is not None:
-            f["perms"] = _perms(opts["perms"])
-        if opts.get("perm_preset") is not None:
-            f["perm_preset"] = _str("perm_preset", opts["perm_preset"], 1, 64)
+        _path_rules(f, perm_preset, opts.get("perms"))
         return cls(f)
 
     @classmethod
-    def sandbox_op(cls, name, **fields):
+    def sandbox_op(cls, name: str, **fields: Any) -> "Job":
         """A sandbox op (fs.*, kv.*, sandbox.*) with its operands."""
         if name not in SANDBOX_OPS:
             raise InvalidJob("op %r: not an op on a sandbox (fs.*, kv.*, sandbox.*)"
@@ -335,7 +390,7 @@ class Job:
         if unknown:
             raise TypeError("unknown field %r for op %s" % (sorted(unknown)[0], name))
         fields = {k: v for k, v in fields.items() if v is not None}
-        f = {"v": 1, "id": _job_id(fields.get("id")), "op": name}
+        f: Dict[str, Any] = {"v": 1, "id": _job_id(fields.get("id")), "op": name}
         if "sandbox" in fields:
             f["sandbox"] = check_sandbox_id("sandbox", fields["sandbox"])
         elif name != "sandbox.list":
@@ -352,6 +407,9 @@ class Job:
                 raise InvalidJob("mode: %#o is more than 07777" % f["mode"])
         if fields.get("recursive"):
             f["recursive"] = _bool("recursive", fields["recursive"])
+        if fields.get("parents"):
+            # fs.write: missing folders of path are created (mkdir -p).
+            f["parents"] = _bool("parents", fields["parents"])
         if "key" in fields:
             f["key"] = _str("key", fields["key"], 1, KV_KEY_MAX)
         if "value" in fields:
@@ -368,10 +426,7 @@ class Job:
             f["labels"] = _labels(fields["labels"])
         if fields.get("files"):
             f["files"] = _files(fields["files"])
-        if "perms" in fields:
-            f["perms"] = _perms(fields["perms"])
-        if "perm_preset" in fields:
-            f["perm_preset"] = _str("perm_preset", fields["perm_preset"], 1, 64)
+        _path_rules(f, fields.get("perm_preset"), fields.get("perms"))
         # A sandbox on an image (docs/images.md): the server checks the
         # reference, its sources and the folders' rules, naming the field.
         if "image" in fields:
@@ -387,34 +442,52 @@ class Job:
         _common(f, fields)
         return cls(f)
 
-    def pack(self):
+    def pack(self) -> bytes:
         """The msgpack bytes of the job (str as str, bytes as bin)."""
-        return msgpack.packb(self.fields, use_bin_type=True)
+        out: bytes = msgpack.packb(self.fields, use_bin_type=True)
+        return out
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<sandq.Job %s %s>" % (self.fields["id"], self.fields["op"])
 
 
-def _job_id(v):
+def _path_rules(f: Dict[str, Any], preset: Any, perms: Any) -> None:
+    """Sets perm_preset and perms: a Preset (Client.extend_preset()) gives
+    its base name and its additions, which come before the caller's own
+    perms (so on a tie the caller's rule wins, as the job's rules win over
+    the preset's: docs/paths.md "Precedence")."""
+    rules: List[Dict[str, str]] = []
+    if isinstance(preset, Preset):
+        name, rules = preset.wire()
+        f["perm_preset"] = _str("perm_preset", name, 1, 64)
+    elif preset is not None:
+        f["perm_preset"] = _str("perm_preset", preset, 1, 64)
+    if perms is not None:
+        rules = rules + _perms(perms)
+    if rules:
+        f["perms"] = _perms(rules)
+
+
+def _job_id(v: Any) -> str:
     return new_id() if v is None else check_id("id", v)
 
 
-def _common(f, opts):
+def _common(f: Dict[str, Any], opts: Dict[str, Any]) -> None:
     if opts.get("priority") is not None:
         f["priority"] = _int("priority", opts["priority"])
     if opts.get("deadline_ms") is not None:
         f["deadline_ms"] = _int("deadline_ms", opts["deadline_ms"], 0)
 
 
-def _text_arg(what, v):
-    v = _str(what, v)
-    if len(v.encode("utf-8", "surrogateescape")) > ARG_MAX - 1:
+def _text_arg(what: str, v: Any) -> str:
+    text = _str(what, v)
+    if len(text.encode("utf-8", "surrogateescape")) > ARG_MAX - 1:
         raise InvalidJob("%s: longer than %d bytes, the kernel's limit on one "
                          "argument; seed it as a file instead" % (what, ARG_MAX - 1))
-    return v
+    return text
 
 
-def as_job(x, opts):
+def as_job(x: Any, opts: Dict[str, Any]) -> "Job":
     """A Job from what callers pass to submit, stream and batch: a Job (no
     options then), a str (a shell script), a list (an argv) or a dict
     {"op": "sh"|"exec"|"python", "script"|"argv"|"code": ..., options...}."""
@@ -441,7 +514,7 @@ def as_job(x, opts):
                     % type(x).__name__)
 
 
-def json_text(value):
+def json_text(value: Any) -> str:
     """The JSON text kv.set stores for a Python value."""
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"),

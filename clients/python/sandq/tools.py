@@ -16,11 +16,14 @@ exception: the model reads the exit code and stderr and tries again.
 
 import json
 
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
 from .errors import Error
+from .result import Result
 
 MAX_OUTPUT = 16 * 1024      # characters of each output stream given back
 
-TOOLS = [
+TOOLS: List[Dict[str, Any]] = [
     {
         "name": "bash",
         "description": (
@@ -84,10 +87,10 @@ TOOLS = [
     },
 ]
 
-TOOL_NAMES = tuple(t["name"] for t in TOOLS)
+TOOL_NAMES = tuple(str(t["name"]) for t in TOOLS)
 
 
-def _pick(names):
+def _pick(names: Optional[Iterable[str]]) -> List[Dict[str, Any]]:
     if names is None:
         return [dict(t) for t in TOOLS]
     unknown = set(names) - set(TOOL_NAMES)
@@ -97,12 +100,12 @@ def _pick(names):
     return [dict(t) for t in TOOLS if t["name"] in names]
 
 
-def anthropic_tools(names=None):
+def anthropic_tools(names: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
     """Definitions in the Anthropic Messages API's shape (tools=...)."""
     return _pick(names)
 
 
-def openai_tools(names=None):
+def openai_tools(names: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
     """Definitions in the OpenAI Chat Completions shape (tools=...)."""
     return [{"type": "function",
              "function": {"name": t["name"], "description": t["description"],
@@ -110,13 +113,13 @@ def openai_tools(names=None):
             for t in _pick(names)]
 
 
-def _clip(text, limit):
+def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + "\n[... %d more characters cut]" % (len(text) - limit)
 
 
-def format_result(result, max_output=MAX_OUTPUT):
+def format_result(result: Result, max_output: int = MAX_OUTPUT) -> str:
     """A run's Result as the text a model reads."""
     if result.status == "ok" or result.status == "exit":
         head = "exit code %d" % result.exit_code
@@ -132,7 +135,7 @@ def format_result(result, max_output=MAX_OUTPUT):
     return "\n".join(parts)
 
 
-def _args(name, arguments, required):
+def _args(name: str, arguments: Any, required: Sequence[str]) -> Dict[str, Any]:
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments or "{}")
@@ -146,7 +149,7 @@ def _args(name, arguments, required):
     return arguments
 
 
-def _plan(name, arguments):
+def _plan(name: str, arguments: Any) -> Tuple[str, Tuple[Any, ...], str]:
     """(method name, positional args, how to format its answer)."""
     if name == "bash":
         a = _args(name, arguments, ("command",))
@@ -163,7 +166,7 @@ def _plan(name, arguments):
     raise ValueError("unknown tool %r (one of %s)" % (name, ", ".join(TOOL_NAMES)))
 
 
-def _answer(how, args, value, max_output):
+def _answer(how: str, args: Tuple[Any, ...], value: Any, max_output: int) -> str:
     if how == "run":
         return format_result(value, max_output)
     if how == "text":
@@ -171,7 +174,8 @@ def _answer(how, args, value, max_output):
     return "wrote %d bytes to %s" % (len(args[1].encode("utf-8")), args[0])
 
 
-def dispatch(sandbox, name, arguments, *, max_output=MAX_OUTPUT, raise_errors=False):
+def dispatch(sandbox: Any, name: str, arguments: Any, *, max_output: int = MAX_OUTPUT,
+             raise_errors: bool = False) -> str:
     """Runs the tool call name(arguments) on sandbox; returns the text for
     the model. Errors (bad arguments, a missing file, a limit, a refusal)
     come back as "error: ..." text unless raise_errors=True."""
@@ -185,8 +189,8 @@ def dispatch(sandbox, name, arguments, *, max_output=MAX_OUTPUT, raise_errors=Fa
         return "error: %s" % e
 
 
-async def adispatch(sandbox, name, arguments, *, max_output=MAX_OUTPUT,
-                    raise_errors=False):
+async def adispatch(sandbox: Any, name: str, arguments: Any, *,
+                    max_output: int = MAX_OUTPUT, raise_errors: bool = False) -> str:
     """Async dispatch()."""
     try:
         method, args, how = _plan(name, arguments)

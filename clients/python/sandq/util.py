@@ -1,18 +1,21 @@
 """Helpers that touch the local machine, not Redis."""
 
 import os
+from typing import Dict, Iterable, Union
 
 DEFAULT_IGNORE = (".git", "__pycache__", ".venv", "node_modules")
 
 
-def files_from_dir(path, ignore=DEFAULT_IGNORE):
+def files_from_dir(path: Union[str, "os.PathLike[str]"],
+                   ignore: Iterable[str] = DEFAULT_IGNORE) -> Dict[str, bytes]:
     """The regular files under the local folder path, as the files= option
     takes them: {"relative/path": bytes}. Folders named in ignore are
     skipped, and so are symlinks and special files (files= seeds regular
     files only). Bounds (1024 files, 64 MiB) are checked when the job is
-    built. AgentFense's Sandbox.from_local(path) becomes
-    client.sandbox(files=sandq.files_from_dir(path))."""
-    out = {}
+    built. For a whole folder (the CLI's .gitignore rules, no bound of
+    1024 files), Sandbox.from_local(path) sends it as one snapshot.
+    """
+    out: Dict[str, bytes] = {}
     root = os.fspath(path)
     for top, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in ignore)

@@ -2,6 +2,8 @@
 IsolatedAsyncioTestCase makes: the client opens a pool per loop)."""
 
 import asyncio
+import os
+import tempfile
 import unittest
 
 import sandq
@@ -49,6 +51,34 @@ class AsyncRuns(unittest.IsolatedAsyncioTestCase):
         async for r in client.abatch(jobs, concurrency=5):
             got[r.id] = r.stdout_text
         self.assertEqual(got, want)
+
+
+class AsyncOperators(unittest.IsolatedAsyncioTestCase):
+    async def asyncTearDown(self):
+        await client.aclose()
+
+    async def test_twins_of_the_operators_calls(self):
+        r = await client.ash("echo t")
+        status, events, summary = await asyncio.gather(
+            client.astatus(), client.aaudit(job=r.id),
+            client.abatch_run([{"op": "sh", "script": "echo 1", "expect": "1\n"}]))
+        self.assertGreaterEqual(status["live_hosts"], 1)
+        self.assertEqual([e.action for e in events], ["received", "started", "finished"])
+        self.assertEqual((summary.passed, summary.failed), (1, 0))
+        self.assertEqual((await client.abatch_status(summary.batch))["state"], "finished")
+        self.assertEqual(await client.acancel(r.id), "finished")
+        self.assertIsInstance(await client.adead_letters(), list)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "f.txt"), "w") as f:
+                f.write("local")
+            sb = await sandq.Sandbox.afrom_local(d, client=client, preset=None)
+            self.assertEqual(await sb.aread_file("f.txt"), "local")
+            await sb.adelete()
+        if client.redis.exists("sandq:perm_presets"):
+            names = await client.alist_presets()
+            self.assertEqual((await client.aget_preset(names[0])).name, names[0])
+            p = await client.aextend_preset(names[0], {"/x": "none"})
+            self.assertEqual(p.wire()[1], [{"pattern": "/x", "level": "none"}])
 
 
 class AsyncSandbox(unittest.IsolatedAsyncioTestCase):

@@ -39,9 +39,15 @@ class Batch(unittest.TestCase):
             list(client.batch(["true", {"op": "sh", "script": "true", "preset": "x"}]))
         self.assertIsNone(client.get("py-batch-dup"))
 
-    def test_a_batch_timeout_is_a_wait_timeout(self):
+    def test_a_batch_wait_timeout_is_a_wait_timeout(self):
         with self.assertRaises(sandq.WaitTimeout):
-            list(client.batch([sandq.Job.sh("sleep 5", wall_ms=500)], timeout=0.05))
+            list(client.batch([sandq.Job.sh("sleep 5", wall_ms=500)], wait_timeout=0.05))
+
+    def test_timeout_is_each_jobs_wall_clock_limit(self):
+        results = list(client.batch(["sleep 30", "echo quick"], timeout=0.3))
+        self.assertEqual(sorted(r.status for r in results), ["ok", "timeout"])
+        with self.assertRaises(sandq.InvalidJob):
+            list(client.batch([sandq.Job.sh("true", wall_ms=500)], timeout=2))
 
 
 if __name__ == "__main__":

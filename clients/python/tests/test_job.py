@@ -30,6 +30,23 @@ class Jobs(unittest.TestCase):
                              "files": {"a": b"t", "b": b"\0"}, "net": "none",
                              "priority": 2, "deadline_ms": 10, "labels": {"k": "v"}})
 
+    def test_an_allow_list_is_passed_as_given_and_bounded(self):
+        f = msgpack.unpackb(sandq.Job.sh("true", net="allow",
+                                         allow=["pypi.example:443"]).pack(), raw=False)
+        self.assertEqual((f["net"], f["allow"]), ("allow", ["pypi.example:443"]))
+        for bad in ("pypi.example", [], [""], ["x" * 263], ["a"] * 65):
+            with self.subTest(bad=bad), self.assertRaises(sandq.InvalidJob):
+                sandq.Job.sh("true", net="allow", allow=bad)
+
+    def test_a_results_egress_rows_are_decoded(self):
+        r = sandq.Result({"id": "j", "status": "ok", "egress": [
+            {"host": "pypi.example", "port": 443, "allowed": True, "conns": 2,
+             "up": 10, "down": 20}]})
+        self.assertEqual(r.egress, [{"host": "pypi.example", "port": 443,
+                                     "allowed": True, "conns": 2, "up": 10,
+                                     "down": 20}])
+        self.assertEqual(sandq.Result({"id": "j"}).egress, [])
+
     def test_image_is_passed_as_given_and_bounded(self):
         ref = "docker://registry.example.com:5000/team/py:3.11"
         f = msgpack.unpackb(sandq.Job.sh("true", image=ref).pack(), raw=False)
@@ -128,7 +145,7 @@ class Results(unittest.TestCase):
     def test_decode_keeps_unknown_fields(self):
         r = self.result(sandbox="s", version=3, changed=["/a"], data={"k": 1})
         self.assertEqual((r.id, r.status, r.stdout, r.sandbox, r.version, r.changed),
-                         ("j-1", "ok", b"o", "s", 3, ["/a"]))
+                         ("j-1", "ok", "o", "s", 3, ["/a"]))
         self.assertEqual(r.data, {"k": 1})
         self.assertEqual(r.raw["future_field"], [1])
         self.assertIsNone(r.error_code)

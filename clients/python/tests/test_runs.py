@@ -22,7 +22,8 @@ class Results(unittest.TestCase):
         self.assertEqual(r.status, "ok")
         self.assertTrue(r.ok)
         self.assertEqual(r.exit_code, 0)
-        self.assertEqual(r.stdout, b"out\n")
+        self.assertEqual(r.stdout, "out\n")               # str, as LocalSandbox
+        self.assertEqual(r.stdout_bytes, b"out\n")
         self.assertEqual(r.stderr_text, "err\n")
         self.assertGreaterEqual(r.wall_ms, 0)
         self.assertGreater(r.finished_at, 0)
@@ -46,7 +47,8 @@ class Results(unittest.TestCase):
 
     def test_text_helpers_replace_invalid_utf8(self):
         r = client.sh(r"printf '\377ok'")
-        self.assertEqual(r.stdout, b"\xffok")
+        self.assertEqual(r.stdout_bytes, b"\xffok")
+        self.assertEqual(r.stdout, "\ufffdok")
         self.assertEqual(r.stdout_text, "\ufffdok")
 
 
@@ -78,7 +80,7 @@ class Limits(unittest.TestCase):
         e = cm.exception
         self.assertEqual((e.limit, e.status), ("output", "output_limit"))
         self.assertTrue(e.result.stdout_truncated)
-        self.assertLessEqual(len(e.result.stdout), 1024)
+        self.assertLessEqual(len(e.result.stdout_bytes), 1024)
         self.assertEqual(e.result.exit_status, 124)
 
     def test_cpu_limit(self):
@@ -104,6 +106,32 @@ class Timeouts(unittest.TestCase):
         self.assertIsInstance(e, sandq.TimeoutError)
         self.assertIsInstance(e, TimeoutError)      # the builtin too
         self.assertEqual(e.result.status, "timeout")
+
+    def test_timeout_is_the_jobs_wall_clock_limit(self):
+        # As AgentFense's run(cmd, timeout=30): the job is killed at it.
+        with self.assertRaises(sandq.JobTimeout) as cm:
+            client.sh("echo started; sleep 30", timeout=0.3)
+        self.assertEqual(cm.exception.result.stdout, "started\n")
+        self.assertIn("wall-clock limit of 300 ms", cm.exception.result.error_message)
+        job = sandq.client.with_timeout(sandq.Job.sh("true"), 2.5)
+        self.assertEqual(job.fields["limits"], {"wall_ms": 2500})
+        with self.assertRaises(sandq.InvalidJob):
+            client.sh("true", timeout=2, wall_ms=5000)
+        self.assertEqual(client.sh("echo ok", timeout=20, wall_ms=20000).stdout, "ok\n")
+
+    def test_the_wait_of_a_timeout_outlasts_it(self):
+        c = sandq.Client(harness.url(), timeout=100)
+        self.assertEqual(c._wait_for(200, sandq.client._DEFAULT),
+                         200 + sandq.client.WAIT_MARGIN)
+        self.assertEqual(c._wait_for(1, sandq.client._DEFAULT), 100)
+        self.assertEqual(c._wait_for(200, 0.5), 0.5)
+        c.close()
+
+    def test_wait_timeout_is_the_old_timeout(self):
+        with self.assertRaises(sandq.WaitTimeout) as cm:
+            client.sh("sleep 0.5; echo late", wait_timeout=0.05)
+        r = client.wait(cm.exception.job_id, timeout=30)
+        self.assertEqual(r.stdout, "late\n")
 
     def test_wait_timeout_leaves_the_job_running(self):
         jid = client.submit("sleep 0.5; echo late")

@@ -163,9 +163,25 @@ class Files(unittest.TestCase):
             with self.assertRaises(sandq.NotFound) as cm:
                 sb.read_file("notes.txt")
             self.assertIsInstance(cm.exception, FileNotFoundError)
+            self.assertEqual((cm.exception.path, cm.exception.filename),
+                             ("notes.txt", "notes.txt"))
             with self.assertRaises(sandq.Rejected) as cm:
-                sb.write_file("no/such/dir/x", "y")
-            self.assertEqual(cm.exception.code, "not_found")
+                sb.write_file("no/such/dir/x", "y", parents=False)
+            self.assertEqual((cm.exception.code, cm.exception.path),
+                             ("not_found", "no/such/dir/x"))
+
+    def test_write_file_creates_parent_folders(self):
+        # The fs.write field parents (sandqd's side of issue 20).
+        with client.sandbox() as sb:
+            try:
+                sb.write_file("deep/er/x.txt", "made")
+            except sandq.Rejected as e:
+                if "'parents'" in (e.message or ""):
+                    self.skipTest("this sandqd has no fs.write parents yet")
+                raise
+            self.assertEqual(sb.read_file("deep/er/x.txt"), "made")
+            self.assertEqual(sb.entries("deep")[0]["type"], "dir")
+            self.assertEqual(sb.bash("cat deep/er/x.txt").stdout, "made")
 
     def test_path_rules_of_the_sandbox_object(self):
         with client.sandbox() as setup:
@@ -177,6 +193,7 @@ class Files(unittest.TestCase):
                 with self.assertRaises(sandq.PermissionDenied) as cm:
                     sb.read_file("view/y")
                 self.assertIsInstance(cm.exception, PermissionError)
+                self.assertEqual(cm.exception.path, "view/y")
                 r = sb.bash("cat secret/k", check=False)
                 self.assertNotEqual(r.exit_code, 0)
 
@@ -263,15 +280,24 @@ class ForksSnapshotsHistory(unittest.TestCase):
             sb.write_file("x", "1")
             sb.bash("exit 3", check=False)
             calls = sb.history()
+            sb.execute_python("print(2)")
+            calls = sb.history()
+            # LocalSandbox's names and fields, beside sandq's own.
             self.assertEqual([c.name for c in calls],
-                             ["sandbox.create", "sh", "fs.write", "sh"])
+                             ["sandbox.create", "bash", "fs.write", "bash", "python"])
+            self.assertEqual([c.op for c in calls],
+                             ["sandbox.create", "sh", "fs.write", "sh", "python"])
+            self.assertEqual(calls[1].parameters["command"], "echo one")
             self.assertEqual(calls[1].parameters["script"], "echo one")
+            self.assertEqual(calls[4].parameters["code"], "print(2)")
+            self.assertEqual((calls[3].result["exitCode"], calls[3].result["exit_code"]),
+                             (3, 3))
             self.assertEqual(calls[1].result["stdout"], "one\n")
             self.assertEqual(calls[1].status, "success")
             self.assertEqual(calls[3].status, "error")
-            self.assertEqual([c.name for c in sb.history(limit=2)], ["fs.write", "sh"])
+            self.assertEqual([c.name for c in sb.history(limit=2)], ["bash", "python"])
             versions = sb.versions()
-            self.assertEqual([v["version"] for v in versions], [4, 3, 2, 1])
+            self.assertEqual([v["version"] for v in versions], [5, 4, 3, 2, 1])
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ class Live(unittest.TestCase):
         err = b"".join(c.data for c in chunks if c.fd == 2)
         self.assertEqual(out, b"out1\nout2\nout3\n")
         self.assertEqual(err, b"err1\nerr2\nerr3\n")
-        self.assertEqual((result.stdout, result.stderr), (out, err))
+        self.assertEqual((result.stdout_bytes, result.stderr_bytes), (out, err))
 
 
 class FakeSandqd(threading.Thread):
@@ -115,7 +115,7 @@ class Contract(unittest.TestCase):
         items = self.run_fake(FakeSandqd(fake_tenant(), entries))
         self.assertEqual(items[:-1], entries)
         self.assertEqual(items[-1].status, "ok")
-        self.assertEqual(items[-1].stdout, b"a" + big + b"c")
+        self.assertEqual(items[-1].stdout_bytes, b"a" + big + b"c")
 
     def test_a_job_refused_before_running_has_no_output(self):
         fake = FakeSandqd(fake_tenant(), [], status="rejected", eof=False,
