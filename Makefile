@@ -95,7 +95,7 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 # several of them run names the side in each function (ns_worker_*,
 # ns_init_*, job_*):
 #   spawner  root, no seccomp filter, only clones inits and mounts image
-#            layers: sandbox/spawn.c, layers.c
+#            layers: sandbox/spawn.c, layers.c, ipcns.c
 #            (spawner_main)
 #   worker   the confined worker: worker/*.c, STORE_SRCS, sandbox/sandbox.c,
 #            image.c, sockcap.c, and the worker's side of spawn.c, ns.c,
@@ -106,7 +106,8 @@ RSTORE_SRCS := dispatcher/rstore/rstore.c dispatcher/rstore/rstore_blob.c dispat
 #   job      the job's own process until it execs: exec.c's job_* and
 #            limits.c
 SANDBOX_SRCS := sandbox/sandbox.c sandbox/init.c sandbox/persist.c sandbox/spawn.c sandbox/ns.c sandbox/mount.c sandbox/seccomp.c sandbox/cgroup.c \
-	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c
+	sandbox/limits.c sandbox/exec.c sandbox/warm.c sandbox/image.c sandbox/sockcap.c sandbox/layers.c \
+	sandbox/ipcns.c
 OPS_SRCS := worker/ops.c worker/ops_common.c worker/ops_fs.c worker/ops_kv.c worker/ops_sandbox.c
 WORKER_SRCS := worker/main.c worker/job.c worker/seed.c worker/image.c proto/batchcase.c proto/rx.c $(OPS_SRCS)
 # The dispatcher's core (no Redis, no libuv): what its unit tests link.
@@ -294,6 +295,8 @@ INTEG_TESTS += warm
 INTEG_TESTS += cgslot
 # a worker's jobs take turns in one network namespace, and leave nothing in it
 INTEG_TESTS += netns
+# what a worker reuses across jobs (a cgroup slot's memory, the root's mount template) carries nothing (issue 19)
+INTEG_TESTS += reuse
 # path presets enforced by a real sandqd, and the list it publishes (issue 20)
 INTEG_TESTS += presets_integ
 # libsandq's runs with cases, path presets and audit trail (issue 20)
@@ -381,6 +384,8 @@ $(B)/tests/egress_test: $(B)/tests/egress_test.o $(B)/tests/harness.o $(B)/libsa
 $(B)/tests/egress_job_test: $(B)/tests/egress_job_test.o $(B)/tests/harness.o $(B)/libsandq.a $(B)/sandq-egress
 	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/reuse_test: $(B)/tests/reuse_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/rx_test: $(B)/tests/rx_test.o $(call obj,proto/rx.c proto/batchcase.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lmsgpackc -lpcre2-8

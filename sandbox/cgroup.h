@@ -32,6 +32,8 @@
 #include "../common/err.h"
 
 #define CG_PATH_MAX 512
+/* A v1 slot's memory charge left by a job that the next job may find (cgroup.c). */
+#define CG_SLOT_RESIDUE_MAX ((uint64_t)2 << 20)
 
 enum cg_version { CG_NONE = 0, CG_V1 = 1, CG_V2 = 2 };
 

@@ -58,6 +58,43 @@ int ns_init_loopback_up(struct err *e);
  */
 int ns_spawner_net_make(struct err *e);
 
+/*** ipcns.c ***/
+
+#define IPCNS_SLOTS 2	/* as the network namespaces' slots (spawn.c) */
+
+/* One shared IPC namespace of the spawner's, and what it checks before reuse. */
+struct ipcns_slot {
+	int ns;			/* the namespace, or -1 */
+	int sysv[3];		/* its /proc/sysvipc shm, sem, msg, opened inside */
+	int mq;			/* its mqueue filesystem, a detached mount */
+	int last;		/* pidfd of the last init cloned into it, or -1 */
+};
+
+struct ipcns {
+	int host;		/* the spawner's own IPC namespace */
+	struct ipcns_slot slot[IPCNS_SLOTS];
+	unsigned turn;		/* the slot taken last: the next init tries it first */
+	struct ipcns_slot *cur;	/* the slot ipcns_spawner_enter() chose, or NULL */
+};
+
+/* In the spawner, once: no shared namespace yet. */
+void ipcns_spawner_init(struct ipcns *s);
+/*
+ * Before a clone: enters the namespace the next init is to share (a slot
+ * made anew if neither may be taken: its last init still runs, or left
+ * something in it). True if the spawner is in it (the clone must not
+ * unshare one), false if the init gets one of its own.
+ */
+bool ipcns_spawner_enter(struct ipcns *s);
+/*
+ * After a clone that ipcns_spawner_enter() let share: back to the
+ * spawner's own namespace; pidfd (dup'ed) is the init's, or -1 if the
+ * clone failed, which retires the slot's namespace.
+ */
+void ipcns_spawner_leave(struct ipcns *s, int pidfd);
+/* Closes every slot's descriptors (not host's); in a new init too. */
+void ipcns_spawner_close(struct ipcns *s);
+
 /*** spawn.c ***/
 
 /*
@@ -117,8 +154,17 @@ void init_main(const struct sandbox_conf *conf, int ctl) __attribute__((noreturn
 /*** mount.c ***/
 
 /*
+ * In the worker, once, in its own mount namespace and before the spawner
+ * is forked: the pieces every sandbox's root takes (the read-only /etc,
+ * the host's folders, /dev) at run_dir/tmpl, read-only (mount.c,
+ * TEMPLATE). 0 or -errno with e.
+ */
+int mount_worker_template(const char *run_dir, struct err *e);
+
+/*
  * In the child, with the worker's run_dir as the current folder: builds the
- * whole read-only root on its root/ folder and pivots into it.
+ * whole read-only root on its root/ folder from the template and pivots
+ * into it.
  */
 int mount_build_root(bool base, struct err *e);
 /*

@@ -17,6 +17,23 @@
  * Nothing of the host outside the image is reachable afterwards. Every mount
  * is nosuid; tmpfs mounts made in a user namespace are implicitly nodev.
  *
+ * TEMPLATE. What is the same in every sandbox (the read-only /etc, the host
+ * folders, /dev's nodes and links) the worker builds once, at start-up, in
+ * its own mount namespace at run_dir/tmpl (mount_worker_template()): binds
+ * remounted read-only, and /dev a tmpfs filled then made read-only, its
+ * superblock included. Each init's clone copies that namespace, and the
+ * copy, made for a less privileged user namespace, locks every flag of
+ * every mount (read-only, nosuid, nodev, noexec) and every mount to its
+ * parent. Init then places one recursive bind of each piece on its own
+ * fresh root tmpfs: no lookup of the host's folders, no remount, no /dev
+ * tmpfs to fill and tear down per sandbox. What is per sandbox stays so:
+ * the root tmpfs (init may still make a workdir's folders on it), the
+ * devpts instance, /proc, and the job's tmpfs. Nothing of the template
+ * can change: its mounts are read-only and locked in every sandbox, /dev's
+ * superblock is read-only and owned by the host's user namespace, and no
+ * sandbox can unmount a piece of it to reach below (docs/security.md,
+ * "The mount template"; tests/reuse_test.c).
+ *
  * On an OCI image (mount_build_image_root) the root is instead overlayfs,
  * mounted here in the sandbox's user namespace with userxattr: its lower
  * layers are the image's layers, idmapped mounts the spawner keeps at
@@ -103,11 +120,27 @@ mk_dir(const char *path, mode_t mode, struct err *e)
 	return 0;
 }
 
-/* Mirrors one host top-level folder: the same symlink, or a read-only bind. */
+/*** The template (worker) ***/
+
+#define TMPL "tmpl"	/* the template's folder under run_dir */
+
+/* What the template holds of each host folder, for every init to copy. */
+static struct {
+	bool present;		/* the host has it */
+	bool link;		/* a symlink (merged /usr), else a folder bound */
+	char target[256];	/* the link's target */
+} tmpl_host[sizeof(host_dirs) / sizeof(host_dirs[0])];
+static bool tmpl_built;		/* mount_worker_template() succeeded */
+
+/*
+ * Mirrors host folder host_dirs[i] into the template (the current folder):
+ * the same symlink, recorded for inits, or a read-only bind.
+ */
 static int
-mirror_host_dir(const char *name, struct err *e)
+tmpl_host_dir(size_t i, struct err *e)
 {
-	char host[64], target[256];
+	const char *name = host_dirs[i];
+	char host[64];
 	struct stat st;
 	ssize_t n;
 
@@ -115,23 +148,30 @@ mirror_host_dir(const char *name, struct err *e)
 	if (lstat(host, &st) < 0)
 		return 0;	/* not on this host */
 	if (S_ISLNK(st.st_mode)) {
-		n = readlink(host, target, sizeof(target) - 1);
+		n = readlink(host, tmpl_host[i].target, sizeof(tmpl_host[i].target) - 1);
 		if (n < 0)
 			return err_set(e, -errno, "readlink %s: %s", host, strerror(errno));
-		target[n] = '\0';
-		if (symlink(target, name) < 0)
-			return err_set(e, -errno, "symlink %s: %s", name, strerror(errno));
+		tmpl_host[i].target[n] = '\0';
+		tmpl_host[i].link = tmpl_host[i].present = true;
 		return 0;
 	}
 	if (!S_ISDIR(st.st_mode))
 		return 0;
 	if (mk_dir(name, 0755, e) < 0)
 		return e->code;
+	tmpl_host[i].present = true;
 	return bind_ro(host, name, 0, e);
 }
 
+/*
+ * The template's /dev (the current folder's dev/): a small tmpfs holding
+ * binds of the host's harmless nodes (device nodes on a tmpfs a sandbox
+ * made would not work, and a job can create none of its own), the fd and
+ * std* links, and the folders devpts and each job's /dev/shm are mounted
+ * on; then read-only, the superblock itself too.
+ */
 static int
-build_dev(struct err *e)
+tmpl_dev(struct err *e)
 {
 	static const char *const links[][2] = {
 		{ "/proc/self/fd", "dev/fd" }, { "/proc/self/fd/0", "dev/stdin" },
@@ -141,7 +181,9 @@ build_dev(struct err *e)
 	char host[64], dst[64];
 	int fd, rc;
 
-	if ((rc = do_mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+	if (mk_dir("dev", 0755, e) < 0)
+		return e->code;
+	if ((rc = do_mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV,
 	    "size=64k,nr_inodes=64,mode=0755", e)) < 0)
 		return rc;
 	for (size_t i = 0; i < sizeof(dev_nodes) / sizeof(dev_nodes[0]); i++) {
@@ -151,11 +193,6 @@ build_dev(struct err *e)
 		if (fd < 0)
 			return err_set(e, -errno, "create %s: %s", dst, strerror(errno));
 		close(fd);
-		/*
-		 * A bind of the host's node: device nodes on a tmpfs made in a
-		 * user namespace do not work (it is nodev), and the job can
-		 * create none of its own.
-		 */
 		if ((rc = do_mount(host, dst, NULL, MS_BIND, NULL, e)) < 0)
 			return rc;
 	}
@@ -165,6 +202,59 @@ build_dev(struct err *e)
 			    strerror(errno));
 	if (mk_dir("dev/pts", 0755, e) < 0 || mk_dir("dev/shm", 01777, e) < 0)
 		return e->code;
+	/* The superblock read-only (no bind flag), then this mount of it. */
+	if ((rc = do_mount(NULL, "dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+	    MS_NOEXEC | MS_NODEV, "size=64k,nr_inodes=64,mode=0755", e)) < 0)
+		return rc;
+	return do_mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID |
+	    MS_NOEXEC | MS_NODEV, NULL, e);
+}
+
+int
+mount_worker_template(const char *run_dir, struct err *e)
+{
+	char path[512];
+	int here, rc;
+
+	/* Built relative to run_dir/tmpl; our own folder back afterwards. */
+	if ((here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return err_set(e, -errno, "open the current folder: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/" TMPL, run_dir);
+	if ((rc = mk_dir(path, 0755, e)) < 0)
+		goto out;
+	if (chdir(path) < 0) {
+		rc = err_set(e, -errno, "chdir %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if ((rc = mk_dir("etc", 0755, e)) < 0 || (rc = bind_ro("../etc", "etc", MS_NODEV,
+	    e)) < 0)
+		goto out;
+	for (size_t i = 0; i < sizeof(host_dirs) / sizeof(host_dirs[0]); i++)
+		if ((rc = tmpl_host_dir(i, e)) < 0)
+			goto out;
+	if ((rc = tmpl_dev(e)) < 0)
+		goto out;
+	tmpl_built = true;
+out:
+	if (fchdir(here) < 0 && rc == 0)
+		rc = err_set(e, -errno, "back to our folder: %s", strerror(errno));
+	close(here);
+	return rc;
+}
+
+/*** A sandbox's root (init) ***/
+
+/*
+ * Places the template's dev/ (relative path tdev) on dev, then a devpts
+ * instance of this sandbox's own on dev/pts: /dev read-only, locked.
+ */
+static int
+place_dev(const char *tdev, struct err *e)
+{
+	int rc;
+
+	if ((rc = do_mount(tdev, "dev", NULL, MS_BIND | MS_REC, NULL, e)) < 0)
+		return rc;
 	return do_mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 	    "newinstance,ptmxmode=0666,mode=0620", e);
 }
@@ -177,9 +267,12 @@ mount_build_root(bool base, struct err *e)
 	 * the sandbox's uid): only run_dir and below need be searchable by that
 	 * uid, whatever the modes of the folders above it.
 	 */
-	const char *root = "root", *etc = "../etc";
+	const char *root = "root";
+	char src[64];
 	int rc;
 
+	if (!tmpl_built)
+		return err_set(e, -ENOENT, "the worker built no mount template");
 	/* Nothing we mount may propagate back to the host's namespace. */
 	if ((rc = do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, e)) < 0)
 		return rc;
@@ -188,14 +281,27 @@ mount_build_root(bool base, struct err *e)
 		return rc;
 	if (chdir(root) < 0)
 		return err_set(e, -errno, "chdir %s: %s", root, strerror(errno));
+	/* The template's pieces, read-only and locked as they are (above). */
 	if (mk_dir("etc", 0755, e) < 0)
 		return e->code;
-	if ((rc = bind_ro(etc, "etc", MS_NODEV, e)) < 0)
+	if ((rc = do_mount("../" TMPL "/etc", "etc", NULL, MS_BIND | MS_REC, NULL, e)) < 0)
 		return rc;
+	for (size_t i = 0; i < sizeof(host_dirs) / sizeof(host_dirs[0]); i++) {
+		const char *name = host_dirs[i];
 
-	for (size_t i = 0; i < sizeof(host_dirs) / sizeof(host_dirs[0]); i++)
-		if ((rc = mirror_host_dir(host_dirs[i], e)) < 0)
+		if (!tmpl_host[i].present)
+			continue;
+		if (tmpl_host[i].link) {
+			if (symlink(tmpl_host[i].target, name) < 0)
+				return err_set(e, -errno, "symlink %s: %s", name, strerror(errno));
+			continue;
+		}
+		snprintf(src, sizeof(src), "../" TMPL "/%s", name);
+		if (mk_dir(name, 0755, e) < 0)
+			return e->code;
+		if ((rc = do_mount(src, name, NULL, MS_BIND | MS_REC, NULL, e)) < 0)
 			return rc;
+	}
 	if (mk_dir("proc", 0555, e) < 0 ||
 	    mk_dir("dev", 0755, e) < 0 || mk_dir("tmp", 01777, e) < 0 ||
 	    mk_dir("workspace", 0755, e) < 0)
@@ -208,7 +314,7 @@ mount_build_root(bool base, struct err *e)
 	if (base && (rc = do_mount("../base", "workspace", NULL, MS_BIND | MS_NOSUID |
 	    MS_NODEV | MS_NOEXEC, NULL, e)) < 0)
 		return rc;
-	if ((rc = build_dev(e)) < 0)
+	if ((rc = place_dev("../" TMPL "/dev", e)) < 0)
 		return rc;
 	/* We are pid 1 of the new pid namespace: this procfs shows only it. */
 	if ((rc = do_mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
@@ -217,7 +323,8 @@ mount_build_root(bool base, struct err *e)
 
 	/*
 	 * pivot_root(".", ".") stacks the old root under the new one; the
-	 * detach then drops every host mount from this namespace at once.
+	 * detach then drops every host mount from this namespace at once
+	 * (the template's with them: only our binds of it stay).
 	 */
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
 		return err_set(e, -errno, "pivot_root: %s", strerror(errno));
@@ -225,10 +332,7 @@ mount_build_root(bool base, struct err *e)
 		return err_set(e, -errno, "detach old root: %s", strerror(errno));
 	if (chdir("/") < 0)
 		return err_set(e, -errno, "chdir /: %s", strerror(errno));
-	/* /dev's tmpfs and the root are read-only once filled. */
-	if ((rc = do_mount(NULL, "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY |
-	    MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL, e)) < 0)
-		return rc;
+	/* The root is read-only once filled (/dev is already). */
 	return do_mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY |
 	    MS_NOSUID | MS_NODEV, NULL, e);
 }
@@ -346,6 +450,8 @@ mount_build_image_root(const char (*hex)[65], size_t n, bool base, struct err *e
 	char opts[96], src[64];
 	int rootfd = -1, etcfd = -1, rc;
 
+	if (!tmpl_built)
+		return err_set(e, -ENOENT, "the worker built no mount template");
 	if ((rc = do_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, e)) < 0)
 		return rc;
 	/* The writable layer: this sandbox's own, gone with it. */
@@ -384,7 +490,7 @@ mount_build_image_root(const char (*hex)[65], size_t n, bool base, struct err *e
 	if (base && (rc = do_mount("../../base", "workspace", NULL, MS_BIND | MS_NOSUID |
 	    MS_NODEV | MS_NOEXEC, NULL, e)) < 0)
 		goto out;
-	if ((rc = build_dev(e)) < 0)
+	if ((rc = place_dev("../../" TMPL "/dev", e)) < 0)
 		goto out;
 	if ((rc = do_mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    NULL, e)) < 0)
@@ -402,9 +508,7 @@ mount_build_image_root(const char (*hex)[65], size_t n, bool base, struct err *e
 		rc = err_set(e, -errno, "chdir /: %s", strerror(errno));
 		goto out;
 	}
-	/* /dev read-only once filled; the root stays the job's to change. */
-	rc = do_mount(NULL, "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID |
-	    MS_NOEXEC | MS_NODEV, NULL, e);
+	/* /dev is the template's, read-only; the root stays the job's to change. */
 out:
 	if (etcfd >= 0)
 		close(etcfd);

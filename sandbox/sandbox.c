@@ -167,7 +167,8 @@ sandbox_setup_host(struct sandbox_conf *conf, struct err *e)
 		return err_set(e, -errno, "mkdir %s: %s", path, strerror(errno));
 	if (!conf->no_base && (rc = base_mount(conf, e)) < 0)
 		return rc;
-	if ((rc = image_build_etc(conf->run_dir, e)) < 0)
+	if ((rc = image_build_etc(conf->run_dir, e)) < 0 ||
+	    (rc = mount_worker_template(conf->run_dir, e)) < 0)
 		return rc;
 	cg_detect(&conf->cg);
 	if ((rc = cg_worker_setup(&conf->cg, getppid(), conf->index, e)) < 0)

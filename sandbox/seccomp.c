@@ -182,6 +182,18 @@ job_filter(enum job_net net, struct err *e)
 
 	if ((ctx = filter_new(SCMP_ACT_ALLOW, e)) == NULL)
 		return NULL;
+	/*
+	 * A binary tree of the syscall numbers, not libseccomp's default
+	 * chain: each init loads the filter, and the kernel runs it once per
+	 * syscall number as it loads (to cache what it always allows) with
+	 * the process's signal lock held; a chain of some 60 tests made that
+	 * about 95 us per job, the tree about 50 us (and every syscall of the
+	 * job a few tests shorter). The same rules, so the same verdicts.
+	 */
+	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0) {
+		err_set(e, rc, "seccomp: cannot ask for a binary tree: %s", strerror(-rc));
+		goto out_release;
+	}
 	if ((rc = add_names(ctx, refuse, job_refused,
 	    sizeof(job_refused) / sizeof(job_refused[0]), e)) < 0)
 		goto out_release;

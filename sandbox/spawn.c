@@ -9,7 +9,7 @@
  * could be recorded. So the worker forks the spawner before it confines
  * itself. The spawner does one thing, on request: clone an init into fresh
  * namespaces (the network one shared by this worker's sandboxes in turn,
- * below) and hand the worker the init's control channel and a pidfd
+ * below, and the IPC one likewise, ipcns.c) and hand the worker the init's control channel and a pidfd
  * (MSG_SPAWN_DONE, MSG_SPAWN_PIDFD). Inits are reaped by the kernel
  * (SIGCHLD ignored); the worker learns of an init's end from its pidfd and
  * its messages. The spawner dies with the worker (parent-death signal), and
@@ -266,6 +266,9 @@ net_listen(int pidfd, uint16_t port)
 	return rc < 0 ? rc : fd;
 }
 
+/* The IPC namespace this spawner's inits share, one at a time (ipcns.c). */
+static struct ipcns ipc;
+
 static void __attribute__((noreturn))
 spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int sock,
     pid_t worker)
@@ -284,12 +287,13 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		_exit(1);
 	signal(SIGCHLD, SIG_IGN);
 	net.host = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	ipcns_spawner_init(&ipc);
 	msg_init(&m);
 	for (;;) {
 		struct msg_spawn_done done = { -1, 0 };
 		unsigned long flags = SBX_CLONE_FLAGS;
 		int ctl[2], pidfd = -1, rc;
-		bool shared;
+		bool shared, ipc_shared;
 		long pid;
 
 		rc = msg_recv(sock, &m, MSG_MAX);
@@ -335,6 +339,9 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		/* The channel is made in our own namespace: no socket of ours is its. */
 		if ((shared = net_enter(conf)))
 			flags &= ~(unsigned long)CLONE_NEWNET;
+		/* The IPC namespace likewise (ipcns.c). */
+		if ((ipc_shared = ipcns_spawner_enter(&ipc)))
+			flags &= ~(unsigned long)CLONE_NEWIPC;
 		/* fork() semantics: the child goes on here, on a copy of our stack. */
 		pid = syscall(SYS_clone, flags | CLONE_PIDFD | SIGCHLD, 0UL, &pidfd,
 		    0UL, 0UL);
@@ -342,6 +349,9 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 			close(sock);
 			close(ctl[0]);
 			net_close_all();
+			ipcns_spawner_close(&ipc);
+			if (ipc.host >= 0)
+				close(ipc.host);
 			init_entry(conf, ctl[1]);
 			_exit(1);	/* init_entry() does not return */
 		}
@@ -350,6 +360,8 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		if (shared && pid > 0 &&
 		    (net.cur->last = fcntl(pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
 			net_drop(net.cur);	/* unknown end: never shared again */
+		if (ipc_shared)
+			ipcns_spawner_leave(&ipc, pid > 0 ? pidfd : -1);
 		close(ctl[1]);
 		if (pid < 0) {
 			done.error = errno;
