@@ -138,7 +138,7 @@ static void
 on_conn(struct sandqd *d, struct djob *j, const struct msg_egress_conn *c)
 {
 	char host[sizeof(c->host)], reason[sizeof(c->reason)], addr[sizeof(c->addr)];
-	char target[sizeof(host) + 8];
+	char target[sizeof(host) + 8], throttled[80] = "";
 	bool refused = c->state == EGRESS_CONN_REFUSED;
 
 	/* The proxy's text is bounded; it is made printable all the same. */
@@ -153,18 +153,22 @@ on_conn(struct sandqd *d, struct djob *j, const struct msg_egress_conn *c)
 		if (*p < 0x20 || *p > 0x7e)
 			*p = '?';
 	snprintf(target, sizeof(target), "%s:%u", host, (unsigned)c->port);
+	if (c->throttled_ms > 0)
+		snprintf(throttled, sizeof(throttled), "; held %u ms by the job's egress rate "
+		    "(egress_rate_bytes)", (unsigned)c->throttled_ms);
 	if (refused)
 		daudit_job(d, j, AUDIT_CAT_POLICY, "egress_refused", target, false,
 		    AUDIT_LVL_WARNING, "refused: %s", reason);
 	else
 		daudit_job(d, j, AUDIT_CAT_JOB, "egress", target, reason[0] == '\0',
-		    AUDIT_LVL_INFO, "%s%s: %llu bytes sent, %llu received%s%s",
+		    AUDIT_LVL_INFO, "%s%s: %llu bytes sent, %llu received%s%s%s",
 		    c->tls ? "CONNECT to " : "HTTP to ", addr[0] ? addr : "no address",
 		    (unsigned long long)c->up, (unsigned long long)c->down,
-		    reason[0] ? "; " : "", reason);
+		    reason[0] ? "; " : "", reason, throttled);
 	if (j->egress_rows == NULL)
 		j->egress_rows = result_new("");
-	result_add_egress(j->egress_rows, host, c->port, !refused, reason, c->up, c->down);
+	result_add_egress(j->egress_rows, host, c->port, !refused, reason, c->up, c->down,
+	    c->throttled_ms);
 }
 
 static void stop_channel(struct sandqd *d);
@@ -422,6 +426,7 @@ egress_job_listener(struct sandqd *d, struct djob *j, int fd)
 	snprintf(m->tenant, sizeof(m->tenant), "%s", d->tenants[j->tenant].name);
 	m->conns_max = (uint32_t)d->cfg.egress_conns_max;
 	m->bytes_max = (uint64_t)d->cfg.egress_bytes_max;
+	m->rate = (uint64_t)config_egress_rate(&d->cfg, d->tenants[j->tenant].name);
 	/* The list admitted at intake: each pattern bounded, no comma in it. */
 	for (size_t i = 0; i < j->job->nallow; i++)
 		off += (size_t)snprintf(m->allow + off, sizeof(m->allow) - off, "%s%s",

@@ -29,7 +29,12 @@
  * Each refusal answers the job with an HTTP status and a one-line reason,
  * and every connection is reported once (report callback): refused, or
  * ended with its bytes. Limits per job: connections open at once
- * (conns_max) and bytes both ways over all of them (bytes_max).
+ * (conns_max), bytes both ways over all of them (bytes_max), and bytes per
+ * second each way (rate): a token bucket per direction of the job, one
+ * second's worth deep, charged with each read; a read that leaves it in
+ * debt stops that side's reading until the job's rate timer has refilled
+ * it (the back-pressure of a long write queue, driven by the clock), and
+ * the time each connection was held so is reported with it.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -53,6 +58,10 @@
 #define READ_CHUNK (64 * 1024)
 #define QUEUE_HIGH (1024 * 1024)	/* stop reading the other side above */
 #define REPORTS_MAX 1000		/* connections reported one by one per job */
+
+/* The two directions of the rate limit, indexes of the buckets. */
+#define RATE_UP 0	/* the job's bytes to the server */
+#define RATE_DOWN 1	/* the server's bytes to the job */
 
 struct job;
 
@@ -97,6 +106,9 @@ struct conn {
 	uv_shutdown_t sh_up, sh_client;
 	bool client_paused, up_paused;
 	uint64_t up_bytes, down_bytes;
+	bool rate_held[2];	/* that direction's source stopped by the rate */
+	uint64_t held_at[2];	/* since when (uv_now) */
+	uint64_t throttled_ms;	/* held by the rate so far, past holds */
 	bool reported;
 	char reason[64];	/* how it failed, for the report */
 };
@@ -110,6 +122,11 @@ struct job {
 	uint32_t conns_max;
 	uint64_t bytes_max;
 	uint64_t bytes;		/* both ways, all connections */
+	uint64_t rate;		/* bytes per second each way; 0: no limit */
+	int64_t tokens[2];	/* the buckets: RATE_UP, RATE_DOWN */
+	uint64_t refilled_at;	/* uv_now of the last refill */
+	uv_timer_t rate_timer;	/* refills and releases held connections */
+	bool rate_timer_open;
 	uv_tcp_t listener;
 	bool listener_open;
 	bool ending;
@@ -145,7 +162,7 @@ job_maybe_ended(struct job *j)
 	struct egress_proxy *px = j->px;
 	struct job **pp;
 
-	if (!j->ending || j->listener_open || j->conns != NULL)
+	if (!j->ending || j->listener_open || j->rate_timer_open || j->conns != NULL)
 		return;
 	for (pp = &px->jobs; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == j) {
@@ -165,6 +182,7 @@ conn_report(struct conn *c, uint8_t state, const char *reason)
 {
 	struct job *j = c->job;
 	struct msg_egress_conn m;
+	uint64_t throttled;
 
 	if (c->reported)
 		return;
@@ -183,6 +201,11 @@ conn_report(struct conn *c, uint8_t state, const char *reason)
 	m.tls = c->connect;
 	m.up = c->up_bytes;
 	m.down = c->down_bytes;
+	throttled = c->throttled_ms;
+	for (int d = 0; d < 2; d++)
+		if (c->rate_held[d])	/* held still: up to now */
+			throttled += uv_now(j->px->loop) - c->held_at[d];
+	m.throttled_ms = (uint32_t)(throttled > UINT32_MAX ? UINT32_MAX : throttled);
 	if (j->px->o.report != NULL)
 		j->px->o.report(j->px->o.arg, j->id, &m);
 }
@@ -757,6 +780,111 @@ count(struct conn *c, size_t n, bool up)
 	return j->bytes_max == 0 || j->bytes <= j->bytes_max;
 }
 
+/*** The rate limit ***/
+
+/* Tops up both of j's buckets for the time since the last refill. */
+static void
+rate_refill(struct job *j)
+{
+	uint64_t now = uv_now(j->px->loop), ms = now - j->refilled_at;
+
+	j->refilled_at = now;
+	for (int d = 0; d < 2; d++) {
+		/* Past a second the bucket is full whatever it owed (ms * rate
+		 * stays below 2^60: rate is at most 2^50). */
+		if (ms >= 1000)
+			j->tokens[d] = (int64_t)j->rate;
+		else
+			j->tokens[d] += (int64_t)(ms * j->rate / 1000);
+		if (j->tokens[d] > (int64_t)j->rate)
+			j->tokens[d] = (int64_t)j->rate;
+	}
+}
+
+/* Milliseconds until direction d's debt is paid (0: none owed). */
+static uint64_t
+rate_wait(const struct job *j, int d)
+{
+	if (j->tokens[d] >= 0)
+		return 0;
+	return ((uint64_t)-j->tokens[d] * 1000 + j->rate - 1) / j->rate;
+}
+
+static void on_rate(uv_timer_t *t);
+
+/* Arms j's rate timer for the sooner debt of a held direction. */
+static void
+rate_arm(struct job *j)
+{
+	uint64_t wait = 0;
+	bool held[2] = { false, false };
+
+	for (struct conn *c = j->conns; c != NULL; c = c->next)
+		for (int d = 0; d < 2; d++)
+			held[d] |= c->rate_held[d];
+	for (int d = 0; d < 2; d++) {
+		uint64_t w = held[d] ? rate_wait(j, d) : 0;
+
+		if (w > 0 && (wait == 0 || w < wait))
+			wait = w;
+	}
+	if (wait == 0)
+		return;
+	if (uv_is_active((uv_handle_t *)&j->rate_timer) &&
+	    uv_timer_get_due_in(&j->rate_timer) <= wait)
+		return;
+	uv_timer_start(&j->rate_timer, on_rate, wait, 0);
+}
+
+/*
+ * Charges n bytes of direction d to c's job; when that leaves the bucket in
+ * debt and c pipes bytes, c's source side (the job's for RATE_UP, the
+ * server's for RATE_DOWN) stops reading until the rate timer releases it.
+ */
+static void
+rate_charge(struct conn *c, int d, size_t n)
+{
+	struct job *j = c->job;
+
+	if (j->rate == 0)
+		return;
+	rate_refill(j);
+	j->tokens[d] -= (int64_t)n;
+	if (j->tokens[d] >= 0 || c->state != C_PIPE || c->rate_held[d])
+		return;
+	c->rate_held[d] = true;
+	c->held_at[d] = uv_now(j->px->loop);
+	uv_read_stop(d == RATE_UP ? (uv_stream_t *)&c->client : (uv_stream_t *)&c->up);
+	rate_arm(j);
+}
+
+/* The rate timer: releases the connections of each direction out of debt. */
+static void
+on_rate(uv_timer_t *t)
+{
+	struct job *j = t->data;
+	uint64_t now = uv_now(j->px->loop);
+	struct conn *c, *next;
+
+	rate_refill(j);
+	for (c = j->conns; c != NULL; c = next) {
+		bool freed = false;
+
+		next = c->next;
+		if (c->state == C_CLOSING)
+			continue;
+		for (int d = 0; d < 2; d++)
+			if (c->rate_held[d] && j->tokens[d] >= 0) {
+				c->rate_held[d] = false;
+				c->throttled_ms += now - c->held_at[d];
+				freed = true;
+			}
+		if (freed)
+			pipe_start(c);
+	}
+	rate_arm(j);
+}
+
 /* The ClientHello is in (or not TLS): its name checked, then sent up. */
 static void
 hello_check(struct conn *c)
@@ -827,6 +955,7 @@ on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		return;
 	}
 	if (c->state == C_HELLO) {
+		rate_charge(c, RATE_UP, (size_t)n);	/* charged, never held here */
 		c->fwd = xreallocarray(c->fwd, c->fwdlen + (size_t)n + 1, 1);
 		memcpy(c->fwd + c->fwdlen, b->base, (size_t)n);
 		c->fwdlen += (size_t)n;
@@ -838,6 +967,7 @@ on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		conn_close(c, NULL);
 		return;
 	}
+	rate_charge(c, RATE_UP, (size_t)n);
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->up) > QUEUE_HIGH) {
 		c->client_paused = true;
 		uv_read_stop(s);
@@ -873,6 +1003,7 @@ on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		conn_close(c, NULL);
 		return;
 	}
+	rate_charge(c, RATE_DOWN, (size_t)n);
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->client) > QUEUE_HIGH) {
 		c->up_paused = true;
 		uv_read_stop(s);
@@ -896,15 +1027,16 @@ pipe_start(struct conn *c)
 			conn_close(c, NULL);
 			return;
 		}
+		rate_charge(c, RATE_UP, c->fwdlen);
 	}
 	if (c->state == C_HELLO && c->fwdlen > 0) {
 		hello_check(c);
 		if (c->state == C_CLOSING)
 			return;
 	}
-	if (!c->up_eof && !c->up_paused)
+	if (!c->up_eof && !c->up_paused && !c->rate_held[RATE_DOWN])
 		uv_read_start((uv_stream_t *)&c->up, on_alloc, on_up_read);
-	if (!c->client_eof && !c->client_paused)
+	if (!c->client_eof && !c->client_paused && !c->rate_held[RATE_UP])
 		uv_read_start((uv_stream_t *)&c->client, on_alloc, on_client_read);
 }
 
@@ -988,6 +1120,12 @@ egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
 	j->id = id;
 	j->conns_max = m->conns_max;
 	j->bytes_max = m->bytes_max;
+	j->rate = m->rate > EGRESS_RATE_MAX ? EGRESS_RATE_MAX : m->rate;
+	j->tokens[RATE_UP] = j->tokens[RATE_DOWN] = (int64_t)j->rate;
+	j->refilled_at = uv_now(p->loop);
+	uv_timer_init(p->loop, &j->rate_timer);
+	j->rate_timer.data = j;
+	j->rate_timer_open = true;
 	uv_tcp_init(p->loop, &j->listener);
 	j->listener.data = j;
 	j->listener_open = true;
@@ -1012,6 +1150,15 @@ on_listener_closed(uv_handle_t *h)
 	struct job *j = h->data;
 
 	j->listener_open = false;
+	job_maybe_ended(j);
+}
+
+static void
+on_rate_timer_closed(uv_handle_t *h)
+{
+	struct job *j = h->data;
+
+	j->rate_timer_open = false;
 	job_maybe_ended(j);
 }
 
@@ -1046,6 +1193,7 @@ egress_proxy_job_end(struct egress_proxy *p, uint32_t id)
 		return;
 	}
 	j->ending = true;
+	uv_close((uv_handle_t *)&j->rate_timer, on_rate_timer_closed);
 	uv_close((uv_handle_t *)&j->listener, on_listener_closed);
 	for (c = j->conns; c != NULL; c = next) {
 		next = c->next;

@@ -23,6 +23,8 @@
 /* Most names of the operator's hosts map, and addresses of one name. */
 #define EGRESS_HOSTS_MAX 256
 #define EGRESS_HOST_ADDRS_MAX 8
+/* Highest rate a job may have, bytes per second each way (2^50). */
+#define EGRESS_RATE_MAX ((uint64_t)1 << 50)
 /* Most address ranges of egress_allow_addrs and of the host's own. */
 #define EGRESS_CIDRS_MAX 256
 

@@ -58,6 +58,11 @@ web_start(void)
 	cr_assert_not_null(f = fopen(path, "w"));
 	fprintf(f, "%s\n", marker);
 	fclose(f);
+	snprintf(path, sizeof(path), "%s/big.bin", webdir);
+	cr_assert_not_null(f = fopen(path, "w"));
+	for (int i = 0; i < 512 * 1024; i++)
+		fputc('x', f);
+	fclose(f);
 	cr_assert_eq(pipe(p), 0);
 	web_pid = fork();
 	cr_assert(web_pid >= 0);
@@ -86,6 +91,8 @@ setup(void)
 	const char *extra[] = { "--set", modes, "--set", allow, "--set",
 		"egress_hosts=pypi.example=127.0.0.1, private.example=10.0.0.1",
 		"--set", "egress_allow_addrs=127.0.0.1/32", "--set", "egress_conns_max=4",
+		/* The tenant's own rate; the other tests' files fit in one second's worth. */
+		"--set", "tenant.default.egress_rate_bytes=131072",
 		NULL };
 
 	harness_marker(marker, sizeof(marker), "egress-job");
@@ -239,6 +246,45 @@ Test(egress_job, a_job_reaches_its_allowed_name_and_nothing_else_all_on_record)
 	snprintf(allowed, sizeof(allowed), "\"target\":\"other.example:%d\"", web_port);
 	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"egress_refused\"",
 	    allowed, "\"allowed\":false", NULL }), 1, "%s", out);
+	free(out);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+/*
+ * The tenant's egress_rate_bytes (128 KiB/s, one second deep) holds a
+ * 512 KiB download: the result's row and the audit event say for how long,
+ * by the proxy's clock; at least (S - 2 * rate - one read) / rate = 1.5 s
+ * (egress_test.c explains the bound). Never the test's own clock.
+ */
+Test(egress_job, the_tenants_rate_holds_a_download_and_the_result_says_so)
+{
+	char allowed[64], args[600], *out = NULL, cmd[1200];
+	const char *allow[] = { allowed, NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	r = run_allow(c, "curl -s -o /dev/null -w 'big %{size_download}\n' "
+	    "http://pypi.example:$PORT/big.bin", allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->stderr_data);
+	cr_expect(strstr((char *)r->stdout_data, "big 524288\n") != NULL, "%s",
+	    r->stdout_data);
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "pypi.example", web_port, true, NULL), "no row");
+	cr_expect(g->down > 512 * 1024);
+	cr_expect(g->throttled_ms >= (512 - 2 * 128 - 64) * 1000 / 128, "held %llu ms",
+	    (unsigned long long)g->throttled_ms);
+	result_free(raw);
+
+	snprintf(args, sizeof(args), "audit --json --job %s", r->id);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s %s", harness_build_dir(), H.url,
+	    args);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"egress\"",
+	    "by the job's egress rate (egress_rate_bytes)", NULL }), 1, "%s", out);
 	free(out);
 	sandq_result_free(r);
 	sandq_close(c);
