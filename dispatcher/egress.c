@@ -21,6 +21,15 @@
  *
  * The proxy runs while net "allow" is among the host's or a tenant's
  * net_modes (egress_reconcile(): at start and after a reload).
+ *
+ * Sandboxes' allow lists: a sandbox.create's `allow` (admitted within the
+ * tenant's net_allow) is kept by sandqd in Redis (key_sbxallow(), written
+ * when the create succeeds, copied by a fork, dropped by a delete), never
+ * in the worker's store: the list a run's proxy enforces stays sandqd's
+ * word. A net "allow" run on a sandbox naming no list of its own reads it
+ * there before it is queued (egress_sandbox_allow()), and is held to the
+ * tenant's net_allow again, as a job's own list (the tenant's may have
+ * narrowed since).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +48,7 @@
 #include "../common/msg.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../queue/redis.h"
 #include "dispatcher.h"
 
 #define EGRESS_BACKOFF_MAX_MS 10000
@@ -517,4 +527,94 @@ egress_free(struct sandqd *d)
 	free(d->egress->path);
 	free(d->egress);
 	d->egress = NULL;
+}
+
+/*** Sandboxes' allow lists ***/
+
+static void
+on_sandbox_allow(void *arg, int status, const char *val, size_t len)
+{
+	struct djob *j = arg;
+	struct sandqd *d = j->d;
+	const struct tenant *t = &d->tenants[j->tenant];
+	struct intake in = { .cfg = &d->cfg, .tenant = t->name,
+	    .conf = t->has_conf ? &t->conf : NULL };
+	struct intake_refusal r;
+
+	if (status == -ENOTCONN) {
+		djob_free(j);	/* its entry stays pending: read again */
+		return;
+	}
+	if (status < 0) {
+		jobs_answer_error(d, j, ST_INTERNAL, "net", "field 'allow': the sandbox's "
+		    "allow list could not be read from Redis");
+		return;
+	}
+	if (!intake_sandbox_allow(&in, j->job, status == 1 ? val : NULL, len, &j->norm,
+	    &j->normlen, &r)) {
+		jobs_refused_rule(d, j, &r);
+		return;
+	}
+	log_debug("job %s (%s): sandbox '%s''s allow list", j->id, t->name, j->job->sandbox);
+	if (imgnames_lookup(d, j))
+		return;
+	jobs_admitted(d, j);
+	sched_dispatch(d);
+}
+
+bool
+egress_sandbox_allow(struct sandqd *d, struct djob *j)
+{
+	int rc;
+
+	if (!intake_needs_sandbox_allow(j->job))
+		return false;
+	j->d = d;
+	if ((rc = rq_sbxallow_get(d->rq, j->tenant, j->job->sandbox, on_sandbox_allow,
+	    j)) < 0) {
+		if (rc == -ENOTCONN)
+			djob_free(j);	/* Redis is down: read again once it is back */
+		else
+			jobs_answer_error(d, j, ST_INTERNAL, "net", "field 'allow': the "
+			    "sandbox's allow list could not be read from Redis");
+	}
+	return true;
+}
+
+void
+egress_sandbox_result(struct sandqd *d, const struct djob *j, const struct result *r)
+{
+	const struct job *job = j->job;
+	char *list = NULL;
+	size_t off = 0, len = 0;
+
+	if (job == NULL || job->sandbox == NULL || r->status != ST_OK)
+		return;
+	switch (job->op) {
+	case OP_SANDBOX_CREATE:
+		/* Admitted: each pattern bounded, printable, without a comma. */
+		for (size_t i = 0; i < job->nallow; i++)
+			len += strlen(job->allow[i]) + 1;
+		if (len > 0) {
+			list = xmalloc(len);
+			for (size_t i = 0; i < job->nallow; i++)
+				off += (size_t)snprintf(list + off, len - off, "%s%s",
+				    i ? "," : "", job->allow[i]);
+		}
+		if (rq_sbxallow_set(d->rq, j->tenant, job->sandbox, list) < 0)
+			log_warnx("job %s: sandbox '%s''s allow list not kept (Redis)", j->id,
+			    job->sandbox);
+		free(list);
+		break;
+	case OP_SANDBOX_FORK:
+		/* One step, before the result goes out: a run after it reads it. */
+		if (job->to != NULL)
+			(void)rq_sbxallow_copy(d->rq, j->tenant, job->sandbox, job->to);
+		break;
+	case OP_SANDBOX_DELETE:
+		(void)rq_sbxallow_set(d->rq, j->tenant, job->sandbox, NULL);
+		break;
+	default:
+		break;
+	}
 }

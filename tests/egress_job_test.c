@@ -290,6 +290,99 @@ Test(egress_job, the_tenants_rate_holds_a_download_and_the_result_says_so)
 	sandq_close(c);
 }
 
+/* Runs script on sandbox sbx with net "allow" and no list of its own. */
+static struct sandq_result *
+run_on_sandbox(struct sandq *c, const char *sbx, const char *script)
+{
+	char port[32];
+	const char *env[] = { port, NULL };
+	struct sandq_job_opts o = { .net = "allow", .env = env, .sandbox = sbx };
+
+	snprintf(port, sizeof(port), "PORT=%d", web_port);
+	return harness_sh(c, script, &o);
+}
+
+/* sandbox.create (or fork to `to`) on sbx with allow (NULL: none). */
+static struct sandq_result *
+sandbox_op(struct sandq *c, const char *op, const char *sbx, const char *to,
+    const char *const *allow)
+{
+	struct sandq_op_args a = { .sandbox = sbx, .to = to };
+	struct sandq_job_opts o = { .allow = allow };
+	struct sandq_result *r = NULL;
+
+	cr_assert_eq(sandq_call(c, op, &a, &o, 120000, &r), 0, "%s", sandq_last_error(c));
+	return r;
+}
+
+/*
+ * A sandbox created with allow gives its list to the net "allow" runs on
+ * it that name none (and a fork keeps it); one created without gives none;
+ * a sandbox's pattern outside the tenant's list is rejected naming the field.
+ */
+Test(egress_job, a_sandboxs_allow_list_serves_its_runs_within_the_tenants)
+{
+	static const char script[] =
+		"curl -sS --max-time 60 http://pypi.example:$PORT/hello.txt\n"
+		"curl -s -o /dev/null -w 'private %{http_code}\\n' "
+		"    http://private.example:$PORT/\n";
+	char allowed[64], sbx[96], fork[96], bare[96];
+	const char *allow[] = { allowed, NULL }, *wide[] = { "*.files.example", NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	snprintf(sbx, sizeof(sbx), "net-%s", marker);
+	snprintf(fork, sizeof(fork), "netfork-%s", marker);
+	snprintf(bare, sizeof(bare), "netbare-%s", marker);
+
+	r = sandbox_op(c, "sandbox.create", sbx, NULL, allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	sandq_result_free(r);
+	r = run_on_sandbox(c, sbx, script);
+	cr_assert_str_eq(r->status, "ok", "%s %s %s", r->status, r->error_message,
+	    r->stderr_data);
+	cr_expect(strstr((char *)r->stdout_data, marker) != NULL, "%s", r->stdout_data);
+	/* Outside the sandbox's list, although inside the tenant's. */
+	cr_expect(strstr((char *)r->stdout_data, "private 403\n") != NULL, "%s",
+	    r->stdout_data);
+	raw = raw_result(r->id);
+	cr_expect_not_null(row(raw, "pypi.example", web_port, true, NULL));
+	cr_expect_not_null(row(raw, "private.example", web_port, false,
+	    "not in the job's allow list"));
+	result_free(raw);
+	sandq_result_free(r);
+
+	/* A fork keeps the list. */
+	r = sandbox_op(c, "sandbox.fork", sbx, fork, NULL);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	sandq_result_free(r);
+	r = run_on_sandbox(c, fork, script);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	cr_expect(strstr((char *)r->stdout_data, marker) != NULL, "%s", r->stdout_data);
+	sandq_result_free(r);
+
+	/* Created without: a run naming none is rejected naming the field. */
+	r = sandbox_op(c, "sandbox.create", bare, NULL, NULL);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	sandq_result_free(r);
+	r = run_on_sandbox(c, bare, script);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect(r->error_message != NULL && strstr(r->error_message, "field 'allow'") &&
+	    strstr(r->error_message, "created without allow"), "%s", r->error_message);
+	sandq_result_free(r);
+
+	/* A sandbox's list never widens the tenant's. */
+	snprintf(bare, sizeof(bare), "netwide-%s", marker);
+	r = sandbox_op(c, "sandbox.create", bare, NULL, wide);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_message, "field 'allow': '*.files.example' is not within "
+	    "tenant 'default''s net_allow");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
 Test(egress_job, a_pattern_outside_the_tenants_list_is_rejected_naming_the_field)
 {
 	const char *allow[] = { "*.example", NULL };

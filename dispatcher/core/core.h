@@ -231,6 +231,17 @@ bool intake_image_name(const struct job *job, char *key, size_t size);
  */
 bool intake_name_resolved(const struct intake *in, struct job *job, const char *target,
     char **norm, size_t *normlen, struct intake_refusal *r);
+/* Whether job (admitted) is a net "allow" run on a sandbox naming no list. */
+bool intake_needs_sandbox_allow(const struct job *job);
+/*
+ * Such a run, once its sandbox's list is read: value (len bytes, the
+ * patterns comma-separated) or NULL when the sandbox has none. The list
+ * becomes the job's, held to the tenant's net_allow as a job's own.
+ * Returns true with *norm, *normlen encoded again (the old bytes freed), or
+ * false with *r filled (rejected, "net", naming the field).
+ */
+bool intake_sandbox_allow(const struct intake *in, struct job *job, const char *value,
+    size_t len, char **norm, size_t *normlen, struct intake_refusal *r);
 
 /*** runq.c ***/
 
