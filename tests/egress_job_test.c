@@ -383,6 +383,35 @@ Test(egress_job, a_sandboxs_allow_list_serves_its_runs_within_the_tenants)
 	sandq_close(c);
 }
 
+/* sandq sh --net allow --allow: the list arrives; outside the tenant's, refused by name. */
+Test(egress_job, the_cli_passes_net_and_allow)
+{
+	char cmd[1200], *out = NULL;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --net allow --allow "
+	    "pypi.example:%d 'curl -sS --max-time 60 http://pypi.example:%d/hello.txt' 2>&1",
+	    harness_build_dir(), H.url, web_port, web_port);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	cr_expect(strstr(out, marker) != NULL, "%s", out);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --net allow --allow "
+	    "pypi.example:%d --allow other.example true 2>&1", harness_build_dir(), H.url,
+	    web_port);
+	rc = harness_run(cmd, &out);
+	cr_expect_neq(rc, 0);
+	cr_expect(strstr(out, "field 'allow': 'other.example' is not within tenant "
+	    "'default''s net_allow") != NULL, "%s", out);
+	free(out);
+	/* A list without the mode is the CLI's usage error, sent nowhere. */
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --allow pypi.example true 2>&1",
+	    harness_build_dir(), H.url);
+	rc = harness_run(cmd, &out);
+	cr_expect_neq(rc, 0);
+	cr_expect(strstr(out, "--allow needs --net allow") != NULL, "%s", out);
+	free(out);
+}
+
 Test(egress_job, a_pattern_outside_the_tenants_list_is_rejected_naming_the_field)
 {
 	const char *allow[] = { "*.example", NULL };
