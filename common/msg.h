@@ -104,6 +104,9 @@ enum msg_type {
 	MSG_EGRESS_ENDED = 603,	/* egress -> sandqd: u64, after END: every
 				 * connection of the job was reported but this
 				 * many (past the per-job cap) */
+	MSG_EGRESS_LISTEN = 604,	/* sandqd -> egress: empty + a new listener
+				 * of the job's (its next case's sandbox),
+				 * replacing the ones it had */
 };
 
 struct msg_hdr {

@@ -426,9 +426,17 @@ egress_job_listener(struct sandqd *d, struct djob *j, int fd)
 	size_t off = 0;
 	int rc;
 
+	j->egress_listeners++;
 	if (g == NULL || g->fd < 0) {
 		/* No proxy: the listener closes here, and the job reaches nothing. */
 		log_warnx("job %s: no egress proxy runs; its connections are refused", j->id);
+		return;
+	}
+	if (j->egress) {
+		/* The next case's sandbox: the proxy knows the job already. */
+		if ((rc = msg_send(g->fd, MSG_EGRESS_LISTEN, j->seq, NULL, 0, fd)) < 0)
+			log_warnx("job %s: the egress proxy took no listener: %s", j->id,
+			    strerror(-rc));
 		return;
 	}
 	m = xcalloc(1, sizeof(*m));

@@ -3,6 +3,7 @@
  *
  * A job's network namespace holds loopback only. Its spawner made a TCP
  * listener on 127.0.0.1 inside it, and sandqd handed that listener here
+ * (a run with cases: one per case's sandbox, each replacing the last)
  * with the job's identity and allow list (main.c). A listening socket stays
  * in the namespace it was made in, whoever holds it, so the proxy accepts
  * the job's connections on it while it connects out from the host's own
@@ -64,6 +65,16 @@
 #define RATE_DOWN 1	/* the server's bytes to the job */
 
 struct job;
+
+/*
+ * One listener of a job's: the first, made in its sandbox's namespace; a
+ * run with cases has one per case's sandbox, each replacing the last.
+ */
+struct lsn {
+	uv_tcp_t h;
+	struct job *job;
+	struct lsn *next;	/* the job's open ones */
+};
 
 /* Where a connection is. */
 enum conn_state {
@@ -127,8 +138,8 @@ struct job {
 	uint64_t refilled_at;	/* uv_now of the last refill */
 	uv_timer_t rate_timer;	/* refills and releases held connections */
 	bool rate_timer_open;
-	uv_tcp_t listener;
-	bool listener_open;
+	struct lsn *lsns;	/* listeners not closing */
+	unsigned lsns_open;	/* listeners whose handles are not closed yet */
 	bool ending;
 	bool silent;		/* never started: no ended callback */
 	struct conn *conns;
@@ -162,7 +173,7 @@ job_maybe_ended(struct job *j)
 	struct egress_proxy *px = j->px;
 	struct job **pp;
 
-	if (!j->ending || j->listener_open || j->rate_timer_open || j->conns != NULL)
+	if (!j->ending || j->lsns_open > 0 || j->rate_timer_open || j->conns != NULL)
 		return;
 	for (pp = &px->jobs; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == j) {
@@ -1045,7 +1056,7 @@ pipe_start(struct conn *c)
 static void
 on_accept(uv_stream_t *l, int status)
 {
-	struct job *j = l->data;
+	struct job *j = ((struct lsn *)l->data)->job;
 	struct conn *c;
 
 	if (status < 0 || j->ending)
@@ -1095,6 +1106,55 @@ job_find(struct egress_proxy *p, uint32_t id)
 	return NULL;
 }
 
+static void
+on_lsn_closed(uv_handle_t *h)
+{
+	struct lsn *l = h->data;
+	struct job *j = l->job;
+
+	free(l);
+	j->lsns_open--;
+	job_maybe_ended(j);
+}
+
+/* Closes every listener of j (their accepted connections go on). */
+static void
+lsns_close(struct job *j)
+{
+	struct lsn *l, *next;
+
+	for (l = j->lsns; l != NULL; l = next) {
+		next = l->next;
+		uv_close((uv_handle_t *)&l->h, on_lsn_closed);
+	}
+	j->lsns = NULL;
+}
+
+/* Accepts on lfd (owned from here) for j. 0, or -errno with e (lfd closed). */
+static int
+lsn_add(struct job *j, int lfd, struct err *e)
+{
+	struct lsn *l = xcalloc(1, sizeof(*l));
+	int rc;
+
+	l->job = j;
+	uv_tcp_init(j->px->loop, &l->h);
+	l->h.data = l;
+	j->lsns_open++;
+	if ((rc = uv_tcp_open(&l->h, lfd)) < 0)
+		close(lfd);	/* not the handle's: ours to close */
+	else
+		rc = uv_listen((uv_stream_t *)&l->h, 128, on_accept);
+	if (rc < 0) {
+		uv_close((uv_handle_t *)&l->h, on_lsn_closed);
+		return err_set(e, rc, "listen for job %u: %s", (unsigned)j->id,
+		    uv_strerror(rc));
+	}
+	l->next = j->lsns;
+	j->lsns = l;
+	return 0;
+}
+
 int
 egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
     const struct msg_egress_job *m, int lfd, struct err *e)
@@ -1126,17 +1186,9 @@ egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
 	uv_timer_init(p->loop, &j->rate_timer);
 	j->rate_timer.data = j;
 	j->rate_timer_open = true;
-	uv_tcp_init(p->loop, &j->listener);
-	j->listener.data = j;
-	j->listener_open = true;
 	j->next = p->jobs;
 	p->jobs = j;
-	if ((rc = uv_tcp_open(&j->listener, lfd)) < 0)
-		close(lfd);	/* not the handle's: ours to close */
-	else
-		rc = uv_listen((uv_stream_t *)&j->listener, 128, on_accept);
-	if (rc < 0) {
-		err_set(e, rc, "listen for job %u: %s", (unsigned)id, uv_strerror(rc));
+	if ((rc = lsn_add(j, lfd, e)) < 0) {
 		j->silent = true;
 		egress_proxy_job_end(p, id);
 		return rc;
@@ -1144,13 +1196,18 @@ egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
 	return 0;
 }
 
-static void
-on_listener_closed(uv_handle_t *h)
+int
+egress_proxy_job_listen(struct egress_proxy *p, uint32_t id, int lfd, struct err *e)
 {
-	struct job *j = h->data;
+	struct job *j = job_find(p, id);
 
-	j->listener_open = false;
-	job_maybe_ended(j);
+	if (j == NULL) {
+		close(lfd);
+		return err_set(e, -ENOENT, "job %u: no such job for a listener", (unsigned)id);
+	}
+	/* The last case's sandbox is gone: its listener goes, its conns stay. */
+	lsns_close(j);
+	return lsn_add(j, lfd, e);
 }
 
 static void
@@ -1194,7 +1251,7 @@ egress_proxy_job_end(struct egress_proxy *p, uint32_t id)
 	}
 	j->ending = true;
 	uv_close((uv_handle_t *)&j->rate_timer, on_rate_timer_closed);
-	uv_close((uv_handle_t *)&j->listener, on_listener_closed);
+	lsns_close(j);
 	for (c = j->conns; c != NULL; c = next) {
 		next = c->next;
 		conn_close(c, job_side_closed(c) ? NULL : "the job ended");

@@ -68,7 +68,14 @@ int egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
     const struct msg_egress_job *j, int lfd, struct err *e);
 
 /*
- * Ends job id: its listener closed, its connections cut. The ended callback
+ * Gives job id a new listener, lfd (owned from here), closing the ones it
+ * had (their connections go on): a run with cases, whose next case runs in
+ * a new sandbox. Returns 0, or -errno with e (lfd closed either way).
+ */
+int egress_proxy_job_listen(struct egress_proxy *p, uint32_t id, int lfd, struct err *e);
+
+/*
+ * Ends job id: its listeners closed, its connections cut. The ended callback
  * follows once every handle is closed (an unknown id: at once).
  */
 void egress_proxy_job_end(struct egress_proxy *p, uint32_t id);

@@ -1113,8 +1113,6 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 			    "with persist: true");
 		if (j->stream)
 			return err_set(e, -EINVAL, "field 'cases': not with stream");
-		if (j->net_mode == NET_ALLOW)
-			return err_set(e, -EINVAL, "field 'cases': not with net 'allow'");
 		if (fields[JF_STDIN] != NULL)
 			return err_set(e, -EINVAL, "field 'cases': each case has its own "
 			    "stdin; not with stdin");

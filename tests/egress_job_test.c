@@ -412,6 +412,43 @@ Test(egress_job, the_cli_passes_net_and_allow)
 	free(out);
 }
 
+/*
+ * net "allow" with cases: each case runs in its own sandbox, which gets its
+ * own listener (the proxy's job keeps one list, limits and report): every
+ * case reaches the allowed name, and the result's row counts them all.
+ */
+Test(egress_job, each_case_of_a_net_allow_run_has_its_way_out)
+{
+	char allowed[64], port[32], want[96];
+	const char *allow[] = { allowed, NULL }, *env[] = { port, NULL };
+	struct sandq_case cs[3];
+	struct sandq_job_opts o = { .net = "allow", .allow = allow, .env = env,
+		.cases = cs, .ncases = 3 };
+	struct sandq *c = harness_client(&H);
+	struct sandq_cases *out = NULL;
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	snprintf(port, sizeof(port), "PORT=%d", web_port);
+	snprintf(want, sizeof(want), "%s\n", marker);
+	for (size_t i = 0; i < 3; i++)
+		cs[i] = (struct sandq_case){ .expect = want, .expect_len = strlen(want) };
+	r = harness_sh(c, "curl -sS --max-time 60 http://pypi.example:$PORT/hello.txt", &o);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	cr_assert_eq(sandq_cases_decode(r, &out), 0);
+	cr_expect_eq(out->passed, 3, "passed %llu of 3: %s", (unsigned long long)out->passed,
+	    out->ncases > 0 ? (char *)out->cases[0].stderr_data : "");
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "pypi.example", web_port, true, NULL), "no row");
+	cr_expect_eq(g->conns, 3);
+	result_free(raw);
+	sandq_cases_free(out);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
 Test(egress_job, a_pattern_outside_the_tenants_list_is_rejected_naming_the_field)
 {
 	const char *allow[] = { "*.example", NULL };

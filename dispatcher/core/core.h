@@ -73,6 +73,7 @@ struct djob {
 	uint64_t sent_at;		/* epoch ms it went to a worker (metrics), or 0 */
 	uint64_t answered_at;		/* epoch ms its result was made (metrics), or 0 */
 	bool egress;			/* net "allow": the proxy holds its listener */
+	size_t egress_listeners;	/* listeners the worker sent (cases: one each) */
 	struct result *egress_held;	/* its result, until the proxy has ended it */
 	uint64_t egress_held_at;	/* loop ms it was held at */
 	struct result *egress_rows;	/* the proxy's reports so far (egress only) */
