@@ -495,7 +495,9 @@ intake_sandbox_allow(const struct intake *in, struct job *job, const char *value
 		refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
 		return false;
 	}
-	/* sandqd wrote it; read back bounded all the same. */
+	/* sandqd wrote it; read back bounded all the same. An empty list the
+	 * job gave ([]) is no list: the sandbox's. */
+	free(job->allow);
 	job->allow = xcalloc(JOB_ALLOW_MAX + 1, sizeof(char *));
 	for (size_t i = 0; i <= len; i++) {
 		bool bad = false;
