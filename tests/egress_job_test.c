@@ -403,6 +403,15 @@ Test(egress_job, the_cli_passes_net_and_allow)
 	cr_expect(strstr(out, "field 'allow': 'other.example' is not within tenant "
 	    "'default''s net_allow") != NULL, "%s", out);
 	free(out);
+	/* sandq sandbox create --allow: the list its runs take. */
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sandbox create clinet-%s --allow "
+	    "pypi.example:%d 2>&1 && %s/sandq --redis %s sh --net allow --sandbox clinet-%s "
+	    "'curl -sS --max-time 60 http://pypi.example:%d/hello.txt' 2>&1",
+	    harness_build_dir(), H.url, marker, web_port, harness_build_dir(), H.url, marker,
+	    web_port);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	cr_expect(strstr(out, marker) != NULL, "%s", out);
+	free(out);
 	/* A list without the mode is the CLI's usage error, sent nowhere. */
 	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --allow pypi.example true 2>&1",
 	    harness_build_dir(), H.url);
