@@ -87,6 +87,8 @@ enum {
 	O_PERM_PRESET,
 	O_STREAM,
 	O_IMAGE,
+	O_NET,
+	O_ALLOW,
 	O__END,
 };
 
@@ -124,6 +126,8 @@ static const struct option long_opts[] = {
 	{ "perm", required_argument, NULL, O_PERM },
 	{ "perm-preset", required_argument, NULL, O_PERM_PRESET },
 	{ "image", required_argument, NULL, O_IMAGE },
+	{ "net", required_argument, NULL, O_NET },
+	{ "allow", required_argument, NULL, O_ALLOW },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -166,6 +170,9 @@ struct cli {
 	size_t nperms;
 	const char *perm_preset;	/* --perm-preset */
 	const char *image;		/* --image, as given */
+	const char *net;		/* --net: none, unix or allow */
+	const char **allow;		/* --allow values, NULL-terminated */
+	size_t nallow;
 	uint8_t *stdin_data;		/* contents of --stdin */
 	size_t stdin_len;
 	char *text;			/* sh/python text read from stdin */
@@ -389,6 +396,24 @@ opt_apply(struct cli *cl, int o, const char *arg)
 		cl->image = arg;
 		return 0;
 	}
+	case O_NET: {
+		enum job_net n;
+
+		if (job_net_parse(arg, &n) < 0)
+			return usage_error(cl, "--net '%s': expected none, unix or allow", arg);
+		cl->net = arg;
+		return 0;
+	}
+	case O_ALLOW:
+		/* The grammar and the tenant's list are the server's to judge. */
+		if (cl->nallow == JOB_ALLOW_MAX)
+			return usage_error(cl, "--allow: at most %d patterns", JOB_ALLOW_MAX);
+		if (arg[0] == '\0')
+			return usage_error(cl, "--allow: an empty pattern");
+		cl->allow = xreallocarray(cl->allow, cl->nallow + 2, sizeof(*cl->allow));
+		cl->allow[cl->nallow++] = arg;
+		cl->allow[cl->nallow] = NULL;
+		return 0;
 	default:
 		return usage_error(cl, "internal error: option %d", o);
 	}
@@ -452,6 +477,12 @@ opts_check(struct cli *cl)
 	cl->tenant = cli_tenant_or_default(cl->tenant);
 	if (cl->no_persist && cl->sandbox == NULL)
 		return usage_error(cl, "--no-persist needs --sandbox");
+	if (cl->nallow > 0 && (cl->net == NULL || strcmp(cl->net, "allow") != 0))
+		return usage_error(cl, "--allow needs --net allow");
+	if (cl->net != NULL && strcmp(cl->net, "allow") == 0 && cl->nallow == 0 &&
+	    cl->sandbox == NULL)
+		return usage_error(cl, "--net allow needs --allow PATTERN (or --sandbox of "
+		    "a sandbox created with an allow list)");
 	if (cl->stream && (cl->detach || cl->json))
 		return usage_error(cl, "--stream prints output as it comes: not with %s",
 		    cl->detach ? "--detach" : "--json");
@@ -527,6 +558,7 @@ static void
 cli_free(struct cli *cl)
 {
 	free(cl->env);
+	free(cl->allow);
 	for (size_t i = 0; i < cl->nfiles; i++) {
 		free(cl->files[i].path);
 		free(cl->files[i].data);
@@ -711,6 +743,8 @@ cmd_submit(struct cli *cl, struct sandq *c)
 	o.nperms = cl->nperms;
 	o.perm_preset = cl->perm_preset;
 	o.image = cl->image;
+	o.net = cl->net;
+	o.allow = cl->allow;
 	o.stream = cl->stream;
 	if (cl->nfiles) {
 		files = xcalloc(cl->nfiles, sizeof(*files));

@@ -47,6 +47,7 @@ cli__job_opts(const struct sbx *s)
 
 	o.id = s->id;
 	o.image = s->image;
+	o.allow = s->allow;
 	o.perms = s->perms;
 	o.nperms = s->nperms;
 	o.perm_preset = s->perm_preset;

@@ -70,6 +70,7 @@ enum {
 	S_IMAGE,
 	S_WORKDIR,
 	S_FROM_IMAGE_DIR,
+	S_ALLOW,
 };
 
 #define SB(o) (1u << (o))
@@ -93,6 +94,7 @@ static const struct option sbx_opts[] = {
 	{ "image", required_argument, NULL, S_IMAGE },
 	{ "workdir", required_argument, NULL, S_WORKDIR },
 	{ "from-image-dir", required_argument, NULL, S_FROM_IMAGE_DIR },
+	{ "allow", required_argument, NULL, S_ALLOW },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -168,6 +170,15 @@ opt_apply(struct sbx *s, int o, const char *arg)
 	case S_FROM_IMAGE_DIR:
 		s->from_image_dir = arg;
 		return 0;
+	case S_ALLOW:
+		/* The grammar and the tenant's list are the server's to judge. */
+		if (s->nallow == JOB_ALLOW_MAX || arg[0] == '\0')
+			return cli__usage(s, "--allow: at most %d patterns, none empty",
+			    JOB_ALLOW_MAX);
+		s->allow = xreallocarray(s->allow, s->nallow + 2, sizeof(*s->allow));
+		s->allow[s->nallow++] = arg;
+		s->allow[s->nallow] = NULL;
+		return 0;
 	case S_KEEP_SYMLINKS:
 		s->keep_symlinks = true;
 		return 0;
@@ -234,6 +245,7 @@ sbx_free(struct sbx *s)
 	for (size_t i = 0; i < s->nperms; i++)
 		free((char *)(uintptr_t)s->perms[i].pattern);
 	free(s->perms);
+	free(s->allow);
 }
 
 /*** Snapshots from a folder ***/
@@ -632,9 +644,9 @@ cmd_import(struct sbx *s, struct sandq *c)
 
 static const struct sbx_verb verbs[] = {
 	{ "sandbox", "create", 1, 1, SB(S_FROM) | SB(S_LABEL) | SB(S_IMAGE) |
-	    SB(S_WORKDIR) | SB(S_FROM_IMAGE_DIR), cmd_create,
+	    SB(S_WORKDIR) | SB(S_FROM_IMAGE_DIR) | SB(S_ALLOW), cmd_create,
 	    "ID [--from DIR] [--image REF [--from-image-dir PATH]] [--workdir PATH] "
-	    "[--label KEY=VALUE]..." },
+	    "[--label KEY=VALUE]... [--allow PATTERN]..." },
 	{ "sandbox", "ls", 0, 0, 0, cmd_ls, "" },
 	{ "sandbox", "info", 1, 1, 0, cmd_info, "ID" },
 	{ "sandbox", "fork", 2, 2, SB(S_LABEL), cmd_fork,

@@ -44,6 +44,9 @@ struct sbx {
 	const char *image;		/* --image REF: what the new sandbox runs on */
 	const char *workdir;		/* --workdir PATH: where its files are */
 	const char *from_image_dir;	/* --from-image-dir PATH: its version 1 */
+	const char **allow;		/* --allow PATTERN: its runs' hosts,
+					 * NULL-terminated */
+	size_t nallow;
 	const char *id;			/* --id: the job id */
 	struct sandq_label *labels;	/* --label K=V; keys owned */
 	size_t nlabels;

@@ -79,6 +79,7 @@ msg_type_name(uint32_t type)
 	case MSG_EGRESS_END: return "EGRESS_END";
 	case MSG_EGRESS_CONN: return "EGRESS_CONN";
 	case MSG_EGRESS_ENDED: return "EGRESS_ENDED";
+	case MSG_EGRESS_LISTEN: return "EGRESS_LISTEN";
 	default: return "unknown";
 	}
 }

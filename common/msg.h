@@ -104,6 +104,9 @@ enum msg_type {
 	MSG_EGRESS_ENDED = 603,	/* egress -> sandqd: u64, after END: every
 				 * connection of the job was reported but this
 				 * many (past the per-job cap) */
+	MSG_EGRESS_LISTEN = 604,	/* sandqd -> egress: empty + a new listener
+				 * of the job's (its next case's sandbox),
+				 * replacing the ones it had */
 };
 
 struct msg_hdr {
@@ -184,9 +187,10 @@ struct msg_egress_job {
 	uint16_t pad;
 	uint32_t conns_max;	/* connections open at once; 0: no cap */
 	uint64_t bytes_max;	/* bytes both ways over all its connections; 0: none */
+	uint64_t rate;		/* bytes per second each way, over all of them; 0: none */
 	char allow[MSG_EGRESS_ALLOW_MAX];	/* patterns, comma-separated, NUL-terminated */
 };
-_Static_assert(sizeof(struct msg_egress_job) == 17232, "wire struct");
+_Static_assert(sizeof(struct msg_egress_job) == 17240, "wire struct");
 
 /* msg_egress_conn.state */
 #define EGRESS_CONN_DONE 1	/* allowed, and ended: bytes are final; reason
@@ -201,7 +205,7 @@ struct msg_egress_conn {
 	uint16_t port;
 	uint8_t state;		/* EGRESS_CONN_* */
 	uint8_t tls;		/* CONNECT: 1 */
-	uint32_t pad;
+	uint32_t throttled_ms;	/* time the job's rate held it (either way) */
 	uint64_t up;		/* bytes the job sent on it */
 	uint64_t down;		/* bytes it received */
 };

@@ -355,6 +355,9 @@ static const struct option options[] = {
 	    "0 = no cap."),
 	NUM(egress_bytes_max, OPT_SIZE, "0", 0, (int64_t)1 << 50, false,
 	    "Bytes a net allow job may move through the proxy, both ways; 0 = no cap."),
+	NUM(egress_rate_bytes, OPT_SIZE, "0", 0, (int64_t)1 << 50, true,
+	    "Bytes per second a net allow job may move through the proxy, each "
+	    "way over all its connections; 0 = no limit."),
 	STR(egress_path, "", check_abs_path_or_empty, false,
 	    "Absolute path of sandq-egress; empty = next to sandqd, then the "
 	    "libexec folder."),
@@ -1073,6 +1076,20 @@ tenant_set(struct config *c, const char *tenant, const char *key, const char *v,
 			t->net_allow = xcalloc(1, sizeof(char *));
 		return 0;
 	}
+	if (strcmp(key, "egress_rate_bytes") == 0) {
+		/* The host option's rules, into a scratch config. */
+		o = opt_find("sandqd", "egress_rate_bytes");
+		t = tenant_cfg_get(c, tenant);
+		memset(&tmp, 0, sizeof(tmp));
+		if (append)
+			return err_set(e, -EINVAL, "%s: [tenant.%s] %s takes one line", ctx,
+			    tenant, key);
+		if ((rc = opt_set(&tmp, o, v, false, ctx, e)) < 0)
+			return rc;
+		t->egress_rate_bytes = tmp.egress_rate_bytes;
+		t->has_egress_rate = true;
+		return 0;
+	}
 	if (strcmp(key, "net_modes") != 0) {
 		struct err te = { 0 };
 
@@ -1130,6 +1147,16 @@ config_net_allow(const struct config *c, const char *tenant, size_t *n)
 	}
 	*n = c->nnet_allow;
 	return c->net_allow;
+}
+
+int64_t
+config_egress_rate(const struct config *c, const char *tenant)
+{
+	for (size_t i = 0; tenant != NULL && i < c->ntenant_cfg; i++)
+		if (strcmp(c->tenant_cfg[i].name, tenant) == 0 &&
+		    c->tenant_cfg[i].has_egress_rate)
+			return c->tenant_cfg[i].egress_rate_bytes;
+	return c->egress_rate_bytes;
 }
 
 /*** Files ***/
@@ -1685,6 +1712,8 @@ config_print(const struct config *c, FILE *f)
 			print_list(t->net_allow, t->nnet_allow, f);
 			fputc('\n', f);
 		}
+		if (t->has_egress_rate)
+			fprintf(f, "egress_rate_bytes = %lld\n", (long long)t->egress_rate_bytes);
 		if (t->has_conf) {
 			struct tenant_hash h;
 

@@ -36,6 +36,8 @@ struct tenant_config {
 	size_t nnet_modes;
 	char **net_allow;		/* NULL: the host's net_allow */
 	size_t nnet_allow;
+	int64_t egress_rate_bytes;	/* when has_egress_rate: its own rate */
+	bool has_egress_rate;
 	struct tenant_conf conf;	/* the settings of queue/tenant.h */
 	bool has_conf;			/* the section set one of them */
 };
@@ -90,6 +92,8 @@ struct config {
 	int64_t egress_port;		/* its listener in each job: 127.0.0.1:PORT */
 	int64_t egress_conns_max;	/* a job's connections at once; 0: no cap */
 	int64_t egress_bytes_max;	/* a job's bytes both ways; 0: no cap */
+	int64_t egress_rate_bytes;	/* a job's bytes per second each way; 0: none,
+					 * a tenant's own in [tenant.NAME] */
 	char *egress_path;		/* "" = next to sandqd, then libexec */
 	char **image_sources;		/* image_sources patterns (images/ref.h);
 					 * none = only host */
@@ -181,6 +185,12 @@ char *const *config_net_modes(const struct config *c, const char *tenant, size_t
  * "allow"). *n is the count.
  */
 char *const *config_net_allow(const struct config *c, const char *tenant, size_t *n);
+
+/*
+ * The egress rate of tenant's net "allow" jobs, bytes per second each way
+ * (0: no limit): its [tenant.NAME] egress_rate_bytes, else the host's.
+ */
+int64_t config_egress_rate(const struct config *c, const char *tenant);
 /*
  * The settings a [tenant.NAME] section gives (weight, max_running, ...: the
  * fields of the tenant's Redis record, docs/tenants.md), or NULL when it

@@ -132,6 +132,15 @@ void egress_job_listener(struct sandqd *d, struct djob *j, int fd);
 bool egress_hold(struct sandqd *d, struct djob *j, struct result *r);
 /* j failed without a result (its worker died): the proxy ends it, unheld. */
 void egress_job_drop(struct sandqd *d, struct djob *j);
+/*
+ * If j (admitted) is a net "allow" run on a sandbox naming no allow list:
+ * reads the sandbox's from Redis and returns true; j is then queued
+ * (through imgnames_lookup()) or answered rejected naming the field, or
+ * dropped unanswered if Redis goes away meanwhile. False: nothing to read.
+ */
+bool egress_sandbox_allow(struct sandqd *d, struct djob *j);
+/* After a worker's result: a sandbox's list kept, copied or dropped. */
+void egress_sandbox_result(struct sandqd *d, const struct djob *j, const struct result *r);
 /* Results held for the proxy's report (a drain waits for them). */
 size_t egress_pending(const struct sandqd *d);
 void egress_stop(struct sandqd *d);

@@ -21,6 +21,15 @@
  *
  * The proxy runs while net "allow" is among the host's or a tenant's
  * net_modes (egress_reconcile(): at start and after a reload).
+ *
+ * Sandboxes' allow lists: a sandbox.create's `allow` (admitted within the
+ * tenant's net_allow) is kept by sandqd in Redis (key_sbxallow(), written
+ * when the create succeeds, copied by a fork, dropped by a delete), never
+ * in the worker's store: the list a run's proxy enforces stays sandqd's
+ * word. A net "allow" run on a sandbox naming no list of its own reads it
+ * there before it is queued (egress_sandbox_allow()), and is held to the
+ * tenant's net_allow again, as a job's own list (the tenant's may have
+ * narrowed since).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +48,7 @@
 #include "../common/msg.h"
 #include "../common/util.h"
 #include "../common/xmalloc.h"
+#include "../queue/redis.h"
 #include "dispatcher.h"
 
 #define EGRESS_BACKOFF_MAX_MS 10000
@@ -138,7 +148,7 @@ static void
 on_conn(struct sandqd *d, struct djob *j, const struct msg_egress_conn *c)
 {
 	char host[sizeof(c->host)], reason[sizeof(c->reason)], addr[sizeof(c->addr)];
-	char target[sizeof(host) + 8];
+	char target[sizeof(host) + 8], throttled[80] = "";
 	bool refused = c->state == EGRESS_CONN_REFUSED;
 
 	/* The proxy's text is bounded; it is made printable all the same. */
@@ -153,18 +163,22 @@ on_conn(struct sandqd *d, struct djob *j, const struct msg_egress_conn *c)
 		if (*p < 0x20 || *p > 0x7e)
 			*p = '?';
 	snprintf(target, sizeof(target), "%s:%u", host, (unsigned)c->port);
+	if (c->throttled_ms > 0)
+		snprintf(throttled, sizeof(throttled), "; held %u ms by the job's egress rate "
+		    "(egress_rate_bytes)", (unsigned)c->throttled_ms);
 	if (refused)
 		daudit_job(d, j, AUDIT_CAT_POLICY, "egress_refused", target, false,
 		    AUDIT_LVL_WARNING, "refused: %s", reason);
 	else
 		daudit_job(d, j, AUDIT_CAT_JOB, "egress", target, reason[0] == '\0',
-		    AUDIT_LVL_INFO, "%s%s: %llu bytes sent, %llu received%s%s",
+		    AUDIT_LVL_INFO, "%s%s: %llu bytes sent, %llu received%s%s%s",
 		    c->tls ? "CONNECT to " : "HTTP to ", addr[0] ? addr : "no address",
 		    (unsigned long long)c->up, (unsigned long long)c->down,
-		    reason[0] ? "; " : "", reason);
+		    reason[0] ? "; " : "", reason, throttled);
 	if (j->egress_rows == NULL)
 		j->egress_rows = result_new("");
-	result_add_egress(j->egress_rows, host, c->port, !refused, reason, c->up, c->down);
+	result_add_egress(j->egress_rows, host, c->port, !refused, reason, c->up, c->down,
+	    c->throttled_ms);
 }
 
 static void stop_channel(struct sandqd *d);
@@ -412,9 +426,17 @@ egress_job_listener(struct sandqd *d, struct djob *j, int fd)
 	size_t off = 0;
 	int rc;
 
+	j->egress_listeners++;
 	if (g == NULL || g->fd < 0) {
 		/* No proxy: the listener closes here, and the job reaches nothing. */
 		log_warnx("job %s: no egress proxy runs; its connections are refused", j->id);
+		return;
+	}
+	if (j->egress) {
+		/* The next case's sandbox: the proxy knows the job already. */
+		if ((rc = msg_send(g->fd, MSG_EGRESS_LISTEN, j->seq, NULL, 0, fd)) < 0)
+			log_warnx("job %s: the egress proxy took no listener: %s", j->id,
+			    strerror(-rc));
 		return;
 	}
 	m = xcalloc(1, sizeof(*m));
@@ -422,6 +444,7 @@ egress_job_listener(struct sandqd *d, struct djob *j, int fd)
 	snprintf(m->tenant, sizeof(m->tenant), "%s", d->tenants[j->tenant].name);
 	m->conns_max = (uint32_t)d->cfg.egress_conns_max;
 	m->bytes_max = (uint64_t)d->cfg.egress_bytes_max;
+	m->rate = (uint64_t)config_egress_rate(&d->cfg, d->tenants[j->tenant].name);
 	/* The list admitted at intake: each pattern bounded, no comma in it. */
 	for (size_t i = 0; i < j->job->nallow; i++)
 		off += (size_t)snprintf(m->allow + off, sizeof(m->allow) - off, "%s%s",
@@ -512,4 +535,94 @@ egress_free(struct sandqd *d)
 	free(d->egress->path);
 	free(d->egress);
 	d->egress = NULL;
+}
+
+/*** Sandboxes' allow lists ***/
+
+static void
+on_sandbox_allow(void *arg, int status, const char *val, size_t len)
+{
+	struct djob *j = arg;
+	struct sandqd *d = j->d;
+	const struct tenant *t = &d->tenants[j->tenant];
+	struct intake in = { .cfg = &d->cfg, .tenant = t->name,
+	    .conf = t->has_conf ? &t->conf : NULL };
+	struct intake_refusal r;
+
+	if (status == -ENOTCONN) {
+		djob_free(j);	/* its entry stays pending: read again */
+		return;
+	}
+	if (status < 0) {
+		jobs_answer_error(d, j, ST_INTERNAL, "net", "field 'allow': the sandbox's "
+		    "allow list could not be read from Redis");
+		return;
+	}
+	if (!intake_sandbox_allow(&in, j->job, status == 1 ? val : NULL, len, &j->norm,
+	    &j->normlen, &r)) {
+		jobs_refused_rule(d, j, &r);
+		return;
+	}
+	log_debug("job %s (%s): sandbox '%s''s allow list", j->id, t->name, j->job->sandbox);
+	if (imgnames_lookup(d, j))
+		return;
+	jobs_admitted(d, j);
+	sched_dispatch(d);
+}
+
+bool
+egress_sandbox_allow(struct sandqd *d, struct djob *j)
+{
+	int rc;
+
+	if (!intake_needs_sandbox_allow(j->job))
+		return false;
+	j->d = d;
+	if ((rc = rq_sbxallow_get(d->rq, j->tenant, j->job->sandbox, on_sandbox_allow,
+	    j)) < 0) {
+		if (rc == -ENOTCONN)
+			djob_free(j);	/* Redis is down: read again once it is back */
+		else
+			jobs_answer_error(d, j, ST_INTERNAL, "net", "field 'allow': the "
+			    "sandbox's allow list could not be read from Redis");
+	}
+	return true;
+}
+
+void
+egress_sandbox_result(struct sandqd *d, const struct djob *j, const struct result *r)
+{
+	const struct job *job = j->job;
+	char *list = NULL;
+	size_t off = 0, len = 0;
+
+	if (job == NULL || job->sandbox == NULL || r->status != ST_OK)
+		return;
+	switch (job->op) {
+	case OP_SANDBOX_CREATE:
+		/* Admitted: each pattern bounded, printable, without a comma. */
+		for (size_t i = 0; i < job->nallow; i++)
+			len += strlen(job->allow[i]) + 1;
+		if (len > 0) {
+			list = xmalloc(len);
+			for (size_t i = 0; i < job->nallow; i++)
+				off += (size_t)snprintf(list + off, len - off, "%s%s",
+				    i ? "," : "", job->allow[i]);
+		}
+		if (rq_sbxallow_set(d->rq, j->tenant, job->sandbox, list) < 0)
+			log_warnx("job %s: sandbox '%s''s allow list not kept (Redis)", j->id,
+			    job->sandbox);
+		free(list);
+		break;
+	case OP_SANDBOX_FORK:
+		/* One step, before the result goes out: a run after it reads it. */
+		if (job->to != NULL)
+			(void)rq_sbxallow_copy(d->rq, j->tenant, job->sandbox, job->to);
+		break;
+	case OP_SANDBOX_DELETE:
+		(void)rq_sbxallow_set(d->rq, j->tenant, job->sandbox, NULL);
+		break;
+	default:
+		break;
+	}
 }

@@ -295,6 +295,8 @@ jobs_entry(struct sandqd *d, size_t tenant, const char *entry_id,
 		return;
 	}
 	j->job = job;
+	if (egress_sandbox_allow(d, j))
+		return;		/* queued once its sandbox's allow list is read */
 	if (imgnames_lookup(d, j))
 		return;		/* queued once its image name is read */
 	jobs_admitted(d, j);
@@ -400,6 +402,7 @@ jobs_worker_result_go(struct sandqd *d, struct djob *j, struct result *r)
 		return;
 	}
 	sbximage_result(d, j, r);
+	egress_sandbox_result(d, j, r);
 	if (!shared_after(d, j, r))
 		return;		/* its commit goes to Redis first (shared.c) */
 	answer(d, j, r);

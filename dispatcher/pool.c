@@ -187,15 +187,18 @@ worn_out(struct sandqd *d, struct wslot *w)
 
 /*
  * A net "allow" job's listener, made in its namespace before it starts:
- * once per job, for a job admitted with net "allow" only.
+ * once per job (a run with cases: once per case, each case's sandbox being
+ * new), for a job admitted with net "allow" only.
  */
 static void
 h_net(struct sandqd *d, struct wslot *w, struct msg *m)
 {
 	struct djob *j = w->run.job;
 
+	/* A run with cases: one per case's sandbox, as many as its cases. */
 	if (m->hdr.job_id != j->seq || m->len != 0 || m->fd < 0 || j->job == NULL ||
-	    j->job->net_mode != NET_ALLOW || j->egress) {
+	    j->job->net_mode != NET_ALLOW ||
+	    j->egress_listeners >= (j->job->ncases > 0 ? j->job->ncases : 1)) {
 		worker_broken(d, w, "sent a listener out of place");
 		return;
 	}

@@ -108,6 +108,12 @@ on_ctl(uv_poll_t *h, int status, int events)
 		m.fd = -1;
 		if (egress_proxy_job_add(proxy, m.hdr.job_id, &j, fd, &e) < 0)
 			log_warnx("job %u: %s", (unsigned)m.hdr.job_id, e.msg);
+	} else if (m.hdr.type == MSG_EGRESS_LISTEN && m.len == 0 && m.fd >= 0) {
+		int fd = m.fd;
+
+		m.fd = -1;
+		if (egress_proxy_job_listen(proxy, m.hdr.job_id, fd, &e) < 0)
+			log_warnx("job %u: %s", (unsigned)m.hdr.job_id, e.msg);
 	} else if (m.hdr.type == MSG_EGRESS_END && m.len == 0 && m.fd < 0) {
 		egress_proxy_job_end(proxy, m.hdr.job_id);
 	} else {

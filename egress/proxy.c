@@ -3,6 +3,7 @@
  *
  * A job's network namespace holds loopback only. Its spawner made a TCP
  * listener on 127.0.0.1 inside it, and sandqd handed that listener here
+ * (a run with cases: one per case's sandbox, each replacing the last)
  * with the job's identity and allow list (main.c). A listening socket stays
  * in the namespace it was made in, whoever holds it, so the proxy accepts
  * the job's connections on it while it connects out from the host's own
@@ -29,7 +30,12 @@
  * Each refusal answers the job with an HTTP status and a one-line reason,
  * and every connection is reported once (report callback): refused, or
  * ended with its bytes. Limits per job: connections open at once
- * (conns_max) and bytes both ways over all of them (bytes_max).
+ * (conns_max), bytes both ways over all of them (bytes_max), and bytes per
+ * second each way (rate): a token bucket per direction of the job, one
+ * second's worth deep, charged with each read; a read that leaves it in
+ * debt stops that side's reading until the job's rate timer has refilled
+ * it (the back-pressure of a long write queue, driven by the clock), and
+ * the time each connection was held so is reported with it.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -54,7 +60,21 @@
 #define QUEUE_HIGH (1024 * 1024)	/* stop reading the other side above */
 #define REPORTS_MAX 1000		/* connections reported one by one per job */
 
+/* The two directions of the rate limit, indexes of the buckets. */
+#define RATE_UP 0	/* the job's bytes to the server */
+#define RATE_DOWN 1	/* the server's bytes to the job */
+
 struct job;
+
+/*
+ * One listener of a job's: the first, made in its sandbox's namespace; a
+ * run with cases has one per case's sandbox, each replacing the last.
+ */
+struct lsn {
+	uv_tcp_t h;
+	struct job *job;
+	struct lsn *next;	/* the job's open ones */
+};
 
 /* Where a connection is. */
 enum conn_state {
@@ -97,6 +117,9 @@ struct conn {
 	uv_shutdown_t sh_up, sh_client;
 	bool client_paused, up_paused;
 	uint64_t up_bytes, down_bytes;
+	bool rate_held[2];	/* that direction's source stopped by the rate */
+	uint64_t held_at[2];	/* since when (uv_now) */
+	uint64_t throttled_ms;	/* held by the rate so far, past holds */
 	bool reported;
 	char reason[64];	/* how it failed, for the report */
 };
@@ -110,8 +133,13 @@ struct job {
 	uint32_t conns_max;
 	uint64_t bytes_max;
 	uint64_t bytes;		/* both ways, all connections */
-	uv_tcp_t listener;
-	bool listener_open;
+	uint64_t rate;		/* bytes per second each way; 0: no limit */
+	int64_t tokens[2];	/* the buckets: RATE_UP, RATE_DOWN */
+	uint64_t refilled_at;	/* uv_now of the last refill */
+	uv_timer_t rate_timer;	/* refills and releases held connections */
+	bool rate_timer_open;
+	struct lsn *lsns;	/* listeners not closing */
+	unsigned lsns_open;	/* listeners whose handles are not closed yet */
 	bool ending;
 	bool silent;		/* never started: no ended callback */
 	struct conn *conns;
@@ -145,7 +173,7 @@ job_maybe_ended(struct job *j)
 	struct egress_proxy *px = j->px;
 	struct job **pp;
 
-	if (!j->ending || j->listener_open || j->conns != NULL)
+	if (!j->ending || j->lsns_open > 0 || j->rate_timer_open || j->conns != NULL)
 		return;
 	for (pp = &px->jobs; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == j) {
@@ -165,6 +193,7 @@ conn_report(struct conn *c, uint8_t state, const char *reason)
 {
 	struct job *j = c->job;
 	struct msg_egress_conn m;
+	uint64_t throttled;
 
 	if (c->reported)
 		return;
@@ -183,6 +212,11 @@ conn_report(struct conn *c, uint8_t state, const char *reason)
 	m.tls = c->connect;
 	m.up = c->up_bytes;
 	m.down = c->down_bytes;
+	throttled = c->throttled_ms;
+	for (int d = 0; d < 2; d++)
+		if (c->rate_held[d])	/* held still: up to now */
+			throttled += uv_now(j->px->loop) - c->held_at[d];
+	m.throttled_ms = (uint32_t)(throttled > UINT32_MAX ? UINT32_MAX : throttled);
 	if (j->px->o.report != NULL)
 		j->px->o.report(j->px->o.arg, j->id, &m);
 }
@@ -757,6 +791,111 @@ count(struct conn *c, size_t n, bool up)
 	return j->bytes_max == 0 || j->bytes <= j->bytes_max;
 }
 
+/*** The rate limit ***/
+
+/* Tops up both of j's buckets for the time since the last refill. */
+static void
+rate_refill(struct job *j)
+{
+	uint64_t now = uv_now(j->px->loop), ms = now - j->refilled_at;
+
+	j->refilled_at = now;
+	for (int d = 0; d < 2; d++) {
+		/* Past a second the bucket is full whatever it owed (ms * rate
+		 * stays below 2^60: rate is at most 2^50). */
+		if (ms >= 1000)
+			j->tokens[d] = (int64_t)j->rate;
+		else
+			j->tokens[d] += (int64_t)(ms * j->rate / 1000);
+		if (j->tokens[d] > (int64_t)j->rate)
+			j->tokens[d] = (int64_t)j->rate;
+	}
+}
+
+/* Milliseconds until direction d's debt is paid (0: none owed). */
+static uint64_t
+rate_wait(const struct job *j, int d)
+{
+	if (j->tokens[d] >= 0)
+		return 0;
+	return ((uint64_t)-j->tokens[d] * 1000 + j->rate - 1) / j->rate;
+}
+
+static void on_rate(uv_timer_t *t);
+
+/* Arms j's rate timer for the sooner debt of a held direction. */
+static void
+rate_arm(struct job *j)
+{
+	uint64_t wait = 0;
+	bool held[2] = { false, false };
+
+	for (struct conn *c = j->conns; c != NULL; c = c->next)
+		for (int d = 0; d < 2; d++)
+			held[d] |= c->rate_held[d];
+	for (int d = 0; d < 2; d++) {
+		uint64_t w = held[d] ? rate_wait(j, d) : 0;
+
+		if (w > 0 && (wait == 0 || w < wait))
+			wait = w;
+	}
+	if (wait == 0)
+		return;
+	if (uv_is_active((uv_handle_t *)&j->rate_timer) &&
+	    uv_timer_get_due_in(&j->rate_timer) <= wait)
+		return;
+	uv_timer_start(&j->rate_timer, on_rate, wait, 0);
+}
+
+/*
+ * Charges n bytes of direction d to c's job; when that leaves the bucket in
+ * debt and c pipes bytes, c's source side (the job's for RATE_UP, the
+ * server's for RATE_DOWN) stops reading until the rate timer releases it.
+ */
+static void
+rate_charge(struct conn *c, int d, size_t n)
+{
+	struct job *j = c->job;
+
+	if (j->rate == 0)
+		return;
+	rate_refill(j);
+	j->tokens[d] -= (int64_t)n;
+	if (j->tokens[d] >= 0 || c->state != C_PIPE || c->rate_held[d])
+		return;
+	c->rate_held[d] = true;
+	c->held_at[d] = uv_now(j->px->loop);
+	uv_read_stop(d == RATE_UP ? (uv_stream_t *)&c->client : (uv_stream_t *)&c->up);
+	rate_arm(j);
+}
+
+/* The rate timer: releases the connections of each direction out of debt. */
+static void
+on_rate(uv_timer_t *t)
+{
+	struct job *j = t->data;
+	uint64_t now = uv_now(j->px->loop);
+	struct conn *c, *next;
+
+	rate_refill(j);
+	for (c = j->conns; c != NULL; c = next) {
+		bool freed = false;
+
+		next = c->next;
+		if (c->state == C_CLOSING)
+			continue;
+		for (int d = 0; d < 2; d++)
+			if (c->rate_held[d] && j->tokens[d] >= 0) {
+				c->rate_held[d] = false;
+				c->throttled_ms += now - c->held_at[d];
+				freed = true;
+			}
+		if (freed)
+			pipe_start(c);
+	}
+	rate_arm(j);
+}
+
 /* The ClientHello is in (or not TLS): its name checked, then sent up. */
 static void
 hello_check(struct conn *c)
@@ -827,6 +966,7 @@ on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		return;
 	}
 	if (c->state == C_HELLO) {
+		rate_charge(c, RATE_UP, (size_t)n);	/* charged, never held here */
 		c->fwd = xreallocarray(c->fwd, c->fwdlen + (size_t)n + 1, 1);
 		memcpy(c->fwd + c->fwdlen, b->base, (size_t)n);
 		c->fwdlen += (size_t)n;
@@ -838,6 +978,7 @@ on_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		conn_close(c, NULL);
 		return;
 	}
+	rate_charge(c, RATE_UP, (size_t)n);
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->up) > QUEUE_HIGH) {
 		c->client_paused = true;
 		uv_read_stop(s);
@@ -873,6 +1014,7 @@ on_up_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		conn_close(c, NULL);
 		return;
 	}
+	rate_charge(c, RATE_DOWN, (size_t)n);
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->client) > QUEUE_HIGH) {
 		c->up_paused = true;
 		uv_read_stop(s);
@@ -896,15 +1038,16 @@ pipe_start(struct conn *c)
 			conn_close(c, NULL);
 			return;
 		}
+		rate_charge(c, RATE_UP, c->fwdlen);
 	}
 	if (c->state == C_HELLO && c->fwdlen > 0) {
 		hello_check(c);
 		if (c->state == C_CLOSING)
 			return;
 	}
-	if (!c->up_eof && !c->up_paused)
+	if (!c->up_eof && !c->up_paused && !c->rate_held[RATE_DOWN])
 		uv_read_start((uv_stream_t *)&c->up, on_alloc, on_up_read);
-	if (!c->client_eof && !c->client_paused)
+	if (!c->client_eof && !c->client_paused && !c->rate_held[RATE_UP])
 		uv_read_start((uv_stream_t *)&c->client, on_alloc, on_client_read);
 }
 
@@ -913,7 +1056,7 @@ pipe_start(struct conn *c)
 static void
 on_accept(uv_stream_t *l, int status)
 {
-	struct job *j = l->data;
+	struct job *j = ((struct lsn *)l->data)->job;
 	struct conn *c;
 
 	if (status < 0 || j->ending)
@@ -963,6 +1106,55 @@ job_find(struct egress_proxy *p, uint32_t id)
 	return NULL;
 }
 
+static void
+on_lsn_closed(uv_handle_t *h)
+{
+	struct lsn *l = h->data;
+	struct job *j = l->job;
+
+	free(l);
+	j->lsns_open--;
+	job_maybe_ended(j);
+}
+
+/* Closes every listener of j (their accepted connections go on). */
+static void
+lsns_close(struct job *j)
+{
+	struct lsn *l, *next;
+
+	for (l = j->lsns; l != NULL; l = next) {
+		next = l->next;
+		uv_close((uv_handle_t *)&l->h, on_lsn_closed);
+	}
+	j->lsns = NULL;
+}
+
+/* Accepts on lfd (owned from here) for j. 0, or -errno with e (lfd closed). */
+static int
+lsn_add(struct job *j, int lfd, struct err *e)
+{
+	struct lsn *l = xcalloc(1, sizeof(*l));
+	int rc;
+
+	l->job = j;
+	uv_tcp_init(j->px->loop, &l->h);
+	l->h.data = l;
+	j->lsns_open++;
+	if ((rc = uv_tcp_open(&l->h, lfd)) < 0)
+		close(lfd);	/* not the handle's: ours to close */
+	else
+		rc = uv_listen((uv_stream_t *)&l->h, 128, on_accept);
+	if (rc < 0) {
+		uv_close((uv_handle_t *)&l->h, on_lsn_closed);
+		return err_set(e, rc, "listen for job %u: %s", (unsigned)j->id,
+		    uv_strerror(rc));
+	}
+	l->next = j->lsns;
+	j->lsns = l;
+	return 0;
+}
+
 int
 egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
     const struct msg_egress_job *m, int lfd, struct err *e)
@@ -988,17 +1180,15 @@ egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
 	j->id = id;
 	j->conns_max = m->conns_max;
 	j->bytes_max = m->bytes_max;
-	uv_tcp_init(p->loop, &j->listener);
-	j->listener.data = j;
-	j->listener_open = true;
+	j->rate = m->rate > EGRESS_RATE_MAX ? EGRESS_RATE_MAX : m->rate;
+	j->tokens[RATE_UP] = j->tokens[RATE_DOWN] = (int64_t)j->rate;
+	j->refilled_at = uv_now(p->loop);
+	uv_timer_init(p->loop, &j->rate_timer);
+	j->rate_timer.data = j;
+	j->rate_timer_open = true;
 	j->next = p->jobs;
 	p->jobs = j;
-	if ((rc = uv_tcp_open(&j->listener, lfd)) < 0)
-		close(lfd);	/* not the handle's: ours to close */
-	else
-		rc = uv_listen((uv_stream_t *)&j->listener, 128, on_accept);
-	if (rc < 0) {
-		err_set(e, rc, "listen for job %u: %s", (unsigned)id, uv_strerror(rc));
+	if ((rc = lsn_add(j, lfd, e)) < 0) {
 		j->silent = true;
 		egress_proxy_job_end(p, id);
 		return rc;
@@ -1006,12 +1196,26 @@ egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
 	return 0;
 }
 
+int
+egress_proxy_job_listen(struct egress_proxy *p, uint32_t id, int lfd, struct err *e)
+{
+	struct job *j = job_find(p, id);
+
+	if (j == NULL) {
+		close(lfd);
+		return err_set(e, -ENOENT, "job %u: no such job for a listener", (unsigned)id);
+	}
+	/* The last case's sandbox is gone: its listener goes, its conns stay. */
+	lsns_close(j);
+	return lsn_add(j, lfd, e);
+}
+
 static void
-on_listener_closed(uv_handle_t *h)
+on_rate_timer_closed(uv_handle_t *h)
 {
 	struct job *j = h->data;
 
-	j->listener_open = false;
+	j->rate_timer_open = false;
 	job_maybe_ended(j);
 }
 
@@ -1046,7 +1250,8 @@ egress_proxy_job_end(struct egress_proxy *p, uint32_t id)
 		return;
 	}
 	j->ending = true;
-	uv_close((uv_handle_t *)&j->listener, on_listener_closed);
+	uv_close((uv_handle_t *)&j->rate_timer, on_rate_timer_closed);
+	lsns_close(j);
 	for (c = j->conns; c != NULL; c = next) {
 		next = c->next;
 		conn_close(c, job_side_closed(c) ? NULL : "the job ended");

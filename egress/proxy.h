@@ -23,6 +23,8 @@
 /* Most names of the operator's hosts map, and addresses of one name. */
 #define EGRESS_HOSTS_MAX 256
 #define EGRESS_HOST_ADDRS_MAX 8
+/* Highest rate a job may have, bytes per second each way (2^50). */
+#define EGRESS_RATE_MAX ((uint64_t)1 << 50)
 /* Most address ranges of egress_allow_addrs and of the host's own. */
 #define EGRESS_CIDRS_MAX 256
 
@@ -66,7 +68,14 @@ int egress_proxy_job_add(struct egress_proxy *p, uint32_t id,
     const struct msg_egress_job *j, int lfd, struct err *e);
 
 /*
- * Ends job id: its listener closed, its connections cut. The ended callback
+ * Gives job id a new listener, lfd (owned from here), closing the ones it
+ * had (their connections go on): a run with cases, whose next case runs in
+ * a new sandbox. Returns 0, or -errno with e (lfd closed either way).
+ */
+int egress_proxy_job_listen(struct egress_proxy *p, uint32_t id, int lfd, struct err *e);
+
+/*
+ * Ends job id: its listeners closed, its connections cut. The ended callback
  * follows once every handle is closed (an unknown id: at once).
  */
 void egress_proxy_job_end(struct egress_proxy *p, uint32_t id);

@@ -137,6 +137,29 @@ take_argv(struct job *j, json_t *v, struct gw_fail *f)
 	return 0;
 }
 
+/*
+ * "allow": an array of host patterns (net "allow", sandbox.create); their
+ * grammar and bounds are proto/job.c's, the tenant's net_allow sandqd's.
+ */
+static int
+take_allow(struct job *j, json_t *v, struct gw_fail *f)
+{
+	size_t i, n;
+
+	if (!json_is_array(v))
+		return bad_type(f, "allow", "an array of host patterns");
+	if ((n = json_array_size(v)) > JOB_ALLOW_MAX)
+		return refuse(f, 400, "invalid_job", "field 'allow': more than %d patterns",
+		    JOB_ALLOW_MAX);
+	j->allow = xcalloc(n + 1, sizeof(char *));
+	for (i = 0; i < n; i++) {
+		if (take_str(json_array_get(v, i), "allow", &j->allow[i], f) < 0)
+			return -EINVAL;
+		j->nallow++;
+	}
+	return 0;
+}
+
 /* "env": an object of strings, kept as "K=V". */
 static int
 take_env(struct job *j, json_t *v, struct gw_fail *f)
@@ -501,9 +524,11 @@ take_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 		if (take_str(v, "net", &j->net, f) < 0)
 			return -EINVAL;
 		if (job_net_parse(j->net, &j->net_mode) < 0)
-			return bad_type(f, "net", "none or unix");
+			return bad_type(f, "net", "none, unix or allow");
 		return 0;
 	}
+	if (strcmp(k, "allow") == 0)
+		return take_allow(j, v, f);
 	if (strcmp(k, "image") == 0)
 		return take_str(v, "image", &j->image, f);
 	if (strcmp(k, "priority") == 0) {

@@ -598,7 +598,7 @@ static const struct {
 	[OP_KV_KEYS] = { JF_SB | JFB(JF_PREFIX), JF_SB },
 	[OP_SANDBOX_CREATE] = { JF_SB | JFB(JF_FILES) | JFB(JF_SNAPSHOT) |
 	    JFB(JF_LABELS) | JFB(JF_LIMITS) | JFB(JF_PRESET) | JF_SB_IMAGE |
-	    JFB(JF_FROM_IMAGE_DIR), JF_SB },
+	    JFB(JF_FROM_IMAGE_DIR) | JFB(JF_ALLOW), JF_SB },
 	[OP_SANDBOX_FORK] = { JF_SB | JFB(JF_TO) | JFB(JF_LABELS), JF_SB | JFB(JF_TO) },
 	[OP_SANDBOX_DELETE] = { JF_SB, JF_SB },
 	[OP_SANDBOX_EXPORT] = { JF_SB, JF_SB },
@@ -1092,12 +1092,17 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 		return err_set(e, -EINVAL,
 		    "field 'argv': arguments and environment exceed %u bytes",
 		    JOB_EXEC_BYTES_MAX);
-	/* An allow list is the net "allow" mode's, and that mode needs one. */
-	if (j->nallow > 0 && j->net_mode != NET_ALLOW)
-		return err_set(e, -EINVAL, "field 'allow': only with net 'allow'");
-	if (j->net_mode == NET_ALLOW && j->nallow == 0)
+	/*
+	 * An allow list is the net "allow" mode's (or a new sandbox's, for its
+	 * runs), and that mode needs one: the job's, or for a run on a sandbox
+	 * the sandbox's, which sandqd reads before queueing it.
+	 */
+	if (j->nallow > 0 && j->net_mode != NET_ALLOW && j->op != OP_SANDBOX_CREATE)
+		return err_set(e, -EINVAL, "field 'allow': only with net 'allow' (or on "
+		    "sandbox.create)");
+	if (j->net_mode == NET_ALLOW && j->nallow == 0 && j->sandbox == NULL)
 		return err_set(e, -EINVAL, "field 'allow': net 'allow' needs the hosts it "
-		    "may reach");
+		    "may reach (allow, or a sandbox created with one)");
 	/* A run on a named sandbox commits back unless it says otherwise. */
 	if (j->persist && j->sandbox == NULL)
 		return err_set(e, -EINVAL, "field 'persist': needs 'sandbox'");
@@ -1108,8 +1113,6 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 			    "with persist: true");
 		if (j->stream)
 			return err_set(e, -EINVAL, "field 'cases': not with stream");
-		if (j->net_mode == NET_ALLOW)
-			return err_set(e, -EINVAL, "field 'cases': not with net 'allow'");
 		if (fields[JF_STDIN] != NULL)
 			return err_set(e, -EINVAL, "field 'cases': each case has its own "
 			    "stdin; not with stdin");

@@ -92,6 +92,12 @@ key_images(char *buf, const char *prefix, const char *tenant)
 }
 
 int
+key_sbxallow(char *buf, const char *prefix, const char *tenant)
+{
+	return key_fmt(buf, prefix, tenant, "sbxallow", NULL);
+}
+
+int
 key_store(char *buf, const char *prefix, const char *tenant, const char *kind,
     const char *id)
 {

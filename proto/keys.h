@@ -37,6 +37,11 @@ int key_bcases(char *buf, const char *prefix, const char *tenant, const char *id
 /* A tenant's image names (sandq image tag): a hash, NAME:TAG -> JSON. */
 int key_images(char *buf, const char *prefix, const char *tenant);
 /*
+ * The allow lists sandboxes were created with (sandbox.create's allow): a
+ * hash, SANDBOX -> patterns, comma-separated. sandqd's alone.
+ */
+int key_sbxallow(char *buf, const char *prefix, const char *tenant);
+/*
  * The Redis snapshot store's keys (docs/store.md, "The Redis store"):
  * "prefix:{tenant}:kind:id", or "prefix:{tenant}:kind" when id is NULL.
  * kind is one of sbx, sbxv, sbxj, blob, chunk (with an id) or sbxs, refs,

@@ -162,6 +162,26 @@ mpjson_result(const struct result *r)
 		json_object_set_new(o, "image_digest", str_or_null(r->image_digest));
 		json_object_set_new(o, "image_name", str_or_null(r->image_name));
 	}
+	if (r->negress) {
+		/* net "allow" runs: the hosts reached or refused (docs/protocol.md). */
+		json_t *rows = json_array();
+
+		for (size_t i = 0; i < r->negress; i++) {
+			const struct result_egress *g = &r->egress[i];
+			json_t *row = json_pack("{s:o, s:I, s:b, s:I, s:I, s:I}",
+			    "host", str_or_null(g->host), "port", (json_int_t)g->port,
+			    "allowed", g->allowed, "conns", (json_int_t)g->conns,
+			    "up", (json_int_t)g->up, "down", (json_int_t)g->down);
+
+			if (g->reason)
+				json_object_set_new(row, "reason", str_or_null(g->reason));
+			if (g->throttled_ms)
+				json_object_set_new(row, "throttled_ms",
+				    json_integer((json_int_t)g->throttled_ms));
+			json_array_append_new(rows, row);
+		}
+		json_object_set_new(o, "egress", rows);
+	}
 	if (r->sandbox) {
 		json_t *ch = json_array(), *rp = json_array();
 

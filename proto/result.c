@@ -240,7 +240,7 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 		for (size_t i = 0; i < r->negress; i++) {
 			const struct result_egress *g = &r->egress[i];
 
-			msgpack_pack_map(&pk, 6 + !!g->reason);
+			msgpack_pack_map(&pk, 6 + !!g->reason + !!g->throttled_ms);
 			pack_kv_str(&pk, "host", g->host);
 			pack_kv_u64(&pk, "port", g->port);
 			pack_kv_bool(&pk, "allowed", g->allowed);
@@ -249,6 +249,8 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 			pack_kv_u64(&pk, "conns", g->conns);
 			pack_kv_u64(&pk, "up", g->up);
 			pack_kv_u64(&pk, "down", g->down);
+			if (g->throttled_ms)
+				pack_kv_u64(&pk, "throttled_ms", g->throttled_ms);
 		}
 	}
 	if (r->data) {
@@ -261,7 +263,7 @@ payload_result_encode(const struct result *r, char **out, size_t *outlen)
 
 bool
 result_add_egress(struct result *r, const char *host, uint16_t port, bool allowed,
-    const char *reason, uint64_t up, uint64_t down)
+    const char *reason, uint64_t up, uint64_t down, uint64_t throttled_ms)
 {
 	struct result_egress *g;
 
@@ -275,6 +277,7 @@ result_add_egress(struct result *r, const char *host, uint16_t port, bool allowe
 			g->conns++;
 			g->up += up;
 			g->down += down;
+			g->throttled_ms += throttled_ms;
 			return true;
 		}
 	}
@@ -284,7 +287,7 @@ result_add_egress(struct result *r, const char *host, uint16_t port, bool allowe
 	g = &r->egress[r->negress++];
 	*g = (struct result_egress){ .host = xstrdup(host), .port = port,
 	    .allowed = allowed, .reason = reason ? xstrdup(reason) : NULL, .conns = 1,
-	    .up = up, .down = down };
+	    .up = up, .down = down, .throttled_ms = throttled_ms };
 	return true;
 }
 
@@ -299,7 +302,7 @@ decode_result_egress(const msgpack_object *v, struct result *r, struct err *e)
 	for (uint32_t i = 0; i < v->via.array.size; i++) {
 		const msgpack_object *o = &v->via.array.ptr[i];
 		char *host = NULL, *reason = NULL;
-		uint64_t port = 0, conns = 0, up = 0, down = 0;
+		uint64_t port = 0, conns = 0, up = 0, down = 0, throttled = 0;
 		bool allowed = false;
 		int rc = 0;
 
@@ -322,6 +325,8 @@ decode_result_egress(const msgpack_object *v, struct result *r, struct err *e)
 				rc = scan_get_u64(&kv->val, "egress", 0, UINT64_MAX, &up, e);
 			else if (scan_key_is(&kv->key, "down"))
 				rc = scan_get_u64(&kv->val, "egress", 0, UINT64_MAX, &down, e);
+			else if (scan_key_is(&kv->key, "throttled_ms"))
+				rc = scan_get_u64(&kv->val, "egress", 0, UINT64_MAX, &throttled, e);
 		}
 		if (rc == 0 && host == NULL)
 			rc = err_set(e, -EINVAL, "field 'egress': a row without a host");
@@ -329,7 +334,7 @@ decode_result_egress(const msgpack_object *v, struct result *r, struct err *e)
 			r->egress = xreallocarray(r->egress, r->negress + 1, sizeof(*r->egress));
 			r->egress[r->negress++] = (struct result_egress){ .host = host,
 			    .port = (uint16_t)port, .allowed = allowed, .reason = reason,
-			    .conns = conns, .up = up, .down = down };
+			    .conns = conns, .up = up, .down = down, .throttled_ms = throttled };
 		} else {
 			free(host);
 			free(reason);

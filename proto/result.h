@@ -59,6 +59,7 @@ struct result_egress {
 	char *reason;		/* refused: why; reached: how one failed, or NULL */
 	uint64_t conns;		/* connections */
 	uint64_t up, down;	/* bytes sent and received, over them all */
+	uint64_t throttled_ms;	/* time the job's egress rate held them */
 };
 
 struct result {
@@ -126,11 +127,11 @@ struct result *result_new(const char *id);
 void result_free(struct result *r);
 /*
  * Counts one connection to host:port, allowed or refused with reason (NULL:
- * none), with its bytes, into the row of the same host, port, outcome and
+ * none), with its bytes and the time the egress rate held it, into the row of the same host, port, outcome and
  * reason; a new row while under RESULT_EGRESS_MAX, else false (not listed).
  */
 bool result_add_egress(struct result *r, const char *host, uint16_t port, bool allowed,
-    const char *reason, uint64_t up, uint64_t down);
+    const char *reason, uint64_t up, uint64_t down, uint64_t throttled_ms);
 /* Counts one refusal of syscall name (a new entry while under RESULT_REFUSED_MAX). */
 void result_add_refusal(struct result *r, const char *name, uint64_t count);
 /* Sets error_code/error_message (copied) and the status. */

@@ -1672,6 +1672,76 @@ rq_image_name_get(struct rq *q, size_t tenant, const char *name,
 	return 0;
 }
 
+/* A sandbox's allow list: one HGET, answered as an image name's. */
+int
+rq_sbxallow_get(struct rq *q, size_t tenant, const char *sandbox,
+    rq_image_name_cb *cb, void *arg)
+{
+	char key[KEY_MAX];
+	struct rname *g;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_sbxallow(key, q->prefix, q->tenants[tenant]) < 0)
+		return -ENAMETOOLONG;
+	g = xcalloc(1, sizeof(*g));
+	g->cb = cb;
+	g->arg = arg;
+	if (redisAsyncCommand(q->conn[RQ_CMD].ac, on_image_name_reply, g,
+	    "HGET %s %s", key, sandbox) != REDIS_OK) {
+		free(g);
+		return -EIO;
+	}
+	return 0;
+}
+
+static void
+on_sbxallow_set(redisAsyncContext *ac, void *r, void *priv)
+{
+	redisReply *reply = r;
+
+	(void)ac;
+	(void)priv;
+	if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+		log_warnx("redis: a sandbox's allow list: %s", reply->str);
+}
+
+int
+rq_sbxallow_set(struct rq *q, size_t tenant, const char *sandbox, const char *value)
+{
+	char key[KEY_MAX];
+	int rc;
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_sbxallow(key, q->prefix, q->tenants[tenant]) < 0)
+		return -ENAMETOOLONG;
+	if (value != NULL)
+		rc = redisAsyncCommand(q->conn[RQ_CMD].ac, on_sbxallow_set, NULL,
+		    "HSET %s %s %s", key, sandbox, value);
+	else
+		rc = redisAsyncCommand(q->conn[RQ_CMD].ac, on_sbxallow_set, NULL,
+		    "HDEL %s %s", key, sandbox);
+	return rc == REDIS_OK ? 0 : -EIO;
+}
+
+int
+rq_sbxallow_copy(struct rq *q, size_t tenant, const char *from, const char *to)
+{
+	static const char script[] =
+		"local v = redis.call('HGET', KEYS[1], ARGV[1]) "
+		"if v then redis.call('HSET', KEYS[1], ARGV[2], v) "
+		"else redis.call('HDEL', KEYS[1], ARGV[2]) end return 1";
+	char key[KEY_MAX];
+
+	if (!q->ready || q->conn[RQ_CMD].ac == NULL)
+		return -ENOTCONN;
+	if (key_sbxallow(key, q->prefix, q->tenants[tenant]) < 0)
+		return -ENAMETOOLONG;
+	return redisAsyncCommand(q->conn[RQ_CMD].ac, on_sbxallow_set, NULL,
+	    "EVAL %s 1 %s %s %s", script, key, from, to) == REDIS_OK ? 0 : -EIO;
+}
+
 /*** Cancellations (sandq cancel) ***/
 
 struct rcancel {

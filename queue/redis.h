@@ -192,6 +192,23 @@ int rq_reclaim(struct rq *q, size_t tenant, int64_t min_idle_ms, size_t count);
 typedef void rq_image_name_cb(void *arg, int status, const char *val, size_t len);
 int rq_image_name_get(struct rq *q, size_t tenant, const char *name,
     rq_image_name_cb *cb, void *arg);
+/*
+ * A sandbox's allow list (key_sbxallow(), field sandbox): as
+ * rq_image_name_get(), the value the patterns comma-separated.
+ */
+int rq_sbxallow_get(struct rq *q, size_t tenant, const char *sandbox,
+    rq_image_name_cb *cb, void *arg);
+/*
+ * Sets sandbox's allow list to value, or forgets it (value NULL). No
+ * answer: a failure is logged. Returns 0, or -errno.
+ */
+int rq_sbxallow_set(struct rq *q, size_t tenant, const char *sandbox, const char *value);
+/*
+ * Gives sandbox `to` the list of `from` (or none), in one step on the
+ * connection results go out on, so a run on `to` after the fork's result
+ * reads it. No answer. Returns 0, or -errno.
+ */
+int rq_sbxallow_copy(struct rq *q, size_t tenant, const char *from, const char *to);
 
 /*
  * What a redelivered entry's job left behind, in one round trip: status 1

@@ -348,7 +348,7 @@ Test(config, example_file_documents_every_option)
 		cr_expect_not_null(strstr(example, want), "no comment block for %s",
 		    line);
 	}
-	cr_expect_eq(nkeys, 68);
+	cr_expect_eq(nkeys, 69);
 	free(printed);
 	free(example);
 }

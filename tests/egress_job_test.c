@@ -58,6 +58,11 @@ web_start(void)
 	cr_assert_not_null(f = fopen(path, "w"));
 	fprintf(f, "%s\n", marker);
 	fclose(f);
+	snprintf(path, sizeof(path), "%s/big.bin", webdir);
+	cr_assert_not_null(f = fopen(path, "w"));
+	for (int i = 0; i < 512 * 1024; i++)
+		fputc('x', f);
+	fclose(f);
 	cr_assert_eq(pipe(p), 0);
 	web_pid = fork();
 	cr_assert(web_pid >= 0);
@@ -86,6 +91,8 @@ setup(void)
 	const char *extra[] = { "--set", modes, "--set", allow, "--set",
 		"egress_hosts=pypi.example=127.0.0.1, private.example=10.0.0.1",
 		"--set", "egress_allow_addrs=127.0.0.1/32", "--set", "egress_conns_max=4",
+		/* The tenant's own rate; the other tests' files fit in one second's worth. */
+		"--set", "tenant.default.egress_rate_bytes=131072",
 		NULL };
 
 	harness_marker(marker, sizeof(marker), "egress-job");
@@ -240,6 +247,213 @@ Test(egress_job, a_job_reaches_its_allowed_name_and_nothing_else_all_on_record)
 	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"egress_refused\"",
 	    allowed, "\"allowed\":false", NULL }), 1, "%s", out);
 	free(out);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+/*
+ * The tenant's egress_rate_bytes (128 KiB/s, one second deep) holds a
+ * 512 KiB download: the result's row and the audit event say for how long,
+ * by the proxy's clock; at least (S - 2 * rate - one read) / rate = 1.5 s
+ * (egress_test.c explains the bound). Never the test's own clock.
+ */
+Test(egress_job, the_tenants_rate_holds_a_download_and_the_result_says_so)
+{
+	char allowed[64], args[600], *out = NULL, cmd[1200];
+	const char *allow[] = { allowed, NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	r = run_allow(c, "curl -s -o /dev/null -w 'big %{size_download}\n' "
+	    "http://pypi.example:$PORT/big.bin", allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->stderr_data);
+	cr_expect(strstr((char *)r->stdout_data, "big 524288\n") != NULL, "%s",
+	    r->stdout_data);
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "pypi.example", web_port, true, NULL), "no row");
+	cr_expect(g->down > 512 * 1024);
+	cr_expect(g->throttled_ms >= (512 - 2 * 128 - 64) * 1000 / 128, "held %llu ms",
+	    (unsigned long long)g->throttled_ms);
+	result_free(raw);
+
+	snprintf(args, sizeof(args), "audit --json --job %s", r->id);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s %s", harness_build_dir(), H.url,
+	    args);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"egress\"",
+	    "by the job's egress rate (egress_rate_bytes)", NULL }), 1, "%s", out);
+	free(out);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+/* Runs script on sandbox sbx with net "allow" and no list of its own. */
+static struct sandq_result *
+run_on_sandbox(struct sandq *c, const char *sbx, const char *script)
+{
+	char port[32];
+	const char *env[] = { port, NULL };
+	struct sandq_job_opts o = { .net = "allow", .env = env, .sandbox = sbx };
+
+	snprintf(port, sizeof(port), "PORT=%d", web_port);
+	return harness_sh(c, script, &o);
+}
+
+/* sandbox.create (or fork to `to`) on sbx with allow (NULL: none). */
+static struct sandq_result *
+sandbox_op(struct sandq *c, const char *op, const char *sbx, const char *to,
+    const char *const *allow)
+{
+	struct sandq_op_args a = { .sandbox = sbx, .to = to };
+	struct sandq_job_opts o = { .allow = allow };
+	struct sandq_result *r = NULL;
+
+	cr_assert_eq(sandq_call(c, op, &a, &o, 120000, &r), 0, "%s", sandq_last_error(c));
+	return r;
+}
+
+/*
+ * A sandbox created with allow gives its list to the net "allow" runs on
+ * it that name none (and a fork keeps it); one created without gives none;
+ * a sandbox's pattern outside the tenant's list is rejected naming the field.
+ */
+Test(egress_job, a_sandboxs_allow_list_serves_its_runs_within_the_tenants)
+{
+	static const char script[] =
+		"curl -sS --max-time 60 http://pypi.example:$PORT/hello.txt\n"
+		"curl -s -o /dev/null -w 'private %{http_code}\\n' "
+		"    http://private.example:$PORT/\n";
+	char allowed[64], sbx[96], fork[96], bare[96];
+	const char *allow[] = { allowed, NULL }, *wide[] = { "*.files.example", NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	snprintf(sbx, sizeof(sbx), "net-%s", marker);
+	snprintf(fork, sizeof(fork), "netfork-%s", marker);
+	snprintf(bare, sizeof(bare), "netbare-%s", marker);
+
+	r = sandbox_op(c, "sandbox.create", sbx, NULL, allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	sandq_result_free(r);
+	r = run_on_sandbox(c, sbx, script);
+	cr_assert_str_eq(r->status, "ok", "%s %s %s", r->status, r->error_message,
+	    r->stderr_data);
+	cr_expect(strstr((char *)r->stdout_data, marker) != NULL, "%s", r->stdout_data);
+	/* Outside the sandbox's list, although inside the tenant's. */
+	cr_expect(strstr((char *)r->stdout_data, "private 403\n") != NULL, "%s",
+	    r->stdout_data);
+	raw = raw_result(r->id);
+	cr_expect_not_null(row(raw, "pypi.example", web_port, true, NULL));
+	cr_expect_not_null(row(raw, "private.example", web_port, false,
+	    "not in the job's allow list"));
+	result_free(raw);
+	sandq_result_free(r);
+
+	/* A fork keeps the list. */
+	r = sandbox_op(c, "sandbox.fork", sbx, fork, NULL);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	sandq_result_free(r);
+	r = run_on_sandbox(c, fork, script);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	cr_expect(strstr((char *)r->stdout_data, marker) != NULL, "%s", r->stdout_data);
+	sandq_result_free(r);
+
+	/* Created without: a run naming none is rejected naming the field. */
+	r = sandbox_op(c, "sandbox.create", bare, NULL, NULL);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	sandq_result_free(r);
+	r = run_on_sandbox(c, bare, script);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect(r->error_message != NULL && strstr(r->error_message, "field 'allow'") &&
+	    strstr(r->error_message, "created without allow"), "%s", r->error_message);
+	sandq_result_free(r);
+
+	/* A sandbox's list never widens the tenant's. */
+	snprintf(bare, sizeof(bare), "netwide-%s", marker);
+	r = sandbox_op(c, "sandbox.create", bare, NULL, wide);
+	cr_expect_str_eq(r->status, "rejected");
+	cr_expect_str_eq(r->error_message, "field 'allow': '*.files.example' is not within "
+	    "tenant 'default''s net_allow");
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+/* sandq sh --net allow --allow: the list arrives; outside the tenant's, refused by name. */
+Test(egress_job, the_cli_passes_net_and_allow)
+{
+	char cmd[1200], *out = NULL;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --net allow --allow "
+	    "pypi.example:%d 'curl -sS --max-time 60 http://pypi.example:%d/hello.txt' 2>&1",
+	    harness_build_dir(), H.url, web_port, web_port);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	cr_expect(strstr(out, marker) != NULL, "%s", out);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --net allow --allow "
+	    "pypi.example:%d --allow other.example true 2>&1", harness_build_dir(), H.url,
+	    web_port);
+	rc = harness_run(cmd, &out);
+	cr_expect_neq(rc, 0);
+	cr_expect(strstr(out, "field 'allow': 'other.example' is not within tenant "
+	    "'default''s net_allow") != NULL, "%s", out);
+	free(out);
+	/* sandq sandbox create --allow: the list its runs take. */
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sandbox create clinet-%s --allow "
+	    "pypi.example:%d 2>&1 && %s/sandq --redis %s sh --net allow --sandbox clinet-%s "
+	    "'curl -sS --max-time 60 http://pypi.example:%d/hello.txt' 2>&1",
+	    harness_build_dir(), H.url, marker, web_port, harness_build_dir(), H.url, marker,
+	    web_port);
+	cr_assert_eq(harness_run(cmd, &out), 0, "%s", out);
+	cr_expect(strstr(out, marker) != NULL, "%s", out);
+	free(out);
+	/* A list without the mode is the CLI's usage error, sent nowhere. */
+	snprintf(cmd, sizeof(cmd), "%s/sandq --redis %s sh --allow pypi.example true 2>&1",
+	    harness_build_dir(), H.url);
+	rc = harness_run(cmd, &out);
+	cr_expect_neq(rc, 0);
+	cr_expect(strstr(out, "--allow needs --net allow") != NULL, "%s", out);
+	free(out);
+}
+
+/*
+ * net "allow" with cases: each case runs in its own sandbox, which gets its
+ * own listener (the proxy's job keeps one list, limits and report): every
+ * case reaches the allowed name, and the result's row counts them all.
+ */
+Test(egress_job, each_case_of_a_net_allow_run_has_its_way_out)
+{
+	char allowed[64], port[32], want[96];
+	const char *allow[] = { allowed, NULL }, *env[] = { port, NULL };
+	struct sandq_case cs[3];
+	struct sandq_job_opts o = { .net = "allow", .allow = allow, .env = env,
+		.cases = cs, .ncases = 3 };
+	struct sandq *c = harness_client(&H);
+	struct sandq_cases *out = NULL;
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	snprintf(allowed, sizeof(allowed), "pypi.example:%d", web_port);
+	snprintf(port, sizeof(port), "PORT=%d", web_port);
+	snprintf(want, sizeof(want), "%s\n", marker);
+	for (size_t i = 0; i < 3; i++)
+		cs[i] = (struct sandq_case){ .expect = want, .expect_len = strlen(want) };
+	r = harness_sh(c, "curl -sS --max-time 60 http://pypi.example:$PORT/hello.txt", &o);
+	cr_assert_str_eq(r->status, "ok", "%s %s", r->status, r->error_message);
+	cr_assert_eq(sandq_cases_decode(r, &out), 0);
+	cr_expect_eq(out->passed, 3, "passed %llu of 3: %s", (unsigned long long)out->passed,
+	    out->ncases > 0 ? (char *)out->cases[0].stderr_data : "");
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "pypi.example", web_port, true, NULL), "no row");
+	cr_expect_eq(g->conns, 3);
+	result_free(raw);
+	sandq_cases_free(out);
 	sandq_result_free(r);
 	sandq_close(c);
 }

@@ -41,6 +41,7 @@ static int ctl = -1;		/* our end of the proxy's control channel */
 static char marker[64];
 static uint32_t next_job = 1;
 static uint64_t bytes_max;	/* the next job's egress_bytes_max */
+static uint64_t rate;		/* the next job's egress_rate_bytes */
 
 /* What the proxy reported of one job. */
 struct report {
@@ -272,6 +273,7 @@ job_run(const char *allow, uint32_t conns_max, const char *script, struct report
 	snprintf(j.allow, sizeof(j.allow), "%s", allow);
 	j.conns_max = conns_max;
 	j.bytes_max = bytes_max;
+	j.rate = rate;
 	cr_assert_eq(msg_send(ctl, MSG_EGRESS_JOB, id, &j, sizeof(j), m.fd), 0);
 	msg_clear(&m);
 	cr_assert_eq(write(fdp[0], &go, 1), 1);
@@ -488,6 +490,56 @@ Test(egress, the_jobs_byte_limit_cuts_its_connection_and_refuses_the_next)
 	cr_expect(r.c[0].down < 256 * 1024);
 	cr_expect_eq(r.c[1].state, EGRESS_CONN_REFUSED);
 	cr_expect_str_eq(r.c[1].reason, "the job's egress byte limit is reached");
+	free(out);
+}
+
+/*
+ * At rate R bytes a second, one second's worth deep (B = R), a download of
+ * S bytes is held by the proxy about (S - B) / R seconds by its own clock:
+ * the server's bytes wait in the socket, so each release reads at once, and
+ * each hold pays a debt of one read (64 KiB) at most. The last hold may be
+ * cut short by the job's end and the loop's turns refill a little, so the
+ * bound asserted is (S - 2B - one read) / R: 1 s here, where about 2 to 3
+ * are held (and none without a rate, below). Asserted on the bytes and the
+ * reported throttling, never on the test's own clock.
+ */
+Test(egress, the_jobs_rate_holds_a_download_to_its_bytes_per_second)
+{
+	struct report r;
+	char allow[64];
+	char *out;
+
+	snprintf(allow, sizeof(allow), "pypi.example:%d", web_port);
+	rate = 64 * 1024;
+	out = job_run(allow, 0,
+	    "curl -s -o /dev/null -w 'big %{size_download}' http://pypi.example:$WEB/big.bin",
+	    &r);
+	rate = 0;
+	cr_expect(strstr(out, "big 262144") != NULL, "the whole file did not come: %s", out);
+	cr_assert_eq(r.n, 1);
+	cr_expect_eq(r.c[0].state, EGRESS_CONN_DONE);
+	cr_expect_str_eq(r.c[0].reason, "");
+	cr_expect(r.c[0].down > 256 * 1024, "%lu", (unsigned long)r.c[0].down);
+	cr_expect(r.c[0].throttled_ms >= (256 - 2 * 64 - 64) * 1000 / 64,
+	    "held %u ms for %lu bytes at 64 KiB/s", (unsigned)r.c[0].throttled_ms,
+	    (unsigned long)r.c[0].down);
+	free(out);
+}
+
+/* Without a rate nothing is held. */
+Test(egress, without_a_rate_nothing_is_held)
+{
+	struct report r;
+	char allow[64];
+	char *out;
+
+	snprintf(allow, sizeof(allow), "pypi.example:%d", web_port);
+	out = job_run(allow, 0,
+	    "curl -s -o /dev/null -w 'big %{size_download}' http://pypi.example:$WEB/big.bin",
+	    &r);
+	cr_expect(strstr(out, "big 262144") != NULL, "%s", out);
+	cr_assert_eq(r.n, 1);
+	cr_expect_eq(r.c[0].throttled_ms, 0);
 	free(out);
 }
 

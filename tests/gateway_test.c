@@ -42,7 +42,9 @@ static pid_t gw_pid = -1;
 static void
 setup(void)
 {
-	static const char *const extra[] = { "--set", "tenants=default,a,b", NULL };
+	static const char *const extra[] = { "--set", "tenants=default,a,b",
+		"--set", "net_modes=none, unix, allow", "--set", "net_allow=pypi.example:80",
+		NULL };
 
 	if (geteuid() != 0)
 		cr_skip_test("sandqd needs root to map sandbox uids (running as uid %d)",
@@ -292,6 +294,41 @@ run_waited(const char *tok, const char *body)
 	cr_assert(o != NULL, "%s", b);
 	free(b);
 	return o;
+}
+
+/*
+ * "allow" reaches the job: a net "allow" run within the tenant's list runs
+ * with the proxy's variables; a pattern outside it is rejected by name.
+ */
+Test(gateway, a_jobs_allow_list_arrives_and_is_held_to_the_tenants)
+{
+	char tok[TOKEN_LEN + 1];
+	const char *msg;
+	json_t *o, *row;
+
+	gw_pid = gwh_start(&H, H.url, NULL);
+	gwh_token_make(&H, "a", tok);
+
+	o = run_waited(tok, "{\"op\":\"sh\",\"script\":\"echo $HTTP_PROXY; "
+	    "curl -s -o /dev/null http://other.example/\","
+	    "\"net\":\"allow\",\"allow\":[\"pypi.example:80\"]}");
+	cr_assert_str_eq(json_string_value(json_object_get(o, "status")), "ok", "%s",
+	    json_dumps(o, 0));
+	cr_expect_str_eq(json_string_value(json_object_get(o, "stdout")),
+	    "http://127.0.0.1:3128\n");
+	/* The proxy's row for the refused name, in the result's JSON. */
+	row = json_array_get(json_object_get(o, "egress"), 0);
+	cr_expect_str_eq(json_string_value(json_object_get(row, "host")), "other.example",
+	    "%s", json_dumps(o, 0));
+	cr_expect(json_is_false(json_object_get(row, "allowed")));
+	json_decref(o);
+	o = run_waited(tok, "{\"op\":\"sh\",\"script\":\"true\",\"net\":\"allow\","
+	    "\"allow\":[\"pypi.example:80\",\"other.example\"]}");
+	cr_expect_str_eq(json_string_value(json_object_get(o, "status")), "rejected");
+	msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+	cr_expect(msg != NULL && strcmp(msg, "field 'allow': 'other.example' is not "
+	    "within tenant 'a''s net_allow") == 0, "%s", json_dumps(o, 0));
+	json_decref(o);
 }
 
 /* files and files_b64, cases and perms: every field of a job over HTTP. */

@@ -265,6 +265,54 @@ Test(intake, a_network_mode_the_host_does_not_allow_is_rejected)
 	cr_expect_null(r.audit_target, "the host's rule is not the tenant's");
 }
 
+/* Drops job's allow list, as before its sandbox's was read. */
+static void
+allow_clear(struct job *j)
+{
+	for (size_t i = 0; i < j->nallow; i++)
+		free(j->allow[i]);
+	free(j->allow);
+	j->allow = NULL;
+	j->nallow = 0;
+}
+
+/*
+ * A net "allow" run on a sandbox naming no list takes the sandbox's, held
+ * to the tenant's net_allow as of now (narrowed since the sandbox was
+ * made: rejected naming the field); none, or a damaged one, is rejected.
+ */
+Test(intake, a_sandboxs_allow_list_is_held_to_the_tenants_as_a_jobs)
+{
+	static const char list[] = "pypi.example:443,files.example:443";
+
+	set("net_modes=none, unix, allow");
+	set("net_allow=pypi.example:443");
+	entry("j-a", true_argv, (const char *const[]){ "net", "allow", "sandbox", "box",
+	    NULL }, 0);
+	cr_assert_eq(admit(0), INTAKE_OK, "%s", r.msg);
+	cr_assert(intake_needs_sandbox_allow(job));
+
+	cr_expect_not(intake_sandbox_allow(&in, job, NULL, 0, &norm, &normlen, &r));
+	cr_expect_str_eq(r.code, "net");
+	cr_expect_str_eq(r.msg, "field 'allow': net 'allow' needs the hosts it may reach: "
+	    "the job names none and sandbox 'box' was created without allow");
+
+	cr_expect_not(intake_sandbox_allow(&in, job, list, strlen(list), &norm, &normlen, &r));
+	cr_expect_str_eq(r.msg, "field 'allow': 'files.example:443' is not within tenant "
+	    "'acme''s net_allow (sandbox 'box''s allow)");
+
+	allow_clear(job);
+	cr_expect_not(intake_sandbox_allow(&in, job, "a.example,,b", 12, &norm, &normlen, &r));
+	cr_expect_str_eq(r.msg, "field 'allow': the allow list of sandbox 'box' is damaged "
+	    "in Redis");
+
+	allow_clear(job);
+	cr_expect(intake_sandbox_allow(&in, job, list, 16, &norm, &normlen, &r), "%s", r.msg);
+	cr_assert_eq(job->nallow, 1);
+	cr_expect_str_eq(job->allow[0], "pypi.example:443");
+	cr_expect_not(intake_needs_sandbox_allow(job));
+}
+
 Test(intake, a_limit_above_the_tenants_ceiling_is_refused_on_the_audit_trail)
 {
 	tenant_set("ceiling.wall_ms", "1000");

@@ -1358,6 +1358,15 @@ Test(payload, net_allow_needs_its_list_and_round_trips)
 	    jb_str(b, "net", "none"); jb_strv(b, "allow", one, 1));
 	REJECT_EXEC_WITH("field 'allow': a pattern is a host name",
 	    jb_str(b, "net", "allow"); jb_strv(b, "allow", bad, 2));
+	/* A run on a sandbox may name none: the sandbox's list (sandqd's). */
+	jb_init(&jb);
+	jb_exec(&jb, "j1");
+	jb_str(&jb, "net", "allow");
+	jb_str(&jb, "sandbox", "box");
+	j = jb_decode_ok(&jb);
+	cr_expect_eq(j->nallow, 0);
+	job_free(j);
+	jb_destroy(&jb);
 	REJECT_EXEC_WITH("field 'allow': a pattern is a host name",
 	    jb_str(b, "net", "allow"); jb_strv(b, "allow", comma, 1));
 	REJECT_EXEC_WITH("field 'allow': an empty pattern",
@@ -1486,7 +1495,7 @@ static const struct op_case {
 	{ "kv.delete", OP_KV_DELETE, "sandbox key", "sandbox key" },
 	{ "kv.keys", OP_KV_KEYS, "sandbox prefix", "sandbox" },
 	{ "sandbox.create", OP_SANDBOX_CREATE, "sandbox files snapshot labels limits preset "
-	    "image image_id workdir from_image_dir", "sandbox" },
+	    "image image_id workdir from_image_dir allow", "sandbox" },
 	{ "sandbox.fork", OP_SANDBOX_FORK, "sandbox to labels", "sandbox to" },
 	{ "sandbox.delete", OP_SANDBOX_DELETE, "sandbox", "sandbox" },
 	{ "sandbox.export", OP_SANDBOX_EXPORT, "sandbox", "sandbox" },

@@ -670,6 +670,9 @@ cases_check(const struct job *j, struct result *res)
 	return 0;
 }
 
+static int net_allow_setup(struct worker *w, struct sandbox *sbx, struct job *j,
+    char **spec, size_t *speclen, struct result *res);
+
 /*
  * A run with cases: the command once per case, each in a fresh sandbox
  * from the same files (snap: the sandbox's head, or NULL) with its own
@@ -708,10 +711,16 @@ run_cases(struct worker *w, struct job *j, const struct sandbox_snapshot *snap,
 			result_set_error(cr, ST_INTERNAL, "sandbox",
 			    "no sandbox could be prepared on this worker");
 		} else {
-			if (payload_job_encode(j, &spec, &speclen) < 0)
+			int rc = 0;
+
+			/* net "allow": each case's sandbox its own listener. */
+			if (j->net_mode == NET_ALLOW)
+				rc = net_allow_setup(w, w->next, j, &spec, &speclen, cr);
+			else if (payload_job_encode(j, &spec, &speclen) < 0)
 				fatalx("cannot encode a case's job");
 			sandbox_set_output(w->next, NULL, NULL);
-			sandbox_run(w->next, j, spec, speclen, snap, cr);
+			if (rc == 0)
+				sandbox_run(w->next, j, spec, speclen, snap, cr);
 			free(spec);
 			sandbox_free(w->next);
 			w->next = NULL;

@@ -73,6 +73,7 @@ struct djob {
 	uint64_t sent_at;		/* epoch ms it went to a worker (metrics), or 0 */
 	uint64_t answered_at;		/* epoch ms its result was made (metrics), or 0 */
 	bool egress;			/* net "allow": the proxy holds its listener */
+	size_t egress_listeners;	/* listeners the worker sent (cases: one each) */
 	struct result *egress_held;	/* its result, until the proxy has ended it */
 	uint64_t egress_held_at;	/* loop ms it was held at */
 	struct result *egress_rows;	/* the proxy's reports so far (egress only) */
@@ -231,6 +232,17 @@ bool intake_image_name(const struct job *job, char *key, size_t size);
  */
 bool intake_name_resolved(const struct intake *in, struct job *job, const char *target,
     char **norm, size_t *normlen, struct intake_refusal *r);
+/* Whether job (admitted) is a net "allow" run on a sandbox naming no list. */
+bool intake_needs_sandbox_allow(const struct job *job);
+/*
+ * Such a run, once its sandbox's list is read: value (len bytes, the
+ * patterns comma-separated) or NULL when the sandbox has none. The list
+ * becomes the job's, held to the tenant's net_allow as a job's own.
+ * Returns true with *norm, *normlen encoded again (the old bytes freed), or
+ * false with *r filled (rejected, "net", naming the field).
+ */
+bool intake_sandbox_allow(const struct intake *in, struct job *job, const char *value,
+    size_t len, char **norm, size_t *normlen, struct intake_refusal *r);
 
 /*** runq.c ***/
 

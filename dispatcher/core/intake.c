@@ -414,7 +414,8 @@ intake_admit(const struct intake *in, struct job *job, size_t nattempts,
 		    job->net ? "" : " (the default)", in->tenant, modes);
 		return refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
 	}
-	if (job->net_mode == NET_ALLOW) {
+	/* A run's list, or a new sandbox's for its runs: within the tenant's. */
+	if (job->net_mode == NET_ALLOW || job->nallow > 0) {
 		char msg[400];
 
 		if (!allow_within(in->cfg, in->tenant, job, msg, sizeof(msg)))
@@ -471,6 +472,63 @@ intake_image_name(const struct job *job, char *key, size_t size)
 	    img_ref_parse(job->image, &ref, &e) < 0 || ref.kind != IMG_NAME)
 		return false;
 	return img_name_key(&ref, key, size) >= 0;
+}
+
+bool
+intake_needs_sandbox_allow(const struct job *job)
+{
+	return JOB_OP_RUNS(job->op) && job->net_mode == NET_ALLOW && job->nallow == 0 &&
+	    job->sandbox != NULL;
+}
+
+bool
+intake_sandbox_allow(const struct intake *in, struct job *job, const char *value,
+    size_t len, char **norm, size_t *normlen, struct intake_refusal *r)
+{
+	char msg[sizeof(r->msg)];
+	size_t start = 0;
+
+	if (value == NULL) {
+		snprintf(msg, sizeof(msg), "field 'allow': net 'allow' needs the hosts it may "
+		    "reach: the job names none and sandbox '%s' was created without allow",
+		    job->sandbox);
+		refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
+		return false;
+	}
+	/* sandqd wrote it; read back bounded all the same. An empty list the
+	 * job gave ([]) is no list: the sandbox's. */
+	free(job->allow);
+	job->allow = xcalloc(JOB_ALLOW_MAX + 1, sizeof(char *));
+	for (size_t i = 0; i <= len; i++) {
+		bool bad = false;
+
+		if (i < len && value[i] != ',') {
+			bad = value[i] <= ' ' || value[i] > '~';
+			if (!bad)
+				continue;
+		}
+		if (bad || i == start || i - start > JOB_ALLOW_LEN ||
+		    job->nallow == JOB_ALLOW_MAX) {
+			snprintf(msg, sizeof(msg), "field 'allow': the allow list of sandbox "
+			    "'%s' is damaged in Redis", job->sandbox);
+			refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", msg);
+		return false;
+		}
+		job->allow[job->nallow++] = xmemdup0(value + start, i - start);
+		start = i + 1;
+	}
+	/* The tenant's list may have narrowed since the sandbox was made. */
+	if (!allow_within(in->cfg, in->tenant, job, msg, sizeof(msg))) {
+		char full[sizeof(r->msg)];
+
+		snprintf(full, sizeof(full), "%.300s (sandbox '%s''s allow)", msg, job->sandbox);
+		refuse(r, INTAKE_ANSWER, ST_REJECTED, "net", full);
+		return false;
+	}
+	free(*norm);
+	if (payload_job_encode(job, norm, normlen) < 0)
+		fatalx("cannot encode a job");
+	return true;
 }
 
 bool

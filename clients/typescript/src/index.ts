@@ -15,6 +15,6 @@ export type { AbortSignalLike, OutputEvent, ProgressEvent, StreamEvent, StreamOp
 export { Result } from "./result.js";
 export { HistoryEntry, KV, Sandbox } from "./sandbox.js";
 export type { Entry, SandboxOptions, SandboxRunOptions } from "./sandbox.js";
-export type { RawResult } from "./result.js";
+export type { EgressRow, RawResult } from "./result.js";
 export { SandqError } from "./errors.js";
 export type { Job, JobBody, JobOptions, Limits } from "./job.js";

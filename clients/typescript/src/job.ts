@@ -36,7 +36,13 @@ export interface JobOptions {
   limits?: Limits;
   preset?: "strict" | "normal" | "permissive";
   labels?: Record<string, string>;
-  net?: "none" | "unix";
+  net?: "none" | "unix" | "allow";
+  /**
+   * net "allow": the hosts the job may reach ("pypi.example.org:443",
+   * "*.github.com"), each within the tenant's net_allow; on a sandbox
+   * created with a list, absent takes the sandbox's.
+   */
+  allow?: string[];
   /** An OCI image reference or a tenant's image name (docs/images.md). */
   image?: string;
   priority?: number;
@@ -65,6 +71,7 @@ const FIELDS: Record<string, string> = {
   preset: "preset",
   labels: "labels",
   net: "net",
+  allow: "allow",
   image: "image",
   priority: "priority",
   deadlineMs: "deadline_ms",
@@ -146,6 +153,11 @@ export function putOptions(body: JobBody, opts: Record<string, unknown>, skip: r
       case "persist":
         if (typeof v !== "boolean") throw badType(k, "true or false");
         body[wire] = v;
+        break;
+      case "allow":
+        if (!Array.isArray(v) || v.some((p) => typeof p !== "string"))
+          throw badType(k, "an array of host patterns");
+        body[wire] = [...v];
         break;
       default:
         if (typeof v !== "string") throw badType(k, "a string");

@@ -58,6 +58,20 @@ function output(raw: RawResult, key: string): Uint8Array {
  * code), signal, timeout, a limit (cpu_limit, memory_limit, ...), rejected,
  * expired, cancelled or internal (docs/protocol.md, Results).
  */
+/** One row of a result's egress list (docs/protocol.md). */
+export interface EgressRow {
+  host: string;
+  port: number;
+  allowed: boolean;
+  /** Refused: why; reached: how a connection failed; else null. */
+  reason: string | null;
+  conns: number;
+  up: number;
+  down: number;
+  /** Time the tenant's egress_rate_bytes held the connections (0: none). */
+  throttledMs: number;
+}
+
 export class Result {
   /** The gateway's object as it came. */
   readonly raw: RawResult;
@@ -94,6 +108,11 @@ export class Result {
   /** The sandbox it ran in and the version it left (null, 0 without one). */
   readonly sandbox: string | null;
   readonly version: number;
+  /**
+   * net "allow" runs: the hosts reached or refused through the egress
+   * proxy, one row per host, port and outcome (docs/protocol.md); [] else.
+   */
+  readonly egress: EgressRow[];
 
   /** A Result from the gateway's result object. */
   constructor(raw: RawResult) {
@@ -133,6 +152,22 @@ export class Result {
     this.imageName = str(raw, "image_name");
     this.sandbox = str(raw, "sandbox");
     this.version = num(raw, "version", 0);
+    const eg = raw["egress"];
+    this.egress = Array.isArray(eg)
+      ? eg.filter((g) => g !== null && typeof g === "object").map((g) => {
+          const r = g as Record<string, unknown>;
+          return {
+            host: typeof r["host"] === "string" ? r["host"] : "",
+            port: typeof r["port"] === "number" ? r["port"] : 0,
+            allowed: r["allowed"] === true,
+            reason: typeof r["reason"] === "string" ? r["reason"] : null,
+            conns: typeof r["conns"] === "number" ? r["conns"] : 0,
+            up: typeof r["up"] === "number" ? r["up"] : 0,
+            down: typeof r["down"] === "number" ? r["down"] : 0,
+            throttledMs: typeof r["throttled_ms"] === "number" ? r["throttled_ms"] : 0,
+          };
+        })
+      : [];
   }
 
   /** True when the job exited 0. */

@@ -133,6 +133,15 @@ test("unknown options are refused by the client, unknown fields by the gateway",
   await rejectsWith(c.sh("echo no", { env: { A: 1 } }), "invalid_job", 0);
 });
 
+test("allow reaches the job: without it net allow is invalid, with it the tenant's modes judge", async () => {
+  await rejectsWith(c.sh("true", { net: "allow", allow: "pypi.example" }), "invalid_job", 0);
+  await rejectsWith(c.sh("true", { net: "allow" }), "invalid_job", 400);
+  const r = await c.sh("true", { net: "allow", allow: ["pypi.example:443"] });
+  assert.equal(r.status, "rejected");
+  assert.match(r.errorMessage, /field 'net': mode 'allow' is not allowed/);
+  assert.deepEqual(r.egress, []);
+});
+
 test("a gateway nobody listens on is a connection error", async () => {
   const gone = new Client({ url: "http://127.0.0.1:1", token: H.token, requestTimeoutMs: 5000 });
   await rejectsWith(gone.health(), "connection", 0);
