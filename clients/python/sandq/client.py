@@ -680,7 +680,8 @@ class Client:
                 keep: Optional[bool] = None, create: Optional[bool] = None,
                 perms: Any = None, perm_preset: Union[None, str, Preset] = None,
                 image: Optional[str] = None, workdir: Optional[str] = None,
-                from_image_dir: Optional[str] = None) -> "Sandbox":
+                from_image_dir: Optional[str] = None,
+                allow: Optional[List[str]] = None) -> "Sandbox":
         """A persistent sandbox (see sandq.Sandbox).
 
         sandbox()                   creates a new one at once (id "sbx-...")
@@ -696,20 +697,23 @@ class Client:
         the sandbox uses ("host" or a reference within the server's
         image_sources; a run naming another is rejected); workdir: where its
         files are in its runs (default /workspace, or from_image_dir);
-        from_image_dir: the folder of image that becomes its first version.
-        Each of them makes a new sandbox. A sandbox this call created is
+        from_image_dir: the folder of image that becomes its first version;
+        allow: the host patterns its net="allow" runs reach when they name
+        none (within the tenant's net_allow; docs/security.md). Each of them
+        makes a new sandbox. A sandbox this call created is
         deleted when its with block ends, unless keep=True; one it opened is
         kept unless keep=False. perms and perm_preset apply to every run and
         fs op made through the object."""
         from .sandbox import Sandbox
         sb, created = self._sandbox_plan(id, snapshot, files, create, image, workdir,
-                                         from_image_dir)
+                                         from_image_dir, allow)
         s = Sandbox(self, sb, created=created, keep=keep, perms=perms,
                     perm_preset=perm_preset)
         if created:
             s._info(self.call("sandbox.create", sandbox=sb, snapshot=snapshot,
                               files=files, labels=labels, image=image,
-                              workdir=workdir, from_image_dir=from_image_dir).data)
+                              workdir=workdir, from_image_dir=from_image_dir,
+                              allow=allow).data)
         else:
             s._info(self.call("sandbox.info", sandbox=sb).data)
         return s
@@ -720,12 +724,13 @@ class Client:
                  keep: Optional[bool] = None, create: Optional[bool] = None,
                  perms: Any = None, perm_preset: Union[None, str, Preset] = None,
                  image: Optional[str] = None, workdir: Optional[str] = None,
-                 from_image_dir: Optional[str] = None) -> "_Opening":
+                 from_image_dir: Optional[str] = None,
+                 allow: Optional[List[str]] = None) -> "_Opening":
         """Async sandbox(): await it, or use it as "async with
         client.asandbox() as sb"."""
         from .sandbox import Sandbox, _Opening
         sb, created = self._sandbox_plan(id, snapshot, files, create, image, workdir,
-                                         from_image_dir)
+                                         from_image_dir, allow)
         s = Sandbox(self, sb, created=created, keep=keep, perms=perms,
                     perm_preset=perm_preset)
 
@@ -733,7 +738,8 @@ class Client:
             if created:
                 r = await self.acall("sandbox.create", sandbox=sb, snapshot=snapshot,
                                      files=files, labels=labels, image=image,
-                                     workdir=workdir, from_image_dir=from_image_dir)
+                                     workdir=workdir, from_image_dir=from_image_dir,
+                                     allow=allow)
             else:
                 r = await self.acall("sandbox.info", sandbox=sb)
             s._info(r.data)
@@ -744,14 +750,16 @@ class Client:
     def _sandbox_plan(sb: Optional[str], snapshot: Optional[bytes], files: Any,
                       create: Optional[bool], image: Optional[str] = None,
                       workdir: Optional[str] = None,
-                      from_image_dir: Optional[str] = None) -> Tuple[str, bool]:
+                      from_image_dir: Optional[str] = None,
+                      allow: Optional[List[str]] = None) -> Tuple[str, bool]:
         if snapshot is not None and files is not None:
             raise errors.InvalidJob("sandbox: files or snapshot, not both")
         if from_image_dir is not None and (snapshot is not None or files is not None):
             raise errors.InvalidJob("sandbox: from_image_dir, files or snapshot: "
                                     "one of them")
         want = (sb is None or snapshot is not None or files is not None or
-                image is not None or workdir is not None or from_image_dir is not None)
+                image is not None or workdir is not None or from_image_dir is not None or
+                allow is not None)
         if create is False and want:
             raise errors.InvalidJob("sandbox: create=False needs an id and no "
                                     "files, snapshot, image, workdir or "

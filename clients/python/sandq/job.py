@@ -63,11 +63,18 @@ RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files
 OP_FIELDS = frozenset(("id", "sandbox", "path", "data", "mode", "recursive", "key",
                        "value", "prefix", "to", "snapshot", "labels", "files",
                        "perms", "perm_preset", "priority", "deadline_ms",
-                       "image", "workdir", "from_image_dir", "parents"))
+                       "image", "workdir", "from_image_dir", "parents", "allow"))
 IMAGE_MAX = 1024                # bytes of an image reference
 ROOT_DIR_MAX = 1024             # bytes of a workdir or from_image_dir
 
 _ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
+
+
+def _allow(allow: Any) -> List[str]:
+    """An allow list: 1 to 64 host patterns ("pypi.example:443", "*.github.com")."""
+    if isinstance(allow, (str, bytes)) or not 1 <= len(allow) <= 64:
+        raise InvalidJob("allow: expected a list of 1 to 64 host patterns")
+    return [_str("allow", a, 1, 262) for a in allow]
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -347,11 +354,7 @@ class Job:
             f["net"] = _str("net", opts["net"], 1, 32)
         if opts.get("allow") is not None:
             # net="allow": host patterns, each inside the tenant's net_allow
-            # (the server checks them; docs/security.md).
-            allow = opts["allow"]
-            if isinstance(allow, (str, bytes)) or not 1 <= len(allow) <= 64:
-                raise InvalidJob("allow: expected a list of 1 to 64 host patterns")
-            f["allow"] = [_str("allow", a, 1, 262) for a in allow]
+            f["allow"] = _allow(opts["allow"])
         if opts.get("image") is not None:
             # The server checks the reference and its sources (docs/images.md).
             f["image"] = _str("image", opts["image"], 1, 1024)
@@ -424,6 +427,10 @@ class Job:
                 raise InvalidJob("snapshot: expected 1..%d bytes" % SNAPSHOT_MAX)
         if fields.get("labels"):
             f["labels"] = _labels(fields["labels"])
+        if fields.get("allow") is not None:
+            # sandbox.create: the list its net="allow" runs use when they
+            # name none, held to the tenant's net_allow by the server.
+            f["allow"] = _allow(fields["allow"])
         if fields.get("files"):
             f["files"] = _files(fields["files"])
         _path_rules(f, fields.get("perm_preset"), fields.get("perms"))

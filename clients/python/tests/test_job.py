@@ -38,6 +38,13 @@ class Jobs(unittest.TestCase):
             with self.subTest(bad=bad), self.assertRaises(sandq.InvalidJob):
                 sandq.Job.sh("true", net="allow", allow=bad)
 
+    def test_a_sandboxs_allow_list_goes_with_its_create(self):
+        f = msgpack.unpackb(sandq.Job.sandbox_op("sandbox.create", sandbox="s1",
+                                                 allow=["*.github.com"]).pack(), raw=False)
+        self.assertEqual((f["op"], f["allow"]), ("sandbox.create", ["*.github.com"]))
+        with self.assertRaises(sandq.InvalidJob):
+            sandq.Job.sandbox_op("sandbox.create", sandbox="s1", allow="x")
+
     def test_a_results_egress_rows_are_decoded(self):
         r = sandq.Result({"id": "j", "status": "ok", "egress": [
             {"host": "pypi.example", "port": 443, "allowed": True, "conns": 2,
