@@ -338,9 +338,9 @@ static const struct option options[] = {
 	LIST(net_allow, nnet_allow, "", allow_check, "host patterns", true,
 	    "Hosts net allow jobs may name: name[:port], *.domain[:port], an "
 	    "address; no port = 80 and 443; empty = none."),
-	LIST(egress_hosts, negress_hosts, "", egress_hosts_check, "NAME=ADDR", false,
-	    "Names the egress proxy resolves itself, NAME=ADDR each, before DNS; "
-	    "empty = DNS only."),
+	LIST(egress_hosts, negress_hosts, "", egress_hosts_check, "NAME[:PORT]=ADDR[:PORT]", false,
+	    "Names the egress proxy resolves itself, NAME=ADDR each (NAME:PORT=ADDR:PORT: "
+	    "that port elsewhere), before DNS; empty = DNS only."),
 	LIST(egress_allow_addrs, negress_allow_addrs, "", egress_addrs_check,
 	    "address ranges", false,
 	    "Ranges (ADDR/BITS) the egress proxy may reach although private, "
@@ -724,24 +724,19 @@ allow_check(char *const *items, size_t n, char *why, size_t whylen)
 	return NULL;
 }
 
-/* egress_hosts: NAME=ADDR, a host name and an IPv4 or IPv6 address. */
+/*
+ * egress_hosts: NAME=ADDR, or NAME:PORT=ADDR:PORT ([ADDR]:PORT for IPv6):
+ * egress_host_item_parse() (egress/match.c), which sandq-egress uses too.
+ */
 static const char *
 egress_hosts_check(char *const *items, size_t n, char *why, size_t whylen)
 {
 	for (size_t i = 0; i < n; i++) {
-		const char *eq = strchr(items[i], '=');
-		char name[EGRESS_HOST_MAX + 1];
-		struct egress_cidr c;
+		struct egress_host_item it;
 		struct err e;
-		bool ip;
 
-		if (eq == NULL || egress_host_norm(items[i], (size_t)(eq - items[i]), name,
-		    &ip) < 0 || ip) {
-			snprintf(why, whylen, "item %zu: not NAME=ADDR", i + 1);
-			return why;
-		}
-		if (strchr(eq + 1, '/') != NULL || egress_cidr_parse(eq + 1, &c, &e) < 0) {
-			snprintf(why, whylen, "item %zu: '%.64s' is not an address", i + 1, eq + 1);
+		if (egress_host_item_parse(items[i], &it, &e) < 0) {
+			snprintf(why, whylen, "item %zu: %s", i + 1, e.msg);
 			return why;
 		}
 	}

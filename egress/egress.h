@@ -75,6 +75,22 @@ int egress_pats_parse(const char *s, struct egress_pat *pats, size_t max,
  */
 int egress_host_norm(const char *host, size_t len, char *out, bool *is_ip);
 
+/*
+ * One item of the operator's egress_hosts: NAME=ADDR (every port of NAME
+ * goes to ADDR, on the port asked for), or NAME:PORT=ADDR:TO (a connection
+ * to NAME on PORT goes to ADDR on port TO: a stand-in or mirror on another
+ * port; an IPv6 ADDR in brackets then). The job, its allow list, the audit
+ * and the result still name NAME:PORT.
+ */
+struct egress_host_item {
+	char name[EGRESS_HOST_MAX + 1];	/* normalised */
+	uint16_t port;		/* 0: any port */
+	struct sockaddr_storage addr;	/* its port: TO, or 0 for the one asked for */
+};
+
+/* Parses one egress_hosts item. 0, or -EINVAL with e naming what is wrong. */
+int egress_host_item_parse(const char *s, struct egress_host_item *it, struct err *e);
+
 /* An address range, `a.b.c.d/n` or `v6/n`. */
 struct egress_cidr {
 	int family;		/* AF_INET or AF_INET6 */

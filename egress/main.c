@@ -123,39 +123,36 @@ on_ctl(uv_poll_t *h, int status, int events)
 	msg_clear(&m);
 }
 
-/* Parses --hosts: NAME=ADDR, comma-separated; a name may repeat. */
+/*
+ * Parses --hosts: NAME=ADDR or NAME:PORT=ADDR:PORT items (egress_host_item_parse()),
+ * comma-separated; a name (with its port) may repeat, for more addresses.
+ */
 static void
 parse_hosts(const char *s)
 {
 	char *copy = xstrdup(s), *save = NULL;
 
 	for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-		char *eq = strchr(tok, '='), norm[EGRESS_HOST_MAX + 1];
-		struct sockaddr_storage ss;
+		struct egress_host_item it;
 		struct egress_host *h = NULL;
-		bool ip;
+		struct err e = { 0 };
 
-		memset(&ss, 0, sizeof(ss));
-		if (eq == NULL || egress_host_norm(tok, (size_t)(eq - tok), norm, &ip) < 0 || ip)
-			fatalx("--hosts: '%s' is not NAME=ADDR", tok);
-		if (inet_pton(AF_INET, eq + 1, &((struct sockaddr_in *)&ss)->sin_addr) == 1)
-			ss.ss_family = AF_INET;
-		else if (inet_pton(AF_INET6, eq + 1, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1)
-			ss.ss_family = AF_INET6;
-		else
-			fatalx("--hosts: '%s' is not an address", eq + 1);
+		if (egress_host_item_parse(tok, &it, &e) < 0)
+			fatalx("--hosts: %s", e.msg);
 		for (size_t i = 0; i < nhosts; i++)
-			if (strcmp(hosts[i].name, norm) == 0)
+			if (strcmp(hosts[i].name, it.name) == 0 && hosts[i].port == it.port)
 				h = &hosts[i];
 		if (h == NULL) {
 			if (nhosts == EGRESS_HOSTS_MAX)
 				fatalx("--hosts: more than %d names", EGRESS_HOSTS_MAX);
 			h = &hosts[nhosts++];
-			snprintf(h->name, sizeof(h->name), "%s", norm);
+			snprintf(h->name, sizeof(h->name), "%s", it.name);
+			h->port = it.port;
 		}
 		if (h->naddr == EGRESS_HOST_ADDRS_MAX)
-			fatalx("--hosts: more than %d addresses for %s", EGRESS_HOST_ADDRS_MAX, norm);
-		h->addr[h->naddr++] = ss;
+			fatalx("--hosts: more than %d addresses for %s", EGRESS_HOST_ADDRS_MAX,
+			    it.name);
+		h->addr[h->naddr++] = it.addr;
 	}
 	free(copy);
 }

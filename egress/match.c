@@ -279,6 +279,83 @@ egress_pats_parse(const char *s, struct egress_pat *pats, size_t max, struct err
 	return (int)n;
 }
 
+/* A port of 1-65535 in decimal, the whole of s[0..n). */
+static int
+port_parse(const char *s, size_t n, uint16_t *port)
+{
+	unsigned long v = 0;
+
+	if (n == 0 || n > 5)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned long)(s[i] - '0');
+	}
+	if (v == 0 || v > 65535)
+		return -EINVAL;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+int
+egress_host_item_parse(const char *s, struct egress_host_item *it, struct err *e)
+{
+	const char *eq = strchr(s, '='), *colon, *addr, *aend;
+	char abuf[INET6_ADDRSTRLEN + 1];
+	uint16_t to = 0;
+	bool ip;
+	size_t nl;
+
+	memset(it, 0, sizeof(*it));
+	if (eq == NULL)
+		return err_set(e, -EINVAL, "'%.64s' is not NAME=ADDR", s);
+	/* The name, and the port it applies to. */
+	colon = memchr(s, ':', (size_t)(eq - s));
+	nl = colon != NULL ? (size_t)(colon - s) : (size_t)(eq - s);
+	if (egress_host_norm(s, nl, it->name, &ip) < 0 || ip)
+		return err_set(e, -EINVAL, "'%.64s': not a host name before '='", s);
+	if (colon != NULL && port_parse(colon + 1, (size_t)(eq - colon - 1), &it->port) < 0)
+		return err_set(e, -EINVAL, "'%.64s': not a port (1-65535) after the name", s);
+	/* The address, with the port to use when the name has one. */
+	addr = eq + 1;
+	aend = addr + strlen(addr);
+	if (*addr == '[') {
+		const char *rb = strchr(addr, ']');
+
+		if (rb == NULL)
+			return err_set(e, -EINVAL, "'%.64s': no ']' after the IPv6 address", s);
+		if (rb[1] == ':' && port_parse(rb + 2, strlen(rb + 2), &to) < 0)
+			return err_set(e, -EINVAL, "'%.64s': not a port (1-65535) after ']'", s);
+		if (rb[1] != '\0' && rb[1] != ':')
+			return err_set(e, -EINVAL, "'%.64s': ':PORT' or nothing after ']'", s);
+		addr++;
+		aend = rb;
+	} else if ((colon = strchr(addr, ':')) != NULL && strchr(colon + 1, ':') == NULL) {
+		/* a.b.c.d:PORT (a bare IPv6 address has more than one ':') */
+		if (port_parse(colon + 1, strlen(colon + 1), &to) < 0)
+			return err_set(e, -EINVAL, "'%.64s': not a port (1-65535) after the address", s);
+		aend = colon;
+	}
+	if ((it->port != 0) != (to != 0))
+		return err_set(e, -EINVAL, "'%.64s': a port on both sides or on neither "
+		    "(NAME=ADDR, NAME:PORT=ADDR:PORT)", s);
+	if ((size_t)(aend - addr) >= sizeof(abuf))
+		return err_set(e, -EINVAL, "'%.64s': not an address", s);
+	memcpy(abuf, addr, (size_t)(aend - addr));
+	abuf[aend - addr] = '\0';
+	if (inet_pton(AF_INET, abuf, &((struct sockaddr_in *)&it->addr)->sin_addr) == 1) {
+		it->addr.ss_family = AF_INET;
+		((struct sockaddr_in *)&it->addr)->sin_port = htons(to);
+	} else if (inet_pton(AF_INET6, abuf, &((struct sockaddr_in6 *)&it->addr)->sin6_addr) == 1) {
+		it->addr.ss_family = AF_INET6;
+		((struct sockaddr_in6 *)&it->addr)->sin6_port = htons(to);
+	} else {
+		return err_set(e, -EINVAL, "'%.64s': '%s' is not an address", s, abuf);
+	}
+	return 0;
+}
+
 int
 egress_cidr_parse(const char *s, struct egress_cidr *c, struct err *e)
 {

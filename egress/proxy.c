@@ -613,7 +613,10 @@ connect_checked(struct conn *c, const struct sockaddr *const *addrs, size_t n)
 
 		memcpy(&ss, addrs[0], addrs[0]->sa_family == AF_INET ?
 		    sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
-		((struct sockaddr_in *)&ss)->sin_port = htons(c->port);
+		/* An operator's NAME:PORT=ADDR:PORT gives the port; else the one asked for
+		 * (sin_port and sin6_port are at the same offset). */
+		if (((struct sockaddr_in *)&ss)->sin_port == 0)
+			((struct sockaddr_in *)&ss)->sin_port = htons(c->port);
 		rc = uv_tcp_connect(&c->creq, &c->up, (struct sockaddr *)&ss, on_connected);
 	}
 	if (rc < 0) {
@@ -670,13 +673,20 @@ resolve(struct conn *c)
 		connect_checked(c, &one, 1);
 		return;
 	}
-	for (size_t i = 0; i < o->nhosts; i++) {
-		if (strcmp(o->hosts[i].name, c->host) == 0) {
+	{
+		/* The operator's names: an entry for this port first, then one for every port. */
+		const struct egress_host *h = NULL;
+
+		for (size_t i = 0; i < o->nhosts; i++)
+			if (strcmp(o->hosts[i].name, c->host) == 0 &&
+			    (o->hosts[i].port == c->port || (o->hosts[i].port == 0 && h == NULL)))
+				h = &o->hosts[i];
+		if (h != NULL) {
 			const struct sockaddr *addrs[EGRESS_HOST_ADDRS_MAX];
 
-			for (size_t k = 0; k < o->hosts[i].naddr; k++)
-				addrs[k] = (const struct sockaddr *)&o->hosts[i].addr[k];
-			connect_checked(c, addrs, o->hosts[i].naddr);
+			for (size_t k = 0; k < h->naddr; k++)
+				addrs[k] = (const struct sockaddr *)&h->addr[k];
+			connect_checked(c, addrs, h->naddr);
 			return;
 		}
 	}

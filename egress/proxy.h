@@ -31,7 +31,8 @@
 /* A name the operator resolves for the proxy (egress_hosts). */
 struct egress_host {
 	char name[EGRESS_HOST_MAX + 1];	/* lower case */
-	struct sockaddr_storage addr[EGRESS_HOST_ADDRS_MAX];
+	uint16_t port;		/* the port it applies to; 0: every port */
+	struct sockaddr_storage addr[EGRESS_HOST_ADDRS_MAX];	/* port 0: the one asked for */
 	size_t naddr;
 };
 

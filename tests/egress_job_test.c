@@ -87,9 +87,8 @@ web_start(void)
 static void
 setup(void)
 {
-	char allow[160], modes[] = "net_modes=none, unix, allow";
-	const char *extra[] = { "--set", modes, "--set", allow, "--set",
-		"egress_hosts=pypi.example=127.0.0.1, private.example=10.0.0.1",
+	char allow[160], hosts[160], modes[] = "net_modes=none, unix, allow";
+	const char *extra[] = { "--set", modes, "--set", allow, "--set", hosts,
 		"--set", "egress_allow_addrs=127.0.0.1/32", "--set", "egress_conns_max=4",
 		/* The tenant's own rate; the other tests' files fit in one second's worth. */
 		"--set", "tenant.default.egress_rate_bytes=131072",
@@ -98,8 +97,12 @@ setup(void)
 	harness_marker(marker, sizeof(marker), "egress-job");
 	harness_redis_start(&H);
 	web_start();
-	snprintf(allow, sizeof(allow), "net_allow=pypi.example:%d, private.example:%d",
-	    web_port, web_port);
+	snprintf(allow, sizeof(allow), "net_allow=pypi.example:%d, private.example:%d, "
+	    "pypi.example:443", web_port, web_port);
+	/* pypi.example on port 443 is the web server's port: a stand-in, as an
+	 * operator points a name at a mirror (egress_hosts NAME:PORT=ADDR:PORT). */
+	snprintf(hosts, sizeof(hosts), "egress_hosts=pypi.example=127.0.0.1, "
+	    "private.example=10.0.0.1, pypi.example:443=127.0.0.1:%d", web_port);
 	harness_sandqd_start(&H, 1, extra);
 }
 
@@ -247,6 +250,44 @@ Test(egress_job, a_job_reaches_its_allowed_name_and_nothing_else_all_on_record)
 	cr_expect_eq(lines_with(out, (const char *const[]){ "\"action\":\"egress_refused\"",
 	    allowed, "\"allowed\":false", NULL }), 1, "%s", out);
 	free(out);
+	sandq_result_free(r);
+	sandq_close(c);
+}
+
+/*
+ * The issue's own example: allow ["pypi.example:443"] reaches the stand-in
+ * the operator put behind pypi.example:443 (egress_hosts, the test's web
+ * server on a free port: a test never binds 443 on a shared host), by that
+ * name and port, and nothing else: not the same server by its own port,
+ * not another name on 443. The result and the audit name pypi.example:443.
+ */
+Test(egress_job, allow_pypi_example_443_reaches_its_stand_in_and_nothing_else)
+{
+	static const char script[] =
+		"curl -sS --max-time 60 http://pypi.example:443/hello.txt\n"
+		"curl -s -o /dev/null -w 'own-port %{http_code}\\n' http://pypi.example:$PORT/\n"
+		"curl -s -o /dev/null -w 'other %{http_code}\\n' http://other.example:443/\n";
+	const char *allow[] = { "pypi.example:443", NULL };
+	struct sandq *c = harness_client(&H);
+	struct sandq_result *r;
+	struct result *raw;
+	const struct result_egress *g;
+
+	r = run_allow(c, script, allow);
+	cr_assert_str_eq(r->status, "ok", "%s %s %s", r->status, r->stdout_data,
+	    r->stderr_data);
+	cr_expect(strstr((char *)r->stdout_data, marker) != NULL, "%s", r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "own-port 403\n") != NULL, "%s",
+	    r->stdout_data);
+	cr_expect(strstr((char *)r->stdout_data, "other 403\n") != NULL, "%s",
+	    r->stdout_data);
+	raw = raw_result(r->id);
+	cr_assert_not_null(g = row(raw, "pypi.example", 443, true, NULL), "no row");
+	cr_expect_eq(g->conns, 1);
+	cr_expect(g->down > strlen(marker));
+	cr_expect_not_null(row(raw, "pypi.example", web_port, false, NULL));
+	cr_expect_not_null(row(raw, "other.example", 443, false, NULL));
+	result_free(raw);
 	sandq_result_free(r);
 	sandq_close(c);
 }

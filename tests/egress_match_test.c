@@ -176,3 +176,39 @@ Test(egress_match, operator_ranges_lift_refusals_and_own_addresses_are_refused)
 	cr_expect_eq(egress_cidr_parse("10.0.0.0/33", &allow, &e), -EINVAL);
 	cr_expect_eq(egress_cidr_parse("nope/8", &allow, &e), -EINVAL);
 }
+
+/* egress_hosts items: NAME=ADDR, NAME:PORT=ADDR:PORT, [v6]:PORT; each fault named. */
+Test(egress_match, operator_host_items_parse_with_and_without_ports)
+{
+	struct egress_host_item it;
+	struct err e = { 0 };
+
+	cr_assert_eq(egress_host_item_parse("PyPI.Example=127.0.0.1", &it, &e), 0, "%s", e.msg);
+	cr_expect_str_eq(it.name, "pypi.example");
+	cr_expect_eq(it.port, 0);
+	cr_expect_eq(it.addr.ss_family, AF_INET);
+	cr_expect_eq(((struct sockaddr_in *)&it.addr)->sin_port, 0);
+	cr_assert_eq(egress_host_item_parse("pypi.example:443=127.0.0.1:8443", &it, &e), 0,
+	    "%s", e.msg);
+	cr_expect_eq(it.port, 443);
+	cr_expect_eq(ntohs(((struct sockaddr_in *)&it.addr)->sin_port), 8443);
+	cr_assert_eq(egress_host_item_parse("mirror.example:443=[::1]:8443", &it, &e), 0,
+	    "%s", e.msg);
+	cr_expect_eq(it.addr.ss_family, AF_INET6);
+	cr_expect_eq(ntohs(((struct sockaddr_in6 *)&it.addr)->sin6_port), 8443);
+	cr_assert_eq(egress_host_item_parse("v6.example=fd00::1", &it, &e), 0, "%s", e.msg);
+	cr_expect_eq(it.addr.ss_family, AF_INET6);
+	cr_expect_eq(((struct sockaddr_in6 *)&it.addr)->sin6_port, 0);
+	static const char *const bad[] = {
+		"pypi.example", "pypi.example=nope", "127.0.0.1=10.0.0.1",
+		"pypi.example:443=127.0.0.1", "pypi.example=127.0.0.1:8443",
+		"pypi.example:0=127.0.0.1:1", "pypi.example:70000=127.0.0.1:1",
+		"pypi.example:443=[::1", "pypi.example:443=[::1]x", "a b=127.0.0.1",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		e.msg[0] = '\0';
+		cr_expect_eq(egress_host_item_parse(bad[i], &it, &e), -EINVAL, "%s accepted", bad[i]);
+		cr_expect(strstr(e.msg, bad[i]) != NULL || strstr(e.msg, "'") != NULL,
+		    "%s: %s", bad[i], e.msg);
+	}
+}
