@@ -63,6 +63,20 @@ int ns_spawner_net_make(struct err *e);
 #define IPCNS_SLOTS 2	/* as the network namespaces' slots (spawn.c) */
 
 /* One shared IPC namespace of the spawner's, and what it checks before reuse. */
+/*
+ * The shared namespaces' turn-taking (spawn.c: the network ones; ipcns.c:
+ * the IPC ones), in the spawner. ns_spawner_pidfd_ended(): whether the init
+ * behind *pidfd has ended (its pidfd readable; then closed and set -1; -1
+ * counts as ended), without waiting. ns_spawner_slot_pick(): among n slots, the
+ * one taken last being turn, the first that reusable() says may be entered
+ * as it is, from turn on (so jobs one after another keep to one), with
+ * *reuse true; else the first whose init ended(), else the one after turn,
+ * with *reuse false (the caller makes it anew). Returns the slot's index.
+ */
+bool ns_spawner_pidfd_ended(int *pidfd);
+unsigned ns_spawner_slot_pick(unsigned n, unsigned turn, bool (*reusable)(void *arg, unsigned i),
+    bool (*ended)(void *arg, unsigned i), void *arg, bool *reuse);
+
 struct ipcns_slot {
 	int ns;			/* the namespace, or -1 */
 	int sysv[3];		/* its /proc/sysvipc shm, sem, msg, opened inside */

@@ -28,7 +28,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -123,27 +122,13 @@ mq_empty(int mnt)
 	return empty;
 }
 
-/* Whether slot sl's last init has ended (its pidfd is then readable). */
+/* Whether slot k of s may take the next init as it is (above). */
 static bool
-slot_ended(struct ipcns_slot *sl)
+slot_reusable(void *arg, unsigned k)
 {
-	struct pollfd p = { .fd = sl->last, .events = POLLIN };
+	struct ipcns_slot *sl = &((struct ipcns *)arg)->slot[k];
 
-	if (sl->last < 0)
-		return true;
-	/* No wait: with both slots' inits running, a namespace is made. */
-	if (poll(&p, 1, 0) != 1)
-		return false;
-	close(sl->last);
-	sl->last = -1;
-	return true;
-}
-
-/* Whether slot sl may take the next init (above). */
-static bool
-slot_reusable(struct ipcns_slot *sl)
-{
-	if (sl->ns < 0 || !slot_ended(sl))
+	if (sl->ns < 0 || !ns_spawner_pidfd_ended(&sl->last))
 		return false;
 	for (int i = 0; i < 3; i++)
 		if (!sysv_empty(sl->sysv[i]))
@@ -184,34 +169,27 @@ slot_renew(const struct ipcns *s, struct ipcns_slot *sl)
 	return rc;
 }
 
+/* Whether slot i of s has no init left running in it. */
+static bool
+slot_ended(void *arg, unsigned i)
+{
+	return ns_spawner_pidfd_ended(&((struct ipcns *)arg)->slot[i].last);
+}
+
 bool
 ipcns_spawner_enter(struct ipcns *s)
 {
-	struct ipcns_slot *sl = NULL;
+	struct ipcns_slot *sl;
+	bool reuse;
 
 	s->cur = NULL;
 	if (s->host < 0)
 		return false;
-	/*
-	 * The first reusable slot from the one taken last, so that jobs one
-	 * after another keep to one namespace; else the first whose last init
-	 * has ended; else the other one; those two renewed.
-	 */
-	for (unsigned i = 0; i < IPCNS_SLOTS && sl == NULL; i++)
-		if (slot_reusable(&s->slot[(s->turn + i) % IPCNS_SLOTS]))
-			sl = &s->slot[(s->turn + i) % IPCNS_SLOTS];
-	for (unsigned i = 0; i < IPCNS_SLOTS && sl == NULL; i++)
-		if (slot_ended(&s->slot[(s->turn + i) % IPCNS_SLOTS])) {
-			sl = &s->slot[(s->turn + i) % IPCNS_SLOTS];
-			if (slot_renew(s, sl) < 0)
-				return false;
-		}
-	if (sl == NULL) {
-		sl = &s->slot[(s->turn + 1) % IPCNS_SLOTS];
-		if (slot_renew(s, sl) < 0)
-			return false;
-	}
-	s->turn = (unsigned)(sl - s->slot);
+	/* As the network namespaces are taken (ns_spawner_slot_pick()). */
+	s->turn = ns_spawner_slot_pick(IPCNS_SLOTS, s->turn, slot_reusable, slot_ended, s, &reuse);
+	sl = &s->slot[s->turn];
+	if (!reuse && slot_renew(s, sl) < 0)
+		return false;
 	if (setns(sl->ns, CLONE_NEWIPC) < 0)
 		return false;
 	s->cur = sl;

@@ -2,11 +2,13 @@
  * ns.c - namespaces: the uid/gid maps, the sandbox identity, loopback.
  *
  * The sandbox's init is created (by the spawner, spawn.c) with one clone()
- * that unshares user, mount, pid, ipc and uts namespaces at once, so there
- * is no moment where it shares any of them with the worker. Its network
- * namespace is new too (job_netns = fresh), or the one its worker's
+ * that unshares user, mount, pid and uts namespaces at once, so there is
+ * no moment where it shares any of them with the worker. Its network
+ * namespace is new too (job_netns = fresh), or one of the two its worker's
  * sandboxes take turns in, which the spawner makes here
- * (ns_spawner_net_make()) and owns: no job has a capability over it. Its uid
+ * (ns_spawner_net_make()) and owns: no job has a capability over it; its
+ * IPC namespace likewise (ipcns.c). Both kinds take turns by the same rule
+ * (ns_spawner_slot_pick()). Its uid
  * inside is SANDBOX_UID (on an image: the image's user, root included),
  * mapped to one unprivileged host uid per worker: the job is never host
  * root, and two workers' jobs never share a host uid.
@@ -22,6 +24,7 @@
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,4 +152,40 @@ ns_spawner_net_make(struct err *e)
 		if ((rc = write_file(netns_sysctls[i][0], netns_sysctls[i][1], e)) < 0)
 			return rc;
 	return loopback_up(e);
+}
+
+/*** The shared namespaces' turns (spawner; internal.h) ***/
+
+bool
+ns_spawner_pidfd_ended(int *pidfd)
+{
+	struct pollfd p = { .fd = *pidfd, .events = POLLIN };
+
+	if (*pidfd < 0)
+		return true;
+	/*
+	 * No wait: a sandbox asked for while both slots' inits still run
+	 * gets a namespace of its own rather than hold the worker up.
+	 */
+	if (poll(&p, 1, 0) != 1)
+		return false;
+	close(*pidfd);
+	*pidfd = -1;
+	return true;
+}
+
+unsigned
+ns_spawner_slot_pick(unsigned n, unsigned turn, bool (*reusable)(void *arg, unsigned i),
+    bool (*ended)(void *arg, unsigned i), void *arg, bool *reuse)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (reusable(arg, (turn + i) % n)) {
+			*reuse = true;
+			return (turn + i) % n;
+		}
+	*reuse = false;
+	for (unsigned i = 0; i < n; i++)
+		if (ended(arg, (turn + i) % n))
+			return (turn + i) % n;
+	return (turn + 1) % n;
 }

@@ -28,7 +28,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -121,30 +120,23 @@ static struct {
 } net = { .host = -1, .slot = { { -1, { { -1, -1 } }, -1 },
     { -1, { { -1, -1 } }, -1 } } };
 
-/* Whether slot sl's last init has ended (its pidfd is then readable). */
+/* Whether slot i may take the next init as it is (see above). */
 static bool
-net_ended(struct net_slot *sl)
+net_reusable(void *arg, unsigned i)
 {
-	struct pollfd p = { .fd = sl->last, .events = POLLIN };
+	struct net_slot *sl = &net.slot[i];
 
-	if (sl->last < 0)
-		return true;
-	/*
-	 * No wait: a sandbox asked for while both slots' inits still run
-	 * gets a namespace of its own rather than hold the worker up.
-	 */
-	if (poll(&p, 1, 0) != 1)
-		return false;
-	close(sl->last);
-	sl->last = -1;
-	return true;
+	(void)arg;
+	return sl->ns >= 0 && ns_spawner_pidfd_ended(&sl->last) &&
+	    sockcap_is_idle(&sl->stat) == 1;
 }
 
-/* Whether slot sl may take the next init (see above). */
+/* Whether slot i's last init has ended. */
 static bool
-net_reusable(struct net_slot *sl)
+net_ended(void *arg, unsigned i)
 {
-	return sl->ns >= 0 && net_ended(sl) && sockcap_is_idle(&sl->stat) == 1;
+	(void)arg;
+	return ns_spawner_pidfd_ended(&net.slot[i].last);
 }
 
 /* Drops slot sl's namespace: its last init and our descriptors of it. */
@@ -182,32 +174,24 @@ net_renew(struct net_slot *sl, struct err *e)
 }
 
 /*
- * Enters the namespace the next init is to share: the first reusable slot
- * from net.turn (the last one taken) on, so that jobs one after another
- * keep to one namespace; else the first whose last init has ended
- * (renewed); else the one after net.turn, renewed. Returns true if the spawner is in it (the
- * clone must not unshare one; net.cur is the slot), false if the init gets
- * a namespace of its own as without sharing.
+ * Enters the namespace the next init is to share: ns_spawner_slot_pick()'s
+ * slot, made anew unless it may be entered as it is. Returns true if the
+ * spawner is in it (the clone must not unshare one; net.cur is the slot),
+ * false if the init gets a namespace of its own as without sharing.
  */
 static bool
 net_enter(const struct sandbox_conf *conf)
 {
-	struct net_slot *sl = NULL;
+	struct net_slot *sl;
 	struct err e = { 0 };
+	bool reuse;
 
 	net.cur = NULL;
 	if (conf->net_fresh || net.host < 0)
 		return false;
-	for (unsigned i = 0; i < NET_SLOTS && sl == NULL; i++)
-		if (net_reusable(&net.slot[(net.turn + i) % NET_SLOTS]))
-			sl = &net.slot[(net.turn + i) % NET_SLOTS];
-	for (unsigned i = 0; i < NET_SLOTS && sl == NULL; i++)
-		if (net_ended(&net.slot[(net.turn + i) % NET_SLOTS]))
-			sl = &net.slot[(net.turn + i) % NET_SLOTS];
-	if (sl == NULL)
-		sl = &net.slot[(net.turn + 1) % NET_SLOTS];
-	net.turn = (unsigned)(sl - net.slot);
-	if (!net_reusable(sl) && net_renew(sl, &e) < 0)
+	net.turn = ns_spawner_slot_pick(NET_SLOTS, net.turn, net_reusable, net_ended, NULL, &reuse);
+	sl = &net.slot[net.turn];
+	if (!reuse && net_renew(sl, &e) < 0)
 		return false;
 	if (setns(sl->ns, CLONE_NEWNET) < 0)
 		return false;
