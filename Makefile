@@ -82,7 +82,7 @@ SQL_SRCS := common/sql.c
 # The AgentFS codec, its session table, the copy-on-write image and patch.
 AGENTFS_SRCS := agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c
 # The local snapshot store; of agentfs/ it needs patch.c alone.
-STORE_SRCS := store/store.c store/store_names.c store/store_chunks.c store/store_import.c store/store_migrate.c
+STORE_SRCS := store/store.c store/store_names.c store/store_chunks.c store/store_import.c store/store_migrate.c proto/snapkey.c
 # Materialise and capture over the codec; perms.c (path rules, with the
 # rule levels of proto/path.c) also links alone. ($^ drops a repeated object.)
 WORKSPACE_SRCS := workspace/workspace.c workspace/workspace_capture.c workspace/perms.c proto/path.c
@@ -132,7 +132,7 @@ IMAGES_READ_SRCS := images/cache_records.c images/oci.c images/user.c
 # what a tarball is, the machine's apt sources, mmdebstrap, and skopeo to
 # push (-larchive -ljansson -lcrypto).
 IMAGES_BUILD_SRCS := images/pack.c images/tarkind.c images/aptsrc.c images/debian.c images/oci.c images/skopeo.c
-CLIENT_SRCS := libsandq/libsandq.c libsandq/cases.c libsandq/presets.c libsandq/audit.c
+CLIENT_SRCS := libsandq/libsandq.c libsandq/cases.c libsandq/presets.c libsandq/audit.c proto/snapkey.c
 AUDIT_SRCS := audit/event.c audit/db.c audit/queue.c
 TENANT_SRCS := queue/tenant.c $(IMAGES_REF_SRCS)
 CLI_SRCS := cli/cli.c cli/cli_common.c proto/mpjson.c cli/cli_esc.c cli/cli_man.c cli/cli_sandbox.c cli/cli_fs.c cli/cli_output.c cli/gitignore.c cli/doctor.c sandbox/cgroup.c $(SQL_SRCS) $(AGENTFS_SRCS) $(WORKSPACE_SRCS) \
@@ -190,7 +190,7 @@ $(B)/obj/gen/%_man.o: $(B)/gen/%_man.c
 
 LIBS_DISPATCHER := -lh2o -lwslay -luv -lhiredis -lmsgpackc -linih -ljansson -lsqlite3 -lcrypto -larchive -lpthread -lm $(LIBS_SYSTEMD)
 LIBS_WORKER := -lseccomp -lmsgpackc -lsqlite3 -lcrypto -ljansson -lpcre2-8
-LIBS_CLIENT := -lhiredis -lmsgpackc
+LIBS_CLIENT := -lhiredis -lmsgpackc -lcrypto
 LIBS_CLI := $(LIBS_CLIENT) -ljansson -lcrypto -lsqlite3 -larchive -lpcre2-8
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
@@ -265,6 +265,7 @@ INTEG_TESTS += images_hostile
 INTEG_TESTS += imgbuild_cli
 # Sandboxes on images (issue 16, item 4).
 INTEG_TESTS += images_sandbox
+INTEG_TESTS += template
 # sandq tenant token add|ls|rm against a private redis-server (issue 17).
 INTEG_TESTS += token_cli
 # sandqd's health, readiness, reload and logs for operators (issue 18).
@@ -371,6 +372,8 @@ $(B)/tests/e2e_test: $(B)/tests/e2e_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/sandbox_test: $(B)/tests/sandbox_test.o $(B)/tests/harness.o $(call obj,workspace/perms.c) $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/template_test: $(B)/tests/template_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT)
 $(B)/tests/containment_test: $(B)/tests/containment_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/warm_test: $(B)/tests/warm_test.o $(B)/tests/harness.o $(B)/libsandq.a
@@ -727,7 +730,7 @@ $(B)/sandq.pc: Makefile cli/cli_common.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$(INCLUDEDIR)' 'libdir=$(LIBDIR)' '' \
 	  'Name: sandq' 'Description: client library of sandq: jobs and sandboxes over Redis' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
-	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc -ljansson' > $@.tmp && mv $@.tmp $@
+	  'Libs: -L$${libdir} -lsandq -lhiredis -lmsgpackc -ljansson -lcrypto' > $@.tmp && mv $@.tmp $@
 
 INSTALLED_FILES := $(BINDIR)/sandq $(BINDIR)/sandq-gateway $(SBINDIR)/sandqd \
 	$(LIBEXECDIR)/sandq-worker $(LIBEXECDIR)/sandq-unpack $(LIBEXECDIR)/sandq-egress \

@@ -44,6 +44,7 @@
 #include "../proto/job.h"
 #include "../proto/path.h"
 #include "../proto/result.h"
+#include "../proto/snapkey.h"
 #include "../proto/url.h"
 #include "internal.h"
 #include "sandq.h"
@@ -935,6 +936,13 @@ job_set_args(struct sandq *c, struct job *j, const struct sandq_op_args *a)
 		j->snapshot = (uint8_t *)xmemdup0(a->snapshot, a->snapshot_len);
 		j->snapshot_len = a->snapshot_len;
 	}
+	if (a->snapshot_key != NULL) {
+		if (strlen(a->snapshot_key) != SNAPKEY_HEX ||
+		    strspn(a->snapshot_key, "0123456789abcdef") != SNAPKEY_HEX)
+			return fail(c, -EINVAL, "snapshot_key: not a snapshot's key "
+			    "(64 lower-case hex digits)");
+		j->snapshot_key = xstrdup(a->snapshot_key);
+	}
 	if (a->nlabels && job_set_labels(c, j, a->labels, a->nlabels) < 0)
 		return -EINVAL;
 	if (a->nfiles > 0 && a->files == NULL)
@@ -1084,6 +1092,23 @@ sandq_submit_op(struct sandq *c, const char *op, const struct sandq_op_args *a,
 	return submit_job(c, j);
 }
 
+/*
+ * Whether sandq_call() sends a sandbox.create's snapshot by key first:
+ * bytes given, no key, and nothing that only an upload takes (limits, a
+ * preset) or that two jobs cannot share (a job id).
+ */
+static bool
+key_first(const char *op, const struct sandq_op_args *a,
+    const struct sandq_job_opts *o)
+{
+	static const struct sandq_limits none;
+
+	return a != NULL && strcmp(op, "sandbox.create") == 0 &&
+	    a->snapshot != NULL && a->snapshot_len > 0 && a->snapshot_key == NULL &&
+	    (o == NULL || (o->id == NULL && o->preset == NULL &&
+	    memcmp(&o->limits, &none, sizeof(none)) == 0));
+}
+
 int
 sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
     const struct sandq_job_opts *o, int64_t timeout_ms,
@@ -1093,9 +1118,33 @@ sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
 	int rc;
 
 	*out = NULL;
+	if (key_first(op, a, o)) {
+		struct sandq_op_args k = *a;
+		char key[SNAPKEY_HEX + 1];
+
+		if (snapkey_of(a->snapshot, a->snapshot_len, key) == 0) {
+			k.snapshot = NULL;
+			k.snapshot_len = 0;
+			k.snapshot_key = key;
+			if ((rc = sandq_submit_op(c, op, &k, o, id)) < 0 ||
+			    (rc = sandq_wait(c, id, timeout_ms, out)) < 0)
+				return rc;
+			if ((*out)->error_code == NULL ||
+			    strcmp((*out)->error_code, "snapshot_not_found") != 0)
+				return rc;
+			sandq_result_free(*out);
+			*out = NULL;
+		}
+	}
 	if ((rc = sandq_submit_op(c, op, a, o, id)) < 0)
 		return rc;
 	return sandq_wait(c, id, timeout_ms, out);
+}
+
+int
+sandq_snapshot_key(const void *snapshot, size_t len, char key[SNAPKEY_HEX + 1])
+{
+	return snapkey_of(snapshot, len, key);
 }
 
 int

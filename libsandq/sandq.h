@@ -145,6 +145,10 @@ struct sandq_op_args {
 	const char *to;			/* sandbox.fork: the new sandbox */
 	const void *snapshot;		/* sandbox.create/import: AgentFS bytes */
 	size_t snapshot_len;
+	const char *snapshot_key;	/* sandbox.create: instead of the bytes,
+					 * the key of a snapshot the tenant's
+					 * sandboxes hold (sandq_snapshot_key(),
+					 * or a result's snapshot) */
 	const struct sandq_label *labels;	/* sandbox.create/import/fork */
 	size_t nlabels;
 	const struct sandq_file *files;	/* sandbox.create: seeded files */
@@ -255,6 +259,20 @@ int sandq_submit_op(struct sandq *c, const char *op,
 int sandq_call(struct sandq *c, const char *op, const struct sandq_op_args *a,
     const struct sandq_job_opts *o, int64_t timeout_ms,
     struct sandq_result **out);
+/*
+ * sandq_call() of a sandbox.create with snapshot bytes (and no job id,
+ * limits or preset given) first sends only their key (snapshot_key): when
+ * one of the tenant's sandboxes holds that snapshot, the sandbox is made
+ * from it without the upload (as sandbox.fork, with nothing re-checked);
+ * on snapshot_not_found the bytes go as asked. Same outcome, and for a
+ * stored snapshot a hash of the bytes instead of their trip through Redis.
+ */
+/*
+ * The key of a snapshot's bytes (docs/store.md "Chunks and keys"): what
+ * results give as snapshot, 64 lower-case hex digits and a NUL into key.
+ * 0, or -EIO when the digest fails.
+ */
+int sandq_snapshot_key(const void *snapshot, size_t len, char key[65]);
 /*
  * Submits image.pull (docs/images.md): the host that reads it pulls image
  * (a reference within its image_sources) into its image cache, or finds

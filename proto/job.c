@@ -204,6 +204,7 @@ job_free(struct job *j)
 	free(j->prefix);
 	free(j->to);
 	free(j->snapshot);
+	free(j->snapshot_key);
 	free(j);
 }
 
@@ -535,7 +536,7 @@ enum job_field {
 	JF_PERM_PRESET, JF_PATH, JF_DATA, JF_MODE, JF_RECURSIVE, JF_KEY,
 	JF_VALUE, JF_PREFIX, JF_TO, JF_SNAPSHOT, JF_CASES, JF_IMAGE, JF_IMAGE_ID,
 	JF_WORKDIR, JF_FROM_IMAGE_DIR, JF_SANDBOX_IMAGE, JF_SANDBOX_WORKDIR,
-	JF_PARENTS, JF_ALLOW,
+	JF_PARENTS, JF_ALLOW, JF_SNAPSHOT_KEY,
 	JF__COUNT,
 };
 
@@ -555,7 +556,7 @@ static const char *const job_field_names[JF__COUNT] = {
 	[JF_IMAGE_ID] = "image_id", [JF_WORKDIR] = "workdir",
 	[JF_FROM_IMAGE_DIR] = "from_image_dir", [JF_SANDBOX_IMAGE] = "sandbox_image",
 	[JF_SANDBOX_WORKDIR] = "sandbox_workdir", [JF_PARENTS] = "parents",
-	[JF_ALLOW] = "allow",
+	[JF_ALLOW] = "allow", [JF_SNAPSHOT_KEY] = "snapshot_key",
 };
 
 _Static_assert(JF__COUNT <= 64, "job fields must fit in a uint64_t mask");
@@ -597,6 +598,7 @@ static const struct {
 	[OP_KV_DELETE] = { JF_SB | JFB(JF_KEY), JF_SB | JFB(JF_KEY) },
 	[OP_KV_KEYS] = { JF_SB | JFB(JF_PREFIX), JF_SB },
 	[OP_SANDBOX_CREATE] = { JF_SB | JFB(JF_FILES) | JFB(JF_SNAPSHOT) |
+	    JFB(JF_SNAPSHOT_KEY) |
 	    JFB(JF_LABELS) | JFB(JF_LIMITS) | JFB(JF_PRESET) | JF_SB_IMAGE |
 	    JFB(JF_FROM_IMAGE_DIR) | JFB(JF_ALLOW), JF_SB },
 	[OP_SANDBOX_FORK] = { JF_SB | JFB(JF_TO) | JFB(JF_LABELS), JF_SB | JFB(JF_TO) },
@@ -941,6 +943,13 @@ decode_job_field(enum job_field f, const msgpack_object *v, struct job *j,
 		return decode_sandbox_id(v, "sandbox", &j->sandbox, e);
 	case JF_TO:
 		return decode_sandbox_id(v, "to", &j->to, e);
+	case JF_SNAPSHOT_KEY:
+		if ((rc = scan_get_cstr(v, "snapshot_key", 64, &j->snapshot_key,
+		    e)) == 0 && (strlen(j->snapshot_key) != 64 ||
+		    strspn(j->snapshot_key, "0123456789abcdef") != 64))
+			rc = err_set(e, -EINVAL, "field 'snapshot_key': not a snapshot's "
+			    "key (64 lower-case hex digits, as results give 'snapshot')");
+		return rc;
 	case JF_PERMS:
 		return decode_perms(v, j, e);
 	case JF_CASES:
@@ -1063,6 +1072,12 @@ decode_job_map(const msgpack_object *root, struct job *j, struct err *e)
 	if (fields[JF_SNAPSHOT] && fields[JF_FILES])
 		return err_set(e, -EINVAL,
 		    "field 'snapshot': not together with 'files' (op %s)", opname);
+	/* A stored snapshot is taken as it is, as sandbox.fork takes one. */
+	if (fields[JF_SNAPSHOT_KEY] && (fields[JF_SNAPSHOT] || fields[JF_FILES] ||
+	    fields[JF_FROM_IMAGE_DIR]))
+		return err_set(e, -EINVAL, "field 'snapshot_key': not together with "
+		    "'%s' (op %s)", fields[JF_SNAPSHOT] ? "snapshot" : fields[JF_FILES] ?
+		    "files" : "from_image_dir", opname);
 	/* Version 1 comes from one place: files, a snapshot or the image. */
 	if (fields[JF_FROM_IMAGE_DIR] && (fields[JF_FILES] || fields[JF_SNAPSHOT]))
 		return err_set(e, -EINVAL, "field 'from_image_dir': not together with "
@@ -1415,6 +1430,8 @@ job_pack(const struct job *j, msgpack_packer *pk)
 		pack_kv_str(pk, "prefix", j->prefix);
 	if (pk_want(j->to != NULL, &n, pk))
 		pack_kv_str(pk, "to", j->to);
+	if (pk_want(j->snapshot_key != NULL, &n, pk))
+		pack_kv_str(pk, "snapshot_key", j->snapshot_key);
 	if (pk_want(j->snapshot != NULL, &n, pk)) {
 		pack_str(pk, "snapshot");
 		pack_bin(pk, j->snapshot, j->snapshot_len);

@@ -216,6 +216,8 @@ struct job {
 	char *to;		/* sandbox.fork: the new sandbox's id */
 	uint8_t *snapshot;	/* sandbox.create/import: AgentFS database bytes */
 	size_t snapshot_len;
+	char *snapshot_key;	/* sandbox.create: a stored snapshot's key
+				 * (proto/snapkey.h), instead of its bytes */
 	char *workdir;		/* sandbox.create/import: where the sandbox's
 				 * files are in its jobs (path.h's root
 				 * folder), NULL for /workspace; a create

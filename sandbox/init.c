@@ -374,7 +374,7 @@ void
 init_main(const struct sandbox_conf *conf, int ctl)
 {
 	struct persist ps = { .ws = "/workspace", .basefd = -1, .patchfd = -1,
-	    .treefd = -1, .upperfd = -1 };
+	    .treefd = -1, .tmplfd = -1, .upperfd = -1 };
 	struct err e = { 0 };
 	struct msg m;
 	int rc, out_wr, err_wr;

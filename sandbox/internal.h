@@ -240,7 +240,10 @@ struct persist {
 	char *key;		/* MSG_SBX_BASE: the base this job wants; NULL: none */
 	char rules_fp[SANDBOX_RULES_FP_LEN + 1];	/* MSG_SBX_BASE: the job's
 				 * rules fingerprint; empty: none */
-	int treefd;		/* base/tree, once known to hold key; else -1 */
+	int treefd;		/* base/tree (or the template's tree: on_tmpl),
+				 * once known to hold key; else -1 */
+	int tmplfd;		/* base/tmpl, the template (persist.c); -1 */
+	bool on_tmpl;		/* the job's lower layer is the template's tree */
 	int upperfd;		/* /workspace's upper layer when it is an overlay; -1 */
 	bool session_refused;	/* a saved session was not restored: other rules */
 	bool made_dirs;		/* workspace_make_write_dirs() made a folder: the

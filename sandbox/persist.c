@@ -77,6 +77,7 @@
 #define PERSIST_MOUNTS_MAX 1024		/* bind mounts path rules may need */
 #define SESSION_FILE "/tmp/.sandq-session"
 #define SESSION_MAX (1024 * 1024)	/* bytes of a saved session */
+#define BASE_TMPL "tmpl"		/* the kept base's template, under it */
 
 /* The EXIT trap that saves the session: one line, ending in "; ". */
 static const char session_trap[] =
@@ -305,6 +306,20 @@ marks_mount(const char *buf, size_t len, const char *ws, struct err *e)
  * without it is rebuilt, so one left half written by a killed init is
  * never used. Only inits write it, one at a time (the worker runs one
  * sandbox's job at a time, and waits for an updating init to exit).
+ *
+ * BASE_TMPL/ (the template) has the same files, for a snapshot several
+ * sandboxes start from (the worker says so: its head is another
+ * sandbox's too, as after sandbox.fork or a create from a snapshot the
+ * tenant stores). A job committing on such a head would otherwise carry
+ * the base off to its own new head, and the next sandbox starting from it
+ * would materialise it again; instead the tree moves (a rename) to the
+ * template and the base becomes a copy of it (workspace_copy_tree(), on
+ * tmpfs, no decoding) that the job's changes are applied to. A job whose
+ * key only the template holds runs on the template's tree as its lower
+ * layer, and the base is made from it the same way after its commit. The
+ * template is never written while it holds a key: only the base is. No
+ * file is shared between the two (a hard link would show the job a link
+ * count of 2).
  */
 
 /* Writes name under dirfd atomically: a temporary file renamed over it. */
@@ -353,13 +368,13 @@ base_get(int dirfd, const char *name, size_t max, size_t *len)
 	return buf;
 }
 
-/* Whether the base holds key; its size then in *bytes and *entries. */
+/* Whether the base (or the template, dirfd) holds key; its size then in
+ * *bytes and *entries. */
 static bool
-base_holds(const struct persist *ps, const char *key, uint64_t *bytes,
-    uint64_t *entries)
+base_holds(int dirfd, const char *key, uint64_t *bytes, uint64_t *entries)
 {
 	size_t len, klen = strlen(key);
-	char *st = base_get(ps->basefd, "state", 4096, &len);
+	char *st = dirfd >= 0 ? base_get(dirfd, "state", 4096, &len) : NULL;
 	bool ok;
 	unsigned long long b, n;
 
@@ -440,6 +455,77 @@ base_rebuild(struct persist *ps, struct agentfs *fs, const struct perms *p,
 	return base_seal(ps, fs, key, e);
 }
 
+/* base/BASE_TMPL, opened on first use; -1 when there is none. */
+static int
+tmpl_open(struct persist *ps)
+{
+	if (ps->tmplfd < 0 && ps->basefd >= 0)
+		ps->tmplfd = openat(ps->basefd, BASE_TMPL, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC);
+	return ps->tmplfd;
+}
+
+/* Copies file name from dirfd src to dirfd dst (a base's small files). */
+static int
+base_file_copy(int src, int dst, const char *name, struct err *e)
+{
+	size_t len = 0;
+	char *buf = base_get(src, name, (size_t)PERSIST_MOUNTS_MAX *
+	    (AGENTFS_PATH_MAX + 4), &len);
+	int rc;
+
+	if (buf == NULL)
+		return err_set(e, -ENOENT, "base: %s: cannot read it", name);
+	rc = base_put(dst, name, buf, len, e);
+	free(buf);
+	return rc;
+}
+
+/*
+ * The base, still sealed as its key (state: its state file's text),
+ * becomes the template: the template there was goes, the tree moves over
+ * (a rename, on the same tmpfs) with its marks and session, and the
+ * template is sealed last. base/tree is gone after it.
+ */
+static int
+tmpl_take(struct persist *ps, const char *state, size_t statelen, struct err *e)
+{
+	static const char *const names[] = { "marks", "cwd", "env", "rules" };
+	int rc;
+
+	if (ps->tmplfd >= 0)
+		close(ps->tmplfd);
+	ps->tmplfd = -1;
+	if ((rc = workspace_remove_at(ps->basefd, BASE_TMPL, e)) < 0)
+		return rc;
+	if (mkdirat(ps->basefd, BASE_TMPL, 0700) < 0 || tmpl_open(ps) < 0)
+		return err_set(e, -errno, "base: make the template: %s", strerror(errno));
+	if (renameat(ps->basefd, "tree", ps->tmplfd, "tree") < 0)
+		return err_set(e, -errno, "base: move the tree: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if ((rc = base_file_copy(ps->basefd, ps->tmplfd, names[i], e)) < 0)
+			return rc;
+	return base_put(ps->tmplfd, "state", state, statelen, e);
+}
+
+/* base/tree (and its marks) made anew as a copy of the template's. */
+static int
+base_from_tmpl(struct persist *ps, struct err *e)
+{
+	int rc, src;
+
+	if ((rc = base_clear(ps, e)) < 0)
+		return rc;
+	src = openat(ps->tmplfd, "tree", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (src < 0)
+		return err_set(e, -errno, "base: open the template: %s", strerror(errno));
+	rc = workspace_copy_tree(src, ps->treefd, e);
+	close(src);
+	if (rc == 0)
+		rc = base_file_copy(ps->tmplfd, ps->basefd, "marks", e);
+	return rc;
+}
+
 /*
  * /workspace as an overlay: the base's tree below, the job's writes on a
  * fresh tmpfs above (its upper layer kept open in ps for the capture). The
@@ -459,7 +545,8 @@ overlay_mount(struct persist *ps, const struct job_limits *l, uint64_t bytes,
 
 	/* The tree through the base's mount under /workspace, before the
 	 * job's tmpfs covers it: a layer must be a mount of this namespace. */
-	fd = open("/workspace/tree", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd = open(ps->on_tmpl ? "/workspace/" BASE_TMPL "/tree" : "/workspace/tree",
+	    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return err_set(e, -errno, "overlay: open the base: %s", strerror(errno));
 	close(ps->treefd);
@@ -583,13 +670,21 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 	    (rc = mount_workdir_make(ps->ws, ps->image, e)) < 0)
 		goto out;
 	if (ps->basefd >= 0 && ps->key != NULL) {
-		if (base_holds(ps, ps->key, &bytes, &entries)) {
-			ps->treefd = openat(ps->basefd, "tree", O_RDONLY | O_DIRECTORY |
+		int from = -1;
+
+		if (base_holds(ps->basefd, ps->key, &bytes, &entries))
+			from = ps->basefd;
+		else if (base_holds(tmpl_open(ps), ps->key, &bytes, &entries))
+			from = ps->tmplfd;
+		if (from >= 0) {
+			ps->on_tmpl = from == ps->tmplfd;
+			ps->treefd = openat(from, "tree", O_RDONLY | O_DIRECTORY |
 			    O_NOFOLLOW | O_CLOEXEC);
-			mk.buf = base_get(ps->basefd, "marks", (size_t)PERSIST_MOUNTS_MAX *
+			mk.buf = base_get(from, "marks", (size_t)PERSIST_MOUNTS_MAX *
 			    (AGENTFS_PATH_MAX + 4), &mk.len);
 		}
 		if (ps->treefd < 0 || mk.buf == NULL) {
+			ps->on_tmpl = false;
 			free(mk.buf);
 			mk = (struct marks){ .e = e };
 			if ((rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
@@ -603,9 +698,11 @@ persist_materialise(struct persist *ps, int snapfd, struct job *j, struct err *e
 			goto out;
 		mounted = true;
 		if (rc == 1 && j->op == OP_SH) {
-			cwd = base_get(ps->basefd, "cwd", JOB_PATH_MAX, &cwdlen);
-			env = base_get(ps->basefd, "env", SESSION_MAX, &envlen);
-			rules = base_get(ps->basefd, "rules", SANDBOX_RULES_FP_LEN, &ruleslen);
+			int sfd = ps->on_tmpl ? ps->tmplfd : ps->basefd;
+
+			cwd = base_get(sfd, "cwd", JOB_PATH_MAX, &cwdlen);
+			env = base_get(sfd, "env", SESSION_MAX, &envlen);
+			rules = base_get(sfd, "rules", SANDBOX_RULES_FP_LEN, &ruleslen);
 		}
 	}
 	if (ps->upperfd < 0) {
@@ -899,25 +996,46 @@ base_advance(int ctl, struct persist *ps, struct agentfs *fs,
 {
 	struct err e = { 0 };
 	struct msg m;
-	char *key;
+	char *key, *state = NULL, *nl;
+	size_t statelen = 0;
+	bool keep = false;
+	int rc = 0;
 
 	msg_init(&m);
 	if (msg_recv(ctl, &m, MSG_MAX) <= 0 || m.hdr.type != MSG_SBX_BASE_NEXT ||
-	    m.len == 0 || memchr(m.data, '\n', m.len) != NULL) {
+	    m.len == 0) {
 		msg_clear(&m);
 		return;		/* not committed: the base still holds the old head */
 	}
 	key = xmemdup0(m.data, m.len);
 	msg_clear(&m);
+	/* "KEY" or "KEY\nkeep": the head the job started on is shared. */
+	if ((nl = strchr(key, '\n')) != NULL) {
+		keep = strcmp(nl + 1, "keep") == 0;
+		*nl = '\0';
+		if (!keep || strchr(key, '\n') != NULL || *key == '\0') {
+			free(key);
+			return;
+		}
+	}
+	if (keep && !ps->on_tmpl)
+		state = base_get(ps->basefd, "state", 4096, &statelen);
 	(void)unlinkat(ps->basefd, "state", 0);
 	/* Its marks were made for a tree without the folder made for the
 	 * job (workspace_make_write_dirs()): rebuilt by the next job. */
 	if (ps->made_dirs) {
+		free(state);
 		free(key);
 		return;
 	}
-	if (workspace_apply(fs, ps->treefd, ch, &e) == 0)
+	if (ps->on_tmpl)
+		rc = base_from_tmpl(ps, &e);
+	else if (state != NULL)
+		if ((rc = tmpl_take(ps, state, statelen, &e)) == 0)
+			rc = base_from_tmpl(ps, &e);
+	if (rc == 0 && workspace_apply(fs, ps->treefd, ch, &e) == 0)
 		(void)base_seal(ps, fs, key, &e);
+	free(state);
 	free(key);
 }
 

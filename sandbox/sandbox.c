@@ -1017,12 +1017,36 @@ sandbox_seed(struct sandbox *s, const struct job *j, const void *spec,
 }
 
 void
-sandbox_commit_done(struct sandbox *s, const char *base_key)
+sandbox_commit_done(struct sandbox *s, const char *base_key, bool keep)
 {
-	const char *k = base_key != NULL ? base_key : "";
+	char *k = NULL;
+	int n;
 
-	if (msg_send(s->ctl, MSG_SBX_BASE_NEXT, 0, k, strlen(k), -1) == 0)
+	n = xasprintf(&k, "%s%s", base_key != NULL ? base_key : "",
+	    base_key != NULL && keep ? "\nkeep" : "");
+	if (msg_send(s->ctl, MSG_SBX_BASE_NEXT, 0, k, (size_t)n, -1) == 0)
 		s->updating = base_key != NULL;
+	free(k);
+}
+
+bool
+sandbox_updating(struct sandbox *s)
+{
+	struct pollfd pfd;
+
+	if (s == NULL || !s->updating || s->pidfd < 0)
+		return false;
+	pfd = (struct pollfd){ .fd = s->pidfd, .events = POLLIN };
+	if (poll(&pfd, 1, 0) > 0)
+		s->updating = false;	/* init has exited: done */
+	return s->updating;
+}
+
+void
+sandbox_update_abandon(struct sandbox *s)
+{
+	if (s != NULL)
+		s->updating = false;
 }
 
 /*** Free ***/

@@ -201,9 +201,23 @@ int sandbox_seed(struct sandbox *sbx, const struct job *j, const void *spec,
  * committed, as base_key (the key of the worker's kept base it becomes), or
  * not (NULL). With a key, init brings the kept base up to the commit and
  * exits; sandbox_free() then waits for it (up to 30 s) instead of killing
- * it half way, so the next job's sandbox finds the base whole.
+ * it half way, so the next job's sandbox finds the base whole. keep: the
+ * head the job started on is other sandboxes' too, so the base it held
+ * stays as the template (sandbox/persist.c, "The kept base").
  */
-void sandbox_commit_done(struct sandbox *sbx, const char *base_key);
+void sandbox_commit_done(struct sandbox *sbx, const char *base_key, bool keep);
+
+/*
+ * Whether init is still bringing the kept base up to a commit
+ * (sandbox_commit_done() with a key, and init has not exited yet).
+ */
+bool sandbox_updating(struct sandbox *sbx);
+/*
+ * Gives the kept base's update up: sandbox_free() then kills init at once.
+ * The base, unsealed, is rebuilt (or the template used) by the next job
+ * that wants it. For a job on another sandbox, which would not use it.
+ */
+void sandbox_update_abandon(struct sandbox *sbx);
 
 /* Kills the sandbox's init (and so every process in it), reaps it, frees. */
 void sandbox_free(struct sandbox *sbx);

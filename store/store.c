@@ -437,6 +437,96 @@ out_free:
 	return rc;
 }
 
+/*
+ * 1 when one of tenant's own sandboxes (other than except, NULL for none)
+ * names sha in its head (heads_only) or in its head or a kept history row,
+ * 0 when none does, or -errno. Index lookups (sandboxes_head,
+ * versions_sha256), no scan.
+ */
+static int
+tenant_names(struct store *st, const char *tenant, const char *sha,
+    const char *except, bool heads_only, struct err *e)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	rc = sql_prepare(st->db, heads_only ?
+	    "SELECT 1 FROM sandboxes WHERE head = ?1 AND tenant = ?2"
+	    " AND id <> ?3 LIMIT 1" :
+	    "SELECT 1 FROM versions WHERE sha256 = ?1 AND tenant = ?2"
+	    " AND id <> ?3 LIMIT 1", &stmt, "store", e);
+	if (rc != 0)
+		return rc;
+	if ((rc = sql_bind_text(stmt, 1, sha, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 2, tenant, "store", e)) != 0 ||
+	    (rc = sql_bind_text(stmt, 3, except != NULL ? except : "", "store", e)) != 0) {
+		sqlite3_finalize(stmt);
+		return rc;
+	}
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW)
+		rc = 1;
+	else if (rc == SQLITE_DONE)
+		rc = 0;
+	else
+		rc = sql_fail(e, st->db, rc, "store", "sandboxes");
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int
+store_head_shared(struct store *st, const char *tenant, const char *sha_hex,
+    const char *id, struct err *e)
+{
+	int rc;
+
+	err_clear(e);
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_sha_check("sha256", sha_hex, e)) != 0)
+		return rc;
+	return tenant_names(st, tenant, sha_hex, id, true, e);
+}
+
+int
+store_tenant_has_blob(struct store *st, const char *tenant, const char *sha_hex,
+    struct err *e)
+{
+	int rc;
+
+	err_clear(e);
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_sha_check("sha256", sha_hex, e)) != 0)
+		return rc;
+	return tenant_names(st, tenant, sha_hex, NULL, false, e);
+}
+
+int
+store_sandbox_create_named(struct store *st, const char *tenant,
+    const char *id, const char *sha_hex, const char *labels_json,
+    const char *image, const char *workdir, struct err *e)
+{
+	char labels[STORE_LABELS_MAX + 1];
+	int rc;
+
+	err_clear(e);
+	if ((rc = store_tenant_check(tenant, e)) != 0 ||
+	    (rc = store_id_check("id", id, e)) != 0 ||
+	    (rc = store_sha_check("sha256", sha_hex, e)) != 0 ||
+	    (rc = store_labels_canon(labels_json, labels, e)) != 0 ||
+	    (rc = store_image_check(image, workdir, e)) != 0)
+		return rc;
+	if ((rc = sql_begin(st->db, "store", e)) != 0)
+		return rc;
+	/* Inside the write transaction: the naming row cannot go meanwhile. */
+	rc = tenant_names(st, tenant, sha_hex, NULL, false, e);
+	if (rc == 0)
+		rc = err_set(e, -ENOENT, "store: blob %s: not one of tenant %s's",
+		    sha_hex, tenant);
+	else if (rc == 1)
+		rc = sandbox_insert(st, tenant, id, sha_hex, labels, image, workdir, e);
+	return sql_tx_end(st->db, rc, "store", e);
+}
+
 int64_t
 store_tenant_usage(struct store *st, const char *tenant, struct err *e)
 {

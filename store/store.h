@@ -296,6 +296,34 @@ int store_sandbox_create_image(struct store *st, const char *tenant,
     struct err *e);
 
 /*
+ * Creates tenant/id at version 1 naming the stored blob sha_hex in O(1), as
+ * a fork does (nothing hashed, copied or added to the blob), with labels,
+ * image and workdir as store_sandbox_create_image() takes them. The blob
+ * must be named by a head or a kept history row of one of tenant's own
+ * sandboxes, checked in the create's own transaction: -ENOENT otherwise,
+ * so a tenant never reaches a blob only another tenant stores (nor learns
+ * that one does). -EEXIST if the sandbox exists.
+ */
+int store_sandbox_create_named(struct store *st, const char *tenant,
+    const char *id, const char *sha_hex, const char *labels_json,
+    const char *image, const char *workdir, struct err *e);
+
+/*
+ * 1 when a head or a kept history row of one of tenant's own sandboxes
+ * names the blob sha_hex, 0 when none does, or -errno. One index lookup.
+ */
+int store_tenant_has_blob(struct store *st, const char *tenant,
+    const char *sha_hex, struct err *e);
+
+/*
+ * 1 when a sandbox of tenant other than id (NULL: any) has sha_hex as its
+ * head, 0 when none has, or -errno. One index lookup: the worker asks it
+ * to keep a snapshot several sandboxes start from (worker/job.c).
+ */
+int store_head_shared(struct store *st, const char *tenant, const char *sha_hex,
+    const char *id, struct err *e);
+
+/*
  * What the tenant's sandboxes store: every blob a head or a kept history
  * row names, once (forks of one head share it), as its manifest, and every
  * distinct chunk those manifests list, once, whatever number of versions

@@ -43,42 +43,19 @@ _Static_assert(STORE_CHUNK_BYTES <= CHUNK_SIZE_MAX, "chunk bound");
 /* A patch block lies in exactly one chunk, and a patched image fits. */
 _Static_assert(STORE_CHUNK_BYTES % PATCH_BLOCK == 0, "patch block bound");
 _Static_assert(PATCH_SIZE_MAX <= STORE_BLOB_MAX, "patch size bound");
+/* A blob's key is the one clients compute (proto/snapkey.h). */
+_Static_assert(STORE_CHUNK_BYTES == SNAPKEY_CHUNK_BYTES, "key chunking");
+_Static_assert(SHA_RAW == SNAPKEY_RAW && STORE_SHA_HEX == SNAPKEY_HEX, "key size");
 
 /*** Chunks and manifests ***/
 
-/*
- * The blob key: SHA-256 of "sandq-snapshot-1" NUL, size as u64 LE,
- * chunk_size as u32 LE and the n raw chunk hashes. The domain string sets
- * these keys apart from the plain SHA-256 of a snapshot (schema 1's keys:
- * a snapshot starts "SQLite format 3"), and size and chunk size make the
- * hash list unambiguous.
- */
+/* The blob key (proto/snapkey.h), named in the store's messages. */
 static int
 manifest_key(uint64_t size, uint32_t chunk_size, const unsigned char *hashes,
     size_t n, char key[STORE_SHA_HEX + 1], struct err *e)
 {
-	unsigned char head[sizeof(MANIFEST_DOMAIN) + 12];
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx;
-	bool ok;
-
-	memcpy(head, MANIFEST_DOMAIN, sizeof(MANIFEST_DOMAIN));
-	for (int i = 0; i < 8; i++)
-		head[sizeof(MANIFEST_DOMAIN) + i] =
-		    (unsigned char)(size >> (8 * i));
-	for (int i = 0; i < 4; i++)
-		head[sizeof(MANIFEST_DOMAIN) + 8 + i] =
-		    (unsigned char)(chunk_size >> (8 * i));
-	ctx = EVP_MD_CTX_new();
-	ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-	    EVP_DigestUpdate(ctx, head, sizeof(head)) == 1 &&
-	    (n == 0 || EVP_DigestUpdate(ctx, hashes, n * SHA_RAW) == 1) &&
-	    EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == SHA_RAW;
-	EVP_MD_CTX_free(ctx);
-	if (!ok)
+	if (snapkey_manifest(size, chunk_size, hashes, n, key) != 0)
 		return err_set(e, -EIO, "store: SHA-256 failed");
-	store__hex_of(md, SHA_RAW, key);
 	return 0;
 }
 

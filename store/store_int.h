@@ -15,10 +15,11 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "../proto/snapkey.h"
 #include "store.h"
 
 #define SHA_RAW 32			/* bytes of a raw SHA-256 */
-#define MANIFEST_DOMAIN "sandq-snapshot-1"	/* hashed with its NUL */
+#define MANIFEST_DOMAIN SNAPKEY_DOMAIN	/* the key's, hashed with its NUL */
 
 struct patch;
 

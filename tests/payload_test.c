@@ -723,6 +723,7 @@ expect_jobs_equal(const struct job *a, const struct job *b)
 	expect_opt_str_eq("value", a->value, b->value);
 	expect_opt_str_eq("prefix", a->prefix, b->prefix);
 	expect_opt_str_eq("to", a->to, b->to);
+	expect_opt_str_eq("snapshot_key", a->snapshot_key, b->snapshot_key);
 	cr_expect_eq(a->snapshot == NULL, b->snapshot == NULL);
 	cr_assert_eq(a->snapshot_len, b->snapshot_len);
 	if (a->snapshot_len)
@@ -1494,8 +1495,8 @@ static const struct op_case {
 	{ "kv.set", OP_KV_SET, "sandbox key value", "sandbox key value" },
 	{ "kv.delete", OP_KV_DELETE, "sandbox key", "sandbox key" },
 	{ "kv.keys", OP_KV_KEYS, "sandbox prefix", "sandbox" },
-	{ "sandbox.create", OP_SANDBOX_CREATE, "sandbox files snapshot labels limits preset "
-	    "image image_id workdir from_image_dir allow", "sandbox" },
+	{ "sandbox.create", OP_SANDBOX_CREATE, "sandbox files snapshot snapshot_key labels "
+	    "limits preset image image_id workdir from_image_dir allow", "sandbox" },
 	{ "sandbox.fork", OP_SANDBOX_FORK, "sandbox to labels", "sandbox to" },
 	{ "sandbox.delete", OP_SANDBOX_DELETE, "sandbox", "sandbox" },
 	{ "sandbox.export", OP_SANDBOX_EXPORT, "sandbox", "sandbox" },
@@ -1513,7 +1514,7 @@ static const char *const all_fields[] = {
 	"files", "labels", "net", "stream", "persist", "sandbox", "perms",
 	"perm_preset", "path", "data", "mode", "recursive", "key", "value",
 	"prefix", "to", "snapshot", "image", "image_id", "workdir", "from_image_dir",
-	"sandbox_image", "sandbox_workdir", "parents",
+	"sandbox_image", "sandbox_workdir", "parents", "snapshot_key",
 };
 
 #define N_OP_CASES (sizeof(op_cases) / sizeof(op_cases[0]))
@@ -1521,6 +1522,8 @@ static const char *const all_fields[] = {
 
 static const uint8_t sample_bin[] = { 0, 1, 2, 0xff };
 static const char sample_db[] = "SQLite format 3";	/* 16 bytes with the NUL */
+static const char sample_key[] =
+    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 static const char sample_json[] = "{\"a\":[1,-2.5e3,null,true,\"x\\u00e9\"]}";
 
 /* True if the space-separated list holds word w. */
@@ -1557,6 +1560,8 @@ jb_sample(struct jb *b, const char *f)
 		pbin(jb_key(b, f), sample_bin, sizeof(sample_bin));
 	} else if (strcmp(f, "snapshot") == 0) {
 		pbin(jb_key(b, f), sample_db, sizeof(sample_db));
+	} else if (strcmp(f, "snapshot_key") == 0) {
+		jb_str(b, f, sample_key);
 	} else if (strcmp(f, "env") == 0) {
 		jb_strmap(b, f, env, 1);
 	} else if (strcmp(f, "labels") == 0) {
@@ -1684,11 +1689,14 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 {
 	for (size_t i = 0; i < N_OP_CASES; i++) {
 		const struct op_case *c = &op_cases[i];
-		/* sandbox.create takes files, a snapshot (with its limits) or
-		 * an image's folder (with its limits): three variants. */
-		const char *skips[3] = { "snapshot limits preset from_image_dir",
-		    "files from_image_dir", "files snapshot" };
-		int nvariants = c->code == OP_SANDBOX_CREATE ? 3 : 1;
+		/* sandbox.create takes files, a snapshot (with its limits), an
+		 * image's folder (with its limits) or a stored snapshot's key:
+		 * four variants. */
+		const char *skips[4] = {
+		    "snapshot snapshot_key limits preset from_image_dir",
+		    "files snapshot_key from_image_dir", "files snapshot snapshot_key",
+		    "files snapshot limits preset from_image_dir" };
+		int nvariants = c->code == OP_SANDBOX_CREATE ? 4 : 1;
 
 		for (int v = 0; v < nvariants; v++) {
 			struct jb b;
@@ -1750,6 +1758,10 @@ Test(payload, every_op_decodes_with_all_its_fields_and_round_trips)
 				cr_expect_arr_eq(j->data, sample_bin, sizeof(sample_bin));
 				cr_expect_eq(j->mode, 0600);
 			}
+			cr_expect_eq(j->snapshot_key != NULL,
+			    has_word(c->uses, "snapshot_key") && v == 3);
+			if (j->snapshot_key)
+				cr_expect_str_eq(j->snapshot_key, sample_key);
 			if (j->snapshot) {
 				cr_assert_eq(j->snapshot_len, sizeof(sample_db));
 				cr_expect_arr_eq(j->snapshot, sample_db, sizeof(sample_db));
@@ -2731,6 +2743,42 @@ Test(payload, sandbox_create_takes_files_or_a_snapshot_not_both)
 	    jb_big(b, "snapshot", 0, true, 0));
 	REJECT_OP_WITH("sandbox.import", "sandbox", "field 'snapshot': expected bytes",
 	    jb_int(b, "snapshot", 0));
+}
+
+/*
+ * A create may name a stored snapshot by its key instead of sending it:
+ * the key alone (the snapshot as it is, so no limits), exactly as results
+ * write it, and not on sandbox.import.
+ */
+Test(payload, sandbox_create_takes_a_snapshot_key_alone)
+{
+	struct job *j = decode_op("sandbox.create", "sandbox snapshot_key labels");
+
+	cr_expect_str_eq(j->snapshot_key, sample_key);
+	cr_expect_null(j->snapshot);
+	cr_expect_not(JOB_HAS_LIMITS(j), "a stored snapshot is not imported");
+	job_free(j);
+	REJECT_OP_WITH("sandbox.create", "sandbox snapshot",
+	    "field 'snapshot_key': not together with 'snapshot'",
+	    jb_str(b, "snapshot_key", sample_key));
+	REJECT_OP_WITH("sandbox.create", "sandbox files",
+	    "field 'snapshot_key': not together with 'files'",
+	    jb_str(b, "snapshot_key", sample_key));
+	REJECT_OP_WITH("sandbox.create", "sandbox snapshot_key limits",
+	    "field 'limits': used only with 'snapshot' or 'from_image_dir'", (void)0);
+	REJECT_OP_WITH("sandbox.create", "sandbox",
+	    "field 'snapshot_key': not a snapshot's key (64 lower-case hex digits",
+	    jb_str(b, "snapshot_key", "00112233445566778899AABBCCDDEEFF"
+	    "00112233445566778899aabbccddeeff"));
+	REJECT_OP_WITH("sandbox.create", "sandbox",
+	    "field 'snapshot_key': not a snapshot's key",
+	    jb_str(b, "snapshot_key", "0011"));
+	REJECT_OP_WITH("sandbox.create", "sandbox", "field 'snapshot_key': longer than 64 bytes",
+	    jb_str(b, "snapshot_key", "00112233445566778899aabbccddeeff"
+	    "00112233445566778899aabbccddeeff0"));
+	REJECT_OP_WITH("sandbox.import", "sandbox snapshot",
+	    "field 'snapshot_key': not used by op 'sandbox.import'",
+	    jb_str(b, "snapshot_key", sample_key));
 }
 
 /*** payload_scan ***/

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../agentfs/patch.h"
+#include "../proto/snapkey.h"
 #include "../store/store.h"
 
 static char dir[] = "/tmp/store_test.XXXXXX";
@@ -349,6 +350,13 @@ Test(store, blob_key_is_the_sha256_of_its_manifest)
 	manifest_key_of(big, len, want);
 	sha256_of(big, len, plain);
 	cr_expect_str_eq(sha, want);
+	/* What a client computes (proto/snapkey.h) is the store's key. */
+	cr_assert_eq(snapkey_of(big, len, plain), 0);
+	cr_expect_str_eq(plain, sha);
+	cr_assert_eq(snapkey_of("abc", 3, plain), 0);
+	manifest_key_of("abc", 3, want);
+	cr_expect_str_eq(plain, want);
+	sha256_of(big, len, plain);
 	cr_expect_str_neq(sha, plain);
 	cr_expect_eq(raw_int("SELECT chunk_size FROM blobs WHERE sha256 = ?1",
 	    sha), STORE_CHUNK_BYTES);
@@ -652,6 +660,58 @@ Test(store, commit_with_stale_version_changes_nothing)
 	cr_expect_eq(store_sandbox_commit(st, "acme", "b", 1, v3, &e),
 	    -ENOENT);
 	cr_expect_eq(version_of("acme", "a"), 2);
+}
+
+/*
+ * A sandbox made by naming a stored blob (a create by key, or from bytes
+ * the tenant stores) is a fork of it: one row, nothing copied; only a blob
+ * one of the tenant's own sandboxes names (head or kept history) counts.
+ */
+Test(store, create_named_takes_only_the_tenants_own_blobs)
+{
+	struct store_sandbox sb;
+	struct err e = { 0 };
+	char v1[65], v2[65], loose[65];
+	int64_t blobs;
+
+	put("v1", v1);
+	put("v2", v2);
+	put("loose", loose);
+	create("acme", "a", v1);
+	cr_assert_eq(store_sandbox_commit(st, "acme", "a", 1, v2, &e), 0);
+	cr_expect_eq(store_tenant_has_blob(st, "acme", v1, &e), 1, "kept history");
+	cr_expect_eq(store_tenant_has_blob(st, "acme", v2, &e), 1, "head");
+	cr_expect_eq(store_tenant_has_blob(st, "other", v2, &e), 0);
+	cr_expect_eq(store_tenant_has_blob(st, "acme", loose, &e), 0, "named by none");
+
+	blobs = blob_rows();
+	cr_assert_eq(store_sandbox_create_named(st, "acme", "n", v1, "{\"k\":\"v\"}",
+	    "docker://r/x@sha256:00", "/srv", &e), 0, "%s", e.msg);
+	cr_expect_eq(blob_rows(), blobs);
+	cr_assert_eq(store_sandbox_get(st, "acme", "n", &sb, &e), 0);
+	cr_expect_str_eq(sb.head, v1);
+	cr_expect_eq(sb.version, 1);
+	cr_expect_str_eq(sb.labels, "{\"k\":\"v\"}");
+	cr_expect_str_eq(sb.workdir, "/srv");
+	cr_expect_eq(history("acme", "n").n, 1);
+
+	cr_expect_eq(store_sandbox_create_named(st, "other", "n", v2, NULL, NULL, NULL,
+	    &e), -ENOENT, "another tenant's blob");
+	cr_expect(strstr(e.msg, "not one of tenant other's") != NULL, "%s", e.msg);
+	cr_expect_eq(store_sandbox_get(st, "other", "n", &sb, &e), -ENOENT);
+	cr_expect_eq(store_sandbox_create_named(st, "acme", "m", loose, NULL, NULL, NULL,
+	    &e), -ENOENT, "a blob no sandbox names");
+	cr_expect_eq(store_sandbox_create_named(st, "acme", "n", v2, NULL, NULL, NULL,
+	    &e), -EEXIST);
+
+	/* Shared heads: a's is its own, until another sandbox names it. */
+	cr_expect_eq(store_head_shared(st, "acme", v2, "a", &e), 0);
+	cr_expect_eq(store_head_shared(st, "acme", v1, "a", &e), 1, "n's head");
+	cr_expect_eq(store_head_shared(st, "acme", v1, "n", &e), 0,
+	    "a's history row is not a head");
+	cr_assert_eq(store_sandbox_fork(st, "acme", "a", "f", &e), 0);
+	cr_expect_eq(store_head_shared(st, "acme", v2, "a", &e), 1);
+	cr_expect_eq(store_head_shared(st, "other", v2, NULL, &e), 0);
 }
 
 Test(store, fork_shares_the_blob_then_moves_alone)

@@ -1551,3 +1551,117 @@ Test(workspace, rules_mark_failure_stops_and_keeps_its_message)
 	agentfs_close(fs);
 	perms_free(&p);
 }
+
+/*** Copying a tree (the kept base's template, sandbox/persist.c) ***/
+
+/* Makes path (under root) a file of len bytes of c at off, mode, mtime. */
+static void
+file_at(const char *rel, off_t size, off_t off, char c, mode_t mode, time_t mtime)
+{
+	char path[256];
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = mtime } };
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(ftruncate(fd, size), 0);
+	if (c != 0)
+		cr_assert_eq(pwrite(fd, &c, 1, off), 1);
+	cr_assert_eq(fchmod(fd, mode), 0);
+	cr_assert_eq(futimens(fd, ts), 0);
+	close(fd);
+}
+
+/* Both stats agree on what a copy keeps. */
+static void
+expect_same(const char *rel)
+{
+	char a[256], b[256];
+	struct stat sa, sb;
+
+	snprintf(a, sizeof(a), "%s/src/%s", root, rel);
+	snprintf(b, sizeof(b), "%s/dst/%s", root, rel);
+	cr_assert_eq(lstat(a, &sa), 0, "%s", a);
+	cr_assert_eq(lstat(b, &sb), 0, "%s missing from the copy", rel);
+	cr_expect_eq(sa.st_mode, sb.st_mode, "%s: mode %o, copy %o", rel, sa.st_mode,
+	    sb.st_mode);
+	cr_expect_eq(sb.st_nlink, S_ISDIR(sb.st_mode) ? sa.st_nlink : 1u,
+	    "%s: its own inode", rel);
+	cr_expect_neq(sa.st_ino, sb.st_ino, "%s: shared with the source", rel);
+	cr_expect_eq(sa.st_mtim.tv_sec, sb.st_mtim.tv_sec, "%s: mtime", rel);
+	cr_expect_eq(sa.st_mtim.tv_nsec, sb.st_mtim.tv_nsec, "%s: mtime ns", rel);
+	if (!S_ISDIR(sa.st_mode))
+		cr_expect_eq(sa.st_size, sb.st_size, "%s: size", rel);
+	if (S_ISREG(sa.st_mode))
+		cr_expect_leq(sb.st_blocks, sa.st_blocks + 8, "%s: holes filled in "
+		    "(%lld blocks, %lld in the source)", rel, (long long)sb.st_blocks,
+		    (long long)sa.st_blocks);
+}
+
+Test(workspace, a_copied_tree_is_the_same_tree_on_inodes_of_its_own)
+{
+	static const char *const mk[] = { "src", "src/d", "src/d/e", "src/ro", "dst" };
+	char path[256], target[64];
+	struct timespec old[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = 1000000000,
+	    .tv_nsec = 123456789 } };
+	struct err e = { 0 };
+	int s, d, fd;
+	char byte = 0;
+
+	for (size_t i = 0; i < sizeof(mk) / sizeof(mk[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, mk[i]);
+		cr_assert_eq(mkdir(path, 0755), 0);
+	}
+	file_at("src/a", 5, 0, 'a', 0640, 1000000000);
+	file_at("src/d/none", 7, 0, 'n', 0, 1100000000);
+	file_at("src/d/e/sparse", 4 << 20, 3 << 20, 'z', 0755, 1200000000);
+	file_at("src/ro/r", 0, 0, 0, 0444, 1300000000);
+	snprintf(path, sizeof(path), "%s/src/link", root);
+	cr_assert_eq(symlink("d/none", path), 0);
+	cr_assert_eq(utimensat(AT_FDCWD, path, old, AT_SYMLINK_NOFOLLOW), 0);
+	snprintf(path, sizeof(path), "%s/src/d/e", root);
+	cr_assert_eq(chmod(path, 0700), 0);
+	cr_assert_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+	snprintf(path, sizeof(path), "%s/src/ro", root);
+	cr_assert_eq(chmod(path, 0555), 0);
+
+	snprintf(path, sizeof(path), "%s/src", root);
+	s = open(path, O_RDONLY | O_DIRECTORY);
+	snprintf(path, sizeof(path), "%s/dst", root);
+	d = open(path, O_RDONLY | O_DIRECTORY);
+	cr_assert(s >= 0 && d >= 0);
+	cr_assert_eq(workspace_copy_tree(s, d, &e), 0, "%s", e.msg);
+	expect_same(".");
+	expect_same("a");
+	expect_same("d");
+	expect_same("d/none");
+	expect_same("d/e");
+	expect_same("d/e/sparse");
+	expect_same("ro");
+	expect_same("ro/r");
+	expect_same("link");
+	snprintf(path, sizeof(path), "%s/dst/link", root);
+	cr_assert_eq(readlink(path, target, sizeof(target)), 6);
+	cr_expect_eq(memcmp(target, "d/none", 6), 0);
+	snprintf(path, sizeof(path), "%s/dst/d/e/sparse", root);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, &byte, 1, 3 << 20), 1);
+	cr_expect_eq(byte, 'z');
+	cr_assert_eq(pread(fd, &byte, 1, 1 << 20), 1);
+	cr_expect_eq(byte, 0);
+	close(fd);
+	close(d);
+
+	/* Anything but a folder, a file or a symlink is refused by name. */
+	snprintf(path, sizeof(path), "%s/src/d/fifo", root);
+	cr_assert_eq(mkfifo(path, 0644), 0);
+	snprintf(path, sizeof(path), "%s/dst2", root);
+	cr_assert_eq(mkdir(path, 0755), 0);
+	d = open(path, O_RDONLY | O_DIRECTORY);
+	cr_expect_eq(workspace_copy_tree(s, d, &e), -EPERM);
+	cr_expect(strstr(e.msg, "/d/fifo: special entry") != NULL, "%s", e.msg);
+	close(d);
+	close(s);
+}

@@ -335,6 +335,42 @@ snap_compact(struct worker *w)
 		munmap(pt, pt_len);
 }
 
+/* Forgets the template snapshot. */
+static void
+snap_tmpl_forget(struct worker *w)
+{
+	if (w->tmpl_fd >= 0)
+		close(w->tmpl_fd);
+	if (w->tmpl_patch_fd >= 0)
+		close(w->tmpl_patch_fd);
+	w->tmpl_fd = w->tmpl_patch_fd = -1;
+	w->tmpl_len = w->tmpl_patch_len = 0;
+	w->tmpl_sha[0] = '\0';
+}
+
+/*
+ * Keeps the cached snapshot (the head a job is about to leave, which other
+ * sandboxes share) as the template too, unless it is already: the same
+ * sealed memfds, dup'd.
+ */
+static void
+snap_tmpl_keep(struct worker *w)
+{
+	if (w->snap_fd < 0 || strcmp(w->tmpl_sha, w->snap_sha) == 0)
+		return;
+	snap_tmpl_forget(w);
+	w->tmpl_fd = fcntl(w->snap_fd, F_DUPFD_CLOEXEC, 0);
+	w->tmpl_patch_fd = w->patch_fd < 0 ? -1 :
+	    fcntl(w->patch_fd, F_DUPFD_CLOEXEC, 0);
+	if (w->tmpl_fd < 0 || (w->patch_fd >= 0 && w->tmpl_patch_fd < 0)) {
+		snap_tmpl_forget(w);
+		return;
+	}
+	w->tmpl_len = w->snap_len;
+	w->tmpl_patch_len = w->patch_len;
+	snprintf(w->tmpl_sha, sizeof(w->tmpl_sha), "%s", w->snap_sha);
+}
+
 /*
  * The row of the job's sandbox into *sb. Returns 0, or -1 with res filled
  * (no such sandbox, or a store error).
@@ -410,6 +446,19 @@ snap_load(struct worker *w, const struct store_sandbox *sb, struct result *res)
 
 	if (w->snap_fd >= 0 && strcmp(w->snap_sha, sb->head) == 0)
 		return 0;
+	if (w->tmpl_fd >= 0 && strcmp(w->tmpl_sha, sb->head) == 0) {
+		snap_forget(w);
+		w->snap_fd = fcntl(w->tmpl_fd, F_DUPFD_CLOEXEC, 0);
+		w->patch_fd = w->tmpl_patch_fd < 0 ? -1 :
+		    fcntl(w->tmpl_patch_fd, F_DUPFD_CLOEXEC, 0);
+		if (w->snap_fd >= 0 && (w->tmpl_patch_fd < 0 || w->patch_fd >= 0)) {
+			w->snap_len = w->tmpl_len;
+			w->patch_len = w->tmpl_patch_len;
+			snprintf(w->snap_sha, sizeof(w->snap_sha), "%s", sb->head);
+			return 0;
+		}
+		snap_forget(w);
+	}
 	if ((rc = store_blob_get(w->store, sb->head, &blob, &len, &e)) < 0 ||
 	    (rc = snap_keep(w, sb->head, blob, len)) < 0) {
 		result_set_error(res, ST_INTERNAL, "store", "snapshot %.12s: %s", sb->head,
@@ -497,7 +546,8 @@ run_commits(const struct result *res)
 /* Captures and commits a persistent run; fills res's sandbox fields. */
 static void
 run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
-    const struct store_sandbox *sb, const char *fp, struct result *res)
+    const struct store_sandbox *sb, const char *fp, bool shared,
+    struct result *res)
 {
 	char sha[STORE_SHA_HEX + 1];
 	struct err e = { 0 };
@@ -535,7 +585,7 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	if (pt != MAP_FAILED)
 		munmap(pt, len);
 	if (rc < 0) {
-		sandbox_commit_done(sbx, NULL);
+		sandbox_commit_done(sbx, NULL, false);
 		close(fd);
 		if (rc == -EDQUOT)
 			result_set_error(res, ST_REJECTED, "storage_quota", "the job ran, "
@@ -553,7 +603,7 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 		return;
 	}
 	key = base_key(j, sha, fp);
-	sandbox_commit_done(sbx, key);
+	sandbox_commit_done(sbx, key, shared);
 	free(key);
 	res->version = sb->version + 1;
 	free(res->snapshot);
@@ -814,6 +864,27 @@ net_allow_setup(struct worker *w, struct sandbox *sbx, struct job *j, char **spe
 	return 0;
 }
 
+/*
+ * Reaps the last job's sandbox before job j. Its init may still be
+ * bringing the kept base up to its commit, which from the template is a
+ * copy of the whole tree (sandbox/persist.c, "The kept base"): an op, on
+ * the store only, leaves it at that; a run on another sandbox, which will
+ * not use that base, gives the update up; anything else waits for it.
+ */
+static void
+spent_reap(struct worker *w, const struct job *j)
+{
+	if (sandbox_updating(w->spent)) {
+		if (!JOB_OP_RUNS(j->op) && j->from_image_dir == NULL)
+			return;
+		if (JOB_OP_RUNS(j->op) && j->sandbox != NULL &&
+		    strcmp(j->sandbox, w->spent_sandbox) != 0)
+			sandbox_update_abandon(w->spent);
+	}
+	sandbox_free(w->spent);
+	w->spent = NULL;
+}
+
 static int
 run_job(struct worker *w, const struct msg *m)
 {
@@ -826,8 +897,7 @@ run_job(struct worker *w, const struct msg *m)
 	if (payload_job_decode(m->data, m->len, &j, NULL, &e) < 0)
 		fatalx("dispatcher sent a job that does not decode: %s", e.msg);
 	/* Left by a job whose successor's sandbox was made during it. */
-	sandbox_free(w->spent);
-	w->spent = NULL;
+	spent_reap(w, j);
 	w->job_seq = m->hdr.job_id;
 	res = result_new(j->id);
 	/* A sandbox made from an image's folder: seeded in a sandbox on it. */
@@ -859,12 +929,21 @@ run_job(struct worker *w, const struct msg *m)
 		res->started_at = res->finished_at = now_ms();
 	} else {
 		char fp[SANDBOX_RULES_FP_LEN + 1] = "", *key = NULL;
+		bool shared = false;
 		struct sandbox_snapshot snap = { .img_fd = w->snap_fd,
 		    .patch_fd = w->patch_fd, .rules_fp = fp };
 
 		if (j->sandbox != NULL) {
+			struct err se = { 0 };
+
 			rules_fingerprint(j, fp);
 			snap.base_key = key = base_key(j, sb.head, fp);
+			/* Other sandboxes start from this head: keep it, as the
+			 * snapshot here and as the kept base's template. */
+			shared = j->persist && store_head_shared(w->store, j->tenant,
+			    sb.head, j->sandbox, &se) == 1;
+			if (shared)
+				snap_tmpl_keep(w);
 		}
 
 		if (j->ncases > 0) {
@@ -883,6 +962,8 @@ run_job(struct worker *w, const struct msg *m)
 		/* Reaped after the result is out. */
 		w->spent = w->next;
 		w->next = NULL;
+		snprintf(w->spent_sandbox, sizeof(w->spent_sandbox), "%s",
+		    j->sandbox != NULL ? j->sandbox : "");
 		sandbox_set_output(w->spent, j->stream ? send_output : NULL, w);
 		/*
 		 * The next job on a persistent sandbox comes to this worker:
@@ -911,7 +992,7 @@ run_job(struct worker *w, const struct msg *m)
 			res->version = sb.version;
 			res->snapshot = xstrdup(sb.head);
 			if (j->persist && run_commits(res))
-				run_commit(w, w->spent, j, &sb, fp, res);
+				run_commit(w, w->spent, j, &sb, fp, shared, res);
 		}
 	}
 out_send:
@@ -978,8 +1059,10 @@ worker_loop(struct worker *w)
 			 * namespace only once it has ended (sandbox/spawn.c,
 			 * net_enter()).
 			 */
-			sandbox_free(w->spent);
-			w->spent = NULL;
+			if (!sandbox_updating(w->spent)) {
+				sandbox_free(w->spent);
+				w->spent = NULL;
+			}
 			prepare_next(w);
 			break;
 		case MSG_SHUTDOWN:

@@ -127,7 +127,8 @@ main(int argc, char **argv)
 		{ "egress-port", required_argument, NULL, 'E' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1 };
+	struct worker w = { .fd = WORKER_FD, .snap_fd = -1, .patch_fd = -1,
+	    .tmpl_fd = -1, .tmpl_patch_fd = -1 };
 	const char *store_dir = NULL;
 	struct msg_hello hello;
 	struct err e = { 0 };

@@ -32,6 +32,7 @@
 
 #include "../common/util.h"
 #include "../agentfs/agentfs.h"
+#include "../proto/snapkey.h"
 #include "../workspace/perms.h"
 #include "../workspace/workspace.h"
 #include "ops.h"
@@ -403,6 +404,40 @@ import_build(struct ops *o)
 	return 0;
 }
 
+/*
+ * A create from bytes the tenant already stores: 1, with the blob's key
+ * in sha, when the upload is byte for byte a blob one of the tenant's own
+ * sandboxes names (a head or a kept history row), which sandq wrote and
+ * checked when it was committed; the sandbox is then made as a fork of
+ * that blob (store_sandbox_create_named()), with no re-encode and no
+ * history row added to it. 0 when the bytes are not such a blob (the
+ * import then checks and copies them); OPS_DONE with res filled when
+ * they are but hold more than the caps of a job on the sandbox allow,
+ * as the import would refuse them. Costs hashing the upload once.
+ */
+static int
+import_known(struct ops *o, char sha[STORE_SHA_HEX + 1])
+{
+	const struct job *j = o->j;
+	struct copy c = { .o = o };
+	struct err e = { 0 };
+	int rc;
+
+	if (j->snapshot == NULL || j->snapshot_len == 0 ||
+	    j->snapshot_len > JOB_SNAPSHOT_MAX)
+		return 0;
+	if (snapkey_of(j->snapshot, j->snapshot_len, sha) != 0 ||
+	    store_tenant_has_blob(o->st, j->tenant, sha, &e) != 1)
+		return 0;
+	import_caps(&j->limits, &c.caps);
+	/* Read in place: a stored blob opens as a trusted image does. */
+	if (agentfs_open_cow(j->snapshot, j->snapshot_len, NULL, 0, &c.src, &e) != 0)
+		return 0;
+	rc = copy_claims_check(&c);
+	agentfs_close(c.src);
+	return rc != 0 ? OPS_DONE : 1;
+}
+
 /*** sandbox ops ***/
 
 /* The info map of o->id after a create or import. */
@@ -419,6 +454,53 @@ pk_new_info(struct ops *o)
 	ops__pk_info(&o->pk, &sb, true, o->blob_len);
 	o->have_data = true;
 	return 0;
+}
+
+/*
+ * Creates o->id at version 1 naming the stored snapshot sha, one of the
+ * tenant's (store_sandbox_create_named()): 0 with the new sandbox's info,
+ * -ENOENT when no sandbox of the tenant names it, -EEXIST when o->id
+ * exists, OPS_DONE with res filled on a store failure.
+ */
+static int
+create_named(struct ops *o, const char *labels, const char *sha)
+{
+	const struct job *j = o->j;
+	struct err e = { 0 };
+	int64_t size;
+	int rc;
+
+	rc = store_sandbox_create_named(o->st, j->tenant, o->id, sha, labels,
+	    j->image, j->workdir, &e);
+	if (rc == -ENOENT || rc == -EEXIST)
+		return rc;
+	if (rc == 0 && (size = store_blob_size(o->st, sha, &e)) < 0)
+		rc = (int)size;
+	if (rc != 0)
+		return ops__store_fail(o, rc, o->id, &e);
+	o->committed = true;
+	o->new_version = 1;
+	o->blob_len = (size_t)size;
+	snprintf(o->new_sha, sizeof(o->new_sha), "%s", sha);
+	return pk_new_info(o);
+}
+
+/*
+ * Creates o->id from an upload import_known() finds stored: 1 when it is
+ * not (the caller imports it), otherwise what the op returns: 0 with the
+ * new sandbox's info, OPS_DONE with res filled, -EEXIST when the sandbox
+ * exists by now.
+ */
+static int
+create_known(struct ops *o, const char *labels)
+{
+	char sha[STORE_SHA_HEX + 1];
+	int rc;
+
+	if ((rc = import_known(o, sha)) != 1)
+		return rc == 0 ? 1 : rc;
+	rc = create_named(o, labels, sha);
+	return rc == -ENOENT ? 1 : rc;	/* the sandbox naming it went: copy */
 }
 
 /* Creates the directories above path ("/a/b/f": /a, /a/b) as needed. */
@@ -517,7 +599,26 @@ ops__sandbox_create(struct ops *o)
 		    &e)) != 0)
 			rc = ops__fail(o, ST_INTERNAL, "store", "sandbox '%s': the "
 			    "seeded snapshot: %s", o->id, ops__emsg(&e));
+	} else if (j->snapshot_key != NULL) {
+		/* A snapshot the tenant stores, named: a fork of it. */
+		json_decref(params);
+		rc = create_named(o, labels, j->snapshot_key);
+		free(labels);
+		if (rc == -ENOENT)
+			return ops__fail(o, ST_REJECTED, "snapshot_not_found",
+			    "field 'snapshot_key': no sandbox of this tenant has "
+			    "snapshot %s (send its bytes as 'snapshot')", j->snapshot_key);
+		if (rc == -EEXIST)
+			return ops__store_fail(o, -EEXIST, o->id, &e);
+		return rc;
 	} else if (j->snapshot != NULL) {
+		if ((rc = create_known(o, labels)) != 1) {
+			json_decref(params);
+			free(labels);
+			if (rc == -EEXIST)
+				return ops__store_fail(o, -EEXIST, o->id, &e);
+			return rc;
+		}
 		rc = import_build(o);
 		json_object_set_new(params, "snapshot",
 		    json_integer((json_int_t)j->snapshot_len));
@@ -555,6 +656,20 @@ ops__sandbox_import(struct ops *o)
 	json_t *params;
 	int rc;
 
+	/* A new sandbox from bytes the tenant stores: as sandbox.create. */
+	rc = store_sandbox_get(o->st, j->tenant, o->id, &o->sb, &e);
+	if (rc == -ENOENT) {
+		if ((rc = ops__labels_json(o, &labels)) != 0)
+			return rc;
+		rc = create_known(o, labels);
+		free(labels);
+		labels = NULL;
+		if (rc == -EEXIST)
+			return -ESTALE;	/* made meanwhile: run again */
+		if (rc != 1)
+			return rc;
+	}
+	err_clear(&e);
 	if ((rc = import_build(o)) != 0)
 		return rc;
 	rc = store_sandbox_get(o->st, j->tenant, o->id, &o->sb, &e);

@@ -132,6 +132,7 @@ worker_seed(struct worker *w, const struct job *j, const void *spec,
 	/* Spent either way; reaped after the result is out. */
 	w->spent = w->next;
 	w->next = NULL;
+	w->spent_sandbox[0] = '\0';
 	if (rc < 0)
 		goto out;
 	if (seed_compose(imgfd, patchfd, plen, &snap, &slen, &e) < 0) {

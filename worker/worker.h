@@ -25,6 +25,7 @@ struct worker {
 	struct worker_image img;	/* the image next is (to be) prepared for;
 					 * digest "": the host's */
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
+	char spent_sandbox[STORE_ID_MAX + 1];	/* the sandbox its job was on, or "" */
 	unsigned long jobs;		/* jobs run so far */
 	struct store *store;		/* the host's snapshot store */
 	uint64_t quota;			/* the next job's tenant's storage quota */
@@ -38,6 +39,15 @@ struct worker {
 	int patch_fd;			/* the patch over it, or -1 (none) */
 	size_t patch_len;		/* its size */
 	char snap_sha[STORE_SHA_HEX + 1];	/* the key of image + patch, "" if none */
+	/*
+	 * A head other sandboxes share (a fork's, or a create's from a
+	 * snapshot the tenant stores), kept beside the last one when a job
+	 * leaves it: dups of the same sealed memfds, so each sandbox starting
+	 * from it reads nothing from the store.
+	 */
+	int tmpl_fd, tmpl_patch_fd;	/* image and patch, or -1 */
+	size_t tmpl_len, tmpl_patch_len;
+	char tmpl_sha[STORE_SHA_HEX + 1];	/* their key, "" if none */
 };
 
 /* Serves jobs until the channel closes. Returns the process exit code. */

@@ -713,6 +713,156 @@ out_free:
 	return rc;
 }
 
+/*** Copy ***/
+
+/* Copies the regular file name of sdir (st its stat) into ddir: the data
+ * with its holes kept (SEEK_DATA/SEEK_HOLE; pread/pwrite, which on tmpfs
+ * here cost a third of copy_file_range's splice), then the permission
+ * bits and mtime. */
+static int
+copy_file(int sdir, int ddir, const char *name, const struct stat *st,
+    const char *path, struct err *e)
+{
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, st->st_mtim };
+	off_t off = 0;
+	int in, out, rc = 0;
+
+	if ((in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)) < 0)
+		return workspace__sys_fail(e, path, "openat");
+	out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_NOCTTY | O_CLOEXEC, 0600);
+	if (out < 0) {
+		rc = workspace__sys_fail(e, path, "openat");
+		goto out_in;
+	}
+	while (rc == 0 && off < st->st_size) {
+		off_t data = lseek(in, off, SEEK_DATA), end, a;
+
+		if (data < 0 && errno == ENXIO)
+			break;		/* a hole to the end */
+		if (data < 0 || (end = lseek(in, data, SEEK_HOLE)) < 0) {
+			rc = workspace__sys_fail(e, path, "lseek");
+			break;
+		}
+		for (a = data; rc == 0 && a < end;) {
+			static unsigned char buf[256 * 1024];
+			size_t want = (size_t)(end - a) < sizeof(buf) ? (size_t)(end - a) :
+			    sizeof(buf);
+			ssize_t n = pread(in, buf, want, a);
+
+			if (n < 0)
+				rc = workspace__sys_fail(e, path, "pread");
+			else if (n == 0)
+				rc = err_set(e, -EIO, "workspace: %s: shorter than its size",
+				    path);
+			else if (pwrite(out, buf, (size_t)n, a) != n)
+				rc = workspace__sys_fail(e, path, "pwrite");
+			else
+				a += n;
+		}
+		off = end;
+	}
+	if (rc == 0 && (ftruncate(out, st->st_size) != 0 ||
+	    fchmod(out, st->st_mode & 0777) != 0 || futimens(out, ts) != 0))
+		rc = workspace__sys_fail(e, path, "ftruncate/fchmod/futimens");
+	close(out);
+out_in:
+	close(in);
+	return rc;
+}
+
+/* Copies what directory sfd holds into the empty directory dfd, depth
+ * levels below the top (bounded: a tree materialise made). */
+static int
+copy_dir(int sfd, int dfd, const char *path, unsigned depth, struct err *e)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0;
+
+	if (depth > AGENTFS_DEPTH_MAX)
+		return err_set(e, -ELOOP, "workspace: %s: nested too deep", path);
+	if ((fd = openat(sfd, ".", DIR_FLAGS)) < 0)
+		return workspace__sys_fail(e, path, "openat");
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return workspace__sys_fail(e, path, "fdopendir");
+	}
+	while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+		char sub[AGENTFS_PATH_MAX + 2];
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", strcmp(path, "/") == 0 ? "" : path,
+		    de->d_name);
+		if (fstatat(sfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+			rc = workspace__sys_fail(e, sub, "fstatat");
+		} else if (S_ISREG(st.st_mode)) {
+			rc = copy_file(sfd, dfd, de->d_name, &st, sub, e);
+		} else if (S_ISLNK(st.st_mode)) {
+			char target[AGENTFS_PATH_MAX + 1];
+			ssize_t n = readlinkat(sfd, de->d_name, target, sizeof(target) - 1);
+
+			if (n < 0 || (size_t)n >= sizeof(target) - 1)
+				rc = workspace__sys_fail(e, sub, "readlinkat");
+			else {
+				struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT },
+				    st.st_mtim };
+
+				target[n] = '\0';
+				if (symlinkat(target, dfd, de->d_name) != 0)
+					rc = workspace__sys_fail(e, sub, "symlinkat");
+				else if (utimensat(dfd, de->d_name, ts,
+				    AT_SYMLINK_NOFOLLOW) != 0)
+					rc = workspace__sys_fail(e, sub, "utimensat");
+			}
+		} else if (S_ISDIR(st.st_mode)) {
+			struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, st.st_mtim };
+			int s2 = -1, d2 = -1;
+
+			if (mkdirat(dfd, de->d_name, 0700) != 0)
+				rc = workspace__sys_fail(e, sub, "mkdirat");
+			else if ((s2 = openat(sfd, de->d_name, DIR_FLAGS)) < 0 ||
+			    (d2 = openat(dfd, de->d_name, DIR_FLAGS)) < 0)
+				rc = workspace__sys_fail(e, sub, "openat");
+			else if ((rc = copy_dir(s2, d2, sub, depth + 1, e)) == 0 &&
+			    (fchmod(d2, st.st_mode & 0777) != 0 || futimens(d2, ts) != 0))
+				rc = workspace__sys_fail(e, sub, "fchmod/futimens");
+			if (s2 >= 0)
+				close(s2);
+			if (d2 >= 0)
+				close(d2);
+		} else {
+			rc = err_set(e, -EPERM, "workspace: %s: special entry", sub);
+		}
+	}
+	if (rc == 0 && errno != 0)
+		rc = workspace__sys_fail(e, path, "readdir");
+	closedir(d);
+	return rc;
+}
+
+int
+workspace_copy_tree(int srcfd, int dstfd, struct err *e)
+{
+	struct stat st;
+	int rc;
+
+	err_clear(e);
+	if ((rc = copy_dir(srcfd, dstfd, "/", 0, e)) != 0)
+		return rc;
+	if (fstat(srcfd, &st) != 0)
+		return workspace__sys_fail(e, "/", "fstat");
+	{
+		struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, st.st_mtim };
+
+		if (fchmod(dstfd, st.st_mode & 0777) != 0 || futimens(dstfd, ts) != 0)
+			return workspace__sys_fail(e, "/", "fchmod/futimens");
+	}
+	return 0;
+}
+
 /*** Apply ***/
 
 /* Removes name of pfd, a whole tree if it is a directory; absent is fine.

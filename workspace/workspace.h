@@ -329,6 +329,18 @@ int workspace_capture_inplace(int dirfd, struct agentfs *fs,
 int workspace_apply(struct agentfs *fs, int dirfd,
     const struct workspace_changes *ch, struct err *e);
 
+/*
+ * Copies the tree under the directory srcfd into the empty directory
+ * dstfd: directories and regular files with their permission bits and
+ * mtime, a file's data with its holes kept, symlinks with their mtime; any
+ * other kind of entry is refused (-EPERM). Nothing is followed. Made for
+ * trees workspace_materialise_rules() wrote (the kept base's template,
+ * sandbox/persist.c): nesting past AGENTFS_DEPTH_MAX is -ELOOP. On failure
+ * dstfd holds part of the copy: the caller removes it. Returns 0 or -errno
+ * with e naming the path.
+ */
+int workspace_copy_tree(int srcfd, int dstfd, struct err *e);
+
 /* Removes name of dirfd, with its whole tree if it is a directory, never
  * following a symlink; absent is fine. Returns 0 or -errno with e set. */
 int workspace_remove_at(int dirfd, const char *name, struct err *e);
