@@ -18,9 +18,11 @@
  *   import      M times (default 20): sandbox.create of a new sandbox with
  *               `snapshot`, the big sandbox's bytes as sandbox.export gave
  *               them (what a user does to start from a saved snapshot),
+ *               through sandq_call() (which sends their key first: the
+ *               tenant stores them, so the new sandbox names that blob),
  *               then its first job (the same `echo I > f`), timed together
- *               from the create's submit to the job's result; the worker
- *               has never materialised the new sandbox
+ *               from before the key is hashed to the job's result; the
+ *               worker has never run a job on the new sandbox
  * It prints p50 and p95 per case and the issue's targets: the big case at
  * most 10 ms and 2.5x the floor (the snapshot round trip included), the
  * import case at most 30 ms; and materialising alone (p50 no-persist - p50

@@ -620,6 +620,8 @@ take_op_field(struct job *j, const char *k, json_t *v, struct gw_fail *f)
 	if (strcmp(k, "snapshot_b64") == 0)
 		return take_b64(v, "snapshot_b64", JOB_SNAPSHOT_MAX, &j->snapshot,
 		    &j->snapshot_len, f);
+	if (strcmp(k, "snapshot_key") == 0)
+		return take_str(v, "snapshot_key", &j->snapshot_key, f);
 	if (strcmp(k, "workdir") == 0)
 		return take_str(v, "workdir", &j->workdir, f);
 	if (strcmp(k, "from_image_dir") == 0)

@@ -34,6 +34,7 @@ status_of(const struct result *r)
 	} map[] = {
 		{ "sandbox_not_found", 404 }, { "not_found", 404 },
 		{ "sandbox_exists", 409 }, { "exists", 409 }, { "not_empty", 409 },
+		{ "snapshot_not_found", 404 },
 		{ "is_dir", 400 }, { "not_dir", 400 }, { "invalid", 400 },
 		{ "invalid_job", 400 }, { "bad_snapshot", 400 },
 		{ "permission", 403 }, { "too_large", 413 },

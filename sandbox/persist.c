@@ -493,9 +493,12 @@ tmpl_take(struct persist *ps, const char *state, size_t statelen, struct err *e)
 	static const char *const names[] = { "marks", "cwd", "env", "rules" };
 	int rc;
 
-	if (ps->tmplfd >= 0)
+	/* Unsealed first: a template half removed is never taken. */
+	if (tmpl_open(ps) >= 0) {
+		(void)unlinkat(ps->tmplfd, "state", 0);
 		close(ps->tmplfd);
-	ps->tmplfd = -1;
+		ps->tmplfd = -1;
+	}
 	if ((rc = workspace_remove_at(ps->basefd, BASE_TMPL, e)) < 0)
 		return rc;
 	if (mkdirat(ps->basefd, BASE_TMPL, 0700) < 0 || tmpl_open(ps) < 0)

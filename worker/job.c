@@ -867,9 +867,10 @@ net_allow_setup(struct worker *w, struct sandbox *sbx, struct job *j, char **spe
 /*
  * Reaps the last job's sandbox before job j. Its init may still be
  * bringing the kept base up to its commit, which from the template is a
- * copy of the whole tree (sandbox/persist.c, "The kept base"): an op, on
- * the store only, leaves it at that; a run on another sandbox, which will
- * not use that base, gives the update up; anything else waits for it.
+ * copy of the whole tree (sandbox/persist.c, "The kept base"): an op on
+ * the store alone leaves it at that; a job on the same sandbox, the one
+ * that base is for, waits for it; any other job, which would not use it,
+ * does not wait: the update is given up (the base is rebuilt when wanted).
  */
 static void
 spent_reap(struct worker *w, const struct job *j)
@@ -877,7 +878,7 @@ spent_reap(struct worker *w, const struct job *j)
 	if (sandbox_updating(w->spent)) {
 		if (!JOB_OP_RUNS(j->op) && j->from_image_dir == NULL)
 			return;
-		if (JOB_OP_RUNS(j->op) && j->sandbox != NULL &&
+		if (!JOB_OP_RUNS(j->op) || j->sandbox == NULL ||
 		    strcmp(j->sandbox, w->spent_sandbox) != 0)
 			sandbox_update_abandon(w->spent);
 	}

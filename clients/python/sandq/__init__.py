@@ -37,7 +37,7 @@ from .local import LocalTreeError
 from .presets import Preset, Rule
 from .result import CaseResult, Result
 from .sandbox import HistoryEntry, KV, Sandbox
-from .util import files_from_dir
+from .util import files_from_dir, snapshot_key
 
 __version__ = "0.2.0"
 
@@ -45,7 +45,7 @@ __all__ = [
     "Client", "Sandbox", "KV", "HistoryEntry", "Job", "Result", "Chunk",
     "Preset", "Rule", "CaseResult", "DeadLetter", "Audit", "AuditEvent",
     "BatchCase", "BatchProgress", "BatchSummary", "LocalTreeError",
-    "files_from_dir", "tools",
+    "files_from_dir", "snapshot_key", "tools",
     "Error", "InvalidJob", "ConnectionError", "TimeoutError", "JobTimeout",
     "WaitTimeout", "CommandError", "LimitExceeded", "Rejected", "SandboxNotFound",
     "NotFound", "PermissionDenied", "JobFailed",

@@ -46,6 +46,7 @@ from .job import _perms as check_perms
 from .presets import Preset, Rule, parse_presets
 from .presets import unknown as presets_unknown
 from .result import Result
+from .util import snapshot_key
 
 WAIT_SLICE = 10.0          # longest single BLPOP, seconds (libsandq WAIT_SLICE_MS)
 STREAM_SLICE_MS = 1000     # longest single XREAD BLOCK, then a GET of the result
@@ -709,6 +710,16 @@ class Client:
                                          from_image_dir, allow)
         s = Sandbox(self, sb, created=created, keep=keep, perms=perms,
                     perm_preset=perm_preset)
+        if created and snapshot is not None:
+            # By key first: a snapshot the tenant stores is not sent again.
+            try:
+                s._info(self.call("sandbox.create", sandbox=sb,
+                                  snapshot_key=snapshot_key(snapshot), labels=labels,
+                                  image=image, workdir=workdir, allow=allow).data)
+                return s
+            except errors.Rejected as e:
+                if e.code != "snapshot_not_found":
+                    raise
         if created:
             s._info(self.call("sandbox.create", sandbox=sb, snapshot=snapshot,
                               files=files, labels=labels, image=image,
@@ -735,6 +746,17 @@ class Client:
                     perm_preset=perm_preset)
 
         async def open_it() -> "Sandbox":
+            if created and snapshot is not None:
+                try:
+                    r = await self.acall("sandbox.create", sandbox=sb,
+                                         snapshot_key=snapshot_key(snapshot),
+                                         labels=labels, image=image, workdir=workdir,
+                                         allow=allow)
+                    s._info(r.data)
+                    return s
+                except errors.Rejected as e:
+                    if e.code != "snapshot_not_found":
+                        raise
             if created:
                 r = await self.acall("sandbox.create", sandbox=sb, snapshot=snapshot,
                                      files=files, labels=labels, image=image,

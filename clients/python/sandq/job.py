@@ -61,13 +61,15 @@ RUN_OPTIONS = frozenset(("id", "env", "cwd", "stdin", "limits", "preset", "files
                         + LIMIT_KWARGS)
 # Fields of the sandbox ops that callers may give.
 OP_FIELDS = frozenset(("id", "sandbox", "path", "data", "mode", "recursive", "key",
-                       "value", "prefix", "to", "snapshot", "labels", "files",
+                       "value", "prefix", "to", "snapshot", "snapshot_key",
+                       "labels", "files",
                        "perms", "perm_preset", "priority", "deadline_ms",
                        "image", "workdir", "from_image_dir", "parents", "allow"))
 IMAGE_MAX = 1024                # bytes of an image reference
 ROOT_DIR_MAX = 1024             # bytes of a workdir or from_image_dir
 
 _ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
+_KEY_RE = re.compile(r"[0-9a-f]{64}\Z")
 
 
 def _allow(allow: Any) -> List[str]:
@@ -425,6 +427,12 @@ class Job:
             f["snapshot"] = _bytes("snapshot", fields["snapshot"])
             if not 1 <= len(f["snapshot"]) <= SNAPSHOT_MAX:
                 raise InvalidJob("snapshot: expected 1..%d bytes" % SNAPSHOT_MAX)
+        if "snapshot_key" in fields:
+            k = fields["snapshot_key"]
+            if not isinstance(k, str) or not _KEY_RE.match(k):
+                raise InvalidJob("snapshot_key: not a snapshot's key (64 lower-case "
+                                 "hex digits, as results give snapshot)")
+            f["snapshot_key"] = k
         if fields.get("labels"):
             f["labels"] = _labels(fields["labels"])
         if fields.get("allow") is not None:

@@ -254,6 +254,33 @@ class ForksSnapshotsHistory(unittest.TestCase):
             self.assertEqual(info["version"], copy.version)
             self.assertEqual(copy.read_file("f.txt"), "data")
 
+    def test_a_stored_snapshot_is_created_from_by_its_key(self):
+        # The key the client computes is the server's; a create from bytes
+        # the tenant stores is a fork of them (the same snapshot, by key,
+        # no upload); from bytes it does not store, an import as before.
+        with client.sandbox() as sb:
+            sb.write_file("f.txt", "data")
+            snap = sb.export_snapshot()
+            head = sb.info()["snapshot"]
+            self.assertEqual(sandq.snapshot_key(snap), head)
+            with client.sandbox(snapshot=snap) as copy:
+                self.assertEqual(copy.info()["snapshot"], head)
+                self.assertEqual(copy.version, 1)
+                copy.write_file("f.txt", "mine")
+                self.assertEqual(sb.read_file("f.txt"), "data")
+            r = client.call("sandbox.create", sandbox="py-by-key", snapshot_key=head)
+            self.assertEqual(r.data["snapshot"], head)
+            client.call("sandbox.delete", sandbox="py-by-key")
+        # Its sandbox gone, the tenant stores those bytes no more.
+        with self.assertRaises(sandq.Rejected) as cm:
+            client.call("sandbox.create", sandbox="py-by-key", snapshot_key=head)
+        self.assertEqual(cm.exception.code, "snapshot_not_found")
+        with client.sandbox(snapshot=snap) as again:
+            self.assertEqual(again.read_file("f.txt"), "data")
+            self.assertNotEqual(again.info()["snapshot"], head)
+        with self.assertRaises(sandq.InvalidJob):
+            client.call("sandbox.create", sandbox="x", snapshot_key="ABC")
+
     def test_a_localsandbox_export_opens_as_a_sandbox(self):
         # tests/data/localsandbox-export.db: LocalSandbox 0.3's layout (its
         # /data is the root; symlinks stored as JSON files; ms call times).
