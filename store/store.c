@@ -887,10 +887,20 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
     const void *patch, size_t patch_len, char sha_hex[STORE_SHA_HEX + 1],
     struct err *e)
 {
+	return store_sandbox_commit_patch_from(st, tenant, id, expect_version, img,
+	    img_len, NULL, 0, patch, patch_len, sha_hex, e);
+}
+
+int
+store_sandbox_commit_patch_from(struct store *st, const char *tenant,
+    const char *id, uint64_t expect_version, const void *img, size_t img_len,
+    const void *prev, size_t prev_len, const void *patch, size_t patch_len,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e)
+{
 	char head[STORE_SHA_HEX + 1], now_head[STORE_SHA_HEX + 1];
 	struct manifest base = { 0 };
 	struct blob_plan p;
-	struct patch pt;
+	struct patch pt, pv;
 	int rc;
 
 	err_clear(e);
@@ -905,10 +915,13 @@ store_sandbox_commit_patch(struct store *st, const char *tenant,
 		    patch_len);
 	if ((rc = patch_parse(patch, patch_len, &pt, e)) != 0)
 		return rc;
+	if (prev != NULL && (rc = patch_parse(prev, prev_len, &pv, e)) != 0)
+		return rc;
 	if ((rc = head_read(st, tenant, id, expect_version, head, &base,
 	    e)) != 0)
 		goto out_base;
-	rc = store__plan_make_patch(st, img, img_len, &pt, &base, &p, e);
+	rc = store__plan_make_patch(st, img, img_len, &pt, prev != NULL ? &pv : NULL,
+	    &base, &p, e);
 	if (rc != 0)
 		goto out_base;
 	if ((rc = store__plan_check_patch(&p, e)) != 0 ||

@@ -397,6 +397,21 @@ int store_sandbox_commit_patch(struct store *st, const char *tenant,
     const char *id, uint64_t expect_version, const void *img, size_t img_len,
     const void *patch, size_t patch_len, char sha_hex[STORE_SHA_HEX + 1],
     struct err *e);
+/*
+ * store_sandbox_commit_patch() given also prev (prev_len bytes, or NULL):
+ * the head's own patch over img, the one the new patch grew from. A chunk
+ * whose blocks in patch are all in prev with the same bytes is the head's
+ * chunk and takes its hash unread: a worker's cumulative patch grows with
+ * every job since its image, and without prev each commit would hash
+ * every chunk it ever touched. The contract widens to: the head at
+ * expect_version is img with prev, and prev's blocks are a subset of
+ * patch's (a build with -DSTORE_CHECK_PATCH checks the outcome). -EBADMSG
+ * for a malformed prev too.
+ */
+int store_sandbox_commit_patch_from(struct store *st, const char *tenant,
+    const char *id, uint64_t expect_version, const void *img, size_t img_len,
+    const void *prev, size_t prev_len, const void *patch, size_t patch_len,
+    char sha_hex[STORE_SHA_HEX + 1], struct err *e);
 
 /*
  * Creates tenant/dst from tenant/src in O(1): same head blob (no copy),

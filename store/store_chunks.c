@@ -496,8 +496,8 @@ store__plan_store(struct store *st, const struct blob_plan *p, struct err *e)
  */
 int
 store__plan_make_patch(struct store *st, const void *img, size_t img_len,
-    const struct patch *pt, const struct manifest *base, struct blob_plan *p,
-    struct err *e)
+    const struct patch *pt, const struct patch *prev, const struct manifest *base,
+    struct blob_plan *p, struct err *e)
 {
 	bool have_base = base->n > 0 && base->chunk_size == STORE_CHUNK_BYTES;
 	const size_t per_chunk = STORE_CHUNK_BYTES / PATCH_BLOCK;
@@ -518,9 +518,19 @@ store__plan_make_patch(struct store *st, const void *img, size_t img_len,
 	p->reused = xcalloc(p->n > 0 ? p->n : 1, sizeof(bool));
 	touched = xcalloc(p->n > 0 ? p->n : 1, sizeof(bool));
 	buf = xmalloc(STORE_CHUNK_BYTES);
-	/* patch_parse() keeps every block below size, so inside p->n. */
-	for (uint32_t i = 0; i < pt->count; i++)
-		touched[patch_index(pt, i) / per_chunk] = true;
+	/*
+	 * patch_parse() keeps every block below size, so inside p->n. A
+	 * block the head's own patch holds with the same bytes is the head's:
+	 * a worker's cumulative patch re-sends every block since its image,
+	 * and only this commit's new or rewritten ones change a chunk.
+	 */
+	for (uint32_t i = 0; i < pt->count; i++) {
+		uint32_t idx = patch_index(pt, i);
+		const unsigned char *was = prev != NULL ? patch_find(prev, idx) : NULL;
+
+		if (was == NULL || memcmp(was, patch_block(pt, i), PATCH_BLOCK) != 0)
+			touched[idx / per_chunk] = true;
+	}
 	for (size_t i = 0; i < p->n; i++) {
 		size_t off = i * STORE_CHUNK_BYTES, cn;
 		size_t bn = i < base->n && base->size - off < STORE_CHUNK_BYTES ?

@@ -113,11 +113,13 @@ int store__plan_make(struct store *st, const void *data, size_t len,
     struct blob_plan *p, struct err *e);
 /*
  * The plan of img with pt applied against base, the head's manifest; only
- * the chunks pt touches are hashed. No lock held; p points into img, pt.
+ * the chunks pt touches are hashed, and with prev (the head's own patch
+ * over img, or NULL) only those holding a block pt has that prev lacks or
+ * holds with other bytes. No lock held; p points into img, pt.
  */
 int store__plan_make_patch(struct store *st, const void *img,
-    size_t img_len, const struct patch *pt, const struct manifest *base,
-    struct blob_plan *p, struct err *e);
+    size_t img_len, const struct patch *pt, const struct patch *prev,
+    const struct manifest *base, struct blob_plan *p, struct err *e);
 /* The STORE_CHECK_PATCH cross-check of a patch plan; 0 without it. */
 int store__plan_check_patch(const struct blob_plan *p, struct err *e);
 /* Stores p's new chunks and takes a reference on each; in a transaction. */

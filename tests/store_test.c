@@ -2022,6 +2022,64 @@ Test(store, commit_patch_chains_cumulative_patches_over_one_image)
 	free(img);
 }
 
+/*
+ * Given the head's own patch (prev), a commit hashes only the chunks whose
+ * blocks that patch lacks or holds with other bytes, and stores the same
+ * snapshot under the same key as without it.
+ */
+Test(store, commit_patch_from_the_heads_patch_hashes_only_what_changed)
+{
+	size_t len = 8 * STORE_CHUNK_BYTES + 1000, l1, l2, l3;
+	unsigned char *img = pattern(len, 43), *p1, *p2, *p3, *want;
+	char sha[65], v2[65], v3[65], v4[65], key[65];
+	struct err e = { 0 };
+	struct tpatch t;
+	long hashed;
+
+	create_img("a", img, len, sha);
+	tp_init(&t, img, len, len);
+	tp_scribble(&t, STORE_CHUNK_BYTES + 5 * PATCH_BLOCK, 64, 1);
+	p1 = tp_bytes(&t, &l1);
+	cr_assert_eq(store_sandbox_commit_patch_from(st, "acme", "a", 1, img, len,
+	    NULL, 0, p1, l1, v2, &e), 0, "%s", e.msg);
+
+	/* P2 = P1 + a block in chunk 5: chunk 1 is the head's, unread. */
+	tp_scribble(&t, 5 * STORE_CHUNK_BYTES, 10, 2);
+	p2 = tp_bytes(&t, &l2);
+	hashed = store_debug_chunks_hashed(st);
+	cr_assert_eq(store_sandbox_commit_patch_from(st, "acme", "a", 2, img, len,
+	    p1, l1, p2, l2, v3, &e), 0, "%s", e.msg);
+	cr_expect_eq(store_debug_chunks_hashed(st) - hashed, 1);
+	want = tp_expected(&t);
+	manifest_key_of(want, len, key);
+	cr_expect_str_eq(v3, key);
+	expect_blob(v3, want, len);
+	free(want);
+
+	/* P3 = P2 with chunk 1's block rewritten: chunk 1 again, not 5. */
+	tp_scribble(&t, STORE_CHUNK_BYTES + 5 * PATCH_BLOCK + 1, 1, 3);
+	p3 = tp_bytes(&t, &l3);
+	hashed = store_debug_chunks_hashed(st);
+	cr_assert_eq(store_sandbox_commit_patch_from(st, "acme", "a", 3, img, len,
+	    p2, l2, p3, l3, v4, &e), 0, "%s", e.msg);
+	cr_expect_eq(store_debug_chunks_hashed(st) - hashed, 1);
+	want = tp_expected(&t);
+	manifest_key_of(want, len, key);
+	cr_expect_str_eq(v4, key);
+	expect_blob(v4, want, len);
+	cr_expect_eq(refs_mismatches(), 0);
+	/* A prev that is no patch is refused, nothing stored. */
+	cr_expect_eq(store_sandbox_commit_patch_from(st, "acme", "a", 4, img, len,
+	    "junk", 4, p3, l3, v4, &e), -EBADMSG);
+	cr_expect_eq(version_of("acme", "a"), 4);
+	free(want);
+	free(p1);
+	free(p2);
+	free(p3);
+	tp_free(&t);
+	free(img);
+}
+
 Test(store, commit_patch_hashes_only_the_touched_chunks)
 {
 	enum { N = 200 };

@@ -551,7 +551,7 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 {
 	char sha[STORE_SHA_HEX + 1];
 	struct err e = { 0 };
-	void *img = MAP_FAILED, *pt = MAP_FAILED;
+	void *img = MAP_FAILED, *pt = MAP_FAILED, *prev = NULL;
 	size_t len = 0;
 	char *rec, *key;
 	int rc, fd = -1;
@@ -566,24 +566,31 @@ run_commit(struct worker *w, struct sandbox *sbx, const struct job *j,
 	/*
 	 * The new head is the image the job started from with the patch it
 	 * handed back (sealed: it cannot change under the store's reads).
-	 * Only the chunks the patch touches are hashed and stored.
+	 * Only the chunks holding blocks that patch adds to the head's (the
+	 * cached one, prev) are hashed and stored.
 	 */
 	img = mmap(NULL, w->snap_len, PROT_READ, MAP_SHARED, w->snap_fd, 0);
 	pt = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (w->patch_fd >= 0 && w->patch_len > 0 && (prev = mmap(NULL, w->patch_len,
+	    PROT_READ, MAP_SHARED, w->patch_fd, 0)) == MAP_FAILED)
+		prev = NULL;	/* every block it re-sends is hashed then */
 	if (img == MAP_FAILED || pt == MAP_FAILED) {
 		rc = err_set(&e, -errno, "map the snapshot: %s", strerror(errno));
 	} else {
 		/* The tenant's storage quota, kept history included, is
 		 * checked in the commit's own transaction (store.h). */
 		store_set_quota(w->store, w->quota);
-		rc = store_sandbox_commit_patch(w->store, j->tenant, j->sandbox, sb->version,
-		    img, w->snap_len, pt, len, sha, &e);
+		rc = store_sandbox_commit_patch_from(w->store, j->tenant, j->sandbox,
+		    sb->version, img, w->snap_len, prev, prev != NULL ? w->patch_len : 0,
+		    pt, len, sha, &e);
 		store_set_quota(w->store, 0);
 	}
 	if (img != MAP_FAILED)
 		munmap(img, w->snap_len);
 	if (pt != MAP_FAILED)
 		munmap(pt, len);
+	if (prev != NULL)
+		munmap(prev, w->patch_len);
 	if (rc < 0) {
 		sandbox_commit_done(sbx, NULL, false);
 		close(fd);
