@@ -13,7 +13,7 @@ export type { ClientOptions, RunOptions, RunStreamingOptions, SubmitOptions, Wai
 export { JobStream } from "./stream.js";
 export type { AbortSignalLike, OutputEvent, ProgressEvent, StreamEvent, StreamOptions } from "./stream.js";
 export { Result } from "./result.js";
-export { HistoryEntry, KV, Sandbox } from "./sandbox.js";
+export { HistoryEntry, KV, Sandbox, snapshotKey } from "./sandbox.js";
 export type { Entry, SandboxOptions, SandboxRunOptions } from "./sandbox.js";
 export type { EgressRow, RawResult } from "./result.js";
 export { SandqError } from "./errors.js";

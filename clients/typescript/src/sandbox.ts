@@ -170,6 +170,30 @@ export class KV {
 }
 
 /** A persistent sandbox of the client's tenant. Made by Client.sandbox() or Sandbox.create(). */
+/**
+ * The key of a snapshot's bytes, as results give `snapshot` (docs/store.md
+ * "Chunks and keys"): SHA-256 of "sandq-snapshot-1" NUL, the size (u64
+ * LE), the chunk size (u32 LE) and the SHA-256 of each 64 KiB chunk.
+ */
+export async function snapshotKey(snapshot: Uint8Array): Promise<string> {
+  const chunk = 64 * 1024;
+  const n = Math.ceil(snapshot.length / chunk);
+  const head = new Uint8Array(17 + 12);
+  head.set(new TextEncoder().encode("sandq-snapshot-1"), 0);
+  const dv = new DataView(head.buffer);
+  dv.setBigUint64(17, BigInt(snapshot.length), true);
+  dv.setUint32(25, chunk, true);
+  const all = new Uint8Array(head.length + 32 * n);
+  all.set(head, 0);
+  for (let i = 0; i < n; i++) {
+    // Views of the caller's bytes, not copies (a snapshot is not shared memory).
+    const part = snapshot.subarray(i * chunk, Math.min(snapshot.length, (i + 1) * chunk)) as Uint8Array<ArrayBuffer>;
+    all.set(new Uint8Array(await crypto.subtle.digest("SHA-256", part)), head.length + 32 * i);
+  }
+  const md = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+  return Array.from(md, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 export class Sandbox {
   readonly client: Client;
   readonly id: string;
@@ -212,11 +236,21 @@ export class Sandbox {
     const sb = new Sandbox(client, id ?? newId(), want || opts.create === true, opts.keep, opts.permPreset);
     if (sb.created) {
       const body: Record<string, unknown> = { sandbox: sb.id };
-      if (opts.snapshot !== undefined) body["snapshot_b64"] = toBase64(opts.snapshot);
       if (opts.labels !== undefined) body["labels"] = opts.labels;
       if (opts.image !== undefined) body["image"] = opts.image;
       if (opts.workdir !== undefined) body["workdir"] = opts.workdir;
       if (opts.fromImageDir !== undefined) body["from_image_dir"] = opts.fromImageDir;
+      if (opts.snapshot !== undefined) {
+        // By key first: a snapshot the tenant stores is not sent again.
+        try {
+          sb.#info(json(await client._http("POST", "/v1/sandboxes",
+            { ...body, snapshot_key: await snapshotKey(opts.snapshot) })));
+          return sb;
+        } catch (e) {
+          if (!(e instanceof SandqError) || e.code !== "snapshot_not_found") throw e;
+        }
+        body["snapshot_b64"] = toBase64(opts.snapshot);
+      }
       sb.#info(json(await client._http("POST", "/v1/sandboxes", body)));
     } else {
       sb.#info(json(await client._http("GET", `/v1/sandboxes/${encodeURIComponent(sb.id)}`)));

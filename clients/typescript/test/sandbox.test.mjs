@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Client, HistoryEntry, Sandbox, SandqError } from "../dist/index.js";
+import { Client, HistoryEntry, Sandbox, SandqError, snapshotKey } from "../dist/index.js";
 import { Harness } from "./harness.mjs";
 
 const TS = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -150,7 +150,12 @@ test("fork isolation, export and import, a folder as a tar", { timeout: 180000 }
   // Export, then a new sandbox from it, then an import as its next version.
   const snap = await sb.exportSnapshot();
   assert.equal(new TextDecoder().decode(snap.subarray(0, 15)), "SQLite format 3");
+  // The key the client computes is the server's: a stored snapshot is
+  // created from by key (the same blob, no upload).
+  const head = (await sb.info()).snapshot;
+  assert.equal(await snapshotKey(snap), head);
   const copy = await c.sandbox(undefined, { snapshot: snap });
+  assert.equal((await copy.info()).snapshot, head);
   assert.equal(await copy.readFile("shared.txt"), "v2");
   await copy.writeFile("shared.txt", "changed");
   const v = (await copy.info()).version;
