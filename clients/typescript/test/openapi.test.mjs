@@ -426,6 +426,7 @@ test("every documented sandbox route answers as documented", { timeout: 300000 }
   await is(req("POST", S, S, { body: json({ sandbox: "s9", bogus: 1 }) }), 400, "unknown_field");
   await is(req("POST", S, S, { body: json({ sandbox: 5 }) }), 400, "invalid_job");
   await is(req("POST", S, S, { body: json({ sandbox: "s9", snapshot_b64: "AAAAAAAA" }) }), 400, "bad_snapshot");
+  await is(req("POST", S, S, { body: json({ sandbox: "s9", snapshot_key: "0".repeat(64) }) }), 404, "snapshot_not_found");
   await is(req("POST", S, S, { body: json({ sandbox: "s9", image: "docker://nowhere.invalid/x:1" }) }), 400, "image");
   await is(req("GET", S, S), 200);
   await is(req("PATCH", S, S), 405, "method_not_allowed");
