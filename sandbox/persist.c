@@ -1016,7 +1016,7 @@ base_advance(int ctl, struct persist *ps, struct agentfs *fs,
 	if ((nl = strchr(key, '\n')) != NULL) {
 		keep = strcmp(nl + 1, "keep") == 0;
 		*nl = '\0';
-		if (!keep || strchr(key, '\n') != NULL || *key == '\0') {
+		if (!keep || *key == '\0') {
 			free(key);
 			return;
 		}
