@@ -269,6 +269,14 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 	sock = 3;
 	if (syscall(SYS_close_range, 4U, ~0U, 0U) < 0)
 		_exit(1);
+	/*
+	 * Every disposition the default, once, whatever the worker's libraries
+	 * set: each init (and so each job's process, exec.c) inherits ours,
+	 * SIGCHLD's set back by init.
+	 */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 	signal(SIGCHLD, SIG_IGN);
 	net.host = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ipcns_spawner_init(&ipc);
