@@ -123,9 +123,21 @@ out_close:
 	return rc;
 }
 
+/* This init's network namespace is a shared one (ns_init_net_is_shared()). */
+static bool init_net_shared;
+
+void
+ns_init_net_is_shared(void)
+{
+	init_net_shared = true;
+}
+
 int
 ns_init_loopback_up(struct err *e)
 {
+	/* No socket and two ioctls per sandbox for a loopback already up. */
+	if (init_net_shared)
+		return 0;
 	return loopback_up(e);
 }
 

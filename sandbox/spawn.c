@@ -341,6 +341,8 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 			close(sock);
 			close(ctl[0]);
 			net_close_all();
+			if (shared)
+				ns_init_net_is_shared();
 			ipcns_spawner_close(&ipc);
 			if (ipc.host >= 0)
 				close(ipc.host);
