@@ -64,6 +64,14 @@ void ns_init_net_is_shared(void);
  * Returns 0 or -errno with e.
  */
 int ns_spawner_net_make(struct err *e);
+/*
+ * In the spawner, once: moves it into a mount namespace of its own holding
+ * only the mounts on the way to, or below, what it and its inits reach by
+ * path (/proc, run_dir, the image cache, the worker's cgroup folders), the
+ * worker's run_dir its peer (ns.c). Best effort: on any failure the spawner
+ * keeps more mounts, never fewer than those.
+ */
+void ns_spawner_mounts_trim(const struct sandbox_conf *conf);
 
 /*** ipcns.c ***/
 

@@ -278,6 +278,8 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
 	signal(SIGCHLD, SIG_IGN);
+	/* Each init copies our mount namespace: only what it needs (ns.c). */
+	ns_spawner_mounts_trim(conf);
 	net.host = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ipcns_spawner_init(&ipc);
 	msg_init(&m);
