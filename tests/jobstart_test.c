@@ -73,3 +73,23 @@ Test(jobstart, a_jobs_process_ignores_blocks_and_handles_no_signal)
 		free(out);
 	}
 }
+
+/*
+ * /dev's nodes are the template's (sandbox/mount.c): each works as its
+ * device, and /dev takes no new file. On a tmpfs mounted nodev, or by a
+ * user namespace, opening them would fail.
+ */
+Test(jobstart, dev_nodes_work_as_their_devices_and_dev_stays_read_only)
+{
+	struct sandq *c = harness_client(&H);
+	char *out = run_out(c,
+	    "echo x > /dev/null && [ ! -s /dev/null ] && echo null-ok; "
+	    "[ \"$(head -c 4 /dev/zero | od -An -tx1 | tr -d ' \\n')\" = 00000000 ] && echo zero-ok; "
+	    "(echo x > /dev/full) 2>/dev/null || echo full-ok; "
+	    "[ \"$(head -c 8 /dev/urandom | wc -c)\" = 8 ] && echo urandom-ok; "
+	    "[ \"$(head -c 8 /dev/random | wc -c)\" = 8 ] && echo random-ok; "
+	    "(: > /dev/newfile) 2>/dev/null || echo dev-ro-ok");
+
+	cr_expect_str_eq(out, "null-ok\nzero-ok\nfull-ok\nurandom-ok\nrandom-ok\ndev-ro-ok\n");
+	free(out);
+}
