@@ -32,7 +32,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
