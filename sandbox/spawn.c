@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -280,6 +281,15 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 	signal(SIGCHLD, SIG_IGN);
 	/* Each init copies our mount namespace: only what it needs (ns.c). */
 	ns_spawner_mounts_trim(conf);
+	/*
+	 * No fast bins, and the worker's freed chunks merged now, once: an
+	 * init's first large malloc (the job's decoder asks for 8 KiB) would
+	 * otherwise merge every small chunk it inherited, writing to each one
+	 * and so copying every heap page they lie on (3% of a /bin/true job's
+	 * CPU in malloc_consolidate's copy-on-write faults).
+	 */
+	mallopt(M_MXFAST, 0);
+	malloc_trim(0);
 	net.host = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ipcns_spawner_init(&ipc);
 	msg_init(&m);
