@@ -298,6 +298,8 @@ INTEG_TESTS += cgslot
 INTEG_TESTS += netns
 # what a worker reuses across jobs (a cgroup slot's memory, the root's mount template) carries nothing (issue 19)
 INTEG_TESTS += reuse
+# what a job's process starts with, now that fewer of its steps run per job (issue 19)
+INTEG_TESTS += jobstart
 # path presets enforced by a real sandqd, and the list it publishes (issue 20)
 INTEG_TESTS += presets_integ
 # libsandq's runs with cases, path presets and audit trail (issue 20)
@@ -389,6 +391,8 @@ $(B)/tests/egress_job_test: $(B)/tests/egress_job_test.o $(B)/tests/harness.o $(
 $(B)/tests/netns_test: $(B)/tests/netns_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/reuse_test: $(B)/tests/reuse_test.o $(B)/tests/harness.o $(B)/libsandq.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
+$(B)/tests/jobstart_test: $(B)/tests/jobstart_test.o $(B)/tests/harness.o $(B)/libsandq.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion $(LIBS_CLIENT) -lcrypto
 $(B)/tests/rx_test: $(B)/tests/rx_test.o $(call obj,proto/rx.c proto/batchcase.c $(COMMON_SRCS))
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDFLAGS_ALL) -lcriterion -ljansson -lmsgpackc -lpcre2-8

@@ -29,7 +29,9 @@
  * ret.every_ms, on the writer thread.
  *
  * The emitting thread takes the mutex for one ~2.6 KiB copy and signals
- * the condition variable only when the writer sleeps waiting for work.
+ * the condition variable only when the writer sleeps waiting for work, or
+ * lingers (AUDIT_LINGER_MS: a batch gathers the events that come within
+ * that time of its first) and a whole batch is queued.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -45,6 +47,15 @@
 #include "audit.h"
 
 #define AUDIT_BACKOFF_MIN_MS 50
+/*
+ * A batch waits this long after its first event for more (or until
+ * AUDIT_BATCH_MAX are queued, or a stop): one transaction then carries the
+ * events of many jobs. Each transaction writes the table's and every
+ * index's last page to the WAL and compiles the INSERT again, so a batch
+ * per event (a busy host's writer wakes for each) cost more CPU than the
+ * rest of sandqd (docs/decisions.md, "Throughput, third round").
+ */
+#define AUDIT_LINGER_MS 50
 #define AUDIT_BACKOFF_MAX_MS 5000
 #define AUDIT_PATH_MAX 4096
 
@@ -111,6 +122,8 @@ struct audit_writer {
 	pthread_cond_t cv;		/* on CLOCK_MONOTONIC */
 	struct audit_ring ring;
 	bool idle;			/* the writer sleeps until an emit */
+	bool lingering;			/* the writer waits for a fuller batch */
+	int64_t first_ns;		/* mono ns the oldest queued event came */
 	bool stop;			/* audit_writer_stop() was called */
 	int64_t stop_at;		/* mono ns past which stop gives up */
 	uint64_t written;		/* events committed */
@@ -263,6 +276,11 @@ wait_for_work(struct audit_writer *w)
 			until = w->retry_at;
 			if (w->stop && w->stop_at < until)
 				until = w->stop_at;
+		} else if (w->ring.count > 0 && w->ring.count < AUDIT_BATCH_MAX &&
+		    !w->stop && now < w->first_ns + AUDIT_LINGER_MS * 1000000LL) {
+			/* A batch gathers what comes within the linger. */
+			until = w->first_ns + AUDIT_LINGER_MS * 1000000LL;
+			w->lingering = true;
 		} else if (w->ring.count > 0 || w->ring.dropped > w->dropped_recorded ||
 		    now >= w->retain_at) {
 			return true;
@@ -272,7 +290,7 @@ wait_for_work(struct audit_writer *w)
 		}
 		ts = ns_to_ts(until);
 		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-		w->idle = false;
+		w->idle = w->lingering = false;
 	}
 }
 
@@ -297,6 +315,8 @@ writer_main(void *arg)
 		pthread_mutex_lock(&w->mu);
 		if (rc == 0) {
 			audit_ring_consume(&w->ring, n);
+			/* What came during the write starts the next batch. */
+			w->first_ns = mono_now_ns();
 			w->written += n;
 			w->backoff_ms = 0;
 			if (w->failing)
@@ -371,6 +391,8 @@ audit_writer_emit(struct audit_writer *w, const struct audit_event *ev)
 		pthread_mutex_unlock(&w->mu);
 		return -ENOBUFS;
 	}
+	if (w->ring.count == 1)
+		w->first_ns = mono_now_ns();
 	if (ev->time_ms == 0) {
 		struct timespec ts;
 		struct audit_event *last = &w->ring.slot[(w->ring.head +
@@ -379,8 +401,8 @@ audit_writer_emit(struct audit_writer *w, const struct audit_event *ev)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		last->time_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	}
-	wake = w->idle;
-	w->idle = false;	/* one wake-up is enough */
+	wake = w->idle || (w->lingering && w->ring.count >= AUDIT_BATCH_MAX);
+	w->idle = w->lingering = false;	/* one wake-up is enough */
 	pthread_mutex_unlock(&w->mu);
 	if (wake)
 		pthread_cond_signal(&w->cv);

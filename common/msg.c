@@ -2,9 +2,14 @@
  * msg.c - framing for the dispatcher <-> worker <-> sandbox-init channels.
  *
  * Both ends use these two functions over SOCK_SEQPACKET sockets, so there is
- * one codec and one set of bounds. Receiving peeks at the 16-byte header
- * first, checks it, and only then allocates exactly the announced payload:
- * no length from a peer reaches malloc() unchecked.
+ * one codec and one set of bounds. Receiving takes the whole record in one
+ * call into a buffer of the largest size a record may have (MSG_MAX past
+ * the header; one per process, under a lock), checks the header against
+ * what arrived, and only then allocates exactly the announced payload and
+ * copies it: no length from a peer reaches malloc() unchecked. (It peeked
+ * at the header first, a second system call for each of the ~16 records a
+ * /bin/true job's processes exchange: docs/decisions.md, "Throughput,
+ * third round".)
  *
  * Blobs above MSG_MAX go through a memfd sealed against writes, growth and
  * shrinking before it is sent, so the receiver reads a snapshot the sender can
@@ -12,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -232,6 +238,18 @@ memfd_read(int fd, uint64_t size, size_t max_blob, uint8_t **out)
 	return 0;
 }
 
+/*
+ * Where records land: the largest a peer may send, and one byte more so a
+ * longer one shows as such even where MSG_TRUNC is not reported. Static,
+ * so untouched pages cost nothing (a fork's copy included); the lock is
+ * for sandqd, whose threads may receive at once.
+ */
+static struct {
+	struct msg_hdr h;
+	uint8_t payload[MSG_MAX + 1];
+} rbuf;
+static pthread_mutex_t rbuf_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int
 msg_recv(int sock, struct msg *m, size_t max_blob)
 {
@@ -240,44 +258,41 @@ msg_recv(int sock, struct msg *m, size_t max_blob)
 		struct cmsghdr align;
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 	} cm;
-	struct iovec iov[2];
+	struct iovec iov[2] = { { &rbuf.h, sizeof(rbuf.h) },
+	    { rbuf.payload, sizeof(rbuf.payload) } };
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2,
 	    .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
 	int fds[2] = { -1, -1 }, nfds = 0, rc;
 	uint8_t *payload = NULL;
+	bool bad;
 	ssize_t n;
 
 	msg_clear(m);
 	if (max_blob > MSG_BLOB_MAX)
 		max_blob = MSG_BLOB_MAX;
 
-	/* Peek at the header: the payload is allocated only once it is checked. */
-	do {
-		n = recv(sock, &h, sizeof(h), MSG_PEEK);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	if (n == 0)
-		return 0;
-	if ((size_t)n < sizeof(h) || h.len > MSG_MAX) {
-		/* Consume the bad record so it is not seen twice. */
-		(void)recv(sock, &h, sizeof(h), MSG_TRUNC);
-		return -EBADMSG;
-	}
-	if (h.len > 0)
-		payload = xmalloc(h.len);
-	iov[0].iov_base = &h;
-	iov[0].iov_len = sizeof(h);
-	iov[1].iov_base = payload;
-	iov[1].iov_len = h.len;
+	/* The whole record at once, then checked before anything is allocated. */
 	memset(&cm, 0, sizeof(cm));
+	memset(&h, 0, sizeof(h));
+	pthread_mutex_lock(&rbuf_lock);
 	do {
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_TRUNC);
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	} while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		rc = -errno;
-		goto out_free;
+	if (n <= 0) {
+		rc = n == 0 ? 0 : errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		pthread_mutex_unlock(&rbuf_lock);
+		return rc;
 	}
+	memcpy(&h, &rbuf.h, (size_t)n < sizeof(h) ? (size_t)n : sizeof(h));
+	/* A record longer than any a peer may send is cut, and refused. */
+	bad = (size_t)n < sizeof(h) || h.len > MSG_MAX || (size_t)n != sizeof(h) + h.len ||
+	    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+	if (!bad && h.len > 0) {
+		payload = xmalloc(h.len);
+		memcpy(payload, rbuf.payload, h.len);
+	}
+	pthread_mutex_unlock(&rbuf_lock);
+	/* Descriptors taken in any case, so a refused record's are closed. */
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
@@ -293,7 +308,7 @@ msg_recv(int sock, struct msg *m, size_t max_blob)
 		}
 	}
 	rc = -EBADMSG;
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+	if (bad)
 		goto out_free;
 	/* Exactly as many descriptors as the flags announce. */
 	if (nfds != !!(h.flags & MSG_F_MEMFD) + !!(h.flags & MSG_F_FD))

@@ -51,12 +51,27 @@ int ns_init_become_sandbox_user(uint32_t uid, uint32_t gid, struct err *e);
  */
 int ns_init_loopback_up(struct err *e);
 /*
+ * In a new init, from the spawner: this init's network namespace is one of
+ * the shared ones, whose loopback the spawner brought up when it made it
+ * and no job can bring down (it owns nothing there): ns_init_loopback_up()
+ * then has nothing to do.
+ */
+void ns_init_net_is_shared(void);
+/*
  * In the spawner: unshares a new network namespace for itself, owned by
  * the host's user namespace (so no job has any capability over it), with
  * loopback up and its per-namespace settings (ns.c, NETNS_SYSCTLS).
  * Returns 0 or -errno with e.
  */
 int ns_spawner_net_make(struct err *e);
+/*
+ * In the spawner, once: moves it into a mount namespace of its own holding
+ * only the mounts on the way to, or below, what it and its inits reach by
+ * path (/proc, run_dir, the image cache, the worker's cgroup folders), the
+ * worker's run_dir its peer (ns.c). Best effort: on any failure the spawner
+ * keeps more mounts, never fewer than those.
+ */
+void ns_spawner_mounts_trim(const struct sandbox_conf *conf);
 
 /*** ipcns.c ***/
 

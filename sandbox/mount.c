@@ -8,8 +8,9 @@
  *   /usr, /lib*, /bin, /sbin   host folders bound read-only (or, on a
  *                              merged-/usr host, the same symlinks)
  *   /etc                       the worker's generated minimal /etc, read-only
- *   /dev                       null zero full random urandom tty bound from
- *                              the host, fd/std* links, a private devpts
+ *   /dev                       null zero full random urandom tty (the
+ *                              host's device numbers), fd/std* links, a
+ *                              private devpts
  *   /proc                      a fresh procfs of the sandbox's pid namespace
  *   /workspace /tmp /dev/shm   per-job tmpfs capped at the job's disk limit
  *
@@ -165,10 +166,15 @@ tmpl_host_dir(size_t i, struct err *e)
 
 /*
  * The template's /dev (the current folder's dev/): a small tmpfs holding
- * binds of the host's harmless nodes (device nodes on a tmpfs a sandbox
- * made would not work, and a job can create none of its own), the fd and
- * std* links, and the folders devpts and each job's /dev/shm are mounted
- * on; then read-only, the superblock itself too.
+ * the host's harmless nodes, the fd and std* links, and the folders devpts
+ * and each job's /dev/shm are mounted on; then read-only, the superblock
+ * itself too. The nodes are made here (mknod, the host's device numbers,
+ * 0666), on a tmpfs the worker mounts as host root without nodev: device
+ * nodes work there (they would not on a tmpfs a sandbox made, and a job
+ * can create none of its own), and each init's recursive bind of /dev is
+ * then one mount, not seven (docs/decisions.md, "Throughput, third
+ * round"). Nothing can add a node later: the superblock is read-only and
+ * mknod needs CAP_MKNOD in the host's user namespace.
  */
 static int
 tmpl_dev(struct err *e)
@@ -179,22 +185,25 @@ tmpl_dev(struct err *e)
 		{ "pts/ptmx", "dev/ptmx" },
 	};
 	char host[64], dst[64];
-	int fd, rc;
+	int rc;
 
 	if (mk_dir("dev", 0755, e) < 0)
 		return e->code;
-	if ((rc = do_mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV,
+	if ((rc = do_mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
 	    "size=64k,nr_inodes=64,mode=0755", e)) < 0)
 		return rc;
 	for (size_t i = 0; i < sizeof(dev_nodes) / sizeof(dev_nodes[0]); i++) {
+		struct stat st;
+
 		snprintf(host, sizeof(host), "/dev/%s", dev_nodes[i]);
 		snprintf(dst, sizeof(dst), "dev/%s", dev_nodes[i]);
-		fd = open(dst, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
-		if (fd < 0)
-			return err_set(e, -errno, "create %s: %s", dst, strerror(errno));
-		close(fd);
-		if ((rc = do_mount(host, dst, NULL, MS_BIND, NULL, e)) < 0)
-			return rc;
+		/* The host's node, whatever its numbers, if it is a character device. */
+		if (stat(host, &st) < 0)
+			return err_set(e, -errno, "stat %s: %s", host, strerror(errno));
+		if (!S_ISCHR(st.st_mode))
+			return err_set(e, -ENODEV, "%s is not a character device", host);
+		if (mknod(dst, S_IFCHR | 0666, st.st_rdev) < 0 || chmod(dst, 0666) < 0)
+			return err_set(e, -errno, "mknod %s: %s", dst, strerror(errno));
 	}
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if (symlink(links[i][0], links[i][1]) < 0)
@@ -204,10 +213,10 @@ tmpl_dev(struct err *e)
 		return e->code;
 	/* The superblock read-only (no bind flag), then this mount of it. */
 	if ((rc = do_mount(NULL, "dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
-	    MS_NOEXEC | MS_NODEV, "size=64k,nr_inodes=64,mode=0755", e)) < 0)
+	    MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755", e)) < 0)
 		return rc;
 	return do_mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID |
-	    MS_NOEXEC | MS_NODEV, NULL, e);
+	    MS_NOEXEC, NULL, e);
 }
 
 int

@@ -13,6 +13,11 @@
  * mapped to one unprivileged host uid per worker: the job is never host
  * root, and two workers' jobs never share a host uid.
  *
+ * The spawner's own mount namespace holds only what it and its inits use
+ * (ns_spawner_mounts_trim()): each init's clone copies that namespace, and
+ * its pivot detaches the copy again, so every host mount left out is one
+ * mount fewer to copy and to tear down per sandbox.
+ *
  * Two processes run this file, and each function says which in its name:
  * ns_worker_write_id_maps() runs in the worker (root in the parent
  * namespace), ns_spawner_* in the spawner, ns_init_* in the sandbox's
@@ -28,14 +33,17 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "../common/xmalloc.h"
 #include "internal.h"
 
 static int
@@ -123,9 +131,21 @@ out_close:
 	return rc;
 }
 
+/* This init's network namespace is a shared one (ns_init_net_is_shared()). */
+static bool init_net_shared;
+
+void
+ns_init_net_is_shared(void)
+{
+	init_net_shared = true;
+}
+
 int
 ns_init_loopback_up(struct err *e)
 {
+	/* No socket and two ioctls per sandbox for a loopback already up. */
+	if (init_net_shared)
+		return 0;
 	return loopback_up(e);
 }
 
@@ -188,4 +208,138 @@ ns_spawner_slot_pick(unsigned n, unsigned turn, bool (*reusable)(void *arg, unsi
 		if (ended(arg, (turn + i) % n))
 			return (turn + i) % n;
 	return (turn + 1) % n;
+}
+
+/*** The spawner's mount namespace ***/
+
+#define TRIM_MOUNTS_MAX 4096	/* mountinfo lines read at most */
+
+/* Whether path a is b or one of its folders' ancestors ("/" is everyone's). */
+static bool
+path_within(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	if (strcmp(a, "/") == 0)
+		return true;
+	return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/*
+ * Decodes a mountinfo field in place: the kernel writes space, tab,
+ * newline and backslash as \ooo. Returns false on a malformed escape.
+ */
+static bool
+mountinfo_unescape(char *f)
+{
+	char *o = f;
+
+	for (const char *p = f; *p != '\0'; p++) {
+		if (*p != '\\') {
+			*o++ = *p;
+			continue;
+		}
+		if (p[1] < '0' || p[1] > '3' || p[2] < '0' || p[2] > '7' ||
+		    p[3] < '0' || p[3] > '7')
+			return false;
+		*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+		p += 3;
+	}
+	*o = '\0';
+	return true;
+}
+
+/*
+ * The mount points of the caller's namespace, in mountinfo's order (a
+ * mount after the one it is on), or NULL. *n gets the count.
+ */
+static char **
+mount_points(size_t *n)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, **mp = NULL;
+	size_t cap = 0, len = 0;
+
+	*n = 0;
+	if (f == NULL)
+		return NULL;
+	while (getline(&line, &cap, f) > 0) {
+		char *save = NULL, *fld = strtok_r(line, " ", &save);
+
+		/* id parent major:minor root MOUNTPOINT ... */
+		for (int i = 0; i < 4 && fld != NULL; i++)
+			fld = strtok_r(NULL, " ", &save);
+		if (fld == NULL || !mountinfo_unescape(fld) || fld[0] != '/' ||
+		    len == TRIM_MOUNTS_MAX) {
+			for (size_t i = 0; i < len; i++)
+				free(mp[i]);
+			free(mp);
+			mp = NULL;
+			len = 0;
+			break;
+		}
+		mp = xreallocarray(mp, len + 1, sizeof(*mp));
+		mp[len++] = xstrdup(fld);
+	}
+	free(line);
+	fclose(f);
+	*n = len;
+	return mp;
+}
+
+void
+ns_spawner_mounts_trim(const struct sandbox_conf *conf)
+{
+	char *need[2 + CG__NCTRL + 1];
+	size_t nneed = 0, nmp = 0;
+	char **mp = NULL;
+	bool ok = true;
+
+	/* What the spawner and its inits reach by path: realpaths, or nothing. */
+	need[nneed++] = xstrdup("/proc");
+	if ((need[nneed] = realpath(conf->run_dir, NULL)) == NULL)
+		ok = false;
+	else
+		nneed++;
+	if (conf->image_cache != NULL) {
+		if ((need[nneed] = realpath(conf->image_cache, NULL)) == NULL)
+			ok = false;
+		else
+			nneed++;
+	}
+	for (int c = 0; ok && c < CG__NCTRL; c++) {
+		if (conf->cg.dir[c][0] == '\0')
+			continue;
+		if ((need[nneed] = realpath(conf->cg.dir[c], NULL)) == NULL)
+			ok = false;
+		else
+			nneed++;
+	}
+	/*
+	 * run_dir shared with the worker's copy of it (the two namespaces'
+	 * mounts of it peers), so the image layers we mount there (layers.c)
+	 * still show in the worker's, which reads them; inits' copies turn
+	 * private first thing (mount.c).
+	 */
+	if (!ok || mount(NULL, need[1], NULL, MS_SHARED, NULL) < 0 ||
+	    unshare(CLONE_NEWNS) < 0)
+		goto out;
+	if ((mp = mount_points(&nmp)) == NULL)
+		goto out;
+	/* Last first: a mount's own mounts before it. */
+	for (size_t i = nmp; i-- > 0; ) {
+		bool keep = false;
+
+		for (size_t k = 0; k < nneed && !keep; k++)
+			keep = path_within(mp[i], need[k]) || path_within(need[k], mp[i]);
+		/* Best effort: a mount left in place is only one more to copy. */
+		if (!keep)
+			(void)umount2(mp[i], MNT_DETACH);
+	}
+out:
+	for (size_t i = 0; i < nmp; i++)
+		free(mp[i]);
+	free(mp);
+	for (size_t k = 0; k < nneed; k++)
+		free(need[k]);
 }

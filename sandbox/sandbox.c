@@ -238,7 +238,6 @@ sandbox_prepare(const struct sandbox_conf *conf, const struct sandbox_image *img
 	    img != NULL ? img->uid : SANDBOX_UID, img != NULL ? img->gid : SANDBOX_UID,
 	    e)) < 0 ||
 	    (img != NULL && (rc = send_image(s, img, e)) < 0) ||
-	    (rc = sockcap_open(&s->sockcap, s->init_pid, e)) < 0 ||
 	    (rc = cg_worker_job_create(&conf->cg, ++sandboxes, s->init_pid, &s->cg,
 	    e)) < 0) {
 		sandbox_free(s);
@@ -550,6 +549,31 @@ fill_status(struct result *res, const struct run *run, const struct job_limits *
 }
 
 /*
+ * The sockets the sandbox's network namespace holds (sockcap.c). Its
+ * sockstat files are opened the first time a job asks for a counted
+ * socket, which most jobs never do (two opens and two closes of /proc
+ * files per sandbox otherwise): through init's pid, and kept only if init
+ * is still alive after the open, so they are its namespace's and not
+ * those of a process that took the pid since.
+ */
+static int64_t
+sockets_held(struct sandbox *s)
+{
+	struct pollfd p = { .fd = s->pidfd, .events = POLLIN };
+	struct err e = { 0 };
+
+	if (s->sockcap.fd[0] < 0) {
+		if (sockcap_open(&s->sockcap, s->init_pid, &e) < 0)
+			return e.code;
+		if (s->pidfd < 0 || poll(&p, 1, 0) != 0) {
+			sockcap_close(&s->sockcap);
+			return -ESRCH;
+		}
+	}
+	return sockcap_count(&s->sockcap);
+}
+
+/*
  * Answers the job filter's pending notifications: each refused call gets
  * EPERM and is counted by name; an inet socket() goes on while the job holds
  * fewer sockets than its cap, and past it fails with EMFILE, counted as a
@@ -579,7 +603,7 @@ notify_answer(struct sandbox *s, struct result *res)
 		}
 		resp = (struct seccomp_notif_resp){ .id = req.id, .error = -EPERM };
 		if (seccomp_worker_job_counted(s->net, &req.data)) {
-			int64_t held = sockcap_count(&s->sockcap);
+			int64_t held = sockets_held(s);
 
 			/* Under the cap the socket is made; at it, EMFILE (recorded). */
 			if (held >= 0 && (uint64_t)held < s->sockets_max)
