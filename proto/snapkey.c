@@ -9,8 +9,8 @@
 
 #include "snapkey.h"
 
-static void
-hex_of(const unsigned char *raw, size_t n, char *out)
+void
+snapkey_hex(const unsigned char *raw, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
 
@@ -45,7 +45,7 @@ snapkey_manifest(uint64_t size, uint32_t chunk_size, const unsigned char *hashes
 	EVP_MD_CTX_free(ctx);
 	if (!ok)
 		return -EIO;
-	hex_of(md, SNAPKEY_RAW, hex);
+	snapkey_hex(md, SNAPKEY_RAW, hex);
 	return 0;
 }
 

@@ -30,6 +30,9 @@
 int snapkey_manifest(uint64_t size, uint32_t chunk_size,
     const unsigned char *hashes, size_t n, char hex[SNAPKEY_HEX + 1]);
 
+/* Lower-case hex of n raw bytes: 2 * n digits and a NUL into out. */
+void snapkey_hex(const unsigned char *raw, size_t n, char *out);
+
 /* The key of len bytes of data, into hex. 0 or -EIO (or -ENOMEM). */
 int snapkey_of(const void *data, size_t len, char hex[SNAPKEY_HEX + 1]);
 

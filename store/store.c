@@ -474,30 +474,32 @@ tenant_names(struct store *st, const char *tenant, const char *sha,
 	return rc;
 }
 
-int
-store_head_shared(struct store *st, const char *tenant, const char *sha_hex,
-    const char *id, struct err *e)
+/* tenant_names() of checked names. */
+static int
+tenant_names_checked(struct store *st, const char *tenant, const char *sha,
+    const char *except, bool heads_only, struct err *e)
 {
 	int rc;
 
 	err_clear(e);
 	if ((rc = store_tenant_check(tenant, e)) != 0 ||
-	    (rc = store_sha_check("sha256", sha_hex, e)) != 0)
+	    (rc = store_sha_check("sha256", sha, e)) != 0)
 		return rc;
-	return tenant_names(st, tenant, sha_hex, id, true, e);
+	return tenant_names(st, tenant, sha, except, heads_only, e);
+}
+
+int
+store_head_shared(struct store *st, const char *tenant, const char *sha_hex,
+    const char *id, struct err *e)
+{
+	return tenant_names_checked(st, tenant, sha_hex, id, true, e);
 }
 
 int
 store_tenant_has_blob(struct store *st, const char *tenant, const char *sha_hex,
     struct err *e)
 {
-	int rc;
-
-	err_clear(e);
-	if ((rc = store_tenant_check(tenant, e)) != 0 ||
-	    (rc = store_sha_check("sha256", sha_hex, e)) != 0)
-		return rc;
-	return tenant_names(st, tenant, sha_hex, NULL, false, e);
+	return tenant_names_checked(st, tenant, sha_hex, NULL, false, e);
 }
 
 int

@@ -34,13 +34,7 @@ store__col_text(sqlite3_stmt *stmt, int col, char *dst, size_t size,
 void
 store__hex_of(const unsigned char *raw, size_t n, char *out)
 {
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[raw[i] >> 4];
-		out[2 * i + 1] = hex[raw[i] & 0xf];
-	}
-	out[2 * n] = '\0';
+	snapkey_hex(raw, n, out);
 }
 
 /* Raw SHA-256 of data through OpenSSL's EVP interface. */
