@@ -272,12 +272,21 @@ spawner_main(const struct sandbox_conf *conf, spawn_init_cb *init_entry, int soc
 		_exit(1);
 	/*
 	 * Every disposition the default, once, whatever the worker's libraries
-	 * set: each init (and so each job's process, exec.c) inherits ours,
-	 * SIGCHLD's set back by init.
+	 * set or the host ignored when it started sandqd (an ignored signal
+	 * survives exec): each init (and so each job's process, exec.c)
+	 * inherits ours, SIGCHLD's set back by init. The system call itself:
+	 * glibc's sigaction() refuses the two real-time signals it keeps for
+	 * threads (32, 33), which a job must not find ignored either; this
+	 * process runs no threads.
 	 */
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
+	{
+		struct { void *handler; unsigned long flags; void *restorer;
+		    uint64_t mask; } dfl = { SIG_DFL, 0, NULL, 0 };
+
+		for (int sig = 1; sig < NSIG; sig++)
+			if (sig != SIGKILL && sig != SIGSTOP)
+				(void)syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+	}
 	signal(SIGCHLD, SIG_IGN);
 	/* Each init copies our mount namespace: only what it needs (ns.c). */
 	ns_spawner_mounts_trim(conf);
