@@ -88,6 +88,7 @@ Test(jobstart, a_jobs_process_ignores_blocks_and_handles_no_signal)
 		cr_expect(strstr(out, "SigBlk:\t0000000000000000\n") != NULL, "job %d: %s", i, out);
 		free(out);
 	}
+	sandq_close(c);
 }
 
 /*
@@ -108,4 +109,5 @@ Test(jobstart, dev_nodes_work_as_their_devices_and_dev_stays_read_only)
 
 	cr_expect_str_eq(out, "null-ok\nzero-ok\nfull-ok\nurandom-ok\nrandom-ok\ndev-ro-ok\n");
 	free(out);
+	sandq_close(c);
 }
