@@ -43,10 +43,15 @@
  * sys only), defines _b and _r in __main__ and removes both before the
  * job's code runs. Its input: netstrings ("LEN:BYTES") of the cwd, the
  * code, the stdin ("-" none, "+" and its bytes) and the environment, the
- * whole wrapped in one netstring so it knows where the job ends. An
+ * whole wrapped in one netstring so it knows where the job ends. The code
+ * runs as a cold -c start runs it: exec() of the source string in
+ * __main__'s dict (PyRun_String, "<string>"), not the compile() builtin,
+ * whose first call in a process builds the ast module's node classes
+ * (about 0.7 ms, and as many objects more to tear down at exit). An
  * uncaught exception is printed by sys.excepthook with the bootstrap's own
- * frames left out (the traceback a cold start prints); SystemExit and
- * KeyboardInterrupt end the process as they would a cold one.
+ * frame (the traceback's first entry, _r's) left out: the traceback a cold
+ * start prints. SystemExit and KeyboardInterrupt end the process as they
+ * would a cold one.
  */
 static const char boot[] =
 	"def _b():\n"
@@ -78,13 +83,12 @@ static const char boot[] =
 	" return s\n"
 	"def _r(s):\n"
 	" import sys\n"
-	" g=sys.modules['__main__'].__dict__;k={n:v for n,v in g.items() if n not in('_b','_r')};g.clear();g.update(k);del k;c=None\n"
+	" g=sys.modules['__main__'].__dict__;k={n:v for n,v in g.items() if n not in('_b','_r')};g.clear();g.update(k);del k\n"
 	" try:\n"
-	"  c=compile(s,'<string>','exec',dont_inherit=True);del s;exec(c,g)\n"
+	"  exec(s,g)\n"
 	" except SystemExit:raise\n"
 	" except BaseException as x:\n"
-	"  t=x.__traceback__\n"
-	"  while t is not None and t.tb_frame.f_code is not c:t=t.tb_next\n"
+	"  t=x.__traceback__.tb_next\n"
 	"  h=sys.excepthook\n"
 	"  def p(y,v,_):\n"
 	"   sys.excepthook=h;sys.last_traceback=v.__traceback__=t;h(y,v,t)\n"
