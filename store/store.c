@@ -119,7 +119,7 @@ shalist_collect(struct store *st, sqlite3_stmt *stmt, struct shalist *l,
 	}
 	rc = rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc, "store", what);
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -137,7 +137,7 @@ schema_ensure(struct store *st, struct err *e)
 	int64_t version = -1;
 	int rc;
 
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
 	rc = sql_query_i64(st->db, "PRAGMA user_version", &version, "store",
 	    "user_version", e);
@@ -151,7 +151,7 @@ schema_ensure(struct store *st, struct err *e)
 		rc = err_set(e, -EPROTONOSUPPORT, "store: schema version "
 		    "%lld, this build knows %d", (long long)version,
 		    STORE_SCHEMA_VERSION);
-	return sql_tx_end(st->db, rc, "store", e);
+	return store__tx_end(st, rc, e);
 }
 
 int
@@ -223,8 +223,97 @@ store_close(struct store *st)
 {
 	if (st == NULL)
 		return;
+	store__stmts_close(st);
 	sqlite3_close_v2(st->db);
 	free(st);
+}
+
+/*** Statements ***/
+
+int
+store__prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
+    struct err *e)
+{
+	struct store_stmt *k;
+	int rc;
+
+	for (size_t i = 0; i < st->nstmts; i++) {
+		k = &st->stmts[i];
+		if (!k->busy && strcmp(sqlite3_sql(k->stmt), sql) == 0) {
+			k->busy = true;
+			*stmt = k->stmt;
+			return 0;
+		}
+	}
+	rc = sqlite3_prepare_v3(st->db, sql, -1, st->nstmts < STORE_STMTS ?
+	    SQLITE_PREPARE_PERSISTENT : 0, stmt, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(e, st->db, rc, "store", "prepare");
+	if (st->nstmts < STORE_STMTS && *stmt != NULL)
+		st->stmts[st->nstmts++] = (struct store_stmt){ *stmt, true };
+	return 0;
+}
+
+void
+store__release(struct store *st, sqlite3_stmt *stmt)
+{
+	if (stmt == NULL)
+		return;
+	for (size_t i = 0; i < st->nstmts; i++)
+		if (st->stmts[i].stmt == stmt) {
+			sqlite3_reset(stmt);
+			sqlite3_clear_bindings(stmt);
+			st->stmts[i].busy = false;
+			return;
+		}
+	sqlite3_finalize(stmt);
+}
+
+int
+store__step_release(struct store *st, sqlite3_stmt *stmt, const char *what,
+    struct err *e)
+{
+	int rc = sqlite3_step(stmt);
+
+	rc = rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc, "store", what);
+	store__release(st, stmt);
+	return rc;
+}
+
+/* Runs one kept statement of no rows and no parameters. */
+static int
+stmt_run(struct store *st, const char *sql, const char *what, struct err *e)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if ((rc = store__prepare(st, sql, &stmt, e)) != 0)
+		return rc;
+	return store__step_release(st, stmt, what, e);
+}
+
+int
+store__begin(struct store *st, struct err *e)
+{
+	return stmt_run(st, "BEGIN IMMEDIATE", "begin", e);
+}
+
+int
+store__tx_end(struct store *st, int rc, struct err *e)
+{
+	if (rc == 0)
+		rc = stmt_run(st, "COMMIT", "commit", e);
+	if (rc != 0)
+		sql_rollback(st->db);
+	return rc;
+}
+
+void
+store__stmts_close(struct store *st)
+{
+	for (size_t i = 0; i < st->nstmts; i++)
+		sqlite3_finalize(st->stmts[i].stmt);
+	st->nstmts = 0;
 }
 
 void
@@ -260,8 +349,8 @@ sandbox_version(struct store *st, const char *tenant, const char *id,
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	rc = sql_prepare(st->db, "SELECT version FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
+	rc = store__prepare(st, "SELECT version FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
@@ -278,7 +367,7 @@ sandbox_version(struct store *st, const char *tenant, const char *id,
 		rc = sql_fail(e, st->db, rc, "store", "sandboxes");
 	}
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -290,9 +379,9 @@ version_append(struct store *st, const char *tenant, const char *id,
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	rc = sql_prepare(st->db, "INSERT INTO versions"
+	rc = store__prepare(st, "INSERT INTO versions"
 	    " (tenant, id, version, sha256, created_at)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5)", &stmt, "store", e);
+	    " VALUES (?1, ?2, ?3, ?4, ?5)", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
@@ -300,10 +389,10 @@ version_append(struct store *st, const char *tenant, const char *id,
 	    (rc = sql_bind_i64(stmt, 3, (int64_t)version, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 4, sha, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 5, now, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		return rc;
 	}
-	return sql_step_finalize(stmt, "store", "versions", e);
+	return store__step_release(st, stmt, "versions", e);
 }
 
 /* Fills *sb from a row of SANDBOX_COLUMNS. */
@@ -355,9 +444,9 @@ sandbox_insert(struct store *st, const char *tenant, const char *id,
 	if (rc != -ENOENT)
 		return rc;
 	err_clear(e);
-	rc = sql_prepare(st->db,
+	rc = store__prepare(st,
 	    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ")"
-	    " VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5, ?6, ?7)", &stmt, "store", e);
+	    " VALUES (?1, ?2, ?3, 1, ?4, ?4, ?5, ?6, ?7)", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
@@ -367,10 +456,10 @@ sandbox_insert(struct store *st, const char *tenant, const char *id,
 	    (rc = sql_bind_text(stmt, 5, labels, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 6, image ? image : "", "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 7, workdir ? workdir : "", "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		return rc;
 	}
-	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0 ||
+	if ((rc = store__step_release(st, stmt, "sandboxes", e)) != 0 ||
 	    (rc = version_append(st, tenant, id, 1, sha, now, e)) != 0)
 		return rc;
 	return quota_enforce(st, tenant, id, -1, sha, e);
@@ -389,12 +478,12 @@ store_sandbox_create(struct store *st, const char *tenant, const char *id,
 	    (rc = store_sha_check("sha256", sha_hex, e)) != 0 ||
 	    (rc = store_labels_canon(labels_json, labels, e)) != 0)
 		return rc;
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
 	rc = blob_require(st, sha_hex, e);
 	if (rc == 0)
 		rc = sandbox_insert(st, tenant, id, sha_hex, labels, NULL, NULL, e);
-	return sql_tx_end(st->db, rc, "store", e);
+	return store__tx_end(st, rc, e);
 }
 
 int
@@ -425,12 +514,12 @@ store_sandbox_create_image(struct store *st, const char *tenant,
 	/* Hashing happens here, before the write lock is taken. */
 	if ((rc = store__plan_make(st, data, len, NULL, NULL, 0, &p, e)) != 0)
 		return rc;
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		goto out_free;
 	rc = store__plan_store(st, &p, e);
 	if (rc == 0)
 		rc = sandbox_insert(st, tenant, id, p.key, labels, image, workdir, e);
-	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
+	if ((rc = store__tx_end(st, rc, e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
 	store__plan_free(&p);
@@ -450,17 +539,17 @@ tenant_names(struct store *st, const char *tenant, const char *sha,
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	rc = sql_prepare(st->db, heads_only ?
+	rc = store__prepare(st, heads_only ?
 	    "SELECT 1 FROM sandboxes WHERE head = ?1 AND tenant = ?2"
 	    " AND id <> ?3 LIMIT 1" :
 	    "SELECT 1 FROM versions WHERE sha256 = ?1 AND tenant = ?2"
-	    " AND id <> ?3 LIMIT 1", &stmt, "store", e);
+	    " AND id <> ?3 LIMIT 1", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, sha, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 2, tenant, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 3, except != NULL ? except : "", "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		return rc;
 	}
 	rc = sqlite3_step(stmt);
@@ -470,7 +559,7 @@ tenant_names(struct store *st, const char *tenant, const char *sha,
 		rc = 0;
 	else
 		rc = sql_fail(e, st->db, rc, "store", "sandboxes");
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -517,7 +606,7 @@ store_sandbox_create_named(struct store *st, const char *tenant,
 	    (rc = store_labels_canon(labels_json, labels, e)) != 0 ||
 	    (rc = store_image_check(image, workdir, e)) != 0)
 		return rc;
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
 	/* Inside the write transaction: the naming row cannot go meanwhile. */
 	rc = tenant_names(st, tenant, sha_hex, NULL, false, e);
@@ -526,7 +615,7 @@ store_sandbox_create_named(struct store *st, const char *tenant,
 		    sha_hex, tenant);
 	else if (rc == 1)
 		rc = sandbox_insert(st, tenant, id, sha_hex, labels, image, workdir, e);
-	return sql_tx_end(st->db, rc, "store", e);
+	return store__tx_end(st, rc, e);
 }
 
 int64_t
@@ -553,8 +642,8 @@ store_sandbox_get(struct store *st, const char *tenant, const char *id,
 	if ((rc = store_tenant_check(tenant, e)) != 0 ||
 	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
-	rc = sql_prepare(st->db, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
+	rc = store__prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
@@ -569,7 +658,7 @@ store_sandbox_get(struct store *st, const char *tenant, const char *id,
 	else
 		rc = sql_fail(e, st->db, rc, "store", "sandboxes");
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -612,17 +701,17 @@ sandbox_retain(struct store *st, const char *tenant, const char *id,
 
 	if (keep == 0)
 		return 0;
-	rc = sql_prepare(st->db, "DELETE FROM versions WHERE tenant = ?1"
+	rc = store__prepare(st, "DELETE FROM versions WHERE tenant = ?1"
 	    " AND id = ?2 AND version < (SELECT version FROM versions"
 	    "  WHERE tenant = ?1 AND id = ?2"
 	    "  ORDER BY version DESC LIMIT 1 OFFSET ?3)"
-	    " RETURNING sha256", &stmt, "store", e);
+	    " RETURNING sha256", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 3, (int64_t)keep - 1, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		return rc;
 	}
 	rc = shalist_collect(st, stmt, &dropped, "versions.sha256", e);
@@ -676,9 +765,8 @@ head_size(struct store *st, const char *tenant, const char *id, int64_t *size,
 	int rc;
 
 	*size = -1;
-	rc = sql_prepare(st->db, "SELECT b.size FROM sandboxes s JOIN blobs b"
-	    " ON b.sha256 = s.head WHERE s.tenant = ?1 AND s.id = ?2", &stmt,
-	    "store", e);
+	rc = store__prepare(st, "SELECT b.size FROM sandboxes s JOIN blobs b"
+	    " ON b.sha256 = s.head WHERE s.tenant = ?1 AND s.id = ?2", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) == 0 &&
@@ -690,7 +778,7 @@ head_size(struct store *st, const char *tenant, const char *id, int64_t *size,
 		else if (r != SQLITE_DONE)
 			rc = sql_fail(e, st->db, r, "store", "sandboxes");
 	}
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -709,9 +797,9 @@ sandbox_move(struct store *st, const char *tenant, const char *id,
 	if (st->quota > 0 && (rc = head_size(st, tenant, id, &old_size, e)) != 0)
 		return rc;
 	/* The version test is repeated in SQL: the CAS holds even alone. */
-	rc = sql_prepare(st->db, "UPDATE sandboxes SET head = ?3,"
+	rc = store__prepare(st, "UPDATE sandboxes SET head = ?3,"
 	    " version = version + 1, updated_at = ?4"
-	    " WHERE tenant = ?1 AND id = ?2 AND version = ?5", &stmt, "store",
+	    " WHERE tenant = ?1 AND id = ?2 AND version = ?5", &stmt,
 	    e);
 	if (rc != 0)
 		return rc;
@@ -721,10 +809,10 @@ sandbox_move(struct store *st, const char *tenant, const char *id,
 	    (rc = sql_bind_i64(stmt, 4, now, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 5, (int64_t)from_version, "store",
 	    e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		return rc;
 	}
-	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0)
+	if ((rc = store__step_release(st, stmt, "sandboxes", e)) != 0)
 		return rc;
 	if (sqlite3_changes(st->db) != 1)
 		return err_set(e, -ESTALE, "store: sandbox %s/%s: moved "
@@ -747,10 +835,10 @@ store_sandbox_commit(struct store *st, const char *tenant, const char *id,
 	    (rc = store_id_check("id", id, e)) != 0 ||
 	    (rc = store_sha_check("sha256", new_sha, e)) != 0)
 		return rc;
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
 	rc = sandbox_move(st, tenant, id, from_version, new_sha, e);
-	return sql_tx_end(st->db, rc, "store", e);
+	return store__tx_end(st, rc, e);
 }
 
 int
@@ -771,7 +859,7 @@ store_sandbox_commit_blob(struct store *st, const char *tenant,
 	    e);
 	if (rc != 0)
 		return rc;
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		goto out_free;
 	/* A stale or missing sandbox is found before anything is written. */
 	rc = sandbox_expect(st, tenant, id, expect_version, e);
@@ -779,7 +867,7 @@ store_sandbox_commit_blob(struct store *st, const char *tenant,
 		rc = store__plan_store(st, &p, e);
 	if (rc == 0)
 		rc = sandbox_move(st, tenant, id, expect_version, p.key, e);
-	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
+	if ((rc = store__tx_end(st, rc, e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
 	store__plan_free(&p);
@@ -801,8 +889,8 @@ sandbox_head(struct store *st, const char *tenant, const char *id,
 	uint64_t at;
 	int rc;
 
-	rc = sql_prepare(st->db, "SELECT head, version FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
+	rc = store__prepare(st, "SELECT head, version FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
@@ -827,7 +915,7 @@ sandbox_head(struct store *st, const char *tenant, const char *id,
 		    "%llu, not %llu", tenant, id, (unsigned long long)at,
 		    (unsigned long long)version);
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -927,7 +1015,7 @@ store_sandbox_commit_patch_from(struct store *st, const char *tenant,
 	if (rc != 0)
 		goto out_base;
 	if ((rc = store__plan_check_patch(&p, e)) != 0 ||
-	    (rc = sql_begin(st->db, "store", e)) != 0)
+	    (rc = store__begin(st, e)) != 0)
 		goto out_free;
 	/* The CAS: same version and same head as the manifest read. */
 	rc = sandbox_head(st, tenant, id, expect_version, now_head, e);
@@ -945,7 +1033,7 @@ store_sandbox_commit_patch_from(struct store *st, const char *tenant,
 	if (rc == 0)
 		rc = store__net_flush(st, e);
 	store__net_end(st);
-	if ((rc = sql_tx_end(st->db, rc, "store", e)) == 0)
+	if ((rc = store__tx_end(st, rc, e)) == 0)
 		memcpy(sha_hex, p.key, STORE_SHA_HEX + 1);
 out_free:
 	store__plan_free(&p);
@@ -966,14 +1054,14 @@ store_sandbox_fork(struct store *st, const char *tenant, const char *src,
 	    (rc = store_id_check("src", src, e)) != 0 ||
 	    (rc = store_id_check("dst", dst, e)) != 0)
 		return rc;
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
 	/* Reading src inside the write transaction: it cannot move meanwhile. */
 	rc = store_sandbox_get(st, tenant, src, &sb, e);
 	if (rc == 0)
 		rc = sandbox_insert(st, tenant, dst, sb.head, sb.labels, sb.image,
 		    sb.workdir, e);
-	return sql_tx_end(st->db, rc, "store", e);
+	return store__tx_end(st, rc, e);
 }
 
 int
@@ -988,33 +1076,33 @@ store_sandbox_delete(struct store *st, const char *tenant, const char *id,
 	if ((rc = store_tenant_check(tenant, e)) != 0 ||
 	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
 	/* The blobs it names, to collect once it is gone. */
-	rc = sql_prepare(st->db, "SELECT head FROM sandboxes"
+	rc = store__prepare(st, "SELECT head FROM sandboxes"
 	    " WHERE tenant = ?1 AND id = ?2 UNION SELECT sha256 FROM versions"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
 	if (rc != 0)
 		goto out_end;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		goto out_end;
 	}
 	if ((rc = shalist_collect(st, stmt, &named, "sandboxes.head",
 	    e)) != 0)
 		goto out_end;
 	/* versions rows go with it: ON DELETE CASCADE. */
-	rc = sql_prepare(st->db, "DELETE FROM sandboxes"
-	    " WHERE tenant = ?1 AND id = ?2", &stmt, "store", e);
+	rc = store__prepare(st, "DELETE FROM sandboxes"
+	    " WHERE tenant = ?1 AND id = ?2", &stmt, e);
 	if (rc != 0)
 		goto out_end;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 2, id, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		goto out_end;
 	}
-	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0)
+	if ((rc = store__step_release(st, stmt, "sandboxes", e)) != 0)
 		goto out_end;
 	if (sqlite3_changes(st->db) == 0)
 		rc = err_set(e, -ENOENT, "store: sandbox %s/%s: not found",
@@ -1023,7 +1111,7 @@ store_sandbox_delete(struct store *st, const char *tenant, const char *id,
 		rc = store__gc_list(st, &named, NULL, e);
 out_end:
 	shalist_free(&named);
-	return sql_tx_end(st->db, rc, "store", e);
+	return store__tx_end(st, rc, e);
 }
 
 /*
@@ -1056,27 +1144,27 @@ sandbox_adopt_locked(struct store *st, const struct store_sandbox *sb,
 	    (int64_t)sb->version;
 	if (rc == 0)
 		shalist_add(&old, cur.head);
-	rc = sql_prepare(st->db, "DELETE FROM versions WHERE tenant = ?1"
-	    " AND id = ?2 AND version >= ?3 RETURNING sha256", &stmt, "store",
+	rc = store__prepare(st, "DELETE FROM versions WHERE tenant = ?1"
+	    " AND id = ?2 AND version >= ?3 RETURNING sha256", &stmt,
 	    e);
 	if (rc != 0)
 		goto out_free;
 	if ((rc = sql_bind_text(stmt, 1, sb->tenant, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 2, sb->id, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 3, above, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		goto out_free;
 	}
 	if ((rc = shalist_collect(st, stmt, &old, "versions.sha256", e)) != 0)
 		goto out_free;
-	rc = sql_prepare(st->db,
+	rc = store__prepare(st,
 	    "INSERT INTO sandboxes (" SANDBOX_COLUMNS ")"
 	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
 	    " ON CONFLICT (tenant, id) DO UPDATE SET head = excluded.head,"
 	    " version = excluded.version, created_at = excluded.created_at,"
 	    " updated_at = excluded.updated_at, labels = excluded.labels,"
 	    " image = excluded.image, workdir = excluded.workdir",
-	    &stmt, "store", e);
+	    &stmt, e);
 	if (rc != 0)
 		goto out_free;
 	if ((rc = sql_bind_text(stmt, 1, sb->tenant, "store", e)) != 0 ||
@@ -1089,10 +1177,10 @@ sandbox_adopt_locked(struct store *st, const struct store_sandbox *sb,
 	    (rc = sql_bind_text(stmt, 7, labels, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 8, sb->image, "store", e)) != 0 ||
 	    (rc = sql_bind_text(stmt, 9, sb->workdir, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		goto out_free;
 	}
-	if ((rc = sql_step_finalize(stmt, "store", "sandboxes", e)) != 0 ||
+	if ((rc = store__step_release(st, stmt, "sandboxes", e)) != 0 ||
 	    (rc = version_append(st, sb->tenant, sb->id, sb->version,
 	    sb->head, sb->updated_at, e)) != 0 ||
 	    (rc = sandbox_retain(st, sb->tenant, sb->id, st->keep_versions, e)) != 0)
@@ -1120,10 +1208,9 @@ store_sandbox_adopt(struct store *st, const struct store_sandbox *sb,
 	if (sb->version == 0 || sb->version > INT64_MAX)
 		return err_set(e, -EINVAL, "store: sandbox %s/%s: version %llu",
 		    sb->tenant, sb->id, (unsigned long long)sb->version);
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
-	return sql_tx_end(st->db, sandbox_adopt_locked(st, sb, labels, e),
-	    "store", e);
+	return store__tx_end(st, sandbox_adopt_locked(st, sb, labels, e), e);
 }
 
 int
@@ -1137,8 +1224,8 @@ store_sandbox_list(struct store *st, const char *tenant, store_sandbox_cb cb,
 	err_clear(e);
 	if ((rc = store_tenant_check(tenant, e)) != 0)
 		return rc;
-	rc = sql_prepare(st->db, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
-	    " WHERE tenant = ?1 ORDER BY id", &stmt, "store", e);
+	rc = store__prepare(st, "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
+	    " WHERE tenant = ?1 ORDER BY id", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0)
@@ -1151,7 +1238,7 @@ store_sandbox_list(struct store *st, const char *tenant, store_sandbox_cb cb,
 	rc = rc == SQLITE_DONE ? 0 : sql_fail(e, st->db, rc, "store",
 	    "sandboxes");
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -1169,10 +1256,9 @@ store_sandbox_history(struct store *st, const char *tenant, const char *id,
 	if ((rc = store_tenant_check(tenant, e)) != 0 ||
 	    (rc = store_id_check("id", id, e)) != 0)
 		return rc;
-	rc = sql_prepare(st->db,
+	rc = store__prepare(st,
 	    "SELECT version, sha256, created_at FROM versions"
-	    " WHERE tenant = ?1 AND id = ?2 ORDER BY version DESC", &stmt,
-	    "store", e);
+	    " WHERE tenant = ?1 AND id = ?2 ORDER BY version DESC", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0 ||
@@ -1193,7 +1279,7 @@ store_sandbox_history(struct store *st, const char *tenant, const char *id,
 	if (rc == 0 && rows == 0)
 		rc = sandbox_version(st, tenant, id, &version, e);
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -1208,19 +1294,19 @@ prune_locked(struct store *st, unsigned keep_versions, struct err *e)
 	long removed = 0;
 	int rc;
 
-	rc = sql_prepare(st->db, "DELETE FROM versions WHERE rowid IN"
+	rc = store__prepare(st, "DELETE FROM versions WHERE rowid IN"
 	    " (SELECT r FROM (SELECT v.rowid AS r, v.version AS version,"
 	    "  s.version AS head_version, row_number() OVER"
 	    "  (PARTITION BY v.tenant, v.id ORDER BY v.version DESC) AS n"
 	    "  FROM versions AS v JOIN sandboxes AS s"
 	    "  ON s.tenant = v.tenant AND s.id = v.id)"
 	    " WHERE n > ?1 AND version <> head_version) RETURNING sha256",
-	    &stmt, "store", e);
+	    &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_i64(stmt, 1, (int64_t)keep_versions, "store",
 	    e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		return rc;
 	}
 	if ((rc = shalist_collect(st, stmt, &l, "versions.sha256", e)) != 0)
@@ -1229,17 +1315,17 @@ prune_locked(struct store *st, unsigned keep_versions, struct err *e)
 	 * Blobs nothing names, put long enough ago that no create or commit
 	 * of theirs can still be on its way (store_blob_put() callers).
 	 */
-	rc = sql_prepare(st->db,
+	rc = store__prepare(st,
 	    "SELECT sha256 FROM blobs WHERE created_at <= ?1"
 	    " AND NOT EXISTS (SELECT 1 FROM sandboxes"
 	    "  WHERE sandboxes.head = blobs.sha256)"
 	    " AND NOT EXISTS (SELECT 1 FROM versions"
-	    "  WHERE versions.sha256 = blobs.sha256)", &stmt, "store", e);
+	    "  WHERE versions.sha256 = blobs.sha256)", &stmt, e);
 	if (rc != 0)
 		goto out_free;
 	if ((rc = sql_bind_i64(stmt, 1, (int64_t)now_ms() -
 	    STORE_PRUNE_GRACE_MS, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		goto out_free;
 	}
 	if ((rc = shalist_collect(st, stmt, &l, "blobs.sha256", e)) != 0 ||
@@ -1258,10 +1344,10 @@ store_prune(struct store *st, unsigned keep_versions, struct err *e)
 	int rc;
 
 	err_clear(e);
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
 	n = prune_locked(st, keep_versions, e);
-	rc = sql_tx_end(st->db, n < 0 ? (int)n : 0, "store", e);
+	rc = store__tx_end(st, n < 0 ? (int)n : 0, e);
 	if (rc != 0)
 		return rc;
 	return n > INT_MAX ? INT_MAX : (int)n;

@@ -75,9 +75,9 @@ store__manifest_read(struct store *st, const char *sha, struct manifest *m,
 	int nb, rc;
 
 	memset(m, 0, sizeof(*m));
-	rc = sql_prepare(st->db,
+	rc = store__prepare(st,
 	    "SELECT size, chunk_size, chunks FROM blobs WHERE sha256 = ?1",
-	    &stmt, "store", e);
+	    &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, sha, "store", e)) != 0)
@@ -119,7 +119,7 @@ store__manifest_read(struct store *st, const char *sha, struct manifest *m,
 		memset(m, 0, sizeof(*m));
 	}
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -249,15 +249,13 @@ store__plan_chunks(struct store *st, const struct blob_plan *p, int64_t now,
 	unsigned char md[SHA_RAW];
 	int rc;
 
-	if ((rc = sql_prepare(st->db,
-	    "UPDATE chunk_refs SET refs = refs + 1 WHERE sha256 = ?1", &ref,
-	    "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db, "INSERT INTO chunks (sha256, data,"
+	if ((rc = store__prepare(st,
+	    "UPDATE chunk_refs SET refs = refs + 1 WHERE sha256 = ?1", &ref, e)) != 0 ||
+	    (rc = store__prepare(st, "INSERT INTO chunks (sha256, data,"
 	    " created_at) VALUES (?1, ?2, ?3) ON CONFLICT (sha256) DO NOTHING",
-	    &chunk, "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db,
-	    "INSERT INTO chunk_refs (sha256, refs) VALUES (?1, 1)", &newref,
-	    "store", e)) != 0 ||
+	    &chunk, e)) != 0 ||
+	    (rc = store__prepare(st,
+	    "INSERT INTO chunk_refs (sha256, refs) VALUES (?1, 1)", &newref, e)) != 0 ||
 	    (rc = sql_bind_i64(chunk, 3, now, "store", e)) != 0)
 		goto out_finalize;
 	for (size_t i = 0; i < p->n; i++) {
@@ -298,9 +296,9 @@ store__plan_chunks(struct store *st, const struct blob_plan *p, int64_t now,
 			goto out_finalize;
 	}
 out_finalize:
-	sqlite3_finalize(ref);
-	sqlite3_finalize(chunk);
-	sqlite3_finalize(newref);
+	store__release(st, ref);
+	store__release(st, chunk);
+	store__release(st, newref);
 	free(buf);
 	return rc;
 }
@@ -313,7 +311,7 @@ store__plan_row(struct store *st, const char *sql, const struct blob_plan *p,
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	if ((rc = sql_prepare(st->db, sql, &stmt, "store", e)) != 0)
+	if ((rc = store__prepare(st, sql, &stmt, e)) != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, p->key, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 2, (int64_t)p->len, "store", e)) != 0 ||
@@ -321,10 +319,10 @@ store__plan_row(struct store *st, const char *sql, const struct blob_plan *p,
 	    (rc = sql_bind_blob(stmt, 4, p->hashes, p->n * SHA_RAW, "store",
 	    e)) != 0 ||
 	    (rc = sql_bind_i64(stmt, 5, created_at, "store", e)) != 0) {
-		sqlite3_finalize(stmt);
+		store__release(st, stmt);
 		return rc;
 	}
-	return sql_step_finalize(stmt, "store", "blobs", e);
+	return store__step_release(st, stmt, "blobs", e);
 }
 
 /*
@@ -405,13 +403,13 @@ store__net_flush(struct store *st, struct err *e)
 	if (st->net == NULL)
 		return 0;
 	p = st->net->p;
-	if ((rc = sql_prepare(st->db, "UPDATE chunk_refs SET refs = refs + ?2"
-	    " WHERE sha256 = ?1", &ref, "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db, "INSERT INTO chunks (sha256, data,"
+	if ((rc = store__prepare(st, "UPDATE chunk_refs SET refs = refs + ?2"
+	    " WHERE sha256 = ?1", &ref, e)) != 0 ||
+	    (rc = store__prepare(st, "INSERT INTO chunks (sha256, data,"
 	    " created_at) VALUES (?1, ?2, ?3) ON CONFLICT (sha256) DO NOTHING",
-	    &chunk, "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db, "INSERT INTO chunk_refs (sha256, refs)"
-	    " VALUES (?1, ?2)", &newref, "store", e)) != 0 ||
+	    &chunk, e)) != 0 ||
+	    (rc = store__prepare(st, "INSERT INTO chunk_refs (sha256, refs)"
+	    " VALUES (?1, ?2)", &newref, e)) != 0 ||
 	    (rc = sql_bind_i64(chunk, 3, (int64_t)now_ms(), "store", e)) != 0)
 		goto out;
 	for (size_t i = 0; i < st->net->n; i++) {
@@ -451,9 +449,9 @@ store__net_flush(struct store *st, struct err *e)
 			goto out;
 	}
 out:
-	sqlite3_finalize(ref);
-	sqlite3_finalize(chunk);
-	sqlite3_finalize(newref);
+	store__release(st, ref);
+	store__release(st, chunk);
+	store__release(st, newref);
 	free(buf);
 	store__net_end(st);
 	return rc;
@@ -614,14 +612,14 @@ struct gc {
 };
 
 static void
-gc_close(struct gc *g)
+gc_close(struct store *st, struct gc *g)
 {
-	sqlite3_finalize(g->named);
-	sqlite3_finalize(g->manifest);
-	sqlite3_finalize(g->blob);
-	sqlite3_finalize(g->unref);
-	sqlite3_finalize(g->ref);
-	sqlite3_finalize(g->chunk);
+	store__release(st, g->named);
+	store__release(st, g->manifest);
+	store__release(st, g->blob);
+	store__release(st, g->unref);
+	store__release(st, g->ref);
+	store__release(st, g->chunk);
 	memset(g, 0, sizeof(*g));
 }
 
@@ -632,25 +630,24 @@ gc_open(struct store *st, struct gc *g, struct err *e)
 
 	memset(g, 0, sizeof(*g));
 	/* Both lookups use an index: sandboxes_head, versions_sha256. */
-	if ((rc = sql_prepare(st->db,
+	if ((rc = store__prepare(st,
 	    "SELECT EXISTS (SELECT 1 FROM sandboxes"
 	    " WHERE head = ?1) OR EXISTS (SELECT 1 FROM versions"
-	    " WHERE sha256 = ?1)", &g->named, "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db,
-	    "SELECT chunks FROM blobs WHERE sha256 = ?1", &g->manifest,
-	    "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db, "DELETE FROM blobs WHERE sha256 = ?1",
-	    &g->blob, "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db,
+	    " WHERE sha256 = ?1)", &g->named, e)) != 0 ||
+	    (rc = store__prepare(st,
+	    "SELECT chunks FROM blobs WHERE sha256 = ?1", &g->manifest, e)) != 0 ||
+	    (rc = store__prepare(st, "DELETE FROM blobs WHERE sha256 = ?1",
+	    &g->blob, e)) != 0 ||
+	    (rc = store__prepare(st,
 	    "UPDATE chunk_refs SET refs = refs - 1"
-	    " WHERE sha256 = ?1 AND refs > 1", &g->unref, "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db,
-	    "DELETE FROM chunk_refs WHERE sha256 = ?1", &g->ref, "store",
+	    " WHERE sha256 = ?1 AND refs > 1", &g->unref, e)) != 0 ||
+	    (rc = store__prepare(st,
+	    "DELETE FROM chunk_refs WHERE sha256 = ?1", &g->ref,
 	    e)) != 0 ||
-	    (rc = sql_prepare(st->db,
-	    "DELETE FROM chunks WHERE sha256 = ?1", &g->chunk, "store",
+	    (rc = store__prepare(st,
+	    "DELETE FROM chunks WHERE sha256 = ?1", &g->chunk,
 	    e)) != 0)
-		gc_close(g);
+		gc_close(st, g);
 	return rc;
 }
 
@@ -751,7 +748,7 @@ store__gc_list(struct store *st, const struct shalist *l, long *removed,
 			*removed += rc;
 		rc = 0;
 	}
-	gc_close(&g);
+	gc_close(st, &g);
 	return rc;
 }
 
@@ -764,9 +761,9 @@ blob_put(struct store *st, const struct blob_plan *p,
 {
 	int rc;
 
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
-	rc = sql_tx_end(st->db, store__plan_store(st, p, e), "store", e);
+	rc = store__tx_end(st, store__plan_store(st, p, e), e);
 	if (rc == 0)
 		memcpy(sha_hex, p->key, STORE_SHA_HEX + 1);
 	return rc;
@@ -811,8 +808,8 @@ blob_assemble(struct store *st, const char *sha, const struct manifest *m,
 	const void *p;
 	int n, rc;
 
-	rc = sql_prepare(st->db,
-	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, "store", e);
+	rc = store__prepare(st,
+	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, e);
 	if (rc != 0)
 		return rc;
 	for (size_t i = 0; i < m->n; i++) {
@@ -852,7 +849,7 @@ blob_assemble(struct store *st, const char *sha, const struct manifest *m,
 		memcpy(buf + off, p, (size_t)n);
 		sqlite3_reset(stmt);
 	}
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -904,8 +901,8 @@ store_blob_size(struct store *st, const char *sha_hex, struct err *e)
 
 	if ((rc = store_sha_check("sha256", sha_hex, e)) != 0)
 		return rc;
-	rc = sql_prepare(st->db, "SELECT size FROM blobs WHERE sha256 = ?1",
-	    &stmt, "store", e);
+	rc = store__prepare(st, "SELECT size FROM blobs WHERE sha256 = ?1",
+	    &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, sha_hex, "store", e)) == 0) {
@@ -918,7 +915,7 @@ store_blob_size(struct store *st, const char *sha_hex, struct err *e)
 		else
 			rc = sql_fail(e, st->db, s, "store", "blobs");
 	}
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -1036,10 +1033,9 @@ store__tenant_stored(struct store *st, const char *tenant, uint64_t *bytes,
 	int rc;
 
 	*bytes = 0;
-	rc = sql_prepare(st->db, "SELECT size, chunk_size, chunks FROM blobs"
+	rc = store__prepare(st, "SELECT size, chunk_size, chunks FROM blobs"
 	    " WHERE sha256 IN (SELECT head FROM sandboxes WHERE tenant = ?1"
-	    "  UNION SELECT sha256 FROM versions WHERE tenant = ?1)", &stmt,
-	    "store", e);
+	    "  UNION SELECT sha256 FROM versions WHERE tenant = ?1)", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, tenant, "store", e)) != 0)
@@ -1072,7 +1068,7 @@ store__tenant_stored(struct store *st, const char *tenant, uint64_t *bytes,
 	rc = 0;
 	*bytes = total;
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	free(set.v);
 	return rc;
 }

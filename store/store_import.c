@@ -156,8 +156,8 @@ store_chunk_get(struct store *st, const char *hex, void **data, size_t *len,
 	*len = 0;
 	if ((rc = store_sha_check("chunk", hex, e)) != 0)
 		return rc;
-	rc = sql_prepare(st->db,
-	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, "store", e);
+	rc = store__prepare(st,
+	    "SELECT data FROM chunks WHERE sha256 = ?1", &stmt, e);
 	if (rc != 0)
 		return rc;
 	if ((rc = sql_bind_text(stmt, 1, hex, "store", e)) != 0)
@@ -188,7 +188,7 @@ store_chunk_get(struct store *st, const char *hex, void **data, size_t *len,
 	memcpy(*data, p, (size_t)n);
 	*len = (size_t)n;
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc;
 }
 
@@ -240,8 +240,8 @@ store_chunks_missing(struct store *st, const struct store_manifest *m,
 	err_clear(e);
 	/* A chunk listed twice (a run of zero pages) is looked up once. */
 	store_manifest_distinct(m, missing);
-	rc = sql_prepare(st->db, "SELECT 1 FROM chunks WHERE sha256 = ?1",
-	    &stmt, "store", e);
+	rc = store__prepare(st, "SELECT 1 FROM chunks WHERE sha256 = ?1",
+	    &stmt, e);
 	if (rc != 0)
 		return rc;
 	for (size_t i = 0; i < m->n; i++) {
@@ -263,7 +263,7 @@ store_chunks_missing(struct store *st, const struct store_manifest *m,
 	}
 	rc = 0;
 out_finalize:
-	sqlite3_finalize(stmt);
+	store__release(st, stmt);
 	return rc != 0 ? rc : count;
 }
 
@@ -285,15 +285,13 @@ import_locked(struct store *st, const struct store_manifest *m,
 
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
-	if ((rc = sql_prepare(st->db,
-	    "UPDATE chunk_refs SET refs = refs + 1 WHERE sha256 = ?1", &ref,
-	    "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db, "INSERT INTO chunks (sha256, data,"
+	if ((rc = store__prepare(st,
+	    "UPDATE chunk_refs SET refs = refs + 1 WHERE sha256 = ?1", &ref, e)) != 0 ||
+	    (rc = store__prepare(st, "INSERT INTO chunks (sha256, data,"
 	    " created_at) VALUES (?1, ?2, ?3) ON CONFLICT (sha256) DO NOTHING",
-	    &chunk, "store", e)) != 0 ||
-	    (rc = sql_prepare(st->db,
-	    "INSERT INTO chunk_refs (sha256, refs) VALUES (?1, 1)", &newref,
-	    "store", e)) != 0 ||
+	    &chunk, e)) != 0 ||
+	    (rc = store__prepare(st,
+	    "INSERT INTO chunk_refs (sha256, refs) VALUES (?1, 1)", &newref, e)) != 0 ||
 	    (rc = sql_bind_i64(chunk, 3, now, "store", e)) != 0)
 		goto out_finalize;
 	for (size_t i = 0; i < m->n; i++) {
@@ -321,9 +319,9 @@ import_locked(struct store *st, const struct store_manifest *m,
 		    e)) != 0)
 			goto out_finalize;
 	}
-	if ((rc = sql_prepare(st->db, "INSERT INTO blobs (sha256, size,"
+	if ((rc = store__prepare(st, "INSERT INTO blobs (sha256, size,"
 	    " chunk_size, chunks, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-	    &row, "store", e)) != 0)
+	    &row, e)) != 0)
 		goto out_finalize;
 	if ((rc = sql_bind_text(row, 1, m->sha256, "store", e)) != 0 ||
 	    (rc = sql_bind_i64(row, 2, (int64_t)m->size, "store", e)) != 0 ||
@@ -332,13 +330,13 @@ import_locked(struct store *st, const struct store_manifest *m,
 	    e)) != 0 ||
 	    (rc = sql_bind_i64(row, 5, now, "store", e)) != 0)
 		goto out_finalize;
-	rc = sql_step_finalize(row, "store", "blobs", e);
+	rc = store__step_release(st, row, "blobs", e);
 	row = NULL;
 out_finalize:
-	sqlite3_finalize(ref);
-	sqlite3_finalize(chunk);
-	sqlite3_finalize(newref);
-	sqlite3_finalize(row);
+	store__release(st, ref);
+	store__release(st, chunk);
+	store__release(st, newref);
+	store__release(st, row);
 	return rc;
 }
 
@@ -368,7 +366,7 @@ store_blob_import(struct store *st, const struct store_manifest *m,
 			    hex);
 		}
 	}
-	if ((rc = sql_begin(st->db, "store", e)) != 0)
+	if ((rc = store__begin(st, e)) != 0)
 		return rc;
-	return sql_tx_end(st->db, import_locked(st, m, chunks, e), "store", e);
+	return store__tx_end(st, import_locked(st, m, chunks, e), e);
 }

@@ -25,8 +25,23 @@ struct patch;
 
 struct refnet;
 
+/*
+ * The handle's prepared statements, kept for its life (store__prepare()):
+ * a commit runs about twenty, and preparing each again cost about a sixth
+ * of the commit's CPU. One statement is in one use at a time (busy); a
+ * second use of the same SQL meanwhile gets a statement of its own.
+ */
+#define STORE_STMTS 64
+
+struct store_stmt {
+	sqlite3_stmt *stmt;
+	bool busy;		/* handed out and not yet released */
+};
+
 struct store {
 	sqlite3 *db;		/* the connection to dir/store.db */
+	struct store_stmt stmts[STORE_STMTS];
+	size_t nstmts;
 	unsigned keep_versions;	/* history rows per sandbox; 0: all */
 	uint64_t quota;		/* store_set_quota(): bytes; 0: none */
 	long chunks_hashed;	/* chunks hashed for writes (a test hook) */
@@ -86,6 +101,23 @@ struct blob_plan {
 /*** store_names.c: names, hashes, bounded columns ***/
 
 /* Copies a TEXT column into dst[size]; a NULL or over-long one is -EBADMSG. */
+/*
+ * sql_prepare() through the handle's kept statements: *stmt is sql's
+ * statement, reset with no bindings, until store__release() gives it
+ * back (reset, bindings cleared; one not kept is finalised; NULL is
+ * nothing). store__step_release() is sql_step_finalize()'s twin, and
+ * store__begin() and store__tx_end() sql_begin()'s and sql_tx_end()'s.
+ */
+int store__prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
+    struct err *e);
+void store__release(struct store *st, sqlite3_stmt *stmt);
+int store__step_release(struct store *st, sqlite3_stmt *stmt,
+    const char *what, struct err *e);
+int store__begin(struct store *st, struct err *e);
+int store__tx_end(struct store *st, int rc, struct err *e);
+/* Finalises every kept statement (store_close()). */
+void store__stmts_close(struct store *st);
+
 int store__col_text(sqlite3_stmt *stmt, int col, char *dst, size_t size,
     const char *what, struct err *e);
 /* Lower-case hex of n raw bytes: 2 * n digits and a NUL. */
