@@ -60,7 +60,7 @@ struct sandbox {
 	void *output_arg;
 	void (*idle)(void *);	/* sandbox_set_idle(), or NULL once called */
 	void *idle_arg;
-	bool idle_at_exec;	/* call it at init's exec report, not at the hand-over */
+	unsigned idle_after_ms;	/* call it this long after the job's exec */
 	bool ready;		/* MSG_SBX_READY seen */
 	struct cg_job cg;	/* the sandbox's cgroup (none if the machine has none) */
 	uint64_t cg_memory, cg_pids;	/* the limits written to it, 0 if none */
@@ -442,9 +442,6 @@ handle_ctl(struct sandbox *s, struct run *run, struct result *res)
 				warm_misses = 0;
 			}
 		}
-		/* After the warm accounting: a sandbox it prepares asks for
-		 * a warm python3 only if this job could use one. */
-		sandbox_idle_call(s);
 		break;
 	case MSG_SBX_EXIT:
 		if (m.len == sizeof(struct msg_sbx_exit)) {
@@ -654,11 +651,12 @@ sandbox_set_output(struct sandbox *s, sandbox_output_cb *cb, void *arg)
 }
 
 void
-sandbox_set_idle(struct sandbox *s, void (*cb)(void *), void *arg, bool at_exec)
+sandbox_set_idle(struct sandbox *s, void (*cb)(void *), void *arg,
+    unsigned after_ms)
 {
 	s->idle = cb;
 	s->idle_arg = arg;
-	s->idle_at_exec = at_exec;
+	s->idle_after_ms = after_ms;
 }
 
 int
@@ -723,8 +721,6 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 	fd_set_nonblock(s->out_rd, true);
 	fd_set_nonblock(s->err_rd, true);
 	fd_set_nonblock(s->ctl, true);
-	if (!s->idle_at_exec)
-		sandbox_idle_call(s);
 	/*
 	 * The wall clock runs from exec; until init reports the exec, set-up
 	 * gets the ready timeout on top.
@@ -769,6 +765,21 @@ sandbox_run(struct sandbox *s, const struct job *j, const void *spec,
 		wake = run.killed != KILLED_NONE ? drain_until : deadline;
 		if (run.killed == KILLED_NONE && cpu_by_cgroup && next_cpu_check < wake)
 			wake = next_cpu_check;
+		/* The idle work, once the job has run that long (after its
+		 * exec report, so after the warm accounting above: a sandbox
+		 * it prepares asks for a warm python3 only if this job could
+		 * use one). */
+		if (s->idle != NULL && exec_seen && !run.exited &&
+		    run.killed == KILLED_NONE) {
+			int64_t at = run.exec_ns + (int64_t)s->idle_after_ms * 1000000;
+
+			if (now >= at) {
+				sandbox_idle_call(s);
+				continue;
+			}
+			if (at < wake)
+				wake = at;
+		}
 		if (!out.eof)
 			pfd[n++] = (struct pollfd){ .fd = s->out_rd, .events = POLLIN };
 		if (!err.eof)

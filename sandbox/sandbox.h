@@ -153,13 +153,15 @@ typedef void sandbox_output_cb(void *arg, int fd, const void *buf, size_t len);
 void sandbox_set_output(struct sandbox *sbx, sandbox_output_cb *cb, void *arg);
 
 /*
- * sandbox_run() calls cb(arg) at most once while the job runs: after init
- * has the job, or (at_exec) once init reports the job's process started.
- * The worker's own work (preparing the next sandbox) then overlaps the job
- * instead of following it; the job's output and refused calls wait
- * meanwhile. NULL stops it; sandbox_run() forgets it either way.
+ * sandbox_run() calls cb(arg) at most once, if the job is still running
+ * after_ms after init reported its process started: the worker's own work
+ * (preparing the next sandbox) then overlaps a long job instead of
+ * following it, and stays off a short job's path, where it would take a
+ * CPU from the job (docs/decisions.md). The job's output and refused calls
+ * wait meanwhile. NULL stops it; sandbox_run() forgets it either way.
  */
-void sandbox_set_idle(struct sandbox *sbx, void (*cb)(void *), void *arg, bool at_exec);
+void sandbox_set_idle(struct sandbox *sbx, void (*cb)(void *), void *arg,
+    unsigned after_ms);
 
 /*
  * After sandbox_run() of a persistent job: hands init the tool call record

@@ -62,10 +62,10 @@ TestSuite(netns, .init = setup, .fini = teardown, .timeout = 240);
 /*
  * Runs src with python3 (an exec job: python3 -c SRC) with a 20 s wall
  * limit; asserts it ended ok. With sandbox, on that persistent sandbox:
- * the worker then makes the next sandbox while the job runs, in its other
- * namespace (two_namespaces_take_turns_and_nothing_is_left); without,
- * the next sandbox is made after the job and takes the namespace it
- * leaves.
+ * the worker then makes the next sandbox while the job runs, once it has
+ * run 10 ms (worker/job.c IDLE_AFTER_MS), in its other namespace
+ * (two_namespaces_take_turns_and_nothing_is_left); without, the next
+ * sandbox is made after the job and takes the namespace it leaves.
  */
 static struct sandq_result *
 run_py(struct sandq *c, const char *src, const char *sandbox)
@@ -247,14 +247,16 @@ Test(netns, a_daemons_sockets_are_gone_for_the_next)
 	    "    import time; time.sleep(3600)\n"
 	    "import time\n"
 	    "while not os.path.exists('/tmp/up'): time.sleep(0.01)\n"
-	    "print('left', 1)\n", marker);
+	    "print('left', 1)\n"
+	    "time.sleep(0.1)\n", marker);
 	snprintf(look, sizeof(look), PROBE_NS
 	    "c = socket.socket()\n"
 	    "print('connect', c.connect_ex(('127.0.0.1', 47011)) == errno.ECONNREFUSED)\n"
 	    "t = socket.socket(); t.bind(('127.0.0.1', 47011)); t.listen()\n"
 	    "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('127.0.0.1', 47012))\n"
 	    "x = socket.socket(socket.AF_UNIX); x.bind('\\0%s')\n"
-	    "print('bound all')\n", marker);
+	    "print('bound all')\n"
+	    "import time; time.sleep(0.1)\n", marker);
 	a = py(c, leave);
 	cr_assert_str_eq(line_of(a, "left"), "1", "%s", (const char *)a->stdout_data);
 	b = py(c, look);
@@ -272,8 +274,9 @@ Test(netns, a_daemons_sockets_are_gone_for_the_next)
 }
 
 /*
- * Persistent runs: the worker makes the next sandbox while the job runs, in
- * its other namespace (sandbox/spawn.c, NET_SLOTS), so a job's successor
+ * Persistent runs: the worker makes the next sandbox while a job runs (one
+ * that runs past the worker's 10 ms: these sleep 100 ms), in its other
+ * namespace (sandbox/spawn.c, NET_SLOTS), so a job's successor
  * runs in a second namespace and the job after that takes the first one
  * again, once its job has ended. A daemon's sockets left in the first are gone for
  * that third job, as for a successor in a_daemons_sockets_are_gone_for_the_next.
@@ -303,14 +306,16 @@ Test(netns, two_namespaces_take_turns_and_nothing_is_left)
 	    "    import time; time.sleep(3600)\n"
 	    "import time\n"
 	    "while not os.path.exists('/tmp/up'): time.sleep(0.01)\n"
-	    "print('left', 1)\n", marker);
+	    "print('left', 1)\n"
+	    "time.sleep(0.1)\n", marker);
 	snprintf(look, sizeof(look), PROBE_NS
 	    "c = socket.socket()\n"
 	    "print('connect', c.connect_ex(('127.0.0.1', 47021)) == errno.ECONNREFUSED)\n"
 	    "t = socket.socket(); t.bind(('127.0.0.1', 47021)); t.listen()\n"
 	    "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('127.0.0.1', 47022))\n"
 	    "x = socket.socket(socket.AF_UNIX); x.bind('\\0%s')\n"
-	    "print('bound all')\n", marker);
+	    "print('bound all')\n"
+	    "import time; time.sleep(0.1)\n", marker);
 	a = run_py(c, leave, sbx);
 	cr_assert_str_eq(line_of(a, "left"), "1", "%s", (const char *)a->stdout_data);
 	b = run_py(c, look, sbx);

@@ -525,11 +525,15 @@ base_key(const struct job *j, const char *head, const char *fp)
 }
 
 /*
- * Called while a persistent run's job runs (sandbox_set_idle()): the
- * next job's sandbox is prepared now, while the worker would only wait,
- * instead of after the result (docs/decisions.md "Performance (issue 19)").
- * The sandbox before this job's was reaped already (worker_loop()).
+ * Called while a persistent run's job runs, once it has run IDLE_AFTER_MS
+ * (sandbox_set_idle()): the next job's sandbox is prepared now, while the
+ * worker would only wait, instead of after the result. A shorter job has
+ * its result first: the sandbox made beside it took a CPU from it
+ * (docs/decisions.md "Throughput, third round"). The sandbox before this
+ * job's was reaped already (worker_loop()).
  */
+#define IDLE_AFTER_MS 10
+
 static void
 job_idle(void *arg)
 {
@@ -979,7 +983,7 @@ run_job(struct worker *w, const struct msg *m)
 		 * other network namespace and cgroup slot.
 		 */
 		if (j->sandbox != NULL && j->persist)
-			sandbox_set_idle(w->spent, job_idle, w, false);
+			sandbox_set_idle(w->spent, job_idle, w, IDLE_AFTER_MS);
 		if (j->net_mode != NET_ALLOW) {
 			sandbox_run(w->spent, j, m->data, m->len,
 			    j->sandbox != NULL ? &snap : NULL, res);
