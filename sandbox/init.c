@@ -219,6 +219,12 @@ init_commit(int ctl, struct persist *ps, int snapfd, const struct job *j)
 	 * codec's size cap): the job's disk, not its input. */
 	if ((rc = persist_capture(ctl, ps, snapfd, j, m.data, m.len, &e)) < 0)
 		init_fail(ctl, rc == -ENOSPC ? SBX_FAIL_DISK : fail_kind(rc), &e);
+	/*
+	 * The kept base is up to the commit (or left unsealed): the channel's
+	 * end tells the worker so before the namespaces' teardown in our exit
+	 * (sandbox_updating()).
+	 */
+	close(ctl);
 	_exit(0);
 }
 

@@ -1064,17 +1064,48 @@ sandbox_commit_done(struct sandbox *s, const char *base_key, bool keep)
 	free(k);
 }
 
+/*
+ * Waits up to timeout_ms (-1: no limit) for the end of the kept base's
+ * update: init closes its channel once the base is done, before its exit
+ * (init.c init_commit()), or it has exited. Nothing else comes on the
+ * channel after the snapshot, so anything readable there is its end.
+ */
+static void
+update_wait(struct sandbox *s, int timeout_ms)
+{
+	struct pollfd pfd[2];
+	nfds_t n = 0;
+
+	if (!s->updating || s->pidfd < 0) {
+		s->updating = false;
+		return;
+	}
+	pfd[n++] = (struct pollfd){ .fd = s->pidfd, .events = POLLIN };
+	if (s->ctl >= 0)
+		pfd[n++] = (struct pollfd){ .fd = s->ctl, .events = POLLIN };
+	while (poll(pfd, n, timeout_ms) < 0 && errno == EINTR)
+		;
+	for (nfds_t i = 0; i < n; i++)
+		if (pfd[i].revents != 0)
+			s->updating = false;
+}
+
 bool
 sandbox_updating(struct sandbox *s)
 {
-	struct pollfd pfd;
-
-	if (s == NULL || !s->updating || s->pidfd < 0)
+	if (s == NULL)
 		return false;
-	pfd = (struct pollfd){ .fd = s->pidfd, .events = POLLIN };
-	if (poll(&pfd, 1, 0) > 0)
-		s->updating = false;	/* init has exited: done */
+	update_wait(s, 0);
 	return s->updating;
+}
+
+bool
+sandbox_update_wait(struct sandbox *s)
+{
+	if (s == NULL)
+		return true;
+	update_wait(s, BASE_UPDATE_TIMEOUT_MS);
+	return !s->updating;
 }
 
 void

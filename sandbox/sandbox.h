@@ -211,9 +211,15 @@ void sandbox_commit_done(struct sandbox *sbx, const char *base_key, bool keep);
 
 /*
  * Whether init is still bringing the kept base up to a commit
- * (sandbox_commit_done() with a key, and init has not exited yet).
+ * (sandbox_commit_done() with a key, and init has neither said it is done,
+ * by closing its channel, nor exited).
  */
 bool sandbox_updating(struct sandbox *sbx);
+/*
+ * Waits for that update's end (up to 30 s); true once it is done. Init may
+ * still be exiting: sandbox_free() later reaps it.
+ */
+bool sandbox_update_wait(struct sandbox *sbx);
 /*
  * Gives the kept base's update up: sandbox_free() then kills init at once.
  * The base, unsealed, is rebuilt (or the template used) by the next job

@@ -880,18 +880,27 @@ net_allow_setup(struct worker *w, struct sandbox *sbx, struct job *j, char **spe
  * bringing the kept base up to its commit, which from the template is a
  * copy of the whole tree (sandbox/persist.c, "The kept base"): an op on
  * the store alone leaves it at that; a job on the same sandbox, the one
- * that base is for, waits for it; any other job, which would not use it,
- * does not wait: the update is given up (the base is rebuilt when wanted).
+ * that base is for, waits for it, but not for init's exit after it (the
+ * teardown of its namespaces): that sandbox is reaped after this job's
+ * result (w->late); any other job, which would not use the base, does not
+ * wait: the update is given up (the base is rebuilt when wanted).
  */
 static void
 spent_reap(struct worker *w, const struct job *j)
 {
+	sandbox_free(w->late);
+	w->late = NULL;
 	if (sandbox_updating(w->spent)) {
 		if (!JOB_OP_RUNS(j->op) && j->from_image_dir == NULL)
 			return;
 		if (!JOB_OP_RUNS(j->op) || j->sandbox == NULL ||
-		    strcmp(j->sandbox, w->spent_sandbox) != 0)
+		    strcmp(j->sandbox, w->spent_sandbox) != 0) {
 			sandbox_update_abandon(w->spent);
+		} else if (sandbox_update_wait(w->spent)) {
+			w->late = w->spent;
+			w->spent = NULL;
+			return;
+		}
 	}
 	sandbox_free(w->spent);
 	w->spent = NULL;
@@ -1071,6 +1080,8 @@ worker_loop(struct worker *w)
 			 * namespace only once it has ended (sandbox/spawn.c,
 			 * net_enter()).
 			 */
+			sandbox_free(w->late);
+			w->late = NULL;
 			if (!sandbox_updating(w->spent)) {
 				sandbox_free(w->spent);
 				w->spent = NULL;
@@ -1087,6 +1098,8 @@ worker_loop(struct worker *w)
 	}
 out:
 	msg_clear(&m);
+	sandbox_free(w->late);
+	w->late = NULL;
 	sandbox_free(w->spent);
 	sandbox_free(w->next);
 	w->next = NULL;

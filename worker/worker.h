@@ -25,6 +25,7 @@ struct worker {
 	struct worker_image img;	/* the image next is (to be) prepared for;
 					 * digest "": the host's */
 	struct sandbox *spent;		/* last job's sandbox, not yet reaped */
+	struct sandbox *late;		/* one whose base is done, init exiting */
 	char spent_sandbox[STORE_ID_MAX + 1];	/* the sandbox its job was on, or "" */
 	unsigned long jobs;		/* jobs run so far */
 	struct store *store;		/* the host's snapshot store */
