@@ -249,6 +249,13 @@ int agentfs_tool_call_add(struct agentfs *fs, const char *name,
     const char *params_json, const char *result_json, const char *error,
     const char *status, int64_t started_ms, int64_t completed_ms,
     struct err *e);
+/*
+ * Prepares, and keeps in fs, the statements a capture's record and
+ * session writes run (the session's only if its table exists): for a
+ * capture opened ahead of its job's end, so that parsing them is not on
+ * the way from the job's end to its result. Changes nothing in fs.
+ */
+void agentfs_capture_warm(struct agentfs *fs);
 /* Number of tool_calls rows, or -errno. */
 int64_t agentfs_tool_call_count(struct agentfs *fs, struct err *e);
 /* Calls cb for each row in id order; strings live during the call only. */

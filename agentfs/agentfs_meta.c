@@ -131,6 +131,22 @@ status_ok(const char *s)
 	    strcmp(s, "success") == 0 || strcmp(s, "error") == 0);
 }
 
+/* One string: the handle's statement cache knows it by its address. */
+static const char tool_call_put[] = "INSERT INTO tool_calls (name, parameters,"
+    " result, error, status, started_at, completed_at, duration_ms)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+void
+agentfs_capture_warm(struct agentfs *fs)
+{
+	sqlite3_stmt *st = NULL;
+	struct err e = { 0 };
+
+	if (afs_stmt_prepare(fs, tool_call_put, &st, &e) == 0)
+		afs_stmt_release(fs, st);
+	afs_session_warm(fs);
+}
+
 int
 agentfs_tool_call_add(struct agentfs *fs, const char *name,
     const char *params_json, const char *result_json, const char *error,
@@ -154,9 +170,7 @@ agentfs_tool_call_add(struct agentfs *fs, const char *name,
 	if (started_ms < 0 || completed_ms < started_ms)
 		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
 		    "times", name);
-	rc = afs_stmt_prepare(fs, "INSERT INTO tool_calls (name, parameters,"
-	    " result, error, status, started_at, completed_at, duration_ms)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st, e);
+	rc = afs_stmt_prepare(fs, tool_call_put, &st, e);
 	if (rc != 0)
 		return rc;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -336,9 +350,7 @@ agentfs_tool_call_put(struct agentfs *fs, const struct agentfs_tool_call *tc,
 		return err_set(e, -EINVAL, "agentfs: tool call '%s': bad "
 		    "status '%s'", tc->name, tc->status ? tc->status :
 		    "(null)");
-	rc = afs_stmt_prepare(fs, "INSERT INTO tool_calls (name, parameters,"
-	    " result, error, status, started_at, completed_at, duration_ms)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &st, e);
+	rc = afs_stmt_prepare(fs, tool_call_put, &st, e);
 	if (rc != 0)
 		return rc;
 	sqlite3_bind_text(st, 1, tc->name, -1, SQLITE_STATIC);

@@ -58,6 +58,23 @@ agentfs_session_get(struct agentfs *fs, const char *name, void **value,
 	return sql_fail(e, fs->db, rc, "agentfs", "session read");
 }
 
+/* One string: the handle's statement cache knows it by its address. */
+static const char session_put[] = "INSERT INTO sandq_session (name, value) "
+    "VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value";
+
+void
+afs_session_warm(struct agentfs *fs)
+{
+	sqlite3_stmt *st = NULL;
+	struct err e = { 0 };
+
+	/* Fails, and keeps nothing, while the table does not exist. */
+	if (afs_stmt_prepare(fs, session_put, &st, &e) == 0) {
+		fs->session_table = true;
+		afs_stmt_release(fs, st);
+	}
+}
+
 int
 agentfs_session_set(struct agentfs *fs, const char *name, const void *value,
     size_t len, struct err *e)
@@ -65,14 +82,14 @@ agentfs_session_set(struct agentfs *fs, const char *name, const void *value,
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if ((rc = sql_exec(fs->db, SESSION_DDL, "agentfs", "session table",
-	    e)) != 0)
+	if (!fs->session_table) {
+		if ((rc = sql_exec(fs->db, SESSION_DDL, "agentfs", "session table",
+		    e)) != 0)
+			return rc;
+		fs->session_table = true;
+	}
+	if ((rc = afs_stmt_prepare(fs, session_put, &st, e)) != 0)
 		return rc;
-	rc = sqlite3_prepare_v2(fs->db, "INSERT INTO sandq_session (name, value) "
-	    "VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-	    -1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return sql_fail(e, fs->db, rc, "agentfs", "session write");
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_blob64(st, 2, len > 0 ? value : "", len, SQLITE_STATIC);
 	return afs_stmt_done(fs, st, "session write", e);

@@ -32,6 +32,7 @@ struct agentfs {
 	bool has_nsec;		/* fs_inode has rdev and *_nsec columns */
 	bool has_version;	/* fs_config has a schema_version row */
 	bool untrusted;		/* from agentfs_open_blob(): claims are checked */
+	bool session_table;	/* sandq_session exists (agentfs_session.c) */
 	int64_t deadline_ns;	/* mono_ns() past which SQLite is interrupted; 0: none */
 };
 
@@ -44,6 +45,8 @@ struct agentfs {
  */
 int afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
     struct err *e);
+/* The session table's write, prepared and kept if the table exists. */
+void afs_session_warm(struct agentfs *fs);
 /* Resets a kept statement for its next use, or finalises one not kept. */
 void afs_stmt_release(struct agentfs *fs, sqlite3_stmt *st);
 /* Steps a statement that returns no rows, then releases it. */

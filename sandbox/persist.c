@@ -913,7 +913,7 @@ call_add(struct agentfs *fs, const void *rec, size_t len, bool refused,
 static int
 send_changes(int ctl, const struct workspace_changes *ch)
 {
-	char *buf = xmalloc(MSG_MAX);
+	static char buf[MSG_MAX];	/* init is one thread; no mmap per call */
 	size_t n = 0;
 	int rc;
 	uint64_t hdr[4] = { ch->added, ch->modified, ch->removed, ch->refused };
@@ -933,7 +933,6 @@ send_changes(int ctl, const struct workspace_changes *ch)
 		n += l + 1;
 	}
 	rc = msg_send(ctl, MSG_SBX_CHANGES, 0, buf, n, -1);
-	free(buf);
 	return rc;
 }
 
@@ -1068,6 +1067,14 @@ persist_capture_ahead(struct persist *ps, int snapfd)
 		free(ca);
 		return;
 	}
+	/*
+	 * What the capture will run for the first time in this process,
+	 * done now, while the job runs: its record and session statements
+	 * parsed, and JSON (call_add()) used once, which maps jansson's pages
+	 * and binds its symbols in this fresh copy of the spawner.
+	 */
+	agentfs_capture_warm(ca->v.fs);
+	json_decref(json_loads("{\"a\":[1,\"b\",null]}", 0, NULL));
 	ps->ahead = ca;
 }
 

@@ -899,6 +899,74 @@ Test(agentfs, untrusted_open_takes_sandqs_own_tables)
 	free(blob);
 }
 
+/* Expects blob (len bytes) to be the bytes of fs now. */
+static void
+expect_blob_is(struct agentfs *fs, const void *blob, size_t len)
+{
+	struct err e = { 0 };
+	void *now;
+	size_t nlen;
+
+	cr_assert_eq(agentfs_to_blob(fs, &now, &nlen, &e), 0, "%s", e.msg);
+	cr_expect(nlen == len && memcmp(now, blob, len) == 0,
+	    "the database changed (%zu bytes, was %zu)", nlen, len);
+	free(now);
+}
+
+/* Expects session value name to be want. */
+static void
+expect_session(struct agentfs *fs, const char *name, const char *want)
+{
+	struct err e = { 0 };
+	void *v = NULL;
+	size_t n = 0;
+
+	cr_assert_eq(agentfs_session_get(fs, name, &v, &n, &e), 0, "%s", e.msg);
+	cr_expect(n == strlen(want) && memcmp(v, want, n) == 0, "%s: '%.*s'",
+	    name, (int)n, (char *)v);
+	free(v);
+}
+
+/*
+ * The capture's warm-up (agentfs_capture_warm(), run while the job runs)
+ * writes nothing, with or without a session table, and session writes
+ * after it (the kept statement, the table made once) read back.
+ */
+Test(agentfs, capture_warm_changes_nothing_and_sessions_still_write)
+{
+	struct agentfs *fs = NULL, *back = NULL;
+	struct err e = { 0 };
+	void *blob, *v = NULL;
+	size_t len, n;
+
+	cr_assert_eq(agentfs_new(&fs, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_to_blob(fs, &blob, &len, &e), 0, "%s", e.msg);
+	agentfs_capture_warm(fs);
+	expect_blob_is(fs, blob, len);
+	free(blob);
+	cr_expect_eq(agentfs_session_get(fs, "cwd", &v, &n, &e), -ENOENT);
+	cr_assert_eq(agentfs_session_set(fs, "cwd", "/x", 2, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_session_set(fs, "cwd", "/y/z", 4, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_session_set(fs, "env", "A=1", 3, &e), 0, "%s", e.msg);
+	expect_session(fs, "cwd", "/y/z");
+	expect_session(fs, "env", "A=1");
+
+	/* A snapshot with the table: warmed, unchanged, then written. */
+	cr_assert_eq(agentfs_to_blob(fs, &blob, &len, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_open_trusted(blob, len, &back, &e), 0, "%s", e.msg);
+	agentfs_capture_warm(back);
+	expect_blob_is(back, blob, len);
+	cr_assert_eq(agentfs_session_set(back, "cwd", "/w", 2, &e), 0, "%s", e.msg);
+	cr_assert_eq(agentfs_tool_call_add(back, "sh", NULL, NULL, NULL,
+	    "success", 1000, 2000, &e), 0, "%s", e.msg);
+	expect_session(back, "cwd", "/w");
+	expect_session(back, "env", "A=1");
+	cr_expect_eq(agentfs_tool_call_count(back, &e), 1);
+	agentfs_close(back);
+	agentfs_close(fs);
+	free(blob);
+}
+
 /* Reads one file of blob opened untrusted (or trusted); returns rc. */
 static int
 read_f(const void *blob, size_t len, bool trusted, size_t *got,
