@@ -7,7 +7,8 @@
  * The job-level twin of snapshot.c: the same `sh 'echo I > f'` job (I its
  * index, so every run really changes one file) is timed from XADD to
  * result, N times (default 200) after W warm-up runs (default 20), one at
- * a time, against one daemon:
+ * a time, against one daemon (floor and big in four alternating rounds of
+ * N/4, so that their ratio comes from the same stretch of time):
  *   floor       no sandbox: a throw-away workspace
  *   small       a persistent sandbox of a few files (materialise + commit)
  *   big         a persistent sandbox of K files (default 1,000) holding B
@@ -163,6 +164,43 @@ case_run(struct sandq *c, struct bcase *bc, const struct sandq_job_opts *o,
 	bc->n = k;
 	bc->p50 = k ? pct(bc->ms, k, 50) : 0;
 	bc->p95 = k ? pct(bc->ms, k, 95) : 0;
+}
+
+/*
+ * Cases a and b (options oa, ob; heads ha, hb as job_run() takes them) in
+ * alternating rounds of n / ROUNDS jobs each, after W warm-up runs of
+ * each: the ratio of their p50s is taken from the same stretch of time, so
+ * a shared machine that slows down or speeds up during the run moves both.
+ */
+#define ROUNDS 4
+
+static void
+cases_run_alternating(struct sandq *c, struct bcase *a, const struct sandq_job_opts *oa,
+    struct head *ha, struct bcase *b, const struct sandq_job_opts *ob,
+    struct head *hb, size_t warmup, size_t n)
+{
+	struct bcase *bc[2] = { a, b };
+	const struct sandq_job_opts *o[2] = { oa, ob };
+	struct head *h[2] = { ha, hb };
+	size_t k[2] = { 0, 0 }, done[2] = { 0, 0 };
+	double ms;
+
+	for (int x = 0; x < 2; x++)
+		for (size_t i = 0; i < warmup; i++)
+			job_run(c, o[x], h[x], i, &ms);
+	for (size_t r = 0; r < ROUNDS; r++)
+		for (int x = 0; x < 2; x++) {
+			size_t upto = n * (r + 1) / ROUNDS;
+
+			for (; done[x] < upto; done[x]++)
+				if (job_run(c, o[x], h[x], warmup + done[x], &ms) == 0)
+					bc[x]->ms[k[x]++] = ms;
+		}
+	for (int x = 0; x < 2; x++) {
+		bc[x]->n = k[x];
+		bc[x]->p50 = k[x] ? pct(bc[x]->ms, k[x], 50) : 0;
+		bc[x]->p95 = k[x] ? pct(bc[x]->ms, k[x], 95) : 0;
+	}
 }
 
 /* An op on a sandbox; *out owns the result (ok), else a failure. */
@@ -460,23 +498,25 @@ main(int argc, char **argv)
 	fork_c.ms = calloc(nforks, sizeof(double));
 	import_c.ms = calloc(nimports, sizeof(double));
 
-	/* 1. The floor: the same job with a throw-away workspace. */
-	case_run(c, &floor_c, NULL, NULL, warmup, njobs);
-
-	/* 2. A small persistent sandbox. */
+	/* 1. A small persistent sandbox. */
 	if (sandbox_create(c, small_id, seed, sizeof(seed) / sizeof(seed[0]),
 	    &small) == 0) {
 		o.sandbox = small_id;
 		case_run(c, &small_c, &o, &small, warmup, njobs);
 	}
 
-	/* 3, 4, 5. The big one: seeded once, then persistent, then not, then forks. */
+	/*
+	 * 2, 3, 4, 5. The big one, seeded once: persistent, in alternating
+	 * rounds with the floor (the same job on a throw-away workspace, the
+	 * ratio's other side); then not persistent; then forks.
+	 */
 	made = 0;
 	if (sandbox_create(c, big_id, NULL, 0, &big) == 0 &&
 	    sandbox_seed(c, big_id, nfiles, total, &big) == 0) {
 		o.sandbox = big_id;
 		o.persist = SANDQ_PERSIST_DEFAULT;
-		case_run(c, &big_c, &o, &big, warmup, njobs);
+		cases_run_alternating(c, &floor_c, NULL, NULL, &big_c, &o, &big,
+		    warmup, njobs);
 		o.persist = SANDQ_PERSIST_NO;
 		case_run(c, &nop_c, &o, &big, warmup, njobs);
 		made = fork_run(c, &fork_c, big_id, fork_pfx, &big, nforks);
