@@ -8,12 +8,14 @@
  * session, caps dropped, NO_NEW_PRIVS, the job's seccomp filter for the
  * default network mode, installed by the child itself). BOOT blocks on its
  * control socket (fd 3). When the job comes and fits (warm_init_fits()),
- * init writes it there; the bootstrap takes on the job's environment,
- * cwd and stdin exactly as a cold start would have them, reports, init
- * lowers its rlimits to the job's (prlimit: the values limits.c gives,
- * lowering only) and reads its CPU time so far (not the job's), the
- * bootstrap closes the socket, empties __main__ back to what a cold -c
- * start has and runs the job's code there, compiled as "<string>".
+ * init lowers its rlimits to the job's (prlimit: the values limits.c
+ * gives, lowering only), reads its CPU time so far (not the job's) and
+ * writes the job there; the bootstrap takes on the job's environment and
+ * cwd exactly as a cold start would have them, closes the socket, empties
+ * __main__ back to what a cold -c start has and runs the job's code there
+ * as "<string>". A job with stdin has the bootstrap write it to a memfd
+ * first, which the job's limits must not bound: it reports, and only then
+ * does init set the limits and say go.
  * Anything else (another op, another network mode, an environment that
  * differs from the warm start in what Python or libc read at start-up)
  * kills the warm process and runs cold, as before. One warm process per
@@ -77,9 +79,9 @@ static const char boot[] =
 	"  f=os.memfd_create('stdin',os.MFD_CLOEXEC);m=memoryview(q)[1:]\n"
 	"  while m:m=m[w(f,m):]\n"
 	"  del m;os.lseek(f,0,0);os.dup2(f,0);os.close(f)\n"
-	" del q;w(3,b'A')\n"
-	" if r(3,1)!=b'G':os._exit(1)\n"
-	" os.close(3);s=s.decode('utf-8','surrogateescape');sys.orig_argv[2:]=[s]\n"
+	"  w(3,b'A')\n"
+	"  if r(3,1)!=b'G':os._exit(1)\n"
+	" del q;os.close(3);s=s.decode('utf-8','surrogateescape');sys.orig_argv[2:]=[s]\n"
 	" return s\n"
 	"def _r(s):\n"
 	" import sys\n"
@@ -251,21 +253,56 @@ warm_put(char **buf, size_t *len, const char *pfx, const void *p, size_t n)
 	*len += (size_t)hl + pl + n;
 }
 
+/*
+ * The warm process's rlimits lowered to the job's (the values limits.c
+ * gives) and its CPU time so far read into *pre_cpu_ns (not the job's).
+ * On failure it is discarded.
+ */
+static int
+warm_limit(const struct job *j, bool cg_memory, pid_t pid, int64_t *pre_cpu_ns,
+    struct err *e)
+{
+	struct limits_rlimit rl[LIMITS_NRLIMITS];
+	size_t n = limits_to_rlimits(&j->limits, cg_memory, rl);
+	clockid_t cid;
+	struct timespec ts;
+
+	for (size_t i = 0; i < n; i++)
+		if (prlimit(pid, rl[i].resource, &rl[i].rl, NULL) < 0) {
+			int rc = err_set(e, -errno, "warm: prlimit %d: %s",
+			    rl[i].resource, strerror(errno));
+
+			warm_init_discard();
+			return rc;
+		}
+	if (clock_getcpuclockid(pid, &cid) == 0 && clock_gettime(cid, &ts) == 0)
+		*pre_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return 0;
+}
+
 pid_t
 warm_init_hand(const struct job *j, const char *home, bool cg_memory,
     int64_t *pre_cpu_ns, struct err *e)
 {
 	static char *store[JOB_ENV_MAX + 8];
-	struct limits_rlimit rl[LIMITS_NRLIMITS];
 	const char *cwd = j->cwd ? j->cwd : home;
 	char *buf = NULL, **env, c = 0, hd[32];
 	size_t len = 0, n;
 	pid_t pid = warm.pid;
-	clockid_t cid;
-	struct timespec ts;
 	int rc = 0;
 
 	*pre_cpu_ns = 0;
+	/*
+	 * Without stdin the bootstrap makes no file and no descriptor for
+	 * the job: its limits and the CPU it used so far are set and read
+	 * before it has the job, and it runs the code as soon as it is set
+	 * up (no acknowledgement, no go: a round trip less). With stdin it
+	 * writes the stdin memfd first, which the job's RLIMIT_FSIZE and
+	 * RLIMIT_NOFILE must not bound (init writes it for a cold start).
+	 */
+	if (j->stdin_data == NULL &&
+	    (rc = warm_limit(j, cg_memory, pid, pre_cpu_ns, e)) < 0)
+		return rc;
 	warm_put(&buf, &len, "", cwd, strlen(cwd));
 	warm_put(&buf, &len, "", j->code, strlen(j->code));
 	if (j->stdin_data != NULL)
@@ -292,25 +329,18 @@ warm_init_hand(const struct job *j, const char *home, bool cg_memory,
 	}
 	free(buf);
 	/*
-	 * It has taken the job on (or ended, e.g. at a missing cwd, as a cold
-	 * start would have: that status is the job's). Its limits, then go.
+	 * With stdin: it has taken the job on (or ended, e.g. at a missing
+	 * cwd, as a cold start would have: that status is the job's). Its
+	 * limits, then go.
 	 */
-	while (read(warm.ctl, &c, 1) < 0 && errno == EINTR)
-		;
-	if (c == 'A') {
-		n = limits_to_rlimits(&j->limits, cg_memory, rl);
-		for (size_t i = 0; i < n && rc == 0; i++)
-			if (prlimit(pid, rl[i].resource, &rl[i].rl, NULL) < 0)
-				rc = err_set(e, -errno, "warm: prlimit %d: %s",
-				    rl[i].resource, strerror(errno));
-		if (rc < 0) {
-			warm_init_discard();
-			return rc;
+	if (j->stdin_data != NULL) {
+		while (read(warm.ctl, &c, 1) < 0 && errno == EINTR)
+			;
+		if (c == 'A') {
+			if ((rc = warm_limit(j, cg_memory, pid, pre_cpu_ns, e)) < 0)
+				return rc;
+			(void)send(warm.ctl, "G", 1, MSG_NOSIGNAL);
 		}
-		if (clock_getcpuclockid(pid, &cid) == 0 &&
-		    clock_gettime(cid, &ts) == 0)
-			*pre_cpu_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-		(void)send(warm.ctl, "G", 1, MSG_NOSIGNAL);
 	}
 	close(warm.ctl);
 	warm.ctl = -1;
