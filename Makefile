@@ -82,7 +82,7 @@ SQL_SRCS := common/sql.c
 # The AgentFS codec, its session table, the copy-on-write image and patch.
 AGENTFS_SRCS := agentfs/agentfs.c agentfs/agentfs_meta.c agentfs/agentfs_session.c agentfs/cowimg.c agentfs/patch.c
 # The local snapshot store; of agentfs/ it needs patch.c alone.
-STORE_SRCS := store/store.c store/store_names.c store/store_chunks.c store/store_import.c store/store_migrate.c proto/snapkey.c
+STORE_SRCS := store/store.c store/store_names.c store/store_chunks.c store/store_import.c store/store_migrate.c store/store_sql.c proto/snapkey.c
 # Materialise and capture over the codec; perms.c (path rules, with the
 # rule levels of proto/path.c) also links alone. ($^ drops a repeated object.)
 WORKSPACE_SRCS := workspace/workspace.c workspace/workspace_capture.c workspace/perms.c proto/path.c

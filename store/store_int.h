@@ -4,7 +4,7 @@
  * through ../common/sql.h, with "store" as the messages' prefix).
  * store.c holds handles, sandboxes and retention; store_chunks.c chunks,
  * manifests, plans, puts and collection; store_migrate.c the schema 1 -> 2
- * conversion. store.h is the public API and does not change with these.
+ * conversion; store_sql.c the handle's kept statements. store.h is the public API and does not change with these.
  */
 #ifndef SANDQ_STORE_INT_H
 #define SANDQ_STORE_INT_H
