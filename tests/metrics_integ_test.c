@@ -207,11 +207,82 @@ scraped(void *arg)
 	return ok;
 }
 
+/* Whether the Prometheus on port (arg) is ours: it names our config file. */
+struct prom_probe {
+	int port;
+	const char *conf;
+	pid_t pid;
+};
+
+static bool
+prom_ours(void *arg)
+{
+	struct prom_probe *p = arg;
+	char url[128], *body;
+	long status;
+	bool ours;
+
+	/* Gone: it could not bind its port (another process took it). */
+	if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
+		p->pid = -1;
+		return true;
+	}
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/status/flags", p->port);
+	body = http_get(url, &status, NULL, 0);
+	ours = status == 200 && body != NULL && strstr(body, p->conf) != NULL;
+	free(body);
+	if (!ours)
+		usleep(100000);
+	return ours;
+}
+
+/*
+ * Starts prometheus with conf and data on a free loopback port other than
+ * avoid, into prom_pid and *pport. A port picked free can be taken before
+ * prometheus binds it (by anything on the machine): then it exits, or
+ * another server answers there, and it is started again on another.
+ */
+static void
+prom_start(const char *dir, const char *conf, const char *data, int avoid,
+    int *pport)
+{
+	char cfgarg[600], dataarg[600], web[64], log[600];
+
+	snprintf(cfgarg, sizeof(cfgarg), "--config.file=%s", conf);
+	snprintf(dataarg, sizeof(dataarg), "--storage.tsdb.path=%s", data);
+	snprintf(log, sizeof(log), "%s/prometheus.log", dir);
+	for (int attempt = 0; attempt < 5; attempt++) {
+		struct prom_probe p;
+
+		if ((*pport = free_port()) == avoid)
+			continue;
+		snprintf(web, sizeof(web), "--web.listen-address=127.0.0.1:%d", *pport);
+		if ((prom_pid = fork()) == 0) {
+			if (freopen(log, "a", stdout) == NULL ||
+			    freopen(log, "a", stderr) == NULL)
+				_exit(126);
+			execl("/usr/bin/prometheus", "prometheus", cfgarg, dataarg, web,
+			    (char *)NULL);
+			_exit(127);
+		}
+		cr_assert(prom_pid > 0);
+		p = (struct prom_probe){ .port = *pport, .conf = conf, .pid = prom_pid };
+		if (harness_wait_for(prom_ours, &p, 60000) && p.pid > 0)
+			return;
+		if (p.pid > 0) {
+			kill(prom_pid, SIGTERM);
+			waitpid(prom_pid, NULL, 0);
+		}
+		prom_pid = 0;
+	}
+	cr_assert_fail("prometheus did not start on a port of its own (see %s)", log);
+}
+
 Test(metrics_integ, prometheus_scrapes_sandqd_and_sums_what_the_jobs_did,
     .fini = teardown, .timeout = 180)
 {
-	char set[64], conf[512], data[512], web[64], cfgarg[600], dataarg[600];
-	int port = free_port(), pport = free_port();
+	char set[64], conf[512], data[512];
+	int port = free_port(), pport;
 	double ok0, runs0;
 	FILE *f;
 
@@ -230,19 +301,7 @@ Test(metrics_integ, prometheus_scrapes_sandqd_and_sums_what_the_jobs_did,
 	    "scrape_configs:\n  - job_name: sandqd\n    static_configs:\n"
 	    "      - targets: ['127.0.0.1:%d']\n", port);
 	fclose(f);
-	snprintf(cfgarg, sizeof(cfgarg), "--config.file=%s", conf);
-	snprintf(dataarg, sizeof(dataarg), "--storage.tsdb.path=%s", data);
-	snprintf(web, sizeof(web), "--web.listen-address=127.0.0.1:%d", pport);
-	if ((prom_pid = fork()) == 0) {
-		char log[600];
-
-		snprintf(log, sizeof(log), "%s/prometheus.log", H.dir);
-		if (freopen(log, "w", stdout) == NULL || freopen(log, "a", stderr) == NULL)
-			_exit(126);
-		execl("/usr/bin/prometheus", "prometheus", cfgarg, dataarg, web, (char *)NULL);
-		_exit(127);
-	}
-	cr_assert(prom_pid > 0);
+	prom_start(H.dir, conf, data, port, &pport);
 	cr_assert(harness_wait_for(target_up, &pport, 90000), "prometheus never scraped "
 	    "sandqd (see %s/prometheus.log)", H.dir);
 	cr_assert(harness_wait_for(scraped, &pport, 60000));
