@@ -135,42 +135,13 @@ int
 afs_stmt_prepare(struct agentfs *fs, const char *sql, sqlite3_stmt **st,
     struct err *e)
 {
-	struct afs_cached *slot = NULL;
-	int rc;
-
-	for (size_t i = 0; i < AFS_STMT_CACHE; i++) {
-		struct afs_cached *c = &fs->cache[i];
-
-		if (c->sql == sql && !c->busy) {
-			c->busy = true;
-			*st = c->st;
-			return 0;
-		}
-		if (c->sql == NULL && slot == NULL)
-			slot = c;
-	}
-	/* Not kept, or in use by an outer call (the walk recurses): a new one. */
-	if ((rc = sql_prepare(fs->db, sql, st, "agentfs", e)) != 0)
-		return rc;
-	if (slot != NULL)
-		*slot = (struct afs_cached){ .sql = sql, .st = *st, .busy = true };
-	return 0;
+	return sql_cache_prepare(&fs->cache, fs->db, sql, st, "agentfs", e);
 }
 
 void
 afs_stmt_release(struct agentfs *fs, sqlite3_stmt *st)
 {
-	if (st == NULL)
-		return;
-	for (size_t i = 0; i < AFS_STMT_CACHE; i++) {
-		if (fs->cache[i].st == st) {
-			sqlite3_reset(st);
-			sqlite3_clear_bindings(st);
-			fs->cache[i].busy = false;
-			return;
-		}
-	}
-	sqlite3_finalize(st);
+	sql_cache_release(&fs->cache, st);
 }
 
 /* Steps a statement that returns no rows, then releases it. */
@@ -919,8 +890,7 @@ agentfs_close(struct agentfs *fs)
 {
 	if (fs == NULL)
 		return;
-	for (size_t i = 0; i < AFS_STMT_CACHE; i++)
-		sqlite3_finalize(fs->cache[i].st);
+	sql_cache_close(&fs->cache);
 	if (fs->cow)
 		cowimg_close(fs->db);
 	else

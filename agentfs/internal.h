@@ -13,21 +13,13 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "../common/sql.h"
 #include "agentfs.h"
-
-#define AFS_STMT_CACHE 32	/* prepared statements kept per handle */
-
-/* A prepared statement kept for the next call with the same SQL text. */
-struct afs_cached {
-	const char *sql;	/* the constant text it was prepared from */
-	sqlite3_stmt *st;
-	bool busy;		/* handed out and not yet released */
-};
 
 struct agentfs {
 	sqlite3 *db;		/* memdb connection, owns the image */
 	bool cow;		/* db is a cowimg connection (cowimg.h) */
-	struct afs_cached cache[AFS_STMT_CACHE];
+	struct sql_cache cache;	/* kept statements (afs_stmt_prepare()) */
 	size_t chunk_size;	/* fs_config chunk_size */
 	bool has_nsec;		/* fs_inode has rdev and *_nsec columns */
 	bool has_version;	/* fs_config has a schema_version row */

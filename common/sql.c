@@ -239,3 +239,53 @@ sql_wal_enable(sqlite3 *db, int busy_ms, const char *who, struct err *e)
 	sqlite3_finalize(stmt);
 	return rc;
 }
+
+/*** Kept statements ***/
+
+int
+sql_cache_prepare(struct sql_cache *c, sqlite3 *db, const char *sql,
+    sqlite3_stmt **stmt, const char *who, struct err *e)
+{
+	bool room = c->n < SQL_CACHE_MAX;
+	int rc;
+
+	for (size_t i = 0; i < c->n; i++)
+		if (c->kept[i].sql == sql && !c->kept[i].busy) {
+			c->kept[i].busy = true;
+			*stmt = c->kept[i].stmt;
+			return 0;
+		}
+	rc = sqlite3_prepare_v3(db, sql, -1, room ? SQLITE_PREPARE_PERSISTENT : 0,
+	    stmt, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(e, db, rc, who, "prepare");
+	if (room && *stmt != NULL) {
+		c->kept[c->n].sql = sql;
+		c->kept[c->n].stmt = *stmt;
+		c->kept[c->n++].busy = true;
+	}
+	return 0;
+}
+
+void
+sql_cache_release(struct sql_cache *c, sqlite3_stmt *stmt)
+{
+	if (stmt == NULL)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		if (c->kept[i].stmt == stmt) {
+			sqlite3_reset(stmt);
+			sqlite3_clear_bindings(stmt);
+			c->kept[i].busy = false;
+			return;
+		}
+	sqlite3_finalize(stmt);
+}
+
+void
+sql_cache_close(struct sql_cache *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		sqlite3_finalize(c->kept[i].stmt);
+	c->n = 0;
+}

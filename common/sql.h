@@ -2,7 +2,7 @@
  * sql.h - one SQLite helper for the modules that keep a database: the
  * snapshot store (store/), the AgentFS codec (agentfs/) and the audit
  * database (audit/). Each function takes the module's own connection (or
- * one of its statements); none holds state.
+ * one of its statements, or its statement cache); none holds state.
  *
  * A failure fills e with "who: what: SQLite's message" and returns the
  * matching -errno (sqlerr_errno()), so one SQLite failure reads the same
@@ -85,6 +85,39 @@ int sql_query_i64(sqlite3 *db, const char *sql, int64_t *out,
  * that means (a damaged row, usually).
  */
 bool sql_col_text(sqlite3_stmt *stmt, int col, char *dst, size_t size);
+
+/*
+ * A handle's kept statements (the store's and each AgentFS handle's):
+ * parsing SQL costs more than running the small statements a store commit
+ * or a file read runs, several times each. Keyed by the address of the
+ * SQL text, which must be a constant; one statement is in one use at a
+ * time, and a second use of the same SQL meanwhile (a walk that recurses)
+ * gets one of its own. The owner zero-fills it and closes it before its
+ * connection.
+ */
+#define SQL_CACHE_MAX 64
+
+struct sql_cache {
+	struct {
+		const char *sql;	/* the constant text it was prepared from */
+		sqlite3_stmt *stmt;
+		bool busy;		/* handed out and not yet released */
+	} kept[SQL_CACHE_MAX];
+	size_t n;
+};
+
+/*
+ * *stmt: sql's kept statement when it is free (reset, no bindings), else a
+ * new one, kept if there is room. 0 or -errno with e ("who: prepare").
+ * Give it back with sql_cache_release(), never sqlite3_finalize().
+ */
+int sql_cache_prepare(struct sql_cache *c, sqlite3 *db, const char *sql,
+    sqlite3_stmt **stmt, const char *who, struct err *e);
+/* Resets a kept statement (bindings cleared) or finalises one not kept;
+ * NULL is nothing. */
+void sql_cache_release(struct sql_cache *c, sqlite3_stmt *stmt);
+/* Finalises every kept statement. */
+void sql_cache_close(struct sql_cache *c);
 
 /*
  * Switches db's file to WAL, retrying up to busy_ms while another

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "../common/sql.h"
 #include "../proto/snapkey.h"
 #include "store.h"
 
@@ -25,23 +26,9 @@ struct patch;
 
 struct refnet;
 
-/*
- * The handle's prepared statements, kept for its life (store__prepare()):
- * a commit runs about twenty, and preparing each again cost about a sixth
- * of the commit's CPU. One statement is in one use at a time (busy); a
- * second use of the same SQL meanwhile gets a statement of its own.
- */
-#define STORE_STMTS 64
-
-struct store_stmt {
-	sqlite3_stmt *stmt;
-	bool busy;		/* handed out and not yet released */
-};
-
 struct store {
 	sqlite3 *db;		/* the connection to dir/store.db */
-	struct store_stmt stmts[STORE_STMTS];
-	size_t nstmts;
+	struct sql_cache stmts;	/* kept for the handle's life (store_sql.c) */
 	unsigned keep_versions;	/* history rows per sandbox; 0: all */
 	uint64_t quota;		/* store_set_quota(): bytes; 0: none */
 	long chunks_hashed;	/* chunks hashed for writes (a test hook) */
@@ -102,11 +89,11 @@ struct blob_plan {
 
 /* Copies a TEXT column into dst[size]; a NULL or over-long one is -EBADMSG. */
 /*
- * sql_prepare() through the handle's kept statements: *stmt is sql's
- * statement, reset with no bindings, until store__release() gives it
- * back (reset, bindings cleared; one not kept is finalised; NULL is
- * nothing). store__step_release() is sql_step_finalize()'s twin, and
- * store__begin() and store__tx_end() sql_begin()'s and sql_tx_end()'s.
+ * sql_cache_prepare() and sql_cache_release() on the handle's kept
+ * statements (sql a constant: a commit runs about twenty, and parsing
+ * each again was about a sixth of its CPU). store__step_release() is
+ * sql_step_finalize()'s twin, and store__begin() and store__tx_end()
+ * sql_begin()'s and sql_tx_end()'s, through kept statements.
  */
 int store__prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
     struct err *e);

@@ -1,10 +1,8 @@
 /*
  * store_sql.c - the store handle's kept statements (store_int.h:
- * store__prepare() and its kin), a leaf the store's other files call:
- * prepared once per handle, reset and handed out again.
+ * store__prepare() and its kin, on common/sql.h's cache), a leaf the
+ * store's other files call.
  */
-#include <string.h>
-
 #include <sqlite3.h>
 
 #include "../common/sql.h"
@@ -14,39 +12,13 @@ int
 store__prepare(struct store *st, const char *sql, sqlite3_stmt **stmt,
     struct err *e)
 {
-	struct store_stmt *k;
-	int rc;
-
-	for (size_t i = 0; i < st->nstmts; i++) {
-		k = &st->stmts[i];
-		if (!k->busy && strcmp(sqlite3_sql(k->stmt), sql) == 0) {
-			k->busy = true;
-			*stmt = k->stmt;
-			return 0;
-		}
-	}
-	rc = sqlite3_prepare_v3(st->db, sql, -1, st->nstmts < STORE_STMTS ?
-	    SQLITE_PREPARE_PERSISTENT : 0, stmt, NULL);
-	if (rc != SQLITE_OK)
-		return sql_fail(e, st->db, rc, "store", "prepare");
-	if (st->nstmts < STORE_STMTS && *stmt != NULL)
-		st->stmts[st->nstmts++] = (struct store_stmt){ *stmt, true };
-	return 0;
+	return sql_cache_prepare(&st->stmts, st->db, sql, stmt, "store", e);
 }
 
 void
 store__release(struct store *st, sqlite3_stmt *stmt)
 {
-	if (stmt == NULL)
-		return;
-	for (size_t i = 0; i < st->nstmts; i++)
-		if (st->stmts[i].stmt == stmt) {
-			sqlite3_reset(stmt);
-			sqlite3_clear_bindings(stmt);
-			st->stmts[i].busy = false;
-			return;
-		}
-	sqlite3_finalize(stmt);
+	sql_cache_release(&st->stmts, stmt);
 }
 
 int
@@ -91,7 +63,5 @@ store__tx_end(struct store *st, int rc, struct err *e)
 void
 store__stmts_close(struct store *st)
 {
-	for (size_t i = 0; i < st->nstmts; i++)
-		sqlite3_finalize(st->stmts[i].stmt);
-	st->nstmts = 0;
+	sql_cache_close(&st->stmts);
 }
