@@ -529,7 +529,8 @@ base_key(const struct job *j, const char *head, const char *fp)
  * (sandbox_set_idle()): the next job's sandbox is prepared now, while the
  * worker would only wait, instead of after the result. A shorter job has
  * its result first: the sandbox made beside it took a CPU from it
- * (docs/decisions.md "Throughput, third round"). The sandbox before this
+ * (docs/decisions.md "Warm interpreters and persistent jobs, another
+ * round"). The sandbox before this
  * job's was reaped already (worker_loop()).
  */
 #define IDLE_AFTER_MS 10
