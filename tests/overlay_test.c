@@ -233,6 +233,38 @@ enter_namespaces(void)
 	return 0;
 }
 
+/*
+ * The least max_files a capture of dirfd (an overlay's merged tree with
+ * upper, or a plain tree) against base passes under; a cap one lower must
+ * fail with -EDQUOT. Entries the upper layer lacks count as a listing of
+ * the merged tree counts them.
+ */
+static unsigned
+least_cap(int dirfd, int upper, struct agentfs *base, const struct perms *p,
+    bool overlay)
+{
+	for (unsigned cap = 1; cap < 1000; cap++) {
+		struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
+		struct workspace_changes ch = { 0 };
+		struct agentfs *out = NULL;
+		struct err e;
+		int rc;
+
+		lim.max_files = cap;
+		if (overlay) {
+			out = copy_of(base);
+			rc = workspace_capture_overlay(dirfd, upper, out, &lim, p, &ch, &e);
+		} else
+			rc = workspace_capture_rules(dirfd, base, &lim, p, &out, &ch, &e);
+		workspace_changes_free(&ch);
+		agentfs_close(out);
+		if (rc == 0)
+			return cap;
+		CHECK(rc == -EDQUOT, "capture under a cap of %u: %s", cap, e.msg);
+	}
+	die("no cap under 1000 passes");
+}
+
 static void
 scenario(const char *root)
 {
@@ -299,6 +331,12 @@ scenario(const char *root)
 	    "all lists %zu changes", ch_ovl.nall);
 	free(a);
 	free(b);
+
+	/* Both count entries the same: the least cap each passes under. */
+	CHECK(least_cap(merged, upper, base, &p, true) == least_cap(plainfd, -1, base,
+	    &p, false), "the overlay capture counts %u entries, the plain one %u",
+	    least_cap(merged, upper, base, &p, true),
+	    least_cap(plainfd, -1, base, &p, false));
 
 	/* The lower tree brought up to date is the new snapshot, under p. */
 	close(merged);

@@ -271,12 +271,14 @@ int workspace_capture_rules(int dirfd, struct agentfs *base,
  * workspace_capture_rules() of a workspace that is an overlay whose lower
  * layer is fs materialised under the same rules p
  * (workspace_materialise_rules()), and whose upper layer (upperfd) holds
- * what the job changed: mergedfd is the overlay itself. Only the upper
- * layer's entries are read (from upperfd); the merged tree is only listed,
- * where the upper layer holds a directory, to see what the job deleted
- * (whiteouts and opaque directories hide lower entries there). An entry
- * the upper layer lacks is base's, unchanged, and counts against the caps
- * with its subtree. The capture is made in place: fs is base on entry and
+ * what the job changed: mergedfd is the overlay itself, mounted with
+ * userxattr and without redirect_dir or metacopy (which userxattr turns
+ * off). Only the upper layer is listed and read (from upperfd): a whiteout
+ * there (the 0:0 character device) or an opaque directory (the
+ * user.overlay.opaque xattr) is what the job removed, as overlayfs shows
+ * it. An entry the upper layer lacks is base's, unchanged, and counts
+ * against the caps with its subtree, without a system call: a change
+ * beside many files costs what the change does. The capture is made in place: fs is base on entry and
  * the new snapshot on success (on failure it is half rewritten: discard
  * it). ch (required) also gets ch->all, every change in order, for
  * workspace_apply(). Otherwise as workspace_capture_rules().

@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "../common/err.h"
@@ -40,6 +42,13 @@
 
 /*** Capture ***/
 
+/*
+ * An overlay's opaque mark on a directory of its upper layer: the overlay
+ * is mounted with userxattr (workspace_capture_overlay()), where overlayfs
+ * keeps its marks in user xattrs.
+ */
+#define OVL_XATTR_OPAQUE "user.overlay.opaque"
+
 struct base_ent {
 	char *path;			/* AgentFS path */
 	enum agentfs_kind kind;		/* as agentfs_walk() reports it */
@@ -48,6 +57,7 @@ struct base_ent {
 	char *target;			/* symlink target or NULL */
 	bool done;			/* seen in the workspace, kept or removed */
 	bool keep;			/* a descendant is kept: so is this */
+	bool gone;			/* overlay: under a whiteout (the job removed it) */
 	enum perm_level level;		/* set by the removal pass only */
 };
 
@@ -65,8 +75,7 @@ struct cap {
 	uint64_t base_size;		/* workspace_size() of base */
 	bool growth_cap;		/* lim.max_bytes is max_growth's bound */
 	dev_t dev;			/* the workspace's device (overlay: the upper layer's) */
-	bool overlay;			/* reading an overlay: merged + upper (see _overlay) */
-	dev_t mdev;			/* overlay: the merged tree's device */
+	bool overlay;			/* reading an overlay's upper layer (see _overlay) */
 	size_t nall_alloc;		/* overlay: allocated entries of ch->all */
 	struct err *e;			/* error record */
 	char path[AGENTFS_PATH_MAX + 1];	/* path being visited */
@@ -141,6 +150,7 @@ cap_collect_cb(const struct agentfs_entry *ent, void *arg)
 	be->target = ent->target ? xstrdup(ent->target) : NULL;
 	be->done = false;
 	be->keep = false;
+	be->gone = false;
 	be->level = PERM_WRITE;
 	return 0;
 }
@@ -388,37 +398,16 @@ cap_symlink(struct cap *c, int pfd, const char *name, struct base_ent *be)
 	return 0;
 }
 
-static int cap_dir(struct cap *c, int fd, int mfd, size_t plen, uint32_t depth);
-
-/*
- * Overlay: the merged directory name of mpfd, listed in place of the
- * upper one (it shows the lower layer's entries too, and hides what the
- * job deleted). It must be a directory of the merged tree.
- */
-static int
-cap_open_merged(struct cap *c, int mpfd, const char *name)
-{
-	struct stat st;
-	int fd;
-
-	if ((fd = openat(mpfd, name, DIR_FLAGS)) < 0)
-		return workspace__sys_fail(c->e, c->path, "openat");
-	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != c->mdev) {
-		close(fd);
-		return err_set(c->e, -EAGAIN, "workspace: %s: replaced while "
-		    "captured", c->path);
-	}
-	return fd;
-}
+static int cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth);
 
 /* Enters the directory name of pfd (st as fstatat saw it) and captures
- * what it holds; mpfd is the merged parent in an overlay, else -1. */
+ * what it holds. */
 static int
-cap_descend(struct cap *c, int pfd, int mpfd, const char *name,
-    const struct stat *st, size_t plen, uint32_t depth)
+cap_descend(struct cap *c, int pfd, const char *name, const struct stat *st,
+    size_t plen, uint32_t depth)
 {
 	struct stat dst;
-	int fd, mfd = -1, rc;
+	int fd, rc;
 
 	/* O_NOFOLLOW|O_DIRECTORY, then the inode must be the one fstatat
 	 * saw: a directory swapped for a symlink in between fails here. */
@@ -429,12 +418,8 @@ cap_descend(struct cap *c, int pfd, int mpfd, const char *name,
 	} else if (dst.st_ino != st->st_ino || dst.st_dev != st->st_dev) {
 		rc = err_set(c->e, -EAGAIN, "workspace: %s: replaced while "
 		    "captured", c->path);
-	} else if (c->overlay && (mfd = cap_open_merged(c, mpfd, name)) < 0) {
-		rc = mfd;
 	} else
-		rc = cap_dir(c, fd, mfd, plen, depth);
-	if (mfd >= 0)
-		close(mfd);
+		rc = cap_dir(c, fd, plen, depth);
 	close(fd);
 	return rc;
 }
@@ -564,7 +549,7 @@ cap_link_is_same(struct cap *c, int pfd, const char *name,
  * every locked path.
  */
 static int
-cap_locked(struct cap *c, int pfd, int mpfd, const char *name,
+cap_locked(struct cap *c, int pfd, const char *name,
     const struct stat *st, struct base_ent *be, enum perm_level level,
     size_t plen, uint32_t depth)
 {
@@ -580,7 +565,7 @@ cap_locked(struct cap *c, int pfd, int mpfd, const char *name,
 		 * nothing here: the job did. What it put there is not read. */
 		if (!perms_dir_may_show(c->p, c->path))
 			goto out_refuse;
-		return cap_descend(c, pfd, mpfd, name, st, plen, depth);
+		return cap_descend(c, pfd, name, st, plen, depth);
 	}
 	/* A hidden file was never on disk: this one is the job's. */
 	if (level == PERM_NONE)
@@ -632,10 +617,10 @@ cap_unchanged(struct cap *c, struct base_ent *be)
 	return 0;
 }
 
-/* Captures the entry name of the directory pfd; c->path names it. In an
- * overlay, pfd is the upper directory and mpfd the merged one. */
+/* Captures the entry name of the directory pfd (in an overlay, the upper
+ * layer's); c->path names it. */
 static int
-cap_entry(struct cap *c, int pfd, int mpfd, const char *name, size_t plen,
+cap_entry(struct cap *c, int pfd, const char *name, size_t plen,
     uint32_t depth)
 {
 	struct base_ent *be = base_find(c, c->path);
@@ -643,16 +628,12 @@ cap_entry(struct cap *c, int pfd, int mpfd, const char *name, size_t plen,
 	struct stat st;
 	int rc;
 
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		if (c->overlay && errno == ENOENT)
-			return cap_unchanged(c, be);
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return workspace__sys_fail(c->e, c->path, "fstatat");
-	}
 	/* Decided before anything on disk is trusted: at a locked path the
 	 * job's entry, whatever its kind or device, changes nothing. */
 	if (level < PERM_WRITE)
-		return cap_locked(c, pfd, mpfd, name, &st, be, level, plen,
-		    depth);
+		return cap_locked(c, pfd, name, &st, be, level, plen, depth);
 	/* A mount (even one the job could make in its own namespace) is
 	 * not part of the workspace: never enter or copy another device.
 	 * Through an overlay, a file shows its layer's device; a folder,
@@ -689,15 +670,110 @@ cap_entry(struct cap *c, int pfd, int mpfd, const char *name, size_t plen,
 		change_add(c, be ? WORKSPACE_MODIFIED : WORKSPACE_ADDED,
 		    c->path);
 	}
-	return cap_descend(c, pfd, mpfd, name, &st, plen, depth);
+	return cap_descend(c, pfd, name, &st, plen, depth);
+}
+
+/*
+ * Overlay: whether the upper layer's entry name of fd (listed with type
+ * dtype) is a whiteout, the character device 0:0 overlayfs leaves where
+ * the job removed a lower entry. The job cannot make one itself: overlayfs
+ * refuses to create a whiteout through the merged tree.
+ */
+static int
+cap_is_whiteout(struct cap *c, int fd, const char *name, unsigned char dtype,
+    bool *wh)
+{
+	struct stat st;
+
+	*wh = false;
+	if (dtype != DT_CHR && dtype != DT_UNKNOWN)
+		return 0;
+	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return workspace__sys_fail(c->e, c->path, "fstatat");
+	*wh = S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0);
+	return 0;
+}
+
+/*
+ * Overlay: marks the entry path[0..plen) + "/" + name of base as removed
+ * by the job (its whiteout). Whatever is below it is gone too; the removal
+ * pass decides each path as it does for a plain tree.
+ */
+static void
+cap_mark_gone(struct cap *c, size_t plen, const char *name)
+{
+	char path[AGENTFS_PATH_MAX + 1];
+	struct base_ent *be;
+
+	if ((size_t)snprintf(path, sizeof(path), "%.*s/%s", (int)plen, c->path,
+	    name) >= sizeof(path))
+		return;		/* longer than any path of base */
+	if ((be = base_find(c, path)) != NULL)
+		be->gone = true;
+}
+
+/*
+ * Overlay: base's entries directly below the directory c->path[0..plen)
+ * (held by the upper layer as fd) that the upper layer does not hold are
+ * the lower layer's, unchanged with all below them, and counted as a
+ * listing of the merged directory would have counted them; none are read.
+ * Left to the removal pass: those under a whiteout, and all of them when
+ * the directory is opaque (the job removed it and made it again), as
+ * overlayfs shows neither. This is what makes a change beside many files
+ * cost what the change costs, not what listing the folder does.
+ */
+static int
+cap_lower_rest(struct cap *c, int fd, size_t plen)
+{
+	char v[2];
+	size_t i, end;
+	ssize_t n;
+	int rc;
+
+	/* The upper layer's root is never opaque. */
+	if (plen > 0) {
+		n = fgetxattr(fd, OVL_XATTR_OPAQUE, v, sizeof(v));
+		if (n < 0 && errno != ENODATA)
+			return workspace__sys_fail(c->e, c->path, "fgetxattr");
+		if (n == 1 && v[0] == 'y')
+			return 0;
+	}
+	if (plen == 0) {
+		i = 0;
+		end = c->n;
+	} else {
+		struct base_ent *dir = base_find(c, c->path);
+
+		if (dir == NULL || dir->kind != AGENTFS_DIR)
+			return 0;	/* the job's own folder: nothing below in base */
+		i = (size_t)(dir - c->ents) + 1;
+		end = base_run_end(c, dir);
+	}
+	while (i < end) {
+		struct base_ent *be = &c->ents[i];
+		size_t next = base_run_end(c, be);
+
+		if (!be->done && !be->gone) {
+			if (c->p == NULL || perms_check(c->p, be->path) != PERM_NONE) {
+				if (++c->count > c->lim.max_files)
+					return err_set(c->e, -EDQUOT, "workspace: %s: "
+					    "over the cap of %u entries", be->path,
+					    c->lim.max_files);
+			}
+			if ((rc = cap_unchanged(c, be)) != 0)
+				return rc;
+		}
+		i = next;
+	}
+	return 0;
 }
 
 /* Lists the directory fd (whose path is c->path[0..plen)), names sorted,
  * and captures each entry. One fd is held per level of nesting. In an
- * overlay, fd is the upper directory and mfd the merged one, which is what
- * is listed. */
+ * overlay, fd is the upper layer's directory: only what the job changed
+ * is listed, and cap_lower_rest() settles the rest. */
 static int
-cap_dir(struct cap *c, int fd, int mfd, size_t plen, uint32_t depth)
+cap_dir(struct cap *c, int fd, size_t plen, uint32_t depth)
 {
 	char **names = NULL;
 	size_t n = 0, alloc = 0;
@@ -706,7 +782,7 @@ cap_dir(struct cap *c, int fd, int mfd, size_t plen, uint32_t depth)
 	int lfd, rc = 0;
 
 	/* A fresh fd for the listing: fdopendir() owns it and its offset. */
-	if ((lfd = openat(c->overlay ? mfd : fd, ".", DIR_FLAGS)) < 0)
+	if ((lfd = openat(fd, ".", DIR_FLAGS)) < 0)
 		return workspace__sys_fail(c->e, plen ? c->path : "/",
 		    "openat");
 	if ((d = fdopendir(lfd)) == NULL) {
@@ -756,6 +832,17 @@ cap_dir(struct cap *c, int fd, int mfd, size_t plen, uint32_t depth)
 			    AGENTFS_PATH_MAX);
 			break;
 		}
+		if (c->overlay) {
+			bool wh;
+
+			if ((rc = cap_is_whiteout(c, fd, de->d_name, de->d_type,
+			    &wh)) != 0)
+				break;
+			if (wh) {
+				cap_mark_gone(c, plen, de->d_name);
+				continue;
+			}
+		}
 		if (++c->count > c->lim.max_files) {
 			rc = err_set(c->e, -EDQUOT, "workspace: %.*s/%s: over "
 			    "the cap of %u entries", (int)plen, c->path,
@@ -782,10 +869,11 @@ cap_dir(struct cap *c, int fd, int mfd, size_t plen, uint32_t depth)
 
 		c->path[plen] = '/';
 		memcpy(c->path + plen + 1, names[i], nlen + 1);
-		rc = cap_entry(c, fd, mfd, names[i], plen + 1 + nlen,
-		    depth + 1);
+		rc = cap_entry(c, fd, names[i], plen + 1 + nlen, depth + 1);
 		c->path[plen] = '\0';
 	}
+	if (rc == 0 && c->overlay)
+		rc = cap_lower_rest(c, fd, plen);
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
@@ -979,7 +1067,7 @@ workspace_capture_rules(int dirfd, struct agentfs *base,
 		goto out_free;
 
 	c.path[0] = '\0';
-	if ((rc = cap_dir(&c, dirfd, -1, 0, 0)) != 0)
+	if ((rc = cap_dir(&c, dirfd, 0, 0)) != 0)
 		goto out_close;
 	if ((rc = cap_remove_missing(&c)) != 0 ||
 	    (rc = cap_growth_check(&c, c.out)) != 0)
@@ -1069,7 +1157,6 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 	if (rc == 0 && (!S_ISDIR(st.st_mode) || fstat(dirfd, &st) != 0 ||
 	    !S_ISDIR(st.st_mode)))
 		rc = err_set(e, -ENOTDIR, "workspace: /: not a directory");
-	c.mdev = st.st_dev;
 	if (rc == 0)
 		rc = cap_growth_start(&c, fs, a);
 	workspace_ahead_free(a);
@@ -1085,7 +1172,7 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 		qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
 	if (rc == 0) {
 		c.path[0] = '\0';
-		rc = c.overlay ? cap_dir(&c, upperfd, dirfd, 0, 0) : cap_dir(&c, dirfd, -1, 0, 0);
+		rc = cap_dir(&c, c.overlay ? upperfd : dirfd, 0, 0);
 		if (rc == 0)
 			rc = cap_remove_missing(&c);
 		if (rc == 0)
