@@ -24,6 +24,8 @@
  *               then its first job (the same `echo I > f`), timed together
  *               from before the key is hashed to the job's result; the
  *               worker has never run a job on the new sandbox
+ *   flat        the big sandbox's files all in its root folder, beside f:
+ *               persistent, N runs
  * It prints p50 and p95 per case and the issue's targets: the big case at
  * most 10 ms and 2.5x the floor (the snapshot round trip included), the
  * import case at most 30 ms; and materialising alone (p50 no-persist - p50
@@ -38,6 +40,7 @@
  * makes the exit status 1. The sandboxes are deleted at the end.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,12 +245,13 @@ sandbox_create(struct sandq *c, const char *id, const struct sandq_file *files,
 
 /*
  * Fills the big sandbox: one job writes nfiles files of random content,
- * total bytes in all, over 10 folders (as snapshot.c lays them out), and
+ * total bytes in all, over 10 folders (as snapshot.c lays them out) or,
+ * flat, all in the root folder beside the file the jobs change, and
  * commits them. Random content keeps the blob as large as the files.
  */
 static int
 sandbox_seed(struct sandq *c, const char *id, int nfiles, size_t total,
-    struct head *h)
+    bool flat, struct head *h)
 {
 	struct sandq_job_opts o = { .sandbox = id, .preset = "permissive" };
 	struct sandq_result *r = NULL;
@@ -260,18 +264,30 @@ sandbox_seed(struct sandq *c, const char *id, int nfiles, size_t total,
 	 * epilogue runs after the script, and `set -e; true` exits 1 there.
 	 * The last command's status is the job's.
 	 */
-	snprintf(script, sizeof(script),
-	    "if command -v python3 >/dev/null; then\n"
-	    "python3 -c 'import os\n"
-	    "for d in range(10): os.makedirs(\"d%%d\" %% d, exist_ok=True)\n"
-	    "for i in range(%d):\n"
-	    "    with open(\"d%%d/f%%d\" %% (i %% 10, i), \"wb\") as f: "
-	    "f.write(os.urandom(%zu))'\n"
-	    "else\n"
-	    "for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p d$d; done\n"
-	    "i=0; while [ $i -lt %d ]; do\n"
-	    "head -c %zu /dev/urandom > d$((i %% 10))/f$i; i=$((i + 1)); done\n"
-	    "fi\n", nfiles, fsize, nfiles, fsize);
+	if (flat)
+		snprintf(script, sizeof(script),
+		    "if command -v python3 >/dev/null; then\n"
+		    "python3 -c 'import os\n"
+		    "for i in range(%d):\n"
+		    "    with open(\"f%%d\" %% i, \"wb\") as f: "
+		    "f.write(os.urandom(%zu))'\n"
+		    "else\n"
+		    "i=0; while [ $i -lt %d ]; do\n"
+		    "head -c %zu /dev/urandom > f$i; i=$((i + 1)); done\n"
+		    "fi\n", nfiles, fsize, nfiles, fsize);
+	else
+		snprintf(script, sizeof(script),
+		    "if command -v python3 >/dev/null; then\n"
+		    "python3 -c 'import os\n"
+		    "for d in range(10): os.makedirs(\"d%%d\" %% d, exist_ok=True)\n"
+		    "for i in range(%d):\n"
+		    "    with open(\"d%%d/f%%d\" %% (i %% 10, i), \"wb\") as f: "
+		    "f.write(os.urandom(%zu))'\n"
+		    "else\n"
+		    "for d in 0 1 2 3 4 5 6 7 8 9; do mkdir -p d$d; done\n"
+		    "i=0; while [ $i -lt %d ]; do\n"
+		    "head -c %zu /dev/urandom > d$((i %% 10))/f$i; i=$((i + 1)); done\n"
+		    "fi\n", nfiles, fsize, nfiles, fsize);
 	if (sandq_submit_sh(c, script, &o, jid) < 0 ||
 	    sandq_wait(c, jid, WAIT_MS, &r) < 0) {
 		fail("seeding job", NULL, c);
@@ -442,15 +458,17 @@ main(int argc, char **argv)
 	void *snap = NULL;
 	int nfiles = 1000;
 	struct sandq *c = NULL;
-	struct head small = { 0 }, big = { 0 };
+	struct head small = { 0 }, big = { 0 }, flat = { 0 };
 	struct bcase floor_c = { .name = "floor: no sandbox (throw-away workspace)" },
 	    small_c = { .name = "persistent, small (3 files)" },
 	    big_c = { .name = "persistent, big" },
+	    flat_c = { .name = "persistent, big, all in one folder" },
 	    nop_c = { .name = "persist: false, big (materialise only)" },
 	    fork_c = { .name = "sandbox.fork of big" },
 	    import_c = { .name = "create from big's snapshot + first job" };
 	struct sandq_job_opts o = { 0 };
-	char err[256], small_id[64], big_id[64], fork_pfx[64], big_name[64], imp_pfx[64];
+	char err[256], small_id[64], big_id[64], flat_id[64], fork_pfx[64];
+	char big_name[64], imp_pfx[64];
 	const struct sandq_file seed[] = {
 		{ "README.md", "# bench\n", 8 },
 		{ "src/main.c", "int main(void) { return 0; }\n", 29 },
@@ -481,6 +499,7 @@ main(int argc, char **argv)
 	/* The pid keeps two runs against one daemon apart. */
 	snprintf(small_id, sizeof(small_id), "sbench-%d-small", (int)getpid());
 	snprintf(big_id, sizeof(big_id), "sbench-%d-big", (int)getpid());
+	snprintf(flat_id, sizeof(flat_id), "sbench-%d-flat", (int)getpid());
 	snprintf(fork_pfx, sizeof(fork_pfx), "sbench-%d-fork", (int)getpid());
 	snprintf(imp_pfx, sizeof(imp_pfx), "sbench-%d-import", (int)getpid());
 	snprintf(big_name, sizeof(big_name), "persistent, big (%d files, %.1f MB)",
@@ -494,6 +513,7 @@ main(int argc, char **argv)
 	floor_c.ms = calloc(njobs, sizeof(double));
 	small_c.ms = calloc(njobs, sizeof(double));
 	big_c.ms = calloc(njobs, sizeof(double));
+	flat_c.ms = calloc(njobs, sizeof(double));
 	nop_c.ms = calloc(njobs, sizeof(double));
 	fork_c.ms = calloc(nforks, sizeof(double));
 	import_c.ms = calloc(nimports, sizeof(double));
@@ -512,7 +532,7 @@ main(int argc, char **argv)
 	 */
 	made = 0;
 	if (sandbox_create(c, big_id, NULL, 0, &big) == 0 &&
-	    sandbox_seed(c, big_id, nfiles, total, &big) == 0) {
+	    sandbox_seed(c, big_id, nfiles, total, false, &big) == 0) {
 		o.sandbox = big_id;
 		o.persist = SANDQ_PERSIST_DEFAULT;
 		cases_run_alternating(c, &floor_c, NULL, NULL, &big_c, &o, &big,
@@ -524,6 +544,17 @@ main(int argc, char **argv)
 		if (sandbox_export(c, big_id, &snap, &snaplen) == 0)
 			imported = import_run(c, &import_c, imp_pfx, snap, snaplen,
 			    nimports);
+	}
+
+	/*
+	 * 7. The same files all in one folder, the changed file among them:
+	 * what a change costs beside many entries of its folder.
+	 */
+	if (sandbox_create(c, flat_id, NULL, 0, &flat) == 0 &&
+	    sandbox_seed(c, flat_id, nfiles, total, true, &flat) == 0) {
+		o.sandbox = flat_id;
+		o.persist = SANDQ_PERSIST_DEFAULT;
+		case_run(c, &flat_c, &o, &flat, warmup, njobs);
 	}
 
 	/* Not measured: leave the daemon as we found it. */
@@ -542,6 +573,8 @@ main(int argc, char **argv)
 	free(snap);
 	if (big.snapshot[0] != '\0')
 		sandbox_delete(c, big_id);
+	if (flat.snapshot[0] != '\0')
+		sandbox_delete(c, flat_id);
 	if (small.snapshot[0] != '\0')
 		sandbox_delete(c, small_id);
 	sandq_close(c);
@@ -555,6 +588,7 @@ main(int argc, char **argv)
 	case_print(&nop_c);
 	case_print(&fork_c);
 	case_print(&import_c);
+	case_print(&flat_c);
 	if (fork_c.n > 0)
 		printf("forks share the source's snapshot %.12s...: %zu of %zu "
 		    "(target: no blob copied)\n", big.snapshot, fork_c.n, nforks);
@@ -562,6 +596,9 @@ main(int argc, char **argv)
 		printf("big: p50 %.2f ms, %.2fx the floor (targets: <= 10 ms, "
 		    "<= 2.5x); the snapshot round trip adds %.2f ms\n", big_c.p50,
 		    big_c.p50 / floor_c.p50, big_c.p50 - floor_c.p50);
+	if (floor_c.n > 0 && flat_c.n > 0)
+		printf("big, all in one folder: p50 %.2f ms, %.2fx the floor\n",
+		    flat_c.p50, flat_c.p50 / floor_c.p50);
 	if (import_c.n > 0)
 		printf("create from a %.1f MB snapshot + first job: p50 %.2f ms, "
 		    "%.2fx the floor (target: <= 30 ms)\n", (double)snaplen / 1e6,
@@ -577,6 +614,7 @@ main(int argc, char **argv)
 	free(floor_c.ms);
 	free(small_c.ms);
 	free(big_c.ms);
+	free(flat_c.ms);
 	free(nop_c.ms);
 	free(fork_c.ms);
 	free(import_c.ms);
