@@ -184,17 +184,47 @@ interp_job(struct sandq *c, int kind)
 }
 
 /*
+ * The machine's busy CPU time so far, in ms (/proc/stat's first line: all
+ * but idle and iowait), or -1. Includes Redis, sandqd, its workers and this
+ * client: everything a round of the interpreter line costs.
+ */
+static double
+machine_busy_ms(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n;
+
+	if (f == NULL)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+	    &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n != 8)
+		return -1;
+	/* user nice system [idle] [iowait] irq softirq steal, in USER_HZ */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1e3 /
+	    (double)sysconf(_SC_CLK_TCK);
+}
+
+/*
  * Warm interpreters (issue 19, item 3): n rounds of sh 'echo' and python
  * (kind 1: warm, or 2: forced cold), alternating so the machine's noise
  * falls on both; prints both p50s and the ratio (target: warm python <=
  * 1.5x echo). With gap_ms, the client waits that long before each job (a
  * client that is not a tight loop).
+ *
+ * Back to back it also prints the machine's busy CPU per round. A
+ * sequential client's round then lasts echo + python, and the machine
+ * cannot spend more than ncpu x that: so python's mean >= cpu / ncpu -
+ * echo's mean, whatever the schedule. That is what the CPU alone allows.
  */
 static int
 interp_line(const char *url, size_t n, int kind, int gap_ms)
 {
 	struct timespec gap = { gap_ms / 1000, (long)(gap_ms % 1000) * 1000000L };
-	double *ms[2], p[2];
+	double *ms[2], p[2], mean[2] = { 0, 0 }, busy0, busy1, wall0, wall;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	struct sandq *c;
 	char err[256];
 	int failures = 0;
@@ -205,6 +235,8 @@ interp_line(const char *url, size_t n, int kind, int gap_ms)
 	}
 	for (int k = 0; k < 2; k++)
 		ms[k] = calloc(n, sizeof(double));
+	busy0 = machine_busy_ms();
+	wall0 = now_ms();
 	for (size_t i = 0; i < n; i++)
 		for (int k = 0; k < 2; k++) {
 			if (gap_ms > 0)
@@ -212,13 +244,28 @@ interp_line(const char *url, size_t n, int kind, int gap_ms)
 			if ((ms[k][i] = interp_job(c, k == 0 ? 0 : kind)) < 0)
 				failures++;
 		}
+	busy1 = machine_busy_ms();
+	wall = now_ms() - wall0;
 	sandq_close(c);
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = 0; i < n; i++)
+			mean[k] += ms[k][i] / (double)n;
 		p[k] = pct(ms[k], n, 50);
+	}
 	printf("%-34s %zu each, %s, %d ms apart: echo p50 %.2f ms, python p50 "
 	    "%.2f ms: %.2fx%s\n", "sandq: sh 'echo' / python 'print'", n,
 	    kind == 1 ? "warm" : "cold", gap_ms, p[0], p[1], p[1] / p[0],
 	    kind == 1 ? " (target <= 1.5x)" : "");
+	if (gap_ms == 0 && busy0 >= 0 && busy1 >= busy0 && ncpu > 0) {
+		double cpu = (busy1 - busy0) / (double)n;
+		double lo = cpu / (double)ncpu - mean[0];
+
+		printf("%-34s machine busy %.1f ms of CPU per round (%.0f%% of %ld "
+		    "CPUs); means echo %.2f, python %.2f ms; the CPU alone needs "
+		    "python's mean >= %.2f ms (%.2fx echo's)\n", "", cpu,
+		    100.0 * (busy1 - busy0) / (wall * (double)ncpu), ncpu, mean[0],
+		    mean[1], lo, lo / mean[0]);
+	}
 	for (int k = 0; k < 2; k++)
 		free(ms[k]);
 	return failures;
