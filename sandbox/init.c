@@ -316,7 +316,7 @@ init_run_job(const struct sandbox_conf *conf, int ctl, int out_wr, int err_wr,
 	(void)msg_send(ctl, MSG_SBX_EXEC, 0, &ex, sizeof(ex), -1);
 	/* The capture's reads of the snapshot, while the job runs. */
 	if (capture)
-		persist_capture_ahead(ps, snapfd);
+		persist_capture_ahead(ps, snapfd, j);
 
 	/* As pid 1, reap every process of the namespace, orphans included. */
 	for (;;) {

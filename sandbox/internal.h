@@ -279,11 +279,12 @@ int persist_materialise(struct persist *ps, int snapfd, struct job *j, struct er
 int persist_seed(int ctl, int snapfd, const struct job *j, struct err *e);
 /*
  * While the job runs (init only waits for it then): opens the snapshot and
- * reads what the capture will need of it (its entries and size) into
- * ps->ahead, so that persist_capture() starts at the workspace. Only on an
- * overlay; a failure leaves ps->ahead NULL and the capture reads it itself.
+ * reads what the capture will need of it (its entries and size, each
+ * entry's level under j's rules) into ps->ahead, so that persist_capture()
+ * of the same j starts at the workspace. Only on an overlay; a failure
+ * leaves ps->ahead NULL and the capture reads it itself.
  */
-void persist_capture_ahead(struct persist *ps, int snapfd);
+void persist_capture_ahead(struct persist *ps, int snapfd, const struct job *j);
 int persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
     const void *rec, size_t reclen, struct err *e);
 

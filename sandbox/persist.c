@@ -1047,10 +1047,11 @@ base_advance(int ctl, struct persist *ps, struct agentfs *fs,
 struct capture_ahead {
 	struct snapview v;
 	struct workspace_ahead *a;
+	struct perms p;		/* the job's rules, compiled */
 };
 
 void
-persist_capture_ahead(struct persist *ps, int snapfd)
+persist_capture_ahead(struct persist *ps, int snapfd, const struct job *j)
 {
 	struct capture_ahead *ca;
 	struct err e = { 0 };
@@ -1058,12 +1059,18 @@ persist_capture_ahead(struct persist *ps, int snapfd)
 	if (ps->upperfd < 0 || ps->ahead != NULL)
 		return;
 	ca = xcalloc(1, sizeof(*ca));
-	if (snapshot_view(snapfd, ps->patchfd, &ca->v, &e) < 0) {
+	if (perms_compile_job(&ca->p, j, &e) < 0) {
 		free(ca);
 		return;
 	}
-	if (workspace_capture_ahead(ca->v.fs, &ca->a, &e) < 0) {
+	if (snapshot_view(snapfd, ps->patchfd, &ca->v, &e) < 0) {
+		perms_free(&ca->p);
+		free(ca);
+		return;
+	}
+	if (workspace_capture_ahead(ca->v.fs, &ca->p, &ca->a, &e) < 0) {
 		snapshot_view_close(&ca->v);
+		perms_free(&ca->p);
 		free(ca);
 		return;
 	}
@@ -1091,7 +1098,17 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	size_t len = 0;
 	int rc, wsfd, fd = -1;
 
-	if ((rc = perms_compile_job(&p, j, e)) < 0)
+	/*
+	 * The rules, as compiled while the job ran if the capture's reads
+	 * were made then (persist_capture_ahead(), for this same job).
+	 */
+	if (ps->ahead != NULL) {
+		p = ps->ahead->p;
+		v = ps->ahead->v;
+		ahead = ps->ahead->a;
+		free(ps->ahead);
+		ps->ahead = NULL;
+	} else if ((rc = perms_compile_job(&p, j, e)) < 0)
 		return rc;
 	/*
 	 * The job's disk limit bounds what it commits, not only what its
@@ -1112,17 +1129,13 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	 * what the job changed is read, and the head was opened and its
 	 * entries read while the job ran (persist_capture_ahead()).
 	 */
-	if (ps->ahead != NULL) {
-		v = ps->ahead->v;
-		ahead = ps->ahead->a;
-		free(ps->ahead);
-		ps->ahead = NULL;
-	} else if ((rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
+	if (ahead == NULL && (rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
 		goto out;
-	if (ahead != NULL)
+	if (ahead != NULL) {
 		rc = workspace_capture_overlay_ahead(wsfd, ps->upperfd, v.fs, ahead, &lim,
 		    &p, &ch, e);
-	else
+		ahead = NULL;		/* taken over */
+	} else
 		rc = ps->upperfd >= 0 ?
 		    workspace_capture_overlay(wsfd, ps->upperfd, v.fs, &lim, &p, &ch, e) :
 		    workspace_capture_inplace(wsfd, v.fs, &lim, &p, &ch, e);
@@ -1142,6 +1155,7 @@ out:
 		close(fd);
 	if (wsfd >= 0)
 		close(wsfd);
+	workspace_ahead_free(ahead);
 	snapshot_view_close(&v);
 	workspace_changes_free(&ch);
 	perms_free(&p);

@@ -93,6 +93,7 @@ sample_new(void)
 	mkd(fs, "/untouched", 0755);
 	mkd(fs, "/untouched/deep", 0700);
 	put(fs, "/untouched/deep/file", "as it was\n", 0600);
+	put(fs, "/untouched/deep/hidden", "never shown\n", 0600);
 	CHECK(agentfs_symlink(fs, "../a.txt", "/untouched/up", &e) == 0, "%s", e.msg);
 	put(fs, "/a.txt", "alpha\n", 0644);
 	put(fs, "/src/main.c", "int main(void) { return 0; }\n", 0644);
@@ -106,6 +107,7 @@ sample_new(void)
 	put(fs, "/locked/keep", "keep\n", 0644);
 	put(fs, "/quiet/secret", "hidden\n", 0644);
 	put(fs, "/quiet/shown", "shown\n", 0644);
+	put(fs, "/quiet/also", "hidden, untouched\n", 0644);
 	put(fs, "/seen.bin", "0123456789", 0644);
 	CHECK(agentfs_symlink(fs, "a.txt", "/link", &e) == 0, "%s", e.msg);
 	return fs;
@@ -140,6 +142,8 @@ rules(struct perms *p)
 	static const struct perm_rule r[] = {
 		{ "/locked/**", PERM_READ },
 		{ "/quiet/secret", PERM_NONE },
+		{ "/quiet/also", PERM_NONE },
+		{ "/untouched/deep/hidden", PERM_NONE },
 		{ "/seen.bin", PERM_VIEW },
 	};
 	struct err e;
@@ -235,13 +239,14 @@ enter_namespaces(void)
 
 /*
  * The least max_files a capture of dirfd (an overlay's merged tree with
- * upper, or a plain tree) against base passes under; a cap one lower must
- * fail with -EDQUOT. Entries the upper layer lacks count as a listing of
- * the merged tree counts them.
+ * upper: overlay 1, or 2 with base's entries and levels read ahead; or a
+ * plain tree: 0) against base passes under; a cap one lower must fail
+ * with -EDQUOT. Entries the upper layer lacks count as a listing of the
+ * merged tree counts them.
  */
 static unsigned
 least_cap(int dirfd, int upper, struct agentfs *base, const struct perms *p,
-    bool overlay)
+    int overlay)
 {
 	for (unsigned cap = 1; cap < 1000; cap++) {
 		struct workspace_limits lim = WORKSPACE_LIMITS_DEFAULT;
@@ -251,7 +256,14 @@ least_cap(int dirfd, int upper, struct agentfs *base, const struct perms *p,
 		int rc;
 
 		lim.max_files = cap;
-		if (overlay) {
+		if (overlay == 2) {
+			struct workspace_ahead *a = NULL;
+
+			out = copy_of(base);
+			CHECK(workspace_capture_ahead(out, p, &a, &e) == 0, "%s", e.msg);
+			rc = workspace_capture_overlay_ahead(dirfd, upper, out, a, &lim, p,
+			    &ch, &e);
+		} else if (overlay) {
 			out = copy_of(base);
 			rc = workspace_capture_overlay(dirfd, upper, out, &lim, p, &ch, &e);
 		} else
@@ -269,7 +281,9 @@ static void
 scenario(const char *root)
 {
 	struct workspace_changes ch_ovl = { 0 }, ch_plain = { 0 }, ch_after = { 0 };
-	struct agentfs *base, *ovl, *plain = NULL, *after = NULL;
+	struct workspace_changes ch_ahead = { 0 };
+	struct agentfs *base, *ovl, *plain = NULL, *after = NULL, *ahead;
+	struct workspace_ahead *wa = NULL;
 	struct perms p = { 0 };
 	char path[4][256], opts[1024];
 	const char *sub[] = { "lower", "plain", "ovl", "merged" };
@@ -332,11 +346,31 @@ scenario(const char *root)
 	free(a);
 	free(b);
 
-	/* Both count entries the same: the least cap each passes under. */
-	CHECK(least_cap(merged, upper, base, &p, true) == least_cap(plainfd, -1, base,
-	    &p, false), "the overlay capture counts %u entries, the plain one %u",
-	    least_cap(merged, upper, base, &p, true),
-	    least_cap(plainfd, -1, base, &p, false));
+	/* The same capture with base's entries and their levels read ahead
+	 * (as while a job runs) is the same snapshot. */
+	ahead = copy_of(base);
+	CHECK(workspace_capture_ahead(ahead, &p, &wa, &e) == 0, "%s", e.msg);
+	CHECK(workspace_capture_overlay_ahead(merged, upper, ahead, wa, NULL, &p,
+	    &ch_ahead, &e) == 0, "overlay capture read ahead: %s", e.msg);
+	a = dump(ahead);
+	b = dump(plain);
+	CHECK(strcmp(a, b) == 0, "overlay capture read ahead:\n%s\nplain capture:\n%s",
+	    a, b);
+	CHECK(ch_ahead.added == ch_plain.added && ch_ahead.modified == ch_plain.modified &&
+	    ch_ahead.removed == ch_plain.removed && ch_ahead.refused == ch_plain.refused,
+	    "read ahead: other changes");
+	free(a);
+	free(b);
+
+	/* All count entries the same: the least cap each passes under. */
+	CHECK(least_cap(merged, upper, base, &p, 1) == least_cap(plainfd, -1, base,
+	    &p, 0), "the overlay capture counts %u entries, the plain one %u",
+	    least_cap(merged, upper, base, &p, 1),
+	    least_cap(plainfd, -1, base, &p, 0));
+	CHECK(least_cap(merged, upper, base, &p, 2) == least_cap(plainfd, -1, base,
+	    &p, 0), "the overlay capture read ahead counts %u entries, the plain one %u",
+	    least_cap(merged, upper, base, &p, 2),
+	    least_cap(plainfd, -1, base, &p, 0));
 
 	/* The lower tree brought up to date is the new snapshot, under p. */
 	close(merged);
@@ -354,6 +388,8 @@ scenario(const char *root)
 	workspace_changes_free(&ch_ovl);
 	workspace_changes_free(&ch_plain);
 	workspace_changes_free(&ch_after);
+	workspace_changes_free(&ch_ahead);
+	agentfs_close(ahead);
 	agentfs_close(after);
 	agentfs_close(plain);
 	agentfs_close(ovl);

@@ -289,14 +289,16 @@ int workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
 
 /*
  * What a capture reads of its base before it looks at the directory: the
- * base's entries (one walk, sorted) and its size. Read ahead of the
- * capture (while the job still runs) with workspace_capture_ahead(), and
- * handed to workspace_capture_overlay_ahead(), which takes it over. It is
- * fs's as it was when read: nothing may write fs in between.
+ * base's entries (one walk, sorted), its size and, given p, each entry's
+ * level under p. Read ahead of the capture (while the job still runs)
+ * with workspace_capture_ahead(), and handed to
+ * workspace_capture_overlay_ahead(), which takes it over and must get the
+ * same rules p (or none). It is fs's as it was when read: nothing may
+ * write fs in between.
  */
 struct workspace_ahead;
-int workspace_capture_ahead(struct agentfs *fs, struct workspace_ahead **out,
-    struct err *e);
+int workspace_capture_ahead(struct agentfs *fs, const struct perms *p,
+    struct workspace_ahead **out, struct err *e);
 /* Frees a read-ahead not handed over; NULL is a no-op. */
 void workspace_ahead_free(struct workspace_ahead *a);
 /*

@@ -58,6 +58,7 @@ struct base_ent {
 	bool done;			/* seen in the workspace, kept or removed */
 	bool keep;			/* a descendant is kept: so is this */
 	bool gone;			/* overlay: under a whiteout (the job removed it) */
+	enum perm_level rule;		/* its level under c->p, if c->rules_ahead */
 	enum perm_level level;		/* set by the removal pass only */
 };
 
@@ -76,6 +77,7 @@ struct cap {
 	bool growth_cap;		/* lim.max_bytes is max_growth's bound */
 	dev_t dev;			/* the workspace's device (overlay: the upper layer's) */
 	bool overlay;			/* reading an overlay's upper layer (see _overlay) */
+	bool rules_ahead;		/* each ents[].rule is set (workspace_ahead) */
 	size_t nall_alloc;		/* overlay: allocated entries of ch->all */
 	struct err *e;			/* error record */
 	char path[AGENTFS_PATH_MAX + 1];	/* path being visited */
@@ -163,6 +165,13 @@ base_find(struct cap *c, const char *path)
 	if (c->n == 0)
 		return NULL;	/* no base: ents may be NULL, which bsearch() may not get */
 	return bsearch(&key, c->ents, c->n, sizeof(*c->ents), base_ent_cmp);
+}
+
+/* be's level under c->p (which is not NULL): read ahead, or checked now. */
+static enum perm_level
+base_level(const struct cap *c, const struct base_ent *be)
+{
+	return c->rules_ahead ? be->rule : perms_check(c->p, be->path);
 }
 
 static void
@@ -602,7 +611,7 @@ cap_unchanged(struct cap *c, struct base_ent *be)
 	for (size_t j = i; j < end; j++) {
 		struct base_ent *x = &c->ents[j];
 		enum perm_level lv = c->p != NULL && (j > i ||
-		    x->kind == AGENTFS_FILE) ? perms_check(c->p, x->path) : PERM_WRITE;
+		    x->kind == AGENTFS_FILE) ? base_level(c, x) : PERM_WRITE;
 
 		x->done = true;
 		if (j > i && lv != PERM_NONE && ++c->count > c->lim.max_files)
@@ -754,7 +763,7 @@ cap_lower_rest(struct cap *c, int fd, size_t plen)
 		size_t next = base_run_end(c, be);
 
 		if (!be->done && !be->gone) {
-			if (c->p == NULL || perms_check(c->p, be->path) != PERM_NONE) {
+			if (c->p == NULL || base_level(c, be) != PERM_NONE) {
 				if (++c->count > c->lim.max_files)
 					return err_set(c->e, -EDQUOT, "workspace: %s: "
 					    "over the cap of %u entries", be->path,
@@ -947,6 +956,7 @@ struct workspace_ahead {
 	size_t n;
 	size_t cap;
 	uint64_t base_size;
+	bool rules;		/* each entry's level under the capture's rules is set */
 };
 
 int
@@ -1088,8 +1098,8 @@ out_free:
 }
 
 int
-workspace_capture_ahead(struct agentfs *fs, struct workspace_ahead **out,
-    struct err *e)
+workspace_capture_ahead(struct agentfs *fs, const struct perms *p,
+    struct workspace_ahead **out, struct err *e)
 {
 	struct workspace_ahead *a = xcalloc(1, sizeof(*a));
 	struct cap c = { .base = fs, .e = e };
@@ -1101,6 +1111,11 @@ workspace_capture_ahead(struct agentfs *fs, struct workspace_ahead **out,
 		rc = agentfs_walk(fs, cap_collect_cb, &c, e);
 	if (rc == 0 && c.n > 1)
 		qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
+	/* The rules' verdict on each entry: most are left unchanged, and
+	 * still counted by level (cap_unchanged()). */
+	for (size_t i = 0; rc == 0 && p != NULL && i < c.n; i++)
+		c.ents[i].rule = perms_check(p, c.ents[i].path);
+	a->rules = p != NULL;
 	a->ents = c.ents;
 	a->n = c.n;
 	a->cap = c.cap;
@@ -1148,6 +1163,7 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 		c.ents = a->ents;
 		c.n = a->n;
 		c.cap = a->cap;
+		c.rules_ahead = a->rules && p != NULL;
 		a->ents = NULL;
 		a->n = 0;
 	}
