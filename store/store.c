@@ -154,6 +154,25 @@ schema_ensure(struct store *st, struct err *e)
 	return store__tx_end(st, rc, e);
 }
 
+/*
+ * The WAL hook, in place of SQLite's auto-checkpoint (which is one too):
+ * it notes the WAL's length for store_checkpoint_idle() and checkpoints,
+ * passively, only past the backstop.
+ */
+static int
+wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct store *st = arg;
+
+	st->wal_frames = frames;
+	if (frames >= STORE_WAL_AUTOCHECKPOINT) {
+		(void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE,
+		    NULL, NULL);
+		st->wal_frames = 0;
+	}
+	return SQLITE_OK;
+}
+
 int
 store_open(const char *dir, struct store **out, struct err *e)
 {
@@ -210,12 +229,38 @@ store_open(const char *dir, struct store **out, struct err *e)
 	    (rc = sql_exec(st->db, "PRAGMA foreign_keys = ON", "store",
 	    "foreign_keys", e)) != 0)
 		goto out_close;
+	sqlite3_wal_hook(st->db, wal_hook, st);
 	*out = st;
 	return 0;
 
 out_close:
 	store_close(st);
 	return rc;
+}
+
+int
+store_wal_pending(const struct store *st)
+{
+	return st->wal_frames;
+}
+
+int
+store_checkpoint_idle(struct store *st, struct err *e)
+{
+	int log = 0, done = 0, rc;
+
+	err_clear(e);
+	if (st->wal_frames == 0)
+		return 0;
+	st->wal_frames = 0;
+	rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+	    &log, &done);
+	/* Busy: another connection is checkpointing; it does the same work. */
+	if (rc == SQLITE_BUSY)
+		return 0;
+	if (rc != SQLITE_OK)
+		return sql_fail(e, st->db, rc, "store", "checkpoint");
+	return done > 0 ? done : 0;
 }
 
 void

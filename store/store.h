@@ -215,6 +215,20 @@ void store_set_keep_versions(struct store *st, unsigned n);
  */
 void store_set_quota(struct store *st, uint64_t bytes);
 
+/*
+ * Checkpoints. A commit that leaves STORE_WAL_AUTOCHECKPOINT frames or
+ * more in the WAL folds it into the database file before it returns, as
+ * SQLite's own auto-checkpoint does: the backstop that keeps the WAL
+ * bounded. A caller with idle time does it earlier and off its commits:
+ * store_wal_pending() is the WAL's frames as this handle's last commit
+ * left them (0 after a checkpoint here), and store_checkpoint_idle() runs
+ * a passive checkpoint (it waits for no reader or writer, in this process
+ * or another) and returns the frames it folded in, or -errno.
+ */
+#define STORE_WAL_AUTOCHECKPOINT 1000
+int store_wal_pending(const struct store *st);
+int store_checkpoint_idle(struct store *st, struct err *e);
+
 /*** Blobs ***/
 
 /*

@@ -35,6 +35,8 @@ struct store {
 	bool defer_refs;	/* the next plan stored defers its reused
 				 * chunks' references (store__net_flush()) */
 	struct refnet *net;	/* those references, or NULL */
+	int wal_frames;		/* the WAL's frames at this handle's last commit,
+				 * 0 once checkpointed (store_checkpoint_idle()) */
 };
 
 /* blobs, in schema 2 and in the table a schema-1 file is converted into. */

@@ -2,7 +2,8 @@
  * hygiene_test.c - the pool keeps its workers healthy (dispatcher/pool.c):
  * a worker whose own memory grew past worker_max_memory_growth is replaced
  * after its job, a worker stuck in set-up is killed and started again, and
- * a worker stuck on a job is killed, its job tried again (here: answered).
+ * a worker stuck on a job is killed, its job tried again (here: answered),
+ * and an idle worker folds the store's WAL into its file.
  *
  * Every test runs its own sandqd with one worker, so "the worker" is one
  * process, found by its command line (--run-dir names the harness's
@@ -12,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +194,83 @@ Test(hygiene, the_default_growth_limit_keeps_a_worker_after_the_same_job)
 	expect_ok(harness_sh(c, "echo after", NULL), "job after the write");
 	cr_expect_eq(worker_pid(&H), first, "the worker was replaced");
 	cr_expect_not(log_has(&H, "past worker_max_memory_growth"));
+	sandq_close(c);
+}
+
+/*** The store's WAL ***/
+
+struct in_file {
+	const struct harness *h;
+	const char *id;
+	int version;
+};
+
+/*
+ * Whether the store's database file itself (immutable=1: the WAL is not
+ * read) holds the sandbox at the version: only a checkpoint puts a
+ * commit there. A read that meets a page being written says not yet.
+ */
+static bool
+file_has_version(void *arg)
+{
+	const struct in_file *x = arg;
+	char uri[400];
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	bool yes = false;
+
+	snprintf(uri, sizeof(uri), "file:%.300s/state/store/store.db?immutable=1",
+	    x->h->dir);
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) ==
+	    SQLITE_OK && sqlite3_prepare_v2(db, "SELECT version FROM sandboxes"
+	    " WHERE tenant = 'default' AND id = ?1", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_bind_text(st, 1, x->id, -1, SQLITE_STATIC) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		yes = sqlite3_column_int(st, 0) == x->version;
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return yes;
+}
+
+static bool
+checkpointed(void *arg)
+{
+	return log_has(arg, "WAL frames checkpointed while idle");
+}
+
+/*
+ * A commit leaves its frames in the WAL (below the backstop of
+ * STORE_WAL_AUTOCHECKPOINT: the job's 2 MB of random bytes are some 500
+ * frames, past what an idle worker waits for); once the worker has had
+ * nothing to do for a moment it checkpoints them, so the next commits do
+ * not: the database file shows the job's version, and the log says so.
+ */
+Test(hygiene, an_idle_worker_folds_the_store_wal_into_its_file)
+{
+	static const char *const extra[] = { "--log-level", "debug", NULL };
+	struct sandq_op_args a = { 0 };
+	struct sandq_job_opts o = { 0 };
+	struct sandq_result *r = NULL;
+	char id[64];
+	struct sandq *c;
+
+	harness_start(&H, 1, extra);
+	c = harness_client(&H);
+	snprintf(id, sizeof(id), "wal-%d", (int)getpid());
+	a.sandbox = id;
+	cr_assert_eq(sandq_call(c, "sandbox.create", &a, NULL, WAIT_MS, &r), 0, "%s",
+	    sandq_last_error(c));
+	expect_ok(r, "sandbox.create");
+	o.sandbox = id;
+	r = harness_sh(c, "head -c 2000000 /dev/urandom > f", &o);
+	cr_assert_not_null(r);
+	cr_assert_eq(r->version, 2, "the job committed version %llu",
+	    (unsigned long long)r->version);
+	expect_ok(r, "job on the sandbox");
+	cr_assert(harness_wait_for(checkpointed, &H, WAIT_MS),
+	    "the worker never checkpointed while idle");
+	cr_expect(file_has_version(&(struct in_file){ &H, id, 2 }),
+	    "the store's file does not hold version 2 after the checkpoint");
 	sandq_close(c);
 }
 

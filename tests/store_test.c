@@ -2527,3 +2527,58 @@ Test(store, adopt_makes_the_row_a_cache_of_another_store)
 	cr_expect_eq(store_sandbox_adopt(st, &sb, &e), -EINVAL);
 	cr_expect_eq(version_of("t", "box"), 4);
 }
+
+/*** Checkpoints ***/
+
+/*
+ * A commit leaves its frames in the WAL and says how many; an idle
+ * checkpoint folds them into the file (what a plain reader of the file,
+ * not of the WAL, then sees) and a second one has nothing to do. Past
+ * STORE_WAL_AUTOCHECKPOINT frames a commit checkpoints by itself, so the
+ * WAL never stays past that bound.
+ */
+Test(store, an_idle_checkpoint_folds_the_wal_in_and_commits_keep_the_backstop)
+{
+	unsigned char *a = pattern(3 * STORE_CHUNK_BYTES, 7);
+	char sha[65], uri[PATH_MAX + 32];
+	struct err e = { 0 };
+	sqlite3 *db = NULL;
+	sqlite3_stmt *stmt = NULL;
+	int pending, n, drops = 0;
+
+	cr_assert_eq(store_sandbox_create_blob(st, "acme", "w", a, 3 * STORE_CHUNK_BYTES,
+	    NULL, sha, &e), 0, "%s", e.msg);
+	cr_assert_gt(store_wal_pending(st), 0, "a commit left no frames");
+	cr_assert_lt(store_wal_pending(st), STORE_WAL_AUTOCHECKPOINT);
+	n = store_checkpoint_idle(st, &e);
+	cr_assert_gt(n, 0, "checkpointed %d frames: %s", n, e.msg);
+	cr_expect_eq(store_wal_pending(st), 0);
+	cr_expect_eq(store_checkpoint_idle(st, &e), 0, "nothing left to fold in");
+
+	/* The file alone (immutable: its WAL unread) holds the sandbox now. */
+	snprintf(uri, sizeof(uri), "file:%s/store.db?immutable=1", dir);
+	cr_assert_eq(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+	    NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT version FROM sandboxes WHERE"
+	    " tenant = 'acme' AND id = 'w'", -1, &stmt, NULL), SQLITE_OK);
+	cr_expect_eq(sqlite3_step(stmt), SQLITE_ROW, "the file lacks the commit");
+	sqlite3_finalize(stmt);
+	sqlite3_close(db);
+
+	/* New chunks at every commit: the WAL passes the bound several times. */
+	pending = 0;
+	for (int i = 0; i < 40; i++) {
+		unsigned char *b = pattern(3 * STORE_CHUNK_BYTES, 100 + (uint32_t)i);
+		char next[65];
+
+		cr_assert_eq(store_sandbox_commit_blob(st, "acme", "w", (uint64_t)i + 1, b,
+		    3 * STORE_CHUNK_BYTES, NULL, NULL, 0, next, &e), 0, "%s", e.msg);
+		cr_assert_lt(store_wal_pending(st), STORE_WAL_AUTOCHECKPOINT,
+		    "commit %d left %d frames in the WAL", i, store_wal_pending(st));
+		drops += store_wal_pending(st) < pending;
+		pending = store_wal_pending(st);
+		free(b);
+	}
+	cr_expect_gt(drops, 0, "no commit checkpointed past the bound");
+	free(a);
+}
