@@ -1096,7 +1096,7 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	struct perms p = { 0 };
 	uint64_t len64;
 	size_t len = 0;
-	int rc, wsfd, fd = -1;
+	int rc, wsfd = -1, fd = -1;
 
 	/*
 	 * The rules, as compiled while the job ran if the capture's reads
@@ -1118,8 +1118,9 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	 * The capture stops (-ENOSPC) once the snapshot would grow by more.
 	 */
 	lim.max_growth = j->limits.disk_bytes;
-	wsfd = open(ps->ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (wsfd < 0) {
+	/* An overlay's capture reads its upper layer (ps->upperfd) only. */
+	if (ps->upperfd < 0 && (wsfd = open(ps->ws, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		rc = err_set(e, -errno, "open %s: %s", ps->ws, strerror(errno));
 		goto out;
 	}
@@ -1132,12 +1133,12 @@ persist_capture(int ctl, struct persist *ps, int snapfd, const struct job *j,
 	if (ahead == NULL && (rc = snapshot_view(snapfd, ps->patchfd, &v, e)) < 0)
 		goto out;
 	if (ahead != NULL) {
-		rc = workspace_capture_overlay_ahead(wsfd, ps->upperfd, v.fs, ahead, &lim,
+		rc = workspace_capture_overlay_ahead(ps->upperfd, v.fs, ahead, &lim,
 		    &p, &ch, e);
 		ahead = NULL;		/* taken over */
 	} else
 		rc = ps->upperfd >= 0 ?
-		    workspace_capture_overlay(wsfd, ps->upperfd, v.fs, &lim, &p, &ch, e) :
+		    workspace_capture_overlay(ps->upperfd, v.fs, &lim, &p, &ch, e) :
 		    workspace_capture_inplace(wsfd, v.fs, &lim, &p, &ch, e);
 	if (rc < 0 || (rc = capture_finish(v.fs, ps, j, rec, reclen, e)) < 0 ||
 	    (rc = patch_ship(v.fs, &fd, &len, e)) < 0)

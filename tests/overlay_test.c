@@ -238,14 +238,14 @@ enter_namespaces(void)
 }
 
 /*
- * The least max_files a capture of dirfd (an overlay's merged tree with
- * upper: overlay 1, or 2 with base's entries and levels read ahead; or a
- * plain tree: 0) against base passes under; a cap one lower must fail
- * with -EDQUOT. Entries the upper layer lacks count as a listing of the
- * merged tree counts them.
+ * The least max_files a capture of fd (an overlay's upper layer: overlay
+ * 1, or 2 with base's entries and levels read ahead; or a plain tree: 0)
+ * against base passes under; a cap one lower must fail with -EDQUOT.
+ * Entries the upper layer lacks count as a listing of the merged tree
+ * counts them.
  */
 static unsigned
-least_cap(int dirfd, int upper, struct agentfs *base, const struct perms *p,
+least_cap(int fd, struct agentfs *base, const struct perms *p,
     int overlay)
 {
 	for (unsigned cap = 1; cap < 1000; cap++) {
@@ -261,13 +261,13 @@ least_cap(int dirfd, int upper, struct agentfs *base, const struct perms *p,
 
 			out = copy_of(base);
 			CHECK(workspace_capture_ahead(out, p, &a, &e) == 0, "%s", e.msg);
-			rc = workspace_capture_overlay_ahead(dirfd, upper, out, a, &lim, p,
+			rc = workspace_capture_overlay_ahead(fd, out, a, &lim, p,
 			    &ch, &e);
 		} else if (overlay) {
 			out = copy_of(base);
-			rc = workspace_capture_overlay(dirfd, upper, out, &lim, p, &ch, &e);
+			rc = workspace_capture_overlay(fd, out, &lim, p, &ch, &e);
 		} else
-			rc = workspace_capture_rules(dirfd, base, &lim, p, &out, &ch, &e);
+			rc = workspace_capture_rules(fd, base, &lim, p, &out, &ch, &e);
 		workspace_changes_free(&ch);
 		agentfs_close(out);
 		if (rc == 0)
@@ -287,7 +287,7 @@ scenario(const char *root)
 	struct perms p = { 0 };
 	char path[4][256], opts[1024];
 	const char *sub[] = { "lower", "plain", "ovl", "merged" };
-	int lower, plainfd, merged, upper;
+	int lower, plainfd, upper;
 	struct err e;
 	char *a, *b;
 
@@ -320,11 +320,10 @@ scenario(const char *root)
 	edit(path[1]);
 
 	/* The overlay capture, in place on a copy of base... */
-	merged = open_dir(path[3]);
 	snprintf(opts, sizeof(opts), "%s/u", path[2]);
 	upper = open_dir(opts);
 	ovl = copy_of(base);
-	CHECK(workspace_capture_overlay(merged, upper, ovl, NULL, &p, &ch_ovl, &e) == 0,
+	CHECK(workspace_capture_overlay(upper, ovl, NULL, &p, &ch_ovl, &e) == 0,
 	    "overlay capture: %s", e.msg);
 	/* ...is the full capture of the same edits on a plain tree. */
 	CHECK(workspace_capture_rules(plainfd, base, NULL, &p, &plain, &ch_plain, &e) == 0,
@@ -350,7 +349,7 @@ scenario(const char *root)
 	 * (as while a job runs) is the same snapshot. */
 	ahead = copy_of(base);
 	CHECK(workspace_capture_ahead(ahead, &p, &wa, &e) == 0, "%s", e.msg);
-	CHECK(workspace_capture_overlay_ahead(merged, upper, ahead, wa, NULL, &p,
+	CHECK(workspace_capture_overlay_ahead(upper, ahead, wa, NULL, &p,
 	    &ch_ahead, &e) == 0, "overlay capture read ahead: %s", e.msg);
 	a = dump(ahead);
 	b = dump(plain);
@@ -363,17 +362,16 @@ scenario(const char *root)
 	free(b);
 
 	/* All count entries the same: the least cap each passes under. */
-	CHECK(least_cap(merged, upper, base, &p, 1) == least_cap(plainfd, -1, base,
+	CHECK(least_cap(upper, base, &p, 1) == least_cap(plainfd, base,
 	    &p, 0), "the overlay capture counts %u entries, the plain one %u",
-	    least_cap(merged, upper, base, &p, 1),
-	    least_cap(plainfd, -1, base, &p, 0));
-	CHECK(least_cap(merged, upper, base, &p, 2) == least_cap(plainfd, -1, base,
+	    least_cap(upper, base, &p, 1),
+	    least_cap(plainfd, base, &p, 0));
+	CHECK(least_cap(upper, base, &p, 2) == least_cap(plainfd, base,
 	    &p, 0), "the overlay capture read ahead counts %u entries, the plain one %u",
-	    least_cap(merged, upper, base, &p, 2),
-	    least_cap(plainfd, -1, base, &p, 0));
+	    least_cap(upper, base, &p, 2),
+	    least_cap(plainfd, base, &p, 0));
 
 	/* The lower tree brought up to date is the new snapshot, under p. */
-	close(merged);
 	CHECK(umount2(path[3], MNT_DETACH) == 0, "umount: %s", strerror(errno));
 	CHECK(workspace_apply(ovl, lower, &ch_ovl, &e) == 0, "apply: %s", e.msg);
 	CHECK(workspace_capture_rules(lower, ovl, NULL, &p, &after, &ch_after, &e) == 0,

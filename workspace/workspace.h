@@ -271,19 +271,19 @@ int workspace_capture_rules(int dirfd, struct agentfs *base,
  * workspace_capture_rules() of a workspace that is an overlay whose lower
  * layer is fs materialised under the same rules p
  * (workspace_materialise_rules()), and whose upper layer (upperfd) holds
- * what the job changed: mergedfd is the overlay itself, mounted with
- * userxattr and without redirect_dir or metacopy (which userxattr turns
- * off). Only the upper layer is listed and read (from upperfd): a whiteout
+ * what the job changed; the overlay is mounted with userxattr, so without
+ * redirect_dir or metacopy (which userxattr turns off). Only the upper
+ * layer is listed and read, never the merged tree: a whiteout
  * there (the 0:0 character device) or an opaque directory (the
  * user.overlay.opaque xattr) is what the job removed, as overlayfs shows
  * it. An entry the upper layer lacks is base's, unchanged, and counts
  * against the caps with its subtree, without a system call: a change
- * beside many files costs what the change does. The capture is made in place: fs is base on entry and
- * the new snapshot on success (on failure it is half rewritten: discard
- * it). ch (required) also gets ch->all, every change in order, for
+ * beside many files costs what the change does. The capture is made in
+ * place: fs is base on entry and the new snapshot on success (on failure
+ * it is half rewritten: discard it). ch (required) also gets ch->all, every change in order, for
  * workspace_apply(). Otherwise as workspace_capture_rules().
  */
-int workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
+int workspace_capture_overlay(int upperfd, struct agentfs *fs,
     const struct workspace_limits *lim, const struct perms *p,
     struct workspace_changes *ch, struct err *e);
 
@@ -306,7 +306,7 @@ void workspace_ahead_free(struct workspace_ahead *a);
  * a (from fs, untouched since): the capture does the same checks and makes
  * the same snapshot, without walking fs again. a is freed.
  */
-int workspace_capture_overlay_ahead(int mergedfd, int upperfd, struct agentfs *fs,
+int workspace_capture_overlay_ahead(int upperfd, struct agentfs *fs,
     struct workspace_ahead *a, const struct workspace_limits *lim,
     const struct perms *p, struct workspace_changes *ch, struct err *e);
 

@@ -1141,16 +1141,16 @@ workspace_ahead_free(struct workspace_ahead *a)
 }
 
 /*
- * A capture made in place on fs: of an overlay when upperfd >= 0 (dirfd is
- * the merged tree), else of the plain tree dirfd. a, if not NULL, is fs's
- * entries and size read ahead (taken over and freed).
+ * A capture made in place on fs of dirfd: an overlay's upper layer if
+ * overlay, else a plain tree. a, if not NULL, is fs's entries and size
+ * read ahead (taken over and freed).
  */
 static int
-capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
+capture_inplace(int dirfd, bool overlay, struct agentfs *fs,
     struct workspace_ahead *a, const struct workspace_limits *lim,
     const struct perms *p, struct workspace_changes *ch, struct err *e)
 {
-	struct cap c = { .base = fs, .out = fs, .p = p, .e = e, .overlay = upperfd >= 0 };
+	struct cap c = { .base = fs, .out = fs, .p = p, .e = e, .overlay = overlay };
 	bool ahead = a != NULL;
 	struct stat st = { 0 };
 	int rc;
@@ -1167,11 +1167,9 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 		a->ents = NULL;
 		a->n = 0;
 	}
-	rc = fstat(c.overlay ? upperfd : dirfd, &st) != 0 ?
-	    workspace__sys_fail(e, "/", "fstat") : 0;
+	rc = fstat(dirfd, &st) != 0 ? workspace__sys_fail(e, "/", "fstat") : 0;
 	c.dev = st.st_dev;
-	if (rc == 0 && (!S_ISDIR(st.st_mode) || fstat(dirfd, &st) != 0 ||
-	    !S_ISDIR(st.st_mode)))
+	if (rc == 0 && !S_ISDIR(st.st_mode))
 		rc = err_set(e, -ENOTDIR, "workspace: /: not a directory");
 	if (rc == 0)
 		rc = cap_growth_start(&c, fs, a);
@@ -1188,7 +1186,7 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 		qsort(c.ents, c.n, sizeof(*c.ents), base_ent_cmp);
 	if (rc == 0) {
 		c.path[0] = '\0';
-		rc = cap_dir(&c, c.overlay ? upperfd : dirfd, 0, 0);
+		rc = cap_dir(&c, dirfd, 0, 0);
 		if (rc == 0)
 			rc = cap_remove_missing(&c);
 		if (rc == 0)
@@ -1203,19 +1201,19 @@ capture_inplace(int dirfd, int upperfd, struct agentfs *fs,
 }
 
 int
-workspace_capture_overlay(int mergedfd, int upperfd, struct agentfs *fs,
+workspace_capture_overlay(int upperfd, struct agentfs *fs,
     const struct workspace_limits *lim, const struct perms *p,
     struct workspace_changes *ch, struct err *e)
 {
-	return capture_inplace(mergedfd, upperfd, fs, NULL, lim, p, ch, e);
+	return capture_inplace(upperfd, true, fs, NULL, lim, p, ch, e);
 }
 
 int
-workspace_capture_overlay_ahead(int mergedfd, int upperfd, struct agentfs *fs,
+workspace_capture_overlay_ahead(int upperfd, struct agentfs *fs,
     struct workspace_ahead *a, const struct workspace_limits *lim,
     const struct perms *p, struct workspace_changes *ch, struct err *e)
 {
-	return capture_inplace(mergedfd, upperfd, fs, a, lim, p, ch, e);
+	return capture_inplace(upperfd, true, fs, a, lim, p, ch, e);
 }
 
 int
@@ -1223,5 +1221,5 @@ workspace_capture_inplace(int dirfd, struct agentfs *fs,
     const struct workspace_limits *lim, const struct perms *p,
     struct workspace_changes *ch, struct err *e)
 {
-	return capture_inplace(dirfd, -1, fs, NULL, lim, p, ch, e);
+	return capture_inplace(dirfd, false, fs, NULL, lim, p, ch, e);
 }
